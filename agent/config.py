@@ -1,0 +1,54 @@
+"""The agent's configuration file (``agent.yaml``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from fleetwatch.config import setting
+
+COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs", "uptime")
+
+
+@dataclass(frozen=True)
+class SpoolConfig:
+    max_messages: int = setting(100000, "unacknowledged messages kept; the oldest are dropped "
+                                        "(counted and reported) past this")
+    ack_timeout: float = setting(2.0, "seconds before an unacknowledged message is first resent")
+    max_backoff: float = setting(60.0, "longest wait between resends of one message")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    routers: list[str] = setting(help="agents endpoints of the routers, e.g. tcp://r1:5555")
+    state_dir: str = setting("/var/lib/fleetwatch/agent",
+                             "uuid file, spool database and the intake socket live here")
+    intake: str = setting("", "local intake endpoint (default ipc://STATE_DIR/intake.sock)")
+    hostname: str = setting("", "name reported for this machine (default: its host name)")
+    heartbeat_interval: float = setting(2.0, "seconds between heartbeats to each router")
+    liveness: int = setting(3, "heartbeat intervals of silence before a router is dropped")
+    reconnect_min: float = setting(0.5, "first reconnect delay to a dropped router (seconds)")
+    reconnect_max: float = setting(30.0, "longest reconnect delay (seconds, jittered)")
+    stats_interval: float = setting(10.0, "seconds between stats collections")
+    collectors: list[str] = setting(factory=lambda: list(COLLECTORS),
+                                    help=f"collectors to run: {', '.join(COLLECTORS)}")
+    stats_buffer: int = setting(100, "STATS batches kept while no router is up (oldest dropped)")
+    spool: SpoolConfig = setting(factory=SpoolConfig, help="durable NOTIFY/REGISTER spool")
+    log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
+
+    def validate(self):
+        if not self.routers:
+            raise ValueError("routers: expected at least one router endpoint")
+        for c in self.collectors:
+            if c not in COLLECTORS:
+                raise ValueError(f"collectors: unknown collector {c!r} "
+                                 f"(known: {', '.join(COLLECTORS)})")
+        for name in ("heartbeat_interval", "stats_interval", "reconnect_min", "reconnect_max"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name}: expected a positive number of seconds")
+        if self.liveness < 1:
+            raise ValueError("liveness: expected at least 1")
+
+    @property
+    def intake_endpoint(self) -> str:
+        return self.intake or f"ipc://{os.path.join(self.state_dir, 'intake.sock')}"

@@ -1,0 +1,66 @@
+"""The one command, ``fleetwatch``: a subcommand per process and per operator task.
+
+Subcommands are registered explicitly below and imported lazily, so ``fleetwatch agent``
+loads only what the agent needs. Each module named here provides ``add_arguments(parser)``
+and ``run(args) -> int``. Config errors exit with status 78 (EX_CONFIG), usage errors with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from fleetwatch import __version__
+from fleetwatch.config import EX_CONFIG, ConfigError
+
+#: name -> (module, one-line help)
+COMMANDS = {
+    "agent": ("agent.main", "run the agent daemon (or --once: print one stats collection)"),
+    "router": ("router.main", "run a router"),
+    "sink": ("sinks.main", "run a sink of a type (registry, alerting)"),
+    "send": ("agent.send", "send a notification, stat or heartbeat through the local agent"),
+    "status": ("fleetwatch.status", "show the agents of the fleet"),
+    "alerts": ("fleetwatch.alerts", "list notifications the alerting sink recorded"),
+    "tail": ("fleetwatch.tail", "print live traffic from the routers"),
+    "demo": ("fleetwatch.demo", "start a whole fleet on this machine"),
+}
+
+
+def parser_for(name: str) -> argparse.ArgumentParser:
+    module, help_ = COMMANDS[name]
+    parser = argparse.ArgumentParser(prog=f"fleetwatch {name}", description=help_)
+    importlib.import_module(module).add_arguments(parser)
+    return parser
+
+
+def top_parser() -> argparse.ArgumentParser:
+    lines = "\n".join(f"  {n:<8} {h}" for n, (_, h) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="fleetwatch", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="fleetwatch: monitoring agent and router fleet on ZeroMQ",
+        epilog=f"commands:\n{lines}\n\n'fleetwatch COMMAND --help' for a command's options.")
+    parser.add_argument("--version", action="version", version=f"fleetwatch {__version__}")
+    parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0].startswith("-") or argv[0] not in COMMANDS:
+        top_parser().parse_args(argv[:1] or ["--help"])
+        return 2
+    name = argv[0]
+    args = parser_for(name).parse_args(argv[1:])
+    module = importlib.import_module(COMMANDS[name][0])
+    try:
+        return module.run(args) or 0
+    except ConfigError as e:
+        print(f"fleetwatch {name}: {e}", file=sys.stderr)
+        return EX_CONFIG
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Strict typed configuration: one YAML file per process mapped onto frozen dataclasses.
+
+Each process declares its config as frozen dataclasses with defaults on the fields and help
+in ``field(metadata={"help": ...})``. :func:`load` reads a YAML file into one; an unknown key,
+a wrong type or a bad value raises :class:`ConfigError` whose text is one line naming the
+file, the key and what was expected. The command line turns that into exit status 78
+(EX_CONFIG). Nothing here reads config at import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from typing import Any
+
+import yaml
+
+EX_CONFIG = 78
+DEFAULT_STATE_URL = "sqlite:////var/lib/fleetwatch/state.db"
+
+
+class ConfigError(Exception):
+    """A config file that cannot be used; ``str()`` is the one line to print."""
+
+    def __init__(self, path: str, key: str, expected: str):
+        where = f"{path}: {key}" if key else path
+        super().__init__(f"{where}: {expected}")
+        self.path, self.key, self.expected = path, key, expected
+
+
+def setting(default: Any = dataclasses.MISSING, help: str = "", factory: Any = None, **meta):
+    """A dataclass field with help text (shown in docs) and a default or default factory."""
+    metadata = {"help": help, **meta}
+    if factory is not None:
+        return dataclasses.field(default_factory=factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def load(cls: type, path: str, overrides: dict | None = None):
+    """Read ``path`` (YAML) into an instance of the dataclass ``cls``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError(path, "", "no such file (pass --config PATH)") from None
+    except OSError as e:
+        raise ConfigError(path, "", f"cannot be read: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigError(path, "", f"is not valid YAML{line}") from None
+    if data is None:
+        data = {}
+    if overrides:
+        data = {**data, **overrides} if isinstance(data, dict) else data
+    return build(cls, data, path)
+
+
+def build(cls: type, data: Any, path: str = "<config>", prefix: str = ""):
+    """Build ``cls`` from plain data (a dict), checking every key and type."""
+    if not isinstance(data, dict):
+        raise ConfigError(path, prefix or "(top level)", "expected a mapping of settings")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    values = {}
+    for key, value in data.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(path, name, f"unknown setting (known here: {known})")
+        values[key] = _convert(hints[key], value, path, name)
+    for key, f in fields.items():
+        if key not in values and f.default is dataclasses.MISSING \
+                and f.default_factory is dataclasses.MISSING:
+            name = f"{prefix}.{key}" if prefix else key
+            raise ConfigError(path, name, f"required setting missing ({_describe(hints[key])})")
+    try:
+        obj = cls(**values)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(path, prefix, str(e)) from None
+    check = getattr(obj, "validate", None)
+    if check is not None:
+        try:
+            check()
+        except ValueError as e:
+            # validate() raises ValueError("key: expectation")
+            key, _, expected = str(e).partition(": ")
+            full = f"{prefix}.{key}" if prefix else key
+            raise ConfigError(path, full, expected or str(e)) from None
+    return obj
+
+
+def _convert(tp: Any, value: Any, path: str, name: str):
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _convert(inner[0], value, path, name)
+    if dataclasses.is_dataclass(tp):
+        return build(tp, {} if value is None else value, path, name)
+    if origin in (list, tuple):
+        if not isinstance(value, list):
+            raise ConfigError(path, name, f"expected {_describe(tp)}, got {_got(value)}")
+        item = args[0] if args else Any
+        items = [_convert(item, v, path, f"{name}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(path, name, f"expected {_describe(tp)}, got {_got(value)}")
+        kt, vt = args if args else (Any, Any)
+        return {_convert(kt, k, path, name): _convert(vt, v, path, f"{name}.{k}")
+                for k, v in value.items()}
+    if tp is Any:
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(path, name, f"expected a number, got {_got(value)}")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(path, name, f"expected a whole number, got {_got(value)}")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(path, name, f"expected true or false, got {_got(value)}")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(path, name, f"expected a string, got {_got(value)}")
+        return value
+    raise ConfigError(path, name, f"unsupported setting type {tp!r}")
+
+
+def _describe(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin in (list, tuple):
+        return f"a list of {_describe(typing.get_args(tp)[0])}s"
+    if origin is dict:
+        return "a mapping"
+    if dataclasses.is_dataclass(tp):
+        return "a mapping of settings"
+    return {float: "a number", int: "a whole number", bool: "true or false", str: "a string"}.get(
+        tp, str(tp))
+
+
+def _got(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"number {value}"
+    if isinstance(value, str):
+        return f"string {value[:40]!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def to_dict(obj) -> dict:
+    """A config dataclass as plain data, for writing YAML (the demo, docs)."""
+    return dataclasses.asdict(obj)
+
+
+def dump(obj, path: str) -> None:
+    """Write a config dataclass to ``path`` as YAML (mode 0640, atomically)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        yaml.safe_dump(to_dict(obj), f, sort_keys=False, default_flow_style=False)
+    os.chmod(tmp, 0o640)
+    os.replace(tmp, path)

@@ -1,0 +1,22 @@
+"""The operator's configuration (``fleetwatch.yaml``), read by status, alerts, tail and run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetwatch.config import setting
+from fleetwatch.config import DEFAULT_STATE_URL
+
+DEFAULT_PATH = "/etc/fleetwatch/fleetwatch.yaml"
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    routers: list[str] = setting(help="control endpoints of every router")
+    tail: list[str] = setting(factory=list, help="tail endpoints (default: asked of each router)")
+    state_url: str = setting(DEFAULT_STATE_URL, "SQLAlchemy URL of the state database")
+    timeout: float = setting(2.0, "seconds to wait for a router's answer")
+
+    def validate(self):
+        if not self.routers:
+            raise ValueError("routers: expected at least one router control endpoint")

@@ -1,0 +1,359 @@
+"""The fleetwatch wire protocol, version 1: the only code that turns frames into messages.
+
+``SPEC.md`` beside this file is normative; this module implements it. No sockets here:
+functions take and return lists of ``bytes`` frames. Wire data is never checked with
+``assert``: every defect raises :class:`ProtocolError` carrying the status code a peer
+should be answered with.
+
+Frame layouts (see SPEC.md, "Frames"):
+
+===========  ====================================================  ================
+socket       frames                                                functions
+===========  ====================================================  ================
+agents       SIGNATURE, TYPE, BODY                                 encode / decode
+sink PUSH    SIGNATURE, TYPE, UUID, ROUTER, BODY                   encode_relayed / decode_relayed
+control      SIGNATURE, TYPE, TARGET, BODY  (back-end -> router)   encode_control / decode_control
+tail PUB     TOPIC, SIGNATURE, TYPE, UUID, ROUTER, BODY            topic / decode_tail
+===========  ====================================================  ================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from typing import Any
+
+VERSION = 1
+#: Frame 0 of every message: a three byte protocol signature then the version byte.
+SIGNATURE_PREFIX = b"FWP"
+SIGNATURE = SIGNATURE_PREFIX + bytes([VERSION])
+
+#: Largest body a peer may send, unless a router is configured otherwise.
+MAX_BODY = 256 * 1024
+MAX_ID = 64
+
+# Status codes (SPEC.md, "Status codes").
+OK = 200
+ACCEPTED = 202
+BAD_REQUEST = 400
+HELLO_REQUIRED = 401
+FORBIDDEN = 403
+NOT_FOUND = 404
+NOT_ALLOWED = 405
+TOO_LARGE = 413
+RATE_LIMITED = 429
+INTERNAL = 500
+UNAVAILABLE = 503
+VERSION_NOT_SUPPORTED = 505
+
+STATUS_TEXT = {
+    OK: "ok",
+    ACCEPTED: "accepted",
+    BAD_REQUEST: "bad request",
+    HELLO_REQUIRED: "hello required",
+    FORBIDDEN: "forbidden",
+    NOT_FOUND: "not found",
+    NOT_ALLOWED: "not allowed here",
+    TOO_LARGE: "too large",
+    RATE_LIMITED: "rate limited",
+    INTERNAL: "internal error",
+    UNAVAILABLE: "unavailable",
+    VERSION_NOT_SUPPORTED: "protocol version not supported",
+}
+
+SEVERITIES = ("debug", "info", "warning", "error", "critical")
+
+_NUMBER = (int, float)
+_STR = (str,)
+_LIST = (list,)
+_DICT = (dict,)
+_BOOL = (bool,)
+
+# type -> {field: (accepted python types, required)}. Common fields are checked for all.
+_COMMON = {
+    "msg_id": (_STR, True),
+    "uuid": (_STR, True),
+    "ts": (_NUMBER, True),
+    "retry": ((int,), False),
+    "dup": (_BOOL, False),
+}
+SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
+    "HELLO": {
+        "hostname": (_STR, True),
+        "heartbeat": (_NUMBER, True),
+        "version": (_STR, False),
+        "role": (_STR, False),
+        "sink": (_STR, False),
+        "plugins": (_LIST, False),
+    },
+    "WELCOME": {
+        "router": (_STR, True),
+        "routers": (_LIST, True),
+        "endpoints": (_DICT, False),
+    },
+    "HEARTBEAT": {"name": (_STR, False), "interval": (_NUMBER, False)},
+    "STATS": {"metrics": (_DICT, True), "hostname": (_STR, False), "source": (_STR, False)},
+    "NOTIFY": {"severity": (_STR, True), "text": (_STR, True), "source": (_STR, False)},
+    "ACK": {"msg_ids": (_LIST, True), "sink": (_STR, False)},
+    "REGISTER": {
+        "name": (_STR, True),
+        "plugins": (_LIST, False),
+        "heartbeat": (_NUMBER, False),
+    },
+    "RUN": {"command_id": (_STR, True), "plugin": (_STR, True), "timeout": (_NUMBER, False)},
+    "RESULT": {
+        "command_id": (_STR, True),
+        "plugin": (_STR, True),
+        "status": ((int,), True),
+        "output": (_STR, True),
+        "long_output": (_STR, False),
+        "perfdata": (_LIST, False),
+    },
+    "PEERS": {"agents": (_LIST, False), "router": (_STR, False)},
+    "ERROR": {"status": ((int,), True), "reason": (_STR, True), "ref": (_STR, False)},
+}
+TYPES = frozenset(SCHEMAS)
+TYPE_FRAMES = frozenset(t.encode() for t in TYPES)
+
+#: What an agent may send on the agents socket, and what the router relays to sinks.
+AGENT_TYPES = frozenset({"HELLO", "HEARTBEAT", "STATS", "NOTIFY", "REGISTER", "RESULT"})
+#: What a back-end client may send on the control socket.
+CONTROL_TYPES = frozenset({"HELLO", "ACK", "RUN", "PEERS"})
+
+
+class ProtocolError(Exception):
+    """A frame list that is not a valid v1 message; ``status`` says how to answer."""
+
+    def __init__(self, status: int, reason: str):
+        super().__init__(f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Message:
+    """One decoded message: its type and its JSON body (with msg_id, uuid and ts)."""
+
+    type: str
+    body: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def msg_id(self) -> str:
+        return self.body["msg_id"]
+
+    @property
+    def uuid(self) -> str:
+        return self.body["uuid"]
+
+    @property
+    def ts(self) -> float:
+        return self.body["ts"]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.body.get(key, default)
+
+
+@dataclass(frozen=True)
+class Relayed:
+    """A message as a sink receives it: stamped by the router with the sender's uuid."""
+
+    uuid: str
+    router: str
+    message: Message
+
+
+def new_id() -> str:
+    """A fresh msg_id: 32 lowercase hex digits."""
+    return uuidlib.uuid4().hex
+
+
+def make(type_: str, uuid: str, clock=time.time, msg_id: str | None = None, **fields) -> Message:
+    """Build a message with the common fields filled in; ``fields`` are type specific."""
+    body = {"msg_id": msg_id or new_id(), "uuid": uuid, "ts": clock()}
+    body.update({k: v for k, v in fields.items() if v is not None})
+    return Message(type_, body)
+
+
+def resend(msg: Message, retry: int) -> Message:
+    """The same message marked as a possible duplicate with its retry count."""
+    body = dict(msg.body)
+    body["retry"] = retry
+    body["dup"] = True
+    return Message(msg.type, body)
+
+
+def error(status: int, reason: str = "", ref: str | None = None, uuid: str = "-") -> Message:
+    """An ERROR reply; ``uuid`` is the replying process's id (a router's id)."""
+    return make("ERROR", uuid, status=status, reason=reason or STATUS_TEXT.get(status, ""), ref=ref)
+
+
+# ---------------------------------------------------------------- header checks
+
+def check_signature(frame: bytes) -> None:
+    """Raise unless ``frame`` is this protocol's signature at this version."""
+    if frame == SIGNATURE:
+        return
+    if len(frame) == len(SIGNATURE) and frame[:3] == SIGNATURE_PREFIX:
+        raise ProtocolError(VERSION_NOT_SUPPORTED, f"version {frame[3]} not supported, speak {VERSION}")
+    raise ProtocolError(BAD_REQUEST, "not a fleetwatch message (bad signature)")
+
+
+def check_type(frame: bytes, allowed: frozenset[str] = TYPES) -> str:
+    try:
+        name = frame.decode("ascii")
+    except UnicodeDecodeError:
+        raise ProtocolError(BAD_REQUEST, "type frame is not ASCII") from None
+    if name not in TYPES:
+        raise ProtocolError(BAD_REQUEST, f"unknown message type {name[:16]!r}")
+    if name not in allowed:
+        raise ProtocolError(NOT_ALLOWED, f"{name} not accepted here")
+    return name
+
+
+# ---------------------------------------------------------------- bodies
+
+def encode_body(msg: Message) -> bytes:
+    return json.dumps(msg.body, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_body(type_: str, data: bytes, max_body: int = MAX_BODY) -> Message:
+    """Parse and validate a body for ``type_`` (already checked to be a known type)."""
+    if len(data) > max_body:
+        raise ProtocolError(TOO_LARGE, f"body of {len(data)} bytes exceeds {max_body}")
+    try:
+        body = json.loads(data, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise ProtocolError(BAD_REQUEST, "body is not valid UTF-8 JSON") from None
+    if not isinstance(body, dict):
+        raise ProtocolError(BAD_REQUEST, "body is not a JSON object")
+    _check_fields(body, _COMMON, type_)
+    _check_fields(body, SCHEMAS[type_], type_)
+    _check_values(type_, body)
+    return Message(type_, body)
+
+
+def _check_fields(body: dict, schema: dict, type_: str) -> None:
+    for name, (types, required) in schema.items():
+        if name not in body:
+            if required:
+                raise ProtocolError(BAD_REQUEST, f"{type_}: missing field {name!r}")
+            continue
+        value = body[name]
+        # bool is an int in Python; on the wire a boolean is never a number.
+        if isinstance(value, bool) and bool not in types:
+            raise ProtocolError(BAD_REQUEST, f"{type_}: field {name!r} has the wrong type")
+        if not isinstance(value, types):
+            raise ProtocolError(BAD_REQUEST, f"{type_}: field {name!r} has the wrong type")
+
+
+def _check_values(type_: str, body: dict) -> None:
+    for name in ("msg_id", "uuid"):
+        if not 0 < len(body[name]) <= MAX_ID:
+            raise ProtocolError(BAD_REQUEST, f"{type_}: {name} must be 1 to {MAX_ID} characters")
+    if not math.isfinite(body["ts"]):
+        raise ProtocolError(BAD_REQUEST, f"{type_}: ts is not a finite number")
+    if body.get("retry", 0) < 0:
+        raise ProtocolError(BAD_REQUEST, f"{type_}: retry is negative")
+    if type_ == "NOTIFY" and body["severity"] not in SEVERITIES:
+        raise ProtocolError(BAD_REQUEST, f"NOTIFY: severity must be one of {', '.join(SEVERITIES)}")
+    elif type_ == "STATS":
+        for key, value in body["metrics"].items():
+            if isinstance(value, bool) or not isinstance(value, _NUMBER) or not math.isfinite(value):
+                raise ProtocolError(BAD_REQUEST, f"STATS: metric {key[:64]!r} is not a finite number")
+    elif type_ == "ACK":
+        if not all(isinstance(m, str) for m in body["msg_ids"]):
+            raise ProtocolError(BAD_REQUEST, "ACK: msg_ids must be strings")
+    elif type_ == "HELLO":
+        if not body["heartbeat"] > 0:
+            raise ProtocolError(BAD_REQUEST, "HELLO: heartbeat must be a positive interval")
+    elif type_ == "RESULT" and not 0 <= body["status"] <= 3:
+        raise ProtocolError(BAD_REQUEST, "RESULT: status must be 0 to 3")
+
+
+# ---------------------------------------------------------------- agents socket
+
+def encode(msg: Message) -> list[bytes]:
+    """Frames for the agents socket and for replies to any peer: SIGNATURE, TYPE, BODY."""
+    return [SIGNATURE, msg.type.encode(), encode_body(msg)]
+
+
+def decode(frames: list[bytes], allowed: frozenset[str] = TYPES, max_body: int = MAX_BODY) -> Message:
+    """Decode SIGNATURE, TYPE, BODY (routing frames already removed)."""
+    if len(frames) != 3:
+        raise ProtocolError(BAD_REQUEST, f"expected 3 frames, got {len(frames)}")
+    check_signature(frames[0])
+    return decode_body(check_type(frames[1], allowed), frames[2], max_body)
+
+
+# ---------------------------------------------------------------- relayed to sinks
+
+def encode_relayed(msg: Message, uuid: str, router: str) -> list[bytes]:
+    """Frames a router pushes to a sink (routers build these without the codec, for speed)."""
+    return [SIGNATURE, msg.type.encode(), uuid.encode(), router.encode(), encode_body(msg)]
+
+
+def decode_relayed(frames: list[bytes], allowed: frozenset[str] = TYPES,
+                   max_body: int = MAX_BODY) -> Relayed:
+    """Decode SIGNATURE, TYPE, UUID, ROUTER, BODY; the stamp must match the body's uuid."""
+    if len(frames) != 5:
+        raise ProtocolError(BAD_REQUEST, f"expected 5 frames, got {len(frames)}")
+    check_signature(frames[0])
+    type_ = check_type(frames[1], allowed)
+    uuid, router = _ascii_id(frames[2], "uuid"), _ascii_id(frames[3], "router")
+    msg = decode_body(type_, frames[4], max_body)
+    if msg.uuid != uuid:
+        raise ProtocolError(FORBIDDEN, f"body uuid {msg.uuid[:MAX_ID]!r} is not the sender {uuid!r}")
+    return Relayed(uuid, router, msg)
+
+
+def _ascii_id(frame: bytes, what: str) -> str:
+    if not 0 < len(frame) <= MAX_ID:
+        raise ProtocolError(BAD_REQUEST, f"{what} frame must be 1 to {MAX_ID} bytes")
+    try:
+        return frame.decode("ascii")
+    except UnicodeDecodeError:
+        raise ProtocolError(BAD_REQUEST, f"{what} frame is not ASCII") from None
+
+
+# ---------------------------------------------------------------- control socket
+
+def encode_control(msg: Message, target: str = "") -> list[bytes]:
+    """Frames a back-end client sends to a router's control socket.
+
+    ``target`` is the uuid of the agent to forward to (ACK, RUN), or empty for requests to
+    the router itself (HELLO, PEERS).
+    """
+    return [SIGNATURE, msg.type.encode(), target.encode(), encode_body(msg)]
+
+
+def decode_control(frames: list[bytes], max_body: int = MAX_BODY) -> tuple[str, Message]:
+    """Decode SIGNATURE, TYPE, TARGET, BODY as a router receives it (routing id removed)."""
+    if len(frames) != 4:
+        raise ProtocolError(BAD_REQUEST, f"expected 4 frames, got {len(frames)}")
+    check_signature(frames[0])
+    type_ = check_type(frames[1], CONTROL_TYPES)
+    target = _ascii_id(frames[2], "target") if frames[2] else ""
+    if type_ in ("ACK", "RUN") and not target:
+        raise ProtocolError(BAD_REQUEST, f"{type_} needs a target uuid")
+    return target, decode_body(type_, frames[3], max_body)
+
+
+# ---------------------------------------------------------------- tail
+
+def topic(type_: str, uuid: str = "") -> bytes:
+    """The tail topic of a message: ``TYPE/uuid``; a prefix of it is a subscription."""
+    return f"{type_}/{uuid}".encode() if uuid else f"{type_}/".encode()
+
+
+def decode_tail(frames: list[bytes]) -> Relayed:
+    """Decode TOPIC, SIGNATURE, TYPE, UUID, ROUTER, BODY as published on a router's tail."""
+    if len(frames) != 6:
+        raise ProtocolError(BAD_REQUEST, f"expected 6 frames, got {len(frames)}")
+    return decode_relayed(frames[1:])

@@ -1,0 +1,71 @@
+"""The router's configuration file (``router.yaml``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetwatch.config import setting
+
+#: The default routing table of DESIGN.md: message type -> sink types.
+DEFAULT_ROUTES = {
+    "HELLO": ["registry", "history"],
+    "REGISTER": ["registry", "history"],
+    "STATS": ["graphite", "history"],
+    "HEARTBEAT": ["alerting", "history"],
+    "NOTIFY": ["alerting", "history"],
+    "RESULT": ["alerting", "graphite", "history"],
+}
+
+
+@dataclass(frozen=True)
+class RouterBind:
+    agents: str = setting("tcp://*:5555", "ROUTER socket agents connect their DEALERs to")
+    control: str = setting("tcp://*:5556", "ROUTER socket for sinks, schedulers and the CLI")
+    tail: str = setting("tcp://*:5557", "PUB socket for `fleetwatch tail` (XPUB)")
+    sinks: dict[str, str] = setting(
+        help="one PUSH socket per sink type: type -> endpoint",
+        factory=lambda: {"registry": "tcp://*:5560", "alerting": "tcp://*:5561",
+                         "graphite": "tcp://*:5562", "history": "tcp://*:5563"})
+
+
+@dataclass(frozen=True)
+class RouterLimits:
+    max_message_bytes: int = setting(256 * 1024, "largest frame accepted from any peer")
+    sink_hwm: int = setting(10000, "messages queued per sink connection before drops")
+    agent_hwm: int = setting(1000, "messages queued per agent before sends to it fail")
+    tail_hwm: int = setting(1000, "messages queued per tail subscriber before drops")
+    drain: int = setting(256, "messages handled per socket per poll wake-up")
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    id: str = setting("router-1", "this router's id, stamped on every relayed message")
+    bind: RouterBind = setting(factory=RouterBind, help="endpoints to bind")
+    advertise_host: str = setting(
+        "", "host name told to peers for endpoints bound on a wildcard address "
+            "(default: this machine's fully qualified name)")
+    peers: list[str] = setting(
+        factory=list, help="agents endpoints of the other routers, told to agents in WELCOME")
+    routes: dict[str, list[str]] = setting(
+        factory=lambda: {k: list(v) for k, v in DEFAULT_ROUTES.items()},
+        help="message type -> sink types it is relayed to")
+    expiry_intervals: float = setting(
+        3.0, "an agent silent for this many of its heartbeat intervals is forgotten")
+    stats_interval: float = setting(10.0, "seconds between the router's own STATS")
+    limits: RouterLimits = setting(factory=RouterLimits, help="sizes and queue bounds")
+    ready_file: str = setting("", "if set, the bound endpoints are written here as JSON")
+    log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
+
+    def validate(self):
+        from fleetwatch.protocol import AGENT_TYPES, MAX_ID
+        if not 0 < len(self.id) <= MAX_ID or not self.id.isascii():
+            raise ValueError(f"id: expected 1 to {MAX_ID} ASCII characters")
+        for type_, sinks in self.routes.items():
+            if type_ not in AGENT_TYPES:
+                raise ValueError(f"routes.{type_}: expected one of {', '.join(sorted(AGENT_TYPES))}")
+            for sink in sinks:
+                if sink not in self.bind.sinks:
+                    raise ValueError(f"routes.{type_}: sink type {sink!r} has no endpoint "
+                                     f"in bind.sinks")
+        if self.expiry_intervals < 1:
+            raise ValueError("expiry_intervals: expected a number of at least 1")

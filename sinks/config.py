@@ -1,0 +1,27 @@
+"""A sink's configuration file (``sink-TYPE.yaml``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetwatch.config import DEFAULT_STATE_URL, setting
+
+
+
+@dataclass(frozen=True)
+class SinkConfig:
+    type: str = setting("", "sink type (registry, alerting); the command line TYPE wins")
+    routers: list[str] = setting(factory=list, help="control endpoints of every router, e.g. tcp://r1:5556")
+    name: str = setting("", "this sink's name in logs and counters (default TYPE@HOST)")
+    state_url: str = setting(DEFAULT_STATE_URL, "SQLAlchemy URL of the state database")
+    batch: int = setting(500, "messages written per transaction at most")
+    dedupe_window: int = setting(100000, "recent msg_ids remembered to drop duplicates")
+    hello_interval: float = setting(1.0, "seconds between HELLOs to a router not yet answering")
+    stats_interval: float = setting(10.0, "seconds between the sink's own counter reports in logs")
+    log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
+
+    def validate(self):
+        if not self.routers:
+            raise ValueError("routers: expected at least one router control endpoint")
+        if self.batch < 1:
+            raise ValueError("batch: expected at least 1")

@@ -1,0 +1,168 @@
+"""Start real fleetwatch processes for integration tests, on 127.0.0.1 with ephemeral ports.
+
+Routers bind ``tcp://127.0.0.1:*`` and write their bound endpoints to a ready file, which is
+how the tests learn the ports: no fixed ports, no port-picking races. Every process runs
+``python -m fleetwatch ...`` with its log in the test's directory; :class:`Fleet` stops them
+all (SIGTERM, then SIGKILL) and prints their logs when a test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value or ``timeout`` passes (then fail)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Proc:
+    """One fleetwatch process started by a test."""
+
+    def __init__(self, name: str, argv: list[str], log: Path, env: dict | None = None):
+        self.name, self.argv, self.log_path = name, argv, log
+        self._log = open(log, "ab")
+        self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                      env={**os.environ, **(env or {})}, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.popen.pid, sig)
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        if self.alive():
+            self.signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+        return self.popen.returncode
+
+    def kill(self) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.popen.wait(5)
+
+
+class Fleet:
+    """A directory of configs and logs, and the processes started from them."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.procs: list[Proc] = []
+        self.state_url = f"sqlite:///{self.root / 'state.db'}"
+
+    # ---------------------------------------------------------------- generic
+    def write(self, name: str, data: dict) -> Path:
+        path = self.root / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def start(self, name: str, *args: str, env: dict | None = None) -> Proc:
+        argv = [sys.executable, "-m", "fleetwatch", *args]
+        proc = Proc(name, argv, self.root / f"{name}.log", env)
+        self.procs.append(proc)
+        return proc
+
+    def cli(self, *args: str, timeout: float = 30.0, check: bool = True,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        """Run a short-lived ``fleetwatch`` command and return its result."""
+        res = subprocess.run([sys.executable, "-m", "fleetwatch", *args], capture_output=True,
+                             text=True, timeout=timeout, input=input)
+        if check and res.returncode != 0:
+            raise AssertionError(f"fleetwatch {' '.join(args)} exited {res.returncode}:\n"
+                                 f"{res.stdout}\n{res.stderr}")
+        return res
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"----- {p.name} (pid {p.pid}) -----\n{p.log()[-6000:]}"
+                         for p in self.procs)
+
+    # ---------------------------------------------------------------- routers
+    def router(self, name: str = "router-1", peers: list[str] = (), **extra) -> dict:
+        """Start a router on ephemeral ports; return its ready-file data (bound endpoints)."""
+        ready = self.root / f"{name}.ready.json"
+        ready.unlink(missing_ok=True)
+        cfg = {
+            "id": name,
+            "bind": {
+                "agents": "tcp://127.0.0.1:*",
+                "control": "tcp://127.0.0.1:*",
+                "tail": "tcp://127.0.0.1:*",
+                "sinks": {t: "tcp://127.0.0.1:*" for t in
+                          ("registry", "alerting", "graphite", "history")},
+            },
+            "peers": list(peers),
+            "ready_file": str(ready),
+            "stats_interval": 1.0,
+            **extra,
+        }
+        path = self.write(f"{name}.yaml", cfg)
+        proc = self.start(name, "router", "--config", str(path))
+        wait_for(lambda: ready.exists() or not proc.alive(), 15, what=f"{name} ready file")
+        assert proc.alive(), f"{name} died at start:\n{proc.log()}"
+        info = json.loads(ready.read_text())
+        info["proc"] = proc
+        return info
+
+    # ---------------------------------------------------------------- sinks
+    def sink(self, type_: str, routers: list[dict], name: str | None = None, **extra) -> Proc:
+        name = name or f"sink-{type_}"
+        cfg = {"routers": [r["endpoints"]["control"] for r in routers],
+               "state_url": self.state_url, "name": name, "hello_interval": 0.2, **extra}
+        path = self.write(f"{name}.yaml", cfg)
+        return self.start(name, "sink", type_, "--config", str(path))
+
+    # ---------------------------------------------------------------- agents
+    def agent_config(self, routers: list[dict], name: str = "agent", **extra) -> Path:
+        state = self.root / f"{name}-state"
+        state.mkdir(exist_ok=True)
+        cfg = {"routers": [r["endpoints"]["agents"] for r in routers],
+               "state_dir": str(state), "hostname": f"{name}-host",
+               "heartbeat_interval": 0.3, "stats_interval": 1.0,
+               "reconnect_min": 0.1, "reconnect_max": 1.0,
+               "spool": {"ack_timeout": 0.5, "max_backoff": 2.0}, **extra}
+        return self.write(f"{name}.yaml", cfg)
+
+    def agent(self, routers: list[dict], name: str = "agent", **extra) -> Proc:
+        path = self.agent_config(routers, name, **extra)
+        return self.start(name, "agent", "--config", str(path))
+
+    def operator_config(self, routers: list[dict]) -> Path:
+        return self.write("fleetwatch.yaml", {
+            "routers": [r["endpoints"]["control"] for r in routers],
+            "state_url": self.state_url, "timeout": 1.0})

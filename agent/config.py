@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from fleetwatch.config import setting
 
+_ENDPOINT = re.compile(r"^(tcp://[^\s:]+:\d+|(ipc|inproc)://\S+)$")
 COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs", "uptime")
 
 
@@ -39,6 +41,11 @@ class AgentConfig:
     def validate(self):
         if not self.routers:
             raise ValueError("routers: expected at least one router endpoint")
+        for r in self.routers:
+            if not _ENDPOINT.match(r):
+                raise ValueError(f"routers: {r!r} is not an endpoint like tcp://HOST:PORT")
+        if self.intake and not _ENDPOINT.match(self.intake):
+            raise ValueError(f"intake: {self.intake!r} is not an endpoint like ipc://PATH")
         for c in self.collectors:
             if c not in COLLECTORS:
                 raise ValueError(f"collectors: unknown collector {c!r} "

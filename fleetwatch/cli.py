@@ -47,8 +47,11 @@ def top_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0].startswith("-") or argv[0] not in COMMANDS:
-        top_parser().parse_args(argv[:1] or ["--help"])
+    if not argv:
+        top_parser().print_help(sys.stderr)
+        return 2
+    if argv[0].startswith("-") or argv[0] not in COMMANDS:
+        top_parser().parse_args(argv[:1])  # --help, --version, or a usage error (exit 2)
         return 2
     name = argv[0]
     args = parser_for(name).parse_args(argv[1:])

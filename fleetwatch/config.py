@@ -10,6 +10,7 @@ file, the key and what was expected. The command line turns that into exit statu
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -26,7 +27,8 @@ class ConfigError(Exception):
 
     def __init__(self, path: str, key: str, expected: str):
         where = f"{path}: {key}" if key else path
-        super().__init__(f"{where}: {expected}")
+        # One line, whatever a key, a path or an exception text holds.
+        super().__init__("\\n".join(f"{where}: {expected}".splitlines()))
         self.path, self.key, self.expected = path, key, expected
 
 
@@ -38,19 +40,49 @@ def setting(default: Any = dataclasses.MISSING, help: str = "", factory: Any = N
     return dataclasses.field(default=default, metadata=metadata)
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (YAML requires
+    unique keys; PyYAML would silently keep the last)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    duplicate = key in seen
+                except TypeError:  # unhashable: the base class reports it
+                    continue
+                if duplicate:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {str(key)[:40]!r} is set twice", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load(cls: type, path: str, overrides: dict | None = None):
     """Read ``path`` (YAML) into an instance of the dataclass ``cls``."""
     try:
         with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+            data = yaml.load(f, Loader=_StrictLoader)
     except FileNotFoundError:
         raise ConfigError(path, "", "no such file (pass --config PATH)") from None
     except OSError as e:
         raise ConfigError(path, "", f"cannot be read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(path, "", "is not UTF-8 text") from None
+    except RecursionError:
+        raise ConfigError(path, "", "is not valid YAML (nested too deeply)") from None
+    except ValueError as e:  # PyYAML's scalar constructors: 2024-02-30, a 5000-digit int
+        raise ConfigError(path, "", f"is not valid YAML ({str(e)[:80]})") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(path, "", f"is not valid YAML{line}") from None
+        problem = getattr(e, "problem", None)
+        raise ConfigError(path, "", f"is not valid YAML{line}"
+                                    + (f" ({problem})" if problem else "")) from None
     if data is None:
         data = {}
     if overrides:
@@ -119,7 +151,13 @@ def _convert(tp: Any, value: Any, path: str, name: str):
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(path, name, f"expected a number, got {_got(value)}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an int past the double range
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(path, name, f"expected a finite number, got {_got(value)}")
+        return number
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(path, name, f"expected a whole number, got {_got(value)}")
@@ -135,10 +173,16 @@ def _convert(tp: Any, value: Any, path: str, name: str):
     raise ConfigError(path, name, f"unsupported setting type {tp!r}")
 
 
+_PLURAL = {float: "numbers", int: "whole numbers", bool: "booleans", str: "strings"}
+
+
 def _describe(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin in (list, tuple):
-        return f"a list of {_describe(typing.get_args(tp)[0])}s"
+        item = typing.get_args(tp)[0]
+        plural = _PLURAL.get(item) or ("mappings" if dataclasses.is_dataclass(item) or
+                                       typing.get_origin(item) is dict else "items")
+        return f"a list of {plural}"
     if origin is dict:
         return "a mapping"
     if dataclasses.is_dataclass(tp):
@@ -153,7 +197,8 @@ def _got(value: Any) -> str:
     if isinstance(value, bool):
         return f"boolean {str(value).lower()}"
     if isinstance(value, (int, float)):
-        return f"number {value}"
+        text = str(value) if isinstance(value, float) or abs(value) < 10 ** 40 else "(too long)"
+        return f"number {text}"
     if isinstance(value, str):
         return f"string {value[:40]!r}"
     if isinstance(value, list):

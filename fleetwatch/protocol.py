@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 import time
 import uuid as uuidlib
 from dataclasses import dataclass, field
@@ -223,14 +225,40 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+_MAX_FLOAT_INT = int(sys.float_info.max)
+# A \uD800-\uDFFF escape: valid JSON syntax, but a lone one is no Unicode character.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
+
+
+def _parse_float(text: str) -> float:
+    # 1e400 parses to inf, which encode_body cannot write back: refuse it like Infinity.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:32]} is out of range")
+    return value
+
+
+def _parse_int(text: str) -> int:
+    # An integer past the double range makes math.isfinite() raise OverflowError.
+    value = int(text)
+    if abs(value) > _MAX_FLOAT_INT:
+        raise ValueError(f"number {text[:32]}... is out of range")
+    return value
+
+
 def decode_body(type_: str, data: bytes, max_body: int = MAX_BODY) -> Message:
     """Parse and validate a body for ``type_`` (already checked to be a known type)."""
     if len(data) > max_body:
         raise ProtocolError(TOO_LARGE, f"body of {len(data)} bytes exceeds {max_body}")
     try:
-        body = json.loads(data, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        raise ProtocolError(BAD_REQUEST, "body is not valid UTF-8 JSON") from None
+        # Decode as UTF-8 here: json.loads(bytes) would also accept UTF-16 and UTF-32.
+        body = json.loads(data.decode("utf-8"), parse_constant=_reject_constant,
+                          parse_float=_parse_float, parse_int=_parse_int)
+        if _SURROGATE_ESCAPE.search(data):
+            json.dumps(body, ensure_ascii=False).encode("utf-8")  # lone surrogates raise
+    except (ValueError, RecursionError) as e:
+        reason = f"body is not valid UTF-8 JSON ({str(e)[:80]})"
+        raise ProtocolError(BAD_REQUEST, reason) from None
     if not isinstance(body, dict):
         raise ProtocolError(BAD_REQUEST, "body is not a JSON object")
     _check_fields(body, _COMMON, type_)
@@ -270,6 +298,9 @@ def _check_values(type_: str, body: dict) -> None:
     elif type_ == "ACK":
         if not all(isinstance(m, str) for m in body["msg_ids"]):
             raise ProtocolError(BAD_REQUEST, "ACK: msg_ids must be strings")
+    elif type_ == "WELCOME":
+        if not all(isinstance(r, str) for r in body["routers"]):
+            raise ProtocolError(BAD_REQUEST, "WELCOME: routers must be strings")
     elif type_ == "HELLO":
         if not body["heartbeat"] > 0:
             raise ProtocolError(BAD_REQUEST, "HELLO: heartbeat must be a positive interval")
@@ -356,4 +387,8 @@ def decode_tail(frames: list[bytes]) -> Relayed:
     """Decode TOPIC, SIGNATURE, TYPE, UUID, ROUTER, BODY as published on a router's tail."""
     if len(frames) != 6:
         raise ProtocolError(BAD_REQUEST, f"expected 6 frames, got {len(frames)}")
-    return decode_relayed(frames[1:])
+    relayed = decode_relayed(frames[1:])
+    # Subscribers filter on the topic: one that disagrees with the stamp would mislead them.
+    if frames[0] != topic(relayed.message.type, relayed.uuid):
+        raise ProtocolError(BAD_REQUEST, "topic frame does not match the type and uuid")
+    return relayed

@@ -1,0 +1,366 @@
+"""The agent's main loop: one thread, one zmq.Poller over the router DEALERs and the intake.
+
+Each wake-up drains the sockets that are readable, then runs the timers: reconnects,
+liveness expiry, heartbeats, the stats collection (one STATS message per collection, the
+agent's own counters included), the at-most-once queue and the spool's resends. Traffic
+leaves only through alive routers; NOTIFY and REGISTER wait in the spool until an ACK from any
+router names them, STATS and HEARTBEAT wait in a bounded queue (oldest dropped, counted).
+SIGTERM and SIGINT wake the poller through a socket pair and stop the loop cleanly.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import random
+import signal
+import socket
+import sqlite3
+import threading
+import time
+
+import zmq
+
+import fleetwatch
+from fleetwatch import protocol
+from fleetwatch.logs import Throttle
+
+from agent.intake import DURABLE_TYPES, Intake, IntakeSocket
+from agent.links import Link, Links, Sockets
+
+log = logging.getLogger(__name__)
+
+FROM_ROUTER = frozenset({"WELCOME", "HEARTBEAT", "ACK", "RUN", "ERROR"})
+DRAIN = 256
+SPOOL_REPORT_PERIOD = 60.0
+MAX_POLL = 5.0
+#: The agent's event counters, reported (from zero) in every STATS.
+COUNTERS = ("agent.spool.acked", "agent.spool.resent", "agent.spool.errors",
+            "agent.routers.expired", "agent.stats.dropped", "agent.send.dropped",
+            "agent.router.errors")
+
+
+class StartError(Exception):
+    """The agent cannot start (its intake cannot be bound); ``str()`` is one line."""
+
+
+class Agent:
+    """The daemon: owns every socket; the spool, links and collectors hold the logic."""
+
+    def __init__(self, cfg, uuid: str, hostname: str, spool, collectors,
+                 ctx: zmq.Context | None = None, clock=time.monotonic, wall=time.time,
+                 rand=random.random):
+        self.cfg, self.uuid, self.hostname = cfg, uuid, hostname
+        self.spool, self.collectors = spool, collectors
+        self.clock, self.wall = clock, wall
+        self._own_ctx = ctx is None
+        self.ctx = ctx or zmq.Context()
+        self.poller = zmq.Poller()
+        self.sockets = Sockets(self.ctx, uuid, self.poller)
+        self.links = Links(cfg.routers, lambda endpoint, learned: Link(
+            endpoint, cfg.heartbeat_interval, cfg.liveness, cfg.reconnect_min,
+            cfg.reconnect_max, learned=learned, rand=rand))
+        self.intake = Intake(uuid, hostname)
+        self.intake_sock: IntakeSocket | None = None
+        self.queue: collections.deque = collections.deque(maxlen=max(1, cfg.stats_buffer))
+        self.last_via: collections.OrderedDict = collections.OrderedDict()
+        self.runs_seen: collections.OrderedDict = collections.OrderedDict()
+        self.counters = collections.Counter(dict.fromkeys(COUNTERS, 0))
+        self.throttle = Throttle(log, 10.0, clock)
+        self.started = clock()
+        self.next_stats = self.started + cfg.stats_interval
+        self.unreported_drops = 0
+        self.next_drop_report = 0.0
+        self._stop = False
+        self._wake_r = self._wake_w = None
+
+    # ---------------------------------------------------------------- life cycle
+    def stop(self, *_):
+        self._stop = True
+
+    def _install_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.stop)
+        self.poller.register(self._wake_r, zmq.POLLIN)
+
+    def run(self) -> int:
+        try:
+            self.intake_sock = IntakeSocket(self.ctx, self.cfg.intake_endpoint)
+        except (zmq.ZMQError, OSError) as e:
+            self.close()
+            raise StartError(f"cannot bind the intake {self.cfg.intake_endpoint}: {e}") from None
+        self._install_signals()
+        self.poller.register(self.intake_sock.sock, zmq.POLLIN)
+        self.collectors.prime()
+        self._spool([protocol.make("REGISTER", self.uuid, clock=self.wall, name="agent",
+                                   plugins=[], heartbeat=self.cfg.heartbeat_interval)])
+        log.info("agent %s (%s) started, routers: %s", self.uuid, self.hostname,
+                 ", ".join(self.cfg.routers))
+        try:
+            while not self._stop:
+                self.step()
+        finally:
+            self.close()
+        log.info("agent stopped (%d messages left in the spool)", len(self.spool))
+        return 0
+
+    def close(self):
+        self.sockets.close_all()
+        if self.intake_sock is not None:
+            self.poller.unregister(self.intake_sock.sock)
+            self.intake_sock.close()
+            self.intake_sock = None
+        self.spool.close()
+        if self._own_ctx:
+            self.ctx.term()
+        if self._wake_r is not None:
+            signal.set_wakeup_fd(-1)
+            self._wake_r.close()
+            self._wake_w.close()
+
+    def step(self) -> None:
+        """One wake-up: poll until the next deadline, drain, run the timers."""
+        timeout = max(0.0, min(self._deadline() - self.clock(), MAX_POLL))
+        events = dict(self.poller.poll(math.ceil(timeout * 1000)))
+        if self._wake_r is not None and self._wake_r in events:
+            try:
+                self._wake_r.recv(64)
+            except BlockingIOError:
+                pass  # nothing left to read: the flag is what matters
+        now = self.clock()
+        try:
+            if self.intake_sock is not None and self.intake_sock.sock in events:
+                self._on_intake()
+            for sock, link in list(self.sockets.by_socket.items()):
+                if sock in events:
+                    self._drain_router(sock, link, now)
+            self._timers(self.clock())
+        except sqlite3.Error as e:  # disk full or gone: keep running, messages stay put
+            self.counters["agent.spool.errors"] += 1
+            self.throttle.warning("spool", "spool: %s: %s", type(e).__name__, e)
+
+    def _deadline(self) -> float:
+        now = self.clock()
+        deadlines = [self.next_stats, *(link.deadline() for link in self.links)]
+        if self.links.alive():
+            if self.queue:
+                return now
+            due = self.spool.next_due()
+            if due is not None:
+                deadlines.append(now + (due - self.wall()))
+        if self.unreported_drops:
+            deadlines.append(self.next_drop_report)
+        return min(deadlines)
+
+    # ---------------------------------------------------------------- timers
+    def _timers(self, now: float) -> None:
+        for link in self.links:
+            if link.reconnect_due(now):
+                self._connect(link, now)
+            elif link.expired(now):
+                self.sockets.close(link)
+                delay = link.closed(now)
+                log.warning("router %s silent for %d intervals, reconnecting in %.2fs",
+                            link.endpoint, link.liveness, delay)
+                self.counters["agent.routers.expired"] += 1
+            elif link.heartbeat_due(now):
+                self._send(link, protocol.make("HEARTBEAT", self.uuid, clock=self.wall,
+                                               interval=self.cfg.heartbeat_interval))
+        if now >= self.next_stats:
+            self.next_stats = max(self.next_stats + self.cfg.stats_interval, now)
+            self._collect()
+        if self.unreported_drops and now >= self.next_drop_report:
+            self._report_drops(now)
+        if self.links.alive():
+            self._flush_queue()
+            self._resend()
+
+    def _connect(self, link: Link, now: float) -> None:
+        try:
+            self.sockets.open(link)
+        except zmq.ZMQError as e:  # a malformed endpoint, most likely learned from WELCOME
+            self.sockets.close(link)
+            log.error("cannot connect to %s: %s%s", link.endpoint, e,
+                      " (forgotten)" if link.learned else "")
+            if link.learned:
+                self.links.remove(link)
+            else:
+                link.closed(now)
+            return
+        link.opened(now)
+        self._hello(link)
+
+    def _flush_queue(self) -> None:
+        while self.queue:
+            link = self.links.pick()
+            if link is None:
+                return
+            if not self._send(link, self.queue.popleft()):
+                self.counters["agent.stats.dropped"] += 1
+
+    def _resend(self) -> None:
+        for msg in self.spool.due(self.wall()):
+            avoid = self.last_via.get(msg.msg_id) if msg.get("dup") else None
+            link = self.links.pick(avoid)
+            if link is None:
+                return
+            self._send(link, msg)
+            self.last_via[msg.msg_id] = link.endpoint
+            self.last_via.move_to_end(msg.msg_id)
+            if len(self.last_via) > 10000:
+                self.last_via.popitem(last=False)
+            if msg.get("dup"):
+                self.counters["agent.spool.resent"] += 1
+
+    def _collect(self) -> None:
+        metrics = self.collectors.collect()
+        metrics.update(self.own_metrics())
+        self._enqueue(protocol.make("STATS", self.uuid, clock=self.wall,
+                                    hostname=self.hostname, metrics=metrics))
+
+    def own_metrics(self) -> dict:
+        return {
+            **self.counters,
+            "agent.spool.size": len(self.spool),
+            "agent.spool.dropped": self.spool.dropped,
+            "agent.routers.alive": len(self.links.alive()),
+            "agent.routers.known": len(self.links),
+            "agent.intake.received": self.intake.received,
+            "agent.intake.errors": self.intake.errors,
+            "agent.collectors.failures": self.collectors.failures,
+            "agent.uptime": round(self.clock() - self.started, 1),
+        }
+
+    def _enqueue(self, msg: protocol.Message) -> None:
+        if len(self.queue) == self.queue.maxlen:
+            self.counters["agent.stats.dropped"] += 1
+            self.throttle.warning("queue", "no router alive: oldest STATS/HEARTBEAT dropped")
+        self.queue.append(msg)
+
+    # ---------------------------------------------------------------- spool
+    def _spool(self, messages) -> None:
+        """Commit ``messages`` to the spool (raises sqlite3.Error when it cannot)."""
+        dropped = self.spool.add(messages)
+        if dropped:
+            self.unreported_drops += dropped
+
+    def _report_drops(self, now: float) -> None:
+        n, self.unreported_drops = self.unreported_drops, 0
+        self.next_drop_report = now + SPOOL_REPORT_PERIOD
+        log.warning("spool full (%d messages): %d oldest notifications dropped",
+                    self.spool.max_messages, n)
+        self._spool([protocol.make("NOTIFY", self.uuid, clock=self.wall, severity="warning",
+                                   source="agent",
+                                   text=f"spool full: {n} oldest notifications dropped")])
+
+    # ---------------------------------------------------------------- sockets
+    def _send(self, link: Link, msg: protocol.Message) -> bool:
+        if self.sockets.send(link, msg):
+            return True
+        self.counters["agent.send.dropped"] += 1
+        self.throttle.warning(f"send.{link.endpoint}", "router %s: queue full, %s dropped",
+                              link.endpoint, msg.type)
+        return False
+
+    def _hello(self, link: Link) -> None:
+        self._send(link, protocol.make("HELLO", self.uuid, clock=self.wall,
+                                       hostname=self.hostname,
+                                       heartbeat=self.cfg.heartbeat_interval,
+                                       version=fleetwatch.__version__, role="agent"))
+
+    def _on_intake(self) -> None:
+        durable = []
+        for envelope, frames in self.intake_sock.drain(DRAIN):
+            msg, err = self.intake.accept(frames)
+            if err is not None:
+                self.intake_sock.reply(envelope, err)
+            elif msg is None:
+                continue
+            elif msg.type in DURABLE_TYPES:
+                durable.append((envelope, msg))
+            else:
+                self._enqueue(msg)
+                self.intake_sock.reply(envelope, self.intake.ack(msg))
+        if not durable:
+            return
+        try:
+            self._spool([msg for _, msg in durable])
+        except Exception as e:  # sqlite3.Error, OSError: the disk is full or gone
+            log.error("spool write failed: %s: %s", type(e).__name__, e)
+            for envelope, msg in durable:
+                self.intake_sock.reply(envelope, protocol.error(
+                    protocol.INTERNAL, "spool write failed", ref=msg.msg_id, uuid=self.uuid))
+            return
+        for envelope, msg in durable:
+            self.intake_sock.reply(envelope, self.intake.ack(msg))
+
+    def _drain_router(self, sock: zmq.Socket, link: Link, now: float) -> None:
+        for _ in range(DRAIN):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                msg = protocol.decode(frames, FROM_ROUTER)
+            except protocol.ProtocolError as e:
+                self.counters["agent.router.errors"] += 1
+                self.throttle.warning(f"router.{link.endpoint}", "router %s: bad message: %s",
+                                      link.endpoint, e)
+                continue
+            link.heard(now)
+            self._on_router(link, msg, now)
+            if link.endpoint not in self.sockets.by_link:
+                return  # the link was closed while handling (an alias)
+
+    def _on_router(self, link: Link, msg: protocol.Message, now: float) -> None:
+        if msg.type == "ACK":
+            acked = self.spool.ack(msg.get("msg_ids"))
+            for msg_id in msg.get("msg_ids"):
+                self.last_via.pop(msg_id, None)
+            self.counters["agent.spool.acked"] += acked
+        elif msg.type == "WELCOME":
+            self._welcome(link, msg, now)
+        elif msg.type == "ERROR":
+            if msg.get("status") == protocol.HELLO_REQUIRED:
+                log.info("router %s asks for HELLO again", link.endpoint)
+                link.hello_required(now)
+                self._hello(link)
+            else:
+                self.throttle.warning(f"error.{link.endpoint}", "router %s: ERROR %s %s (%s)",
+                                      link.endpoint, msg.get("status"), msg.get("reason"),
+                                      msg.get("ref"))
+        elif msg.type == "RUN":
+            self._refuse_run(link, msg)
+
+    def _welcome(self, link: Link, msg: protocol.Message, now: float) -> None:
+        link.welcomed(now, msg.get("router"))
+        other = self.links.duplicate_of(link)
+        if other is not None:
+            log.info("%s is router %s, already linked through %s: dropping it",
+                     link.endpoint, link.router_id, other.endpoint)
+            self.sockets.close(link)
+            self.links.remove(link)
+            return
+        for new in self.links.learn(msg.get("routers")):
+            log.info("router %s told us of %s", link.router_id, new.endpoint)
+
+    def _refuse_run(self, link: Link, msg: protocol.Message) -> None:
+        """No plugin runner in this agent yet: every RUN names an undeclared plugin."""
+        command_id = msg.get("command_id")
+        if command_id in self.runs_seen:
+            return
+        self.runs_seen[command_id] = True
+        if len(self.runs_seen) > 1000:
+            self.runs_seen.popitem(last=False)
+        self._send(link, protocol.make(
+            "RESULT", self.uuid, clock=self.wall, command_id=command_id,
+            plugin=msg.get("plugin"), status=3,
+            output=f"UNKNOWN - plugin {msg.get('plugin')!r} is not declared by this agent"))
+

@@ -1,0 +1,95 @@
+"""``fleetwatch agent``: run the daemon, print one collection (``--once``), or mint a uuid.
+
+    fleetwatch agent --config /etc/fleetwatch/agent.yaml
+    fleetwatch agent --once            # one collection as a flat JSON object {name: number}
+    fleetwatch agent --new-uuid        # for a cloned VM: new uuid, old kept as uuid.old
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socket
+import sys
+
+from fleetwatch import config, logs
+
+from agent.config import AgentConfig
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONFIG = "/etc/fleetwatch/agent.yaml"
+EX_CANTCREAT = 73
+EX_TEMPFAIL = 75
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default=DEFAULT_CONFIG,
+                        help=f"agent config file (default {DEFAULT_CONFIG})")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true",
+                      help="print one stats collection as JSON and exit (connects nowhere)")
+    mode.add_argument("--new-uuid", action="store_true",
+                      help="replace this machine's agent uuid (for cloned VMs); the old one "
+                           "is kept as STATE_DIR/uuid.old. Stop the agent first.")
+
+
+def _fail(code: int, text: str) -> int:
+    print(f"fleetwatch agent: {text}", file=sys.stderr)
+    return code
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config.load(AgentConfig, args.config)
+    logs.setup(cfg.log_level, "agent")
+    if args.once:
+        return once(cfg)
+    from agent import identity
+
+    try:
+        lock = identity.lock(cfg.state_dir)
+    except identity.StateDirBusy as e:
+        return _fail(EX_TEMPFAIL, f"{e} (stop it first)")
+    except OSError as e:
+        return _fail(EX_CANTCREAT, f"state_dir {cfg.state_dir}: {e.strerror}")
+    try:
+        if args.new_uuid:
+            old, new = identity.renew(cfg.state_dir)
+            print(f"old uuid: {old or '(none)'}\nnew uuid: {new}")
+            return 0
+        hostname = cfg.hostname or socket.gethostname()
+        return daemon(cfg, hostname, identity.load_or_create(cfg.state_dir))
+    except identity.IdentityError as e:
+        return _fail(EX_CANTCREAT, str(e))
+    finally:
+        os.close(lock)
+
+
+def once(cfg: AgentConfig) -> int:
+    from agent.collectors import Collectors
+
+    metrics = Collectors(cfg.collectors).collect()
+    json.dump(metrics, sys.stdout, indent=1, sort_keys=True)
+    print()
+    return 0
+
+
+def daemon(cfg: AgentConfig, hostname: str, uuid: str) -> int:
+    import sqlite3
+
+    from agent.collectors import Collectors
+    from agent.daemon import Agent, StartError
+    from agent.spool import Spool
+
+    path = os.path.join(cfg.state_dir, "spool.db")
+    try:
+        spool = Spool(path, cfg.spool.max_messages, cfg.spool.ack_timeout,
+                      cfg.spool.max_backoff)
+    except (sqlite3.Error, OSError) as e:
+        return _fail(EX_CANTCREAT, f"spool {path}: {e}")
+    try:
+        return Agent(cfg, uuid, hostname, spool, Collectors(cfg.collectors)).run()
+    except StartError as e:
+        return _fail(EX_CANTCREAT, str(e))

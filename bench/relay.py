@@ -1,0 +1,263 @@
+"""Router relay throughput against zmq.proxy, in alternating rounds on tcp://127.0.0.1.
+
+Every role runs in its own process: N agent DEALERs send NOTIFYs as fast as they can ->
+the relay -> PUSH -> one PULL that counts. The relay is either a real ``fleetwatch router``
+(routing NOTIFY to one sink type, so one PUSH) or ``zmq.proxy`` between a ROUTER frontend and
+a PUSH backend (the same socket types; it forwards the routing id frame unstamped, the router
+sends SIGNATURE, TYPE, UUID, ROUTER, BODY). Rounds alternate between the two because the
+machine is noisy; the figure of a round is the counter's rate between its first and last
+message. Prints min / median / max msg/s per variant and body size, and the ratio of the
+medians router / proxy (target: at least 0.5).
+
+    python bench/relay.py [--rounds 4] [--senders 4] [--results bench/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import MethodType
+
+HEADING = "## Router relay (issue 2)"
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+# ---------------------------------------------------------------- roles (child processes)
+
+def frames_for(size: int, uuid: str) -> list[bytes]:
+    """SIGNATURE, NOTIFY, BODY with a body of exactly ``size`` bytes."""
+    from fleetwatch import protocol
+    msg = protocol.make("NOTIFY", uuid, severity="info", text="", msg_id="0" * 32)
+    pad = size - len(protocol.encode_body(msg))
+    msg = protocol.make("NOTIFY", uuid, severity="info", text="x" * max(0, pad), msg_id="0" * 32)
+    return protocol.encode(msg)
+
+
+def sender(endpoint: str, uuid: str, count: int, size: int, hello: bool, ready, go) -> None:
+    import zmq
+    import zmq.backend
+
+    from fleetwatch import protocol
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.routing_id = uuid.encode()
+    sock.connect(endpoint)
+    if hello:
+        sock.send_multipart(protocol.encode(protocol.make("HELLO", uuid, hostname="bench",
+                                                           heartbeat=60.0)))
+        assert sock.poll(10_000), "no WELCOME"
+        sock.recv_multipart()
+    sig, type_, body = frames_for(size, uuid)
+    more, send = zmq.SNDMORE, MethodType(zmq.backend.Socket.send, sock)
+    ready.set()
+    go.wait()
+    for _ in range(count):
+        send(sig, more)
+        send(type_, more)
+        send(body)
+    sock.close(linger=-1)        # flush everything
+    ctx.term()
+
+
+def counter(endpoint: str, expected: int, per_message: int, conn) -> None:
+    """Count messages on a PULL. Every message has ``per_message`` frames, so the counter
+    counts frames and skips the RCVMORE checks: it must neither be the bottleneck nor take
+    the CPU of the relay (2 cores for 7 processes)."""
+    import zmq
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PULL)
+    sock.rcvhwm = 100_000
+    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    sock.connect(endpoint)
+    monitor.poll(10_000)
+    time.sleep(0.1)              # let the relay's side attach its pipe
+    conn.send("ready")
+    recv, noblock = sock.recv, zmq.NOBLOCK
+    frames, first, last = 0, 0.0, 0.0
+    expected_frames = expected * per_message
+    if sock.poll(30_000):
+        first = time.perf_counter()
+        idle_since = None
+        while frames < expected_frames:
+            try:
+                recv(noblock)
+            except zmq.Again:
+                # Nap instead of waking for every message: on 2 cores a counter that wakes
+                # per message steals the CPU of the relay it measures.
+                now = time.perf_counter()
+                idle_since = idle_since or now
+                if now - idle_since > 0.5:   # the relay dropped the rest
+                    break
+                time.sleep(0.0005)
+                continue
+            idle_since = None
+            frames += 1
+            last = time.perf_counter() if frames % per_message == 0 else last
+    conn.send((frames // per_message, first, last))
+    sock.disable_monitor()
+    monitor.close(0)
+    sock.close(0)
+    ctx.term()
+
+
+def proxy(conn) -> None:
+    import zmq
+    ctx = zmq.Context()
+    front, back = ctx.socket(zmq.ROUTER), ctx.socket(zmq.PUSH)
+    front.bind("tcp://127.0.0.1:*")
+    back.bind("tcp://127.0.0.1:*")
+    conn.send({"agents": front.last_endpoint.decode(),
+               "sinks": {"alerting": back.last_endpoint.decode()}})
+    zmq.proxy(front, back)
+
+
+# ---------------------------------------------------------------- relays
+
+class RouterRelay:
+    def __init__(self, workdir: Path):
+        import yaml
+        ready = workdir / "router.ready.json"
+        ready.unlink(missing_ok=True)
+        cfg = {"id": "bench-router",
+               "bind": {"agents": "tcp://127.0.0.1:*", "control": "tcp://127.0.0.1:*",
+                        "tail": "tcp://127.0.0.1:*", "sinks": {"alerting": "tcp://127.0.0.1:*"}},
+               "routes": {"NOTIFY": ["alerting"]}, "ready_file": str(ready),
+               "stats_interval": 3600.0, "log_level": "WARNING"}
+        path = workdir / "router.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        self.log = open(workdir / "router.log", "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "fleetwatch", "router", "--config",
+                                      str(path)], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 15
+        while not ready.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"router did not start; see {workdir / 'router.log'}")
+            time.sleep(0.02)
+        self.endpoints = json.loads(ready.read_text())["endpoints"]
+        self.hello = True
+        self.frames = 5          # SIGNATURE, TYPE, UUID, ROUTER, BODY
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(5)
+        self.log.close()
+
+
+class ProxyRelay:
+    def __init__(self, workdir: Path):
+        parent, child = mp.Pipe()
+        self.proc = mp.Process(target=proxy, args=(child,), daemon=True)
+        self.proc.start()
+        self.endpoints = parent.recv()
+        self.hello = False
+        self.frames = 4          # routing id, SIGNATURE, TYPE, BODY
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.join(5)
+
+
+# ---------------------------------------------------------------- rounds
+
+def run_round(kind: str, size: int, senders: int, per_sender: int, workdir: Path):
+    relay = (RouterRelay if kind == "router" else ProxyRelay)(workdir)
+    try:
+        expected = senders * per_sender
+        parent, child = mp.Pipe()
+        count = mp.Process(target=counter, args=(relay.endpoints["sinks"]["alerting"], expected,
+                                                 relay.frames, child))
+        count.start()
+        assert parent.poll(15) and parent.recv() == "ready", "counter did not connect"
+        go = mp.Event()
+        readies = [mp.Event() for _ in range(senders)]
+        procs = [mp.Process(target=sender, args=(relay.endpoints["agents"], f"bench-{i:04d}",
+                                                 per_sender, size, relay.hello, readies[i], go))
+                 for i in range(senders)]
+        for p in procs:
+            p.start()
+        for ev in readies:
+            assert ev.wait(15), "sender did not start"
+        go.set()
+        assert parent.poll(120), "counter never finished"
+        n, first, last = parent.recv()
+        for p in procs + [count]:
+            p.join(10)
+        rate = (n - 1) / (last - first) if n > 1 and last > first else 0.0
+        return rate, n, expected
+    finally:
+        relay.stop()
+
+
+def summary(rates: list[float]) -> str:
+    return (f"{min(rates) / 1e3:.0f}k / {statistics.median(rates) / 1e3:.0f}k / "
+            f"{max(rates) / 1e3:.0f}k")
+
+
+def write_results(path: Path, command: str, table: str) -> None:
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
+    section = (f"{HEADING}\n\n{time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} cores, "
+               f"Python {sys.version.split()[0]}. Command:\n\n    {command}\n\n{table}\n")
+    start = text.find(HEADING)
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(HEADING))
+        text = text[:start] + section + ("" if end < 0 else text[end + 1:])
+    path.write_text(text)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=4, help="rounds per variant and size")
+    ap.add_argument("--senders", type=int, default=4, help="agent DEALER processes")
+    ap.add_argument("--sizes", default="200,4096", help="body sizes in bytes")
+    ap.add_argument("--messages", type=int, default=200_000,
+                    help="messages per round at 200 B (scaled down for bigger bodies)")
+    ap.add_argument("--results", help="write the figures into this markdown file")
+    args = ap.parse_args(argv)
+    mp.set_start_method("fork")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    lines = ["| body | router msg/s (min / median / max) | zmq.proxy msg/s | "
+             "router / proxy (medians) | ratio per round (min-max) | router drops |",
+             "|---|---|---|---|---|---|"]
+    with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmp:
+        for size in sizes:
+            total = args.messages if size <= 1024 else args.messages // 2
+            per_sender = max(1, total // args.senders)
+            rates = {"router": [], "proxy": []}
+            ratios, drops = [], 0
+            for i in range(args.rounds):
+                order = ("router", "proxy") if i % 2 == 0 else ("proxy", "router")
+                got = {}
+                for kind in order:
+                    rate, n, expected = run_round(kind, size, args.senders, per_sender, Path(tmp))
+                    rates[kind].append(rate)
+                    got[kind] = rate
+                    if kind == "router":
+                        drops += expected - n
+                    print(f"  {size:>5} B round {i + 1} {kind:<6} {rate / 1e3:7.1f}k msg/s "
+                          f"({n}/{expected})", flush=True)
+                ratios.append(got["router"] / got["proxy"] if got["proxy"] else 0.0)
+            ratio = statistics.median(rates["router"]) / statistics.median(rates["proxy"])
+            lines.append(f"| {size} B | {summary(rates['router'])} | {summary(rates['proxy'])} "
+                         f"| {ratio:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {drops} |")
+    table = "\n".join(lines)
+    print(f"\n{args.senders} DEALER senders -> relay -> PUSH -> PULL, {args.rounds} rounds each, "
+          f"alternating\n{table}")
+    if args.results:
+        command = "python bench/relay.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_results(Path(args.results), command.strip(), table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

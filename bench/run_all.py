@@ -1,0 +1,23 @@
+"""Run every issue-2 benchmark in turn (``make bench``); each prints its own figures."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHES = ["relay.py", "notify_rtt.py", "agent_footprint.py"]
+
+
+def main() -> int:
+    status = 0
+    for name in BENCHES:
+        print(f"==== bench/{name}", flush=True)
+        rc = subprocess.call([sys.executable, str(HERE / name), *sys.argv[1:]])
+        status = status or rc
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

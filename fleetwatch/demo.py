@@ -1,0 +1,241 @@
+"""``fleetwatch demo``: a whole fleet on this machine, each process its own, on 127.0.0.1.
+
+The demo writes one config file per process into ``--dir`` (``fleetwatch.yaml`` for the
+operator commands, ``agent.yaml``, ``router-N.yaml``, ``sink-TYPE.yaml``), starts the
+processes in order (routers, sinks, agent), records them in ``demo.json``, prints where
+everything listens, and supervises them until Ctrl-C or SIGTERM, when it stops them all:
+agent first, routers last, SIGKILL for any that do not exit in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+SINK_TYPES = ("registry", "alerting")
+PR_SET_PDEATHSIG = 1
+STOP_TIMEOUT = 5.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dir", default=".demo", help="where configs, logs and state go "
+                                                      "(default: .demo)")
+    parser.add_argument("--routers", type=int, default=2, help="number of routers (default 2)")
+    parser.add_argument("--heartbeat", type=float, default=1.0,
+                        help="the agent's heartbeat interval in seconds (default 1)")
+    parser.add_argument("--stats-interval", type=float, default=10.0,
+                        help="the agent's stats interval in seconds (default 10)")
+    parser.add_argument("--for", dest="duration", type=float, default=0.0, metavar="SECONDS",
+                        help="stop by itself after this many seconds (default: run until "
+                             "Ctrl-C)")
+
+
+@dataclass
+class Child:
+    name: str
+    config: Path
+    argv: list[str]
+    log: Path
+    popen: subprocess.Popen | None = None
+    reported: bool = field(default=False)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid if self.popen else 0
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the demo's configs need fixed ports to be restartable)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def endpoint() -> str:
+    return f"tcp://127.0.0.1:{free_port()}"
+
+
+def plan(root: Path, args: argparse.Namespace) -> tuple[list[Child], dict]:
+    """Write every process's config into ``root``; return the children to start, in order."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "logs").mkdir(exist_ok=True)
+    state_url = f"sqlite:///{(root / 'state.db').resolve()}"
+    routers = []
+    for i in range(1, args.routers + 1):
+        routers.append({
+            "id": f"router-{i}",
+            "bind": {"agents": endpoint(), "control": endpoint(), "tail": endpoint(),
+                     "sinks": {t: endpoint() for t in ("registry", "alerting", "graphite",
+                                                        "history")}},
+            "ready_file": str((root / f"router-{i}.ready.json").resolve()),
+        })
+    for r in routers:
+        r["peers"] = [o["bind"]["agents"] for o in routers if o is not r]
+    controls = [r["bind"]["control"] for r in routers]
+    configs = {f"{r['id']}.yaml": r for r in routers}
+    for t in SINK_TYPES:
+        configs[f"sink-{t}.yaml"] = {"routers": controls, "state_url": state_url,
+                                     "name": f"sink-{t}"}
+    # The agent knows one router and learns the others from its WELCOME.
+    configs["agent.yaml"] = {
+        "routers": [routers[0]["bind"]["agents"]],
+        "state_dir": str((root / "agent-state").resolve()),
+        "heartbeat_interval": args.heartbeat,
+        "stats_interval": args.stats_interval,
+    }
+    configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0}
+    for name, data in configs.items():
+        (root / name).write_text(yaml.safe_dump(data, sort_keys=False))
+
+    def child(name: str, *argv: str) -> Child:
+        cfg = (root / f"{name}.yaml").resolve()
+        return Child(name, cfg, [sys.executable, "-m", "fleetwatch", *argv, "--config",
+                                 str(cfg)], (root / "logs" / f"{name}.log").resolve())
+
+    children = [child(r["id"], "router") for r in routers]
+    children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
+    children.append(child("agent", "agent"))
+    return children, {"routers": routers, "state_url": state_url}
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM if the demo itself is killed."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def start(child: Child) -> None:
+    log = open(child.log, "ab")
+    child.popen = subprocess.Popen(child.argv, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=_die_with_parent)
+    log.close()
+
+
+def wait_ready(children: list[Child], routers: list[dict], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    for r in routers:
+        ready = Path(r["ready_file"])
+        while not ready.exists():
+            dead = [c for c in children if c.popen and c.popen.poll() is not None]
+            if dead:
+                raise RuntimeError(f"{dead[0].name} exited at start; see {dead[0].log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{r['id']} not ready after {timeout}s; see its log")
+            time.sleep(0.05)
+
+
+def stop(children: list[Child]) -> None:
+    """SIGTERM in reverse start order (agent first), then SIGKILL what is left."""
+    for child in reversed(children):
+        if child.popen and child.popen.poll() is None:
+            child.popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    for child in reversed(children):
+        if not child.popen:
+            continue
+        try:
+            child.popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"  {child.name} did not stop in {STOP_TIMEOUT}s: killed", flush=True)
+            child.popen.kill()
+            child.popen.wait()
+
+
+def command_prefix() -> str:
+    exe = Path(sys.executable).with_name("fleetwatch")
+    prefix = str(exe) if exe.exists() else f"{sys.executable} -m fleetwatch"
+    try:
+        rel = os.path.relpath(prefix)
+        return rel if not rel.startswith("..") else prefix
+    except ValueError:
+        return prefix
+
+
+def describe(root: Path, children: list[Child], info: dict) -> str:
+    fw = command_prefix()
+    op = shlex.quote(str(root / "fleetwatch.yaml"))
+    agent_cfg = shlex.quote(str(root / "agent.yaml"))
+    lines = ["", "fleetwatch demo is running (Ctrl-C stops every process).", ""]
+    for r in info["routers"]:
+        b = r["bind"]
+        lines.append(f"  {r['id']:<14} agents {b['agents']}  control {b['control']}  "
+                     f"tail {b['tail']}")
+    for c in children:
+        lines.append(f"  {c.name:<14} pid {c.pid:<7} config {c.config}")
+    lines += [
+        "",
+        f"  state database  {info['state_url']}",
+        f"  logs            {root / 'logs'}/",
+        f"  processes       {root / 'demo.json'}",
+        "",
+        "Look at the fleet:",
+        f"  {fw} status --config {op}",
+        f"  {fw} tail --config {op}",
+        f"  {fw} send notify --config {agent_cfg} --severity error 'disk on fire'",
+        f"  {fw} alerts --config {op}",
+        f"  {fw} agent --once --config {agent_cfg}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.routers < 1:
+        print("fleetwatch demo: --routers must be at least 1", file=sys.stderr)
+        return 2
+    root = Path(args.dir).resolve()
+    for stale in root.glob("router-*.ready.json"):
+        stale.unlink()
+    children, info = plan(root, args)
+    stopping = []
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        routers = [c for c in children if c.name.startswith("router-")]
+        for c in routers:
+            start(c)
+        wait_ready(routers, info["routers"])
+        for c in children[len(routers):]:
+            start(c)
+        (root / "demo.json").write_text(json.dumps({
+            "dir": str(root),
+            "operator_config": str(root / "fleetwatch.yaml"),
+            "processes": [{"name": c.name, "pid": c.pid, "config": str(c.config),
+                           "log": str(c.log)} for c in children],
+        }, indent=2))
+        print(describe(root, children, info), flush=True)
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while not stopping and (deadline is None or time.monotonic() < deadline):
+            for c in children:
+                if c.popen.poll() is not None and not c.reported:
+                    c.reported = True
+                    print(f"  {c.name} exited with status {c.popen.returncode}; "
+                          f"see {c.log}", flush=True)
+            time.sleep(0.2)
+    except RuntimeError as e:
+        print(f"fleetwatch demo: {e}", file=sys.stderr)
+        stop(children)
+        return 1
+    print("stopping the fleet...", flush=True)
+    stop(children)
+    print("all processes stopped.", flush=True)
+    return 0

@@ -1,0 +1,13 @@
+"""The fleetwatch router: a stateless relay between agents, sinks and control clients.
+
+A router binds four kinds of sockets (SPEC.md, "Topology"): ``agents`` (ROUTER) where agent
+DEALERs connect, ``control`` (ROUTER) for sinks, schedulers and the CLI, one PUSH per sink
+type, and ``tail`` (XPUB). It routes each agent message by its TYPE frame, stamps it with the
+sender's uuid and its own id, and never decodes the bodies it relays.
+
+Modules: :mod:`router.peers` (identity map and expiry), :mod:`router.routes` (the compiled
+routing table), :mod:`router.counters` (what was received, relayed, dropped),
+:mod:`router.replies` (per-peer reply throttling), :mod:`router.endpoints` (bound and
+advertised endpoints), :mod:`router.relay` (the socket loop) and :mod:`router.main` (the
+``fleetwatch router`` command).
+"""

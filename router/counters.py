@@ -1,0 +1,78 @@
+"""What the router has received, relayed and dropped, as STATS metric names.
+
+The relay's hot path counts into plain lists and dicts; :meth:`Counters.metrics` turns them
+into the flat ``{name: number}`` of the router's own STATS:
+
+- ``router.received.TYPE``: agent messages of TYPE accepted (from attached agents);
+- ``router.relayed.TYPE.SINK`` / ``router.dropped.TYPE.SINK``: sends to a sink type's PUSH
+  socket that succeeded / would have blocked (no sink connected, or every queue full);
+- ``router.bad.STATUS``: messages refused, by the status they were (or would be) answered with;
+- ``router.tail.published``, ``router.forwarded.TYPE`` (ACK, RUN to agents),
+  ``router.replies.failed`` (answers that could not be delivered);
+- ``router.agents``: attached agents, a gauge.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+log = logging.getLogger(__name__)
+
+
+class Counters:
+    """Message counters. ``slot(type, sink)`` gives the index used in :attr:`relayed` and
+    :attr:`dropped`, so the hot path does ``counters.relayed[slot] += 1``."""
+
+    def __init__(self, types=()):
+        #: type frame (bytes) -> messages accepted from agents
+        self.received: dict[bytes, int] = {t.encode() if isinstance(t, str) else t: 0 for t in types}
+        self._slots: dict[tuple[str, str], int] = {}
+        self.relayed: list[int] = []
+        self.dropped: list[int] = []
+        #: status code -> messages refused
+        self.bad: Counter[int] = Counter()
+        #: forwarded control traffic by type (ACK, RUN)
+        self.forwarded: Counter[str] = Counter()
+        self.tail_published = 0
+        self.replies_failed = 0
+
+    def slot(self, type_: str, sink: str) -> int:
+        """The counter index of (type, sink), allocated on first use."""
+        key = (type_, sink)
+        index = self._slots.get(key)
+        if index is None:
+            index = self._slots[key] = len(self.relayed)
+            self.relayed.append(0)
+            self.dropped.append(0)
+        return index
+
+    def count_received(self, type_frame: bytes) -> None:
+        self.received[type_frame] = self.received.get(type_frame, 0) + 1
+
+    def count_bad(self, status: int) -> None:
+        self.bad[status] += 1
+
+    def relayed_to(self, type_: str, sink: str) -> int:
+        index = self._slots.get((type_, sink))
+        return 0 if index is None else self.relayed[index]
+
+    def dropped_at(self, type_: str, sink: str) -> int:
+        index = self._slots.get((type_, sink))
+        return 0 if index is None else self.dropped[index]
+
+    def metrics(self, agents: int) -> dict[str, int]:
+        """The flat STATS metrics; ``agents`` is the number of attached agents."""
+        out: dict[str, int] = {"router.agents": agents}
+        for type_frame, n in self.received.items():
+            out[f"router.received.{type_frame.decode('ascii', 'replace')}"] = n
+        for (type_, sink), index in self._slots.items():
+            out[f"router.relayed.{type_}.{sink}"] = self.relayed[index]
+            out[f"router.dropped.{type_}.{sink}"] = self.dropped[index]
+        for status, n in sorted(self.bad.items()):
+            out[f"router.bad.{status}"] = n
+        for type_, n in sorted(self.forwarded.items()):
+            out[f"router.forwarded.{type_}"] = n
+        out["router.tail.published"] = self.tail_published
+        out["router.replies.failed"] = self.replies_failed
+        return out

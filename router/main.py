@@ -1,0 +1,46 @@
+"""``fleetwatch router``: load the config, bind, write the ready file, relay until signalled."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+
+import zmq
+
+from fleetwatch import config as fwconfig
+from fleetwatch import logs
+from router.config import RouterConfig
+from router.endpoints import write_ready_file
+from router.relay import Relay
+
+log = logging.getLogger(__name__)
+
+EX_UNAVAILABLE = 69
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default="/etc/fleetwatch/router.yaml",
+                        help="router config file (YAML; default %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = fwconfig.load(RouterConfig, args.config)  # ConfigError: the CLI exits 78
+    logs.setup(cfg.log_level, cfg.id)
+    relay = Relay(cfg)
+    previous = {sig: signal.signal(sig, relay.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            relay.bind()
+        except zmq.ZMQError as e:
+            log.error("%s", e)
+            return EX_UNAVAILABLE
+        if cfg.ready_file:
+            write_ready_file(cfg.ready_file, cfg.id, relay.endpoints)
+        relay.run()
+        log.info("router %s stopping", cfg.id)
+        return 0
+    finally:
+        relay.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,102 @@
+"""The identity map: which agents are attached, filled by HELLO and expired by silence.
+
+Pure logic: no sockets. Times come from an injected ``clock`` returning seconds since the
+epoch (PEERS reports them as such). The relay's hot path reads :attr:`Peers.table` directly and
+sets ``Peer.last_heard``; everything else goes through the methods.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Peer:
+    """An attached agent. ``routing_id`` is its DEALER's routing id, its uuid in ASCII."""
+
+    routing_id: bytes
+    uuid: str
+    hostname: str
+    since: float
+    last_heard: float
+    interval: float
+
+    def deadline(self, expiry_intervals: float) -> float:
+        """The time after which the peer is forgotten unless heard from again."""
+        return self.last_heard + expiry_intervals * self.interval
+
+    def as_dict(self) -> dict:
+        """The PEERS reply entry for this agent."""
+        return {"uuid": self.uuid, "hostname": self.hostname,
+                "since": self.since, "last_heard": self.last_heard}
+
+
+class Peers:
+    """Routing id -> :class:`Peer`, with expiry after ``expiry_intervals`` silent intervals."""
+
+    def __init__(self, expiry_intervals: float = 3.0, clock=time.time):
+        self.expiry_intervals = expiry_intervals
+        self.clock = clock
+        #: routing id -> Peer. Read by the relay's hot path; mutate only through methods
+        #: (except ``Peer.last_heard``).
+        self.table: dict[bytes, Peer] = {}
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __contains__(self, routing_id: bytes) -> bool:
+        return routing_id in self.table
+
+    def get(self, routing_id: bytes) -> Peer | None:
+        return self.table.get(routing_id)
+
+    def by_uuid(self, uuid: str) -> Peer | None:
+        """The attached agent with this uuid (its routing id is the uuid in ASCII)."""
+        try:
+            return self.table.get(uuid.encode("ascii"))
+        except UnicodeEncodeError:
+            return None
+
+    def hello(self, routing_id: bytes, uuid: str, hostname: str, interval: float) -> tuple[Peer, bool]:
+        """Record a HELLO; return the peer and whether it is new.
+
+        The caller has checked that ``uuid`` is ``routing_id`` in ASCII. A HELLO from a peer
+        already attached (a reconnect) refreshes it and keeps its ``since``.
+        """
+        now = self.clock()
+        peer = self.table.get(routing_id)
+        if peer is None:
+            peer = Peer(routing_id, uuid, hostname, now, now, interval)
+            self.table[routing_id] = peer
+            log.info("agent %s (%s) attached, heartbeat %.3gs", uuid, hostname, interval)
+            return peer, True
+        peer.hostname, peer.interval, peer.last_heard = hostname, interval, now
+        return peer, False
+
+    def heard(self, routing_id: bytes, now: float | None = None) -> Peer | None:
+        """Note a sign of life from a peer; None if it is not attached."""
+        peer = self.table.get(routing_id)
+        if peer is not None:
+            peer.last_heard = self.clock() if now is None else now
+        return peer
+
+    def forget(self, routing_id: bytes) -> Peer | None:
+        return self.table.pop(routing_id, None)
+
+    def expire(self, now: float | None = None) -> list[Peer]:
+        """Forget and return every peer silent for longer than its expiry deadline."""
+        now = self.clock() if now is None else now
+        gone = [p for p in self.table.values() if now > p.deadline(self.expiry_intervals)]
+        for peer in gone:
+            del self.table[peer.routing_id]
+            log.info("agent %s (%s) expired: silent for %.1fs", peer.uuid, peer.hostname,
+                     now - peer.last_heard)
+        return gone
+
+    def listing(self) -> list[dict]:
+        """The attached agents as PEERS entries, oldest attachment first."""
+        return [p.as_dict() for p in sorted(self.table.values(), key=lambda p: p.since)]

@@ -1,0 +1,252 @@
+"""The PULL/ACK loop every sink type runs: a thin socket adapter around a sink object.
+
+For each configured router control endpoint the loop holds one DEALER and sends HELLO
+(``role: sink``, ``sink: TYPE``) every ``hello_interval`` until the router answers WELCOME;
+the WELCOME names the router (the id it stamps on what it relays) and the endpoint of its
+PUSH for this sink type, to which the loop connects its one shared PULL.
+
+Each wake-up drains up to ``batch`` messages, lets :class:`sinks.intake.Intake` decode,
+filter and deduplicate them, has the sink write the fresh ones in one transaction and only
+then sends the ACKs: one per (router, agent), through the control socket of the router named
+in the ROUTER frame. A failed write is logged and counted and nothing is ACKed: the agents
+resend. SIGTERM or SIGINT (see :meth:`SinkLoop.stop`) ends the loop after the current batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import zmq
+
+from fleetwatch import __version__, protocol
+from fleetwatch.logs import Throttle
+from fleetwatch.protocol import ProtocolError
+from sinks.base import Sink, WriteError
+from sinks.config import SinkConfig
+from sinks.dedupe import Dedupe
+from sinks.intake import Batch, Intake
+
+log = logging.getLogger(__name__)
+
+#: messages queued on the PULL per router before the router's PUSH sees back-pressure
+PULL_HWM = 10_000
+#: msg_ids per ACK body at most (keeps an ACK far below the body size limit)
+ACK_CHUNK = 1000
+#: longest poll, so that a stop request is seen promptly
+MAX_WAIT = 0.25
+
+
+@dataclass
+class RouterLink:
+    """The control DEALER to one configured router endpoint."""
+
+    endpoint: str
+    socket: zmq.Socket
+    router_id: str | None = None
+    next_hello: float = 0.0
+
+
+class SinkLoop:
+    def __init__(self, sink: Sink, config: SinkConfig, ctx: zmq.Context | None = None,
+                 clock=time.monotonic, hostname: str | None = None):
+        self.sink, self.config, self.clock = sink, config, clock
+        self.ctx = ctx or zmq.Context.instance()
+        self.hostname = hostname or socket.gethostname()
+        self.sink_id = (config.name or f"{sink.type}@{self.hostname}")[:protocol.MAX_ID]
+        self.counts: Counter = Counter()
+        self.throttle = Throttle(log)
+        self.intake = Intake(sink.handles, sink.acks, Dedupe(config.dedupe_window),
+                             self.counts, self.throttle)
+        self.links: list[RouterLink] = []
+        self.by_router: dict[str, zmq.Socket] = {}
+        self.pull: zmq.Socket | None = None
+        self.pulling: set[str] = set()
+        self.stopping = False
+
+    # ---------------------------------------------------------------- life cycle
+    def stop(self, *_args) -> None:
+        """Ask the loop to end after the current batch (safe from a signal handler)."""
+        self.stopping = True
+
+    def open(self) -> None:
+        self.pull = self.ctx.socket(zmq.PULL)
+        self.pull.linger = 0
+        self.pull.rcvhwm = PULL_HWM
+        for endpoint in self.config.routers:
+            dealer = self.ctx.socket(zmq.DEALER)
+            dealer.linger = 0
+            # Queue nothing for a router that is not connected: HELLO is simply retried.
+            dealer.setsockopt(zmq.IMMEDIATE, 1)
+            dealer.connect(endpoint)
+            self.links.append(RouterLink(endpoint, dealer))
+
+    def close(self) -> None:
+        for link in self.links:
+            link.socket.close(0)
+        if self.pull is not None:
+            self.pull.close(0)
+        self.links, self.by_router, self.pull = [], {}, None
+
+    def run(self) -> int:
+        """Start the sink (may raise :class:`WriteError`), then loop until :meth:`stop`."""
+        self.sink.start()
+        self.open()
+        log.info("sink %s (%s) started: routers %s", self.sink_id, self.sink.type,
+                 ", ".join(self.config.routers))
+        poller = zmq.Poller()
+        poller.register(self.pull, zmq.POLLIN)
+        for link in self.links:
+            poller.register(link.socket, zmq.POLLIN)
+        next_stats = self.clock() + self.config.stats_interval
+        try:
+            while not self.stopping:
+                now = self.clock()
+                wake = self._hellos(now)
+                if now >= next_stats:
+                    log.info("counters: %s", self.report())
+                    next_stats = now + self.config.stats_interval
+                wait = max(0.0, min(wake, next_stats, now + MAX_WAIT) - now)
+                events = dict(poller.poll(wait * 1000))
+                for link in self.links:
+                    if link.socket in events:
+                        self._control(link)
+                if self.pull in events:
+                    self.drain()
+        finally:
+            log.info("stopping; final counters: %s", self.report())
+            self.close()
+            self.sink.close()
+        return 0
+
+    def report(self) -> str:
+        merged = Counter(self.counts)
+        merged.update({f"{self.sink.type}.{k}": v for k, v in self.sink.counts.items()})
+        return " ".join(f"{k}={v}" for k, v in sorted(merged.items()) if v) or "nothing yet"
+
+    # ---------------------------------------------------------------- control
+    def _hellos(self, now: float) -> float:
+        """Send HELLO to routers not yet answering; return when the next one is due."""
+        due = float("inf")
+        for link in self.links:
+            if link.router_id is not None:
+                continue
+            if now >= link.next_hello:
+                self._send_hello(link)
+                link.next_hello = now + self.config.hello_interval
+            due = min(due, link.next_hello)
+        return due
+
+    def _send_hello(self, link: RouterLink) -> None:
+        hello = protocol.make("HELLO", self.sink_id, hostname=self.hostname,
+                              heartbeat=self.config.hello_interval, version=__version__,
+                              role="sink", sink=self.sink.type)
+        try:
+            link.socket.send_multipart(protocol.encode_control(hello), zmq.NOBLOCK)
+        except zmq.Again:
+            log.debug("router %s not connected yet", link.endpoint)
+
+    def _control(self, link: RouterLink) -> None:
+        while True:
+            try:
+                frames = link.socket.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                msg = protocol.decode(frames)
+            except ProtocolError as e:
+                self.counts["control_bad"] += 1
+                self.throttle.warning("control_bad", "bad reply from %s: %s", link.endpoint, e)
+                continue
+            if msg.type == "WELCOME":
+                self._welcome(link, msg)
+            elif msg.type == "ERROR":
+                self._error(link, msg)
+            else:
+                self.counts["control_unexpected"] += 1
+                self.throttle.warning("control_unexpected", "unexpected %s from %s",
+                                      msg.type, link.endpoint)
+
+    def _welcome(self, link: RouterLink, msg: protocol.Message) -> None:
+        router_id = msg.get("router")
+        endpoints = msg.get("endpoints") or {}
+        sinks = endpoints.get("sinks") if isinstance(endpoints, dict) else None
+        endpoint = sinks.get(self.sink.type) if isinstance(sinks, dict) else None
+        if link.router_id is None:
+            log.info("router %s at %s welcomed us; its %s endpoint: %s", router_id,
+                     link.endpoint, self.sink.type, endpoint)
+        link.router_id = router_id
+        self.by_router[router_id] = link.socket
+        if not isinstance(endpoint, str) or not endpoint:
+            self.counts["welcome_without_endpoint"] += 1
+            self.throttle.warning("no_endpoint", "router %s has no endpoint for sink type %s",
+                                  router_id, self.sink.type)
+            return
+        if endpoint not in self.pulling:
+            try:
+                self.pull.connect(endpoint)
+            except zmq.ZMQError as e:
+                self.counts["pull_connect_failed"] += 1
+                log.error("cannot connect to %s of router %s: %s", endpoint, router_id, e)
+                return
+            self.pulling.add(endpoint)
+
+    def _error(self, link: RouterLink, msg: protocol.Message) -> None:
+        status = msg.get("status")
+        self.counts[f"router_error_{status}"] += 1
+        if status == protocol.NOT_FOUND:
+            self.throttle.warning("error_404", "router %s: agent gone (ref %s); it will resend",
+                                  link.router_id or link.endpoint, msg.get("ref"))
+        else:
+            self.throttle.warning(f"error_{status}", "router %s answered ERROR %s %s (ref %s)",
+                                  link.router_id or link.endpoint, status, msg.get("reason"),
+                                  msg.get("ref"))
+
+    # ---------------------------------------------------------------- data
+    def drain(self) -> None:
+        """Read up to ``batch`` messages, write them, then ACK what was committed."""
+        raw = []
+        while len(raw) < self.config.batch:
+            try:
+                raw.append(self.pull.recv_multipart(zmq.NOBLOCK))
+            except zmq.Again:
+                break
+        batch = self.intake.prepare(raw)
+        if batch.fresh:
+            try:
+                self.sink.write(batch.fresh)
+            except WriteError as e:
+                self.counts["write_failed"] += len(batch.fresh)
+                self.throttle.warning("write_failed", "%s; %d messages not acked (agents resend)",
+                                      e, len(batch.fresh))
+                return
+            except Exception:  # a bug in a sink must not take the process down: counted, logged
+                self.counts["write_crashed"] += len(batch.fresh)
+                log.exception("sink %s failed on a batch of %d; not acked", self.sink.type,
+                              len(batch.fresh))
+                return
+        self.intake.committed(batch)
+        self.send_acks(batch)
+
+    def send_acks(self, batch: Batch) -> None:
+        for (router, uuid), ids in batch.acks.items():
+            sock = self.by_router.get(router)
+            if sock is None:
+                self.counts["ack_unroutable"] += len(ids)
+                self.throttle.warning("ack_unroutable", "no control link to router %s: "
+                                      "%d msg_ids not acked", router, len(ids))
+                continue
+            for start in range(0, len(ids), ACK_CHUNK):
+                chunk = ids[start:start + ACK_CHUNK]
+                ack = protocol.make("ACK", self.sink_id, msg_ids=chunk, sink=self.sink.type)
+                try:
+                    sock.send_multipart(protocol.encode_control(ack, uuid), zmq.NOBLOCK)
+                except zmq.ZMQError as e:
+                    self.counts["ack_dropped"] += len(chunk)
+                    self.throttle.warning("ack_dropped", "ACK to router %s not sent: %s",
+                                          router, e)
+                    continue
+                self.counts["acked"] += len(chunk)

@@ -1,0 +1,114 @@
+"""The registry sink: which agents exist, through which routers, with which plugins.
+
+It takes the HELLOs and REGISTERs routers relay (SPEC 4.1) and keeps the ``agents``,
+``agent_routers`` and ``plugins`` tables (it is their only writer). REGISTER is ACKed once
+committed (SPEC 4.2); HELLO is not acknowledged. A REGISTER replaces the plugins its source
+(``name``: ``agent`` or a local process) declared before. Writes are idempotent, so a
+duplicate that slips past the loop's msg_id set changes nothing.
+
+A declared plugin is a name (``"check_disk"``) or an object with a string ``name`` and any
+other fields (interval, arguments...), stored whole as ``spec``; other entries are skipped
+and counted (``bad_plugin``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+
+from sqlalchemy.exc import SQLAlchemyError
+
+from fleetwatch.logs import Throttle
+from fleetwatch.protocol import Relayed
+from sinks import db
+from sinks.base import WriteError
+from sinks.config import SinkConfig
+
+log = logging.getLogger(__name__)
+
+
+def plugin_rows(uuid: str, source: str, declared: list, now: float) -> tuple[list[dict], int]:
+    """Rows for the ``plugins`` table from a REGISTER's list, and how many entries were bad."""
+    rows: dict[str, dict] = {}
+    bad = 0
+    for item in declared:
+        if isinstance(item, str) and 0 < len(item) <= 255:
+            rows[item] = {"uuid": uuid, "source": source, "name": item, "spec": {},
+                          "declared_at": now}
+        elif isinstance(item, dict) and isinstance(item.get("name"), str) \
+                and 0 < len(item["name"]) <= 255:
+            spec = {k: v for k, v in item.items() if k != "name"}
+            rows[item["name"]] = {"uuid": uuid, "source": source, "name": item["name"],
+                                  "spec": spec, "declared_at": now}
+        else:
+            bad += 1
+    return list(rows.values()), bad
+
+
+class RegistrySink:
+    type = "registry"
+    handles = frozenset({"HELLO", "REGISTER"})
+    acks = frozenset({"REGISTER"})
+
+    def __init__(self, engine, clock=time.time):
+        self.engine, self.clock = engine, clock
+        self.counts: Counter = Counter()
+        self._throttle = Throttle(log)
+
+    @classmethod
+    def from_config(cls, config: SinkConfig, clock=time.time) -> "RegistrySink":
+        return cls(db.engine(config.state_url), clock)
+
+    def start(self) -> None:
+        db.create(self.engine, self.type)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def write(self, batch: list[Relayed]) -> None:
+        now = self.clock()
+        counts: Counter = Counter()
+        try:
+            with self.engine.begin() as conn:
+                for relayed in batch:
+                    if relayed.message.type == "HELLO":
+                        self._hello(conn, relayed, now)
+                    else:
+                        counts["bad_plugin"] += self._register(conn, relayed, now)
+                    counts[relayed.message.type.lower()] += 1
+        except SQLAlchemyError as e:
+            raise WriteError(f"registry write failed: {e.__class__.__name__}: {e}") from e
+        if counts["bad_plugin"]:
+            self._throttle.warning("bad_plugin", "skipped %d malformed plugin declarations",
+                                   counts["bad_plugin"])
+        self.counts.update(counts)
+
+    def _seen(self, conn, relayed: Relayed, now: float, **fields) -> None:
+        row = {"uuid": relayed.uuid, "first_seen": now, "last_seen": now, **fields}
+        db.upsert(conn, db.agents, row, update=["last_seen", *fields])
+        db.upsert(conn, db.agent_routers,
+                  {"uuid": relayed.uuid, "router": relayed.router, "last_seen": now},
+                  update=["last_seen"])
+
+    def _hello(self, conn, relayed: Relayed, now: float) -> None:
+        msg = relayed.message
+        fields = {"hostname": msg.get("hostname")[:255]}
+        version = msg.get("version")
+        if isinstance(version, str):
+            fields["version"] = version[:64]
+        self._seen(conn, relayed, now, **fields)
+
+    def _register(self, conn, relayed: Relayed, now: float) -> int:
+        msg = relayed.message
+        self._seen(conn, relayed, now)
+        source = msg.get("name")[:255]
+        declared = msg.get("plugins")
+        if declared is None:
+            return 0
+        rows, bad = plugin_rows(relayed.uuid, source, declared, now)
+        conn.execute(db.plugins.delete().where(db.plugins.c.uuid == relayed.uuid,
+                                               db.plugins.c.source == source))
+        if rows:
+            conn.execute(db.plugins.insert(), rows)
+        return bad

@@ -1,0 +1,387 @@
+"""A real router process against fake agents (DEALER), sinks (PULL), control clients and tail."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+import uuid as uuidlib
+
+import psutil
+import pytest
+import zmq
+from fleet import wait_for
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fleetwatch import protocol
+from fleetwatch.protocol import SIGNATURE
+
+pytestmark = pytest.mark.slow
+
+
+# ---------------------------------------------------------------- helpers
+
+@pytest.fixture
+def zctx():
+    """A context whose sockets are closed with linger=0 and which is terminated afterwards."""
+    ctx = zmq.Context()
+    yield ctx
+    ctx.destroy(linger=0)
+
+
+def recv(sock: zmq.Socket, timeout: float = 5.0) -> list[bytes]:
+    if not sock.poll(timeout * 1000):
+        raise AssertionError(f"nothing received within {timeout}s")
+    return sock.recv_multipart()
+
+
+def recv_until(sock: zmq.Socket, predicate, timeout: float = 10.0, what: str = "message"):
+    """Receive until ``predicate(frames)`` is true; return those frames."""
+    deadline = time.monotonic() + timeout
+    while (left := deadline - time.monotonic()) > 0:
+        if sock.poll(left * 1000):
+            frames = sock.recv_multipart()
+            if predicate(frames):
+                return frames
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def pull(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
+    sock = ctx.socket(zmq.PULL)
+    sock.linger = 0
+    sock.connect(endpoint)
+    return sock
+
+
+class FakeAgent:
+    """A DEALER whose routing id is its uuid, speaking through the real codec."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, uuid: str | None = None,
+                 routing_id: str | None = None):
+        self.uuid = uuid or uuidlib.uuid4().hex
+        self.sock = ctx.socket(zmq.DEALER)
+        self.sock.linger = 0
+        self.sock.routing_id = (routing_id or self.uuid).encode()
+        self.sock.connect(endpoint)
+
+    def send(self, type_: str, **fields) -> protocol.Message:
+        msg = protocol.make(type_, self.uuid, **fields)
+        self.sock.send_multipart(protocol.encode(msg))
+        return msg
+
+    def hello(self, heartbeat: float = 5.0) -> protocol.Message:
+        self.send("HELLO", hostname=f"host-{self.uuid[:6]}", heartbeat=heartbeat, role="agent")
+        return self.expect("WELCOME")
+
+    def notify(self, text: str = "disk full") -> protocol.Message:
+        return self.send("NOTIFY", severity="error", text=text)
+
+    def expect(self, type_: str, timeout: float = 5.0) -> protocol.Message:
+        frames = recv_until(self.sock, lambda f: f[1] == type_.encode(), timeout, type_)
+        return protocol.decode(frames)
+
+
+class FakeControl:
+    """A back-end client DEALER on the control socket."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str):
+        self.uuid = f"cli-{uuidlib.uuid4().hex[:8]}"
+        self.sock = ctx.socket(zmq.DEALER)
+        self.sock.linger = 0
+        self.sock.connect(endpoint)
+
+    def send(self, type_: str, target: str = "", **fields) -> protocol.Message:
+        msg = protocol.make(type_, self.uuid, **fields)
+        self.sock.send_multipart(protocol.encode_control(msg, target))
+        return msg
+
+    def expect(self, type_: str, timeout: float = 5.0) -> protocol.Message:
+        frames = recv_until(self.sock, lambda f: f[1] == type_.encode(), timeout, type_)
+        return protocol.decode(frames)
+
+    def peers(self) -> list[dict]:
+        self.send("PEERS")
+        return self.expect("PEERS").body["agents"]
+
+
+def relay_until_received(agent: FakeAgent, sink: zmq.Socket, timeout: float = 10.0):
+    """Send NOTIFYs until one reaches ``sink`` (its PUSH connection may still be forming)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        sent = agent.notify("warm-up")
+        if sink.poll(50):
+            return sent, protocol.decode_relayed(sink.recv_multipart())
+    raise AssertionError("no NOTIFY reached the sink")
+
+
+def stats_from(sock: zmq.Socket, predicate, timeout: float = 15.0) -> dict:
+    """Wait for the router's own STATS (on a graphite PULL) whose metrics satisfy predicate."""
+    def own_stats(frames):
+        if frames[1] != b"STATS" or frames[2] != frames[3]:
+            return False
+        return predicate(protocol.decode_relayed(frames).message.body["metrics"])
+    frames = recv_until(sock, own_stats, timeout, "router STATS")
+    return protocol.decode_relayed(frames).message.body["metrics"]
+
+
+# ---------------------------------------------------------------- agents socket
+
+def test_hello_welcome_lists_routers_and_endpoints(fleet, zctx):
+    r = fleet.router(peers=["tcp://router-2.example:5555"])
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    welcome = agent.hello()
+    assert welcome.body["router"] == "router-1" and welcome.uuid == "router-1"
+    assert welcome.body["routers"] == [r["endpoints"]["agents"], "tcp://router-2.example:5555"]
+    assert welcome.body["endpoints"] == r["endpoints"]
+    assert r["pid"] == r["proc"].pid and r["id"] == "router-1"
+    agent.send("HEARTBEAT")
+    assert agent.expect("HEARTBEAT").uuid == "router-1"
+
+
+def test_relay_stamps_and_routes_by_type(fleet, zctx):
+    r = fleet.router()
+    sinks = {t: pull(zctx, e) for t, e in r["endpoints"]["sinks"].items()}
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    agent.hello()
+    relay_until_received(agent, sinks["alerting"])
+    relay_until_received(agent, sinks["history"])
+    sent = agent.notify("the real one")
+    got = recv_until(sinks["alerting"], lambda f: b"the real one" in f[4], what="NOTIFY")
+    assert got[:4] == [SIGNATURE, b"NOTIFY", agent.uuid.encode(), b"router-1"]
+    relayed = protocol.decode_relayed(got)
+    assert relayed.uuid == agent.uuid and relayed.router == "router-1"
+    assert relayed.message == sent
+    # RESULT goes to alerting, graphite and history; never to registry
+    result = agent.send("RESULT", command_id="c1", plugin="check_disk", status=2, output="CRIT")
+    for t in ("alerting", "graphite"):
+        frames = recv_until(sinks[t], lambda f: f[1] == b"RESULT", what=f"RESULT on {t}")
+        assert protocol.decode_relayed(frames).message == result
+    registry = []
+    while sinks["registry"].poll(100):
+        registry.append(sinks["registry"].recv_multipart()[1])
+    assert b"RESULT" not in registry and b"NOTIFY" not in registry
+
+
+def test_no_sink_keeps_serving_counts_drops_and_memory_stays_bounded(fleet, zctx):
+    r = fleet.router()
+    graphite = pull(zctx, r["endpoints"]["sinks"]["graphite"])
+    stats_from(graphite, lambda m: True)             # the graphite PUSH is connected
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    agent.hello()
+    proc = psutil.Process(r["pid"])
+    before = proc.memory_info().rss
+    n = 100_000
+    frames = protocol.encode(protocol.make("NOTIFY", agent.uuid, severity="info", text="x" * 200))
+    for _ in range(n):
+        agent.sock.send_multipart(frames)
+    metrics = stats_from(graphite, lambda m: m["router.received.NOTIFY"] >= n, timeout=30)
+    assert metrics["router.dropped.NOTIFY.alerting"] == n
+    assert metrics["router.dropped.NOTIFY.history"] == n
+    assert metrics["router.relayed.NOTIFY.alerting"] == 0
+    assert metrics["router.agents"] == 1
+    grown = proc.memory_info().rss - before
+    print(f"router RSS grew by {grown / 2**20:.1f} MiB over {n} dropped messages")
+    assert grown < 20 * 2**20, f"router RSS grew by {grown / 2**20:.1f} MiB"
+    agent.send("HEARTBEAT")                          # still serving
+    agent.expect("HEARTBEAT")
+    assert r["proc"].alive()
+
+
+def test_unknown_peer_gets_401(fleet, zctx):
+    r = fleet.router()
+    stranger = FakeAgent(zctx, r["endpoints"]["agents"])
+    stranger.notify()
+    err = stranger.expect("ERROR")
+    assert err.body["status"] == protocol.HELLO_REQUIRED and err.body["ref"] == "NOTIFY"
+    stranger.hello()                                 # then HELLO makes it welcome
+
+
+def test_hello_with_another_uuid_gets_403(fleet, zctx):
+    r = fleet.router()
+    liar = FakeAgent(zctx, r["endpoints"]["agents"], uuid="victim", routing_id="liar")
+    hello = liar.send("HELLO", hostname="h", heartbeat=1.0)
+    err = liar.expect("ERROR")
+    assert err.body["status"] == protocol.FORBIDDEN and err.body["ref"] == hello.msg_id
+    control = FakeControl(zctx, r["endpoints"]["control"])
+    assert control.peers() == []
+
+
+def test_future_version_gets_505(fleet, zctx):
+    r = fleet.router()
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    agent.sock.send_multipart([b"FWP\x02", b"NOTIFY", b"{}"])
+    assert agent.expect("ERROR").body["status"] == protocol.VERSION_NOT_SUPPORTED
+
+
+# ---------------------------------------------------------------- control socket
+
+def test_control_hello_and_peers(fleet, zctx):
+    r = fleet.router()
+    control = FakeControl(zctx, r["endpoints"]["control"])
+    control.send("HELLO", hostname="sinkhost", heartbeat=1.0, role="sink", sink="alerting")
+    welcome = control.expect("WELCOME")
+    assert welcome.body["endpoints"] == r["endpoints"] and welcome.body["router"] == "router-1"
+    before = time.time()
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    agent.hello()
+    (entry,) = control.peers()
+    assert entry["uuid"] == agent.uuid and entry["hostname"] == f"host-{agent.uuid[:6]}"
+    assert before - 1 <= entry["since"] <= entry["last_heard"] <= time.time() + 1
+
+
+def test_ack_and_run_are_forwarded_to_the_agent(fleet, zctx):
+    r = fleet.router()
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    agent.hello()
+    control = FakeControl(zctx, r["endpoints"]["control"])
+    for type_, fields in (("ACK", {"msg_ids": ["m1", "m2"], "sink": "alerting"}),
+                          ("RUN", {"command_id": "c7", "plugin": "check_load"})):
+        msg = protocol.make(type_, control.uuid, **fields)
+        frames = protocol.encode_control(msg, agent.uuid)
+        control.sock.send_multipart(frames)
+        got = recv_until(agent.sock, lambda f: f[1] == type_.encode(), what=type_)
+        assert got == [SIGNATURE, type_.encode(), frames[3]]      # the body, byte for byte
+
+
+def test_ack_to_unknown_agent_gets_404(fleet, zctx):
+    r = fleet.router()
+    control = FakeControl(zctx, r["endpoints"]["control"])
+    ack = control.send("ACK", target="nobody", msg_ids=["m1"])
+    err = control.expect("ERROR")
+    assert err.body["status"] == protocol.NOT_FOUND and err.body["ref"] == ack.msg_id
+
+
+def test_silent_agent_expires(fleet, zctx):
+    r = fleet.router()
+    control = FakeControl(zctx, r["endpoints"]["control"])
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    agent.hello(heartbeat=0.2)                       # forgotten after 3 x 0.2 s of silence
+    assert [p["uuid"] for p in control.peers()] == [agent.uuid]
+    wait_for(lambda: control.peers() == [], timeout=5, what="expiry")
+    agent.notify()
+    assert agent.expect("ERROR").body["status"] == protocol.HELLO_REQUIRED
+
+
+# ---------------------------------------------------------------- tail
+
+def test_tail_filters_by_topic_prefix(fleet, zctx):
+    r = fleet.router()
+    a = FakeAgent(zctx, r["endpoints"]["agents"])
+    b = FakeAgent(zctx, r["endpoints"]["agents"])
+    a.hello()
+    b.hello()
+    subs = {}
+    for name, prefix in (("all", b"NOTIFY/"), ("a", protocol.topic("NOTIFY", a.uuid))):
+        sock = subs[name] = zctx.socket(zmq.SUB)
+        sock.linger = 0
+        sock.subscribe(prefix)
+        sock.connect(r["endpoints"]["tail"])
+
+    def warm(sock):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            a.notify("warm-up")
+            if sock.poll(50):
+                return
+        raise AssertionError("tail subscription never took effect")
+    warm(subs["all"])
+    warm(subs["a"])
+    b.notify("from b")
+    got = recv_until(subs["all"], lambda f: b"from b" in f[-1], what="b on the tail")
+    assert got[0] == protocol.topic("NOTIFY", b.uuid)
+    relayed = protocol.decode_tail(got)
+    assert relayed.uuid == b.uuid and relayed.router == "router-1"
+    a.send("STATS", metrics={"load": 1.0})
+    a.notify("final")
+    seen = []
+    recv_until(subs["a"], lambda f: seen.append(f) or b"final" in f[-1], what="a's final")
+    assert all(f[0] == protocol.topic("NOTIFY", a.uuid) for f in seen)
+
+
+# ---------------------------------------------------------------- hostile input
+
+SIGNATURES = st.sampled_from([SIGNATURE, b"FWP\x02", b"FWP\x00", b"FWQ\x01", b"", b"FWP\x01\x00"])
+TYPES = st.sampled_from(sorted(protocol.TYPES) + ["", "notify", "HELLO\x00", "\xff"]).map(
+    lambda t: t.encode("latin-1"))
+BODIES = st.one_of(
+    st.binary(max_size=200),
+    st.sampled_from([b"", b"{", b"[]", b"null", b'{"msg_id": 1}', b"NaN", b'"x"', b"{}" * 1000,
+                     b'{"msg_id":"m","uuid":"u","ts":NaN}', b"[" * 5000, b"\xff\xfe",
+                     b'{"msg_id":"m","uuid":"u","ts":1,"hostname":"h","heartbeat":-1}']),
+    st.dictionaries(st.sampled_from(["msg_id", "uuid", "ts", "hostname", "heartbeat",
+                                     "severity", "text", "msg_ids", "metrics"]),
+                    st.one_of(st.none(), st.integers(), st.floats(allow_nan=False),
+                              st.text(max_size=20), st.lists(st.integers(), max_size=3)))
+    .map(lambda d: json.dumps(d).encode()),
+)
+HUGE = b"x" * (256 * 1024 + 1)
+GARBAGE = st.one_of(
+    st.lists(st.binary(max_size=64), min_size=1, max_size=8),
+    st.tuples(SIGNATURES, TYPES, BODIES).map(list),
+    st.tuples(SIGNATURES, TYPES, st.binary(max_size=70), BODIES).map(list),
+    st.tuples(SIGNATURES, TYPES, BODIES, BODIES, st.binary()).map(list),
+    st.just([SIGNATURE, b"NOTIFY", HUGE]),
+    st.just([SIGNATURE, b"ERROR", b"{}"]),
+)
+
+
+def test_garbage_never_kills_the_router(fleet, zctx):
+    r = fleet.router()
+    ep = r["endpoints"]
+    attached = FakeAgent(zctx, ep["agents"])
+    attached.hello()
+    anonymous = zctx.socket(zmq.DEALER)
+    control = zctx.socket(zmq.DEALER)
+    for sock, endpoint in ((anonymous, ep["agents"]), (control, ep["control"])):
+        sock.linger, sock.sndtimeo = 0, 1000
+        sock.connect(endpoint)
+    attached.sock.sndtimeo = 1000
+    graphite = pull(zctx, ep["sinks"]["graphite"])
+    sent = {"n": 0}
+
+    @settings(max_examples=300, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck))
+    @given(frames=GARBAGE, where=st.sampled_from(["attached", "anonymous", "control"]))
+    def send_garbage(frames, where):
+        sock = {"attached": attached.sock, "anonymous": anonymous, "control": control}[where]
+        try:
+            sock.send_multipart(frames)
+            sent["n"] += 1
+        except zmq.Again:            # a huge frame made the router drop the connection
+            pass
+
+    send_garbage()
+    assert sent["n"] > 100
+    assert r["proc"].alive()
+    # the router still relays a legitimate message, and still answers the control socket
+    alerting = pull(zctx, ep["sinks"]["alerting"])
+    fresh = FakeAgent(zctx, ep["agents"])
+    fresh.hello()
+    sent_msg, relayed = relay_until_received(fresh, alerting)
+    assert relayed.uuid == fresh.uuid and relayed.message == sent_msg
+    client = FakeControl(zctx, ep["control"])
+    assert fresh.uuid in [p["uuid"] for p in client.peers()]
+    # refusals were counted by status, and none of them was an internal failure
+    metrics = stats_from(graphite, lambda m: m.get("router.bad.505", 0) > 0
+                         and m.get("router.bad.400", 0) > 0)
+    assert "router.bad.500" not in metrics, metrics
+    assert r["proc"].alive()
+
+
+# ---------------------------------------------------------------- process
+
+def test_sigterm_exits_cleanly_within_a_second(fleet):
+    r = fleet.router()
+    proc = r["proc"]
+    start = time.monotonic()
+    proc.signal(signal.SIGTERM)
+    assert proc.popen.wait(5) == 0
+    assert time.monotonic() - start < 1.0
+    assert "agents tcp://127.0.0.1:" in proc.log()
+
+
+def test_bad_config_exits_78(fleet):
+    path = fleet.write("bad.yaml", {"id": "r", "routes": {"NOTIFY": ["nowhere"]}})
+    res = fleet.cli("router", "--config", str(path), check=False)
+    assert res.returncode == 78 and "routes.NOTIFY" in res.stderr

@@ -1,0 +1,149 @@
+"""Router logic without sockets: identity map and expiry, routing table, counters, limiter."""
+
+from __future__ import annotations
+
+import pytest
+
+from router.config import DEFAULT_ROUTES
+from router.counters import Counters
+from router.endpoints import advertised
+from router.peers import Peers
+from router.replies import ReplyLimiter
+from router.routes import RoutingTable
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+# ---------------------------------------------------------------- peers
+
+def test_hello_attaches_and_refreshes():
+    clock = FakeClock()
+    peers = Peers(3, clock)
+    peer, new = peers.hello(b"a1", "a1", "host-a", 2.0)
+    assert new and peer.since == clock.now and peer.last_heard == clock.now
+    clock.advance(5)
+    again, new = peers.hello(b"a1", "a1", "host-b", 1.0)
+    assert not new and again is peer
+    assert (peer.hostname, peer.interval, peer.since, peer.last_heard) == \
+        ("host-b", 1.0, clock.now - 5, clock.now)
+    assert peers.by_uuid("a1") is peer and b"a1" in peers and len(peers) == 1
+    assert peers.by_uuid("\u00e9t\u00e9") is None
+
+
+def test_expiry_after_intervals_of_silence():
+    clock = FakeClock()
+    peers = Peers(3, clock)
+    peers.hello(b"slow", "slow", "h", 10.0)
+    peers.hello(b"fast", "fast", "h", 1.0)
+    clock.advance(2.9)
+    assert peers.expire() == []
+    peers.heard(b"fast")                     # a sign of life resets the deadline
+    clock.advance(2.9)
+    assert peers.expire() == []
+    clock.advance(0.2)                       # fast: 3.1 s silent > 3 x 1 s
+    assert [p.uuid for p in peers.expire()] == ["fast"]
+    assert peers.get(b"fast") is None and peers.heard(b"fast") is None
+    clock.advance(24.1)                      # slow: 30.1 s > 3 x 10 s
+    assert [p.uuid for p in peers.expire()] == ["slow"]
+    assert len(peers) == 0
+
+
+def test_listing_reports_epoch_times():
+    clock = FakeClock(1_700_000_000.0)
+    peers = Peers(3, clock)
+    peers.hello(b"a", "a", "ha", 1)
+    clock.advance(1)
+    peers.hello(b"b", "b", "hb", 1)
+    assert peers.listing() == [
+        {"uuid": "a", "hostname": "ha", "since": 1_700_000_000.0, "last_heard": 1_700_000_000.0},
+        {"uuid": "b", "hostname": "hb", "since": 1_700_000_001.0, "last_heard": 1_700_000_001.0},
+    ]
+
+
+# ---------------------------------------------------------------- routes
+
+def test_default_routes_compile():
+    table = RoutingTable(DEFAULT_ROUTES, {"registry": 0, "alerting": 1, "graphite": 2, "history": 3})
+    assert table.lookup(b"NOTIFY") == (("alerting", 1), ("history", 3))
+    assert table.lookup(b"RESULT") == (("alerting", 1), ("graphite", 2), ("history", 3))
+    assert table.lookup(b"HELLO") == (("registry", 0), ("history", 3))
+    assert table.lookup(b"ACK") is None and table.lookup(b"WELCOME") is None
+    assert table.lookup(b"nonsense") is None
+    assert ("STATS", "graphite") in table.pairs()
+
+
+def test_unrouted_agent_type_has_empty_route_and_duplicates_collapse():
+    table = RoutingTable({"NOTIFY": ["alerting", "alerting"]}, {"alerting": "A"})
+    assert table.lookup(b"NOTIFY") == (("alerting", "A"),)
+    assert table.lookup(b"STATS") == ()
+    assert table.sinks_of("NOTIFY") == ["alerting"]
+
+
+def test_routes_reject_missing_sink_and_non_agent_type():
+    with pytest.raises(ValueError, match="graphite"):
+        RoutingTable({"STATS": ["graphite"]}, {"alerting": 1})
+    with pytest.raises(ValueError, match="ACK"):
+        RoutingTable({"ACK": ["alerting"]}, {"alerting": 1})
+
+
+# ---------------------------------------------------------------- counters
+
+def test_counters_metrics_names():
+    c = Counters(["NOTIFY", "STATS"])
+    s = c.slot("NOTIFY", "alerting")
+    assert c.slot("NOTIFY", "alerting") == s
+    c.received[b"NOTIFY"] += 3
+    c.relayed[s] += 2
+    c.dropped[s] += 1
+    c.count_bad(401)
+    c.count_bad(401)
+    c.forwarded["ACK"] += 1
+    m = c.metrics(agents=7)
+    assert m["router.agents"] == 7
+    assert m["router.received.NOTIFY"] == 3 and m["router.received.STATS"] == 0
+    assert m["router.relayed.NOTIFY.alerting"] == 2
+    assert m["router.dropped.NOTIFY.alerting"] == 1
+    assert m["router.bad.401"] == 2 and m["router.forwarded.ACK"] == 1
+    assert c.relayed_to("NOTIFY", "alerting") == 2 and c.dropped_at("STATS", "x") == 0
+    assert all(isinstance(v, int) for v in m.values())
+
+
+# ---------------------------------------------------------------- replies, endpoints
+
+def test_reply_limiter_one_per_second_per_peer():
+    clock = FakeClock()
+    lim = ReplyLimiter(1.0, clock)
+    assert lim.allow(b"p") and not lim.allow(b"p") and lim.allow(b"q")
+    clock.advance(1.0)
+    assert lim.allow(b"p")
+    clock.advance(5)
+    lim.prune()
+    assert len(lim) == 0
+
+
+def test_reply_limiter_bounded():
+    clock = FakeClock()
+    lim = ReplyLimiter(1.0, clock, max_peers=2)
+    assert lim.allow(b"a") and lim.allow(b"b") and not lim.allow(b"c")
+    clock.advance(2)
+    assert lim.allow(b"c")
+
+
+@pytest.mark.parametrize("bound, expected", [
+    ("tcp://0.0.0.0:5555", "tcp://r1.example:5555"),
+    ("tcp://[::]:5555", "tcp://r1.example:5555"),
+    ("tcp://127.0.0.1:4000", "tcp://127.0.0.1:4000"),
+    ("ipc:///run/fw.sock", "ipc:///run/fw.sock"),
+])
+def test_advertised_endpoint(bound, expected):
+    assert advertised(bound, fqdn=lambda: "r1.example") == expected
+    assert advertised("tcp://0.0.0.0:1", "fixed") == "tcp://fixed:1"

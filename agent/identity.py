@@ -11,6 +11,8 @@ import logging
 import os
 import uuid as uuidlib
 
+from fleetwatch import protocol
+
 log = logging.getLogger(__name__)
 
 UUID_FILE = "uuid"
@@ -29,7 +31,7 @@ def ensure_state_dir(state_dir: str) -> None:
 
 
 def _valid(text: str) -> bool:
-    return 0 < len(text) <= 64 and text.isascii() and text.isprintable() and " " not in text
+    return protocol.ID_PATTERN.fullmatch(text) is not None
 
 
 def _write_atomic(path: str, text: str) -> None:

@@ -4,7 +4,7 @@ Every role runs in its own process: N agent DEALERs send NOTIFYs as fast as they
 the relay -> PUSH -> one PULL that counts. The relay is either a real ``fleetwatch router``
 (routing NOTIFY to one sink type, so one PUSH) or ``zmq.proxy`` between a ROUTER frontend and
 a PUSH backend (the same socket types; it forwards the routing id frame unstamped, the router
-sends SIGNATURE, TYPE, UUID, ROUTER, BODY). Rounds alternate between the two because the
+sends SIGNATURE, ENVELOPE, BODY). Rounds alternate between the two because the
 machine is noisy; the figure of a round is the counter's rate between its first and last
 message. Prints min / median / max msg/s per variant and body size, and the ratio of the
 medians router / proxy (target: at least 0.5).
@@ -144,7 +144,7 @@ class RouterRelay:
             time.sleep(0.02)
         self.endpoints = json.loads(ready.read_text())["endpoints"]
         self.hello = True
-        self.frames = 5          # SIGNATURE, TYPE, UUID, ROUTER, BODY
+        self.frames = 3          # SIGNATURE, ENVELOPE, BODY
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -205,7 +205,8 @@ def summary(rates: list[float]) -> str:
 NOTES = """\
 Method: every role in its own process on tcp://127.0.0.1; 4 agent DEALERs send NOTIFYs as fast
 as they can. The router (a real `fleetwatch router`, config routing NOTIFY to one sink type)
-stamps and sends 5 frames per message to its PUSH with NOBLOCK; zmq.proxy forwards the 4
+stamps and sends 3 frames per message (SIGNATURE, ENVELOPE, BODY) to its PUSH with NOBLOCK;
+zmq.proxy forwards the 4
 frames it receives (routing id, SIGNATURE, TYPE, BODY) from a ROUTER to a PUSH and blocks when
 the PUSH queue is full. The PULL counter counts frames (no RCVMORE checks) and naps 0.5 ms when
 its queue is empty, so that it does not take the relay's CPU. A round's figure is messages

@@ -11,10 +11,15 @@ Frame layouts (see SPEC.md, "Frames"):
 socket       frames                                                functions
 ===========  ====================================================  ================
 agents       SIGNATURE, TYPE, BODY                                 encode / decode
-sink PUSH    SIGNATURE, TYPE, UUID, ROUTER, BODY                   encode_relayed / decode_relayed
+sink PUSH    SIGNATURE, ENVELOPE, BODY                             encode_relayed / decode_relayed
 control      SIGNATURE, TYPE, TARGET, BODY  (back-end -> router)   encode_control / decode_control
-tail PUB     TOPIC, SIGNATURE, TYPE, UUID, ROUTER, BODY            topic / decode_tail
+tail PUB     ENVELOPE, SIGNATURE, BODY                             topic / decode_tail
 ===========  ====================================================  ================
+
+ENVELOPE is ``TYPE/UUID/ROUTER``: the type frame extended with the router's stamp (the
+sender's uuid and the relaying router's id). It is one frame so that a router relays three
+frames, not five (bench/RESULTS.md), and it doubles as the tail topic, so subscribing to
+``NOTIFY/`` or ``NOTIFY/UUID/`` filters on the router.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ SIGNATURE = SIGNATURE_PREFIX + bytes([VERSION])
 #: Largest body a peer may send, unless a router is configured otherwise.
 MAX_BODY = 256 * 1024
 MAX_ID = 64
+#: uuids, router ids and sink names: what may stand between the slashes of an envelope.
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
 
 # Status codes (SPEC.md, "Status codes").
 OK = 200
@@ -187,8 +194,11 @@ def resend(msg: Message, retry: int) -> Message:
     return Message(msg.type, body)
 
 
-def error(status: int, reason: str = "", ref: str | None = None, uuid: str = "-") -> Message:
-    """An ERROR reply; ``uuid`` is the replying process's id (a router's id)."""
+def error(status: int, reason: str = "", ref: str | None = None, uuid: str = "unknown") -> Message:
+    """An ERROR reply; ``uuid`` is the replying process's id (a router's id).
+
+    The default must match ID_PATTERN, or the ERROR would not decode ("-" does not).
+    """
     return make("ERROR", uuid, status=status, reason=reason or STATUS_TEXT.get(status, ""), ref=ref)
 
 
@@ -282,9 +292,11 @@ def _check_fields(body: dict, schema: dict, type_: str) -> None:
 
 
 def _check_values(type_: str, body: dict) -> None:
-    for name in ("msg_id", "uuid"):
-        if not 0 < len(body[name]) <= MAX_ID:
-            raise ProtocolError(BAD_REQUEST, f"{type_}: {name} must be 1 to {MAX_ID} characters")
+    if not 0 < len(body["msg_id"]) <= MAX_ID:
+        raise ProtocolError(BAD_REQUEST, f"{type_}: msg_id must be 1 to {MAX_ID} characters")
+    if not ID_PATTERN.fullmatch(body["uuid"]):
+        raise ProtocolError(BAD_REQUEST, f"{type_}: uuid must be 1 to {MAX_ID} letters, digits "
+                                         f"or ._:@- (not starting with a sign)")
     if not math.isfinite(body["ts"]):
         raise ProtocolError(BAD_REQUEST, f"{type_}: ts is not a finite number")
     if body.get("retry", 0) < 0:
@@ -325,32 +337,48 @@ def decode(frames: list[bytes], allowed: frozenset[str] = TYPES, max_body: int =
 
 # ---------------------------------------------------------------- relayed to sinks
 
+def envelope(type_: str, uuid: str, router: str) -> bytes:
+    """The ENVELOPE frame: ``TYPE/UUID/ROUTER`` (routers build it from frames, cached)."""
+    return f"{type_}/{uuid}/{router}".encode()
+
+
+def parse_envelope(frame: bytes, allowed: frozenset[str] = TYPES) -> tuple[str, str, str]:
+    """Split an ENVELOPE frame into (type, uuid, router), checking each part."""
+    if len(frame) > 2 * MAX_ID + 16:
+        raise ProtocolError(BAD_REQUEST, "envelope frame too long")
+    parts = frame.split(b"/")
+    if len(parts) != 3:
+        raise ProtocolError(BAD_REQUEST, "envelope frame is not TYPE/UUID/ROUTER")
+    type_ = check_type(parts[0], allowed)
+    return type_, _ascii_id(parts[1], "uuid"), _ascii_id(parts[2], "router")
+
+
 def encode_relayed(msg: Message, uuid: str, router: str) -> list[bytes]:
     """Frames a router pushes to a sink (routers build these without the codec, for speed)."""
-    return [SIGNATURE, msg.type.encode(), uuid.encode(), router.encode(), encode_body(msg)]
+    return [SIGNATURE, envelope(msg.type, uuid, router), encode_body(msg)]
 
 
 def decode_relayed(frames: list[bytes], allowed: frozenset[str] = TYPES,
                    max_body: int = MAX_BODY) -> Relayed:
-    """Decode SIGNATURE, TYPE, UUID, ROUTER, BODY; the stamp must match the body's uuid."""
-    if len(frames) != 5:
-        raise ProtocolError(BAD_REQUEST, f"expected 5 frames, got {len(frames)}")
+    """Decode SIGNATURE, ENVELOPE, BODY; the stamped uuid must match the body's uuid."""
+    if len(frames) != 3:
+        raise ProtocolError(BAD_REQUEST, f"expected 3 frames, got {len(frames)}")
     check_signature(frames[0])
-    type_ = check_type(frames[1], allowed)
-    uuid, router = _ascii_id(frames[2], "uuid"), _ascii_id(frames[3], "router")
-    msg = decode_body(type_, frames[4], max_body)
+    type_, uuid, router = parse_envelope(frames[1], allowed)
+    msg = decode_body(type_, frames[2], max_body)
     if msg.uuid != uuid:
         raise ProtocolError(FORBIDDEN, f"body uuid {msg.uuid[:MAX_ID]!r} is not the sender {uuid!r}")
     return Relayed(uuid, router, msg)
 
 
 def _ascii_id(frame: bytes, what: str) -> str:
-    if not 0 < len(frame) <= MAX_ID:
-        raise ProtocolError(BAD_REQUEST, f"{what} frame must be 1 to {MAX_ID} bytes")
     try:
-        return frame.decode("ascii")
+        text = frame.decode("ascii")
     except UnicodeDecodeError:
-        raise ProtocolError(BAD_REQUEST, f"{what} frame is not ASCII") from None
+        raise ProtocolError(BAD_REQUEST, f"{what} is not ASCII") from None
+    if not ID_PATTERN.fullmatch(text):
+        raise ProtocolError(BAD_REQUEST, f"{what} must be 1 to {MAX_ID} letters, digits or ._:@-")
+    return text
 
 
 # ---------------------------------------------------------------- control socket
@@ -379,16 +407,20 @@ def decode_control(frames: list[bytes], max_body: int = MAX_BODY) -> tuple[str, 
 # ---------------------------------------------------------------- tail
 
 def topic(type_: str, uuid: str = "") -> bytes:
-    """The tail topic of a message: ``TYPE/uuid``; a prefix of it is a subscription."""
-    return f"{type_}/{uuid}".encode() if uuid else f"{type_}/".encode()
+    """A tail subscription: ``TYPE/`` for a type, ``TYPE/UUID/`` for one agent's messages.
+
+    Tail messages start with their ENVELOPE, so these are prefixes of it.
+    """
+    return f"{type_}/{uuid}/".encode() if uuid else f"{type_}/".encode()
 
 
 def decode_tail(frames: list[bytes]) -> Relayed:
-    """Decode TOPIC, SIGNATURE, TYPE, UUID, ROUTER, BODY as published on a router's tail."""
-    if len(frames) != 6:
-        raise ProtocolError(BAD_REQUEST, f"expected 6 frames, got {len(frames)}")
-    relayed = decode_relayed(frames[1:])
-    # Subscribers filter on the topic: one that disagrees with the stamp would mislead them.
-    if frames[0] != topic(relayed.message.type, relayed.uuid):
-        raise ProtocolError(BAD_REQUEST, "topic frame does not match the type and uuid")
-    return relayed
+    """Decode ENVELOPE, SIGNATURE, BODY as published on a router's tail."""
+    if len(frames) != 3:
+        raise ProtocolError(BAD_REQUEST, f"expected 3 frames, got {len(frames)}")
+    return decode_relayed([frames[1], frames[0], frames[2]])
+
+
+def encode_tail(msg: Message, uuid: str, router: str) -> list[bytes]:
+    """Frames a router publishes on its tail (for tests and tools; routers build them)."""
+    return [envelope(msg.type, uuid, router), SIGNATURE, encode_body(msg)]

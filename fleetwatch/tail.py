@@ -2,7 +2,8 @@
 
 The tail endpoints come from the operator config (``tail``) or from each router's WELCOME.
 Filtering happens on the routers: the SUB subscribes to topic prefixes (``NOTIFY/``,
-``NOTIFY/<uuid>``), and messages are checked once more here (a uuid prefix is not a uuid).
+``NOTIFY/<uuid>/``, prefixes of each message's envelope), and messages are checked once more
+here.
 ``--agent`` takes a uuid or a hostname, resolved through the routers' PEERS answers and the
 state database.
 """

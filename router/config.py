@@ -57,9 +57,10 @@ class RouterConfig:
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 
     def validate(self):
-        from fleetwatch.protocol import AGENT_TYPES, MAX_ID
-        if not 0 < len(self.id) <= MAX_ID or not self.id.isascii():
-            raise ValueError(f"id: expected 1 to {MAX_ID} ASCII characters")
+        from fleetwatch.protocol import AGENT_TYPES, ID_PATTERN, MAX_ID
+        if not ID_PATTERN.fullmatch(self.id):
+            raise ValueError(f"id: expected 1 to {MAX_ID} letters, digits or ._:@- "
+                             f"(starting with a letter or digit)")
         for type_, sinks in self.routes.items():
             if type_ not in AGENT_TYPES:
                 raise ValueError(f"routes.{type_}: expected one of {', '.join(sorted(AGENT_TYPES))}")

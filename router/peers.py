@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from fleetwatch.protocol import AGENT_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +26,8 @@ class Peer:
     since: float
     last_heard: float
     interval: float
+    #: type frame -> the ENVELOPE frame ``TYPE/UUID/ROUTER`` the relay stamps messages with
+    envelopes: dict[bytes, bytes] = field(default_factory=dict, repr=False)
 
     def deadline(self, expiry_intervals: float) -> float:
         """The time after which the peer is forgotten unless heard from again."""
@@ -38,9 +42,10 @@ class Peer:
 class Peers:
     """Routing id -> :class:`Peer`, with expiry after ``expiry_intervals`` silent intervals."""
 
-    def __init__(self, expiry_intervals: float = 3.0, clock=time.time):
+    def __init__(self, expiry_intervals: float = 3.0, clock=time.time, router: bytes = b"router"):
         self.expiry_intervals = expiry_intervals
         self.clock = clock
+        self.router = router
         #: routing id -> Peer. Read by the relay's hot path; mutate only through methods
         #: (except ``Peer.last_heard``).
         self.table: dict[bytes, Peer] = {}
@@ -70,7 +75,8 @@ class Peers:
         now = self.clock()
         peer = self.table.get(routing_id)
         if peer is None:
-            peer = Peer(routing_id, uuid, hostname, now, now, interval)
+            peer = Peer(routing_id, uuid, hostname, now, now, interval,
+                        envelopes(routing_id, self.router))
             self.table[routing_id] = peer
             log.info("agent %s (%s) attached, heartbeat %.3gs", uuid, hostname, interval)
             return peer, True
@@ -100,3 +106,8 @@ class Peers:
     def listing(self) -> list[dict]:
         """The attached agents as PEERS entries, oldest attachment first."""
         return [p.as_dict() for p in sorted(self.table.values(), key=lambda p: p.since)]
+
+
+def envelopes(uuid: bytes, router: bytes) -> dict[bytes, bytes]:
+    """Every ENVELOPE frame a peer's messages can be relayed with, built once at HELLO."""
+    return {t: b"/".join((t, uuid, router)) for t in (a.encode() for a in AGENT_TYPES)}

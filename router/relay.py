@@ -4,7 +4,7 @@ A thin adapter around :mod:`router.peers`, :mod:`router.routes`, :mod:`router.co
 :mod:`router.replies`. The hot path (a STATS, NOTIFY, REGISTER or RESULT from an attached
 agent) neither decodes the body nor allocates a message object: it reads the frames one by
 one with integer flags, compares the signature frame, looks the type frame up in the routing
-table and sends the stamped frames (SIGNATURE, TYPE, UUID, ROUTER, BODY) to each sink type's
+table and sends the stamped frames (SIGNATURE, ENVELOPE, BODY) to each sink type's
 PUSH socket with ``NOBLOCK``, counting a ``zmq.Again`` as a drop. Everything else (HELLO,
 HEARTBEAT, bad frames, unknown peers, control requests) goes through the slow path, which
 decodes with :mod:`fleetwatch.protocol` and answers with a status code.
@@ -55,7 +55,7 @@ class Relay:
         self.clock, self.monotonic, self.fqdn = clock, monotonic, fqdn
         self._own_context = context is None
         self.ctx = context or zmq.Context()
-        self.peers = Peers(config.expiry_intervals, clock)
+        self.peers = Peers(config.expiry_intervals, clock, self.id_frame)
         self.counters = Counters(AGENT_TYPES)
         self.limiter = ReplyLimiter(1.0, monotonic)
         self.throttle = Throttle(log, 10.0, monotonic)
@@ -165,7 +165,7 @@ class Relay:
         fast, known = self.fast, self.peers.table
         received, relayed, dropped = (self.counters.received, self.counters.relayed,
                                       self.counters.dropped)
-        stamp, signature = self.id_frame, SIGNATURE
+        signature = SIGNATURE
         tail = self.tail_topics
         for _ in range(self.drain):
             try:
@@ -194,19 +194,18 @@ class Relay:
                 continue
             peer.last_heard = now
             received[type_frame] += 1
+            envelope = peer.envelopes[type_frame]
             for send, slot in route:
                 try:
                     send(signature, MORE_NB)
                 except zmq.Again:
                     dropped[slot] += 1
                     continue
-                send(type_frame, MORE_NB)
-                send(rid, MORE_NB)
-                send(stamp, MORE_NB)
+                send(envelope, MORE_NB)
                 send(body, NOBLOCK)
                 relayed[slot] += 1
             if tail:
-                self._publish(type_frame, rid, body)
+                self._publish(envelope, body)
 
     def _guarded(self, handler, rid: bytes, parts: list[bytes], *args) -> None:
         """Run a slow-path handler; a bug in it is logged and counted, never fatal."""
@@ -239,7 +238,7 @@ class Relay:
         if type_ == "HEARTBEAT":
             self.reply(self.agents, rid, protocol.make("HEARTBEAT", self.id, self.clock))
         self.counters.count_received(parts[1])
-        self.relay(parts[1], rid, parts[2])
+        self.relay(b"/".join((parts[1], rid, self.id_frame)), parts[1], parts[2])
 
     def _hello(self, rid: bytes, parts: list[bytes]) -> None:
         try:
@@ -255,7 +254,7 @@ class Relay:
         self.peers.hello(rid, msg.uuid, msg.get("hostname"), float(msg.get("heartbeat")))
         self.reply(self.agents, rid, self.welcome(endpoints=True))
         self.counters.count_received(parts[1])
-        self.relay(parts[1], rid, parts[2])
+        self.relay(b"/".join((parts[1], rid, self.id_frame)), parts[1], parts[2])
 
     def welcome(self, endpoints: bool) -> Message:
         return protocol.make("WELCOME", self.id, self.clock, router=self.id,
@@ -263,7 +262,7 @@ class Relay:
                              endpoints=self.endpoints if endpoints else None)
 
     # ---------------------------------------------------------------- relay and tail
-    def relay(self, type_frame: bytes, uuid: bytes, body: bytes) -> None:
+    def relay(self, envelope: bytes, type_frame: bytes, body: bytes) -> None:
         """Send a stamped message to each sink type of its route, and to the tail."""
         relayed, dropped = self.counters.relayed, self.counters.dropped
         for send, slot in self.table.get(type_frame, ()):
@@ -272,25 +271,20 @@ class Relay:
             except zmq.Again:
                 dropped[slot] += 1
                 continue
-            send(type_frame, MORE_NB)
-            send(uuid, MORE_NB)
-            send(self.id_frame, MORE_NB)
+            send(envelope, MORE_NB)
             send(body, NOBLOCK)
             relayed[slot] += 1
         if self.tail_topics:
-            self._publish(type_frame, uuid, body)
+            self._publish(envelope, body)
 
-    def _publish(self, type_frame: bytes, uuid: bytes, body: bytes) -> None:
-        # protocol.topic(type, uuid), built from the frames without decoding them
+    def _publish(self, envelope: bytes, body: bytes) -> None:
+        """Publish ENVELOPE, SIGNATURE, BODY: the envelope is the topic subscribers match."""
         send = self.tail.send
         try:
-            send(type_frame + b"/" + uuid, MORE_NB)
+            send(envelope, MORE_NB)
         except zmq.Again:
             return
         send(SIGNATURE, MORE_NB)
-        send(type_frame, MORE_NB)
-        send(uuid, MORE_NB)
-        send(self.id_frame, MORE_NB)
         send(body, NOBLOCK)
         self.counters.tail_published += 1
 
@@ -390,7 +384,8 @@ class Relay:
 
     def send_stats(self) -> None:
         """Relay the router's own STATS through the STATS route and the tail."""
-        self.relay(b"STATS", self.id_frame, protocol.encode_body(self.stats()))
+        envelope = protocol.envelope("STATS", self.id, self.id)
+        self.relay(envelope, b"STATS", protocol.encode_body(self.stats()))
 
 
 def _answerable(parts: list[bytes]) -> bool:

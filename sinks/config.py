@@ -23,5 +23,9 @@ class SinkConfig:
     def validate(self):
         if not self.routers:
             raise ValueError("routers: expected at least one router control endpoint")
+        from fleetwatch.protocol import ID_PATTERN
+        if self.name and not ID_PATTERN.fullmatch(self.name):
+            raise ValueError("name: expected 1 to 64 letters, digits or ._:@- "
+                             "(starting with a letter or digit)")
         if self.batch < 1:
             raise ValueError("batch: expected at least 1")

@@ -26,6 +26,17 @@ def relayed(type_: str, uuid: str, router: str = "fake-1", msg_id: str | None = 
     return msg, protocol.encode_relayed(msg, uuid, router)
 
 
+def tailed(type_: str, uuid: str, router: str = "fake-1", msg_id: str | None = None,
+           **fields) -> tuple[protocol.Message, list[bytes]]:
+    """A message and its frames as a router publishes it on its tail: ENVELOPE, SIGNATURE, BODY.
+
+    Built by hand, not with protocol.encode_tail, so that a codec bug cannot hide here.
+    """
+    msg = protocol.make(type_, uuid, msg_id=msg_id, **fields)
+    return msg, [f"{type_}/{uuid}/{router}".encode(), protocol.SIGNATURE,
+                 protocol.encode_body(msg)]
+
+
 class FakeRouter:
     def __init__(self, router_id: str = "fake-1", control: str | None = None,
                  agents: list[dict] | None = None, on_ack=None, ack_error: int | None = None):

@@ -369,9 +369,15 @@ def test_hostile_yaml_is_a_config_error(tmp_path, text):
     (RouterConfig, {"bind": {"sinks": {"alerting": "tcp://*:1"}}}, "routes.HELLO",
      "'registry' has no endpoint"),
     (RouterConfig, {"routes": {"ACK": ["alerting"]}}, "routes.ACK", "expected one of"),
-    (RouterConfig, {"id": ""}, "id", "1 to 64 ASCII"),
-    (RouterConfig, {"id": "r" * 65}, "id", "1 to 64 ASCII"),
-    (RouterConfig, {"id": "r\u00e9"}, "id", "ASCII"),
+    (RouterConfig, {"id": ""}, "id", "1 to 64 letters, digits or ._:@-"),
+    (RouterConfig, {"id": "r" * 65}, "id", "1 to 64 letters, digits or ._:@-"),
+    (RouterConfig, {"id": "r\u00e9"}, "id", "letters, digits or ._:@-"),
+    # an id stands between the slashes of every ENVELOPE the router stamps
+    (RouterConfig, {"id": "router/1"}, "id", "letters, digits or ._:@-"),
+    (RouterConfig, {"id": "router 1"}, "id", "letters, digits or ._:@-"),
+    (RouterConfig, {"id": "-router"}, "id", "starting with a letter or digit"),
+    (RouterConfig, {"id": ".r"}, "id", "starting with a letter or digit"),
+    (RouterConfig, {"id": "r\n"}, "id", "letters, digits or ._:@-"),
     (RouterConfig, {"expiry_intervals": 0.5}, "expiry_intervals", "at least 1"),
     (SinkConfig, {"routers": []}, "routers", "at least one"),
     (SinkConfig, {"routers": [ENDPOINT], "batch": 0}, "batch", "at least 1"),
@@ -380,6 +386,14 @@ def test_hostile_yaml_is_a_config_error(tmp_path, text):
 def test_validate_errors_name_the_key(tmp_path, cls, data, key, phrase):
     path = write_data(tmp_path, data)
     assert_names(config_error(cls, path), path, key, phrase)
+
+
+@pytest.mark.parametrize("router_id", ["r", "0", "router-1", "r1.example.com", "r_1",
+                                       "r1:5555", "ops@r1", "R" * 64])
+def test_valid_router_ids(tmp_path, router_id):
+    from fleetwatch.protocol import ID_PATTERN
+    assert ID_PATTERN.fullmatch(router_id)
+    assert load(RouterConfig, write_data(tmp_path, {"id": router_id})).id == router_id
 
 
 def test_valid_route_to_a_configured_sink_type(tmp_path):

@@ -9,7 +9,7 @@ import time
 import pytest
 import zmq
 
-from fakerouter import FakeRouter, relayed
+from fakerouter import FakeRouter, relayed, tailed
 from fleetwatch import protocol
 
 pytest.importorskip("sqlalchemy")
@@ -128,16 +128,22 @@ def test_tail_prints_the_requested_type(fleet, router):
     runner.start()
     try:
         router.xpub.rcvtimeo = 15000
-        assert router.xpub.recv() == b"\x01" + protocol.topic("NOTIFY")
+        assert router.xpub.recv() == b"\x01" + b"NOTIFY/"
         sent = []
         for i, (type_, fields) in enumerate([
                 ("HEARTBEAT", {}),
                 ("NOTIFY", {"severity": "error", "text": "one"}),
                 ("STATS", {"metrics": {"cpu.user": 1.5}}),
                 ("NOTIFY", {"severity": "info", "text": "two"})]):
-            msg, frames = relayed(type_, KNOWN, **fields)
-            router.xpub.send_multipart([protocol.topic(type_, KNOWN), *frames])
+            msg, frames = tailed(type_, KNOWN, **fields)
+            router.xpub.send_multipart(frames)
             sent.append(msg)
+            if i == 1:
+                # NOTIFYs whose frames are not ENVELOPE, SIGNATURE, BODY: skipped and counted
+                _, rel = relayed("NOTIFY", KNOWN, severity="error", text="wrong order")
+                router.xpub.send_multipart([rel[1], rel[2], rel[0]])
+                router.xpub.send_multipart([b"NOTIFY/" + KNOWN.encode(), rel[0], b"NOTIFY",
+                                            KNOWN.encode(), b"fake-1", rel[2]])  # old layout
     finally:
         runner.join(30)
     res = result[0]
@@ -145,6 +151,7 @@ def test_tail_prints_the_requested_type(fleet, router):
     assert [(x["type"], x["body"]["text"]) for x in lines] == [("NOTIFY", "one"), ("NOTIFY", "two")]
     assert lines[0]["uuid"] == KNOWN and lines[0]["hostname"] == "web-1"
     assert lines[0]["router"] == "fake-1" and lines[0]["body"]["msg_id"] == sent[1].msg_id
+    assert "2 undecodable messages skipped" in res.stderr, res.stderr
 
 
 def test_tail_agent_hostname_subscribes_to_its_uuid(fleet, router):
@@ -156,14 +163,16 @@ def test_tail_agent_hostname_subscribes_to_its_uuid(fleet, router):
     runner.start()
     try:
         router.xpub.rcvtimeo = 15000
-        assert router.xpub.recv() == b"\x01" + protocol.topic("NOTIFY", ATTACHED)
-        for uuid, text in ((KNOWN, "not me"), (ATTACHED, "me")):
-            _, frames = relayed("NOTIFY", uuid, severity="info", text=text)
-            router.xpub.send_multipart([protocol.topic("NOTIFY", uuid), *frames])
+        # exactly this agent's uuid, slash-terminated: not a prefix of another uuid
+        assert router.xpub.recv() == b"\x01" + b"NOTIFY/" + ATTACHED.encode() + b"/"
+        for uuid, text in ((KNOWN, "not me"), (ATTACHED + "0", "a longer uuid"),
+                           (ATTACHED, "me")):
+            _, frames = tailed("NOTIFY", uuid, severity="info", text=text)
+            router.xpub.send_multipart(frames)
     finally:
         runner.join(30)
     out = result[0].stdout.splitlines()
-    assert len(out) == 1 and "db-1" in out[0] and '"text":"me"' in out[0]
+    assert len(out) == 1 and "db-1" in out[0] and '"text":"me"' in out[0], out
 
 
 def test_tail_timeout_ends_quietly(fleet, router):

@@ -113,7 +113,8 @@ def test_round_trip_agents_socket(type_, minimal):
 def test_round_trip_relayed_to_sinks(type_):
     m = msg(type_)
     out = p.encode_relayed(m, AGENT, ROUTER)
-    assert out[:4] == [SIGNATURE, type_.encode(), AGENT.encode(), ROUTER.encode()]
+    assert out == [SIGNATURE, f"{type_}/{AGENT}/{ROUTER}".encode(), p.encode_body(m)]
+    assert out[1] == p.envelope(type_, AGENT, ROUTER)
     got = p.decode_relayed(out, allowed=AGENT_TYPES)
     assert got == Relayed(AGENT, ROUTER, m)
 
@@ -136,8 +137,13 @@ def test_round_trip_control_socket(type_):
 @pytest.mark.parametrize("type_", RELAYED_TYPES)
 def test_round_trip_tail(type_):
     m = msg(type_)
-    out = [p.topic(type_, AGENT), *p.encode_relayed(m, AGENT, ROUTER)]
-    assert out[0] == f"{type_}/{AGENT}".encode()
+    out = p.encode_tail(m, AGENT, ROUTER)
+    assert out == [f"{type_}/{AGENT}/{ROUTER}".encode(), SIGNATURE, p.encode_body(m)]
+    # the same three frames as relayed to sinks, the envelope first (it is the topic)
+    relayed = p.encode_relayed(m, AGENT, ROUTER)
+    assert out == [relayed[1], relayed[0], relayed[2]]
+    # both subscriptions of SPEC (a type, a type from one agent) select it
+    assert out[0].startswith(p.topic(type_)) and out[0].startswith(p.topic(type_, AGENT))
     assert p.decode_tail(out) == Relayed(AGENT, ROUTER, m)
 
 
@@ -145,19 +151,75 @@ def test_encode_exact_bytes():
     m = p.make("NOTIFY", "u1", clock=lambda: 1.5, msg_id="m1", severity="info", text="hi")
     assert p.encode(m) == [b"FWP\x01", b"NOTIFY",
                            b'{"msg_id":"m1","uuid":"u1","ts":1.5,"severity":"info","text":"hi"}']
-    assert p.encode_relayed(m, "u1", "r1")[:4] == [b"FWP\x01", b"NOTIFY", b"u1", b"r1"]
     assert p.encode_control(m)[:3] == [b"FWP\x01", b"NOTIFY", b""]
     assert p.encode_control(m, "u1")[2] == b"u1"
 
 
+def test_relayed_and_tail_exact_bytes():
+    m = p.make("NOTIFY", "u1", clock=lambda: 1.5, msg_id="m1", severity="info", text="hi")
+    body_ = b'{"msg_id":"m1","uuid":"u1","ts":1.5,"severity":"info","text":"hi"}'
+    assert p.envelope("NOTIFY", "u1", "r1") == b"NOTIFY/u1/r1"
+    assert p.encode_relayed(m, "u1", "r1") == [b"FWP\x01", b"NOTIFY/u1/r1", body_]
+    assert p.encode_tail(m, "u1", "r1") == [b"NOTIFY/u1/r1", b"FWP\x01", body_]
+    assert p.decode_relayed([b"FWP\x01", b"NOTIFY/u1/r1", body_]) == Relayed("u1", "r1", m)
+    assert p.decode_tail([b"NOTIFY/u1/r1", b"FWP\x01", body_]) == Relayed("u1", "r1", m)
+    assert p.topic("NOTIFY") == b"NOTIFY/" and p.topic("NOTIFY", "u1") == b"NOTIFY/u1/"
+    # the router stamps its own STATS with its id as both uuid and router
+    assert p.envelope("STATS", "router-1", "router-1") == b"STATS/router-1/router-1"
+
+
+@pytest.mark.parametrize("type_", TYPE_LIST)
+def test_parse_envelope_round_trip(type_):
+    assert p.parse_envelope(p.envelope(type_, AGENT, ROUTER)) == (type_, AGENT, ROUTER)
+    for uuid, router in (("a", "b"), ("0", "9"), ("u" * 64, "r" * 64),
+                         ("a.b-c", "alerting@host:5555"), ("A:B@C", "9.9")):
+        assert p.parse_envelope(p.envelope(type_, uuid, router)) == (type_, uuid, router)
+
+
+def test_parse_envelope_allowed_types():
+    assert p.parse_envelope(b"NOTIFY/u/r", AGENT_TYPES) == ("NOTIFY", "u", "r")
+    assert status_of(p.parse_envelope, b"WELCOME/u/r", AGENT_TYPES) == 405
+    assert status_of(p.parse_envelope, b"ACK/u/r", AGENT_TYPES) == 405
+    assert status_of(p.parse_envelope, b"BOGUS/u/r", AGENT_TYPES) == 400
+
+
+def test_longest_valid_envelope_is_accepted():
+    longest = max(TYPES, key=len)
+    env = p.envelope(longest, "u" * MAX_ID, "r" * MAX_ID)
+    assert p.parse_envelope(env) == (longest, "u" * MAX_ID, "r" * MAX_ID)
+
+
 def test_topic_prefixes_select_a_type_then_an_agent():
     assert p.topic("NOTIFY") == b"NOTIFY/"
-    assert p.topic("NOTIFY", AGENT) == b"NOTIFY/" + AGENT.encode()
+    assert p.topic("NOTIFY", AGENT) == b"NOTIFY/" + AGENT.encode() + b"/"
     assert p.topic("NOTIFY", AGENT).startswith(p.topic("NOTIFY"))
+    env = p.envelope("NOTIFY", AGENT, ROUTER)
+    assert env.startswith(p.topic("NOTIFY")) and env.startswith(p.topic("NOTIFY", AGENT))
     # the slash ends the type: no type's prefix selects another type
     for a in TYPES:
         for b in TYPES - {a}:
             assert not p.topic(b, AGENT).startswith(p.topic(a))
+            assert not p.envelope(b, AGENT, ROUTER).startswith(p.topic(a))
+
+
+def test_topic_for_an_agent_is_exact():
+    """The trailing slash ends the uuid: an agent's topic selects no other agent's envelope."""
+    short, longer = "ab12", "ab123"
+    assert not p.envelope("NOTIFY", longer, ROUTER).startswith(p.topic("NOTIFY", short))
+    assert not p.envelope("NOTIFY", short, ROUTER).startswith(p.topic("NOTIFY", longer))
+    assert p.envelope("NOTIFY", short, ROUTER).startswith(p.topic("NOTIFY", short))
+    # nor does a router id that happens to look like a uuid
+    assert not p.envelope("NOTIFY", "x", short).startswith(p.topic("NOTIFY", short))
+
+
+@FEW
+@given(st.sampled_from(TYPE_LIST), st.sampled_from(TYPE_LIST),
+       st.from_regex(p.ID_PATTERN, fullmatch=True), st.from_regex(p.ID_PATTERN, fullmatch=True),
+       st.from_regex(p.ID_PATTERN, fullmatch=True))
+def test_topic_selects_exactly_its_type_and_agent(t1, t2, u1, u2, router):
+    env = p.envelope(t2, u2, router)
+    assert env.startswith(p.topic(t1)) == (t1 == t2)
+    assert env.startswith(p.topic(t1, u1)) == (t1 == t2 and u1 == u2)
 
 
 def test_unknown_body_fields_are_kept_and_ignored():
@@ -203,7 +265,9 @@ def test_error_builds_a_valid_error(status):
 
 def test_error_defaults_and_custom_reason():
     e = p.error(p.BAD_REQUEST, "bad frame")
-    assert e.body["reason"] == "bad frame" and "ref" not in e.body and e.uuid == "-"
+    assert e.body["reason"] == "bad frame" and "ref" not in e.body
+    # the default sender id is a valid uuid, or the ERROR would not decode
+    assert e.uuid == "unknown" and p.ID_PATTERN.fullmatch(e.uuid)
     assert p.decode(p.encode(e)) == e
     odd = p.error(599)            # no text for an unknown code: still a valid ERROR
     assert p.decode(p.encode(odd)).body["status"] == 599
@@ -219,6 +283,8 @@ def test_status_text_names_every_code():
 
 _text = st.text(st.characters(exclude_categories=("Cs",)), max_size=20)
 _id = st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=MAX_ID)
+#: what a uuid, a router id and a control target may be (and all an envelope part may be)
+_valid_id = st.from_regex(p.ID_PATTERN, fullmatch=True)
 _number = st.integers(-(2 ** 63), 2 ** 63) | st.floats(allow_nan=False, allow_infinity=False)
 _json = st.recursive(st.none() | st.booleans() | _number | _text,
                      lambda inner: st.lists(inner, max_size=3)
@@ -228,7 +294,7 @@ _BY_TYPES = {p._STR: _text, p._NUMBER: _number, (int,): st.integers(-(2 ** 40), 
              p._DICT: st.dictionaries(_text, _json, max_size=3), p._BOOL: st.booleans()}
 # Fields whose values SPEC.md constrains beyond their JSON type.
 _SPECIAL = {
-    "msg_id": _id, "uuid": _id, "ts": _number, "retry": st.integers(0, 2 ** 31),
+    "msg_id": _id, "uuid": _valid_id, "ts": _number, "retry": st.integers(0, 2 ** 31),
     "NOTIFY.severity": st.sampled_from(p.SEVERITIES),
     "HELLO.heartbeat": st.floats(min_value=0, exclude_min=True, allow_infinity=False)
     | st.integers(1, 2 ** 31),
@@ -266,14 +332,49 @@ def test_any_valid_body_round_trips(m):
 
 
 @FEW
-@given(valid_messages(RELAYED_TYPES), st.text(st.characters(max_codepoint=127), min_size=1,
-                                              max_size=MAX_ID))
+@given(valid_messages(RELAYED_TYPES), _valid_id)
 def test_any_valid_relayed_message_round_trips(m, router):
-    stamped = Message(m.type, {**m.body, "uuid": AGENT})
-    assert p.decode_relayed(p.encode_relayed(stamped, AGENT, router)) == Relayed(AGENT, router,
-                                                                                  stamped)
-    tail = [p.topic(m.type, AGENT), *p.encode_relayed(stamped, AGENT, router)]
-    assert p.decode_tail(tail).message == stamped
+    uuid = m.uuid
+    relayed = p.encode_relayed(m, uuid, router)
+    assert relayed[1] == f"{m.type}/{uuid}/{router}".encode()
+    assert p.decode_relayed(relayed, allowed=AGENT_TYPES) == Relayed(uuid, router, m)
+    tail = p.encode_tail(m, uuid, router)
+    assert tail[0].startswith(p.topic(m.type, uuid))
+    assert p.decode_tail(tail) == Relayed(uuid, router, m)
+
+
+# Characters a hostile id is made of: the allowed ones, the separator, and what must not pass.
+_id_chars = st.sampled_from(list("aZ09._:@-/ \\\t\n\r\x00\x7f_#%+=,;~'\"") +
+                            ["\u00e9", "\u0661", "\uff10", "\u212a", "\U0001F600"])
+_any_id = _valid_id | st.text(_id_chars, max_size=70) | st.text(max_size=70)
+
+
+@FUZZ
+@given(_any_id)
+def test_every_id_field_accepts_exactly_id_pattern(text):
+    """Body uuid, envelope uuid and router, control target: one rule (SPEC section 3)."""
+    ok = p.ID_PATTERN.fullmatch(text) is not None
+    assert ok == (text.isascii() and 0 < len(text) <= MAX_ID and text[0].isalnum()
+                  and all(c.isalnum() or c in "._:@-" for c in text))
+    data = body("NOTIFY", uuid=text)
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:      # a lone surrogate: not even an id frame
+        assert not ok
+        return
+    cases = [
+        (p.decode, frames("NOTIFY", data)),
+        (p.decode_relayed, [SIGNATURE, b"NOTIFY/" + raw + b"/r1", data]),
+        (p.decode_relayed, [SIGNATURE, b"NOTIFY/" + AGENT.encode() + b"/" + raw,
+                            body("NOTIFY")]),
+        (p.decode_tail, [b"NOTIFY/" + raw + b"/r1", SIGNATURE, data]),
+        (p.decode_control, [SIGNATURE, b"ACK", raw, body("ACK")]),
+    ]
+    for decoder, fs in cases:
+        if ok:
+            decoder(fs)
+        else:
+            assert status_of(decoder, fs) == 400, (decoder.__name__, text)
 
 
 @FEW
@@ -344,13 +445,27 @@ _sig = st.sampled_from([SIGNATURE, b"FWP\x02", b"FWP\x00", b"FWP", b"FWP\x01\x01
     | st.binary(max_size=6)
 _type = st.sampled_from(sorted(p.TYPE_FRAMES) + [b"hello", b"", b"NOT\xffIFY", b"BOGUS"]) \
     | st.binary(max_size=10)
-_ident = st.sampled_from([AGENT.encode(), b"", b"x" * 65, b"\xc3\xa9", ROUTER.encode()]) \
+_ident = st.sampled_from([AGENT.encode(), b"", b"x" * 65, b"\xc3\xa9", ROUTER.encode(), b"a/b",
+                          b"a b", b"-a", b".", b"a\n", b"\x00", b"@"]) \
     | st.binary(max_size=70)
+# ENVELOPE frames: built from hostile parts with 1 to 5 slashes, edge cases, or random bytes
+_envelope = st.sampled_from([b"", b"/", b"//", b"///", b"NOTIFY", b"NOTIFY/", b"NOTIFY//",
+                             b"NOTIFY/" + AGENT.encode(), b"NOTIFY/" + AGENT.encode() + b"/",
+                             b"/" + AGENT.encode() + b"/r", b"NOTIFY/" + AGENT.encode() + b"/r/",
+                             b"NOTIFY/" + b"u" * 200 + b"/r", b"notify/" + AGENT.encode() + b"/r",
+                             "NOTIFY/\u00e9/r".encode(), b"NOTIFY/" + AGENT.encode() + b"/\xff"]) \
+    | st.lists(_type | _ident, min_size=1, max_size=5).map(b"/".join) \
+    | st.tuples(_type, _ident, _ident).map(b"/".join) \
+    | st.binary(max_size=150)
 
 
 @st.composite
-def mutated_messages(draw, types=TYPE_LIST):
-    """(type, body bytes): a valid message with some of its own fields hostile or removed."""
+def mutated_messages(draw, types=TYPE_LIST, with_uuid=False):
+    """(type, body bytes): a valid message with some of its own fields hostile or removed.
+
+    ``with_uuid``: (type, body bytes, the valid message's uuid as bytes), to stamp an envelope
+    with the uuid the body had before its mutation (so that the body checks are reached).
+    """
     m = draw(valid_messages(types))
     b = dict(m.body)
     names = sorted(set(p._COMMON) | set(SCHEMAS[m.type]))
@@ -364,6 +479,8 @@ def mutated_messages(draw, types=TYPE_LIST):
         else:
             b[name] = draw(_hostile_value)
     raw = json.dumps(b, allow_nan=True).encode("utf-8", "surrogatepass")
+    if with_uuid:
+        return m.type.encode(), raw.replace(*_OVERFLOW_TEXT), m.uuid.encode()
     return m.type.encode(), raw.replace(*_OVERFLOW_TEXT)
 
 
@@ -377,12 +494,16 @@ near_valid_3 = _shaped(_sig, _type, json_ish_bodies()) \
     | _mutated.map(lambda tb: [SIGNATURE, tb[0], tb[1]])
 near_valid_4 = _shaped(_sig, _type, _ident, json_ish_bodies()) \
     | mutated_messages(CONTROL_LIST).map(lambda tb: [SIGNATURE, tb[0], AGENT.encode(), tb[1]])
-near_valid_5 = _shaped(_sig, _type, _ident, _ident, json_ish_bodies()) \
-    | _mutated.map(lambda tb: [SIGNATURE, tb[0], AGENT.encode(), b"r", tb[1]])
-near_valid_6 = _shaped(st.sampled_from([b"NOTIFY/" + AGENT.encode(), b"STATS/", b""])
-                       | st.binary(max_size=12), _sig, _type, _ident, _ident, json_ish_bodies()) \
-    | _mutated.map(lambda tb: [tb[0] + b"/" + AGENT.encode(), SIGNATURE, tb[0], AGENT.encode(),
-                               b"r", tb[1]])
+_stamped = mutated_messages(with_uuid=True)
+# relayed: SIGNATURE, ENVELOPE, BODY (and the old five-frame layout, now refused)
+near_valid_relayed = _shaped(_sig, _envelope, json_ish_bodies()) \
+    | _stamped.map(lambda tbu: [SIGNATURE, b"/".join((tbu[0], tbu[2], b"r")), tbu[1]]) \
+    | _shaped(_sig, _type, _ident, _ident, json_ish_bodies())
+# tail: ENVELOPE, SIGNATURE, BODY (and the frames of a relayed message in the wrong order)
+near_valid_tail = _shaped(_envelope, _sig, json_ish_bodies()) \
+    | _stamped.map(lambda tbu: [b"/".join((tbu[0], tbu[2], b"r")), SIGNATURE, tbu[1]]) \
+    | _stamped.map(lambda tbu: [SIGNATURE, b"/".join((tbu[0], tbu[2], b"r")), tbu[1]]) \
+    | _shaped(st.binary(max_size=12), _sig, _type, _ident, _ident, json_ish_bodies())
 
 
 def _encodes_back(m: Message) -> None:
@@ -401,13 +522,23 @@ def test_decode_never_raises_anything_but_protocol_error(fs):
     assert m2 is None or isinstance(m2, Message)
 
 
+def _check_relayed(r: Relayed, envelope: bytes) -> None:
+    """What decoded carries valid ids, and its envelope frame is the canonical one."""
+    assert isinstance(r, Relayed) and r.uuid == r.message.uuid
+    assert p.ID_PATTERN.fullmatch(r.uuid) and p.ID_PATTERN.fullmatch(r.router)
+    # a subscriber filtering on topic() prefixes sees exactly what decodes
+    assert envelope == p.envelope(r.message.type, r.uuid, r.router)
+    assert envelope.startswith(p.topic(r.message.type, r.uuid))
+    _encodes_back(r.message)
+
+
 @FUZZ
-@given(random_frames | near_valid_5)
+@given(random_frames | near_valid_relayed)
 def test_decode_relayed_never_raises_anything_but_protocol_error(fs):
     r = _only_protocol_errors(p.decode_relayed, fs)
     if r is not None:
-        assert isinstance(r, Relayed) and r.uuid == r.message.uuid
-        _encodes_back(r.message)
+        _check_relayed(r, fs[1])
+        assert p.decode_relayed(p.encode_relayed(r.message, r.uuid, r.router)) == r
 
 
 @FUZZ
@@ -420,12 +551,12 @@ def test_decode_control_never_raises_anything_but_protocol_error(fs):
 
 
 @FUZZ
-@given(random_frames | near_valid_6)
+@given(random_frames | near_valid_tail)
 def test_decode_tail_never_raises_anything_but_protocol_error(fs):
     r = _only_protocol_errors(p.decode_tail, fs)
     if r is not None:
-        assert isinstance(r, Relayed)
-        _encodes_back(r.message)
+        _check_relayed(r, fs[0])
+        assert p.decode_tail(p.encode_tail(r.message, r.uuid, r.router)) == r
 
 
 @FEW
@@ -465,7 +596,8 @@ def _tail(fs):
 GOOD = frames("NOTIFY", body("NOTIFY"))
 GOOD_REL = p.encode_relayed(msg("NOTIFY"), AGENT, ROUTER)
 GOOD_CTL = p.encode_control(msg("ACK", uuid="alerting@h"), AGENT)
-GOOD_TAIL = [p.topic("NOTIFY", AGENT), *GOOD_REL]
+GOOD_TAIL = p.encode_tail(msg("NOTIFY"), AGENT, ROUTER)
+A, R = AGENT.encode(), ROUTER.encode()
 DEEP = b"[" * 100_000 + b"]" * 100_000
 
 
@@ -481,6 +613,20 @@ def _b(type_, **fields):
 
 def _raw(type_, text: bytes):
     return frames(type_, text)
+
+
+def _env(envelope: bytes, data: bytes | None = None):
+    """GOOD_REL with another ENVELOPE frame (and body)."""
+    return [SIGNATURE, envelope, body("NOTIFY") if data is None else data]
+
+
+def _tenv(envelope: bytes, data: bytes | None = None):
+    """GOOD_TAIL with another ENVELOPE frame (and body)."""
+    return [envelope, SIGNATURE, body("NOTIFY") if data is None else data]
+
+
+def _relax(decoder, **kw):
+    return lambda fs: decoder(fs, **kw)
 
 
 MALFORMED = [
@@ -501,13 +647,25 @@ MALFORMED = [
     ("no-frames", _dec, [], 400),
     ("missing-body", _dec, GOOD[:2], 400),
     ("extra-frame", _dec, GOOD + [b""], 400),
-    ("relayed-missing-router", _rel, GOOD_REL[:3] + GOOD_REL[4:], 400),
+    ("relayed-missing-body", _rel, GOOD_REL[:2], 400),
+    ("relayed-missing-envelope", _rel, [SIGNATURE, GOOD_REL[2]], 400),
     ("relayed-extra", _rel, GOOD_REL + [b"x"], 400),
     ("relayed-as-agents-layout", _rel, GOOD, 400),
+    # the five-frame layout of before the ENVELOPE frame is refused, not misread
+    ("relayed-old-5-frames", _rel, [SIGNATURE, b"NOTIFY", A, R, body("NOTIFY")], 400),
     ("control-missing-target", _ctl, GOOD, 400),
     ("control-extra", _ctl, GOOD_CTL + [b""], 400),
-    ("tail-missing-topic", _tail, GOOD_REL, 400),
+    ("tail-missing-envelope", _tail, GOOD_TAIL[1:], 400),
     ("tail-extra", _tail, GOOD_TAIL + [b""], 400),
+    ("tail-old-6-frames", _tail, [b"NOTIFY/" + A, SIGNATURE, b"NOTIFY", A, R, body("NOTIFY")],
+     400),
+    # frames in the wrong order
+    ("tail-in-relayed-order", _tail, GOOD_REL, 400),
+    ("relayed-in-tail-order", _rel, GOOD_TAIL, 400),
+    ("tail-signature-last", _tail, [GOOD_TAIL[0], GOOD_TAIL[2], SIGNATURE], 400),
+    ("tail-body-first", _tail, [GOOD_TAIL[2], SIGNATURE, GOOD_TAIL[0]], 400),
+    ("relayed-body-before-envelope", _rel, [SIGNATURE, GOOD_REL[2], GOOD_REL[1]], 400),
+    ("relayed-signature-last", _rel, [GOOD_REL[1], GOOD_REL[2], SIGNATURE], 400),
     # type frame
     ("type-unknown", _dec, _with(GOOD, 1, b"BOGUS"), 400),
     ("type-lowercase", _dec, _with(GOOD, 1, b"notify"), 400),
@@ -520,6 +678,10 @@ MALFORMED = [
     ("ack-on-agents", lambda fs: p.decode(fs, allowed=AGENT_TYPES), _b("ACK"), 405),
     ("welcome-relayed", lambda fs: p.decode_relayed(fs, allowed=AGENT_TYPES),
      p.encode_relayed(msg("WELCOME"), AGENT, ROUTER), 405),
+    ("ack-relayed", _relax(p.decode_relayed, allowed=AGENT_TYPES),
+     p.encode_relayed(msg("ACK"), AGENT, ROUTER), 405),
+    ("run-relayed-bad-body", _relax(p.decode_relayed, allowed=AGENT_TYPES),
+     _env(b"RUN/" + A + b"/" + R, b"{}"), 405),
     ("notify-on-control", _ctl, p.encode_control(msg("NOTIFY"), AGENT), 405),
     ("error-on-control", _ctl, p.encode_control(msg("ERROR")), 405),
     # body: size, encoding, JSON
@@ -569,6 +731,25 @@ MALFORMED = [
     ("uuid-empty", _dec, _b("NOTIFY", uuid=""), 400),
     ("uuid-65", _dec, _b("NOTIFY", uuid="u" * 65), 400),
     ("uuid-list", _dec, _b("NOTIFY", uuid=[AGENT]), 400),
+    # uuid: ID_PATTERN, so that it can stand between the slashes of an envelope
+    ("uuid-slash", _dec, _b("NOTIFY", uuid="a/b"), 400),
+    ("uuid-only-slash", _dec, _b("NOTIFY", uuid="/"), 400),
+    ("uuid-space", _dec, _b("NOTIFY", uuid="a b"), 400),
+    ("uuid-leading-space", _dec, _b("NOTIFY", uuid=" " + AGENT), 400),
+    ("uuid-trailing-newline", _dec, _b("NOTIFY", uuid=AGENT + "\n"), 400),
+    ("uuid-tab", _dec, _b("NOTIFY", uuid="a\tb"), 400),
+    ("uuid-nul", _dec, _b("NOTIFY", uuid="a\x00"), 400),
+    ("uuid-leading-dash", _dec, _b("NOTIFY", uuid="-a"), 400),
+    ("uuid-leading-dot", _dec, _b("NOTIFY", uuid=".a"), 400),
+    ("uuid-leading-at", _dec, _b("NOTIFY", uuid="@a"), 400),
+    ("uuid-leading-underscore", _dec, _b("NOTIFY", uuid="_a"), 400),
+    ("uuid-backslash", _dec, _b("NOTIFY", uuid="a\\b"), 400),
+    ("uuid-non-ascii", _dec, _b("NOTIFY", uuid="\u00e9t\u00e9"), 400),
+    ("uuid-non-ascii-digit", _dec, _b("NOTIFY", uuid="\u0661\u0662"), 400),
+    ("uuid-kelvin-sign", _dec, _b("NOTIFY", uuid="\u212a"), 400),
+    ("uuid-slash-hello", _dec, _b("HELLO", uuid="a/b"), 400),
+    ("uuid-space-control", _ctl, p.encode_control(msg("PEERS", uuid="cli host")), 400),
+    ("uuid-slash-control", _ctl, p.encode_control(msg("ACK", uuid="sink/1"), AGENT), 400),
     ("retry-negative", _dec, _b("NOTIFY", retry=-1), 400),
     ("retry-float", _dec, _b("NOTIFY", retry=1.0), 400),
     ("retry-bool", _dec, _b("NOTIFY", retry=True), 400),
@@ -609,23 +790,63 @@ MALFORMED = [
     ("result-status-bool", _dec, _b("RESULT", status=True), 400),
     ("run-timeout-bool", _dec, _b("RUN", timeout=False), 400),
     ("error-status-string", _dec, _b("ERROR", status="404"), 400),
-    # relayed stamps (section 4.1)
-    ("relayed-uuid-differs", _rel, _with(GOOD_REL, 2, b"someone-else"), 403),
-    ("tail-uuid-differs", _tail, [b"NOTIFY/x", *_with(GOOD_REL, 2, b"x")], 403),
-    ("relayed-uuid-empty", _rel, _with(GOOD_REL, 2, b""), 400),
-    ("relayed-uuid-65", _rel, _with(GOOD_REL, 2, b"u" * 65), 400),
-    ("relayed-uuid-non-ascii", _rel, _with(GOOD_REL, 2, "\u00e9".encode()), 400),
-    ("relayed-router-empty", _rel, _with(GOOD_REL, 3, b""), 400),
-    ("relayed-router-65", _rel, _with(GOOD_REL, 3, b"r" * 65), 400),
-    ("relayed-router-non-ascii", _rel, _with(GOOD_REL, 3, b"r\xff"), 400),
-    ("tail-topic-wrong-type", _tail, _with(GOOD_TAIL, 0, p.topic("STATS", AGENT)), 400),
-    ("tail-topic-wrong-uuid", _tail, _with(GOOD_TAIL, 0, p.topic("NOTIFY", "other")), 400),
-    ("tail-topic-empty", _tail, _with(GOOD_TAIL, 0, b""), 400),
+    # relayed stamps (section 4.1): the ENVELOPE frame TYPE/UUID/ROUTER
+    ("relayed-uuid-differs", _rel, _env(b"NOTIFY/someone-else/" + R), 403),
+    ("tail-uuid-differs", _tail, _tenv(b"NOTIFY/x/" + R), 403),
+    ("relayed-body-uuid-differs", _rel, _env(b"NOTIFY/" + A + b"/" + R,
+                                             body("NOTIFY", uuid="other")), 403),
+    ("envelope-empty", _rel, _env(b""), 400),
+    ("envelope-1-part", _rel, _env(b"NOTIFY"), 400),
+    ("envelope-2-parts", _rel, _env(b"NOTIFY/" + A), 400),
+    ("envelope-2-parts-slash", _rel, _env(b"NOTIFY/" + A + b"/"), 400),
+    ("envelope-4-parts", _rel, _env(b"NOTIFY/" + A + b"/" + R + b"/x"), 400),
+    ("envelope-trailing-slash", _rel, _env(b"NOTIFY/" + A + b"/" + R + b"/"), 400),
+    ("envelope-leading-slash", _rel, _env(b"/NOTIFY/" + A + b"/" + R), 400),
+    ("envelope-double-slash", _rel, _env(b"NOTIFY//" + A + b"/" + R), 400),
+    ("envelope-only-slashes", _rel, _env(b"//"), 400),
+    ("envelope-type-empty", _rel, _env(b"/" + A + b"/" + R), 400),
+    ("envelope-uuid-empty", _rel, _env(b"NOTIFY//" + R), 400),
+    ("envelope-router-empty", _rel, _env(b"NOTIFY/" + A + b"/"), 400),
+    ("envelope-type-unknown", _rel, _env(b"BOGUS/" + A + b"/" + R), 400),
+    ("envelope-type-lowercase", _rel, _env(b"notify/" + A + b"/" + R), 400),
+    ("envelope-type-padded", _rel, _env(b"NOTIFY /" + A + b"/" + R), 400),
+    ("envelope-type-non-ascii", _rel, _env("NOTIFY\u00c9/".encode() + A + b"/" + R), 400),
+    ("envelope-type-invalid-bytes", _rel, _env(b"NOT\xff/" + A + b"/" + R), 400),
+    ("envelope-uuid-65", _rel, _env(b"NOTIFY/" + b"u" * 65 + b"/" + R,
+                                    body("NOTIFY", uuid="u" * 65)), 400),
+    ("envelope-uuid-non-ascii", _rel, _env("NOTIFY/\u00e9/".encode() + R,
+                                           body("NOTIFY", uuid="\u00e9")), 400),
+    ("envelope-uuid-invalid-bytes", _rel, _env(b"NOTIFY/a\xff/" + R), 400),
+    ("envelope-uuid-space", _rel, _env(b"NOTIFY/a b/" + R, body("NOTIFY", uuid="a b")), 400),
+    ("envelope-uuid-leading-dash", _rel, _env(b"NOTIFY/-a/" + R, body("NOTIFY", uuid="-a")),
+     400),
+    ("envelope-uuid-newline", _rel, _env(b"NOTIFY/" + A + b"\n/" + R), 400),
+    ("envelope-router-65", _rel, _env(b"NOTIFY/" + A + b"/" + b"r" * 65), 400),
+    ("envelope-router-non-ascii", _rel, _env(b"NOTIFY/" + A + b"/r\xff"), 400),
+    ("envelope-router-utf8", _rel, _env(b"NOTIFY/" + A + "/r\u00e9".encode()), 400),
+    ("envelope-router-space", _rel, _env(b"NOTIFY/" + A + b"/r 1"), 400),
+    ("envelope-router-nul", _rel, _env(b"NOTIFY/" + A + b"/r\x00"), 400),
+    ("envelope-too-long", _rel, _env(b"NOTIFY/" + A + b"/" + b"r" * 200), 400),
+    ("envelope-huge", _rel, _env(b"NOTIFY/" + b"A" * 100_000), 400),
+    # a bad envelope is refused before the body is read: 400, not 413
+    ("envelope-bad-body-large", _relax(p.decode_relayed, max_body=16),
+     _env(b"NOTIFY/" + A), 400),
+    ("tail-envelope-wrong-type", _tail, _tenv(b"STATS/" + A + b"/" + R), 400),
+    ("tail-envelope-wrong-uuid", _tail, _tenv(b"NOTIFY/other/" + R), 403),
+    ("tail-envelope-empty", _tail, _tenv(b""), 400),
+    ("tail-envelope-topic-only", _tail, _tenv(p.topic("NOTIFY", AGENT)), 400),
+    ("tail-envelope-type-topic", _tail, _tenv(p.topic("NOTIFY")), 400),
+    ("tail-envelope-4-parts", _tail, _tenv(b"NOTIFY/" + A + b"/" + R + b"/x"), 400),
+    ("tail-envelope-type-unknown", _tail, _tenv(b"BOGUS/" + A + b"/" + R), 400),
+    ("tail-envelope-router-non-ascii", _tail, _tenv(b"NOTIFY/" + A + b"/\xe9"), 400),
     # control targets (section 4.3)
     ("ack-without-target", _ctl, p.encode_control(msg("ACK")), 400),
     ("run-without-target", _ctl, p.encode_control(msg("RUN")), 400),
     ("target-65", _ctl, _with(GOOD_CTL, 2, b"t" * 65), 400),
     ("target-non-ascii", _ctl, _with(GOOD_CTL, 2, b"\xe9"), 400),
+    ("target-slash", _ctl, _with(GOOD_CTL, 2, A + b"/x"), 400),
+    ("target-space", _ctl, _with(GOOD_CTL, 2, b"a b"), 400),
+    ("target-leading-dash", _ctl, _with(GOOD_CTL, 2, b"-a"), 400),
     ("control-body-bad", _ctl, _with(GOOD_CTL, 3, b"{}"), 400),
 ]
 
@@ -684,6 +905,13 @@ def test_optional_fields_may_be_absent(type_):
 
 def test_boundaries_that_are_valid():
     assert p.decode(_b("NOTIFY", msg_id="a" * 64, uuid="u" * 64)).msg_id == "a" * 64
+    # msg_id is not an id of ID_PATTERN: any 1 to 64 characters
+    assert p.decode(_b("NOTIFY", msg_id="a/b c\u00e9")).msg_id == "a/b c\u00e9"
+    for uuid in ("0", "Z", "a.b", "a:b", "a@b", "a-b", "a-", "9" * 64, "A0._:@-", "cli@host.ex", "a_b"):
+        assert p.decode(_b("NOTIFY", uuid=uuid)).uuid == uuid
+        assert p.decode_relayed(_env(f"NOTIFY/{uuid}/{uuid}".encode(),
+                                     body("NOTIFY", uuid=uuid))) == \
+            Relayed(uuid, uuid, p.decode(_b("NOTIFY", uuid=uuid)))
     assert p.decode(_b("NOTIFY", retry=0, dup=False)).body["retry"] == 0
     assert p.decode(_b("ACK", msg_ids=[])).body["msg_ids"] == []
     assert p.decode(_b("STATS", metrics={})).body["metrics"] == {}

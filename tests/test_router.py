@@ -115,10 +115,18 @@ def relay_until_received(agent: FakeAgent, sink: zmq.Socket, timeout: float = 10
     raise AssertionError("no NOTIFY reached the sink")
 
 
-def stats_from(sock: zmq.Socket, predicate, timeout: float = 15.0) -> dict:
+def envelope_of(frames: list[bytes]) -> list[bytes]:
+    """The parts TYPE, UUID, ROUTER of a relayed message's ENVELOPE frame."""
+    return frames[1].split(b"/") if len(frames) == 3 else []
+
+
+def stats_from(sock: zmq.Socket, predicate, timeout: float = 15.0,
+               router: str = "router-1") -> dict:
     """Wait for the router's own STATS (on a graphite PULL) whose metrics satisfy predicate."""
+    own = protocol.envelope("STATS", router, router)     # stamped with its id as uuid and router
+
     def own_stats(frames):
-        if frames[1] != b"STATS" or frames[2] != frames[3]:
+        if len(frames) != 3 or frames[1] != own:
             return False
         return predicate(protocol.decode_relayed(frames).message.body["metrics"])
     frames = recv_until(sock, own_stats, timeout, "router STATS")
@@ -147,20 +155,67 @@ def test_relay_stamps_and_routes_by_type(fleet, zctx):
     relay_until_received(agent, sinks["alerting"])
     relay_until_received(agent, sinks["history"])
     sent = agent.notify("the real one")
-    got = recv_until(sinks["alerting"], lambda f: b"the real one" in f[4], what="NOTIFY")
-    assert got[:4] == [SIGNATURE, b"NOTIFY", agent.uuid.encode(), b"router-1"]
-    relayed = protocol.decode_relayed(got)
+    got = recv_until(sinks["alerting"], lambda f: b"the real one" in f[-1], what="NOTIFY")
+    # SIGNATURE, ENVELOPE, BODY: the body byte for byte as the agent sent it
+    assert got == [SIGNATURE, f"NOTIFY/{agent.uuid}/router-1".encode(),
+                   protocol.encode(sent)[2]]
+    relayed = protocol.decode_relayed(got, allowed=protocol.AGENT_TYPES)
     assert relayed.uuid == agent.uuid and relayed.router == "router-1"
     assert relayed.message == sent
     # RESULT goes to alerting, graphite and history; never to registry
     result = agent.send("RESULT", command_id="c1", plugin="check_disk", status=2, output="CRIT")
     for t in ("alerting", "graphite"):
-        frames = recv_until(sinks[t], lambda f: f[1] == b"RESULT", what=f"RESULT on {t}")
+        frames = recv_until(sinks[t], lambda f: envelope_of(f)[:1] == [b"RESULT"],
+                            what=f"RESULT on {t}")
+        assert frames == [SIGNATURE, f"RESULT/{agent.uuid}/router-1".encode(),
+                          protocol.encode(result)[2]]
         assert protocol.decode_relayed(frames).message == result
     registry = []
     while sinks["registry"].poll(100):
-        registry.append(sinks["registry"].recv_multipart()[1])
+        registry.append(envelope_of(sinks["registry"].recv_multipart())[0])
     assert b"RESULT" not in registry and b"NOTIFY" not in registry
+
+
+def test_slow_path_relays_hello_and_heartbeat_with_the_envelope(fleet, zctx):
+    """HELLO and HEARTBEAT are decoded (slow path) and relayed with the same stamp."""
+    r = fleet.router()
+    registry = pull(zctx, r["endpoints"]["sinks"]["registry"])
+    alerting = pull(zctx, r["endpoints"]["sinks"]["alerting"])
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    agent.hello()
+    relay_until_received(agent, alerting)           # both PUSH connections are up by now
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:              # HELLO again (a reconnect) until relayed
+        hello = protocol.make("HELLO", agent.uuid, hostname="h", heartbeat=5.0)
+        agent.sock.send_multipart(protocol.encode(hello))
+        agent.expect("WELCOME")
+        if registry.poll(200):
+            break
+    got = recv_until(registry, lambda f: f[-1] == protocol.encode(hello)[2], what="HELLO")
+    assert got == [SIGNATURE, f"HELLO/{agent.uuid}/router-1".encode(), protocol.encode(hello)[2]]
+    beat = agent.send("HEARTBEAT")
+    agent.expect("HEARTBEAT")
+    got = recv_until(alerting, lambda f: f[-1] == protocol.encode(beat)[2], what="HEARTBEAT")
+    assert got == [SIGNATURE, f"HEARTBEAT/{agent.uuid}/router-1".encode(),
+                   protocol.encode(beat)[2]]
+    assert protocol.decode_relayed(got).message == beat
+
+
+@pytest.mark.parametrize("uuid", ["bad/uuid", "bad uuid", "-bad", "b\u00e9d", "a" * 65])
+def test_hello_with_an_invalid_uuid_gets_400(fleet, zctx, uuid):
+    r = fleet.router()
+    # the routing id is the uuid, as SPEC section 2 says, so only the body check can refuse it
+    liar = FakeAgent(zctx, r["endpoints"]["agents"], uuid=uuid)
+    hello = liar.send("HELLO", hostname="h", heartbeat=1.0)
+    err = liar.expect("ERROR")
+    assert err.body["status"] == protocol.BAD_REQUEST and "uuid" in err.body["reason"], err
+    assert err.uuid == "router-1"
+    control = FakeControl(zctx, r["endpoints"]["control"])
+    assert control.peers() == []
+    time.sleep(1.1)                                 # the router answers a peer once a second
+    liar.notify()                                   # still unknown: never attached
+    assert liar.expect("ERROR").body["status"] == protocol.HELLO_REQUIRED
+    assert hello.uuid == uuid
 
 
 def test_no_sink_keeps_serving_counts_drops_and_memory_stays_bounded(fleet, zctx):
@@ -269,8 +324,10 @@ def test_tail_filters_by_topic_prefix(fleet, zctx):
     r = fleet.router()
     a = FakeAgent(zctx, r["endpoints"]["agents"])
     b = FakeAgent(zctx, r["endpoints"]["agents"])
+    longer = FakeAgent(zctx, r["endpoints"]["agents"], uuid=a.uuid + "0")   # a's uuid + "0"
     a.hello()
     b.hello()
+    longer.hello()
     subs = {}
     for name, prefix in (("all", b"NOTIFY/"), ("a", protocol.topic("NOTIFY", a.uuid))):
         sock = subs[name] = zctx.socket(zmq.SUB)
@@ -287,22 +344,31 @@ def test_tail_filters_by_topic_prefix(fleet, zctx):
         raise AssertionError("tail subscription never took effect")
     warm(subs["all"])
     warm(subs["a"])
-    b.notify("from b")
+    sent = b.notify("from b")
     got = recv_until(subs["all"], lambda f: b"from b" in f[-1], what="b on the tail")
-    assert got[0] == protocol.topic("NOTIFY", b.uuid)
+    # ENVELOPE, SIGNATURE, BODY: the envelope is the topic; the body as b sent it
+    assert got == [f"NOTIFY/{b.uuid}/router-1".encode(), SIGNATURE, protocol.encode(sent)[2]]
+    assert got[0].startswith(protocol.topic("NOTIFY", b.uuid))
     relayed = protocol.decode_tail(got)
-    assert relayed.uuid == b.uuid and relayed.router == "router-1"
+    assert relayed.uuid == b.uuid and relayed.router == "router-1" and relayed.message == sent
     a.send("STATS", metrics={"load": 1.0})
+    longer.notify("from a longer uuid")             # a's topic is not a prefix of its envelope
     a.notify("final")
     seen = []
     recv_until(subs["a"], lambda f: seen.append(f) or b"final" in f[-1], what="a's final")
-    assert all(f[0] == protocol.topic("NOTIFY", a.uuid) for f in seen)
+    assert all(f[0] == protocol.envelope("NOTIFY", a.uuid, "router-1") for f in seen), seen
+    assert all(protocol.decode_tail(f).uuid == a.uuid for f in seen)
+    # the type subscription did get the longer uuid's NOTIFY
+    recv_until(subs["all"], lambda f: f[0] == protocol.envelope("NOTIFY", longer.uuid, "router-1"),
+               what="the longer uuid's NOTIFY on the type subscription")
 
 
 # ---------------------------------------------------------------- hostile input
 
 SIGNATURES = st.sampled_from([SIGNATURE, b"FWP\x02", b"FWP\x00", b"FWQ\x01", b"", b"FWP\x01\x00"])
-TYPES = st.sampled_from(sorted(protocol.TYPES) + ["", "notify", "HELLO\x00", "\xff"]).map(
+TYPES = st.sampled_from(sorted(protocol.TYPES) + ["", "notify", "HELLO\x00", "\xff", "NOTIFY/",
+                                                  "NOTIFY/x/router-1", "STATS/router-1/router-1",
+                                                  "/", "HELLO/a/b"]).map(
     lambda t: t.encode("latin-1"))
 BODIES = st.one_of(
     st.binary(max_size=200),
@@ -321,6 +387,10 @@ GARBAGE = st.one_of(
     st.tuples(SIGNATURES, TYPES, BODIES).map(list),
     st.tuples(SIGNATURES, TYPES, st.binary(max_size=70), BODIES).map(list),
     st.tuples(SIGNATURES, TYPES, BODIES, BODIES, st.binary()).map(list),
+    # a relayed or tail message sent to the agents or control socket
+    st.tuples(SIGNATURES, st.sampled_from([b"NOTIFY/a/router-1", b"NOTIFY//", b"x/y/z"]),
+              BODIES).map(list),
+    st.tuples(st.sampled_from([b"NOTIFY/a/router-1", b"NOTIFY/"]), SIGNATURES, BODIES).map(list),
     st.just([SIGNATURE, b"NOTIFY", HUGE]),
     st.just([SIGNATURE, b"ERROR", b"{}"]),
 )

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from fleetwatch import protocol
+from fleetwatch.protocol import AGENT_TYPES
 from router.config import DEFAULT_ROUTES
 from router.counters import Counters
 from router.endpoints import advertised
-from router.peers import Peers
+from router.peers import Peers, envelopes
 from router.replies import ReplyLimiter
 from router.routes import RoutingTable
 
@@ -37,6 +39,29 @@ def test_hello_attaches_and_refreshes():
         ("host-b", 1.0, clock.now - 5, clock.now)
     assert peers.by_uuid("a1") is peer and b"a1" in peers and len(peers) == 1
     assert peers.by_uuid("\u00e9t\u00e9") is None
+
+
+def test_hello_builds_the_envelopes_of_every_relayed_type():
+    """The hot path stamps with ``peer.envelopes[type frame]``: TYPE/UUID/ROUTER, built once."""
+    clock = FakeClock()
+    peers = Peers(3, clock, b"router-1")
+    peer, _ = peers.hello(b"a1", "a1", "host-a", 2.0)
+    assert set(peer.envelopes) == {t.encode() for t in AGENT_TYPES}
+    assert peer.envelopes[b"NOTIFY"] == b"NOTIFY/a1/router-1"
+    for type_frame, env in peer.envelopes.items():
+        assert env == protocol.envelope(type_frame.decode(), "a1", "router-1")
+        assert protocol.parse_envelope(env, AGENT_TYPES) == (type_frame.decode(), "a1", "router-1")
+        assert env.startswith(protocol.topic(type_frame.decode(), "a1"))
+    # a reconnect keeps them; another peer has its own
+    again, _ = peers.hello(b"a1", "a1", "host-b", 1.0)
+    assert again.envelopes is peer.envelopes
+    other, _ = peers.hello(b"a12", "a12", "host-c", 1.0)
+    assert other.envelopes[b"STATS"] == b"STATS/a12/router-1"
+    assert not other.envelopes[b"STATS"].startswith(protocol.topic("STATS", "a1"))
+
+
+def test_envelopes_helper():
+    assert envelopes(b"u", b"r") == {t.encode(): f"{t}/u/r".encode() for t in AGENT_TYPES}
 
 
 def test_expiry_after_intervals_of_silence():

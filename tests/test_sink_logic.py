@@ -108,13 +108,20 @@ def test_intake_filters_dedupes_and_groups_acks():
     other, f3 = relayed("NOTIFY", "b" * 32, "r1", severity="info", text="three")
     _, hb = relayed("HEARTBEAT", UUID, "r1")
     _, stats = relayed("STATS", UUID, "r1", metrics={"x": 1})
-    raw = [f1, f2, f1, f3, hb, stats, [b"junk"], [protocol.SIGNATURE, b"NOTIFY", b"u", b"r", b"{"]]
+    assert f1 == [protocol.SIGNATURE, f"NOTIFY/{UUID}/r1".encode(), protocol.encode_body(n1)]
+    junk_body = [protocol.SIGNATURE, b"NOTIFY/u/r", b"{"]
+    # n1's frames in the five-frame layout of before the ENVELOPE, and in tail order
+    old_layout = [protocol.SIGNATURE, b"NOTIFY", UUID.encode(), b"r1", f1[2]]
+    tail_order = [f1[1], f1[0], f1[2]]
+    raw = [f1, f2, f1, f3, hb, stats, [b"junk"], junk_body, old_layout, tail_order]
     batch = intake.prepare(raw)
     assert [r.message.msg_id for r in batch.fresh] == [n1.msg_id, n2.msg_id, other.msg_id,
                                                        batch.fresh[3].message.msg_id]
+    assert [(r.router, r.uuid) for r in batch.fresh] == [("r1", UUID), ("r2", UUID),
+                                                         ("r1", "b" * 32), ("r1", UUID)]
     assert batch.acks == {("r1", UUID): [n1.msg_id], ("r2", UUID): [n2.msg_id],
                           ("r1", "b" * 32): [other.msg_id]}
-    assert counts["duplicate"] == 1 and counts["unhandled"] == 1 and counts["bad_400"] == 2
+    assert counts["duplicate"] == 1 and counts["unhandled"] == 1 and counts["bad_400"] == 4
     assert counts["received"] == len(raw)
     # Not committed: nothing is remembered, a resend is fresh again.
     assert not dedupe.seen(n1.msg_id)
@@ -128,7 +135,29 @@ def test_intake_refuses_a_body_uuid_that_is_not_the_stamp():
     intake = Intake(frozenset({"NOTIFY"}), frozenset({"NOTIFY"}), Dedupe(10), counts)
     msg = protocol.make("NOTIFY", "someone-else", severity="info", text="x")
     batch = intake.prepare([protocol.encode_relayed(msg, UUID, "r1")])
-    assert batch.fresh == [] and counts["bad_403"] == 1
+    assert batch.fresh == [] and batch.acks == {} and counts["bad_403"] == 1
+
+
+@pytest.mark.parametrize("envelope, body_uuid, status", [
+    (b"NOTIFY/" + UUID.encode(), UUID, 400),                  # 2 parts
+    (b"NOTIFY/" + UUID.encode() + b"/r1/x", UUID, 400),       # 4 parts
+    (b"NOTIFY//r1", UUID, 400),                               # empty uuid
+    (b"NOTIFY/" + UUID.encode() + b"/", UUID, 400),           # empty router
+    (b"/" + UUID.encode() + b"/r1", UUID, 400),               # empty type
+    (b"BOGUS/" + UUID.encode() + b"/r1", UUID, 400),          # unknown type
+    (("NOTIFY/" + UUID + "/r\u00e9").encode(), UUID, 400),     # non-ASCII router
+    (b"NOTIFY/a b/r1", "a b", 400),                           # space in uuid
+    (b"NOTIFY/a/b/r1", "a/b", 400),                           # slash in uuid: 4 parts
+    (b"NOTIFY/" + UUID.encode() + b"/r 1", UUID, 400),        # space in router
+    (b"NOTIFY/" + UUID.encode() + b"/r1", "a b", 400),        # bad body uuid, good stamp
+])
+def test_intake_refuses_a_bad_envelope(envelope, body_uuid, status):
+    counts = Counter()
+    intake = Intake(frozenset({"NOTIFY"}), frozenset({"NOTIFY"}), Dedupe(10), counts)
+    msg = protocol.make("NOTIFY", body_uuid, severity="info", text="x")
+    batch = intake.prepare([[protocol.SIGNATURE, envelope, protocol.encode_body(msg)]])
+    assert batch.fresh == [] and batch.acks == {}
+    assert counts[f"bad_{status}"] == 1 and counts["received"] == 1
 
 
 # ---------------------------------------------------------------- the loop's ACK rules

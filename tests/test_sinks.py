@@ -115,21 +115,37 @@ def test_register_fills_the_registry_and_is_acked(fleet, router):
     assert db_rows(fleet, "SELECT router FROM agent_routers") == [("fake-1",)]
 
 
+ENVELOPE = f"NOTIFY/{UUID}/fake-1".encode()
 FRAME = st.binary(max_size=64) | st.sampled_from(
-    [protocol.SIGNATURE, b"FWP\x02", b"NOTIFY", b"REGISTER", UUID.encode(), b"{}", b"\xff" * 65])
+    [protocol.SIGNATURE, b"FWP\x02", b"NOTIFY", b"REGISTER", UUID.encode(), b"{}", b"\xff" * 65,
+     ENVELOPE, ENVELOPE + b"/x", b"NOTIFY/" + UUID.encode(), b"NOTIFY//fake-1", b"//",
+     f"REGISTER/{UUID}/fake-1".encode(), b"fake-1"])
 
 
 def test_garbage_frames_do_not_stop_the_sink(fleet, router):
     sink = fleet.sink("alerting", [router.info], stats_interval=0.2)
     wait_for(lambda: welcomed(router), what="the sink's HELLO")
+    sig = protocol.SIGNATURE
+
+    def valid_body(uuid=UUID):
+        return protocol.encode_body(protocol.make("NOTIFY", uuid, severity="info", text="no"))
     nasty = [
-        [protocol.SIGNATURE, b"NOTIFY", UUID.encode(), b"fake-1"],              # a frame short
-        [b"FWP\x02", b"NOTIFY", UUID.encode(), b"fake-1", b"{}"],              # future version
-        [protocol.SIGNATURE, b"NOTIFY", UUID.encode(), b"fake-1", b"x" * 300_000],  # too large
-        relayed("NOTIFY", "intruder", severity="info", text="spoof")[1][:2]
-        + [UUID.encode(), b"fake-1", relayed("NOTIFY", "intruder", severity="info",
-                                             text="spoof")[1][4]],             # uuid mismatch
-        [protocol.SIGNATURE, b"NOTIFY", UUID.encode(), b"fake-1", b'{"msg_id": 1}'],
+        [sig, ENVELOPE],                                                       # a frame short
+        [b"FWP\x02", ENVELOPE, b"{}"],                                         # future version
+        [sig, ENVELOPE, b"x" * 300_000],                                       # too large
+        [sig, ENVELOPE, valid_body("intruder")],                               # uuid mismatch
+        [sig, ENVELOPE, b'{"msg_id": 1}'],
+        # valid bodies in frames a router does not send: none may be written or ACKed
+        [sig, b"NOTIFY", UUID.encode(), b"fake-1", valid_body()],              # old layout
+        [ENVELOPE, sig, valid_body()],                                         # tail order
+        [sig, valid_body(), ENVELOPE],                                         # body first
+        [sig, b"NOTIFY/" + UUID.encode(), valid_body()],                       # 2-part envelope
+        [sig, ENVELOPE + b"/x", valid_body()],                                 # 4-part envelope
+        [sig, b"NOTIFY//fake-1", valid_body()],                                # empty uuid
+        [sig, f"NOTIFY/{UUID}/".encode(), valid_body()],                       # empty router
+        [sig, f"BOGUS/{UUID}/fake-1".encode(), valid_body()],                  # unknown type
+        [sig, f"NOTIFY/{UUID}/fake-\u00e9".encode(), valid_body()],            # non-ASCII router
+        [sig, b"NOTIFY/a b/fake-1", valid_body("a b")],                        # space in uuid
     ]
     for frames in nasty:
         router.push("alerting", frames)

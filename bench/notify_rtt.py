@@ -13,6 +13,7 @@ Target (issue 2): p99 under 5 ms on loopback at 1,000/s.
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import os
 import signal
@@ -51,18 +52,21 @@ def wait(pred, timeout: float, what: str):
         time.sleep(0.05)
 
 
-def paced(rate: float, seconds: float):
-    """Yield send times at ``rate`` per second for ``seconds``."""
+def paced(rate: float, seconds: float, sock: zmq.Socket, on_reply):
+    """Yield send slots at ``rate`` per second for ``seconds``; between them, wait on ``sock``
+    and hand every reply to ``on_reply`` the moment it arrives (so a round trip is timed to
+    its arrival, not to the next send)."""
     start = time.perf_counter()
     n = int(rate * seconds)
     for i in range(n):
         due = start + i / rate
         while True:
-            now = time.perf_counter()
-            if now >= due:
+            left = due - time.perf_counter()
+            if left <= 0:
                 break
-            if due - now > 0.002:
-                time.sleep(due - now - 0.001)
+            if sock.poll(math.ceil(left * 1000)):
+                while sock.poll(0):
+                    on_reply(sock.recv_multipart())
         yield i
 
 
@@ -108,26 +112,24 @@ def fleet_rtt(root: Path, rate: float, seconds: float) -> list[float]:
         sent: dict[str, float] = {}
         rtts: list[float] = []
 
-        def drain(timeout_ms: int):
-            while sock.poll(timeout_ms):
-                timeout_ms = 0
-                m = protocol.decode(sock.recv_multipart())
-                if m.type != "ACK":
-                    continue
-                now = time.perf_counter()
+        def on_reply(frames: list[bytes]) -> None:
+            now = time.perf_counter()
+            m = protocol.decode(frames)
+            if m.type == "ACK":
                 for mid in m.body["msg_ids"]:
                     t0 = sent.pop(mid, None)
                     if t0 is not None:
                         rtts.append(now - t0)
 
-        for i in paced(rate, seconds):
+        for i in paced(rate, seconds, sock, on_reply):
             msg = protocol.make("NOTIFY", me, severity="error", text=f"bench {i:06d} " + "x" * 80)
+            frames = protocol.encode(msg)
             sent[msg.msg_id] = time.perf_counter()
-            sock.send_multipart(protocol.encode(msg))
-            drain(0)
+            sock.send_multipart(frames)
         deadline = time.monotonic() + 10
         while sent and time.monotonic() < deadline:
-            drain(100)
+            if sock.poll(100):
+                on_reply(sock.recv_multipart())
         sock.close()
         lost = len(sent)
         if lost:
@@ -163,13 +165,14 @@ def baseline_rtt(rate: float, seconds: float) -> list[float]:
         body = b"x" * 200
         sent: dict[bytes, float] = {}
         rtts = []
-        for i in paced(rate, seconds):
+
+        def on_reply(frames: list[bytes]) -> None:
+            rtts.append(time.perf_counter() - sent.pop(frames[1]))
+
+        for i in paced(rate, seconds, sock, on_reply):
             key = i.to_bytes(8, "big")
             sent[key] = time.perf_counter()
             sock.send_multipart([protocol.SIGNATURE, key, body])
-            while sock.poll(0):
-                frames = sock.recv_multipart()
-                rtts.append(time.perf_counter() - sent.pop(frames[1]))
         deadline = time.monotonic() + 5
         while sent and time.monotonic() < deadline:
             if sock.poll(100):

@@ -99,8 +99,11 @@ class Agent:
         self._install_signals()
         self.poller.register(self.intake_sock.sock, zmq.POLLIN)
         self.collectors.prime()
+        # The registry learns hostname and version from REGISTER too: unlike HELLO, it is
+        # resent until acknowledged, so a registry that starts after the agent still has them.
         self._spool([protocol.make("REGISTER", self.uuid, clock=self.wall, name="agent",
-                                   plugins=[], heartbeat=self.cfg.heartbeat_interval)])
+                                   plugins=[], heartbeat=self.cfg.heartbeat_interval,
+                                   hostname=self.hostname, version=fleetwatch.__version__)])
         log.info("agent %s (%s) started, routers: %s", self.uuid, self.hostname,
                  ", ".join(self.cfg.routers))
         try:

@@ -111,6 +111,8 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "name": (_STR, True),
         "plugins": (_LIST, False),
         "heartbeat": (_NUMBER, False),
+        "hostname": (_STR, False),
+        "version": (_STR, False),
     },
     "RUN": {"command_id": (_STR, True), "plugin": (_STR, True), "timeout": (_NUMBER, False)},
     "RESULT": {

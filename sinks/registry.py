@@ -92,16 +92,11 @@ class RegistrySink:
                   update=["last_seen"])
 
     def _hello(self, conn, relayed: Relayed, now: float) -> None:
-        msg = relayed.message
-        fields = {"hostname": msg.get("hostname")[:255]}
-        version = msg.get("version")
-        if isinstance(version, str):
-            fields["version"] = version[:64]
-        self._seen(conn, relayed, now, **fields)
+        self._seen(conn, relayed, now, **_identity(relayed.message))
 
     def _register(self, conn, relayed: Relayed, now: float) -> int:
         msg = relayed.message
-        self._seen(conn, relayed, now)
+        self._seen(conn, relayed, now, **_identity(msg))
         source = msg.get("name")[:255]
         declared = msg.get("plugins")
         if declared is None:
@@ -112,3 +107,13 @@ class RegistrySink:
         if rows:
             conn.execute(db.plugins.insert(), rows)
         return bad
+
+
+def _identity(msg) -> dict:
+    """hostname and version as a HELLO or the agent's own REGISTER gives them."""
+    fields = {}
+    if isinstance(msg.get("hostname"), str):
+        fields["hostname"] = msg.get("hostname")[:255]
+    if isinstance(msg.get("version"), str):
+        fields["version"] = msg.get("version")[:64]
+    return fields

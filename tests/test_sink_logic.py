@@ -305,6 +305,17 @@ def test_register_before_hello_creates_the_agent(url, tmp_path):
     assert rows(tmp_path / "sub" / "state.db", "SELECT hostname FROM agents") == [("late",)]
 
 
+def test_agent_register_carries_hostname_when_the_hello_was_missed(url, tmp_path):
+    """A registry started after the agent never sees its HELLO; the REGISTER is enough."""
+    sink = RegistrySink(db.engine(url), Clock())
+    sink.start()
+    _, reg = relayed("REGISTER", UUID, "r1", name="agent", hostname="web-2", version="0.1.0")
+    _, proc = relayed("REGISTER", UUID, "r1", name="backup", plugins=["check_backup"])
+    sink.write([decoded(reg), decoded(proc)])
+    assert rows(tmp_path / "sub" / "state.db", "SELECT hostname, version FROM agents") == [
+        ("web-2", "0.1.0")]
+
+
 def test_plugin_rows_keep_the_spec():
     got, bad = plugin_rows(UUID, "agent", [{"name": "p", "interval": 5}, {"nope": 1}, ""], 1.0)
     assert got == [{"uuid": UUID, "source": "agent", "name": "p", "spec": {"interval": 5},

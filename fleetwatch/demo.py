@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import json
 import os
 import shlex
@@ -24,22 +25,50 @@ from pathlib import Path
 
 import yaml
 
+from fleetwatch.config import build, load, setting
+
 SINK_TYPES = ("registry", "alerting")
 PR_SET_PDEATHSIG = 1
 STOP_TIMEOUT = 5.0
 
 
+@dataclass(frozen=True)
+class DemoConfig:
+    """``fleetwatch demo --config demo.yaml``: the demo's settings (flags override them)."""
+
+    dir: str = setting(".demo", "where configs, logs and state go")
+    routers: int = setting(2, "number of routers")
+    heartbeat: float = setting(1.0, "the agent's heartbeat interval in seconds")
+    stats_interval: float = setting(10.0, "the agent's stats interval in seconds")
+
+    def validate(self):
+        if self.routers < 1:
+            raise ValueError("routers: expected at least 1")
+        if self.heartbeat <= 0 or self.stats_interval <= 0:
+            raise ValueError("heartbeat: expected positive intervals (and stats_interval)")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dir", default=".demo", help="where configs, logs and state go "
-                                                      "(default: .demo)")
-    parser.add_argument("--routers", type=int, default=2, help="number of routers (default 2)")
-    parser.add_argument("--heartbeat", type=float, default=1.0,
+    parser.add_argument("--config", metavar="PATH",
+                        help="optional YAML file with the settings below (flags win)")
+    parser.add_argument("--dir", help="where configs, logs and state go (default: .demo)")
+    parser.add_argument("--routers", type=int, help="number of routers (default 2)")
+    parser.add_argument("--heartbeat", type=float,
                         help="the agent's heartbeat interval in seconds (default 1)")
-    parser.add_argument("--stats-interval", type=float, default=10.0,
+    parser.add_argument("--stats-interval", type=float,
                         help="the agent's stats interval in seconds (default 10)")
     parser.add_argument("--for", dest="duration", type=float, default=0.0, metavar="SECONDS",
                         help="stop by itself after this many seconds (default: run until "
                              "Ctrl-C)")
+
+
+def settings(args: argparse.Namespace) -> DemoConfig:
+    """The config file's settings (or the defaults), overridden by the flags given."""
+    base = load(DemoConfig, args.config) if args.config else DemoConfig()
+    flags = {"dir": args.dir, "routers": args.routers, "heartbeat": args.heartbeat,
+             "stats_interval": args.stats_interval}
+    merged = {**dataclasses.asdict(base), **{k: v for k, v in flags.items() if v is not None}}
+    return build(DemoConfig, merged, args.config or "command line")
 
 
 @dataclass
@@ -67,7 +96,7 @@ def endpoint() -> str:
     return f"tcp://127.0.0.1:{free_port()}"
 
 
-def plan(root: Path, args: argparse.Namespace) -> tuple[list[Child], dict]:
+def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     """Write every process's config into ``root``; return the children to start, in order."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "logs").mkdir(exist_ok=True)
@@ -195,13 +224,11 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.routers < 1:
-        print("fleetwatch demo: --routers must be at least 1", file=sys.stderr)
-        return 2
-    root = Path(args.dir).resolve()
+    cfg = settings(args)
+    root = Path(cfg.dir).resolve()
     for stale in root.glob("router-*.ready.json"):
         stale.unlink()
-    children, info = plan(root, args)
+    children, info = plan(root, cfg)
     stopping = []
 
     def on_signal(signum, frame):

@@ -66,3 +66,26 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     wait_for(lambda: not any(psutil.pid_exists(p["pid"]) and
                              psutil.Process(p["pid"]).status() != psutil.STATUS_ZOMBIE
                              for p in procs), 10, what="every demo process gone")
+
+
+def test_demo_settings_from_a_config_file_and_flags(fleet):
+    bad = fleet.write("demo-bad.yaml", {"routers": 2, "colour": "blue"})
+    res = fleet.cli("demo", "--config", str(bad), check=False)
+    assert res.returncode == 78
+    assert res.stderr.strip().splitlines() == [
+        f"fleetwatch demo: {bad}: colour: unknown setting (known here: dir, heartbeat, "
+        f"routers, stats_interval)"]
+    res = fleet.cli("demo", "--routers", "0", "--dir", str(fleet.root / "d0"), check=False)
+    assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
+
+
+def test_demo_config_file_is_used(fleet):
+    cfg = fleet.write("demo.yaml", {"routers": 1, "heartbeat": 0.5,
+                                    "dir": str(fleet.root / "one")})
+    demo = fleet.start("demo", "demo", "--config", str(cfg), "--for", "30")
+    manifest = fleet.root / "one" / "demo.json"
+    wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
+    names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
+    assert names == ["router-1", "sink-registry", "sink-alerting", "agent"]
+    demo.signal(signal.SIGINT)
+    assert demo.popen.wait(30) == 0, demo.log()

@@ -439,6 +439,58 @@ def test_garbage_never_kills_the_router(fleet, zctx):
     assert r["proc"].alive()
 
 
+RAW = [b"", b"\x00" * 64, b"GET / HTTP/1.0\r\n\r\n", b"\xff" + b"\x00" * 8 + b"\x7f",
+       b"\xff\x00\x00\x00\x00\x00\x00\x00\x01\x7f\x03\x00NULL" + b"\x00" * 60,
+       bytes(range(256)) * 4]
+
+
+def _tcp(endpoint: str) -> tuple[str, int]:
+    host, port = endpoint.removeprefix("tcp://").rsplit(":", 1)
+    return host, int(port)
+
+
+def test_garbage_on_tail_and_sink_sockets_never_kills_the_router(fleet, zctx):
+    """Raw TCP garbage on every bound socket, and random frames from a tail subscriber
+    (XSUB may send anything upstream), leave the router relaying and publishing."""
+    import socket as pysocket
+    r = fleet.router()
+    ep = r["endpoints"]
+    for endpoint in [ep["agents"], ep["control"], ep["tail"], *ep["sinks"].values()]:
+        for junk in RAW:
+            with pysocket.create_connection(_tcp(endpoint), timeout=2) as s:
+                try:
+                    s.sendall(junk)
+                except OSError:       # the router hung up on us first: fine
+                    pass
+    xsub = zctx.socket(zmq.XSUB)
+    xsub.linger = 0
+    xsub.connect(ep["tail"])
+
+    @settings(max_examples=200, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(frames=st.lists(st.binary(max_size=80), min_size=1, max_size=4))
+    def subscribe_garbage(frames):
+        xsub.send_multipart(frames)
+
+    subscribe_garbage()
+    assert r["proc"].alive()
+    alerting = pull(zctx, ep["sinks"]["alerting"])
+    agent = FakeAgent(zctx, ep["agents"])
+    agent.hello()
+    sub = zctx.socket(zmq.SUB)
+    sub.linger = 0
+    sub.subscribe(protocol.topic("NOTIFY", agent.uuid))
+    sub.connect(ep["tail"])
+    sent, relayed = relay_until_received(agent, alerting)
+    assert relayed.message == sent
+    deadline = time.monotonic() + 10      # the subscription reaches the router asynchronously
+    while not sub.poll(50):
+        assert time.monotonic() < deadline, "nothing published on the tail"
+        agent.notify("for the tail")
+    assert protocol.decode_tail(sub.recv_multipart()).uuid == agent.uuid
+    assert r["proc"].alive()
+
+
 # ---------------------------------------------------------------- process
 
 def test_sigterm_exits_cleanly_within_a_second(fleet):

@@ -12,7 +12,6 @@ processes and notification channels (SMTP, webhooks) through an outbox come in a
 from __future__ import annotations
 
 import logging
-import time
 from collections import Counter
 
 from sqlalchemy.exc import SQLAlchemyError
@@ -20,7 +19,6 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleetwatch.protocol import Relayed
 from sinks import db
 from sinks.base import WriteError
-from sinks.config import SinkConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,24 +40,10 @@ def notification_row(relayed: Relayed, now: float) -> dict:
     }
 
 
-class AlertingSink:
+class AlertingSink(db.DatabaseSink):
     type = "alerting"
     handles = frozenset({"NOTIFY", "HEARTBEAT", "RESULT"})
     acks = frozenset({"NOTIFY"})
-
-    def __init__(self, engine, clock=time.time):
-        self.engine, self.clock = engine, clock
-        self.counts: Counter = Counter()
-
-    @classmethod
-    def from_config(cls, config: SinkConfig, clock=time.time) -> "AlertingSink":
-        return cls(db.engine(config.state_url), clock)
-
-    def start(self) -> None:
-        db.create(self.engine, self.type)
-
-    def close(self) -> None:
-        self.engine.dispose()
 
     def write(self, batch: list[Relayed]) -> None:
         now = self.clock()

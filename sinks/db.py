@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from sqlalchemy import (JSON, Column, Float, ForeignKey, Index, MetaData, String, Table,
@@ -204,6 +206,30 @@ def _insert_ignoring(table: str, key: str, columns: tuple[str, ...]) -> TextClau
     values = ", ".join(f":{c}" for c in columns)
     return text(f"INSERT INTO {table} ({names}) VALUES ({values}) "
                 f"ON CONFLICT ({key}) DO NOTHING")
+
+
+class DatabaseSink:
+    """Base of the sink types that write the state database (:class:`sinks.base.Sink`).
+
+    Holds the engine, the injected clock and the sink's counters; creates the tables its
+    ``type`` owns at start. Subclasses set ``type``, ``handles``, ``acks`` and ``write``.
+    """
+
+    type = ""
+
+    def __init__(self, engine: Engine, clock=time.time):
+        self.engine, self.clock = engine, clock
+        self.counts: Counter = Counter()
+
+    @classmethod
+    def from_config(cls, config, clock=time.time):
+        return cls(engine(config.state_url), clock)
+
+    def start(self) -> None:
+        create(self.engine, self.type)
+
+    def close(self) -> None:
+        self.engine.dispose()
 
 
 # ---------------------------------------------------------------- reading

@@ -23,7 +23,6 @@ from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks import db
 from sinks.base import WriteError
-from sinks.config import SinkConfig
 
 log = logging.getLogger(__name__)
 
@@ -46,25 +45,14 @@ def plugin_rows(uuid: str, source: str, declared: list, now: float) -> tuple[lis
     return list(rows.values()), bad
 
 
-class RegistrySink:
+class RegistrySink(db.DatabaseSink):
     type = "registry"
     handles = frozenset({"HELLO", "REGISTER"})
     acks = frozenset({"REGISTER"})
 
     def __init__(self, engine, clock=time.time):
-        self.engine, self.clock = engine, clock
-        self.counts: Counter = Counter()
+        super().__init__(engine, clock)
         self._throttle = Throttle(log)
-
-    @classmethod
-    def from_config(cls, config: SinkConfig, clock=time.time) -> "RegistrySink":
-        return cls(db.engine(config.state_url), clock)
-
-    def start(self) -> None:
-        db.create(self.engine, self.type)
-
-    def close(self) -> None:
-        self.engine.dispose()
 
     def write(self, batch: list[Relayed]) -> None:
         now = self.clock()

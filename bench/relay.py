@@ -217,23 +217,22 @@ machine, so the ratio moves with it: quote the median of several rounds.
 10000) was full: under this overload it never blocks (SPEC 4.1), where zmq.proxy applies
 back-pressure to the senders. At 4 KB the router's own I/O thread is the bottleneck.
 
-Verdict: 4 KB meets the 0.5 target; 200 B is at 0.44 (0.37-0.59 per round), below it. The
-router relays about 150k msg/s at 200 B, the rate PERF-NOTES measured for a bare Python relay
-(no stamp, no identity map, no counters); zmq.proxy is C. At an agent's traffic (a STATS batch
-every 10 s and a heartbeat every 2 s) 150k msg/s is the load of some 200,000 agents.
+Verdict: both sizes meet the 0.5 target (medians of 10 rounds; single rounds range from 0.4
+to 0.8). At 200 B the router relays 190k-230k msg/s; at an agent's traffic (a STATS batch
+every 10 s and a heartbeat every 2 s) that is the load of some 250,000 agents.
 
-Where the router's Python thread goes (py-spy --native, 200 B, 2,000 samples): the three
-RCVMORE reads 25 %, the eventfd write libzmq makes to wake the PUSH's I/O thread after each
+Where the router's Python thread went (py-spy --native, 200 B, 2,000 samples, before the
+single RCVMORE read below): the three RCVMORE reads 25 %, the eventfd write libzmq makes to wake the PUSH's I/O thread after each
 message 13 %, libzmq's getpid() fork checks 9 %, the rest pyzmq recv/send and the loop.
 Applied: the stamp and the type share one ENVELOPE frame built once per agent at HELLO (5
-frames out -> 3: 109-119k -> 149k msg/s); RCVMORE read through ctypes on pyzmq's own libzmq
+frames out -> 3: 109-119k -> 149k msg/s); one RCVMORE read per well-formed message instead
+of three, with careful draining (every frame boundary checked) for 10 s after any malformed
+message, because frames of a short message run on into the next one (149k -> 193k msg/s;
+SPEC 8 says what a hostile peer can cost); RCVMORE read through ctypes on pyzmq's own libzmq
 instead of `Socket.get` (which builds an enum per call: 1.2 us -> 0.4 us; 43k -> 73k msg/s
-then); the base class's `send` without pyzmq's Python wrapper (-0.3 us per frame); no RCVMORE
-check after the routing id; frames received into locals; drain of 256 per wake-up. Tried
-without gain: 2 libzmq I/O threads; queueing a wake-up's messages and sending them in one
-burst. Not done on purpose: skipping the RCVMORE checks of the SIGNATURE and TYPE frames (about
-+10 %) would let one truncated message from one peer make the router drop the next message of
-another peer.
+then); the base class's `send` without pyzmq's Python wrapper (-0.3 us per frame); frames
+received into locals; drain of 256 per wake-up. Tried without gain: 2 libzmq I/O threads;
+queueing a wake-up's messages and sending them in one burst.
 """
 
 

@@ -35,6 +35,9 @@ class RouterLimits:
     agent_hwm: int = setting(1000, "messages queued per agent before sends to it fail")
     tail_hwm: int = setting(1000, "messages queued per tail subscriber before drops")
     drain: int = setting(256, "messages handled per socket per poll wake-up")
+    careful_seconds: float = setting(
+        10.0, "after a malformed or refused agent message, check every frame boundary for "
+              "this long (SPEC 8)")
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ class Counters:
         self.forwarded: Counter[str] = Counter()
         self.tail_published = 0
         self.replies_failed = 0
+        #: agent messages with the wrong number of frames (each starts careful draining)
+        self.misframed = 0
 
     def slot(self, type_: str, sink: str) -> int:
         """The counter index of (type, sink), allocated on first use."""
@@ -75,4 +77,5 @@ class Counters:
             out[f"router.forwarded.{type_}"] = n
         out["router.tail.published"] = self.tail_published
         out["router.replies.failed"] = self.replies_failed
+        out["router.misframed"] = self.misframed
         return out

@@ -63,6 +63,9 @@ class Relay:
         self.endpoints: dict = {}
         self.stopping = False
         self.sockets: list[zmq.Socket] = []
+        #: until this monotonic time, every frame boundary of agent traffic is checked
+        self.careful_until = 0.0
+        self.careful_for = config.limits.careful_seconds
 
     # ---------------------------------------------------------------- set-up
     def _socket(self, kind: int, **options) -> zmq.Socket:
@@ -155,7 +158,71 @@ class Relay:
 
     # ---------------------------------------------------------------- agents
     def _drain_agents(self, now: float) -> None:
-        """Handle up to ``drain`` agent messages; the hot path is inlined here.
+        """Handle up to ``drain`` agent messages, the fast way unless lately misframed.
+
+        Fast: receive SIGNATURE, TYPE and BODY, then check RCVMORE once. A message of fewer
+        than three frames cannot be told from its successor that way (the frames run on into
+        the next message), so the first malformed message switches the router to careful
+        draining for ``limits.careful_seconds``: a hostile peer can cost at most the message
+        that follows its own, once per quiet period; well-formed traffic pays one RCVMORE
+        read per message instead of three (about 30 % more throughput, bench/RESULTS.md).
+        """
+        if self.monotonic() < self.careful_until:
+            self._drain_agents_careful(now)
+            return
+        recv, more = self.agents.recv, self.agents_rcvmore
+        fast, known = self.fast, self.peers.table
+        received, relayed, dropped = (self.counters.received, self.counters.relayed,
+                                      self.counters.dropped)
+        signature = SIGNATURE
+        tail = self.tail_topics
+        for _ in range(self.drain):
+            try:
+                rid = recv(NOBLOCK)
+            except zmq.Again:
+                return
+            sig = type_frame = None
+            try:
+                sig = recv(NOBLOCK)
+                type_frame = recv(NOBLOCK)
+                body = recv(NOBLOCK)
+            except zmq.Again:        # fewer than three frames and nothing behind them
+                self._misframed(rid, [f for f in (sig, type_frame) if f is not None], now)
+                return
+            if more():
+                parts = [sig, type_frame, body]
+                while more():
+                    parts.append(recv())
+                self._misframed(rid, parts, now)
+                return
+            route = fast.get(type_frame)
+            peer = known.get(rid)
+            if route is None or peer is None or sig != signature:
+                self._guarded(self._agent_message, rid, [sig, type_frame, body], now)
+                continue
+            peer.last_heard = now
+            received[type_frame] += 1
+            envelope = peer.envelopes[type_frame]
+            for send, slot in route:
+                try:
+                    send(signature, MORE_NB)
+                except zmq.Again:
+                    dropped[slot] += 1
+                    continue
+                send(envelope, MORE_NB)
+                send(body, NOBLOCK)
+                relayed[slot] += 1
+            if tail:
+                self._publish(envelope, body)
+
+    def _misframed(self, rid: bytes, parts: list[bytes], now: float) -> None:
+        """A message with the wrong number of frames: refuse it and drain carefully."""
+        self.careful_until = self.monotonic() + self.careful_for
+        self.counters.misframed += 1
+        self._guarded(self._agent_message, rid, parts, now)
+
+    def _drain_agents_careful(self, now: float) -> None:
+        """Handle up to ``drain`` agent messages, checking RCVMORE after every frame.
 
         Frame by frame with integer flags (PERF-NOTES: recv_multipart costs 4x more), RCVMORE
         read through :mod:`router.rcvmore`. A ROUTER's routing id frame is always followed by
@@ -366,6 +433,8 @@ class Relay:
     def refuse(self, sock: zmq.Socket, where: str, rid: bytes, err: ProtocolError,
                ref: str | None = None, answer: bool = True) -> None:
         """Drop a message: count it, log it (throttled) and answer ERROR (throttled)."""
+        if sock is self.agents:
+            self.careful_until = self.monotonic() + self.careful_for
         self.counters.count_bad(err.status)
         self.throttle.warning(f"{where}:{err.status}", "%s: refused a message from %r: %s",
                               where, rid[:64], err)

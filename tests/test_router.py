@@ -218,6 +218,35 @@ def test_hello_with_an_invalid_uuid_gets_400(fleet, zctx, uuid):
     assert hello.uuid == uuid
 
 
+@pytest.mark.parametrize("short", [[SIGNATURE], [SIGNATURE, b"NOTIFY"]],
+                         ids=["one-frame", "two-frames"])
+def test_truncated_message_costs_at_most_the_next_one(fleet, zctx, short):
+    """A message of fewer than three frames switches the router to careful draining; what
+    follows from a legitimate agent is relayed, but for at most one message."""
+    r = fleet.router()
+    ep = r["endpoints"]
+    alerting = pull(zctx, ep["sinks"]["alerting"])
+    graphite = pull(zctx, ep["sinks"]["graphite"])
+    good = FakeAgent(zctx, ep["agents"])
+    good.hello()
+    relay_until_received(good, alerting)
+    while alerting.poll(200):                 # what the warm-up left in flight
+        alerting.recv_multipart()
+    hostile = FakeAgent(zctx, ep["agents"])
+    hostile.hello()
+    hostile.sock.send_multipart(short)
+    sent = {good.notify(f"n{i}").msg_id for i in range(200)}
+    got = set()
+    while alerting.poll(2000):
+        got.add(protocol.decode_relayed(alerting.recv_multipart()).message.msg_id)
+        if got >= sent:
+            break
+    assert len(sent - got) <= 1, f"{len(sent - got)} legitimate messages lost"
+    metrics = stats_from(graphite, lambda m: m.get("router.misframed", 0) >= 1)
+    assert metrics["router.bad.400"] >= 1
+    assert r["proc"].alive()
+
+
 def test_no_sink_keeps_serving_counts_drops_and_memory_stays_bounded(fleet, zctx):
     r = fleet.router()
     graphite = pull(zctx, r["endpoints"]["sinks"]["graphite"])

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from fleetwatch.config import setting
+from fleetwatch.security import ClientSecurity
 
 _ENDPOINT = re.compile(r"^(tcp://[^\s:]+:\d+|(ipc|inproc)://\S+)$")
 COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs", "uptime")
@@ -36,6 +37,7 @@ class AgentConfig:
                                     help=f"collectors to run: {', '.join(COLLECTORS)}")
     stats_buffer: int = setting(100, "STATS batches kept while no router is up (oldest dropped)")
     spool: SpoolConfig = setting(factory=SpoolConfig, help="durable NOTIFY/REGISTER spool")
+    security: ClientSecurity = setting(factory=ClientSecurity, help="CURVE keys")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 
     def validate(self):

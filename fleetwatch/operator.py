@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from fleetwatch.config import setting
 from fleetwatch.config import DEFAULT_STATE_URL
+from fleetwatch.security import ClientSecurity
 
 DEFAULT_PATH = "/etc/fleetwatch/fleetwatch.yaml"
 
@@ -16,6 +17,7 @@ class OperatorConfig:
     tail: list[str] = setting(factory=list, help="tail endpoints (default: asked of each router)")
     state_url: str = setting(DEFAULT_STATE_URL, "SQLAlchemy URL of the state database")
     timeout: float = setting(2.0, "seconds to wait for a router's answer")
+    security: ClientSecurity = setting(factory=ClientSecurity, help="CURVE keys (a back-end key)")
 
     def validate(self):
         if not self.routers:

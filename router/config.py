@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetwatch.config import setting
+from fleetwatch.security import ServerSecurity
 
 #: The default routing table of DESIGN.md: message type -> sink types.
 DEFAULT_ROUTES = {
@@ -56,6 +57,7 @@ class RouterConfig:
         3.0, "an agent silent for this many of its heartbeat intervals is forgotten")
     stats_interval: float = setting(10.0, "seconds between the router's own STATS")
     limits: RouterLimits = setting(factory=RouterLimits, help="sizes and queue bounds")
+    security: ServerSecurity = setting(factory=ServerSecurity, help="CURVE and allowlists")
     ready_file: str = setting("", "if set, the bound endpoints are written here as JSON")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetwatch.config import DEFAULT_STATE_URL, setting
+from fleetwatch.security import ClientSecurity
 
 
 
@@ -18,6 +19,7 @@ class SinkConfig:
     dedupe_window: int = setting(100000, "recent msg_ids remembered to drop duplicates")
     hello_interval: float = setting(1.0, "seconds between HELLOs to a router not yet answering")
     stats_interval: float = setting(10.0, "seconds between the sink's own counter reports in logs")
+    security: ClientSecurity = setting(factory=ClientSecurity, help="CURVE keys")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 
     def validate(self):

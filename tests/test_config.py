@@ -219,6 +219,10 @@ def _wrong_values(tp):
                 (False, "expected a whole number, got boolean false", ""),
                 (2.5, "expected a whole number, got number 2.5", ""),
                 ({"a": 1}, "expected a whole number, got a mapping", "")]
+    if tp is bool:
+        return [("yes", "expected true or false, got string 'yes'", ""),
+                (1, "expected true or false, got number 1", ""),
+                (None, "expected true or false, got nothing", "")]
     if tp is str:
         return [(5, "expected a string, got number 5", ""),
                 (True, "expected a string, got boolean true", ""),

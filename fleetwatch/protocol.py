@@ -97,6 +97,7 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "role": (_STR, False),
         "sink": (_STR, False),
         "plugins": (_LIST, False),
+        "instance": (_STR, False),
     },
     "WELCOME": {
         "router": (_STR, True),

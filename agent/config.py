@@ -21,12 +21,37 @@ class SpoolConfig:
     max_backoff: float = setting(60.0, "longest wait between resends of one message")
 
 
+#: What a local process may hand the intake, unless ``local.allow`` narrows it.
+INTAKE_TYPES = ("NOTIFY", "STATS", "HEARTBEAT", "REGISTER")
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """What local processes may declare through the intake (refused: ERROR 403, counted)."""
+
+    allow: list[str] = setting(factory=lambda: list(INTAKE_TYPES),
+                               help=f"message types accepted: {', '.join(INTAKE_TYPES)}")
+    names: list[str] = setting(factory=lambda: ["*"],
+                               help="fnmatch patterns a REGISTER's or HEARTBEAT's `name` and "
+                                    "a message's `source` must match (e.g. backup-*)")
+
+    def validate(self):
+        for t in self.allow:
+            if t not in INTAKE_TYPES:
+                raise ValueError(f"allow: unknown type {t!r} (known: {', '.join(INTAKE_TYPES)})")
+        if not self.names:
+            raise ValueError("names: expected at least one pattern (\"*\" for any name)")
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     routers: list[str] = setting(help="agents endpoints of the routers, e.g. tcp://r1:5555")
     state_dir: str = setting("/var/lib/fleetwatch/agent",
                              "uuid file, spool database and the intake socket live here")
     intake: str = setting("", "local intake endpoint (default ipc://STATE_DIR/intake.sock)")
+    intake_group: str = setting("", "group allowed to use the intake (socket file 0660 and "
+                                    "this group); empty: the agent's user only (0600)")
+    local: LocalConfig = setting(factory=LocalConfig, help="what local processes may send")
     hostname: str = setting("", "name reported for this machine (default: its host name)")
     heartbeat_interval: float = setting(2.0, "seconds between heartbeats to each router")
     liveness: int = setting(3, "heartbeat intervals of silence before a router is dropped")

@@ -14,6 +14,7 @@ import collections
 import logging
 import math
 import random
+import secrets
 import signal
 import socket
 import sqlite3
@@ -26,7 +27,7 @@ import fleetwatch
 from fleetwatch import protocol
 from fleetwatch.logs import Throttle
 
-from agent.intake import DURABLE_TYPES, Intake, IntakeSocket
+from agent.intake import DURABLE_TYPES, Intake, IntakeSocket, group_id
 from agent.links import Link, Links, Sockets
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ MAX_POLL = 5.0
 #: The agent's event counters, reported (from zero) in every STATS.
 COUNTERS = ("agent.spool.acked", "agent.spool.resent", "agent.spool.errors",
             "agent.routers.expired", "agent.stats.dropped", "agent.send.dropped",
-            "agent.router.errors")
+            "agent.router.errors", "agent.router.handshake_failed")
 
 
 class StartError(Exception):
@@ -50,18 +51,22 @@ class Agent:
 
     def __init__(self, cfg, uuid: str, hostname: str, spool, collectors,
                  ctx: zmq.Context | None = None, clock=time.monotonic, wall=time.time,
-                 rand=random.random):
+                 rand=random.random, keys=None):
+        from fleetwatch.security import ClientKeys
         self.cfg, self.uuid, self.hostname = cfg, uuid, hostname
+        #: new at each start: two processes alternating on one uuid are a cloned machine
+        self.instance = secrets.token_hex(8)
+        self.keys = keys if keys is not None else ClientKeys(cfg.security)
         self.spool, self.collectors = spool, collectors
         self.clock, self.wall = clock, wall
         self._own_ctx = ctx is None
         self.ctx = ctx or zmq.Context()
         self.poller = zmq.Poller()
-        self.sockets = Sockets(self.ctx, uuid, self.poller)
+        self.sockets = Sockets(self.ctx, uuid, self.poller, self.keys)
         self.links = Links(cfg.routers, lambda endpoint, learned: Link(
             endpoint, cfg.heartbeat_interval, cfg.liveness, cfg.reconnect_min,
             cfg.reconnect_max, learned=learned, rand=rand))
-        self.intake = Intake(uuid, hostname)
+        self.intake = Intake(uuid, hostname, allow=cfg.local.allow, names=cfg.local.names)
         self.intake_sock: IntakeSocket | None = None
         self.queue: collections.deque = collections.deque(maxlen=max(1, cfg.stats_buffer))
         self.last_via: collections.OrderedDict = collections.OrderedDict()
@@ -92,8 +97,9 @@ class Agent:
 
     def run(self) -> int:
         try:
-            self.intake_sock = IntakeSocket(self.ctx, self.cfg.intake_endpoint)
-        except (zmq.ZMQError, OSError) as e:
+            gid = group_id(self.cfg.intake_group) if self.cfg.intake_group else None
+            self.intake_sock = IntakeSocket(self.ctx, self.cfg.intake_endpoint, gid=gid)
+        except (zmq.ZMQError, OSError, KeyError) as e:
             self.close()
             raise StartError(f"cannot bind the intake {self.cfg.intake_endpoint}: {e}") from None
         self._install_signals()
@@ -106,6 +112,11 @@ class Agent:
                                    hostname=self.hostname, version=fleetwatch.__version__)])
         log.info("agent %s (%s) started, routers: %s", self.uuid, self.hostname,
                  ", ".join(self.cfg.routers))
+        if self.keys.enabled:
+            log.info("CURVE on: key %s (public %s), routers' key %s", self.keys.own.path,
+                     self.keys.own.public.decode(), self.keys.router.path)
+        else:
+            log.warning("CURVE off: plain TCP to the routers (security.curve is false)")
         try:
             while not self._stop:
                 self.step()
@@ -144,6 +155,9 @@ class Agent:
             for sock, link in list(self.sockets.by_socket.items()):
                 if sock in events:
                     self._drain_router(sock, link, now)
+            for monitor, link in list(self.sockets.monitors.items()):
+                if monitor in events:
+                    self._handshake_failed(monitor, link)
             self._timers(self.clock())
         except sqlite3.Error as e:  # disk full or gone: keep running, messages stay put
             self.counters["agent.spool.errors"] += 1
@@ -237,6 +251,7 @@ class Agent:
             "agent.routers.known": len(self.links),
             "agent.intake.received": self.intake.received,
             "agent.intake.errors": self.intake.errors,
+            "agent.intake.refused": self.intake.refused,
             "agent.collectors.failures": self.collectors.failures,
             "agent.uptime": round(self.clock() - self.started, 1),
         }
@@ -276,7 +291,8 @@ class Agent:
         self._send(link, protocol.make("HELLO", self.uuid, clock=self.wall,
                                        hostname=self.hostname,
                                        heartbeat=self.cfg.heartbeat_interval,
-                                       version=fleetwatch.__version__, role="agent"))
+                                       version=fleetwatch.__version__, role="agent",
+                                       instance=self.instance))
 
     def _on_intake(self) -> None:
         durable = []
@@ -321,6 +337,14 @@ class Agent:
             self._on_router(link, msg, now)
             if link.endpoint not in self.sockets.by_link:
                 return  # the link was closed while handling (an alias)
+
+    def _handshake_failed(self, monitor: zmq.Socket, link: Link) -> None:
+        """CURVE: the router refused our key or cannot be verified; libzmq retries."""
+        from fleetwatch.ask import handshake_problem
+        for event in self.sockets.handshake_failures(monitor):
+            self.counters["agent.router.handshake_failed"] += 1
+            self.throttle.warning(f"handshake.{link.endpoint}", "router %s: %s",
+                                  link.endpoint, handshake_problem(event))
 
     def _on_router(self, link: Link, msg: protocol.Message, now: float) -> None:
         if msg.type == "ACK":

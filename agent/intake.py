@@ -7,10 +7,19 @@ the agent's own: ``uuid`` becomes the agent's, ``msg_id``, ``ts`` and ``source``
 committed by the daemon before it answers ACK; STATS and HEARTBEAT are queued at most once
 and answered at once. Bad input is answered ERROR (never for a foreign signature: dropped)
 and counted; nothing a local process sends stops the agent.
+
+What local processes may declare is limited by the config's ``local`` section: the types
+allowed, and fnmatch patterns for the names they speak as (a REGISTER's or HEARTBEAT's
+``name``, any message's ``source``). The agent's own name, ``agent``, is reserved. A refusal
+is answered ``ERROR 403`` with the reason and counted (``refused``).
+
+The socket file is created 0600, or 0660 and owned by ``intake_group`` when one is set; the
+umask is narrowed around the bind so that there is no moment when it is more open.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import logging
 import os
 
@@ -19,9 +28,13 @@ import zmq
 from fleetwatch import protocol
 from fleetwatch.logs import Throttle
 
+from agent import config as agent_config
+
 log = logging.getLogger(__name__)
 
-INTAKE_TYPES = frozenset({"NOTIFY", "STATS", "HEARTBEAT", "REGISTER"})
+INTAKE_TYPES = frozenset(agent_config.INTAKE_TYPES)
+#: Names only the agent itself speaks as (its own REGISTER, its own notifications).
+RESERVED_NAMES = frozenset({"agent"})
 DURABLE_TYPES = frozenset({"NOTIFY", "REGISTER"})
 DRAIN = 256
 
@@ -29,11 +42,31 @@ DRAIN = 256
 class Intake:
     """Checks and rewrites local messages; counts what it received and refused."""
 
-    def __init__(self, uuid: str, hostname: str, max_body: int = protocol.MAX_BODY):
+    def __init__(self, uuid: str, hostname: str, max_body: int = protocol.MAX_BODY,
+                 allow=INTAKE_TYPES, names=("*",)):
         self.uuid, self.hostname, self.max_body = uuid, hostname, max_body
+        self.allow = frozenset(allow)
+        self.names = tuple(names)
         self.received = 0
         self.errors = 0
+        self.refused = 0
         self.throttle = Throttle(log, 10.0)
+
+    def refusal(self, msg: protocol.Message) -> str | None:
+        """Why the config does not let a local process send ``msg`` (None: it may)."""
+        if msg.type not in self.allow:
+            return f"{msg.type} is not allowed from local processes (local.allow)"
+        claims = [("source", msg.get("source"))]
+        if msg.type in ("REGISTER", "HEARTBEAT"):
+            claims.append(("name", msg.get("name")))
+        for field, value in claims:
+            if value is None:
+                continue
+            if value in RESERVED_NAMES:
+                return f"{field} {value!r} is reserved for the agent itself"
+            if not any(fnmatch.fnmatchcase(value, p) for p in self.names):
+                return f"{field} {value[:64]!r} is not allowed (local.names)"
+        return None
 
     def accept(self, frames: list[bytes]) -> tuple[protocol.Message | None,
                                                    protocol.Message | None]:
@@ -51,6 +84,12 @@ class Intake:
                     frames[0][:3] != protocol.SIGNATURE_PREFIX:
                 return None, None
             return None, protocol.error(e.status, e.reason, uuid=self.uuid)
+        reason = self.refusal(msg)
+        if reason is not None:
+            self.refused += 1
+            self.throttle.warning("refused", "intake: refused a local %s: %s", msg.type, reason)
+            return None, protocol.error(protocol.FORBIDDEN, reason, ref=msg.msg_id,
+                                        uuid=self.uuid)
         body = {k: v for k, v in msg.body.items() if k not in ("retry", "dup")}
         body["uuid"] = self.uuid
         if msg.type == "STATS" and "hostname" not in body:
@@ -61,23 +100,48 @@ class Intake:
         return protocol.make("ACK", self.uuid, msg_ids=[msg.msg_id])
 
 
-class IntakeSocket:
-    """The ROUTER bound on the intake endpoint; an ipc socket file is made mode 0600."""
+def group_id(group: str) -> int:
+    """The gid of ``group`` (a name or a number); KeyError if there is no such group."""
+    import grp
+    if group.isdigit():
+        return grp.getgrgid(int(group)).gr_gid
+    return grp.getgrnam(group).gr_gid
 
-    def __init__(self, ctx: zmq.Context, endpoint: str, max_body: int = protocol.MAX_BODY):
+
+class IntakeSocket:
+    """The ROUTER bound on the intake endpoint; an ipc socket file is made mode 0600, or
+    0660 owned by ``gid`` when one is given."""
+
+    def __init__(self, ctx: zmq.Context, endpoint: str, max_body: int = protocol.MAX_BODY,
+                 gid: int | None = None):
         self.endpoint = endpoint
         self.sock = ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 1000)
         self.sock.setsockopt(zmq.RCVHWM, 1000)
         self.sock.setsockopt(zmq.MAXMSGSIZE, max_body + 4096)
-        if endpoint.startswith("ipc://"):
-            path = endpoint[len("ipc://"):]
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        self.sock.bind(endpoint)
-        if endpoint.startswith("ipc://"):
-            os.chmod(endpoint[len("ipc://"):], 0o600)
-        log.info("intake listening on %s", endpoint)
+        if not endpoint.startswith("ipc://"):
+            self.sock.bind(endpoint)
+            log.info("intake listening on %s", endpoint)
+            return
+        path = endpoint[len("ipc://"):]
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        mode = 0o600 if gid is None else 0o660
+        # libzmq binds in this thread: the file is born with the mode, never wider.
+        old = os.umask(0o777 & ~mode)
+        try:
+            self.sock.bind(endpoint)
+        finally:
+            os.umask(old)
+        try:
+            if gid is not None:
+                os.chown(path, -1, gid)
+            os.chmod(path, mode)
+        except OSError:
+            self.close()
+            raise
+        log.info("intake listening on %s (mode %04o%s)", endpoint, mode,
+                 f", group {gid}" if gid is not None else "")
 
     def drain(self, limit: int = DRAIN) -> list[tuple[list[bytes], list[bytes]]]:
         """Up to ``limit`` waiting messages as (envelope, frames)."""

@@ -170,12 +170,17 @@ class Links:
 
 
 class Sockets:
-    """The DEALER of each link (routing id = the agent uuid), registered with one poller."""
+    """The DEALER of each link (routing id = the agent uuid), registered with one poller;
+    a CURVE client of the routers' key when ``keys`` is enabled."""
 
-    def __init__(self, ctx: zmq.Context, uuid: str, poller: zmq.Poller):
+    def __init__(self, ctx: zmq.Context, uuid: str, poller: zmq.Poller, keys=None):
         self.ctx, self.identity, self.poller = ctx, uuid.encode("ascii"), poller
+        self.keys = keys            # fleetwatch.security.ClientKeys: CURVE when enabled
         self.by_link: dict[str, zmq.Socket] = {}
         self.by_socket: dict[zmq.Socket, Link] = {}
+        #: CURVE only: a monitor per DEALER reporting failed handshakes (monitor -> link)
+        self.monitors: dict[zmq.Socket, Link] = {}
+        self._monitor_of: dict[str, zmq.Socket] = {}
 
     def open(self, link: Link) -> zmq.Socket:
         sock = self.ctx.socket(zmq.DEALER)
@@ -184,9 +189,17 @@ class Sockets:
         sock.setsockopt(zmq.RCVHWM, RCVHWM)
         sock.setsockopt(zmq.ROUTING_ID, self.identity)
         sock.setsockopt(zmq.MAXMSGSIZE, protocol.MAX_BODY + 4096)
+        if self.keys is not None and self.keys.enabled:
+            from fleetwatch.ask import HANDSHAKE_FAILED
+            self.keys.apply(sock)
+            monitor = sock.get_monitor_socket(HANDSHAKE_FAILED)
+            self.monitors[monitor] = link
+            self._monitor_of[link.endpoint] = monitor
+            self.poller.register(monitor, zmq.POLLIN)
         try:
             sock.connect(link.endpoint)
         except zmq.ZMQError:
+            self._close_monitor(link, sock)
             sock.close(linger=0)
             raise
         self.by_link[link.endpoint] = sock
@@ -194,9 +207,26 @@ class Sockets:
         self.poller.register(sock, zmq.POLLIN)
         return sock
 
+    def _close_monitor(self, link: Link, sock: zmq.Socket) -> None:
+        monitor = self._monitor_of.pop(link.endpoint, None)
+        if monitor is not None:
+            self.monitors.pop(monitor, None)
+            self.poller.unregister(monitor)
+            sock.disable_monitor()
+            monitor.close(linger=0)
+
+    def handshake_failures(self, monitor: zmq.Socket) -> list[dict]:
+        """The failed-handshake events waiting on ``monitor``."""
+        from zmq.utils.monitor import recv_monitor_message
+        events = []
+        while monitor.poll(0):
+            events.append(recv_monitor_message(monitor))
+        return events
+
     def close(self, link: Link) -> None:
         sock = self.by_link.pop(link.endpoint, None)
         if sock is not None:
+            self._close_monitor(link, sock)
             self.by_socket.pop(sock, None)
             self.poller.unregister(sock)
             sock.close(linger=0)

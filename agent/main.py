@@ -36,6 +36,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "is kept as STATE_DIR/uuid.old. Stop the agent first.")
 
 
+def _check_group(cfg: AgentConfig, path: str) -> None:
+    if not cfg.intake_group:
+        return
+    from agent.intake import group_id
+    try:
+        group_id(cfg.intake_group)
+    except KeyError:
+        raise config.ConfigError(path, "intake_group",
+                                 f"no such group {cfg.intake_group[:64]!r}") from None
+
+
 def _fail(code: int, text: str) -> int:
     print(f"fleetwatch agent: {text}", file=sys.stderr)
     return code
@@ -47,6 +58,12 @@ def run(args: argparse.Namespace) -> int:
     if args.once:
         return once(cfg)
     from agent import identity
+    from fleetwatch.keys import check_own
+    from fleetwatch.security import ClientKeys
+
+    _check_group(cfg, args.config)
+    # A missing or unreadable key stops the agent here (exit 78): never plain text instead.
+    keys = ClientKeys(cfg.security) if not args.new_uuid else None
 
     try:
         lock = identity.lock(cfg.state_dir)
@@ -60,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"old uuid: {old or '(none)'}\nnew uuid: {new}")
             return 0
         hostname = cfg.hostname or socket.gethostname()
-        return daemon(cfg, hostname, identity.load_or_create(cfg.state_dir))
+        uuid = identity.load_or_create(cfg.state_dir)
+        check_own(keys, "agent", uuid)
+        return daemon(cfg, hostname, uuid, keys)
     except identity.IdentityError as e:
         return _fail(EX_CANTCREAT, str(e))
     finally:
@@ -76,7 +95,7 @@ def once(cfg: AgentConfig) -> int:
     return 0
 
 
-def daemon(cfg: AgentConfig, hostname: str, uuid: str) -> int:
+def daemon(cfg: AgentConfig, hostname: str, uuid: str, keys=None) -> int:
     import sqlite3
 
     from agent.collectors import Collectors
@@ -90,6 +109,6 @@ def daemon(cfg: AgentConfig, hostname: str, uuid: str) -> int:
     except (sqlite3.Error, OSError) as e:
         return _fail(EX_CANTCREAT, f"spool {path}: {e}")
     try:
-        return Agent(cfg, uuid, hostname, spool, Collectors(cfg.collectors)).run()
+        return Agent(cfg, uuid, hostname, spool, Collectors(cfg.collectors), keys=keys).run()
     except StartError as e:
         return _fail(EX_CANTCREAT, str(e))

@@ -42,7 +42,17 @@ def frames_for(size: int, uuid: str) -> list[bytes]:
     return protocol.encode(msg)
 
 
-def sender(endpoint: str, uuid: str, count: int, size: int, hello: bool, ready, go) -> None:
+def curve_client(sock, keys: dict | None, own: str) -> None:
+    """CURVE client options from ``keys`` (bench/curve.py): ``own`` names the secret
+    certificate in it; nothing when ``keys`` is None."""
+    if keys:
+        from fleetwatch import security
+        security.client(sock, security.read_certificate(keys[own], need_secret=True),
+                        security.read_certificate(keys["router_public"]))
+
+
+def sender(endpoint: str, uuid: str, count: int, size: int, hello: bool, ready, go,
+           keys: dict | None = None) -> None:
     import zmq
     import zmq.backend
 
@@ -50,6 +60,7 @@ def sender(endpoint: str, uuid: str, count: int, size: int, hello: bool, ready, 
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.routing_id = uuid.encode()
+    curve_client(sock, keys, uuid)
     sock.connect(endpoint)
     if hello:
         sock.send_multipart(protocol.encode(protocol.make("HELLO", uuid, hostname="bench",
@@ -68,7 +79,8 @@ def sender(endpoint: str, uuid: str, count: int, size: int, hello: bool, ready, 
     ctx.term()
 
 
-def counter(endpoint: str, expected: int, per_message: int, conn) -> None:
+def counter(endpoint: str, expected: int, per_message: int, conn,
+            keys: dict | None = None) -> None:
     """Count messages on a PULL. Every message has ``per_message`` frames, so the counter
     counts frames and skips the RCVMORE checks: it must neither be the bottleneck nor take
     the CPU of the relay (2 cores for 7 processes)."""
@@ -77,6 +89,7 @@ def counter(endpoint: str, expected: int, per_message: int, conn) -> None:
     sock = ctx.socket(zmq.PULL)
     sock.rcvhwm = 100_000
     monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    curve_client(sock, keys, "backend")
     sock.connect(endpoint)
     monitor.poll(10_000)
     time.sleep(0.1)              # let the relay's side attach its pipe
@@ -123,7 +136,7 @@ def proxy(conn) -> None:
 # ---------------------------------------------------------------- relays
 
 class RouterRelay:
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, keys: dict | None = None):
         import yaml
         ready = workdir / "router.ready.json"
         ready.unlink(missing_ok=True)
@@ -131,7 +144,13 @@ class RouterRelay:
                "bind": {"agents": "tcp://127.0.0.1:*", "control": "tcp://127.0.0.1:*",
                         "tail": "tcp://127.0.0.1:*", "sinks": {"alerting": "tcp://127.0.0.1:*"}},
                "routes": {"NOTIFY": ["alerting"]}, "ready_file": str(ready),
-               "stats_interval": 3600.0, "log_level": "WARNING"}
+               "stats_interval": 3600.0, "log_level": "WARNING",
+               # the senders flood on purpose: no per-agent rate limit here
+               "limits": {"rate": 1e9, "burst": 1e9, "hellos_per_second": 1e6}}
+        if keys:
+            cfg["security"] = {"curve": True, "server_key": keys["router_secret"],
+                               "agent_keys": keys["agent_keys"],
+                               "backend_keys": keys["backend_keys"]}
         path = workdir / "router.yaml"
         path.write_text(yaml.safe_dump(cfg))
         self.log = open(workdir / "router.log", "ab")
@@ -153,7 +172,7 @@ class RouterRelay:
 
 
 class ProxyRelay:
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, keys: dict | None = None):
         parent, child = mp.Pipe()
         self.proc = mp.Process(target=proxy, args=(child,), daemon=True)
         self.proc.start()
@@ -168,19 +187,22 @@ class ProxyRelay:
 
 # ---------------------------------------------------------------- rounds
 
-def run_round(kind: str, size: int, senders: int, per_sender: int, workdir: Path):
-    relay = (RouterRelay if kind == "router" else ProxyRelay)(workdir)
+def run_round(kind: str, size: int, senders: int, per_sender: int, workdir: Path,
+              keys: dict | None = None):
+    """One round; ``keys`` (bench/curve.py) makes the router and every client use CURVE."""
+    relay = (RouterRelay if kind == "router" else ProxyRelay)(workdir, keys)
     try:
         expected = senders * per_sender
         parent, child = mp.Pipe()
         count = mp.Process(target=counter, args=(relay.endpoints["sinks"]["alerting"], expected,
-                                                 relay.frames, child))
+                                                 relay.frames, child, keys))
         count.start()
         assert parent.poll(15) and parent.recv() == "ready", "counter did not connect"
         go = mp.Event()
         readies = [mp.Event() for _ in range(senders)]
         procs = [mp.Process(target=sender, args=(relay.endpoints["agents"], f"bench-{i:04d}",
-                                                 per_sender, size, relay.hello, readies[i], go))
+                                                 per_sender, size, relay.hello, readies[i], go,
+                                                 keys))
                  for i in range(senders)]
         for p in procs:
             p.start()

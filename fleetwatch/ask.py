@@ -2,7 +2,10 @@
 
 Used by the operator commands (``status`` asks PEERS, ``tail`` asks HELLO for the tail
 endpoint). One DEALER per router, one poller, one deadline: an unreachable router costs the
-timeout once, not once per router, and never hangs the command.
+timeout once, not once per router, and never hangs the command. With CURVE on, ``keys``
+(:class:`fleetwatch.security.ClientKeys`, the operator's back-end key) is applied to every
+socket before it connects, and a failed CURVE handshake (the router refused the key, or does
+not speak CURVE) is reported as the router's problem at once instead of a time-out.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from fleetwatch import __version__, protocol
 from fleetwatch.protocol import Message, ProtocolError
@@ -44,6 +48,25 @@ class Answer:
         return None
 
 
+HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
+def handshake_problem(event: dict) -> str:
+    """One line for a socket monitor's handshake-failure event."""
+    if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return f"CURVE handshake refused by the router (ZAP {event['value']}): is this key " \
+               f"in its allowlist?"
+    if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+        if event["value"] == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+            return "CURVE handshake failed: the router does not run with security.curve"
+        return f"CURVE handshake failed (protocol error {int(event['value']):#x}): " \
+               f"is router_key the routers' key?"
+    # The router closed the connection before saying why (errno in the value).
+    return "CURVE handshake failed: does the router run with security.curve, and is " \
+           "router_key its key?"
+
+
 def cli_id() -> str:
     return f"cli@{socket.gethostname()}"[:protocol.MAX_ID]
 
@@ -57,7 +80,8 @@ def request(type_: str) -> Message:
 
 
 def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
-            ctx: zmq.Context | None = None, clock=time.monotonic) -> list[Answer]:
+            ctx: zmq.Context | None = None, clock=time.monotonic,
+            keys=None) -> list[Answer]:
     """Send each of ``types`` to every endpoint; wait at most ``timeout`` seconds in all.
 
     Answers are kept by their type (HELLO is answered by WELCOME, PEERS by PEERS); an ERROR
@@ -66,14 +90,25 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
     ctx = ctx or zmq.Context.instance()
     answers = [Answer(e) for e in endpoints]
     sockets: dict[zmq.Socket, Answer] = {}
+    monitors: dict[zmq.Socket, zmq.Socket] = {}     # monitor -> its socket
     poller = zmq.Poller()
     try:
         for answer in answers:
             sock = ctx.socket(zmq.DEALER)
             sock.linger = 0
+            if keys is not None and keys.enabled:
+                keys.apply(sock)
+                monitor = sock.get_monitor_socket(HANDSHAKE_FAILED)
+                monitors[monitor] = sock
+                poller.register(monitor, zmq.POLLIN)
             try:
                 sock.connect(answer.endpoint)
             except zmq.ZMQError as e:
+                for monitor in [m for m, s in monitors.items() if s is sock]:
+                    poller.unregister(monitor)
+                    sock.disable_monitor()
+                    monitor.close(0)
+                    del monitors[monitor]
                 sock.close(0)
                 answer.problem = f"bad endpoint: {e}"
                 continue
@@ -88,6 +123,16 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
             if left <= 0:
                 break
             for sock, _ in poller.poll(left * 1000):
+                if sock in monitors:
+                    event = recv_monitor_message(sock)
+                    owner = monitors[sock]
+                    if owner in waiting and event["event"] & HANDSHAKE_FAILED:
+                        sockets[owner].problem = handshake_problem(event)
+                        waiting.discard(owner)
+                        poller.unregister(owner)
+                    continue
+                if sock not in waiting:
+                    continue
                 answer = sockets[sock]
                 try:
                     msg = protocol.decode(sock.recv_multipart(zmq.NOBLOCK))
@@ -106,6 +151,9 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
             answer = sockets[sock]
             answer.problem = answer.problem or f"no answer within {timeout:g}s"
     finally:
+        for monitor, sock in monitors.items():
+            sock.disable_monitor()
+            monitor.close(0)
         for sock in sockets:
             sock.close(0)
     return answers

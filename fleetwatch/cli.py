@@ -2,7 +2,8 @@
 
 Subcommands are registered explicitly below and imported lazily, so ``fleetwatch agent``
 loads only what the agent needs. Each module named here provides ``add_arguments(parser)``
-and ``run(args) -> int``. Config errors exit with status 78 (EX_CONFIG), usage errors with 2.
+and ``run(args) -> int``. Config errors and unusable keys exit with status 78 (EX_CONFIG),
+usage errors with 2.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sys
 
 from fleetwatch import __version__
 from fleetwatch.config import EX_CONFIG, ConfigError
+from fleetwatch.security import SecurityError
 
 #: name -> (module, one-line help)
 COMMANDS = {
@@ -24,6 +26,7 @@ COMMANDS = {
     "alerts": ("fleetwatch.alerts", "list notifications the alerting sink recorded"),
     "tail": ("fleetwatch.tail", "print live traffic from the routers"),
     "demo": ("fleetwatch.demo", "start a whole fleet on this machine"),
+    "keys": ("fleetwatch.keys", "create and list CURVE certificates (keys new|list)"),
 }
 
 
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[name][0])
     try:
         return module.run(args) or 0
-    except ConfigError as e:
+    except (ConfigError, SecurityError) as e:  # a bad config file, a missing or bad key
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
         return EX_CONFIG
     except KeyboardInterrupt:

@@ -5,6 +5,12 @@ operator commands, ``agent.yaml``, ``router-N.yaml``, ``sink-TYPE.yaml``), start
 processes in order (routers, sinks, agent), records them in ``demo.json``, prints where
 everything listens, and supervises them until Ctrl-C or SIGTERM, when it stops them all:
 agent first, routers last, SIGKILL for any that do not exit in time.
+
+CURVE is on unless ``--insecure``: the demo makes the keys in ``DIR/keys`` (``routers/fleet``,
+the routers' shared server key; ``agents/UUID``, the agent's key bound to its uuid;
+``backends/NAME`` for each sink and for the operator commands) and writes a ``security``
+section into every config. Keys already there are reused, so a demo directory can be
+started again.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from pathlib import Path
 import yaml
 
 from fleetwatch.config import build, load, setting
+from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
+    write_certificates
 
 SINK_TYPES = ("registry", "alerting")
 PR_SET_PDEATHSIG = 1
@@ -40,6 +48,7 @@ class DemoConfig:
     routers: int = setting(2, "number of routers")
     heartbeat: float = setting(1.0, "the agent's heartbeat interval in seconds")
     stats_interval: float = setting(10.0, "the agent's stats interval in seconds")
+    insecure: bool = setting(False, "plain TCP instead of CURVE (for debugging)")
 
     def validate(self):
         if self.routers < 1:
@@ -57,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the agent's heartbeat interval in seconds (default 1)")
     parser.add_argument("--stats-interval", type=float,
                         help="the agent's stats interval in seconds (default 10)")
+    parser.add_argument("--insecure", action="store_true", default=None,
+                        help="run without CURVE (plain TCP), for debugging; the default "
+                             "generates keys into DIR/keys and turns CURVE on everywhere")
     parser.add_argument("--for", dest="duration", type=float, default=0.0, metavar="SECONDS",
                         help="stop by itself after this many seconds (default: run until "
                              "Ctrl-C)")
@@ -66,7 +78,7 @@ def settings(args: argparse.Namespace) -> DemoConfig:
     """The config file's settings (or the defaults), overridden by the flags given."""
     base = load(DemoConfig, args.config) if args.config else DemoConfig()
     flags = {"dir": args.dir, "routers": args.routers, "heartbeat": args.heartbeat,
-             "stats_interval": args.stats_interval}
+             "stats_interval": args.stats_interval, "insecure": args.insecure}
     merged = {**dataclasses.asdict(base), **{k: v for k, v in flags.items() if v is not None}}
     return build(DemoConfig, merged, args.config or "command line")
 
@@ -96,6 +108,43 @@ def endpoint() -> str:
     return f"tcp://127.0.0.1:{free_port()}"
 
 
+def ensure_key(directory: Path, name: str, metadata: dict[str, str]) -> tuple[str, str]:
+    """(public, secret) paths of the key ``name`` in ``directory``, made if not there yet.
+
+    An existing pair is checked (SecurityError if unusable); half a pair is refused by
+    write_certificates (it never overwrites).
+    """
+    public = directory / f"{name}{PUBLIC_SUFFIX}"
+    secret = directory / f"{name}{SECRET_SUFFIX}"
+    if public.exists() and secret.exists():
+        read_certificate(str(secret), need_secret=True)
+        return str(public), str(secret)
+    return write_certificates(str(directory), name, metadata)
+
+
+def make_keys(root: Path, agent_state: Path) -> dict:
+    """The demo's keys in ``root/keys``: security sections for each kind of process."""
+    from agent import identity
+
+    keys = root / "keys"
+    uuid = identity.load_or_create(str(agent_state))  # the agent will find this uuid
+    fleet_public, fleet_secret = ensure_key(keys / "routers", "fleet",
+                                            {"role": "router", "name": "fleet"})
+    _, agent_secret = ensure_key(keys / "agents", uuid,
+                                 {"role": "agent", "uuid": uuid, "name": uuid})
+    backends = {}
+    for name in [f"sink-{t}" for t in SINK_TYPES] + ["operator"]:
+        _, secret = ensure_key(keys / "backends", name, {"role": "backend", "name": name})
+        backends[name] = {"curve": True, "key": secret, "router_key": fleet_public}
+    return {
+        "dir": str(keys),
+        "router": {"curve": True, "server_key": fleet_secret,
+                   "agent_keys": str(keys / "agents"), "backend_keys": str(keys / "backends")},
+        "agent": {"curve": True, "key": agent_secret, "router_key": fleet_public},
+        **backends,
+    }
+
+
 def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     """Write every process's config into ``root``; return the children to start, in order."""
     root.mkdir(parents=True, exist_ok=True)
@@ -113,6 +162,8 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     for r in routers:
         r["peers"] = [o["bind"]["agents"] for o in routers if o is not r]
     controls = [r["bind"]["control"] for r in routers]
+    agent_state = (root / "agent-state").resolve()
+    security = {} if args.insecure else make_keys(root.resolve(), agent_state)
     configs = {f"{r['id']}.yaml": r for r in routers}
     for t in SINK_TYPES:
         configs[f"sink-{t}.yaml"] = {"routers": controls, "state_url": state_url,
@@ -120,11 +171,18 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     # The agent knows one router and learns the others from its WELCOME.
     configs["agent.yaml"] = {
         "routers": [routers[0]["bind"]["agents"]],
-        "state_dir": str((root / "agent-state").resolve()),
+        "state_dir": str(agent_state),
         "heartbeat_interval": args.heartbeat,
         "stats_interval": args.stats_interval,
     }
     configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0}
+    if security:
+        for r in routers:
+            r["security"] = security["router"]
+        for t in SINK_TYPES:
+            configs[f"sink-{t}.yaml"]["security"] = security[f"sink-{t}"]
+        configs["agent.yaml"]["security"] = security["agent"]
+        configs["fleetwatch.yaml"]["security"] = security["operator"]
     for name, data in configs.items():
         (root / name).write_text(yaml.safe_dump(data, sort_keys=False))
 
@@ -136,7 +194,8 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     children = [child(r["id"], "router") for r in routers]
     children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
     children.append(child("agent", "agent"))
-    return children, {"routers": routers, "state_url": state_url}
+    return children, {"routers": routers, "state_url": state_url,
+                      "keys": security.get("dir")}
 
 
 def _die_with_parent() -> None:
@@ -209,6 +268,9 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
     lines += [
         "",
         f"  state database  {info['state_url']}",
+        (f"  CURVE           on: keys in {info['keys']}/ (routers/, agents/, backends/); "
+         f"--insecure turns it off" if info.get("keys") else
+         "  CURVE           OFF (--insecure): plain TCP, any local process can connect"),
         f"  logs            {root / 'logs'}/",
         f"  processes       {root / 'demo.json'}",
         "",
@@ -246,6 +308,8 @@ def run(args: argparse.Namespace) -> int:
         (root / "demo.json").write_text(json.dumps({
             "dir": str(root),
             "operator_config": str(root / "fleetwatch.yaml"),
+            "curve": not cfg.insecure,
+            "keys": info["keys"],
             "processes": [{"name": c.name, "pid": c.pid, "config": str(c.config),
                            "log": str(c.log)} for c in children],
         }, indent=2))

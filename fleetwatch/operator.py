@@ -22,3 +22,13 @@ class OperatorConfig:
     def validate(self):
         if not self.routers:
             raise ValueError("routers: expected at least one router control endpoint")
+
+
+def client_keys(config: OperatorConfig):
+    """The operator's CURVE keys, checked: a missing or unreadable key, or one of another
+    role than ``backend``, raises SecurityError (the command exits 78), never plain text."""
+    from fleetwatch.keys import check_own
+    from fleetwatch.security import ClientKeys
+    keys = ClientKeys(config.security)
+    check_own(keys, "backend")
+    return keys

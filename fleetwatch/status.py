@@ -16,7 +16,7 @@ import sys
 from fleetwatch.ask import Answer, ask_all
 from fleetwatch.config import load
 from fleetwatch.display import iso, table
-from fleetwatch.operator import DEFAULT_PATH, OperatorConfig
+from fleetwatch.operator import DEFAULT_PATH, OperatorConfig, client_keys
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ def run(args) -> int:
     config = load(OperatorConfig, args.config)
     from sinks import MissingDependency
     from fleetwatch.statedb import StateError, read
-    answers = ask_all(config.routers, ("PEERS",), config.timeout)
+    answers = ask_all(config.routers, ("PEERS",), config.timeout, keys=client_keys(config))
     try:
         db_agents = read(config.state_url, "agents")
     except (MissingDependency, StateError) as e:
@@ -76,13 +76,12 @@ def run(args) -> int:
     agents = merge(db_agents, answers)
     for entry in agents:
         entry["last_seen"] = iso(entry["last_seen"])
-    routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable}
-               for a in answers]
+    routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
+                "problem": a.problem or None} for a in answers]
     if args.json:
         print(json.dumps({"agents": agents, "routers": routers}, indent=2))
         return 0
     print(table(agents, ["hostname", "uuid", "alive", "last_seen", "routers"]))
     print()
-    print(table([dict(r, problem=a.problem) for r, a in zip(routers, answers)],
-                ["endpoint", "id", "reachable", "problem"]))
+    print(table(routers, ["endpoint", "id", "reachable", "problem"]))
     return 0

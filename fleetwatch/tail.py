@@ -21,7 +21,7 @@ from fleetwatch import protocol
 from fleetwatch.ask import ask_all
 from fleetwatch.config import load
 from fleetwatch.display import compact, iso
-from fleetwatch.operator import DEFAULT_PATH, OperatorConfig
+from fleetwatch.operator import DEFAULT_PATH, OperatorConfig, client_keys
 from fleetwatch.protocol import ProtocolError, Relayed
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,8 @@ def _known_hostnames(answers, state_url: str) -> dict[str, str | None]:
 
 def run(args) -> int:
     config = load(OperatorConfig, args.config)
-    answers = ask_all(config.routers, ("HELLO", "PEERS"), config.timeout)
+    keys = client_keys(config)
+    answers = ask_all(config.routers, ("HELLO", "PEERS"), config.timeout, keys=keys)
     endpoints = list(config.tail)
     for answer in answers:
         if not answer.reachable:
@@ -113,14 +114,16 @@ def run(args) -> int:
     if args.agent and uuids == [args.agent] and args.agent not in hostnames:
         print(f"fleetwatch tail: no known agent is {args.agent!r}; taking it as a uuid",
               file=sys.stderr)
-    return follow(endpoints, args.type, uuids, hostnames, args)
+    return follow(endpoints, args.type, uuids, hostnames, args, keys=keys)
 
 
 def follow(endpoints: list[str], types: list[str], uuids: list[str],
-           hostnames: dict[str, str | None], args, clock=time.monotonic) -> int:
+           hostnames: dict[str, str | None], args, clock=time.monotonic, keys=None) -> int:
     ctx = zmq.Context.instance()
     sub = ctx.socket(zmq.SUB)
     sub.linger = 0
+    if keys is not None:
+        keys.apply(sub)
     for prefix in subscriptions(types, uuids):
         sub.setsockopt(zmq.SUBSCRIBE, prefix)
     for endpoint in endpoints:

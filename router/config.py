@@ -36,6 +36,11 @@ class RouterLimits:
     agent_hwm: int = setting(1000, "messages queued per agent before sends to it fail")
     tail_hwm: int = setting(1000, "messages queued per tail subscriber before drops")
     drain: int = setting(256, "messages handled per socket per poll wake-up")
+    rate: float = setting(1000.0, "messages per second one agent may send (token bucket)")
+    burst: float = setting(5000.0, "messages one agent may send at once above its rate")
+    hellos_per_second: float = setting(
+        500.0, "new agent attachments processed per second; HELLOs above are dropped and the "
+               "agents retry (admission pacing for reconnect storms)")
     careful_seconds: float = setting(
         10.0, "after a malformed or refused agent message, check every frame boundary for "
               "this long (SPEC 8)")
@@ -73,5 +78,8 @@ class RouterConfig:
                 if sink not in self.bind.sinks:
                     raise ValueError(f"routes.{type_}: sink type {sink!r} has no endpoint "
                                      f"in bind.sinks")
+        for name in ("rate", "burst", "hellos_per_second"):
+            if getattr(self.limits, name) <= 0:
+                raise ValueError(f"limits.{name}: expected a positive number")
         if self.expiry_intervals < 1:
             raise ValueError("expiry_intervals: expected a number of at least 1")

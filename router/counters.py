@@ -9,6 +9,12 @@ into the flat ``{name: number}`` of the router's own STATS:
 - ``router.bad.STATUS``: messages refused, by the status they were (or would be) answered with;
 - ``router.tail.published``, ``router.forwarded.TYPE`` (ACK, RUN to agents),
   ``router.replies.failed`` (answers that could not be delivered);
+- ``router.refused.REASON``: connections and HELLOs refused by the security checks (ZAP
+  reasons such as ``unknown_key``, ``handshake`` for failed handshakes, ``uuid_mismatch``);
+- ``router.rate_limited`` (agent messages above the agent's rate), ``router.admission_deferred``
+  (HELLOs of new agents above the admission pace), ``router.clones`` (cloned uuids
+  reported), ``router.events`` (security NOTIFYs the router made), ``router.acks.own``
+  (ACKs of those, swallowed);
 - ``router.agents``: attached agents, a gauge.
 """
 
@@ -38,6 +44,13 @@ class Counters:
         self.replies_failed = 0
         #: agent messages with the wrong number of frames (each starts careful draining)
         self.misframed = 0
+        #: security refusals by reason
+        self.refused: Counter[str] = Counter()
+        self.rate_limited = 0
+        self.admission_deferred = 0
+        self.clones = 0
+        self.events = 0
+        self.own_acks = 0
 
     def slot(self, type_: str, sink: str) -> int:
         """The counter index of (type, sink), allocated on first use."""
@@ -78,4 +91,11 @@ class Counters:
         out["router.tail.published"] = self.tail_published
         out["router.replies.failed"] = self.replies_failed
         out["router.misframed"] = self.misframed
+        for reason, n in sorted(self.refused.items()):
+            out[f"router.refused.{reason}"] = n
+        out["router.rate_limited"] = self.rate_limited
+        out["router.admission_deferred"] = self.admission_deferred
+        out["router.clones"] = self.clones
+        out["router.events"] = self.events
+        out["router.acks.own"] = self.own_acks
         return out

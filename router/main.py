@@ -1,15 +1,21 @@
-"""``fleetwatch router``: load the config, bind, write the ready file, relay until signalled."""
+"""``fleetwatch router``: load the config, bind, write the ready file, relay until signalled.
+
+SIGTERM and SIGINT stop it; SIGHUP re-reads the key allowlists (SPEC 7.4).
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import signal
+import sys
 
 import zmq
 
 from fleetwatch import config as fwconfig
 from fleetwatch import logs
+from fleetwatch.config import EX_CONFIG
+from fleetwatch.security import SecurityError
 from router.config import RouterConfig
 from router.endpoints import write_ready_file
 from router.relay import Relay
@@ -29,9 +35,13 @@ def run(args: argparse.Namespace) -> int:
     logs.setup(cfg.log_level, cfg.id)
     relay = Relay(cfg)
     previous = {sig: signal.signal(sig, relay.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, relay.reload)
     try:
         try:
             relay.bind()
+        except SecurityError as e:     # a missing or unreadable key: never plain text instead
+            print(f"fleetwatch router: {e}", file=sys.stderr)
+            return EX_CONFIG
         except zmq.ZMQError as e:
             log.error("%s", e)
             return EX_UNAVAILABLE

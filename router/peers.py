@@ -26,6 +26,11 @@ class Peer:
     since: float
     last_heard: float
     interval: float
+    #: the per-agent rate limit's token bucket: the hot path takes one per message, the
+    #: periodic sweep refills it (router.guard.refill)
+    tokens: float = 0.0
+    #: HELLO's ``instance`` (random per agent process start), for clone detection
+    instance: str = ""
     #: type frame -> the ENVELOPE frame ``TYPE/UUID/ROUTER`` the relay stamps messages with
     envelopes: dict[bytes, bytes] = field(default_factory=dict, repr=False)
 
@@ -49,9 +54,14 @@ class Peers:
         #: routing id -> Peer. Read by the relay's hot path; mutate only through methods
         #: (except ``Peer.last_heard``).
         self.table: dict[bytes, Peer] = {}
+        #: attached agents whose connection must prove its key again (CURVE: a new agent
+        #: connection may have taken over a routing id); out of the hot path's table
+        self.suspended: dict[bytes, Peer] = {}
+        #: tokens a new peer's bucket starts with
+        self.burst = 0.0
 
     def __len__(self) -> int:
-        return len(self.table)
+        return len(self.table) + len(self.suspended)
 
     def __contains__(self, routing_id: bytes) -> bool:
         return routing_id in self.table
@@ -66,21 +76,24 @@ class Peers:
         except UnicodeEncodeError:
             return None
 
-    def hello(self, routing_id: bytes, uuid: str, hostname: str, interval: float) -> tuple[Peer, bool]:
+    def hello(self, routing_id: bytes, uuid: str, hostname: str, interval: float,
+              instance: str = "") -> tuple[Peer, bool]:
         """Record a HELLO; return the peer and whether it is new.
 
         The caller has checked that ``uuid`` is ``routing_id`` in ASCII. A HELLO from a peer
         already attached (a reconnect) refreshes it and keeps its ``since``.
         """
         now = self.clock()
-        peer = self.table.get(routing_id)
+        peer = self.table.get(routing_id) or self.resume(routing_id)
         if peer is None:
-            peer = Peer(routing_id, uuid, hostname, now, now, interval,
-                        envelopes(routing_id, self.router))
+            peer = Peer(routing_id, uuid, hostname, now, now, interval, self.burst,
+                        envelopes=envelopes(routing_id, self.router))
+            peer.instance = instance
             self.table[routing_id] = peer
             log.info("agent %s (%s) attached, heartbeat %.3gs", uuid, hostname, interval)
             return peer, True
         peer.hostname, peer.interval, peer.last_heard = hostname, interval, now
+        peer.instance = instance
         return peer, False
 
     def heard(self, routing_id: bytes, now: float | None = None) -> Peer | None:
@@ -91,21 +104,41 @@ class Peers:
         return peer
 
     def forget(self, routing_id: bytes) -> Peer | None:
-        return self.table.pop(routing_id, None)
+        peer = self.table.pop(routing_id, None)
+        return self.suspended.pop(routing_id, None) or peer
+
+    def suspend_all(self) -> int:
+        """Take every attached agent out of the hot path's table until its connection
+        proves its key again (:meth:`resume`); return how many."""
+        n = len(self.table)
+        if n:
+            self.suspended.update(self.table)
+            self.table.clear()
+        return n
+
+    def resume(self, routing_id: bytes) -> Peer | None:
+        """Put a suspended agent back into the table; None if it was not suspended."""
+        peer = self.suspended.pop(routing_id, None)
+        if peer is not None:
+            self.table[routing_id] = peer
+        return peer
 
     def expire(self, now: float | None = None) -> list[Peer]:
         """Forget and return every peer silent for longer than its expiry deadline."""
         now = self.clock() if now is None else now
-        gone = [p for p in self.table.values() if now > p.deadline(self.expiry_intervals)]
+        gone = [p for t in (self.table, self.suspended) for p in t.values()
+                if now > p.deadline(self.expiry_intervals)]
         for peer in gone:
-            del self.table[peer.routing_id]
+            self.table.pop(peer.routing_id, None)
+            self.suspended.pop(peer.routing_id, None)
             log.info("agent %s (%s) expired: silent for %.1fs", peer.uuid, peer.hostname,
                      now - peer.last_heard)
         return gone
 
     def listing(self) -> list[dict]:
         """The attached agents as PEERS entries, oldest attachment first."""
-        return [p.as_dict() for p in sorted(self.table.values(), key=lambda p: p.since)]
+        every = [*self.table.values(), *self.suspended.values()]
+        return [p.as_dict() for p in sorted(every, key=lambda p: p.since)]
 
 
 def envelopes(uuid: bytes, router: bytes) -> dict[bytes, bytes]:

@@ -26,7 +26,9 @@ from fleetwatch.protocol import (AGENT_TYPES, SIGNATURE, Message, ProtocolError,
                                  check_type)
 from router.config import RouterConfig
 from router.counters import Counters
+from router.doorman import Doorman
 from router.endpoints import advertised
+from router.guard import CloneDetector, Once, Pacer, refill
 from router.peers import Peers
 from router.rcvmore import rcvmore_reader
 from router.replies import ReplyLimiter
@@ -40,6 +42,10 @@ MORE_NB = zmq.SNDMORE | zmq.NOBLOCK
 SLOW_TYPES = frozenset({b"HELLO", b"HEARTBEAT"})
 SWEEP_PERIOD = 0.25
 MAX_POLL = 0.25
+#: at most one security event per claimed uuid per this many seconds
+EVENT_PERIOD = 60.0
+CLONE_TEXT = ("uuid {uuid} is used by two agents at once (instances {a}, {b}): a cloned "
+              "machine? mint a new uuid with fleetwatch agent --new-uuid")
 
 
 class Relay:
@@ -54,7 +60,8 @@ class Relay:
         self.drain = max(1, config.limits.drain)
         self.clock, self.monotonic, self.fqdn = clock, monotonic, fqdn
         self._own_context = context is None
-        self.ctx = context or zmq.Context()
+        # CURVE encrypts and decrypts in libzmq's I/O threads: give it two (bench/curve.py)
+        self.ctx = context or zmq.Context(io_threads=2 if config.security.curve else 1)
         self.peers = Peers(config.expiry_intervals, clock, self.id_frame)
         self.counters = Counters(AGENT_TYPES)
         self.limiter = ReplyLimiter(1.0, monotonic)
@@ -66,6 +73,22 @@ class Relay:
         #: until this monotonic time, every frame boundary of agent traffic is checked
         self.careful_until = 0.0
         self.careful_for = config.limits.careful_seconds
+        # ---- issue 3: CURVE, key-bound uuids, limits (SPEC 7)
+        self.curve = config.security.curve
+        self.doorman: Doorman | None = None
+        self.rate, self.burst = config.limits.rate, config.limits.burst
+        self.peers.burst = self.burst
+        self.last_refill = monotonic()
+        self.pacer = Pacer(config.limits.hellos_per_second, monotonic)
+        self.clones = CloneDetector(clock=monotonic)
+        self.mismatch_events = Once(EVENT_PERIOD, monotonic)
+        self.own_notify = protocol.envelope("NOTIFY", self.id, self.id)
+        #: set by SIGHUP (:meth:`reload`): re-read the allowlists at the next wake-up
+        self.reload_requested = False
+        #: a new agent connection completed its CURVE handshake: every attached agent
+        #: proves its key again at its next message (see :meth:`_suspend`)
+        self.suspend_pending = False
+        self.next_suspend = 0.0
 
     # ---------------------------------------------------------------- set-up
     def _socket(self, kind: int, **options) -> zmq.Socket:
@@ -88,12 +111,19 @@ class Relay:
     def bind(self) -> dict:
         """Create and bind every socket; return the advertised endpoints."""
         cfg, limits = self.config, self.config.limits
+        if self.curve:      # SecurityError: the caller exits 78, never falls back to plain
+            self.doorman = Doorman(self.ctx, cfg.security, self.counters.refused,
+                                   self.monotonic)
         self.agents = self._socket(zmq.ROUTER, ROUTER_HANDOVER=1, ROUTER_MANDATORY=1,
                                    SNDHWM=limits.agent_hwm)
         self.control = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1)
         self.tail = self._socket(zmq.XPUB, SNDHWM=limits.tail_hwm)
         self.sinks = {name: self._socket(zmq.PUSH, SNDHWM=limits.sink_hwm)
                       for name in cfg.bind.sinks}
+        if self.doorman is not None:
+            self.doorman.secure(self.agents, "agents")
+            for sock in (self.control, self.tail, *self.sinks.values()):
+                self.doorman.secure(sock, "backends")
         endpoints = {
             "agents": self._bind(self.agents, cfg.bind.agents),
             "control": self._bind(self.control, cfg.bind.control),
@@ -124,17 +154,35 @@ class Relay:
         """Ask :meth:`run` to return (safe from a signal handler)."""
         self.stopping = True
 
+    def reload(self, *_args) -> None:
+        """Ask :meth:`run` to re-read the allowlists now (SIGHUP; safe from a handler)."""
+        self.reload_requested = True
+
     def run(self) -> None:
         poller = zmq.Poller()
         for sock in (self.agents, self.control, self.tail):
             poller.register(sock, zmq.POLLIN)
         agents, control, tail = self.agents, self.control, self.tail
+        doorman = self.doorman
+        zap = monitor = None
+        if doorman is not None:
+            zap, monitor = doorman.zap, doorman.agent_monitor
+            poller.register(zap, zmq.POLLIN)
+            poller.register(monitor, zmq.POLLIN)
         mono = self.monotonic
         next_sweep = mono() + SWEEP_PERIOD
         next_stats = mono() + self.config.stats_interval
         while not self.stopping:
             timeout = min(next_sweep, next_stats) - mono()
             events = dict(poller.poll(max(0.0, min(timeout, MAX_POLL)) * 1000))
+            if doorman is not None:
+                if zap in events:
+                    doorman.answer()
+                if monitor in events:
+                    self._suspend(doorman.agent_connections())
+                if self.reload_requested:
+                    self.reload_requested = False
+                    doorman.refresh(force=True)
             if tail in events:
                 self._drain_tail()
             if agents in events:
@@ -150,6 +198,13 @@ class Relay:
                 next_stats = now + self.config.stats_interval
 
     def close(self) -> None:
+        if self.doorman is not None:
+            for sock in self.sockets:
+                try:
+                    sock.disable_monitor()
+                except zmq.ZMQError:
+                    pass
+            self.doorman.close()
         for sock in self.sockets:
             sock.close(linger=0)
         self.sockets.clear()
@@ -181,6 +236,10 @@ class Relay:
                 rid = recv(NOBLOCK)
             except zmq.Again:
                 return
+            peer = known.get(rid)
+            if peer is None:         # not attached (or to be verified): the slow way
+                self._stranger(rid, now)
+                continue
             sig = type_frame = None
             try:
                 sig = recv(NOBLOCK)
@@ -196,9 +255,13 @@ class Relay:
                 self._misframed(rid, parts, now)
                 return
             route = fast.get(type_frame)
-            peer = known.get(rid)
-            if route is None or peer is None or sig != signature:
+            if route is None or sig != signature:
                 self._guarded(self._agent_message, rid, [sig, type_frame, body], now)
+                continue
+            tokens = peer.tokens - 1.0
+            peer.tokens = tokens
+            if tokens < 0.0:
+                self._rate_limited(peer)
                 continue
             peer.last_heard = now
             received[type_frame] += 1
@@ -239,6 +302,10 @@ class Relay:
                 rid = recv(NOBLOCK)
             except zmq.Again:
                 return
+            peer = known.get(rid)
+            if peer is None:
+                self._stranger(rid, now)
+                continue
             sig = recv()
             if not more():
                 self._guarded(self._agent_message, rid, [sig], now)
@@ -255,9 +322,13 @@ class Relay:
                 self._guarded(self._agent_message, rid, parts, now)
                 continue
             route = fast.get(type_frame)
-            peer = known.get(rid)
-            if route is None or peer is None or sig != signature:
+            if route is None or sig != signature:
                 self._guarded(self._agent_message, rid, [sig, type_frame, body], now)
+                continue
+            tokens = peer.tokens - 1.0
+            peer.tokens = tokens
+            if tokens < 0.0:
+                self._rate_limited(peer)
                 continue
             peer.last_heard = now
             received[type_frame] += 1
@@ -285,40 +356,141 @@ class Relay:
                                   "%s failed on a message from %r: %r", handler.__name__,
                                   rid[:64], e)
 
-    def _agent_message(self, rid: bytes, parts: list[bytes], now: float) -> None:
+    def _stranger(self, rid: bytes, now: float) -> None:
+        """A message from a routing id not in the hot path's table: read it frame by frame
+        (zmq.Frame, for the connection's ZAP User-Id), then verify and handle it."""
+        recv = self.agents.recv
+        frames = [recv(copy=False)]
+        while frames[-1].more:
+            frames.append(recv(copy=False))
+        self._guarded(self._unknown, rid, [f.bytes for f in frames], now, frames[0])
+
+    def _unknown(self, rid: bytes, parts: list[bytes], now: float, first: zmq.Frame) -> None:
+        if rid in self.peers.suspended:     # attached, but its connection may be new
+            if self._bound(rid, first, parts[1][:16] if len(parts) > 1 else None):
+                self.peers.resume(rid)
+                self._agent_message(rid, parts, now, first)
+            return
+        if len(parts) == 3 and parts[1] == b"HELLO" and parts[0] == SIGNATURE:
+            if not self.pacer.allow():      # admission pacing (SPEC 7.6): no answer
+                self.counters.admission_deferred += 1
+                return
+        self._agent_message(rid, parts, now, first)
+
+    def _bound(self, rid: bytes, first: zmq.Frame, ref) -> bool:
+        """With CURVE, whether the connection's key is bound to the uuid ``rid``; if not,
+        refuse (403), count and report a security event (at most one per uuid per minute)."""
+        if not self.curve:
+            return True
+        user_id = _property(first, "User-Id")
+        claimed = rid.decode("ascii", "replace")[:64]
+        if user_id == "agent:" + claimed:
+            return True
+        bound = user_id.removeprefix("agent:")[:64] or "?"
+        address = _property(first, "Peer-Address")[:64] or "an unknown address"
+        self.counters.refused["uuid_mismatch"] += 1
+        ref = ref.decode("ascii", "replace") if isinstance(ref, bytes) else ref
+        self.refuse(self.agents, "agents", rid, ProtocolError(
+            protocol.FORBIDDEN, f"this key speaks for uuid {bound}, not {claimed}"),
+            ref=ref, careful=False)
+        if self.mismatch_events.allow(claimed):
+            self.security_event(f"uuid mismatch: a connection from {address} claimed uuid "
+                                f"{claimed} with the key bound to uuid {bound}")
+        return False
+
+    def _rate_limited(self, peer) -> None:
+        """A message above the agent's rate: dropped, counted, answered 429 (throttled)."""
+        peer.tokens = 0.0
+        peer.last_heard = self.clock()          # a sign of life all the same
+        self.counters.rate_limited += 1
+        rid = peer.routing_id
+        self.throttle.warning("agents:429", "agents: %r is above its rate limit (%g/s, burst "
+                              "%g): dropping", rid[:64], self.rate, self.burst)
+        if self.limiter.allow(rid):
+            self.reply(self.agents, rid, protocol.error(
+                protocol.RATE_LIMITED, f"above {self.rate:g} messages/s", None, self.id))
+
+    def security_event(self, text: str) -> None:
+        """A NOTIFY the router makes itself, relayed through the NOTIFY route (alerting)."""
+        self.counters.events += 1
+        log.warning("security event: %s", text)
+        msg = protocol.make("NOTIFY", self.id, self.clock, severity="error",
+                            source="router-security", text=text)
+        self.relay(self.own_notify, b"NOTIFY", protocol.encode_body(msg))
+
+    def _suspend(self, new_connections: int) -> None:
+        """After new agent connections, make every attached agent prove its key again.
+
+        With ROUTER_HANDOVER a new connection may take over an attached agent's routing id,
+        and libzmq tells the application neither which connection nor which routing id
+        (ROUTER_NOTIFY is a draft API). So every attached agent leaves the hot path's table
+        and re-enters at its next message once that message's User-Id matches its uuid:
+        at most once per sweep period, one slow-path message per agent (SPEC 7.3).
+        """
+        if new_connections:
+            self.suspend_pending = True
+        now = self.monotonic()
+        if self.suspend_pending and now >= self.next_suspend:
+            self.suspend_pending = False
+            self.next_suspend = now + SWEEP_PERIOD
+            self.peers.suspend_all()
+
+    def _agent_message(self, rid: bytes, parts: list[bytes], now: float,
+                       first: zmq.Frame | None = None) -> None:
+        """The slow path. ``first`` is the first frame when the message was read frame by
+        frame (its framing is certain, and it carries the connection's properties)."""
+        careful = first is None
         try:
             if len(parts) != 3:
                 raise ProtocolError(protocol.BAD_REQUEST, f"expected 3 frames, got {len(parts)}")
             check_signature(parts[0])
             type_ = check_type(parts[1], AGENT_TYPES)
         except ProtocolError as e:
-            self.refuse(self.agents, "agents", rid, e, answer=_answerable(parts))
+            self.refuse(self.agents, "agents", rid, e, answer=_answerable(parts),
+                        careful=careful)
             return
+        peer = self.peers.get(rid)
+        if peer is not None:
+            peer.tokens -= 1.0
+            if peer.tokens < 0.0:
+                self._rate_limited(peer)
+                return
         if type_ == "HELLO":
-            self._hello(rid, parts)
+            self._hello(rid, parts, first)
             return
         peer = self.peers.heard(rid, now)
         if peer is None:
             self.refuse(self.agents, "agents", rid,
-                        ProtocolError(protocol.HELLO_REQUIRED, "send HELLO first"), ref=type_)
+                        ProtocolError(protocol.HELLO_REQUIRED, "send HELLO first"), ref=type_,
+                        careful=careful)
             return
         if type_ == "HEARTBEAT":
             self.reply(self.agents, rid, protocol.make("HEARTBEAT", self.id, self.clock))
         self.counters.count_received(parts[1])
         self.relay(b"/".join((parts[1], rid, self.id_frame)), parts[1], parts[2])
 
-    def _hello(self, rid: bytes, parts: list[bytes]) -> None:
+    def _hello(self, rid: bytes, parts: list[bytes], first: zmq.Frame | None) -> None:
+        careful = first is None
         try:
             msg = protocol.decode(parts, AGENT_TYPES, self.max_body)
         except ProtocolError as e:
-            self.refuse(self.agents, "agents", rid, e)
+            self.refuse(self.agents, "agents", rid, e, careful=careful)
             return
         if msg.uuid.encode() != rid:
             self.refuse(self.agents, "agents", rid, ProtocolError(
                 protocol.FORBIDDEN, f"uuid {msg.uuid[:64]!r} is not this connection's routing id"),
-                ref=msg.msg_id)
+                ref=msg.msg_id, careful=careful)
             return
-        self.peers.hello(rid, msg.uuid, msg.get("hostname"), float(msg.get("heartbeat")))
+        # a HELLO read the fast way comes from a verified connection (see _suspend)
+        if first is not None and not self._bound(rid, first, msg.msg_id):
+            return
+        instance = str(msg.get("instance") or "")[:64]
+        self.peers.hello(rid, msg.uuid, msg.get("hostname"), float(msg.get("heartbeat")),
+                         instance)
+        found = self.clones.hello(msg.uuid, instance)
+        if found is not None:
+            self.counters.clones += 1
+            self.security_event(CLONE_TEXT.format(uuid=msg.uuid, a=found[0], b=found[1]))
         self.reply(self.agents, rid, self.welcome(endpoints=True))
         self.counters.count_received(parts[1])
         self.relay(b"/".join((parts[1], rid, self.id_frame)), parts[1], parts[2])
@@ -398,7 +570,14 @@ class Relay:
 
     def _forward(self, rid: bytes, target: str, type_frame: bytes, body: bytes, msg: Message):
         """ACK or RUN to the agent ``target``: SIGNATURE, TYPE, BODY as received."""
+        if target == self.id and msg.type == "ACK":   # of the router's own security events
+            self.counters.own_acks += 1
+            return
         peer = self.peers.by_uuid(target)
+        if peer is None and msg.type == "ACK":
+            # an agent still to prove its key (7.3) gets its ACKs (harmless if it is not
+            # who it claims); RUN waits for the proof
+            peer = self.peers.suspended.get(target.encode("ascii", "replace"))
         status, reason = protocol.NOT_FOUND, f"agent {target[:64]} is not attached here"
         if peer is not None:
             send = self.agents.send
@@ -431,9 +610,12 @@ class Relay:
             return False
 
     def refuse(self, sock: zmq.Socket, where: str, rid: bytes, err: ProtocolError,
-               ref: str | None = None, answer: bool = True) -> None:
-        """Drop a message: count it, log it (throttled) and answer ERROR (throttled)."""
-        if sock is self.agents:
+               ref: str | None = None, answer: bool = True, careful: bool = True) -> None:
+        """Drop a message: count it, log it (throttled) and answer ERROR (throttled).
+
+        ``careful``: the message was read the fast way, so its framing is uncertain: check
+        every frame boundary for a while (SPEC 8)."""
+        if sock is self.agents and careful:
             self.careful_until = self.monotonic() + self.careful_for
         self.counters.count_bad(err.status)
         self.throttle.warning(f"{where}:{err.status}", "%s: refused a message from %r: %s",
@@ -443,8 +625,19 @@ class Relay:
 
     # ---------------------------------------------------------------- periodic
     def sweep(self) -> None:
+        now = self.monotonic()
+        elapsed, self.last_refill = now - self.last_refill, now
+        refill(self.peers.table.values(), self.rate, self.burst, elapsed)
+        refill(self.peers.suspended.values(), self.rate, self.burst, elapsed)
+        self.pacer.refill()
+        if self.doorman is not None:
+            self.doorman.refresh()
+            self._suspend(self.doorman.drain_monitors())
         self.peers.expire()
         self.limiter.prune()
+        self.mismatch_events.prune(now)
+        if len(self.clones) > 10_000:
+            self.clones.prune(now)
 
     def stats(self) -> Message:
         return protocol.make("STATS", self.id, self.clock,
@@ -455,6 +648,14 @@ class Relay:
         """Relay the router's own STATS through the STATS route and the tail."""
         envelope = protocol.envelope("STATS", self.id, self.id)
         self.relay(envelope, b"STATS", protocol.encode_body(self.stats()))
+
+
+def _property(frame: zmq.Frame, name: str) -> str:
+    """A connection property of a received frame ('' when it has none)."""
+    try:
+        return frame.get(name) or ""
+    except (zmq.ZMQError, UnicodeError):
+        return ""
 
 
 def _answerable(parts: list[bytes]) -> bool:

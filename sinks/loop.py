@@ -10,6 +10,9 @@ filter and deduplicate them, has the sink write the fresh ones in one transactio
 then sends the ACKs: one per (router, agent), through the control socket of the router named
 in the ROUTER frame. A failed write is logged and counted and nothing is ACKed: the agents
 resend. SIGTERM or SIGINT (see :meth:`SinkLoop.stop`) ends the loop after the current batch.
+
+With ``security.curve`` every socket (the DEALERs and the PULL) is a CURVE client presenting
+the sink's back-end key and trusting the routers' shared key.
 """
 
 from __future__ import annotations
@@ -52,8 +55,10 @@ class RouterLink:
 
 class SinkLoop:
     def __init__(self, sink: Sink, config: SinkConfig, ctx: zmq.Context | None = None,
-                 clock=time.monotonic, hostname: str | None = None):
+                 clock=time.monotonic, hostname: str | None = None, keys=None):
+        from fleetwatch.security import ClientKeys
         self.sink, self.config, self.clock = sink, config, clock
+        self.keys = keys if keys is not None else ClientKeys(config.security)
         self.ctx = ctx or zmq.Context.instance()
         self.hostname = hostname or socket.gethostname()
         self.sink_id = (config.name or f"{sink.type}@{self.hostname}")[:protocol.MAX_ID]
@@ -76,9 +81,11 @@ class SinkLoop:
         self.pull = self.ctx.socket(zmq.PULL)
         self.pull.linger = 0
         self.pull.rcvhwm = PULL_HWM
+        self.keys.apply(self.pull)
         for endpoint in self.config.routers:
             dealer = self.ctx.socket(zmq.DEALER)
             dealer.linger = 0
+            self.keys.apply(dealer)
             # Queue nothing for a router that is not connected: HELLO is simply retried.
             dealer.setsockopt(zmq.IMMEDIATE, 1)
             dealer.connect(endpoint)
@@ -95,8 +102,9 @@ class SinkLoop:
         """Start the sink (may raise :class:`WriteError`), then loop until :meth:`stop`."""
         self.sink.start()
         self.open()
-        log.info("sink %s (%s) started: routers %s", self.sink_id, self.sink.type,
-                 ", ".join(self.config.routers))
+        log.info("sink %s (%s) started: routers %s; CURVE %s", self.sink_id, self.sink.type,
+                 ", ".join(self.config.routers),
+                 f"on (key {self.keys.own.path})" if self.keys.enabled else "off")
         poller = zmq.Poller()
         poller.register(self.pull, zmq.POLLIN)
         for link in self.links:

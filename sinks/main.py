@@ -50,11 +50,16 @@ def run(args) -> int:
         print(f"fleetwatch sink: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     logs.setup(config.log_level, config.name or f"sink-{type_}")
+    from fleetwatch.keys import check_own
+    from fleetwatch.security import ClientKeys
+    # A missing or unreadable key stops the sink here (exit 78): never plain text instead.
+    keys = ClientKeys(config.security)
+    check_own(keys, "backend")
 
     from sinks.loop import SinkLoop  # after the config is known good: pulls in zmq
     try:
         sink = cls.from_config(config)
-        loop = SinkLoop(sink, config)
+        loop = SinkLoop(sink, config, keys=keys)
         signal.signal(signal.SIGTERM, loop.stop)
         signal.signal(signal.SIGINT, loop.stop)
         return loop.run()

@@ -167,3 +167,50 @@ class Fleet:
         return self.write("fleetwatch.yaml", {
             "routers": [r["endpoints"]["control"] for r in routers],
             "state_url": self.state_url, "timeout": 1.0})
+
+
+# ---------------------------------------------------------------- CURVE keys (issue 3)
+
+class Keys:
+    """A key tree like the demo's, ``ROOT/keys/{routers,agents,backends}``, and the
+    ``security`` sections that use it. The routers' shared key is made at once."""
+
+    def __init__(self, root: Path):
+        self.dir = Path(root) / "keys"
+        for sub in ("agents", "backends"):      # allowlists, maybe empty
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self.router_public, self.router_secret = self.make(
+            "routers", "fleet", {"role": "router", "name": "fleet"})
+
+    def make(self, sub: str, name: str, metadata: dict) -> tuple[str, str]:
+        from fleetwatch.security import write_certificates
+        return write_certificates(str(self.dir / sub), name, metadata)
+
+    def agent(self, uuid: str, sub: str = "agents") -> str:
+        """A key bound to ``uuid`` (in the allowlist unless ``sub`` says otherwise): its
+        secret file."""
+        return self.make(sub, uuid, {"role": "agent", "uuid": uuid, "name": uuid})[1]
+
+    def backend(self, name: str, sub: str = "backends") -> str:
+        return self.make(sub, name, {"role": "backend", "name": name})[1]
+
+    def router_security(self) -> dict:
+        return {"curve": True, "server_key": self.router_secret,
+                "agent_keys": str(self.dir / "agents"),
+                "backend_keys": str(self.dir / "backends")}
+
+    def client(self, secret: str) -> dict:
+        return {"curve": True, "key": secret, "router_key": self.router_public}
+
+
+def agent_uuid_for(fleet: Fleet, name: str = "agent") -> str:
+    """Create (or read) the uuid agent ``name`` will have, so that a key can be bound to it
+    before the agent starts (as the demo does)."""
+    from agent import identity
+    return identity.load_or_create(str(fleet.root / f"{name}-state"))
+
+
+def router_supports_curve() -> bool:
+    """Whether the router honours ``security.curve`` yet (the router side of issue 3)."""
+    import router
+    return "curve" in (Path(router.__file__).parent / "relay.py").read_text()

@@ -3,23 +3,37 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 
 import psutil
 import pytest
+import yaml
 
-from fleet import wait_for
+from fleet import router_supports_curve, wait_for
+from fleetwatch.security import read_certificate
 
 pytestmark = pytest.mark.timeout(120)
 
+needs_curve_router = pytest.mark.skipif(
+    not router_supports_curve(),
+    reason="the router does not handle security.curve yet (router side of issue 3)")
 
-def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
+
+@pytest.mark.parametrize("insecure", [pytest.param(False, marks=needs_curve_router), True],
+                         ids=["curve", "insecure"])
+def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     demo_dir = fleet.root / "demo"
-    demo = fleet.start("demo", "demo", "--dir", str(demo_dir), "--heartbeat", "0.5")
+    demo = fleet.start("demo", "demo", "--dir", str(demo_dir), "--heartbeat", "0.5",
+                       *(["--insecure"] if insecure else []))
     manifest = demo_dir / "demo.json"
     wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
     assert demo.alive(), demo.log()
-    procs = json.loads(manifest.read_text())["processes"]
+    info = json.loads(manifest.read_text())
+    procs = info["processes"]
+    assert info["curve"] is (not insecure)
+    check_security_sections(demo_dir, insecure)
+    assert ("CURVE           OFF" if insecure else "CURVE           on: keys in") in demo.log()
     names = {p["name"] for p in procs}
     assert {"router-1", "router-2", "sink-registry", "sink-alerting", "agent"} <= names
     for p in procs:
@@ -68,13 +82,50 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
                              for p in procs), 10, what="every demo process gone")
 
 
+def check_security_sections(demo_dir, insecure: bool) -> None:
+    """Every config has CURVE on with keys that exist and fit its role (or no section)."""
+    configs = {p.name: yaml.safe_load(p.read_text()) for p in demo_dir.glob("*.yaml")}
+    if insecure:
+        assert not any("security" in c for c in configs.values())
+        return
+    uuid = (demo_dir / "agent-state" / "uuid").read_text().strip()
+    for name, cfg in configs.items():
+        sec = cfg["security"]
+        assert sec["curve"] is True, name
+        if name.startswith("router-"):
+            assert read_certificate(sec["server_key"], need_secret=True).role == "router"
+            continue
+        own = read_certificate(sec["key"], need_secret=True)
+        assert read_certificate(sec["router_key"]).role == "router"
+        assert oct(os.stat(sec["key"]).st_mode & 0o777) == "0o600"
+        if name == "agent.yaml":
+            assert own.role == "agent" and own.uuid == uuid
+        else:
+            assert own.role == "backend", name
+
+
+def test_demo_reuses_its_keys(fleet):
+    """Planning twice in one directory keeps every key (no "exists already")."""
+    from fleetwatch import demo
+
+    root = fleet.root / "again"
+    cfg = demo.DemoConfig(dir=str(root), routers=1)
+    demo.plan(root, cfg)
+    keys = sorted((root / "keys").rglob("*.key*"))
+    before = {p: p.read_bytes() for p in keys}
+    assert len(keys) == 2 * 5   # fleet, the agent, two sinks, the operator
+    demo.plan(root, cfg)
+    assert {p: p.read_bytes() for p in sorted((root / "keys").rglob("*.key*"))} == before
+    check_security_sections(root, insecure=False)
+
+
 def test_demo_settings_from_a_config_file_and_flags(fleet):
     bad = fleet.write("demo-bad.yaml", {"routers": 2, "colour": "blue"})
     res = fleet.cli("demo", "--config", str(bad), check=False)
     assert res.returncode == 78
     assert res.stderr.strip().splitlines() == [
         f"fleetwatch demo: {bad}: colour: unknown setting (known here: dir, heartbeat, "
-        f"routers, stats_interval)"]
+        f"insecure, routers, stats_interval)"]
     res = fleet.cli("demo", "--routers", "0", "--dir", str(fleet.root / "d0"), check=False)
     assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
 

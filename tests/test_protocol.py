@@ -33,7 +33,8 @@ ROUTER = "router-1"
 # One complete body per type: every required and every optional field of SCHEMAS.
 SAMPLES = {
     "HELLO": {"hostname": "web-1", "heartbeat": 2.0, "version": "0.1.0", "role": "agent",
-              "sink": "alerting", "plugins": ["check_disk", "check_load"]},
+              "sink": "alerting", "plugins": ["check_disk", "check_load"],
+              "instance": "5f0c2b9e41d3a7c8"},
     "WELCOME": {"router": ROUTER, "routers": ["tcp://r1:5555", "tcp://r2:5555"],
                 "endpoints": {"agents": "tcp://r1:5555", "control": "tcp://r1:5556",
                               "tail": "tcp://r1:5557", "sinks": {"alerting": "tcp://r1:5561"}}},

@@ -248,7 +248,7 @@ def test_truncated_message_costs_at_most_the_next_one(fleet, zctx, short):
 
 
 def test_no_sink_keeps_serving_counts_drops_and_memory_stays_bounded(fleet, zctx):
-    r = fleet.router()
+    r = fleet.router(limits={"rate": 1e9, "burst": 1e9})     # a flood, but no rate limit
     graphite = pull(zctx, r["endpoints"]["sinks"]["graphite"])
     stats_from(graphite, lambda m: True)             # the graphite PUSH is connected
     agent = FakeAgent(zctx, r["endpoints"]["agents"])

@@ -1,0 +1,125 @@
+"""Unit tests of the router's limits and alarms (router.guard, router.peers): a fake clock."""
+
+from __future__ import annotations
+
+from router.guard import CLONE_WINDOW, CloneDetector, Once, Pacer, refill
+from router.peers import Peers
+
+
+class Clock:
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+# ---------------------------------------------------------------- clone detector
+
+def test_alternating_instances_are_a_clone_reported_once_per_window():
+    clock = Clock()
+    clones = CloneDetector(clock=clock)
+    assert clones.hello("u1", "a") is None
+    clock.now += 5
+    assert clones.hello("u1", "b") is None          # could be a restart
+    clock.now += 5
+    assert clones.hello("u1", "a") == ("a", "b")   # a came back: two live processes
+    for _ in range(20):                             # the tug of war goes on: reported once
+        clock.now += 5
+        assert clones.hello("u1", "b") is None
+        clock.now += 5
+        assert clones.hello("u1", "a") is None
+    clock.now += CLONE_WINDOW + 1                   # still at it after the window: again
+    assert clones.hello("u1", "b") is None
+    clock.now += 1
+    assert clones.hello("u1", "a") is None         # a's last visit is older than the window
+    clock.now += 1
+    assert clones.hello("u1", "b") == ("b", "a")
+
+
+def test_restarts_and_reconnects_are_not_clones():
+    clock = Clock()
+    clones = CloneDetector(clock=clock)
+    for instance in ("a", "a", "b", "b", "b", "c", "d", "d"):   # reconnects and restarts
+        clock.now += 30
+        assert clones.hello("u1", instance) is None
+    assert clones.hello("u2", "") is None and clones.hello("u2", None) is None   # old agents
+    assert clones.hello("u2", "x") is None
+
+
+def test_an_instance_back_after_the_window_is_not_a_clone():
+    clock = Clock()
+    clones = CloneDetector(clock=clock)
+    clones.hello("u1", "a")
+    clock.now += 10
+    clones.hello("u1", "b")
+    clock.now += CLONE_WINDOW + 1
+    assert clones.hello("u1", "a") is None
+
+
+def test_clone_detector_memory_is_bounded():
+    clock = Clock()
+    clones = CloneDetector(clock=clock, max_uuids=100)
+    for i in range(1000):
+        clones.hello(f"u{i}", "a")
+        clock.now += 1
+    assert len(clones) <= 100 + 1
+    for i in range(10):                              # instances per uuid bounded too
+        clones.hello("busy", f"i{i}")
+    assert len(clones._seen["busy"]) <= 4
+    clock.now += CLONE_WINDOW + 1000
+    clones.prune()
+    assert len(clones) == 0
+
+
+# ---------------------------------------------------------------- buckets
+
+def test_token_bucket_refill_caps_at_burst():
+    peers = Peers(clock=Clock())
+    peers.burst = 10.0
+    peer, new = peers.hello(b"u1", "u1", "h", 1.0)
+    assert new and peer.tokens == 10.0
+    for _ in range(15):                              # what the hot path does
+        peer.tokens -= 1.0
+    assert peer.tokens < 0
+    refill(peers.table.values(), rate=4.0, burst=10.0, elapsed=0.5)
+    assert peer.tokens == -3.0
+    refill(peers.table.values(), rate=4.0, burst=10.0, elapsed=100.0)
+    assert peer.tokens == 10.0
+
+
+def test_pacer_admits_per_second_and_counts_the_rest():
+    clock = Clock()
+    pacer = Pacer(5, clock)
+    assert [pacer.allow() for _ in range(8)] == [True] * 5 + [False] * 3
+    assert pacer.deferred == 3
+    clock.now += 0.5
+    pacer.refill()
+    assert [pacer.allow() for _ in range(3)] == [True, True, False]
+    clock.now += 100
+    pacer.refill()
+    assert sum(pacer.allow() for _ in range(10)) == 5
+
+
+def test_once_per_key_per_period():
+    clock = Clock()
+    once = Once(60.0, clock)
+    assert once.allow("u1") and not once.allow("u1") and once.allow("u2")
+    clock.now += 61
+    assert once.allow("u1")
+
+
+def test_suspended_peers_resume_expire_and_stay_listed():
+    clock = Clock()
+    peers = Peers(3.0, clock)
+    peers.hello(b"u1", "u1", "h1", 1.0)
+    peers.hello(b"u2", "u2", "h2", 1.0)
+    assert peers.suspend_all() == 2 and not peers.table and len(peers) == 2
+    assert [p["uuid"] for p in peers.listing()] == ["u1", "u2"]
+    assert peers.resume(b"u1").uuid == "u1" and b"u1" in peers.table
+    assert peers.resume(b"u1") is None
+    peer, new = peers.hello(b"u2", "u2", "h2", 1.0, "i2")     # a HELLO resumes it too
+    assert not new and peer.instance == "i2" and b"u2" in peers.table
+    peers.suspend_all()
+    clock.now += 10
+    assert {p.uuid for p in peers.expire()} == {"u1", "u2"} and len(peers) == 0

@@ -8,6 +8,9 @@ sender's uuid and its own id, and never decodes the bodies it relays.
 Modules: :mod:`router.peers` (identity map and expiry), :mod:`router.routes` (the compiled
 routing table), :mod:`router.counters` (what was received, relayed, dropped),
 :mod:`router.replies` (per-peer reply throttling), :mod:`router.endpoints` (bound and
-advertised endpoints), :mod:`router.relay` (the socket loop) and :mod:`router.main` (the
-``fleetwatch router`` command).
+advertised endpoints), :mod:`router.guard` (rate buckets, admission pacing, clone
+detection), :mod:`router.doorman` (CURVE servers and ZAP), :mod:`router.relay` (the socket
+loop and its hot path), :mod:`router.admission` (the agents' slow path: HELLO, key-bound
+uuids, limits, security events), :mod:`router.control` (the control socket's requests) and
+:mod:`router.main` (the ``fleetwatch router`` command).
 """

@@ -1,7 +1,7 @@
 """The router's limits and alarms: rate buckets, admission pacing, clone detection, event throttling.
 
-Pure logic with an injected clock; :mod:`router.relay` calls these from its slow path and its
-periodic sweep. The per-agent token bucket itself lives on :class:`router.peers.Peer`
+Pure logic with an injected clock; :mod:`router.admission` calls these from the relay's slow
+path and its periodic sweep. The per-agent token bucket itself lives on :class:`router.peers.Peer`
 (``tokens``), because the hot path decrements it once per message; :func:`refill` tops the
 buckets up from the sweep.
 """

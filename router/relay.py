@@ -1,13 +1,15 @@
 """The router's socket loop: agents ROUTER, control ROUTER, one PUSH per sink type, tail XPUB.
 
 A thin adapter around :mod:`router.peers`, :mod:`router.routes`, :mod:`router.counters` and
-:mod:`router.replies`. The hot path (a STATS, NOTIFY, REGISTER or RESULT from an attached
-agent) neither decodes the body nor allocates a message object: it reads the frames one by
-one with integer flags, compares the signature frame, looks the type frame up in the routing
-table and sends the stamped frames (SIGNATURE, ENVELOPE, BODY) to each sink type's
-PUSH socket with ``NOBLOCK``, counting a ``zmq.Again`` as a drop. Everything else (HELLO,
-HEARTBEAT, bad frames, unknown peers, control requests) goes through the slow path, which
-decodes with :mod:`fleetwatch.protocol` and answers with a status code.
+:mod:`router.replies`: set-up, the main loop, the hot path, the relay to sinks and tail, and
+the answers the other modules send through it. The hot path (a STATS, NOTIFY, REGISTER or
+RESULT from an attached agent) neither decodes the body nor allocates a message object: it
+reads the frames one by one with integer flags, compares the signature frame, looks the type
+frame up in the routing table and sends the stamped frames (SIGNATURE, ENVELOPE, BODY) to
+each sink type's PUSH socket with ``NOBLOCK``, counting a ``zmq.Again`` as a drop.
+Everything else (HELLO, HEARTBEAT, bad frames, unknown peers) goes through the slow path of
+:mod:`router.admission`, which also owns CURVE, key-bound uuids and the limits; control
+requests are :mod:`router.control`'s.
 """
 
 from __future__ import annotations
@@ -22,13 +24,12 @@ import zmq.backend
 
 from fleetwatch import protocol
 from fleetwatch.logs import Throttle
-from fleetwatch.protocol import (AGENT_TYPES, SIGNATURE, Message, ProtocolError, check_signature,
-                                 check_type)
+from fleetwatch.protocol import AGENT_TYPES, SIGNATURE, Message, ProtocolError
+from router.admission import Admission
 from router.config import RouterConfig
+from router.control import ControlDesk
 from router.counters import Counters
-from router.doorman import Doorman
 from router.endpoints import advertised
-from router.guard import CloneDetector, Once, Pacer, refill
 from router.peers import Peers
 from router.rcvmore import rcvmore_reader
 from router.replies import ReplyLimiter
@@ -42,10 +43,6 @@ MORE_NB = zmq.SNDMORE | zmq.NOBLOCK
 SLOW_TYPES = frozenset({b"HELLO", b"HEARTBEAT"})
 SWEEP_PERIOD = 0.25
 MAX_POLL = 0.25
-#: at most one security event per claimed uuid per this many seconds
-EVENT_PERIOD = 60.0
-CLONE_TEXT = ("uuid {uuid} is used by two agents at once (instances {a}, {b}): a cloned "
-              "machine? mint a new uuid with fleetwatch agent --new-uuid")
 
 
 class Relay:
@@ -73,22 +70,16 @@ class Relay:
         #: until this monotonic time, every frame boundary of agent traffic is checked
         self.careful_until = 0.0
         self.careful_for = config.limits.careful_seconds
-        # ---- issue 3: CURVE, key-bound uuids, limits (SPEC 7)
-        self.curve = config.security.curve
-        self.doorman: Doorman | None = None
-        self.rate, self.burst = config.limits.rate, config.limits.burst
-        self.peers.burst = self.burst
-        self.last_refill = monotonic()
-        self.pacer = Pacer(config.limits.hellos_per_second, monotonic)
-        self.clones = CloneDetector(clock=monotonic)
-        self.mismatch_events = Once(EVENT_PERIOD, monotonic)
-        self.own_notify = protocol.envelope("NOTIFY", self.id, self.id)
         #: set by SIGHUP (:meth:`reload`): re-read the allowlists at the next wake-up
         self.reload_requested = False
-        #: a new agent connection completed its CURVE handshake: every attached agent
-        #: proves its key again at its next message (see :meth:`_suspend`)
-        self.suspend_pending = False
-        self.next_suspend = 0.0
+        # CURVE, key-bound uuids, limits (SPEC 7), and the control socket's requests
+        self.admission = Admission(self, SWEEP_PERIOD)
+        self.desk = ControlDesk(self)
+        # The hot path's exits to the slow path, bound once here: taking one costs no more
+        # than calling a method of this class (no extra lookup in the loops).
+        self._stranger = self.admission.stranger
+        self._rate_limited = self.admission.rate_limited
+        self._agent_message = self.admission.agent_message
 
     # ---------------------------------------------------------------- set-up
     def _socket(self, kind: int, **options) -> zmq.Socket:
@@ -111,19 +102,14 @@ class Relay:
     def bind(self) -> dict:
         """Create and bind every socket; return the advertised endpoints."""
         cfg, limits = self.config, self.config.limits
-        if self.curve:      # SecurityError: the caller exits 78, never falls back to plain
-            self.doorman = Doorman(self.ctx, cfg.security, self.counters.refused,
-                                   self.monotonic)
+        self.admission.open()   # SecurityError: the caller exits 78, never falls back to plain
         self.agents = self._socket(zmq.ROUTER, ROUTER_HANDOVER=1, ROUTER_MANDATORY=1,
                                    SNDHWM=limits.agent_hwm)
         self.control = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1)
         self.tail = self._socket(zmq.XPUB, SNDHWM=limits.tail_hwm)
         self.sinks = {name: self._socket(zmq.PUSH, SNDHWM=limits.sink_hwm)
                       for name in cfg.bind.sinks}
-        if self.doorman is not None:
-            self.doorman.secure(self.agents, "agents")
-            for sock in (self.control, self.tail, *self.sinks.values()):
-                self.doorman.secure(sock, "backends")
+        self.admission.secure(self.agents, (self.control, self.tail, *self.sinks.values()))
         endpoints = {
             "agents": self._bind(self.agents, cfg.bind.agents),
             "control": self._bind(self.control, cfg.bind.control),
@@ -163,7 +149,8 @@ class Relay:
         for sock in (self.agents, self.control, self.tail):
             poller.register(sock, zmq.POLLIN)
         agents, control, tail = self.agents, self.control, self.tail
-        doorman = self.doorman
+        admission, desk = self.admission, self.desk
+        doorman = admission.doorman
         zap = monitor = None
         if doorman is not None:
             zap, monitor = doorman.zap, doorman.agent_monitor
@@ -179,7 +166,7 @@ class Relay:
                 if zap in events:
                     doorman.answer()
                 if monitor in events:
-                    self._suspend(doorman.agent_connections())
+                    admission.suspend(doorman.agent_connections())
                 if self.reload_requested:
                     self.reload_requested = False
                     doorman.refresh(force=True)
@@ -188,7 +175,7 @@ class Relay:
             if agents in events:
                 self._drain_agents(self.clock())
             if control in events:
-                self._drain_control()
+                desk.drain()
             now = mono()
             if now >= next_sweep:
                 self.sweep()
@@ -198,13 +185,7 @@ class Relay:
                 next_stats = now + self.config.stats_interval
 
     def close(self) -> None:
-        if self.doorman is not None:
-            for sock in self.sockets:
-                try:
-                    sock.disable_monitor()
-                except zmq.ZMQError:
-                    pass
-            self.doorman.close()
+        self.admission.close(self.sockets)
         for sock in self.sockets:
             sock.close(linger=0)
         self.sockets.clear()
@@ -256,7 +237,7 @@ class Relay:
                 return
             route = fast.get(type_frame)
             if route is None or sig != signature:
-                self._guarded(self._agent_message, rid, [sig, type_frame, body], now)
+                self.guarded(self._agent_message, rid, [sig, type_frame, body], now)
                 continue
             tokens = peer.tokens - 1.0
             peer.tokens = tokens
@@ -282,7 +263,7 @@ class Relay:
         """A message with the wrong number of frames: refuse it and drain carefully."""
         self.careful_until = self.monotonic() + self.careful_for
         self.counters.misframed += 1
-        self._guarded(self._agent_message, rid, parts, now)
+        self.guarded(self._agent_message, rid, parts, now)
 
     def _drain_agents_careful(self, now: float) -> None:
         """Handle up to ``drain`` agent messages, checking RCVMORE after every frame.
@@ -308,22 +289,22 @@ class Relay:
                 continue
             sig = recv()
             if not more():
-                self._guarded(self._agent_message, rid, [sig], now)
+                self.guarded(self._agent_message, rid, [sig], now)
                 continue
             type_frame = recv()
             if not more():
-                self._guarded(self._agent_message, rid, [sig, type_frame], now)
+                self.guarded(self._agent_message, rid, [sig, type_frame], now)
                 continue
             body = recv()
             if more():
                 parts = [sig, type_frame, body]
                 while more():
                     parts.append(recv())
-                self._guarded(self._agent_message, rid, parts, now)
+                self.guarded(self._agent_message, rid, parts, now)
                 continue
             route = fast.get(type_frame)
             if route is None or sig != signature:
-                self._guarded(self._agent_message, rid, [sig, type_frame, body], now)
+                self.guarded(self._agent_message, rid, [sig, type_frame, body], now)
                 continue
             tokens = peer.tokens - 1.0
             peer.tokens = tokens
@@ -345,7 +326,7 @@ class Relay:
             if tail:
                 self._publish(envelope, body)
 
-    def _guarded(self, handler, rid: bytes, parts: list[bytes], *args) -> None:
+    def guarded(self, handler, rid: bytes, parts: list[bytes], *args) -> None:
         """Run a slow-path handler; a bug in it is logged and counted, never fatal."""
         try:
             handler(rid, parts, *args)
@@ -355,145 +336,6 @@ class Relay:
             self.throttle.warning(f"internal:{type(e).__name__}",
                                   "%s failed on a message from %r: %r", handler.__name__,
                                   rid[:64], e)
-
-    def _stranger(self, rid: bytes, now: float) -> None:
-        """A message from a routing id not in the hot path's table: read it frame by frame
-        (zmq.Frame, for the connection's ZAP User-Id), then verify and handle it."""
-        recv = self.agents.recv
-        frames = [recv(copy=False)]
-        while frames[-1].more:
-            frames.append(recv(copy=False))
-        self._guarded(self._unknown, rid, [f.bytes for f in frames], now, frames[0])
-
-    def _unknown(self, rid: bytes, parts: list[bytes], now: float, first: zmq.Frame) -> None:
-        if rid in self.peers.suspended:     # attached, but its connection may be new
-            if self._bound(rid, first, parts[1][:16] if len(parts) > 1 else None):
-                self.peers.resume(rid)
-                self._agent_message(rid, parts, now, first)
-            return
-        if len(parts) == 3 and parts[1] == b"HELLO" and parts[0] == SIGNATURE:
-            if not self.pacer.allow():      # admission pacing (SPEC 7.6): no answer
-                self.counters.admission_deferred += 1
-                return
-        self._agent_message(rid, parts, now, first)
-
-    def _bound(self, rid: bytes, first: zmq.Frame, ref) -> bool:
-        """With CURVE, whether the connection's key is bound to the uuid ``rid``; if not,
-        refuse (403), count and report a security event (at most one per uuid per minute)."""
-        if not self.curve:
-            return True
-        user_id = _property(first, "User-Id")
-        claimed = rid.decode("ascii", "replace")[:64]
-        if user_id == "agent:" + claimed:
-            return True
-        bound = user_id.removeprefix("agent:")[:64] or "?"
-        address = _property(first, "Peer-Address")[:64] or "an unknown address"
-        self.counters.refused["uuid_mismatch"] += 1
-        ref = ref.decode("ascii", "replace") if isinstance(ref, bytes) else ref
-        self.refuse(self.agents, "agents", rid, ProtocolError(
-            protocol.FORBIDDEN, f"this key speaks for uuid {bound}, not {claimed}"),
-            ref=ref, careful=False)
-        if self.mismatch_events.allow(claimed):
-            self.security_event(f"uuid mismatch: a connection from {address} claimed uuid "
-                                f"{claimed} with the key bound to uuid {bound}")
-        return False
-
-    def _rate_limited(self, peer) -> None:
-        """A message above the agent's rate: dropped, counted, answered 429 (throttled)."""
-        peer.tokens = 0.0
-        peer.last_heard = self.clock()          # a sign of life all the same
-        self.counters.rate_limited += 1
-        rid = peer.routing_id
-        self.throttle.warning("agents:429", "agents: %r is above its rate limit (%g/s, burst "
-                              "%g): dropping", rid[:64], self.rate, self.burst)
-        if self.limiter.allow(rid):
-            self.reply(self.agents, rid, protocol.error(
-                protocol.RATE_LIMITED, f"above {self.rate:g} messages/s", None, self.id))
-
-    def security_event(self, text: str) -> None:
-        """A NOTIFY the router makes itself, relayed through the NOTIFY route (alerting)."""
-        self.counters.events += 1
-        log.warning("security event: %s", text)
-        msg = protocol.make("NOTIFY", self.id, self.clock, severity="error",
-                            source="router-security", text=text)
-        self.relay(self.own_notify, b"NOTIFY", protocol.encode_body(msg))
-
-    def _suspend(self, new_connections: int) -> None:
-        """After new agent connections, make every attached agent prove its key again.
-
-        With ROUTER_HANDOVER a new connection may take over an attached agent's routing id,
-        and libzmq tells the application neither which connection nor which routing id
-        (ROUTER_NOTIFY is a draft API). So every attached agent leaves the hot path's table
-        and re-enters at its next message once that message's User-Id matches its uuid:
-        at most once per sweep period, one slow-path message per agent (SPEC 7.3).
-        """
-        if new_connections:
-            self.suspend_pending = True
-        now = self.monotonic()
-        if self.suspend_pending and now >= self.next_suspend:
-            self.suspend_pending = False
-            self.next_suspend = now + SWEEP_PERIOD
-            self.peers.suspend_all()
-
-    def _agent_message(self, rid: bytes, parts: list[bytes], now: float,
-                       first: zmq.Frame | None = None) -> None:
-        """The slow path. ``first`` is the first frame when the message was read frame by
-        frame (its framing is certain, and it carries the connection's properties)."""
-        careful = first is None
-        try:
-            if len(parts) != 3:
-                raise ProtocolError(protocol.BAD_REQUEST, f"expected 3 frames, got {len(parts)}")
-            check_signature(parts[0])
-            type_ = check_type(parts[1], AGENT_TYPES)
-        except ProtocolError as e:
-            self.refuse(self.agents, "agents", rid, e, answer=_answerable(parts),
-                        careful=careful)
-            return
-        peer = self.peers.get(rid)
-        if peer is not None:
-            peer.tokens -= 1.0
-            if peer.tokens < 0.0:
-                self._rate_limited(peer)
-                return
-        if type_ == "HELLO":
-            self._hello(rid, parts, first)
-            return
-        peer = self.peers.heard(rid, now)
-        if peer is None:
-            self.refuse(self.agents, "agents", rid,
-                        ProtocolError(protocol.HELLO_REQUIRED, "send HELLO first"), ref=type_,
-                        careful=careful)
-            return
-        if type_ == "HEARTBEAT":
-            self.reply(self.agents, rid, protocol.make("HEARTBEAT", self.id, self.clock))
-        self.counters.count_received(parts[1])
-        self.relay(b"/".join((parts[1], rid, self.id_frame)), parts[1], parts[2])
-
-    def _hello(self, rid: bytes, parts: list[bytes], first: zmq.Frame | None) -> None:
-        careful = first is None
-        try:
-            msg = protocol.decode(parts, AGENT_TYPES, self.max_body)
-        except ProtocolError as e:
-            self.refuse(self.agents, "agents", rid, e, careful=careful)
-            return
-        if msg.uuid.encode() != rid:
-            self.refuse(self.agents, "agents", rid, ProtocolError(
-                protocol.FORBIDDEN, f"uuid {msg.uuid[:64]!r} is not this connection's routing id"),
-                ref=msg.msg_id, careful=careful)
-            return
-        # a HELLO read the fast way comes from a verified connection (see _suspend)
-        if first is not None and not self._bound(rid, first, msg.msg_id):
-            return
-        instance = str(msg.get("instance") or "")[:64]
-        self.peers.hello(rid, msg.uuid, msg.get("hostname"), float(msg.get("heartbeat")),
-                         instance)
-        found = self.clones.hello(msg.uuid, instance)
-        if found is not None:
-            self.counters.clones += 1
-            self.security_event(CLONE_TEXT.format(uuid=msg.uuid, a=found[0], b=found[1]))
-        self.reply(self.agents, rid, self.welcome(endpoints=True))
-        self.counters.count_received(parts[1])
-        self.relay(b"/".join((parts[1], rid, self.id_frame)), parts[1], parts[2])
 
     def welcome(self, endpoints: bool) -> Message:
         return protocol.make("WELCOME", self.id, self.clock, router=self.id,
@@ -539,65 +381,6 @@ class Relay:
             elif event[:1] == b"\x00":
                 self.tail_topics.discard(event[1:])
 
-    # ---------------------------------------------------------------- control
-    def _drain_control(self) -> None:
-        recv, more = self.control.recv, self.control_rcvmore
-        for _ in range(self.drain):
-            try:
-                rid = recv(NOBLOCK)
-            except zmq.Again:
-                return
-            parts = []
-            while more():
-                parts.append(recv())
-            self._guarded(self._control_message, rid, parts)
-
-    def _control_message(self, rid: bytes, parts: list[bytes]) -> None:
-        try:
-            target, msg = protocol.decode_control(parts, self.max_body)
-        except ProtocolError as e:
-            self.refuse(self.control, "control", rid, e, answer=_answerable(parts))
-            return
-        if msg.type == "HELLO":
-            log.info("control client %s (%s, %s) said HELLO", msg.uuid, msg.get("role", "?"),
-                     msg.get("hostname"))
-            self.reply(self.control, rid, self.welcome(endpoints=True))
-        elif msg.type == "PEERS":
-            self.reply(self.control, rid, protocol.make(
-                "PEERS", self.id, self.clock, router=self.id, agents=self.peers.listing()))
-        else:
-            self._forward(rid, target, parts[1], parts[3], msg)
-
-    def _forward(self, rid: bytes, target: str, type_frame: bytes, body: bytes, msg: Message):
-        """ACK or RUN to the agent ``target``: SIGNATURE, TYPE, BODY as received."""
-        if target == self.id and msg.type == "ACK":   # of the router's own security events
-            self.counters.own_acks += 1
-            return
-        peer = self.peers.by_uuid(target)
-        if peer is None and msg.type == "ACK":
-            # an agent still to prove its key (7.3) gets its ACKs (harmless if it is not
-            # who it claims); RUN waits for the proof
-            peer = self.peers.suspended.get(target.encode("ascii", "replace"))
-        status, reason = protocol.NOT_FOUND, f"agent {target[:64]} is not attached here"
-        if peer is not None:
-            send = self.agents.send
-            try:
-                send(peer.routing_id, MORE_NB)
-                send(SIGNATURE, MORE_NB)
-                send(type_frame, MORE_NB)
-                send(body, NOBLOCK)
-                self.counters.forwarded[msg.type] += 1
-                return
-            except zmq.Again:
-                status, reason = protocol.UNAVAILABLE, f"agent {target[:64]} is not reading"
-            except zmq.ZMQError as e:
-                if e.errno != zmq.EHOSTUNREACH:
-                    raise
-                self.peers.forget(peer.routing_id)
-        self.counters.count_bad(status)
-        log.debug("cannot forward %s %s: %s", msg.type, msg.msg_id, reason)
-        self.reply(self.control, rid, protocol.error(status, reason, msg.msg_id, self.id))
-
     # ---------------------------------------------------------------- answers
     def reply(self, sock: zmq.Socket, rid: bytes, msg: Message) -> bool:
         """Send ``msg`` to ``rid`` without blocking; count it when it cannot be delivered."""
@@ -625,19 +408,9 @@ class Relay:
 
     # ---------------------------------------------------------------- periodic
     def sweep(self) -> None:
-        now = self.monotonic()
-        elapsed, self.last_refill = now - self.last_refill, now
-        refill(self.peers.table.values(), self.rate, self.burst, elapsed)
-        refill(self.peers.suspended.values(), self.rate, self.burst, elapsed)
-        self.pacer.refill()
-        if self.doorman is not None:
-            self.doorman.refresh()
-            self._suspend(self.doorman.drain_monitors())
+        self.admission.sweep()
         self.peers.expire()
         self.limiter.prune()
-        self.mismatch_events.prune(now)
-        if len(self.clones) > 10_000:
-            self.clones.prune(now)
 
     def stats(self) -> Message:
         return protocol.make("STATS", self.id, self.clock,
@@ -649,15 +422,3 @@ class Relay:
         envelope = protocol.envelope("STATS", self.id, self.id)
         self.relay(envelope, b"STATS", protocol.encode_body(self.stats()))
 
-
-def _property(frame: zmq.Frame, name: str) -> str:
-    """A connection property of a received frame ('' when it has none)."""
-    try:
-        return frame.get(name) or ""
-    except (zmq.ZMQError, UnicodeError):
-        return ""
-
-
-def _answerable(parts: list[bytes]) -> bool:
-    """Never answer an ERROR (SPEC.md, section 6)."""
-    return not (len(parts) >= 2 and parts[1] == b"ERROR")

@@ -3,7 +3,8 @@
 A flood of bad frames from one peer must not become a flood of answers (SPEC.md, section 6).
 Pure logic with an injected monotonic clock; the relay calls :meth:`ReplyLimiter.allow`
 before answering and :meth:`ReplyLimiter.prune` from its periodic sweep so the map of peers
-stays bounded however many routing ids send garbage.
+stays bounded however many routing ids send garbage. :func:`answerable` says whether a
+refused message may be answered at all.
 """
 
 from __future__ import annotations
@@ -42,3 +43,8 @@ class ReplyLimiter:
 
     def __len__(self) -> int:
         return len(self._last)
+
+
+def answerable(parts: list[bytes]) -> bool:
+    """Never answer an ERROR (SPEC.md, section 6)."""
+    return not (len(parts) >= 2 and parts[1] == b"ERROR")

@@ -1,0 +1,97 @@
+"""The router's control socket: sinks, schedulers and the CLI talk to the router here.
+
+Control clients send HELLO (answered WELCOME), PEERS (answered with the attached agents) or
+ACK and RUN for one agent, which :class:`ControlDesk` forwards to that agent as received
+(SIGNATURE, TYPE, BODY), answering an ERROR when the agent is not attached or not reading.
+Every request is decoded with :func:`fleetwatch.protocol.decode_control`; none takes the
+hot path. The desk works through its :class:`router.relay.Relay` (sockets, peers, counters,
+replies and refusals).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import zmq
+
+from fleetwatch import protocol
+from fleetwatch.protocol import SIGNATURE, Message, ProtocolError
+from router.replies import answerable
+
+if TYPE_CHECKING:
+    from router.relay import Relay
+
+log = logging.getLogger(__name__)
+
+NOBLOCK = zmq.NOBLOCK
+MORE_NB = zmq.SNDMORE | zmq.NOBLOCK
+
+
+class ControlDesk:
+    """Answer and forward what arrives on the relay's control ROUTER."""
+
+    def __init__(self, relay: Relay):
+        self.relay = relay
+
+    def drain(self) -> None:
+        """Handle up to the relay's ``drain`` control requests."""
+        relay = self.relay
+        recv, more = relay.control.recv, relay.control_rcvmore
+        for _ in range(relay.drain):
+            try:
+                rid = recv(NOBLOCK)
+            except zmq.Again:
+                return
+            parts = []
+            while more():
+                parts.append(recv())
+            relay.guarded(self.control_message, rid, parts)
+
+    def control_message(self, rid: bytes, parts: list[bytes]) -> None:
+        relay = self.relay
+        try:
+            target, msg = protocol.decode_control(parts, relay.max_body)
+        except ProtocolError as e:
+            relay.refuse(relay.control, "control", rid, e, answer=answerable(parts))
+            return
+        if msg.type == "HELLO":
+            log.info("control client %s (%s, %s) said HELLO", msg.uuid, msg.get("role", "?"),
+                     msg.get("hostname"))
+            relay.reply(relay.control, rid, relay.welcome(endpoints=True))
+        elif msg.type == "PEERS":
+            relay.reply(relay.control, rid, protocol.make(
+                "PEERS", relay.id, relay.clock, router=relay.id, agents=relay.peers.listing()))
+        else:
+            self.forward(rid, target, parts[1], parts[3], msg)
+
+    def forward(self, rid: bytes, target: str, type_frame: bytes, body: bytes, msg: Message):
+        """ACK or RUN to the agent ``target``: SIGNATURE, TYPE, BODY as received."""
+        relay = self.relay
+        if target == relay.id and msg.type == "ACK":   # of the router's own security events
+            relay.counters.own_acks += 1
+            return
+        peer = relay.peers.by_uuid(target)
+        if peer is None and msg.type == "ACK":
+            # an agent still to prove its key (7.3) gets its ACKs (harmless if it is not
+            # who it claims); RUN waits for the proof
+            peer = relay.peers.suspended.get(target.encode("ascii", "replace"))
+        status, reason = protocol.NOT_FOUND, f"agent {target[:64]} is not attached here"
+        if peer is not None:
+            send = relay.agents.send
+            try:
+                send(peer.routing_id, MORE_NB)
+                send(SIGNATURE, MORE_NB)
+                send(type_frame, MORE_NB)
+                send(body, NOBLOCK)
+                relay.counters.forwarded[msg.type] += 1
+                return
+            except zmq.Again:
+                status, reason = protocol.UNAVAILABLE, f"agent {target[:64]} is not reading"
+            except zmq.ZMQError as e:
+                if e.errno != zmq.EHOSTUNREACH:
+                    raise
+                relay.peers.forget(peer.routing_id)
+        relay.counters.count_bad(status)
+        log.debug("cannot forward %s %s: %s", msg.type, msg.msg_id, reason)
+        relay.reply(relay.control, rid, protocol.error(status, reason, msg.msg_id, relay.id))

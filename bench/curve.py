@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import os
 import shutil
 import statistics
 import sys
@@ -28,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import relay as relay_bench  # noqa: E402  (bench/relay.py)
+from results import write_section  # noqa: E402  (bench/results.py)
 
 HEADING = "## CURVE (issue 3)"
 
@@ -145,17 +145,7 @@ gave about 730/s. Either is below the default admission pace (500/s).
 
 
 def write_results(path: Path, command: str, body: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    section = (f"{HEADING}\n\n{time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} cores, "
-               f"Python {sys.version.split()[0]}. Command:\n\n    {command}\n\n{body}\n\n{NOTES}")
-    start = text.find(HEADING)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + ("" if end < 0 else text[end + 1:])
-    path.write_text(text)
-
+    write_section(path, HEADING, command, body, NOTES)
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

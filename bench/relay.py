@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
 import statistics
 import subprocess
 import sys
@@ -29,6 +28,9 @@ from types import MethodType
 HEADING = "## Router relay (issue 2)"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results import write_section  # noqa: E402  (bench/results.py)
 
 
 # ---------------------------------------------------------------- roles (child processes)
@@ -259,18 +261,7 @@ queueing a wake-up's messages and sending them in one burst.
 
 
 def write_results(path: Path, command: str, table: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    section = (f"{HEADING}\n\n{time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} cores, "
-               f"Python {sys.version.split()[0]}. Command:\n\n    {command}\n\n{table}\n\n"
-               f"{NOTES}")
-    start = text.find(HEADING)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + ("" if end < 0 else text[end + 1:])
-    path.write_text(text)
-
+    write_section(path, HEADING, command, table, NOTES)
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -2,6 +2,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import zmq
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -17,6 +18,14 @@ def fleet(tmp_path, request):
     if failed is not None and failed.failed:
         print(f.logs())
     f.stop_all()
+
+
+@pytest.fixture
+def zctx():
+    """A context for a test's own sockets, destroyed (linger 0) afterwards."""
+    ctx = zmq.Context()
+    yield ctx
+    ctx.destroy(linger=0)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

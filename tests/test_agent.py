@@ -97,10 +97,8 @@ class FakeRouter:
 
 
 @pytest.fixture
-def ctx():
-    c = zmq.Context()
-    yield c
-    c.destroy(linger=0)
+def ctx(zctx):
+    return zctx
 
 
 @pytest.fixture

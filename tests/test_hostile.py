@@ -30,13 +30,6 @@ pytestmark = pytest.mark.slow
 MiB = 2 ** 20
 
 
-@pytest.fixture
-def zctx():
-    c = zmq.Context()
-    yield c
-    c.destroy(linger=0)
-
-
 def rss(r) -> int:
     return psutil.Process(r["pid"]).memory_info().rss
 

@@ -22,14 +22,6 @@ pytestmark = pytest.mark.slow
 
 # ---------------------------------------------------------------- helpers
 
-@pytest.fixture
-def zctx():
-    """A context whose sockets are closed with linger=0 and which is terminated afterwards."""
-    ctx = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
-
-
 def recv(sock: zmq.Socket, timeout: float = 5.0) -> list[bytes]:
     if not sock.poll(timeout * 1000):
         raise AssertionError(f"nothing received within {timeout}s")

@@ -19,13 +19,6 @@ from fleetwatch import protocol, security
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def zctx():
-    ctx = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
-
-
 class Keys:
     """A router certificate, and agent and back-end keys minted into tmp directories."""
 

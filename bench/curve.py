@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import relay as relay_bench  # noqa: E402  (bench/relay.py)
+from relay import summary  # noqa: E402
 from results import write_section  # noqa: E402  (bench/results.py)
 
 HEADING = "## CURVE (issue 3)"
@@ -113,11 +114,6 @@ def handshake_round(n: int, procs: int, keys: dict, uuids: list[str], workdir: P
         return welcomed / (end - start) if end > start else 0.0, welcomed, end - start
     finally:
         router.stop()
-
-
-def summary(rates: list[float]) -> str:
-    return (f"{min(rates) / 1e3:.0f}k / {statistics.median(rates) / 1e3:.0f}k / "
-            f"{max(rates) / 1e3:.0f}k")
 
 
 NOTES = """\

@@ -274,10 +274,8 @@ class Relay:
         """
         recv, more = self.agents.recv, self.agents_rcvmore
         fast, known = self.fast, self.peers.table
-        received, relayed, dropped = (self.counters.received, self.counters.relayed,
-                                      self.counters.dropped)
+        received = self.counters.received
         signature = SIGNATURE
-        tail = self.tail_topics
         for _ in range(self.drain):
             try:
                 rid = recv(NOBLOCK)
@@ -302,8 +300,7 @@ class Relay:
                     parts.append(recv())
                 self.guarded(self._agent_message, rid, parts, now)
                 continue
-            route = fast.get(type_frame)
-            if route is None or sig != signature:
+            if type_frame not in fast or sig != signature:
                 self.guarded(self._agent_message, rid, [sig, type_frame, body], now)
                 continue
             tokens = peer.tokens - 1.0
@@ -313,18 +310,8 @@ class Relay:
                 continue
             peer.last_heard = now
             received[type_frame] += 1
-            envelope = peer.envelopes[type_frame]
-            for send, slot in route:
-                try:
-                    send(signature, MORE_NB)
-                except zmq.Again:
-                    dropped[slot] += 1
-                    continue
-                send(envelope, MORE_NB)
-                send(body, NOBLOCK)
-                relayed[slot] += 1
-            if tail:
-                self._publish(envelope, body)
+            # not the hot path: the send loop inlined in _drain_agents is relay()'s
+            self.relay(peer.envelopes[type_frame], type_frame, body)
 
     def guarded(self, handler, rid: bytes, parts: list[bytes], *args) -> None:
         """Run a slow-path handler; a bug in it is logged and counted, never fatal."""

@@ -9,7 +9,16 @@ DEMO_DIR ?= .demo
 
 install: $(VENV)/.installed
 
+# Debian packages the demo and the tests use: Nagios plugins (the demo agent declares one;
+# the parser tests run them) and PostgreSQL (a throwaway cluster for the shared-state tests).
+# Skipped when already there, so no root is needed then.
+SYSTEM_PACKAGES := monitoring-plugins-basic postgresql
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  $(SYSTEM_PACKAGES)
+
 $(VENV)/.installed: setup.cfg pyproject.toml
+	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || $(APT_INSTALL) || \
+	  (apt-get update -q && $(APT_INSTALL))
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[all,test]'
 	touch $@

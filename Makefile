@@ -16,6 +16,9 @@ SYSTEM_PACKAGES := monitoring-plugins-basic postgresql
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 
+# carbon's setup.py would install under /opt/graphite without this
+export GRAPHITE_NO_PREFIX := True
+
 $(VENV)/.installed: setup.cfg pyproject.toml
 	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || $(APT_INSTALL) || \
 	  (apt-get update -q && $(APT_INSTALL))

@@ -4,6 +4,8 @@
     with Client() as fw:                    # reads /etc/fleetwatch/agent.yaml for the endpoint
         fw.notify("backup failed: disk full", severity="error", source="backup")
         fw.stats({"backup.seconds": 312.5, "backup.bytes": 1.2e9})
+        fw.register("backup", plugins=[plugin("backup_age", "check_file_age",
+                                              ["-f", "/var/backups/last", "-w", "90000"])])
 
 Every call waits for the agent's ACK (a NOTIFY or REGISTER is then in the agent's durable
 spool) and returns the msg_id. No answer within ``timeout`` raises :class:`AgentUnavailable`;
@@ -42,6 +44,29 @@ def endpoint_from_config(path: str) -> str:
     return config.load(AgentConfig, path).intake_endpoint
 
 
+def plugin(name: str, command: str, args=(), interval: float = 60.0,
+           timeout: float = 10.0) -> dict:
+    """A plugin for :meth:`Client.register`: ``command`` is a file name (or a relative path)
+    inside the agent's plugin directories, run with ``args`` (no shell) every ``interval``
+    seconds by the schedulers, killed after ``timeout`` seconds."""
+    return _plugin_entry({"name": name, "command": command, "args": list(args),
+                          "interval": interval, "timeout": timeout})
+
+
+def _plugin_entry(entry) -> dict:
+    from agent.plugins_config import plugin_problem
+    if not isinstance(entry, dict) or "name" not in entry or "command" not in entry:
+        raise ValueError("a plugin is a dict with name and command (see agent.client.plugin)")
+    full = {"name": entry["name"], "command": entry["command"],
+            "args": list(entry.get("args", ())), "interval": entry.get("interval", 60.0),
+            "timeout": entry.get("timeout", 10.0)}
+    problem = plugin_problem(full["name"], full["command"], full["args"], full["interval"],
+                             full["timeout"])
+    if problem:
+        raise ValueError(f"plugin {str(full['name'])[:64]}: {problem[0]}: {problem[1]}")
+    return full
+
+
 class Client:
     """A DEALER to the local agent's intake (linger 0); not thread-safe, like its socket."""
 
@@ -69,8 +94,12 @@ class Client:
     def heartbeat(self, name: str, interval: float | None = None) -> str:
         return self._request("HEARTBEAT", name=name, interval=interval)
 
-    def register(self, name: str, plugins=(), heartbeat: float | None = None) -> str:
-        return self._request("REGISTER", name=name, plugins=list(plugins), heartbeat=heartbeat)
+    def register(self, name: str, plugins=None, heartbeat: float | None = None) -> str:
+        """Declare this process as ``name``; ``plugins`` (dicts, see :func:`plugin`) are
+        checks the agent then runs for it on RUN, replacing what ``name`` declared before
+        (None: leave them as they are; []: declare none)."""
+        entries = None if plugins is None else [_plugin_entry(p) for p in plugins]
+        return self._request("REGISTER", name=name, plugins=entries, heartbeat=heartbeat)
 
     def close(self) -> None:
         if self.sock is not None:

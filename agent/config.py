@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from fleetwatch.config import setting
 from fleetwatch.security import ClientSecurity
 
+from agent.plugins_config import PluginsConfig
+
 _ENDPOINT = re.compile(r"^(tcp://[^\s:]+:\d+|(ipc|inproc)://\S+)$")
 COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs", "uptime")
 
@@ -63,6 +65,8 @@ class AgentConfig:
     stats_buffer: int = setting(100, "STATS batches kept while no router is up (oldest dropped)")
     spool: SpoolConfig = setting(factory=SpoolConfig, help="durable NOTIFY/REGISTER spool")
     security: ClientSecurity = setting(factory=ClientSecurity, help="CURVE keys")
+    plugins: PluginsConfig = setting(factory=PluginsConfig,
+                                     help="plugin directories, limits and declared checks")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 
     def validate(self):

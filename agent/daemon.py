@@ -5,6 +5,9 @@ liveness expiry, heartbeats, the stats collection (one STATS message per collect
 agent's own counters included), the at-most-once queue and the spool's resends. Traffic
 leaves only through alive routers; NOTIFY and REGISTER wait in the spool until an ACK from any
 router names them, STATS and HEARTBEAT wait in a bounded queue (oldest dropped, counted).
+A RUN goes to the :class:`agent.runner.Runner`; plugins run in :class:`agent.execute.Workers`
+threads, whose finished jobs wake the poller through a socket pair, so that this thread alone
+sends their RESULTs (SPEC.md 4.5).
 SIGTERM and SIGINT wake the poller through a socket pair and stop the loop cleanly.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 import collections
 import logging
 import math
+import os
 import random
 import secrets
 import signal
@@ -24,11 +28,14 @@ import time
 import zmq
 
 import fleetwatch
-from fleetwatch import protocol
+from fleetwatch import protocol, sdnotify
 from fleetwatch.logs import Throttle
 
+from agent.declared import Declared, Refused
+from agent.execute import Workers
 from agent.intake import DURABLE_TYPES, Intake, IntakeSocket, group_id
 from agent.links import Link, Links, Sockets
+from agent.runner import Runner, resolve
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +58,15 @@ class Agent:
 
     def __init__(self, cfg, uuid: str, hostname: str, spool, collectors,
                  ctx: zmq.Context | None = None, clock=time.monotonic, wall=time.time,
-                 rand=random.random, keys=None):
+                 rand=random.random, keys=None, notifier=None):
         from fleetwatch.security import ClientKeys
         self.cfg, self.uuid, self.hostname = cfg, uuid, hostname
         #: new at each start: two processes alternating on one uuid are a cloned machine
         self.instance = secrets.token_hex(8)
         self.keys = keys if keys is not None else ClientKeys(cfg.security)
         self.spool, self.collectors = spool, collectors
+        #: systemd: READY once the intake is bound, the watchdog from :meth:`step`, STOPPING
+        self.notifier = notifier if notifier is not None else sdnotify.Notifier.from_env()
         self.clock, self.wall = clock, wall
         self._own_ctx = ctx is None
         self.ctx = ctx or zmq.Context()
@@ -70,7 +79,9 @@ class Agent:
         self.intake_sock: IntakeSocket | None = None
         self.queue: collections.deque = collections.deque(maxlen=max(1, cfg.stats_buffer))
         self.last_via: collections.OrderedDict = collections.OrderedDict()
-        self.runs_seen: collections.OrderedDict = collections.OrderedDict()
+        self.declared = Declared(cfg.plugins.checks, os.path.join(cfg.state_dir, "plugins.json"))
+        self.runner = Runner(uuid, self.declared, cfg.plugins, clock=clock, wall=wall)
+        self.workers = Workers(cfg.plugins.max_running, self.runner.work)
         self.counters = collections.Counter(dict.fromkeys(COUNTERS, 0))
         self.throttle = Throttle(log, 10.0, clock)
         self.started = clock()
@@ -104,12 +115,18 @@ class Agent:
             raise StartError(f"cannot bind the intake {self.cfg.intake_endpoint}: {e}") from None
         self._install_signals()
         self.poller.register(self.intake_sock.sock, zmq.POLLIN)
+        self.workers.start()
+        # pyzmq's poll() reports a plain socket by its file descriptor: register that
+        self.poller.register(self.workers.wake.fileno(), zmq.POLLIN)
+        self._check_plugins()
         self.collectors.prime()
         # The registry learns hostname and version from REGISTER too: unlike HELLO, it is
         # resent until acknowledged, so a registry that starts after the agent still has them.
         self._spool([protocol.make("REGISTER", self.uuid, clock=self.wall, name="agent",
-                                   plugins=[], heartbeat=self.cfg.heartbeat_interval,
+                                   plugins=self.declared.own_wire(),
+                                   heartbeat=self.cfg.heartbeat_interval,
                                    hostname=self.hostname, version=fleetwatch.__version__)])
+        self.notifier.ready(f"agent {self.uuid} ({self.hostname})")
         log.info("agent %s (%s) started, routers: %s", self.uuid, self.hostname,
                  ", ".join(self.cfg.routers))
         if self.keys.enabled:
@@ -121,11 +138,15 @@ class Agent:
             while not self._stop:
                 self.step()
         finally:
+            self.notifier.stopping()
             self.close()
         log.info("agent stopped (%d messages left in the spool)", len(self.spool))
         return 0
 
     def close(self):
+        if self.workers.threads:
+            self.poller.unregister(self.workers.wake.fileno())
+        self.workers.close()
         self.sockets.close_all()
         if self.intake_sock is not None:
             self.poller.unregister(self.intake_sock.sock)
@@ -141,9 +162,10 @@ class Agent:
 
     def step(self) -> None:
         """One wake-up: poll until the next deadline, drain, run the timers."""
-        timeout = max(0.0, min(self._deadline() - self.clock(), MAX_POLL))
+        timeout = max(0.0, min(self._deadline() - self.clock(), MAX_POLL,
+                               self.notifier.watchdog_timeout()))
         events = dict(self.poller.poll(math.ceil(timeout * 1000)))
-        if self._wake_r is not None and self._wake_r in events:
+        if self._wake_r is not None and self._wake_r.fileno() in events:
             try:
                 self._wake_r.recv(64)
             except BlockingIOError:
@@ -152,6 +174,8 @@ class Agent:
         try:
             if self.intake_sock is not None and self.intake_sock.sock in events:
                 self._on_intake()
+            if self.workers.wake.fileno() in events:
+                self._on_finished()
             for sock, link in list(self.sockets.by_socket.items()):
                 if sock in events:
                     self._drain_router(sock, link, now)
@@ -162,6 +186,7 @@ class Agent:
         except sqlite3.Error as e:  # disk full or gone: keep running, messages stay put
             self.counters["agent.spool.errors"] += 1
             self.throttle.warning("spool", "spool: %s: %s", type(e).__name__, e)
+        self.notifier.tick()
 
     def _deadline(self) -> float:
         now = self.clock()
@@ -253,6 +278,8 @@ class Agent:
             "agent.intake.errors": self.intake.errors,
             "agent.intake.refused": self.intake.refused,
             "agent.collectors.failures": self.collectors.failures,
+            **self.runner.counters,
+            **self.runner.gauges(),
             "agent.uptime": round(self.clock() - self.started, 1),
         }
 
@@ -292,12 +319,16 @@ class Agent:
                                        hostname=self.hostname,
                                        heartbeat=self.cfg.heartbeat_interval,
                                        version=fleetwatch.__version__, role="agent",
-                                       instance=self.instance))
+                                       instance=self.instance,
+                                       plugins=self.declared.own_wire()))
 
     def _on_intake(self) -> None:
-        durable = []
+        durable, declarations = [], []
         for envelope, frames in self.intake_sock.drain(DRAIN):
             msg, err = self.intake.accept(frames)
+            if err is None and msg is not None and msg.type == "REGISTER" \
+                    and msg.get("plugins") is not None:
+                msg, err = self._local_plugins(msg, declarations)
             if err is not None:
                 self.intake_sock.reply(envelope, err)
             elif msg is None:
@@ -317,8 +348,23 @@ class Agent:
                 self.intake_sock.reply(envelope, protocol.error(
                     protocol.INTERNAL, "spool write failed", ref=msg.msg_id, uuid=self.uuid))
             return
+        for process, plugins in declarations:
+            self.declared.apply(process, plugins)
         for envelope, msg in durable:
             self.intake_sock.reply(envelope, self.intake.ack(msg))
+
+    def _local_plugins(self, msg: protocol.Message, declarations: list):
+        """A local REGISTER declaring plugins: (the REGISTER to forward, None) or
+        (None, ERROR); the declaration itself is applied once the REGISTER is spooled."""
+        try:
+            plugins, forward = self.declared.prepare(msg)
+        except Refused as e:
+            self.intake.refused += 1
+            self.throttle.warning("intake.plugins", "intake: refused a REGISTER from %s: %s",
+                                  msg.get("name"), e.reason)
+            return None, protocol.error(e.status, e.reason, ref=msg.msg_id, uuid=self.uuid)
+        declarations.append((msg.get("name"), plugins))
+        return forward, None
 
     def _drain_router(self, sock: zmq.Socket, link: Link, now: float) -> None:
         for _ in range(DRAIN):
@@ -364,7 +410,8 @@ class Agent:
                                       link.endpoint, msg.get("status"), msg.get("reason"),
                                       msg.get("ref"))
         elif msg.type == "RUN":
-            self._refuse_run(link, msg)
+            self._answer(self.runner.submit(msg, link.endpoint))
+            self._start_runs()
 
     def _welcome(self, link: Link, msg: protocol.Message, now: float) -> None:
         link.welcomed(now, msg.get("router"))
@@ -378,16 +425,36 @@ class Agent:
         for new in self.links.learn(msg.get("routers")):
             log.info("router %s told us of %s", link.router_id, new.endpoint)
 
-    def _refuse_run(self, link: Link, msg: protocol.Message) -> None:
-        """No plugin runner in this agent yet: every RUN names an undeclared plugin."""
-        command_id = msg.get("command_id")
-        if command_id in self.runs_seen:
-            return
-        self.runs_seen[command_id] = True
-        if len(self.runs_seen) > 1000:
-            self.runs_seen.popitem(last=False)
-        self._send(link, protocol.make(
-            "RESULT", self.uuid, clock=self.wall, command_id=command_id,
-            plugin=msg.get("plugin"), status=3,
-            output=f"UNKNOWN - plugin {msg.get('plugin')!r} is not declared by this agent"))
+    # ---------------------------------------------------------------- plugins
+    def _check_plugins(self) -> None:
+        for d in self.cfg.plugins.dirs:
+            if not os.path.isdir(d):
+                log.warning("plugin directory %s does not exist", d)
+        for name in list(self.declared.own):
+            found = resolve(self.declared.own[name].command, self.cfg.plugins.dirs)
+            if isinstance(found, str):
+                log.warning("plugin %s: %s (its RUNs will be answered UNKNOWN)", name, found)
+        log.info("plugins declared: %d in the config (%s), %d by local processes",
+                 len(self.declared.own), ", ".join(self.declared.own) or "none",
+                 len(self.declared) - len(self.declared.own))
 
+    def _start_runs(self) -> None:
+        for job in self.runner.take():
+            self.workers.submit(job)
+
+    def _on_finished(self) -> None:
+        for job, result in self.workers.finished():
+            self._answer(self.runner.finish(job, result))
+        self._start_runs()
+
+    def _answer(self, answers) -> None:
+        """Each RESULT through the link its RUN came from, else any live one (at most once:
+        with no router alive it waits in the bounded STATS queue)."""
+        for origin, msg in answers:
+            link = next((k for k in self.links if k.endpoint == origin), None)
+            if link is None or not link.alive:
+                link = self.links.pick()
+            if link is None:
+                self._enqueue(msg)
+            else:
+                self._send(link, msg)

@@ -1,7 +1,7 @@
 """The agent's uuid: created once in STATE_DIR/uuid and kept across restarts.
 
-The uuid is the agent's routing id on every router DEALER (SPEC.md section 2), so a restarted
-agent takes its identity back. A cloned VM carries its template's uuid: mint a new one with
+The uuid is what the agent's HELLO tells each router (SPEC.md 7.3), so a restarted agent is
+the same agent to them. A cloned VM carries its template's uuid: mint a new one with
 ``fleetwatch agent --new-uuid --config PATH`` (the old one is kept as ``uuid.old``).
 """
 

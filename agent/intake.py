@@ -11,7 +11,9 @@ and counted; nothing a local process sends stops the agent.
 What local processes may declare is limited by the config's ``local`` section: the types
 allowed, and fnmatch patterns for the names they speak as (a REGISTER's or HEARTBEAT's
 ``name``, any message's ``source``). The agent's own name, ``agent``, is reserved. A refusal
-is answered ``ERROR 403`` with the reason and counted (``refused``).
+is answered ``ERROR 403`` with the reason and counted (``refused``). A REGISTER that declares
+plugins is checked further by the daemon with :class:`agent.declared.Declared` (400 or 403),
+which also rewrites its ``plugins`` to their wire form before it is spooled.
 
 The socket file is created 0600, or 0660 and owned by ``intake_group`` when one is set; the
 umask is narrowed around the bind so that there is no moment when it is more open.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
+import secrets
 
 import zmq
 
@@ -169,12 +170,18 @@ class Links:
         return choices[self._turn]
 
 
+def connection_id() -> bytes:
+    """A new DEALER's routing id: a secret nobody else can announce to take its place (SPEC
+    7.3); 128 random bits after a non-zero octet (libzmq reserves a leading zero)."""
+    return b"c" + secrets.token_bytes(16)
+
+
 class Sockets:
-    """The DEALER of each link (routing id = the agent uuid), registered with one poller;
-    a CURVE client of the routers' key when ``keys`` is enabled."""
+    """The DEALER of each link (a new secret routing id per socket, :func:`connection_id`),
+    registered with one poller; a CURVE client of the routers' key when ``keys`` is enabled."""
 
     def __init__(self, ctx: zmq.Context, uuid: str, poller: zmq.Poller, keys=None):
-        self.ctx, self.identity, self.poller = ctx, uuid.encode("ascii"), poller
+        self.ctx, self.uuid, self.poller = ctx, uuid, poller
         self.keys = keys            # fleetwatch.security.ClientKeys: CURVE when enabled
         self.by_link: dict[str, zmq.Socket] = {}
         self.by_socket: dict[zmq.Socket, Link] = {}
@@ -187,7 +194,7 @@ class Sockets:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, SNDHWM)
         sock.setsockopt(zmq.RCVHWM, RCVHWM)
-        sock.setsockopt(zmq.ROUTING_ID, self.identity)
+        sock.setsockopt(zmq.ROUTING_ID, connection_id())
         sock.setsockopt(zmq.MAXMSGSIZE, protocol.MAX_BODY + 4096)
         if self.keys is not None and self.keys.enabled:
             from fleetwatch.ask import HANDSHAKE_FAILED

@@ -4,6 +4,8 @@
     fleetwatch send stat backup.seconds 312.5
     fleetwatch send heartbeat backup
     fleetwatch send register backup --heartbeat 3600
+    fleetwatch send register backup --interval 300 --plugin-timeout 20 \
+        --plugin "backup_age=check_file_age -f /var/backups/last -w 90000 -c 180000"
 
 Prints the msg_id once the agent has ACKed (a NOTIFY is then in its durable spool). Exit
 status: 0 on ACK, 69 (EX_UNAVAILABLE) when no agent answers, 65 (EX_DATAERR) when the agent
@@ -40,6 +42,23 @@ def _positive(text: str) -> float:
     return value
 
 
+def _plugin(text: str) -> tuple[str, str, list[str]]:
+    import shlex
+
+    from agent.plugins_config import plugin_problem
+    name, eq, rest = text.partition("=")
+    try:
+        words = shlex.split(rest)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text[:64]!r}: {e}") from None
+    if not eq or not words:
+        raise argparse.ArgumentTypeError(f"{text[:64]!r} is not NAME=COMMAND [ARG...]")
+    problem = plugin_problem(name.strip(), words[0], words[1:], 1.0, 1.0)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text[:64]!r}: {problem[0]}: {problem[1]}")
+    return name.strip(), words[0], words[1:]
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", default=DEFAULT_CONFIG,
@@ -65,8 +84,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("name", metavar="NAME")
     p.add_argument("--heartbeat", type=_positive, default=None, metavar="S",
                    help="the process will send a heartbeat every S seconds")
-    p.add_argument("--plugin", action="append", default=[], dest="plugins",
-                   help="a plugin the process provides (repeatable)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--plugin", action="append", default=None, dest="plugins", type=_plugin,
+                   metavar="'NAME=COMMAND [ARG...]'",
+                   help="a plugin the agent runs for this process: COMMAND is a file in the "
+                        "agent's plugin directories, the arguments are split like a shell "
+                        "would (but no shell runs them); repeatable. Replaces the plugins "
+                        "NAME declared before")
+    which.add_argument("--no-plugins", action="store_true",
+                   help="withdraw every plugin this process declared")
+    p.add_argument("--interval", type=_positive, default=60.0, metavar="S",
+                   help="seconds between scheduled runs of the plugins (default 60)")
+    p.add_argument("--plugin-timeout", type=_positive, default=10.0, metavar="S",
+                   help="seconds before a plugin is killed (default 10)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,7 +112,11 @@ def run(args: argparse.Namespace) -> int:
         elif args.what == "heartbeat":
             msg_id = client.heartbeat(args.name, interval=args.interval)
         else:
-            msg_id = client.register(args.name, plugins=args.plugins, heartbeat=args.heartbeat)
+            plugins = None if args.plugins is None and not args.no_plugins else [
+                {"name": name, "command": command, "args": argv, "interval": args.interval,
+                 "timeout": args.plugin_timeout}
+                for name, command, argv in args.plugins or ()]
+            msg_id = client.register(args.name, plugins=plugins, heartbeat=args.heartbeat)
     except AgentUnavailable as e:
         print(f"fleetwatch send: {e}", file=sys.stderr)
         return EX_UNAVAILABLE

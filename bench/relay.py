@@ -7,7 +7,9 @@ a PUSH backend (the same socket types; it forwards the routing id frame unstampe
 sends SIGNATURE, ENVELOPE, BODY). Rounds alternate between the two because the
 machine is noisy; the figure of a round is the counter's rate between its first and last
 message. Prints min / median / max msg/s per variant and body size, and the ratio of the
-medians router / proxy (target: at least 0.5).
+medians router / proxy (target: at least 0.5), and each relay process's CPU time per
+message (all its threads; read from /proc), a figure the other processes on the machine
+disturb less than the throughput.
 
     python bench/relay.py [--rounds 4] [--senders 4] [--results bench/RESULTS.md]
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import statistics
 import subprocess
 import sys
@@ -24,6 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import MethodType
+from typing import NamedTuple
 
 HEADING = "## Router relay (issue 2)"
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,15 +57,23 @@ def curve_client(sock, keys: dict | None, own: str) -> None:
                         security.read_certificate(keys["router_public"]))
 
 
+def pin(cpus: set[int] | None) -> None:
+    """Run this process (and the threads it starts later) on ``cpus`` only."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
 def sender(endpoint: str, uuid: str, count: int, size: int, hello: bool, ready, go,
-           keys: dict | None = None) -> None:
+           keys: dict | None = None, cpus: set[int] | None = None) -> None:
+    pin(cpus)
     import zmq
     import zmq.backend
 
+    from agent.links import connection_id
     from fleetwatch import protocol
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
-    sock.routing_id = uuid.encode()
+    sock.routing_id = connection_id()       # as the agent does (SPEC 2)
     curve_client(sock, keys, uuid)
     sock.connect(endpoint)
     if hello:
@@ -82,10 +94,11 @@ def sender(endpoint: str, uuid: str, count: int, size: int, hello: bool, ready, 
 
 
 def counter(endpoint: str, expected: int, per_message: int, conn,
-            keys: dict | None = None) -> None:
+            keys: dict | None = None, cpus: set[int] | None = None) -> None:
     """Count messages on a PULL. Every message has ``per_message`` frames, so the counter
     counts frames and skips the RCVMORE checks: it must neither be the bottleneck nor take
     the CPU of the relay (2 cores for 7 processes)."""
+    pin(cpus)
     import zmq
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PULL)
@@ -138,7 +151,7 @@ def proxy(conn) -> None:
 # ---------------------------------------------------------------- relays
 
 class RouterRelay:
-    def __init__(self, workdir: Path, keys: dict | None = None):
+    def __init__(self, workdir: Path, keys: dict | None = None, sink_hwm: int | None = None):
         import yaml
         ready = workdir / "router.ready.json"
         ready.unlink(missing_ok=True)
@@ -149,6 +162,8 @@ class RouterRelay:
                "stats_interval": 3600.0, "log_level": "WARNING",
                # the senders flood on purpose: no per-agent rate limit here
                "limits": {"rate": 1e9, "burst": 1e9, "hellos_per_second": 1e6}}
+        if sink_hwm:
+            cfg["limits"]["sink_hwm"] = sink_hwm
         if keys:
             cfg["security"] = {"curve": True, "server_key": keys["router_secret"],
                                "agent_keys": keys["agent_keys"],
@@ -174,7 +189,7 @@ class RouterRelay:
 
 
 class ProxyRelay:
-    def __init__(self, workdir: Path, keys: dict | None = None):
+    def __init__(self, workdir: Path, keys: dict | None = None, sink_hwm: int | None = None):
         parent, child = mp.Pipe()
         self.proc = mp.Process(target=proxy, args=(child,), daemon=True)
         self.proc.start()
@@ -187,36 +202,95 @@ class ProxyRelay:
         self.proc.join(5)
 
 
+# ---------------------------------------------------------------- CPU accounting
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) of each thread of process ``pid`` so far: ``main`` (the
+    Python thread: the relay loop, or zmq.proxy), ``io0``, ``io1``... (libzmq's I/O threads,
+    where the TCP and CURVE work happens), ``other`` (the rest together)."""
+    import psutil
+    out = {"main": 0.0, "other": 0.0}
+    for t in psutil.Process(pid).threads():
+        try:
+            name = Path(f"/proc/{pid}/task/{t.id}/comm").read_text().strip()
+        except OSError:
+            name = ""
+        key = ("main" if t.id == pid else
+               "io" + name.rsplit("/", 1)[-1] if name.startswith("ZMQbg/IO") else "other")
+        out[key] = out.get(key, 0.0) + t.user_time + t.system_time
+    return out
+
+
+def pin_process(pid: int, cpus: set[int]) -> None:
+    """Move every thread of ``pid`` to ``cpus`` (sched_setaffinity works per thread)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), cpus)
+
+
+class Round(NamedTuple):
+    rate: float                 # msg/s at the counter, first to last arrival
+    n: int                      # messages counted
+    expected: int               # messages sent (all of them reached the relay)
+    cpu: dict[str, float]       # the relay process's CPU seconds in the round, by thread role
+    wall: float                 # seconds from go to the counter's last message
+
+    def us_per_message(self, role: str | None = None) -> float:
+        """The relay's CPU microseconds per message it received: all threads, or one role
+        (``main``, ``io`` for every I/O thread together, ``busiest`` for the single thread
+        that used the most)."""
+        if role is None:
+            used = sum(self.cpu.values())
+        elif role == "io":
+            used = sum(v for k, v in self.cpu.items() if k.startswith("io"))
+        elif role == "busiest":
+            used = max(self.cpu.values())
+        else:
+            used = self.cpu[role]
+        return used / self.expected * 1e6 if self.expected else 0.0
+
+
 # ---------------------------------------------------------------- rounds
 
 def run_round(kind: str, size: int, senders: int, per_sender: int, workdir: Path,
-              keys: dict | None = None):
-    """One round; ``keys`` (bench/curve.py) makes the router and every client use CURVE."""
-    relay = (RouterRelay if kind == "router" else ProxyRelay)(workdir, keys)
+              keys: dict | None = None, pinned: bool = False,
+              sink_hwm: int | None = None) -> Round:
+    """One round; ``keys`` (bench/curve.py) makes the router and every client use CURVE.
+    ``pinned``: the relay gets the last CPU to itself, senders and counter share the others.
+    ``sink_hwm``: the router's ``limits.sink_hwm`` (large: it queues rather than drops)."""
+    relay = (RouterRelay if kind == "router" else ProxyRelay)(workdir, keys, sink_hwm)
+    relay_cpus = load_cpus = None
+    if pinned:
+        cpus = sorted(os.sched_getaffinity(0))
+        relay_cpus, load_cpus = {cpus[-1]}, set(cpus[:-1]) or {cpus[-1]}
+        pin_process(relay.proc.pid, relay_cpus)
     try:
         expected = senders * per_sender
         parent, child = mp.Pipe()
         count = mp.Process(target=counter, args=(relay.endpoints["sinks"]["alerting"], expected,
-                                                 relay.frames, child, keys))
+                                                 relay.frames, child, keys, load_cpus))
         count.start()
         assert parent.poll(15) and parent.recv() == "ready", "counter did not connect"
         go = mp.Event()
         readies = [mp.Event() for _ in range(senders)]
         procs = [mp.Process(target=sender, args=(relay.endpoints["agents"], f"bench-{i:04d}",
                                                  per_sender, size, relay.hello, readies[i], go,
-                                                 keys))
+                                                 keys, load_cpus))
                  for i in range(senders)]
         for p in procs:
             p.start()
         for ev in readies:
             assert ev.wait(15), "sender did not start"
+        before, start = thread_cpu(relay.proc.pid), time.perf_counter()
         go.set()
         assert parent.poll(120), "counter never finished"
         n, first, last = parent.recv()
+        after = thread_cpu(relay.proc.pid)
+        wall = (last or time.perf_counter()) - start
         for p in procs + [count]:
             p.join(10)
         rate = (n - 1) / (last - first) if n > 1 and last > first else 0.0
-        return rate, n, expected
+        cpu = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in after}
+        return Round(rate, n, expected, cpu, wall)
     finally:
         relay.stop()
 
@@ -282,22 +356,29 @@ def main(argv=None) -> int:
             total = args.messages if size <= 1024 else args.messages // 2
             per_sender = max(1, total // args.senders)
             rates = {"router": [], "proxy": []}
+            cpu = {"router": [], "proxy": []}       # the relay's CPU us per message
             ratios, drops = [], 0
             for i in range(args.rounds):
                 order = ("router", "proxy") if i % 2 == 0 else ("proxy", "router")
                 got = {}
                 for kind in order:
-                    rate, n, expected = run_round(kind, size, args.senders, per_sender, Path(tmp))
+                    rnd = run_round(kind, size, args.senders, per_sender, Path(tmp))
+                    rate, n, expected = rnd.rate, rnd.n, rnd.expected
                     rates[kind].append(rate)
+                    cpu[kind].append(rnd.us_per_message())
                     got[kind] = rate
                     if kind == "router":
                         drops += expected - n
                     print(f"  {size:>5} B round {i + 1} {kind:<6} {rate / 1e3:7.1f}k msg/s "
-                          f"({n}/{expected})", flush=True)
+                          f"({n}/{expected}), {rnd.us_per_message():.2f} us CPU/msg "
+                          f"(main thread {rnd.us_per_message('main'):.2f})", flush=True)
                 ratios.append(got["router"] / got["proxy"] if got["proxy"] else 0.0)
             ratio = statistics.median(rates["router"]) / statistics.median(rates["proxy"])
             lines.append(f"| {size} B | {summary(rates['router'])} | {summary(rates['proxy'])} "
                          f"| {ratio:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {drops} |")
+            print(f"  {size} B CPU per message received (medians): router "
+                  f"{statistics.median(cpu['router']):.2f} us, zmq.proxy "
+                  f"{statistics.median(cpu['proxy']):.2f} us", flush=True)
     table = "\n".join(lines)
     print(f"\n{args.senders} DEALER senders -> relay -> PUSH -> PULL, {args.rounds} rounds each, "
           f"alternating\n{table}")

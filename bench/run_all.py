@@ -1,4 +1,4 @@
-"""Run every issue-2 benchmark in turn (``make bench``); each prints its own figures."""
+"""Run the benchmarks in turn (``make bench``); each prints its own figures."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["relay.py", "notify_rtt.py", "agent_footprint.py"]
+BENCHES = ["relay.py", "notify_rtt.py", "agent_footprint.py", "scheduler.py", "graphite.py",
+           "alerting.py"]
 
 
 def main() -> int:

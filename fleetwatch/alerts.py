@@ -1,4 +1,11 @@
-"""``fleetwatch alerts``: the notifications the alerting sink recorded, newest first."""
+"""``fleetwatch alerts``: the alerts the alerting sinks recorded, newest first, with their
+delivery state per channel (pending, sent at, attempts, last error, failed).
+
+An alert is an event of the outbox (``alert_events``: a check's HARD state change or
+recovery, a host DOWN/UP, flapping, a notification) or a recorded NOTIFY that no event was
+made of (before evaluation ran, or an older database). A NOTIFY and its event are shown as
+one entry, with the notification's own fields (``msg_id``, ``text``, ``received_at``...).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +18,9 @@ from fleetwatch.operator import DEFAULT_PATH, OperatorConfig
 from fleetwatch.protocol import SEVERITIES
 
 FIELDS = ("msg_id", "uuid", "hostname", "severity", "text", "source", "router", "sent_at",
-          "received_at")
+          "received_at", "kind", "action", "key", "check", "status", "summary", "deliveries")
+#: Nagios states among the NOTIFY severities, for --severity
+RANK = {**{s: i for i, s in enumerate(SEVERITIES)}, "ok": 1, "unknown": 3}
 
 
 def add_arguments(parser) -> None:
@@ -21,29 +30,74 @@ def add_arguments(parser) -> None:
     parser.add_argument("--limit", type=int, default=50, metavar="N",
                         help="show the N latest (default 50)")
     parser.add_argument("--severity", choices=SEVERITIES, metavar="S",
-                        help=f"only S and more severe ({', '.join(SEVERITIES)})")
+                        help=f"only S and more severe ({', '.join(SEVERITIES)}; a check's "
+                             f"UNKNOWN counts as error)")
 
 
 def at_least(severity: str | None) -> list[str] | None:
     """The severities at or above ``severity`` (None: all)."""
-    return None if severity is None else list(SEVERITIES[SEVERITIES.index(severity):])
+    return None if severity is None else [s for s, r in RANK.items() if r >= RANK[severity]]
+
+
+def merge(notifications: list[dict], events: list[dict], limit: int) -> list[dict]:
+    """One entry per alert, newest first: events, each NOTIFY joined to its event."""
+    by_msg = {n["msg_id"]: n for n in notifications}
+    out = []
+    for e in events:
+        entry = {**e, "text": e.get("summary"), "received_at": e.get("created")}
+        if e.get("kind") == "notify":
+            msg_id = str(e.get("key", "")).rpartition("/notify/")[2] or None
+            entry["msg_id"] = msg_id
+            n = by_msg.pop(msg_id, None)
+            if n is not None:
+                entry.update({k: v for k, v in n.items() if v is not None or k not in entry})
+        out.append(entry)
+    for n in by_msg.values():
+        out.append({**n, "kind": "notify", "action": "trigger", "deliveries": []})
+    out.sort(key=lambda a: a.get("received_at") or 0, reverse=True)
+    return out[:limit]
+
+
+def delivery_cell(deliveries: list[dict]) -> str:
+    """``pager: sent; mail: pending (3 attempts: connection refused)``; ``-`` if routed nowhere."""
+    parts = []
+    for d in deliveries:
+        part = f"{d['channel']}: {d['state']}"
+        if d["state"] != "sent" and d.get("attempts"):
+            error = " ".join(str(d.get("last_error") or "").split())[:60]
+            part += f" ({d['attempts']} attempt{'s' if d['attempts'] != 1 else ''}" \
+                    f"{': ' + error if error else ''})"
+        parts.append(part)
+    return "; ".join(parts) or "-"
 
 
 def run(args) -> int:
     config = load(OperatorConfig, args.config)
     from sinks import EX_UNAVAILABLE, MissingDependency
-    from fleetwatch.statedb import StateError, read
+    from fleetwatch.statedb import Reader, StateError
+    limit, severities = max(args.limit, 0), at_least(args.severity)
     try:
-        rows = read(config.state_url, "alerts", limit=max(args.limit, 0),
-                    severities=at_least(args.severity))
+        reader = Reader(config.state_url)
+        try:
+            notifications = reader.read("alerts", limit=limit, severities=severities)
+            events = reader.read("alert_events", limit=limit, severities=severities)
+        finally:
+            reader.close()
     except (MissingDependency, StateError) as e:
         print(f"fleetwatch alerts: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
-    alerts = [{k: row.get(k) for k in FIELDS} for row in rows]
+    alerts = [{k: row.get(k) for k in FIELDS} for row in merge(notifications, events, limit)]
     for alert in alerts:
         alert["sent_at"], alert["received_at"] = iso(alert["sent_at"]), iso(alert["received_at"])
+        alert["deliveries"] = [{**d, "sent_at": iso(d.get("sent_at")),
+                                "next_attempt": iso(d.get("next_attempt"))}
+                               for d in alert["deliveries"] or []]
     if args.json:
         print(json.dumps({"alerts": alerts}, indent=2, ensure_ascii=False))
         return 0
-    print(table(alerts, ["received_at", "severity", "hostname", "text", "msg_id"]))
+    for alert in alerts:
+        alert["what"] = alert["check"] or alert["kind"]
+        alert["delivery"] = delivery_cell(alert["deliveries"])
+        alert["text"] = " ".join(str(alert["text"] or "").split())[:80]
+    print(table(alerts, ["received_at", "severity", "hostname", "what", "text", "delivery"]))
     return 0

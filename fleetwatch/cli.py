@@ -21,12 +21,20 @@ COMMANDS = {
     "agent": ("agent.main", "run the agent daemon (or --once: print one stats collection)"),
     "router": ("router.main", "run a router"),
     "sink": ("sinks.main", "run a sink of a type (registry, alerting)"),
+    "scheduler": ("scheduler.main", "run the declared plugins on time through the routers "
+                                    "(--list: the job table)"),
     "send": ("agent.send", "send a notification, stat or heartbeat through the local agent"),
-    "status": ("fleetwatch.status", "show the agents of the fleet"),
-    "alerts": ("fleetwatch.alerts", "list notifications the alerting sink recorded"),
+    "run": ("fleetwatch.run", "have an agent run a plugin now (--wait: its output and status)"),
+    "status": ("fleetwatch.status", "show the agents of the fleet and their checks"),
+    "alerts": ("fleetwatch.alerts", "list alerts and their delivery state per channel"),
+    "silence": ("fleetwatch.silence", "mute a host's (or a check's) alerts for a while"),
+    "silences": ("fleetwatch.silences", "list silences (--remove ID: end one now)"),
     "tail": ("fleetwatch.tail", "print live traffic from the routers"),
     "demo": ("fleetwatch.demo", "start a whole fleet on this machine"),
     "keys": ("fleetwatch.keys", "create and list CURVE certificates (keys new|list)"),
+    "service": ("fleetwatch.service", "install or remove a process's systemd unit "
+                                      "(service install|uninstall)"),
+    "history": ("fleetwatch.history", "the history lake on Spark (history compact|...)"),
 }
 
 

@@ -1,4 +1,4 @@
-"""Presentation helpers of the operator commands: times, tables, compact bodies."""
+"""Presentation helpers of the operator commands: times, tables, compact bodies, plugin output."""
 
 from __future__ import annotations
 
@@ -37,3 +37,71 @@ def compact(body: dict, drop: tuple[str, ...] = ("msg_id", "uuid", "ts")) -> str
     """A body as one line of JSON without the common fields."""
     return json.dumps({k: v for k, v in body.items() if k not in drop}, separators=(",", ":"),
                       ensure_ascii=False, sort_keys=True)
+
+
+#: Nagios states by exit status; a check that never ran is PENDING
+STATES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
+PENDING = "PENDING"
+
+
+def state(status) -> str:
+    """The state name of a plugin exit status (0-3), PENDING for None."""
+    if status is None:
+        return PENDING
+    return STATES[status] if isinstance(status, int) and 0 <= status <= 3 else STATES[3]
+
+
+def ago(ts: float | None, now: float) -> str | None:
+    """How long before ``now`` ``ts`` was, shortly: ``12s ago``, ``5m ago``, ``3h ago``."""
+    if ts is None:
+        return None
+    age = max(0, int(now - ts))
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if age >= size:
+            return f"{age // size}{unit} ago"
+    return f"{age}s ago"
+
+
+def first_line(text: str | None, width: int = 0) -> str:
+    """The first line of ``text``, cut to ``width`` characters (0: whole) with ``...``."""
+    line = (text or "").split("\n", 1)[0].rstrip()
+    return line if not width or len(line) <= width else line[:max(width - 3, 0)] + "..."
+
+
+def _number(value) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return ""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def _label(label: str) -> str:
+    if any(c in label for c in " ='") or not label:
+        return "'" + label.replace("'", "''") + "'"
+    return label
+
+
+def perfdata_text(perfdata) -> str:
+    """Wire perfdata (a list of objects, SPEC 4) as plugins write it:
+    ``'label'=value[uom];[warn];[crit];[min];[max]``, space separated, empty tails cut."""
+    items = []
+    for item in perfdata if isinstance(perfdata, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("label"), str):
+            continue
+        value = item.get("value")
+        uom = item.get("uom") if isinstance(item.get("uom"), str) else ""
+        head = f"{_label(item['label'])}={'U' if value is None else _number(value)}{uom}"
+        tail = [item.get(k) if isinstance(item.get(k), str) else "" for k in ("warn", "crit")]
+        tail += [_number(item.get(k)) for k in ("min", "max")]
+        items.append(";".join([head, *tail]).rstrip(";"))
+    return " ".join(items)
+
+
+def plugin_text(output: str, long_output: str = "", perfdata=None) -> str:
+    """A result as the plugin printed it: ``TEXT | perfdata`` then the long output."""
+    perf = perfdata_text(perfdata)
+    lines = [f"{output} | {perf}" if perf else output]
+    if long_output:
+        lines.append(long_output.rstrip("\n"))
+    return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 
@@ -11,10 +12,45 @@ LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def setup(level: str = "INFO", name: str = "") -> None:
-    """Log to stderr (the journal under systemd) at ``level``, prefixing ``name``."""
-    fmt = f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s" if name else FORMAT
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO), format=fmt,
-                        stream=sys.stderr, force=True)
+    """Log to stderr at ``level``, prefixing ``name``.
+
+    When stderr is systemd's journal stream (``JOURNAL_STREAM``, systemd.exec(5)), each line
+    starts with its syslog priority (``<3>`` error, ``<4>`` warning, ``<6>`` info, ``<7>``
+    debug) instead of a timestamp: the journal keeps the level and adds the time itself."""
+    handler = logging.StreamHandler(sys.stderr)
+    if to_journal(sys.stderr):
+        handler.setFormatter(JournalFormatter(f"{name} %(name)s: %(message)s" if name
+                                              else "%(name)s: %(message)s"))
+    else:
+        handler.setFormatter(logging.Formatter(
+            f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s" if name else FORMAT))
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        handlers=[handler], force=True)
+
+
+def to_journal(stream, environ=None) -> bool:
+    """Whether ``stream`` is the journal stream systemd connected (``JOURNAL_STREAM`` is
+    ``DEVICE:INODE`` of it; a stream redirected since, e.g. to a file, is not)."""
+    value = (os.environ if environ is None else environ).get("JOURNAL_STREAM", "")
+    dev, _, ino = value.partition(":")
+    try:
+        st = os.fstat(stream.fileno())
+        return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+#: logging level -> syslog priority (sd-daemon(3) prefixes)
+PRIORITIES = ((logging.CRITICAL, 2), (logging.ERROR, 3), (logging.WARNING, 4),
+              (logging.INFO, 6))
+
+
+class JournalFormatter(logging.Formatter):
+    """``<PRIORITY>`` on every line of a record (a traceback's lines included)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        prio = next((p for level, p in PRIORITIES if record.levelno >= level), 7)
+        return "\n".join(f"<{prio}>{line}" for line in super().format(record).splitlines())
 
 
 class Throttle:

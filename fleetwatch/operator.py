@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fleetwatch.config import setting
 from fleetwatch.config import DEFAULT_STATE_URL
 from fleetwatch.security import ClientSecurity
+from sinks.history.config import HistorySettings
 
 DEFAULT_PATH = "/etc/fleetwatch/fleetwatch.yaml"
 
@@ -18,6 +19,8 @@ class OperatorConfig:
     state_url: str = setting(DEFAULT_STATE_URL, "SQLAlchemy URL of the state database")
     timeout: float = setting(2.0, "seconds to wait for a router's answer")
     security: ClientSecurity = setting(factory=ClientSecurity, help="CURVE keys (a back-end key)")
+    history: HistorySettings = setting(factory=HistorySettings,
+                                       help="the history lake and Spark (fleetwatch history)")
 
     def validate(self):
         if not self.routers:

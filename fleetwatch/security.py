@@ -241,7 +241,7 @@ class Gatekeeper:
     """The router's ZAP decisions (RFC 27), fed the request frames; no sockets here.
 
     Agents' keys are admitted on the ``agents`` domain only, with User-Id ``agent:UUID``
-    (the router then checks, at HELLO, that the connection's routing id is that uuid);
+    (the router then checks, at a connection's first HELLO, that it claims that uuid);
     back-end keys on the ``backends`` domain only, with User-Id ``backend:NAME``.
     """
 

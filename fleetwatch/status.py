@@ -5,6 +5,12 @@ router (in parallel, one deadline) says who is attached now. They are merged per
 agent is ``alive`` when at least one router has it attached; ``last_seen`` is the latest of
 the database's and the routers' times; an agent attached but not yet in the database is
 shown all the same, and so is an unreachable router.
+
+Each agent's checks are the plugins the registry has it declaring (``plugins``), with the
+latest result the alerting sink recorded (``checks``): its state, PENDING while it has
+never run, the first line of its output and when it ran; and what the alerting sinks judged
+(``check_state``, ``host_state``): each check's HARD/SOFT state type, attempt and flapping,
+and each agent's UP/DOWN by its heartbeats.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 
 from fleetwatch.ask import Answer, ask_all
 from fleetwatch.config import load
-from fleetwatch.display import iso, table
+from fleetwatch.display import ago, first_line, iso, state, table
 from fleetwatch.operator import DEFAULT_PATH, OperatorConfig, client_keys
 
 log = logging.getLogger(__name__)
@@ -63,25 +70,117 @@ def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
     return sorted(merged.values(), key=lambda e: (e["hostname"] or "", e["uuid"]))
 
 
-def run(args) -> int:
-    config = load(OperatorConfig, args.config)
+def checks_of(agents: list[dict], declared: list[dict], results: list[dict],
+              now: float) -> list[dict]:
+    """One entry per declared (agent, plugin), in the agents' order then by plugin name.
+
+    A plugin declared by several sources of one agent (the agent and a local process) is
+    one check: results are kept per (uuid, plugin).
+    """
+    latest = {(r["uuid"], r["plugin"]): r for r in results}
+    by_agent: dict[str, dict[str, dict]] = {}
+    for row in declared:
+        spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
+        entry = by_agent.setdefault(row["uuid"], {}).setdefault(row["name"], {
+            "plugin": row["name"], "sources": [], "interval": _number(spec.get("interval")),
+            "timeout": _number(spec.get("timeout"))})
+        entry["sources"].append(row["source"])
+    out = []
+    for agent in agents:
+        for name in sorted(by_agent.get(agent["uuid"], {})):
+            entry = by_agent[agent["uuid"]][name]
+            result = latest.get((agent["uuid"], name)) or {}
+            ran = result.get("started") if result.get("started") is not None \
+                else result.get("last_result")
+            out.append({"uuid": agent["uuid"], "hostname": agent.get("hostname"), **entry,
+                        "state": state(result.get("status")), "status": result.get("status"),
+                        "output": result.get("output"), "long_output": result.get("long_output"),
+                        "perfdata": result.get("perfdata"), "command_id": result.get("command_id"),
+                        "duration": result.get("duration"), "router": result.get("router"),
+                        "last_run": iso(ran), "ago": ago(ran, now)})
+    return out
+
+
+def with_states(agents: list[dict], checks: list[dict], check_states: list[dict],
+                host_states: list[dict]) -> None:
+    """Add what the alerting sinks judged: each check's state type (HARD/SOFT), attempt and
+    flapping (None while never evaluated); each agent's ``state`` UP/DOWN since when, and
+    its heartbeating local ``processes`` -- these keys only for agents the alerting sinks
+    have heard heartbeats from."""
+    judged = {(r["uuid"], r["plugin"]): r for r in check_states}
+    for check in checks:
+        row = judged.get((check["uuid"], check["plugin"]))
+        if row is None or row.get("last_result") is None:
+            check.update(state_type=None, attempt=None, max_attempts=None, flapping=None,
+                         percent_change=None, hard_since=None)
+            continue
+        check.update(state_type="HARD" if row["hard"] else "SOFT", attempt=row["attempt"],
+                     max_attempts=row["max_attempts"], flapping=bool(row["flapping"]),
+                     percent_change=row["percent"], hard_since=iso(row["since"]))
+    hosts: dict[str, list[dict]] = {}
+    for row in host_states:
+        hosts.setdefault(row["uuid"], []).append(row)
+    for agent in agents:
+        for row in hosts.get(agent["uuid"], []):
+            entry = {"state": "UP" if row["up"] else "DOWN", "state_since": iso(row["since"]),
+                     "last_heartbeat": iso(row["last_heard"])}
+            if row["name"]:
+                agent.setdefault("processes", []).append({"name": row["name"], **entry})
+            else:
+                agent.update(entry)
+
+
+def _read_state(url: str) -> tuple[list[dict], ...]:
+    """agents, plugins, checks, check states and host states from the state database;
+    empty (and said) if unreadable."""
     from sinks import MissingDependency
-    from fleetwatch.statedb import StateError, read
-    answers = ask_all(config.routers, ("PEERS",), config.timeout, keys=client_keys(config))
+    from fleetwatch.statedb import Reader, StateError
+    reader = None
     try:
-        db_agents = read(config.state_url, "agents")
+        reader = Reader(url)
+        return tuple(reader.read(what) for what in
+                     ("agents", "plugins", "checks", "check_state", "host_state"))
     except (MissingDependency, StateError) as e:
         print(f"fleetwatch status: {e}; showing the routers' view only", file=sys.stderr)
-        db_agents = []
+        return [], [], [], [], []
+    finally:
+        if reader is not None:
+            reader.close()
+
+
+def _type(check: dict) -> str | None:
+    return "FLAPPING" if check.get("flapping") else check.get("state_type")
+
+
+def run(args, clock=time.time) -> int:
+    config = load(OperatorConfig, args.config)
+    answers = ask_all(config.routers, ("PEERS",), config.timeout, keys=client_keys(config))
+    db_agents, declared, results, check_states, host_states = _read_state(config.state_url)
     agents = merge(db_agents, answers)
+    checks = checks_of(agents, declared, results, clock())
+    with_states(agents, checks, check_states, host_states)
     for entry in agents:
         entry["last_seen"] = iso(entry["last_seen"])
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
                 "problem": a.problem or None} for a in answers]
     if args.json:
-        print(json.dumps({"agents": agents, "routers": routers}, indent=2))
+        print(json.dumps({"agents": agents, "checks": checks, "routers": routers}, indent=2,
+                         ensure_ascii=False))
         return 0
-    print(table(agents, ["hostname", "uuid", "alive", "last_seen", "routers"]))
+    print(table(agents, ["hostname", "uuid", "alive", "state", "last_seen", "routers"]))
+    if checks:
+        print()
+        print(table([{**c, "agent": c["hostname"] or c["uuid"], "type": _type(c),
+                      "attempt": f"{c['attempt']}/{c['max_attempts']}" if c["attempt"] else None,
+                      "output": first_line(c["output"], 60) or None,
+                      "last_run": c["ago"]} for c in checks],
+                    ["agent", "plugin", "state", "type", "attempt", "last_run", "output"]))
+    processes = [{"agent": a["hostname"] or a["uuid"], "process": p["name"], "state": p["state"],
+                  "last_heartbeat": p["last_heartbeat"]}
+                 for a in agents for p in a.get("processes", [])]
+    if processes:
+        print()
+        print(table(processes, ["agent", "process", "state", "last_heartbeat"]))
     print()
     print(table(routers, ["endpoint", "id", "reachable", "problem"]))
     return 0

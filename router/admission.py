@@ -1,13 +1,18 @@
 """The router's slow path for agents: who may speak, and what happens to those who may not.
 
 Everything an agent sends that the hot path in :mod:`router.relay` does not take comes here:
-messages from routing ids not attached (or attached but to prove their key again), HELLO,
-HEARTBEAT, badly framed or unknown types. It decodes with :mod:`fleetwatch.protocol` and
-answers with a status code. With CURVE it owns the :class:`router.doorman.Doorman` (server
-keys, ZAP, handshake monitors), checks that a connection's key (its ZAP User-Id) is bound to
-the uuid it claims, and makes every attached agent prove its key again after a new connection.
-It also keeps the limits and alarms of :mod:`router.guard`: rate buckets, admission pacing,
-clone detection and the security events the router relays as its own NOTIFYs.
+messages from routing ids not attached, HELLO, HEARTBEAT, badly framed or unknown types. It
+decodes with :mod:`fleetwatch.protocol` and answers with a status code.
+
+A routing id names one connection (agents draw a new secret one for each socket and the
+agents ROUTER has no ``ROUTER_HANDOVER``, so no connection can take another's over, SPEC
+7.3). The first HELLO from a routing id binds it to the HELLO's uuid, and with CURVE only
+when the connection's key (its ZAP User-Id, read here once per connection) is bound to that
+uuid; the hot path then trusts the routing id for the life of the binding. With CURVE this
+module owns the :class:`router.doorman.Doorman` (server keys, ZAP, handshake-failure
+monitors). It also keeps the limits and alarms of :mod:`router.guard`: rate buckets,
+admission pacing, clone detection and the security events the router relays as its own
+NOTIFYs.
 
 :class:`Admission` works through its :class:`router.relay.Relay` (sockets, counters, peers,
 replies and refusals, the relay to sinks and tail); the relay calls it from its main loop,
@@ -40,13 +45,9 @@ CLONE_TEXT = ("uuid {uuid} is used by two agents at once (instances {a}, {b}): a
 
 
 class Admission:
-    """CURVE, key-bound uuids and limits (SPEC 7) for one :class:`router.relay.Relay`.
+    """CURVE, key-bound uuids and limits (SPEC 7) for one :class:`router.relay.Relay`."""
 
-    ``suspend_period``: at most one :meth:`suspend` of every attached agent per this many
-    seconds (the relay's sweep period).
-    """
-
-    def __init__(self, relay: Relay, suspend_period: float):
+    def __init__(self, relay: Relay):
         self.relay = relay
         config, monotonic = relay.config, relay.monotonic
         self.peers, self.counters = relay.peers, relay.counters
@@ -60,11 +61,6 @@ class Admission:
         self.clones = CloneDetector(clock=monotonic)
         self.mismatch_events = Once(EVENT_PERIOD, monotonic)
         self.own_notify = protocol.envelope("NOTIFY", relay.id, relay.id)
-        #: a new agent connection completed its CURVE handshake: every attached agent
-        #: proves its key again at its next message (see :meth:`suspend`)
-        self.suspend_pending = False
-        self.next_suspend = 0.0
-        self.suspend_period = suspend_period
 
     # ---------------------------------------------------------------- CURVE set-up
     def open(self) -> None:
@@ -97,7 +93,7 @@ class Admission:
     # ---------------------------------------------------------------- strangers
     def stranger(self, rid: bytes, now: float) -> None:
         """A message from a routing id not in the hot path's table: read it frame by frame
-        (zmq.Frame, for the connection's ZAP User-Id), then verify and handle it."""
+        (zmq.Frame, for the connection's ZAP User-Id should it be a HELLO), then handle it."""
         relay = self.relay
         recv = relay.agents.recv
         frames = [recv(copy=False)]
@@ -106,55 +102,40 @@ class Admission:
         relay.guarded(self.unknown, rid, [f.bytes for f in frames], now, frames[0])
 
     def unknown(self, rid: bytes, parts: list[bytes], now: float, first: zmq.Frame) -> None:
-        if rid in self.peers.suspended:     # attached, but its connection may be new
-            if self.bound(rid, first, parts[1][:16] if len(parts) > 1 else None):
-                self.peers.resume(rid)
-                self.agent_message(rid, parts, now, first)
-            return
+        """Only a HELLO gets anywhere from a routing id not attached (others: 401)."""
         if len(parts) == 3 and parts[1] == b"HELLO" and parts[0] == SIGNATURE:
             if not self.pacer.allow():      # admission pacing (SPEC 7.6): no answer
                 self.counters.admission_deferred += 1
                 return
         self.agent_message(rid, parts, now, first)
 
-    def bound(self, rid: bytes, first: zmq.Frame, ref) -> bool:
-        """With CURVE, whether the connection's key is bound to the uuid ``rid``; if not,
-        refuse (403), count and report a security event (at most one per uuid per minute)."""
+    def bound(self, rid: bytes, first: zmq.Frame | None, claimed: str, ref: str) -> bool:
+        """With CURVE, whether the connection's key (its User-Id) is bound to ``claimed``;
+        if not, refuse (403), count and report a security event."""
         if not self.curve:
             return True
-        user_id = _property(first, "User-Id")
-        claimed = rid.decode("ascii", "replace")[:64]
+        user_id = _property(first, "User-Id") if first is not None else ""
         if user_id == "agent:" + claimed:
             return True
-        bound = user_id.removeprefix("agent:")[:64] or "?"
-        address = _property(first, "Peer-Address")[:64] or "an unknown address"
-        self.counters.refused["uuid_mismatch"] += 1
-        ref = ref.decode("ascii", "replace") if isinstance(ref, bytes) else ref
-        relay = self.relay
-        relay.refuse(relay.agents, "agents", rid, ProtocolError(
-            protocol.FORBIDDEN, f"this key speaks for uuid {bound}, not {claimed}"),
-            ref=ref, careful=False)
-        if self.mismatch_events.allow(claimed):
-            self.security_event(f"uuid mismatch: a connection from {address} claimed uuid "
-                                f"{claimed} with the key bound to uuid {bound}")
+        address = _property(first, "Peer-Address") if first is not None else ""
+        self.mismatch(rid, claimed, user_id.removeprefix("agent:"), address, ref)
         return False
 
-    def suspend(self, new_connections: int) -> None:
-        """After new agent connections, make every attached agent prove its key again.
-
-        With ROUTER_HANDOVER a new connection may take over an attached agent's routing id,
-        and libzmq tells the application neither which connection nor which routing id
-        (ROUTER_NOTIFY is a draft API). So every attached agent leaves the hot path's table
-        and re-enters at its next message once that message's User-Id matches its uuid:
-        at most once per sweep period, one slow-path message per agent (SPEC 7.3).
-        """
-        if new_connections:
-            self.suspend_pending = True
-        now = self.monotonic()
-        if self.suspend_pending and now >= self.next_suspend:
-            self.suspend_pending = False
-            self.next_suspend = now + self.suspend_period
-            self.peers.suspend_all()
+    def mismatch(self, rid: bytes, claimed: str, bound: str, address: str, ref: str,
+                 careful: bool = False) -> None:
+        """A connection claimed a uuid it does not speak for: 403, counted
+        (``router.refused.uuid_mismatch``) and, with CURVE, a security event (at most one
+        per claimed uuid per minute)."""
+        claimed, bound = claimed[:64], bound[:64] or "?"
+        relay = self.relay
+        relay.refuse(relay.agents, "agents", rid, ProtocolError(
+            protocol.FORBIDDEN, f"this connection speaks for uuid {bound}, not {claimed}"),
+            ref=ref, careful=careful)
+        self.counters.refused["uuid_mismatch"] += 1
+        if self.curve and self.mismatch_events.allow(claimed):
+            address = address[:64] or "an unknown address"
+            self.security_event(f"uuid mismatch: a connection from {address} claimed uuid "
+                                f"{claimed} with the key bound to uuid {bound}")
 
     # ---------------------------------------------------------------- the slow path
     def agent_message(self, rid: bytes, parts: list[bytes], now: float,
@@ -190,7 +171,7 @@ class Admission:
         if type_ == "HEARTBEAT":
             relay.reply(relay.agents, rid, protocol.make("HEARTBEAT", relay.id, self.clock))
         self.counters.count_received(parts[1])
-        relay.relay(b"/".join((parts[1], rid, relay.id_frame)), parts[1], parts[2])
+        relay.relay(peer.envelopes[parts[1]], parts[1], parts[2])
 
     def hello(self, rid: bytes, parts: list[bytes], first: zmq.Frame | None) -> None:
         relay = self.relay
@@ -200,24 +181,25 @@ class Admission:
         except ProtocolError as e:
             relay.refuse(relay.agents, "agents", rid, e, careful=careful)
             return
-        if msg.uuid.encode() != rid:
-            relay.refuse(relay.agents, "agents", rid, ProtocolError(
-                protocol.FORBIDDEN, f"uuid {msg.uuid[:64]!r} is not this connection's routing id"),
-                ref=msg.msg_id, careful=careful)
-            return
-        # a HELLO read the fast way comes from a verified connection (see suspend)
-        if first is not None and not self.bound(rid, first, msg.msg_id):
-            return
+        attached = self.peers.get(rid)
+        if attached is not None:            # its connection is bound: to this uuid only
+            if attached.uuid != msg.uuid:
+                self.mismatch(rid, msg.uuid, attached.uuid,
+                              _property(first, "Peer-Address") if first is not None else "",
+                              msg.msg_id, careful)
+                return
+        elif not self.bound(rid, first, msg.uuid, msg.msg_id):
+            return                          # (an unattached routing id: read with properties)
         instance = str(msg.get("instance") or "")[:64]
-        self.peers.hello(rid, msg.uuid, msg.get("hostname"), float(msg.get("heartbeat")),
-                         instance)
+        peer, _ = self.peers.hello(rid, msg.uuid, msg.get("hostname"),
+                                   float(msg.get("heartbeat")), instance)
         found = self.clones.hello(msg.uuid, instance)
         if found is not None:
             self.counters.clones += 1
             self.security_event(CLONE_TEXT.format(uuid=msg.uuid, a=found[0], b=found[1]))
         relay.reply(relay.agents, rid, relay.welcome(endpoints=True))
         self.counters.count_received(parts[1])
-        relay.relay(b"/".join((parts[1], rid, relay.id_frame)), parts[1], parts[2])
+        relay.relay(peer.envelopes[parts[1]], parts[1], parts[2])
 
     # ---------------------------------------------------------------- reports
     def rate_limited(self, peer) -> None:
@@ -227,8 +209,8 @@ class Admission:
         peer.last_heard = self.clock()          # a sign of life all the same
         self.counters.rate_limited += 1
         rid = peer.routing_id
-        relay.throttle.warning("agents:429", "agents: %r is above its rate limit (%g/s, burst "
-                               "%g): dropping", rid[:64], self.rate, self.burst)
+        relay.throttle.warning("agents:429", "agents: %s is above its rate limit (%g/s, burst "
+                               "%g): dropping", peer.uuid, self.rate, self.burst)
         if relay.limiter.allow(rid):
             relay.reply(relay.agents, rid, protocol.error(
                 protocol.RATE_LIMITED, f"above {self.rate:g} messages/s", None, relay.id))
@@ -245,15 +227,14 @@ class Admission:
     # ---------------------------------------------------------------- periodic
     def sweep(self) -> None:
         """Refill the rate buckets and the admission pace, re-read changed allowlists,
-        drain the handshake monitors, forget old events and clones."""
+        count failed handshakes, forget old events and clones."""
         now = self.monotonic()
         elapsed, self.last_refill = now - self.last_refill, now
         refill(self.peers.table.values(), self.rate, self.burst, elapsed)
-        refill(self.peers.suspended.values(), self.rate, self.burst, elapsed)
         self.pacer.refill()
         if self.doorman is not None:
             self.doorman.refresh()
-            self.suspend(self.doorman.drain_monitors())
+            self.doorman.drain_monitors()
         self.mismatch_events.prune(now)
         if len(self.clones) > 10_000:
             self.clones.prune(now)

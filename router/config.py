@@ -35,6 +35,9 @@ class RouterLimits:
     sink_hwm: int = setting(10000, "messages queued per sink connection before drops")
     agent_hwm: int = setting(1000, "messages queued per agent before sends to it fail")
     tail_hwm: int = setting(1000, "messages queued per tail subscriber before drops")
+    tail_topics: int = setting(
+        10000, "distinct tail topics subscribed above which each new subscription is counted "
+               "(router.tail.excess) and logged")
     drain: int = setting(256, "messages handled per socket per poll wake-up")
     rate: float = setting(1000.0, "messages per second one agent may send (token bucket)")
     burst: float = setting(5000.0, "messages one agent may send at once above its rate")

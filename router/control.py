@@ -71,11 +71,7 @@ class ControlDesk:
         if target == relay.id and msg.type == "ACK":   # of the router's own security events
             relay.counters.own_acks += 1
             return
-        peer = relay.peers.by_uuid(target)
-        if peer is None and msg.type == "ACK":
-            # an agent still to prove its key (7.3) gets its ACKs (harmless if it is not
-            # who it claims); RUN waits for the proof
-            peer = relay.peers.suspended.get(target.encode("ascii", "replace"))
+        peer = relay.peers.by_uuid(target)     # at its newest connection
         status, reason = protocol.NOT_FOUND, f"agent {target[:64]} is not attached here"
         if peer is not None:
             send = relay.agents.send

@@ -7,7 +7,9 @@ into the flat ``{name: number}`` of the router's own STATS:
 - ``router.relayed.TYPE.SINK`` / ``router.dropped.TYPE.SINK``: sends to a sink type's PUSH
   socket that succeeded / would have blocked (no sink connected, or every queue full);
 - ``router.bad.STATUS``: messages refused, by the status they were (or would be) answered with;
-- ``router.tail.published``, ``router.forwarded.TYPE`` (ACK, RUN to agents),
+- ``router.tail.published``, ``router.tail.topics`` (distinct topics subscribed, a gauge),
+  ``router.tail.excess`` (subscriptions above ``limits.tail_topics``),
+  ``router.forwarded.TYPE`` (ACK, RUN to agents),
   ``router.replies.failed`` (answers that could not be delivered);
 - ``router.refused.REASON``: connections and HELLOs refused by the security checks (ZAP
   reasons such as ``unknown_key``, ``handshake`` for failed handshakes, ``uuid_mismatch``);
@@ -41,6 +43,9 @@ class Counters:
         #: forwarded control traffic by type (ACK, RUN)
         self.forwarded: Counter[str] = Counter()
         self.tail_published = 0
+        #: distinct tail topics subscribed (a gauge), and subscriptions above the limit
+        self.tail_topics = 0
+        self.tail_excess = 0
         self.replies_failed = 0
         #: agent messages with the wrong number of frames (each starts careful draining)
         self.misframed = 0
@@ -89,6 +94,8 @@ class Counters:
         for type_, n in sorted(self.forwarded.items()):
             out[f"router.forwarded.{type_}"] = n
         out["router.tail.published"] = self.tail_published
+        out["router.tail.topics"] = self.tail_topics
+        out["router.tail.excess"] = self.tail_excess
         out["router.replies.failed"] = self.replies_failed
         out["router.misframed"] = self.misframed
         for reason, n in sorted(self.refused.items()):

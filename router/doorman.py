@@ -5,8 +5,7 @@ A thin adapter around :class:`fleetwatch.security.Gatekeeper` and
 REP socket on ``inproc://zeromq.zap.01`` in the router's context, answered from the router's
 main loop (:meth:`Doorman.answer`, a bounded number per wake-up), so no thread shares
 anything with the relay. Monitors on the server sockets count failed handshakes (a plain
-client on a CURVE socket never reaches ZAP) and tell the relay when a new agent connection
-completed its handshake (:meth:`Doorman.agent_connections`).
+client on a CURVE socket never reaches ZAP).
 """
 
 from __future__ import annotations
@@ -56,22 +55,15 @@ class Doorman:
         self.zap = ctx.socket(zmq.REP)
         self.zap.linger = 0
         self.zap.bind(ZAP_ENDPOINT)
-        self.agent_monitor: zmq.Socket | None = None
         self.monitors: list[zmq.Socket] = []
 
     def secure(self, sock: zmq.Socket, domain: str) -> None:
-        """Make ``sock`` a CURVE server in ZAP ``domain`` and monitor its handshakes.
-
-        Call before ``bind``. The ``agents`` socket's monitor also reports successful
-        handshakes (see :meth:`agent_connections`).
-        """
+        """Make ``sock`` a CURVE server in ZAP ``domain`` and monitor its failed handshakes.
+        Call before ``bind``."""
         server(sock, self.cert, domain)
-        events = FAILED | (zmq.EVENT_HANDSHAKE_SUCCEEDED if domain == "agents" else 0)
-        monitor = sock.get_monitor_socket(events)
+        monitor = sock.get_monitor_socket(FAILED)
         monitor.linger = 0
         self.monitors.append(monitor)
-        if domain == "agents" and self.agent_monitor is None:
-            self.agent_monitor = monitor
 
     # ---------------------------------------------------------------- ZAP
     def answer(self, budget: int = ZAP_BUDGET) -> int:
@@ -100,19 +92,12 @@ class Doorman:
                               "(public key %s)", address, domain, reason, key)
 
     # ---------------------------------------------------------------- monitors
-    def agent_connections(self) -> int:
-        """Drain the agents socket's monitor: count failed handshakes, return how many
-        agent connections completed their handshake since the last call."""
-        if self.agent_monitor is None:
-            return 0
-        return self._drain(self.agent_monitor)
-
     def drain_monitors(self) -> int:
-        """Drain every monitor (from the sweep); return agent handshakes seen."""
+        """Drain every monitor (from the sweep); return the failed handshakes counted."""
         return sum(self._drain(m) for m in self.monitors)
 
     def _drain(self, monitor: zmq.Socket, budget: int = 1000) -> int:
-        succeeded = 0
+        failed = 0
         for _ in range(budget):
             try:
                 frames = monitor.recv_multipart(zmq.NOBLOCK)
@@ -122,14 +107,13 @@ class Doorman:
                 event = parse_monitor_message(frames)["event"]
             except (ValueError, KeyError, IndexError, TypeError):
                 continue
-            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-                succeeded += 1
-            elif event & FAILED:
+            if event & FAILED:
+                failed += 1
                 self.refused["handshake"] += 1
                 self.throttle.warning("handshake", "a connection failed its handshake on %s "
                                       "(a plain or misconfigured client)",
                                       frames[1].decode("ascii", "replace")[:64])
-        return succeeded
+        return failed
 
     # ---------------------------------------------------------------- allowlists
     def refresh(self, force: bool = False) -> bool:

@@ -58,10 +58,11 @@ class Pacer:
 class CloneDetector:
     """Two live agent processes on one uuid: instances alternating (A, B, A) within a window.
 
-    Every agent process picks a random ``instance`` at start and sends it in HELLO. With
-    ``ROUTER_HANDOVER`` each reconnect of a clone steals the routing id from the other, so
-    the router sees HELLOs whose instance goes back to one it saw before. A restart is a new
-    instance after which the old one is never seen again: not reported.
+    Every agent process picks a random ``instance`` at start and sends it in HELLO. Each
+    clone's HELLO moves the uuid to its own connection (:meth:`router.peers.Peers.hello`);
+    the other clone's next message gets 401 and it says HELLO again, so the router sees
+    HELLOs whose instance goes back to one it saw before. A restart is a new instance after
+    which the old one is never seen again: not reported.
     """
 
     def __init__(self, window: float = CLONE_WINDOW, clock=time.monotonic,

@@ -13,7 +13,7 @@ import sys
 import zmq
 
 from fleetwatch import config as fwconfig
-from fleetwatch import logs
+from fleetwatch import logs, sdnotify
 from fleetwatch.config import EX_CONFIG
 from fleetwatch.security import SecurityError
 from router.config import RouterConfig
@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     cfg = fwconfig.load(RouterConfig, args.config)  # ConfigError: the CLI exits 78
     logs.setup(cfg.log_level, cfg.id)
+    notifier = sdnotify.Notifier.from_env()
     relay = Relay(cfg)
     previous = {sig: signal.signal(sig, relay.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, relay.reload)
@@ -47,10 +48,13 @@ def run(args: argparse.Namespace) -> int:
             return EX_UNAVAILABLE
         if cfg.ready_file:
             write_ready_file(cfg.ready_file, cfg.id, relay.endpoints)
-        relay.run()
+        notifier.ready(f"router {cfg.id}: agents {relay.endpoints['agents']}")
+        relay.run(notifier.tick)
+        notifier.stopping()
         log.info("router %s stopping", cfg.id)
         return 0
     finally:
         relay.close()
+        notifier.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,5 +1,10 @@
 """The identity map: which agents are attached, filled by HELLO and expired by silence.
 
+Two keys lead to an attached agent: the routing id of its current connection (the hot path's
+:attr:`Peers.table`) and its uuid (:meth:`Peers.by_uuid`, for RUN and ACK). A routing id is
+bound to one uuid by the first HELLO of its connection; a HELLO for that uuid from another
+routing id (the agent reconnected) moves the agent there and forgets the old routing id.
+
 Pure logic: no sockets. Times come from an injected ``clock`` returning seconds since the
 epoch (PEERS reports them as such). The relay's hot path reads :attr:`Peers.table` directly and
 sets ``Peer.last_heard``; everything else goes through the methods.
@@ -18,7 +23,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Peer:
-    """An attached agent. ``routing_id`` is its DEALER's routing id, its uuid in ASCII."""
+    """An attached agent. ``routing_id`` is the routing id of its current connection."""
 
     routing_id: bytes
     uuid: str
@@ -45,7 +50,8 @@ class Peer:
 
 
 class Peers:
-    """Routing id -> :class:`Peer`, with expiry after ``expiry_intervals`` silent intervals."""
+    """Routing id -> :class:`Peer` and uuid -> :class:`Peer`, with expiry after
+    ``expiry_intervals`` silent intervals."""
 
     def __init__(self, expiry_intervals: float = 3.0, clock=time.time, router: bytes = b"router"):
         self.expiry_intervals = expiry_intervals
@@ -54,14 +60,13 @@ class Peers:
         #: routing id -> Peer. Read by the relay's hot path; mutate only through methods
         #: (except ``Peer.last_heard``).
         self.table: dict[bytes, Peer] = {}
-        #: attached agents whose connection must prove its key again (CURVE: a new agent
-        #: connection may have taken over a routing id); out of the hot path's table
-        self.suspended: dict[bytes, Peer] = {}
+        #: uuid -> Peer (whose ``routing_id`` is its current connection's)
+        self.uuids: dict[str, Peer] = {}
         #: tokens a new peer's bucket starts with
         self.burst = 0.0
 
     def __len__(self) -> int:
-        return len(self.table) + len(self.suspended)
+        return len(self.table)
 
     def __contains__(self, routing_id: bytes) -> bool:
         return routing_id in self.table
@@ -70,28 +75,37 @@ class Peers:
         return self.table.get(routing_id)
 
     def by_uuid(self, uuid: str) -> Peer | None:
-        """The attached agent with this uuid (its routing id is the uuid in ASCII)."""
-        try:
-            return self.table.get(uuid.encode("ascii"))
-        except UnicodeEncodeError:
-            return None
+        """The attached agent with this uuid (at its newest connection)."""
+        return self.uuids.get(uuid)
 
     def hello(self, routing_id: bytes, uuid: str, hostname: str, interval: float,
               instance: str = "") -> tuple[Peer, bool]:
         """Record a HELLO; return the peer and whether it is new.
 
-        The caller has checked that ``uuid`` is ``routing_id`` in ASCII. A HELLO from a peer
-        already attached (a reconnect) refreshes it and keeps its ``since``.
+        The caller has checked that ``routing_id`` is not bound to another uuid (ValueError
+        otherwise) and, with CURVE, that its connection's key speaks for ``uuid``. A HELLO
+        for an attached uuid refreshes it and keeps its ``since`` and its rate bucket; from
+        another routing id (a reconnect, or a clone) it moves the agent there and forgets
+        the old routing id, whose messages then get 401 (SPEC 7.3).
         """
+        bound = self.table.get(routing_id)
+        if bound is not None and bound.uuid != uuid:
+            raise ValueError(f"routing id bound to uuid {bound.uuid!r}, not {uuid!r}")
         now = self.clock()
-        peer = self.table.get(routing_id) or self.resume(routing_id)
+        peer = self.uuids.get(uuid)
         if peer is None:
             peer = Peer(routing_id, uuid, hostname, now, now, interval, self.burst,
-                        envelopes=envelopes(routing_id, self.router))
+                        envelopes=envelopes(uuid.encode("ascii"), self.router))
             peer.instance = instance
             self.table[routing_id] = peer
+            self.uuids[uuid] = peer
             log.info("agent %s (%s) attached, heartbeat %.3gs", uuid, hostname, interval)
             return peer, True
+        if peer.routing_id != routing_id:
+            self.table.pop(peer.routing_id, None)
+            peer.routing_id = routing_id
+            self.table[routing_id] = peer
+            log.info("agent %s (%s) moved to a new connection", uuid, hostname)
         peer.hostname, peer.interval, peer.last_heard = hostname, interval, now
         peer.instance = instance
         return peer, False
@@ -105,40 +119,23 @@ class Peers:
 
     def forget(self, routing_id: bytes) -> Peer | None:
         peer = self.table.pop(routing_id, None)
-        return self.suspended.pop(routing_id, None) or peer
-
-    def suspend_all(self) -> int:
-        """Take every attached agent out of the hot path's table until its connection
-        proves its key again (:meth:`resume`); return how many."""
-        n = len(self.table)
-        if n:
-            self.suspended.update(self.table)
-            self.table.clear()
-        return n
-
-    def resume(self, routing_id: bytes) -> Peer | None:
-        """Put a suspended agent back into the table; None if it was not suspended."""
-        peer = self.suspended.pop(routing_id, None)
-        if peer is not None:
-            self.table[routing_id] = peer
+        if peer is not None and self.uuids.get(peer.uuid) is peer:
+            del self.uuids[peer.uuid]
         return peer
 
     def expire(self, now: float | None = None) -> list[Peer]:
         """Forget and return every peer silent for longer than its expiry deadline."""
         now = self.clock() if now is None else now
-        gone = [p for t in (self.table, self.suspended) for p in t.values()
-                if now > p.deadline(self.expiry_intervals)]
+        gone = [p for p in self.table.values() if now > p.deadline(self.expiry_intervals)]
         for peer in gone:
-            self.table.pop(peer.routing_id, None)
-            self.suspended.pop(peer.routing_id, None)
+            self.forget(peer.routing_id)
             log.info("agent %s (%s) expired: silent for %.1fs", peer.uuid, peer.hostname,
                      now - peer.last_heard)
         return gone
 
     def listing(self) -> list[dict]:
         """The attached agents as PEERS entries, oldest attachment first."""
-        every = [*self.table.values(), *self.suspended.values()]
-        return [p.as_dict() for p in sorted(every, key=lambda p: p.since)]
+        return [p.as_dict() for p in sorted(self.table.values(), key=lambda p: p.since)]
 
 
 def envelopes(uuid: bytes, router: bytes) -> dict[bytes, bytes]:

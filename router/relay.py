@@ -10,6 +10,8 @@ each sink type's PUSH socket with ``NOBLOCK``, counting a ``zmq.Again`` as a dro
 Everything else (HELLO, HEARTBEAT, bad frames, unknown peers) goes through the slow path of
 :mod:`router.admission`, which also owns CURVE, key-bound uuids and the limits; control
 requests are :mod:`router.control`'s.
+The hot path trusts the routing id, bound to a uuid by its connection's HELLO: so no
+``ROUTER_HANDOVER`` on the agents socket, and libzmq's routing ids are seeded (SPEC 7.3).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from router.endpoints import advertised
 from router.peers import Peers
 from router.rcvmore import rcvmore_reader
 from router.replies import ReplyLimiter
+from router.rids import seed_libzmq_counters
 from router.routes import RoutingTable
 
 log = logging.getLogger(__name__)
@@ -57,13 +60,16 @@ class Relay:
         self.drain = max(1, config.limits.drain)
         self.clock, self.monotonic, self.fqdn = clock, monotonic, fqdn
         self._own_context = context is None
+        seed_libzmq_counters()
         # CURVE encrypts and decrypts in libzmq's I/O threads: give it two (bench/curve.py)
         self.ctx = context or zmq.Context(io_threads=2 if config.security.curve else 1)
         self.peers = Peers(config.expiry_intervals, clock, self.id_frame)
         self.counters = Counters(AGENT_TYPES)
         self.limiter = ReplyLimiter(1.0, monotonic)
         self.throttle = Throttle(log, 10.0, monotonic)
-        self.tail_topics: set[bytes] = set()
+        #: distinct topics subscribed on the tail (XPUB passes each topic's first subscribe
+        #: and last unsubscribe): a count, since the relay only asks "anyone listening?"
+        self.tail_topics = 0
         self.endpoints: dict = {}
         self.stopping = False
         self.sockets: list[zmq.Socket] = []
@@ -73,7 +79,7 @@ class Relay:
         #: set by SIGHUP (:meth:`reload`): re-read the allowlists at the next wake-up
         self.reload_requested = False
         # CURVE, key-bound uuids, limits (SPEC 7), and the control socket's requests
-        self.admission = Admission(self, SWEEP_PERIOD)
+        self.admission = Admission(self)
         self.desk = ControlDesk(self)
         # The hot path's exits to the slow path, bound once here: taking one costs no more
         # than calling a method of this class (no extra lookup in the loops).
@@ -103,8 +109,8 @@ class Relay:
         """Create and bind every socket; return the advertised endpoints."""
         cfg, limits = self.config, self.config.limits
         self.admission.open()   # SecurityError: the caller exits 78, never falls back to plain
-        self.agents = self._socket(zmq.ROUTER, ROUTER_HANDOVER=1, ROUTER_MANDATORY=1,
-                                   SNDHWM=limits.agent_hwm)
+        # no ROUTER_HANDOVER: a routing id stays with its connection (SPEC 7.3)
+        self.agents = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1, SNDHWM=limits.agent_hwm)
         self.control = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1)
         self.tail = self._socket(zmq.XPUB, SNDHWM=limits.tail_hwm)
         self.sinks = {name: self._socket(zmq.PUSH, SNDHWM=limits.sink_hwm)
@@ -144,18 +150,18 @@ class Relay:
         """Ask :meth:`run` to re-read the allowlists now (SIGHUP; safe from a handler)."""
         self.reload_requested = True
 
-    def run(self) -> None:
+    def run(self, tick=None) -> None:
+        """Relay until :meth:`stop`; ``tick()`` (the systemd watchdog) runs at each sweep."""
         poller = zmq.Poller()
         for sock in (self.agents, self.control, self.tail):
             poller.register(sock, zmq.POLLIN)
         agents, control, tail = self.agents, self.control, self.tail
         admission, desk = self.admission, self.desk
         doorman = admission.doorman
-        zap = monitor = None
+        zap = None
         if doorman is not None:
-            zap, monitor = doorman.zap, doorman.agent_monitor
+            zap = doorman.zap
             poller.register(zap, zmq.POLLIN)
-            poller.register(monitor, zmq.POLLIN)
         mono = self.monotonic
         next_sweep = mono() + SWEEP_PERIOD
         next_stats = mono() + self.config.stats_interval
@@ -165,8 +171,6 @@ class Relay:
             if doorman is not None:
                 if zap in events:
                     doorman.answer()
-                if monitor in events:
-                    admission.suspend(doorman.agent_connections())
                 if self.reload_requested:
                     self.reload_requested = False
                     doorman.refresh(force=True)
@@ -179,6 +183,8 @@ class Relay:
             now = mono()
             if now >= next_sweep:
                 self.sweep()
+                if tick is not None:
+                    tick()
                 next_sweep = now + SWEEP_PERIOD
             if now >= next_stats:
                 self.send_stats()
@@ -218,7 +224,7 @@ class Relay:
             except zmq.Again:
                 return
             peer = known.get(rid)
-            if peer is None:         # not attached (or to be verified): the slow way
+            if peer is None:         # not attached: the slow way
                 self._stranger(rid, now)
                 continue
             sig = type_frame = None
@@ -321,8 +327,14 @@ class Relay:
                 AttributeError, UnicodeError) as e:
             self.counters.count_bad(protocol.INTERNAL)
             self.throttle.warning(f"internal:{type(e).__name__}",
-                                  "%s failed on a message from %r: %r", handler.__name__,
-                                  rid[:64], e)
+                                  "%s failed on a message from %s: %r", handler.__name__,
+                                  self.who(rid), e)
+
+    def who(self, rid: bytes) -> str:
+        """An agent connection for logs: its uuid once attached, else a prefix of its routing
+        id (agents' routing ids are secrets, SPEC 7.3: never logged whole)."""
+        peer = self.peers.get(rid)
+        return f"agent {peer.uuid}" if peer is not None else f"connection {rid[:4].hex()}.."
 
     def welcome(self, endpoints: bool) -> Message:
         return protocol.make("WELCOME", self.id, self.clock, router=self.id,
@@ -357,16 +369,23 @@ class Relay:
         self.counters.tail_published += 1
 
     def _drain_tail(self) -> None:
-        """Track tail subscriptions: XPUB passes each topic's first subscribe, last unsubscribe."""
+        """Count tail subscriptions; above ``limits.tail_topics`` count and report the excess
+        (libzmq's XPUB keeps the topics themselves, SPEC 8)."""
+        counters, cap = self.counters, self.config.limits.tail_topics
         for _ in range(self.drain):
             try:
                 event = self.tail.recv(NOBLOCK)
             except zmq.Again:
                 return
             if event[:1] == b"\x01":
-                self.tail_topics.add(event[1:])
-            elif event[:1] == b"\x00":
-                self.tail_topics.discard(event[1:])
+                self.tail_topics += 1
+                if self.tail_topics > cap:
+                    counters.tail_excess += 1
+                    self.throttle.warning("tail:excess", "tail: %d topics subscribed, above "
+                                          "limits.tail_topics (%d)", self.tail_topics, cap)
+            elif event[:1] == b"\x00" and self.tail_topics > 0:
+                self.tail_topics -= 1
+            counters.tail_topics = self.tail_topics
 
     # ---------------------------------------------------------------- answers
     def reply(self, sock: zmq.Socket, rid: bytes, msg: Message) -> bool:
@@ -376,7 +395,7 @@ class Relay:
             return True
         except zmq.ZMQError as e:  # Again (queue full) or EHOSTUNREACH (gone)
             self.counters.replies_failed += 1
-            log.debug("cannot answer %s to %r: %s", msg.type, rid[:64], e)
+            log.debug("cannot answer %s to %s: %s", msg.type, self.who(rid), e)
             return False
 
     def refuse(self, sock: zmq.Socket, where: str, rid: bytes, err: ProtocolError,
@@ -388,8 +407,8 @@ class Relay:
         if sock is self.agents and careful:
             self.careful_until = self.monotonic() + self.careful_for
         self.counters.count_bad(err.status)
-        self.throttle.warning(f"{where}:{err.status}", "%s: refused a message from %r: %s",
-                              where, rid[:64], err)
+        self.throttle.warning(f"{where}:{err.status}", "%s: refused a message from %s: %s",
+                              where, self.who(rid), err)
         if answer and self.limiter.allow(rid):
             self.reply(sock, rid, protocol.error(err.status, err.reason, ref, self.id))
 

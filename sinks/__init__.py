@@ -14,10 +14,12 @@ import importlib
 SINKS = {
     "registry": "sinks.registry:RegistrySink",
     "alerting": "sinks.alerting:AlertingSink",
+    "graphite": "sinks.graphite:GraphiteSink",
+    "history": "sinks.history.sink:HistorySink",
 }
 
 #: optional module -> the extra that installs it
-EXTRAS = {"sqlalchemy": "sinks"}
+EXTRAS = {"sqlalchemy": "sinks", "graphyte": "graphite", "pyspark": "history"}
 
 #: exit status for a missing optional dependency (EX_UNAVAILABLE, sysexits.h)
 EX_UNAVAILABLE = 69

@@ -34,3 +34,7 @@ class Sink(Protocol):
 
     def close(self) -> None:
         """Release storage."""
+
+    # Optional: ``tick_interval`` (seconds) and ``tick()``, called by the loop that often
+    # between batches for time-driven work (the alerting sink's silent hosts); it may
+    # raise :class:`WriteError` like :meth:`write`.

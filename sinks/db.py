@@ -7,6 +7,13 @@ table              owner       rows
 ``agent_routers``  registry    (uuid, router): when a router last relayed for it
 ``plugins``        registry    (uuid, source, name): plugins declared in REGISTER
 ``notifications``  alerting    one per NOTIFY msg_id
+``checks``         alerting    (uuid, plugin): the latest RESULT of each check
+``check_state``    alerting    (uuid, plugin): Nagios state (SOFT/HARD, flapping, told)
+``host_state``     alerting    (uuid, name): UP/DOWN of an agent ("") or local process
+``silences``       operator    muted hosts/checks (``fleetwatch silence``); sinks read
+``suppressed``     alerting    (silence_id, key, action, severity): alerts a silence muted
+``alert_events``   alerting    one per alert event (defined in sinks/outbox.py)
+``outbox``         alerting    (event, channel): delivery state, claims (sinks/outbox.py)
 =================  ==========  =====================================================
 
 Times are seconds since the Unix epoch (floats): portable, and formatted only on display.
@@ -23,8 +30,9 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import (JSON, Column, Float, ForeignKey, Index, MetaData, String, Table,
-                        Text, create_engine, event, inspect, select, text)
+from sqlalchemy import (JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData,
+                        String, Table, Text, bindparam, create_engine, event, inspect, select,
+                        text)
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import TextClause
@@ -73,10 +81,97 @@ notifications = Table(
     Index("ix_notifications_received_at", "received_at"),
 )
 
+#: No foreign key to ``agents``: a RESULT may reach the alerting sink before the registry
+#: has recorded its agent. ``last_result`` is the RESULT's ``ts``; a row is only replaced by
+#: a RESULT that is newer by ``coalesce(started, last_result)`` (see :func:`record_checks`).
+checks = Table(
+    "checks", metadata,
+    Column("uuid", ID, primary_key=True),
+    Column("plugin", String(255), primary_key=True),
+    Column("status", Integer, nullable=False),
+    Column("output", Text, nullable=False),
+    Column("long_output", Text, nullable=False),
+    Column("perfdata", JSON, nullable=False),
+    Column("command_id", ID, nullable=False),
+    Column("slot", Float),
+    Column("started", Float),
+    Column("duration", Float),
+    Column("last_result", Float, nullable=False),
+    Column("router", ID, nullable=False),
+)
+
+#: Shared by every alerting sink: rows are read FOR UPDATE (PostgreSQL) or in a BEGIN
+#: IMMEDIATE transaction (SQLite) before a transition (sinks/alertstate.py).
+check_state = Table(
+    "check_state", metadata,
+    Column("uuid", ID, primary_key=True),
+    Column("plugin", String(255), primary_key=True),
+    Column("status", Integer, nullable=False),
+    Column("hard", Boolean, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("hard_status", Integer, nullable=False),
+    Column("since", Float),
+    Column("last_change", Float),
+    Column("last_result", Float),
+    Column("history", String(32), nullable=False),
+    Column("percent", Float, nullable=False),
+    Column("flapping", Boolean, nullable=False),
+    Column("notified", Integer, nullable=False),
+    Column("last_notified", Float),
+    Column("flap_notified", Boolean, nullable=False),
+    Column("updated", Float, nullable=False),
+)
+
+host_state = Table(
+    "host_state", metadata,
+    Column("uuid", ID, primary_key=True),
+    Column("name", String(255), primary_key=True),
+    Column("up", Boolean, nullable=False),
+    Column("last_heard", Float, nullable=False),
+    Column("interval", Float),
+    Column("deadline", Float, nullable=False),
+    Column("since", Float, nullable=False),
+    Column("routers", JSON, nullable=False),
+    Column("notified", Boolean, nullable=False),
+    Column("pending", Boolean, nullable=False),
+    Column("updated", Float, nullable=False),
+    Index("ix_host_state_deadline", "deadline"),
+    Index("ix_host_state_pending", "pending"),
+)
+
+silences = Table(
+    "silences", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("host", String(255), nullable=False),
+    Column("check_name", String(255)),
+    Column("created", Float, nullable=False),
+    Column("until", Float, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_by", String(255), nullable=False),
+    Column("removed", Float),
+    Index("ix_silences_until", "until"),
+)
+
+suppressed = Table(
+    "suppressed", metadata,
+    Column("silence_id", Integer, primary_key=True),
+    Column("key", String(512), primary_key=True),
+    Column("action", String(16), primary_key=True),
+    Column("severity", String(16), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("uuid", ID),
+    Column("hostname", String(255)),
+    Column("check_name", String(255)),
+    Column("summary", Text, nullable=False),
+    Column("created", Float, nullable=False),
+)
+
 #: owner -> the tables it creates and writes
 OWNED = {
     "registry": (agents, agent_routers, plugins),
-    "alerting": (notifications,),
+    "alerting": (notifications, checks, check_state, host_state, silences, suppressed),
+    "silences": (silences,),
 }
 
 SQLITE_BUSY_MS = 10_000
@@ -131,11 +226,24 @@ def engine(url: str, writer: bool = True) -> Engine:
     return eng
 
 
+#: PostgreSQL advisory lock key taken while creating tables ("fwdb")
+CREATE_LOCK = 0x66776462
+
+
 def create(eng: Engine, owner: str) -> None:
-    """Create the tables ``owner`` writes (and nothing else), if missing."""
+    """Create the tables ``owner`` writes (and nothing else), if missing.
+
+    On PostgreSQL, sinks starting at once on a new database would race between "does the
+    table exist" and CREATE TABLE (a unique violation in ``pg_type``): each takes a
+    transaction-scoped advisory lock first. SQLite writers already serialise (BEGIN
+    IMMEDIATE).
+    """
     from sinks.base import WriteError
     try:
-        metadata.create_all(eng, tables=list(OWNED[owner]))
+        with eng.begin() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CREATE_LOCK})
+            metadata.create_all(conn, tables=list(OWNED[owner]))
     except SQLAlchemyError as e:
         raise WriteError(f"cannot create the {owner} tables: {e}") from e
 
@@ -208,6 +316,56 @@ def _insert_ignoring(table: str, key: str, columns: tuple[str, ...]) -> TextClau
                 f"ON CONFLICT ({key}) DO NOTHING")
 
 
+CHECK_COLUMNS = tuple(c.name for c in checks.columns)
+
+
+def record_checks(conn: Connection, rows: Sequence[dict]) -> int:
+    """Store each row as the latest result of its (uuid, plugin) unless the stored one is
+    newer or the same (by ``coalesce(started, last_result)``); return how many were stored.
+
+    Idempotent, and order-proof: a late or duplicate RESULT never replaces a newer one.
+    """
+    stored = 0
+    if conn.dialect.name in ("sqlite", "postgresql"):
+        stmt = _upsert_newer_check()
+        for row in rows:
+            result = conn.execute(stmt, row)
+            stored += 1 if result.rowcount else 0
+        return stored
+    for row in rows:
+        where = _where_keys(checks, row)
+        old = conn.execute(select(checks.c.started, checks.c.last_result).where(*where)).first()
+        if old is None:
+            conn.execute(checks.insert().values(**row))
+        elif _check_order(old.started, old.last_result) < _check_order(row["started"],
+                                                                         row["last_result"]):
+            conn.execute(checks.update().where(*where).values(**row))
+        else:
+            continue
+        stored += 1
+    return stored
+
+
+def _check_order(started: float | None, last_result: float) -> float:
+    return last_result if started is None else started
+
+
+@functools.lru_cache(maxsize=1)
+def _upsert_newer_check() -> TextClause:
+    """``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` newer (SQLite >= 3.24, PostgreSQL).
+
+    Textual and built once for the reason given in :func:`_insert_ignoring`.
+    """
+    names = ", ".join(CHECK_COLUMNS)
+    values = ", ".join(f":{c}" for c in CHECK_COLUMNS)
+    sets = ", ".join(f"{c} = excluded.{c}" for c in CHECK_COLUMNS if c not in ("uuid", "plugin"))
+    order = "coalesce({0}.started, {0}.last_result)"
+    return text(f"INSERT INTO checks ({names}) VALUES ({values}) "
+                f"ON CONFLICT (uuid, plugin) DO UPDATE SET {sets} "
+                f"WHERE {order.format('checks')} < {order.format('excluded')}"
+                ).bindparams(bindparam("perfdata", type_=JSON))
+
+
 class DatabaseSink:
     """Base of the sink types that write the state database (:class:`sinks.base.Sink`).
 
@@ -270,4 +428,68 @@ def read_alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | N
         fallback = row.pop("agent_hostname", None)
         row["hostname"] = row["hostname"] or fallback
         rows.append(row)
+    return rows
+
+
+def read_alert_events(conn: Connection, limit: int = 50,
+                      severities: Sequence[str] | None = None) -> list[dict]:
+    """The latest alert events with their delivery state per channel (sinks/outbox.py)."""
+    from sinks import outbox
+    return outbox.read_events(conn, limit=limit, severities=severities)
+
+
+def read_plugins(conn: Connection) -> list[dict]:
+    """Every declared plugin: uuid, source, name, spec (interval, timeout...), declared_at."""
+    if not has_tables(conn, "plugins"):
+        return []
+    stmt = select(plugins).order_by(plugins.c.uuid, plugins.c.name, plugins.c.source)
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def read_checks(conn: Connection, uuid: str | None = None) -> list[dict]:
+    """The latest result of every check (of one agent if ``uuid``), by uuid and plugin."""
+    if not has_tables(conn, "checks"):
+        return []
+    stmt = select(checks).order_by(checks.c.uuid, checks.c.plugin)
+    if uuid is not None:
+        stmt = stmt.where(checks.c.uuid == uuid)
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def read_check_state(conn: Connection) -> list[dict]:
+    """The Nagios state of every check the alerting sinks evaluated (``check_state``)."""
+    if not has_tables(conn, "check_state"):
+        return []
+    stmt = select(check_state).order_by(check_state.c.uuid, check_state.c.plugin)
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def read_host_state(conn: Connection) -> list[dict]:
+    """UP/DOWN of every agent ("" name) and heartbeating local process (``host_state``)."""
+    if not has_tables(conn, "host_state"):
+        return []
+    stmt = select(host_state).where(host_state.c.last_heard > 0) \
+        .order_by(host_state.c.uuid, host_state.c.name)
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def read_silences(conn: Connection, now: float | None = None, ended: bool = False) -> list[dict]:
+    """Silences, newest first: those still running at ``now`` (all if ``ended``), each
+    with ``suppressed``: how many distinct alerts it muted."""
+    if not has_tables(conn, "silences"):
+        return []
+    from sqlalchemy import func
+    now = time.time() if now is None else now
+    stmt = select(silences).order_by(silences.c.id.desc())
+    if not ended:
+        stmt = stmt.where(silences.c.until > now, silences.c.removed.is_(None))
+    rows = [dict(r._mapping) for r in conn.execute(stmt)]
+    counts: dict[int, int] = {}
+    if rows and has_tables(conn, "suppressed"):
+        counts = dict(conn.execute(
+            select(suppressed.c.silence_id, func.count())
+            .where(suppressed.c.silence_id.in_([r["id"] for r in rows]))
+            .group_by(suppressed.c.silence_id)).all())
+    for row in rows:
+        row["suppressed"] = counts.get(row["id"], 0)
     return rows

@@ -9,7 +9,9 @@ Each wake-up drains up to ``batch`` messages, lets :class:`sinks.intake.Intake` 
 filter and deduplicate them, has the sink write the fresh ones in one transaction and only
 then sends the ACKs: one per (router, agent), through the control socket of the router named
 in the ROUTER frame. A failed write is logged and counted and nothing is ACKed: the agents
-resend. SIGTERM or SIGINT (see :meth:`SinkLoop.stop`) ends the loop after the current batch.
+resend. SIGTERM or SIGINT (see :meth:`SinkLoop.stop`) ends the loop after the current batch,
+whose ACKs get ``ACK_LINGER`` to leave before the process exits. Under systemd the loop sends
+READY once its sockets are open, pings the watchdog from each iteration, and STOPPING.
 
 With ``security.curve`` every socket (the DEALERs and the PULL) is a CURVE client presenting
 the sink's back-end key and trusting the routers' shared key.
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 
 import zmq
 
-from fleetwatch import __version__, protocol
+from fleetwatch import __version__, protocol, sdnotify
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import ProtocolError
 from sinks.base import Sink, WriteError
@@ -41,6 +43,8 @@ PULL_HWM = 10_000
 ACK_CHUNK = 1000
 #: longest poll, so that a stop request is seen promptly
 MAX_WAIT = 0.25
+#: milliseconds the ACKs still queued at stop get to reach the routers
+ACK_LINGER = 2000
 
 
 @dataclass
@@ -55,11 +59,15 @@ class RouterLink:
 
 class SinkLoop:
     def __init__(self, sink: Sink, config: SinkConfig, ctx: zmq.Context | None = None,
-                 clock=time.monotonic, hostname: str | None = None, keys=None):
+                 clock=time.monotonic, hostname: str | None = None, keys=None,
+                 notifier=None):
         from fleetwatch.security import ClientKeys
         self.sink, self.config, self.clock = sink, config, clock
         self.keys = keys if keys is not None else ClientKeys(config.security)
-        self.ctx = ctx or zmq.Context.instance()
+        #: an own context is terminated at the end, which is what lets the last ACKs leave
+        self._own_ctx = ctx is None
+        self.ctx = ctx or zmq.Context()
+        self.notifier = notifier if notifier is not None else sdnotify.Notifier.from_env()
         self.hostname = hostname or socket.gethostname()
         self.sink_id = (config.name or f"{sink.type}@{self.hostname}")[:protocol.MAX_ID]
         self.counts: Counter = Counter()
@@ -71,6 +79,8 @@ class SinkLoop:
         self.pull: zmq.Socket | None = None
         self.pulling: set[str] = set()
         self.stopping = False
+        #: the last drain filled a whole batch: more may be waiting (no tick until read)
+        self.backlog = False
 
     # ---------------------------------------------------------------- life cycle
     def stop(self, *_args) -> None:
@@ -93,7 +103,7 @@ class SinkLoop:
 
     def close(self) -> None:
         for link in self.links:
-            link.socket.close(0)
+            link.socket.close(ACK_LINGER)
         if self.pull is not None:
             self.pull.close(0)
         self.links, self.by_router, self.pull = [], {}, None
@@ -110,6 +120,9 @@ class SinkLoop:
         for link in self.links:
             poller.register(link.socket, zmq.POLLIN)
         next_stats = self.clock() + self.config.stats_interval
+        tick_every = getattr(self.sink, "tick_interval", None)
+        next_tick = self.clock() + tick_every if tick_every else float("inf")
+        self.notifier.ready(f"sink {self.sink_id}: routers {', '.join(self.config.routers)}")
         try:
             while not self.stopping:
                 now = self.clock()
@@ -117,17 +130,26 @@ class SinkLoop:
                 if now >= next_stats:
                     log.info("counters: %s", self.report())
                     next_stats = now + self.config.stats_interval
-                wait = max(0.0, min(wake, next_stats, now + MAX_WAIT) - now)
+                if now >= next_tick and not self.backlog:
+                    self._tick()
+                    next_tick = now + tick_every
+                wait = max(0.0, min(wake, next_stats, next_tick, now + MAX_WAIT) - now)
                 events = dict(poller.poll(wait * 1000))
                 for link in self.links:
                     if link.socket in events:
                         self._control(link)
+                self.backlog = False
                 if self.pull in events:
                     self.drain()
+                self.notifier.tick()
         finally:
+            self.notifier.stopping()
             log.info("stopping; final counters: %s", self.report())
             self.close()
             self.sink.close()
+            if self._own_ctx:
+                self.ctx.term()
+            self.notifier.close()
         return 0
 
     def report(self) -> str:
@@ -214,6 +236,19 @@ class SinkLoop:
                                   msg.get("ref"))
 
     # ---------------------------------------------------------------- data
+    def _tick(self) -> None:
+        """The sink's periodic work (the alerting sink: hosts gone silent); like a write,
+        a failure is counted and logged, never fatal. Skipped while messages wait on the
+        PULL: what a host said may be among them."""
+        try:
+            self.sink.tick()
+        except WriteError as e:
+            self.counts["tick_failed"] += 1
+            self.throttle.warning("tick_failed", "%s", e)
+        except Exception:  # a bug in a sink must not take the process down: counted, logged
+            self.counts["tick_crashed"] += 1
+            log.exception("sink %s failed on its periodic tick", self.sink.type)
+
     def drain(self) -> None:
         """Read up to ``batch`` messages, write them, then ACK what was committed."""
         raw = []
@@ -222,6 +257,7 @@ class SinkLoop:
                 raw.append(self.pull.recv_multipart(zmq.NOBLOCK))
             except zmq.Again:
                 break
+        self.backlog = len(raw) >= self.config.batch
         batch = self.intake.prepare(raw)
         if batch.fresh:
             try:

@@ -20,12 +20,52 @@ def fleet(tmp_path, request):
     f.stop_all()
 
 
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (tests/pg.py), stopped after the session;
+    skipped only when the PostgreSQL binaries are not installed (``make install`` does)."""
+    from pg import PgCluster, find_bindir
+    bindir = find_bindir()
+    if bindir is None:
+        pytest.skip("PostgreSQL binaries not found in /usr/lib/postgresql/*/bin "
+                    "(apt-get install postgresql, or make install)")
+    cluster = PgCluster(bindir).start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster):
+    """The SQLAlchemy URL of a fresh, empty PostgreSQL database for this test (left in
+    place: processes of the test may still hold connections; the cluster goes at the end)."""
+    return pg_cluster.create_database()
+
+
 @pytest.fixture
 def zctx():
     """A context for a test's own sockets, destroyed (linger 0) afterwards."""
     ctx = zmq.Context()
     yield ctx
     ctx.destroy(linger=0)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for every history test in the run (a session takes about
+    10 s to start): sinks/history/spark.py's settings, 2 shuffle partitions."""
+    pytest.importorskip("pyspark", reason="the history extra is not installed")
+    from sinks.history.spark import session
+    s = session("local[2]", {"spark.driver.memory": "1g"})
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="session")
+def history_lake(spark, tmp_path_factory):
+    """The generated lake of tests/lakegen.py with its known answers, shared by the query,
+    replay and notebook tests: read only (a test that changes a lake makes its own)."""
+    from lakegen import make_lake
+    return make_lake(spark, tmp_path_factory.mktemp("history-lake"))
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -168,6 +168,17 @@ class Fleet:
             "routers": [r["endpoints"]["control"] for r in routers],
             "state_url": self.state_url, "timeout": 1.0})
 
+    # ---------------------------------------------------------------- schedulers
+    def scheduler_config(self, routers: list[dict], name: str = "scheduler", **extra) -> Path:
+        return self.write(f"{name}.yaml", {
+            "routers": [r["endpoints"]["control"] for r in routers], "id": name,
+            "state_url": self.state_url, "refresh_interval": 0.5, "hello_interval": 0.2,
+            "stats_interval": 1.0, **extra})
+
+    def scheduler(self, routers: list[dict], name: str = "scheduler", **extra) -> Proc:
+        path = self.scheduler_config(routers, name, **extra)
+        return self.start(name, "scheduler", "--config", str(path))
+
 
 # ---------------------------------------------------------------- CURVE keys (issue 3)
 

@@ -227,6 +227,10 @@ def _wrong_values(tp):
         return [(5, "expected a string, got number 5", ""),
                 (True, "expected a string, got boolean true", ""),
                 (["x"], "expected a string, got a list", "")]
+    if origin is list and dataclasses.is_dataclass(typing.get_args(tp)[0]):
+        return [({"a": "b"}, "expected a list of mappings, got a mapping", ""),
+                ("tcp://x:1", "expected a list of mappings, got string", ""),
+                (["ok"], "expected a mapping of settings", "[0]")]
     if origin is list:
         return [({"a": "b"}, "expected a list of strings, got a mapping", ""),
                 ("tcp://x:1", "expected a list of strings, got string", ""),
@@ -234,6 +238,10 @@ def _wrong_values(tp):
     if origin is dict and typing.get_args(tp)[1] is str:
         return [(["tcp://x:1"], "expected a mapping, got a list", ""),
                 ({"alerting": 5561}, "expected a string, got number 5561", ".alerting")]
+    if origin is dict and typing.get_origin(typing.get_args(tp)[1]) is dict:
+        # dict[str, dict[str, Any]]: alert channels, each checked by its type's dataclass
+        return [(["x"], "expected a mapping, got a list", ""),
+                ({"pager": "webhook"}, "expected a mapping, got string", ".pager")]
     if origin is dict:  # dict[str, list[str]]
         return [("NOTIFY", "expected a mapping, got string", ""),
                 ({"NOTIFY": "alerting"}, "expected a list of strings, got string", ".NOTIFY"),

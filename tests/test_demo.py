@@ -6,12 +6,15 @@ import json
 import os
 import signal
 
+from pathlib import Path
+
 import psutil
 import pytest
 import yaml
 
 from fleet import router_supports_curve, wait_for
 from fleetwatch.security import read_certificate
+from sinks.metricpaths import node as sanitise_host
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -35,10 +38,11 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     check_security_sections(demo_dir, insecure)
     assert ("CURVE           OFF" if insecure else "CURVE           on: keys in") in demo.log()
     names = {p["name"] for p in procs}
-    assert {"router-1", "router-2", "sink-registry", "sink-alerting", "agent"} <= names
+    assert {"router-1", "router-2", "carbon", "sink-registry", "sink-alerting",
+            "sink-graphite", "scheduler", "agent"} <= names
     for p in procs:
         assert psutil.pid_exists(p["pid"]), p
-        assert (demo_dir / f"{p['name']}.yaml").exists()
+        assert Path(p["config"]).exists(), p
     op = str(demo_dir / "fleetwatch.yaml")
     agent_cfg = str(demo_dir / "agent.yaml")
     assert "status --config" in demo.log()
@@ -70,6 +74,25 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     assert found[0]["text"] == "demo disk on fire"
     assert found[0]["severity"] == "error"
     assert found[0]["uuid"] == entry["uuid"]
+
+    # The scheduler runs the agent's declared checks: bundled ones and Debian's check_users.
+    def checks_ran():
+        res = fleet.cli("status", "--config", op, "--json", check=False)
+        checks = json.loads(res.stdout)["checks"] if res.returncode == 0 else []
+        ran = {c["plugin"]: c for c in checks if c["state"] != "PENDING"}
+        return ran if {"disk_root", "users"} <= set(ran) else None
+    ran = wait_for(checks_ran, 60, interval=1.0, what="the demo checks run by the scheduler")
+    assert ran["disk_root"]["output"].startswith("DISK"), ran["disk_root"]
+    assert ran["users"]["output"].startswith("USERS"), ran["users"]
+
+    # A real carbon-cache beside the fleet: the host's stats and check perfdata as whisper
+    # files with data in them.
+    from fleetwatch.carbon import read_points
+    host = sanitise_host(entry["hostname"])
+    base = Path(info["carbon"]["whisper_dir"]) / info["carbon"]["prefix"] / host
+    for metric in ("cpu/percent.wsp", "checks/disk_root/status.wsp"):
+        wait_for(lambda: (base / metric).exists(), 60, interval=0.5, what=f"whisper {metric}")
+        assert read_points(base / metric, timeout=10), metric
 
     once = json.loads(fleet.cli("agent", "--once", "--config", agent_cfg).stdout)
     assert any(k.startswith("cpu.") for k in once)
@@ -107,13 +130,15 @@ def check_security_sections(demo_dir, insecure: bool) -> None:
 def test_demo_reuses_its_keys(fleet):
     """Planning twice in one directory keeps every key (no "exists already")."""
     from fleetwatch import demo
+    from fleetwatch.demoplan import backend_names
 
     root = fleet.root / "again"
     cfg = demo.DemoConfig(dir=str(root), routers=1)
     demo.plan(root, cfg)
     keys = sorted((root / "keys").rglob("*.key*"))
     before = {p: p.read_bytes() for p in keys}
-    assert len(keys) == 2 * 5   # fleet, the agent, two sinks, the operator
+    # fleet, the agent, and each back-end client (sinks, scheduler, operator)
+    assert len(keys) == 2 * (2 + len(backend_names()))
     demo.plan(root, cfg)
     assert {p: p.read_bytes() for p in sorted((root / "keys").rglob("*.key*"))} == before
     check_security_sections(root, insecure=False)
@@ -124,8 +149,8 @@ def test_demo_settings_from_a_config_file_and_flags(fleet):
     res = fleet.cli("demo", "--config", str(bad), check=False)
     assert res.returncode == 78
     assert res.stderr.strip().splitlines() == [
-        f"fleetwatch demo: {bad}: colour: unknown setting (known here: dir, heartbeat, "
-        f"insecure, routers, stats_interval)"]
+        f"fleetwatch demo: {bad}: colour: unknown setting (known here: alert_smtp, alert_to, "
+        f"alert_webhook, dir, heartbeat, insecure, routers, stats_interval)"]
     res = fleet.cli("demo", "--routers", "0", "--dir", str(fleet.root / "d0"), check=False)
     assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
 
@@ -137,6 +162,32 @@ def test_demo_config_file_is_used(fleet):
     manifest = fleet.root / "one" / "demo.json"
     wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
     names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
-    assert names == ["router-1", "sink-registry", "sink-alerting", "agent"]
+    assert names == ["router-1", "carbon", "sink-registry", "sink-alerting", "sink-graphite",
+                     "scheduler", "agent"]
     demo.signal(signal.SIGINT)
     assert demo.popen.wait(30) == 0, demo.log()
+
+
+def test_demo_alert_flags_configure_the_alerting_sink(fleet):
+    """--alert-webhook and --alert-smtp/--alert-to become the alerting sink's channels;
+    a bad flag is one line naming it."""
+    from fleetwatch import demo
+
+    root = fleet.root / "alerts"
+    cfg = demo.DemoConfig(dir=str(root), routers=1, insecure=True,
+                          alert_webhook="http://127.0.0.1:9/hook", alert_smtp="127.0.0.1:2525",
+                          alert_to=["ops@example.org"])
+    _, info = demo.plan(root, cfg)
+    assert info["channels"] == ["email", "webhook"]
+    sink = yaml.safe_load((root / "sink-alerting.yaml").read_text())
+    channels = sink["alerting"]["delivery"]["channels"]
+    assert channels["webhook"]["url"] == "http://127.0.0.1:9/hook"
+    assert channels["email"]["to"] == ["ops@example.org"]
+    from fleetwatch.config import load
+    from sinks.config import SinkConfig
+    loaded = load(SinkConfig, str(root / "sink-alerting.yaml"))   # the sink's own checks
+    assert sorted(loaded.alerting.delivery.channels) == ["email", "webhook"]
+    res = fleet.cli("demo", "--alert-smtp", "nowhere", "--dir", str(fleet.root / "bad"),
+                    check=False)
+    assert res.returncode == 78
+    assert "--alert-smtp: expected HOST:PORT" in res.stderr

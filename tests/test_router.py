@@ -14,6 +14,7 @@ from fleet import wait_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.links import connection_id
 from fleetwatch import protocol
 from fleetwatch.protocol import SIGNATURE
 
@@ -47,14 +48,14 @@ def pull(ctx: zmq.Context, endpoint: str) -> zmq.Socket:
 
 
 class FakeAgent:
-    """A DEALER whose routing id is its uuid, speaking through the real codec."""
+    """A DEALER with a secret routing id like the agent's, speaking through the real codec."""
 
     def __init__(self, ctx: zmq.Context, endpoint: str, uuid: str | None = None,
-                 routing_id: str | None = None):
+                 routing_id: bytes | None = None):
         self.uuid = uuid or uuidlib.uuid4().hex
         self.sock = ctx.socket(zmq.DEALER)
         self.sock.linger = 0
-        self.sock.routing_id = (routing_id or self.uuid).encode()
+        self.sock.routing_id = routing_id or connection_id()
         self.sock.connect(endpoint)
 
     def send(self, type_: str, **fields) -> protocol.Message:
@@ -196,7 +197,7 @@ def test_slow_path_relays_hello_and_heartbeat_with_the_envelope(fleet, zctx):
 @pytest.mark.parametrize("uuid", ["bad/uuid", "bad uuid", "-bad", "b\u00e9d", "a" * 65])
 def test_hello_with_an_invalid_uuid_gets_400(fleet, zctx, uuid):
     r = fleet.router()
-    # the routing id is the uuid, as SPEC section 2 says, so only the body check can refuse it
+    # the routing id is no uuid (SPEC section 2): only the body check can refuse it
     liar = FakeAgent(zctx, r["endpoints"]["agents"], uuid=uuid)
     hello = liar.send("HELLO", hostname="h", heartbeat=1.0)
     err = liar.expect("ERROR")
@@ -273,14 +274,45 @@ def test_unknown_peer_gets_401(fleet, zctx):
     stranger.hello()                                 # then HELLO makes it welcome
 
 
-def test_hello_with_another_uuid_gets_403(fleet, zctx):
+def test_a_connection_speaks_for_the_uuid_of_its_first_hello_only(fleet, zctx):
     r = fleet.router()
-    liar = FakeAgent(zctx, r["endpoints"]["agents"], uuid="victim", routing_id="liar")
-    hello = liar.send("HELLO", hostname="h", heartbeat=1.0)
-    err = liar.expect("ERROR")
+    graphite = pull(zctx, r["endpoints"]["sinks"]["graphite"])
+    agent = FakeAgent(zctx, r["endpoints"]["agents"], uuid="honest")
+    agent.hello()
+    hello = protocol.make("HELLO", "victim", hostname="h", heartbeat=1.0)
+    agent.sock.send_multipart(protocol.encode(hello))
+    err = agent.expect("ERROR")
     assert err.body["status"] == protocol.FORBIDDEN and err.body["ref"] == hello.msg_id
+    assert "honest" in err.body["reason"] and "victim" in err.body["reason"]
     control = FakeControl(zctx, r["endpoints"]["control"])
-    assert control.peers() == []
+    assert [p["uuid"] for p in control.peers()] == ["honest"]
+    stats_from(graphite, lambda m: m.get("router.refused.uuid_mismatch") == 1)
+
+
+def test_a_reconnect_moves_the_agent_and_run_goes_to_the_newest_connection(fleet, zctx):
+    r = fleet.router()
+    ep = r["endpoints"]
+    alerting = pull(zctx, ep["sinks"]["alerting"])
+    old = FakeAgent(zctx, ep["agents"])
+    old.hello()
+    relay_until_received(old, alerting)
+    new = FakeAgent(zctx, ep["agents"], uuid=old.uuid)      # the same agent, a new socket
+    new.hello()
+    control = FakeControl(zctx, ep["control"])
+    (entry,) = control.peers()
+    assert entry["uuid"] == old.uuid
+    run = protocol.make("RUN", control.uuid, command_id="c1", plugin="check_load")
+    control.sock.send_multipart(protocol.encode_control(run, old.uuid))
+    got = recv_until(new.sock, lambda f: f[1] == b"RUN", what="RUN at the new connection")
+    assert protocol.decode(got).get("command_id") == "c1"
+    old.notify("from the old connection")                   # forgotten: asked for HELLO
+    assert old.expect("ERROR").body["status"] == protocol.HELLO_REQUIRED
+    assert not old.sock.poll(200)                           # and the RUN never went there
+    sent, got = relay_until_received(new, alerting)
+    assert got.uuid == old.uuid and got.router == "router-1"
+    while alerting.poll(200):                               # nothing of the old one relayed
+        frames = alerting.recv_multipart()
+        assert b"from the old connection" not in frames[2]
 
 
 def test_future_version_gets_505(fleet, zctx):
@@ -382,6 +414,34 @@ def test_tail_filters_by_topic_prefix(fleet, zctx):
     # the type subscription did get the longer uuid's NOTIFY
     recv_until(subs["all"], lambda f: f[0] == protocol.envelope("NOTIFY", longer.uuid, "router-1"),
                what="the longer uuid's NOTIFY on the type subscription")
+
+
+def test_tail_subscriptions_are_counted_and_the_excess_reported(fleet, zctx):
+    r = fleet.router(limits={"tail_topics": 5})
+    graphite = pull(zctx, r["endpoints"]["sinks"]["graphite"])
+    greedy = zctx.socket(zmq.SUB)
+    greedy.linger = 0
+    for i in range(20):
+        greedy.subscribe(f"NOTIFY/u{i}/".encode())
+    greedy.connect(r["endpoints"]["tail"])
+    metrics = stats_from(graphite, lambda m: m.get("router.tail.topics") == 20)
+    assert metrics["router.tail.excess"] == 15
+    for i in range(20):
+        greedy.unsubscribe(f"NOTIFY/u{i}/".encode())
+    published = stats_from(graphite, lambda m: m.get("router.tail.topics") == 0)[
+        "router.tail.published"]                    # (its own STATS, while subscribed)
+    # nobody listening: the router publishes nothing
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    agent.hello()
+    relay_until_received(agent, pull(zctx, r["endpoints"]["sinks"]["alerting"]))
+    metrics = stats_from(graphite, lambda m: m.get("router.received.NOTIFY", 0) >= 1)
+    assert metrics["router.tail.published"] == published
+    assert metrics["router.tail.excess"] == 15
+    greedy.subscribe(b"")                            # and a subscriber gets it again
+    greedy.close()                                   # gone: its topics go too
+    stats_from(graphite, lambda m: m.get("router.tail.topics") == 0
+               and m.get("router.tail.excess") == 15)
+    assert "above limits.tail_topics (5)" in r["proc"].log()
 
 
 # ---------------------------------------------------------------- hostile input

@@ -109,17 +109,40 @@ def test_once_per_key_per_period():
     assert once.allow("u1")
 
 
-def test_suspended_peers_resume_expire_and_stay_listed():
+def test_a_hello_from_a_new_routing_id_moves_the_agent_and_forgets_the_old_one():
+    clock = Clock()
+    peers = Peers(3.0, clock, b"r1")
+    first, new = peers.hello(b"c1", "u1", "h1", 1.0, "i1")
+    assert new and peers.by_uuid("u1") is first and peers.get(b"c1") is first
+    first.tokens = 7.0
+    clock.now += 2
+    moved, new = peers.hello(b"c2", "u1", "h1", 1.0, "i1")      # the agent reconnected
+    assert not new and moved is first and moved.routing_id == b"c2"
+    assert b"c1" not in peers and peers.get(b"c2") is first and len(peers) == 1
+    assert peers.by_uuid("u1") is first                          # RUN goes to the newest
+    assert first.tokens == 7.0 and first.since == 1000.0         # no fresh bucket, same since
+    assert first.envelopes[b"STATS"] == b"STATS/u1/r1"           # stamped by uuid
+    # a routing id bound to one uuid cannot be re-bound to another (the caller answers 403)
+    peers.hello(b"c3", "u2", "h2", 1.0)
+    try:
+        peers.hello(b"c3", "u1", "h1", 1.0)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a bound routing id took another uuid")
+    assert peers.by_uuid("u1").routing_id == b"c2"
+
+
+def test_forget_and_expire_keep_the_uuid_index_consistent():
     clock = Clock()
     peers = Peers(3.0, clock)
-    peers.hello(b"u1", "u1", "h1", 1.0)
-    peers.hello(b"u2", "u2", "h2", 1.0)
-    assert peers.suspend_all() == 2 and not peers.table and len(peers) == 2
+    peers.hello(b"c1", "u1", "h1", 1.0)
+    peers.hello(b"c2", "u2", "h2", 1.0)
     assert [p["uuid"] for p in peers.listing()] == ["u1", "u2"]
-    assert peers.resume(b"u1").uuid == "u1" and b"u1" in peers.table
-    assert peers.resume(b"u1") is None
-    peer, new = peers.hello(b"u2", "u2", "h2", 1.0, "i2")     # a HELLO resumes it too
-    assert not new and peer.instance == "i2" and b"u2" in peers.table
-    peers.suspend_all()
+    assert peers.forget(b"nobody") is None and peers.forget(b"c1").uuid == "u1"
+    assert peers.by_uuid("u1") is None and peers.by_uuid("u2") is not None
+    peers.hello(b"c3", "u2", "h2", 1.0)                          # moved: c2 is gone
+    assert peers.forget(b"c2") is None and peers.by_uuid("u2").routing_id == b"c3"
     clock.now += 10
-    assert {p.uuid for p in peers.expire()} == {"u1", "u2"} and len(peers) == 0
+    assert {p.uuid for p in peers.expire()} == {"u2"} and len(peers) == 0
+    assert peers.by_uuid("u2") is None and not peers.table and not peers.uuids

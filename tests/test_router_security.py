@@ -3,6 +3,7 @@ rate limits and admission pacing, against raw zmq sockets configured by fleetwat
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import zmq
 from fleet import wait_for
 from test_router import recv_until, stats_from
 
+from agent.links import connection_id
 from fleetwatch import protocol, security
 
 pytestmark = pytest.mark.slow
@@ -53,11 +55,11 @@ def keys(tmp_path):
     return Keys(tmp_path / "keys")
 
 
-def dealer(ctx, endpoint: str, routing_id: str | None, cert, keys: Keys | None):
+def dealer(ctx, endpoint: str, routing_id: bytes | str | None, cert, keys: Keys | None):
     sock = ctx.socket(zmq.DEALER)
     sock.linger = 0
     if routing_id:
-        sock.routing_id = routing_id.encode()
+        sock.routing_id = routing_id if isinstance(routing_id, bytes) else routing_id.encode()
     if cert is not None:
         security.client(sock, cert, keys.router)
     sock.connect(endpoint)
@@ -65,12 +67,15 @@ def dealer(ctx, endpoint: str, routing_id: str | None, cert, keys: Keys | None):
 
 
 class Agent:
-    """A DEALER speaking for ``uuid`` with ``cert`` (None: a plain NULL client)."""
+    """A DEALER speaking for ``uuid`` with ``cert`` (None: a plain NULL client), with a secret
+    routing id like the agent's unless ``routing_id`` is given (b"": none, libzmq's)."""
 
-    def __init__(self, ctx, endpoint, uuid, cert, keys, instance: str | None = None):
+    def __init__(self, ctx, endpoint, uuid, cert, keys, instance: str | None = None,
+                 routing_id: bytes | None = None):
         self.ctx, self.endpoint, self.uuid, self.cert, self.keys = ctx, endpoint, uuid, cert, keys
         self.instance = instance
-        self.sock = dealer(ctx, endpoint, uuid, cert, keys)
+        self.routing_id = connection_id() if routing_id is None else routing_id
+        self.sock = dealer(ctx, endpoint, self.routing_id, cert, keys)
 
     def send(self, type_: str, **fields) -> protocol.Message:
         msg = protocol.make(type_, self.uuid, **fields)
@@ -130,6 +135,20 @@ def keep_relaying(agent: Agent, sink: zmq.Socket, tag: str) -> None:
     raise AssertionError(f"{agent.uuid} is no longer relayed ({tag})")
 
 
+def asked_for_hello(agent: Agent, timeout: float = 5.0) -> None:
+    """``agent``'s messages are answered 401 (the router answers once a second per peer)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        agent.send("HEARTBEAT")
+        end = time.monotonic() + 0.3
+        while (left := end - time.monotonic()) > 0 and agent.sock.poll(left * 1000):
+            frames = agent.sock.recv_multipart()
+            if frames[1] == b"ERROR":
+                assert protocol.decode(frames).body["status"] == protocol.HELLO_REQUIRED
+                return
+    raise AssertionError(f"{agent.uuid} was not asked for HELLO")
+
+
 def secure_router(fleet, keys, **extra):
     return fleet.router(security=keys.config(), **extra)
 
@@ -159,7 +178,7 @@ def test_every_foreign_or_misused_key_is_refused_and_counted(fleet, zctx, keys):
     control = dealer(zctx, ep["control"], None, good_cert, keys)
     control.send_multipart(protocol.encode_control(protocol.make("PEERS", "cli")))
     assert not control.poll(1000)
-    # good's key used for another uuid (routing id and body uuid both the other one)
+    # good's key used for another uuid
     liar = Agent(zctx, ep["agents"], other_uuid, good_cert, keys)
     err = liar.answer()
     assert err.type == "ERROR" and err.body["status"] == protocol.FORBIDDEN, err
@@ -169,20 +188,6 @@ def test_every_foreign_or_misused_key_is_refused_and_counted(fleet, zctx, keys):
     text = event.message.body["text"]
     assert other_uuid in text and good_uuid in text and "127.0.0.1" in text, text
 
-    # a connection taking good's routing id over (ROUTER_HANDOVER) with another key, and
-    # sending without HELLO: refused once the router has made attached agents prove their key
-    taker = Agent(zctx, ep["agents"], good_uuid, other_cert, keys)
-    err = None
-    deadline = time.monotonic() + 10
-    while err is None and time.monotonic() < deadline:
-        taker.send("NOTIFY", severity="info", text="taken")
-        if taker.sock.poll(100):
-            frames = taker.sock.recv_multipart()
-            err = protocol.decode(frames) if frames[1] == b"ERROR" else None
-    assert err is not None and err.body["status"] == protocol.FORBIDDEN, err
-    taker.sock.close(0)
-    good = Agent(zctx, ep["agents"], good_uuid, good_cert, keys)     # the agent reconnects
-    good.welcome()
     keep_relaying(good, alerting, "after")
     metrics = stats_from(graphite, lambda m: all(
         m.get(f"router.refused.{k}", 0) >= 1 for k in
@@ -248,6 +253,85 @@ def test_allowlist_changes_apply_without_restart_and_on_sighup(fleet, zctx, keys
     assert "keys reloaded (SIGHUP)" in r["proc"].log()
 
 
+# ---------------------------------------------------------------- routing ids (7.3)
+
+def test_an_admitted_key_cannot_get_one_message_relayed_as_another_agent(fleet, zctx, keys):
+    a_cert, _ = keys.mint("agent", "a", "agent-a")
+    b_cert, _ = keys.mint("agent", "b", "agent-b")
+    sink_cert, _ = keys.mint("backend", "sink")
+    r = secure_router(fleet, keys)
+    ep = r["endpoints"]
+    alerting = backend_pull(zctx, ep["sinks"]["alerting"], sink_cert, keys)
+    graphite = backend_pull(zctx, ep["sinks"]["graphite"], sink_cert, keys)
+    a = Agent(zctx, ep["agents"], "agent-a", a_cert, keys)
+    a.welcome()
+    keep_relaying(a, alerting, "before")
+    seen: list[tuple[str, dict]] = []       # (stamped uuid, body) of what the sink got
+
+    def forge(impostor: Agent, refused: bool = True, n: int = 40) -> None:
+        """A's traffic from ``impostor`` (B's key): a HELLO as A, then NOTIFYs."""
+        if refused:         # 403, and nothing is attached to this connection
+            err = impostor.answer()
+            assert err.type == "ERROR" and err.body["status"] == protocol.FORBIDDEN, err
+        else:
+            impostor.hello_msg()
+        for i in range(n):
+            impostor.send("NOTIFY", severity="critical", text=f"forged {i}")
+
+    # B's key claiming A: from a fresh secret routing id, from A's uuid as routing id (the
+    # old rule), from libzmq's own routing id, from the one libzmq would give first were it
+    # not seeded, and from A's very routing id, as if its secret had leaked: a duplicate of
+    # a live connection's is ignored by libzmq (no ROUTER_HANDOVER), so that one gets nothing
+    impostors = [Agent(zctx, ep["agents"], "agent-a", b_cert, keys, routing_id=routing_id)
+                 for routing_id in (None, b"agent-a", b"", b"\x00\x6b\x8b\x45\x67")]
+    for impostor in impostors:              # (kept: a closed socket drops what it queued)
+        forge(impostor)
+    leaked = Agent(zctx, ep["agents"], "agent-a", b_cert, keys, routing_id=a.routing_id)
+    forge(leaked, refused=False)
+    assert not leaked.sock.poll(300)
+    # B attached as itself: its NOTIFYs claiming A in the body are stamped B, and a HELLO
+    # as A on its connection is refused
+    b = Agent(zctx, ep["agents"], "agent-b", b_cert, keys)
+    b.welcome()
+    b.uuid = "agent-a"
+    forge(b)
+    # every forged NOTIFY of the unattached connections was refused 401, none relayed
+    stats_from(graphite, lambda m: m.get("router.bad.401", 0) >= 4 * 40, timeout=20)
+    assert r["proc"].alive()
+    sentinel = a.send("NOTIFY", severity="info", text="sentinel")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and alerting.poll(1000):
+        frames = alerting.recv_multipart()          # not decode_relayed: it refuses B's
+        seen.append((frames[1].split(b"/")[1].decode(), json.loads(frames[2])))
+        if seen[-1][1]["msg_id"] == sentinel.msg_id:
+            deadline = time.monotonic() + 0.5       # a little longer: stragglers
+    assert any(body["msg_id"] == sentinel.msg_id for _, body in seen)
+    forged = [(stamp, body) for stamp, body in seen if body.get("text", "").startswith("forged")]
+    assert {stamp for stamp, _ in forged} == {"agent-b"}, {stamp for stamp, _ in forged}
+    assert len(forged) == 40                         # B's own, stamped B (sinks refuse them)
+    keep_relaying(a, alerting, "after")
+    metrics = stats_from(graphite, lambda m: m.get("router.refused.uuid_mismatch", 0) >= 5)
+    assert metrics["router.agents"] == 2 and r["proc"].alive()
+
+
+def test_announced_routing_ids_cannot_crash_the_router(fleet, zctx):
+    """libzmq aborts when a routing id it makes up for a connection is taken by one a peer
+    announced; unseeded, the first it makes up is 0x00 6b8b4567 in every process
+    (router.rids). CURVE off: the same holds for any holder of an admitted key."""
+    r = fleet.router()
+    ep = r["endpoints"]
+    squatters = [Agent(zctx, ep["agents"], f"squatter-{i}", None, None,
+                       routing_id=b"\x00" + (0x6B8B4567 + i).to_bytes(4, "big"))
+                 for i in range(4)]
+    for agent in squatters:
+        agent.welcome()
+    for i in range(2):
+        Agent(zctx, ep["agents"], f"anonymous-{i}", None, None, routing_id=b"").welcome()
+    assert r["proc"].alive()
+    for agent in squatters:
+        agent.welcome()
+
+
 # ---------------------------------------------------------------- clones
 
 def test_a_cloned_agent_is_reported_once_and_a_restart_is_not(fleet, zctx, keys):
@@ -268,12 +352,11 @@ def test_a_cloned_agent_is_reported_once_and_a_restart_is_not(fleet, zctx, keys)
     # a clone: two processes with the same key and uuid, re-HELLOing alternately
     a = Agent(zctx, ep["agents"], "agent-vm", cert, keys, instance="inst-a")
     b = Agent(zctx, ep["agents"], "agent-vm", cert, keys, instance="inst-b")
-    for _ in range(3):
-        for clone in (a, b):
-            # each new connection takes the routing id over (ROUTER_HANDOVER)
-            clone.sock.disconnect(ep["agents"])
-            clone.sock.connect(ep["agents"])
-            clone.welcome()
+    a.welcome()
+    for _ in range(2):
+        for clone, other in ((b, a), (a, b)):
+            clone.welcome()             # its HELLO moves the uuid to its connection, so the
+            asked_for_hello(other)      # other clone's next message gets 401: HELLO again
     event = relayed_notify(alerting, lambda m: "two agents" in m.message.body["text"])
     text = event.message.body["text"]
     assert "agent-vm" in text and "inst-a" in text and "inst-b" in text
@@ -283,6 +366,25 @@ def test_a_cloned_agent_is_reported_once_and_a_restart_is_not(fleet, zctx, keys)
     while alerting.poll(300):                       # and no report about the restart
         f = alerting.recv_multipart()
         assert b"agent-restarted" not in f[2] or b"two agents" not in f[2]
+
+
+def test_two_real_agent_processes_on_one_key_and_uuid_are_reported(fleet):
+    """A cloned machine, for real: two agent processes with the same uuid file and key. Each
+    one's HELLO moves the uuid to its connection, the other's next heartbeat gets 401 and it
+    says HELLO again: the alternation the router reports."""
+    from fleet import Keys as FleetKeys
+    from fleet import agent_uuid_for
+    keys = FleetKeys(fleet.root)
+    uuid = agent_uuid_for(fleet, "vm")
+    (fleet.root / "clone-state").mkdir()
+    shutil.copy(fleet.root / "vm-state" / "uuid", fleet.root / "clone-state" / "uuid")
+    secret = keys.agent(uuid)
+    r = fleet.router(security=keys.router_security())
+    for name in ("vm", "clone"):
+        fleet.agent([r], name=name, security=keys.client(secret), heartbeat_interval=0.3)
+    wait_for(lambda: f"uuid {uuid} is used by two agents at once" in r["proc"].log(),
+             timeout=30, interval=0.2, what="the clone reported")
+    assert r["proc"].alive()
 
 
 # ---------------------------------------------------------------- limits (CURVE off)

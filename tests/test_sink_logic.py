@@ -59,7 +59,8 @@ def test_every_registered_sink_loads():
 
 
 def test_unknown_sink_lists_the_known_ones():
-    with pytest.raises(UnknownSink, match="known: alerting, registry"):
+    from sinks import SINKS
+    with pytest.raises(UnknownSink, match="known: " + ", ".join(sorted(SINKS))):
         load_sink("carrier-pigeon")
 
 
@@ -352,3 +353,96 @@ def test_read_alerts_fills_hostname_from_the_registry(url):
     assert [a["msg_id"] for a in latest] == [ids[2], ids[1]]
     assert {a["hostname"] for a in latest} == {"web-1"}
     assert [a["severity"] for a in serious] == ["critical", "error"]
+
+
+# ---------------------------------------------------------------- checks (alerting, RESULT)
+
+def result(uuid=UUID, router="r1", ts=None, **fields):
+    body = {"command_id": "cli:" + "0" * 24, "plugin": "load", "status": 0, "output": "OK",
+            **fields}
+    clock = (lambda: ts) if ts is not None else Clock()
+    msg = protocol.make("RESULT", uuid, clock=clock, **body)
+    return decoded(protocol.encode_relayed(msg, uuid, router))
+
+
+def checks_of(eng):
+    with eng.connect() as conn:
+        return {(r["uuid"], r["plugin"]): r for r in db.read_checks(conn)}
+
+
+def record_results(url):
+    """Write RESULTs in a hostile order; return the sink and what the table holds."""
+    eng = db.engine(url)
+    sink = AlertingSink(eng, Clock())
+    sink.start()
+    perf = [{"label": "load1", "value": 0.5, "uom": "", "warn": "4", "crit": "8", "min": 0.0,
+             "max": None}]
+    new = result(started=200.0, status=2, output="CRITICAL - load 9", long_output="l2\nl3",
+                 perfdata=perf, command_id="s:" + "a" * 24, slot=180.0, duration=0.25)
+    old = result(started=100.0, status=0, output="OK - load 0.1", command_id="s:" + "b" * 24)
+    sink.write([new])
+    sink.write([old])                        # late: older than the stored one
+    sink.write([new, new])                   # again (another router, a repeated command id)
+    # several runs in one batch: the newest wins, whatever the order
+    sink.write([result(plugin="disk", started=5.0, output="second"),
+                result(plugin="disk", started=4.0, output="first")])
+    # no started: ordered by ts; a bad plugin name is counted, not written
+    sink.write([result(plugin="users", ts=50.0, output="ts 50"),
+                result(plugin="x" * 256, output="bad")])
+    sink.write([result(plugin="users", ts=40.0, output="ts 40")])
+    return sink, checks_of(eng)
+
+
+def test_checks_keep_the_newest_result_per_agent_and_plugin(url):
+    sink, got = record_results(url)
+    assert set(got) == {(UUID, "load"), (UUID, "disk"), (UUID, "users")}
+    load = got[(UUID, "load")]
+    assert {k: load[k] for k in ("status", "output", "long_output", "command_id", "slot",
+                                 "started", "duration", "router")} == {
+        "status": 2, "output": "CRITICAL - load 9", "long_output": "l2\nl3",
+        "command_id": "s:" + "a" * 24, "slot": 180.0, "started": 200.0, "duration": 0.25,
+        "router": "r1"}
+    assert load["perfdata"][0]["label"] == "load1" and load["perfdata"][0]["max"] is None
+    assert got[(UUID, "disk")]["output"] == "second"
+    assert got[(UUID, "users")]["output"] == "ts 50" and got[(UUID, "users")]["started"] is None
+    assert sink.counts["result"] == 9 and sink.counts["result_bad"] == 1
+    # stored: new, the newer disk, users at 50; not newer: old, new twice, the older disk
+    # (its batch twin won), users at 40
+    assert sink.counts["result_recorded"] == 3 and sink.counts["result_not_newer"] == 5
+    sink.close()
+
+
+def test_results_are_not_acked():
+    assert "RESULT" in AlertingSink.handles and "RESULT" not in AlertingSink.acks
+
+
+def test_checks_on_postgresql(pg_url):
+    """The same statement on PostgreSQL (ON CONFLICT ... WHERE, JSON perfdata)."""
+    pytest.importorskip("psycopg")
+    sink, got = record_results(pg_url)
+    assert got[(UUID, "load")]["output"] == "CRITICAL - load 9"
+    assert got[(UUID, "load")]["perfdata"][0]["warn"] == "4"
+    assert got[(UUID, "disk")]["output"] == "second" and got[(UUID, "users")]["output"] == "ts 50"
+    sink.close()
+
+
+def test_checks_with_the_portable_fallback(url, monkeypatch):
+    """A database without ON CONFLICT takes the select-then-write path, with the same order."""
+    eng = db.engine(url)
+    sink = AlertingSink(eng, Clock())
+    sink.start()
+    real = db.record_checks
+
+    def portable(conn, rows):
+        monkeypatch.setattr(conn.dialect, "name", "other")
+        try:
+            return real(conn, rows)
+        finally:
+            monkeypatch.setattr(conn.dialect, "name", "sqlite")
+    monkeypatch.setattr(db, "record_checks", portable)
+    sink.write([result(started=2.0, output="new")])
+    sink.write([result(started=1.0, output="old"), result(plugin="p2", ts=9.0, output="p2")])
+    got = checks_of(eng)
+    assert got[(UUID, "load")]["output"] == "new" and got[(UUID, "p2")]["output"] == "p2"
+    assert sink.counts["result_recorded"] == 2 and sink.counts["result_not_newer"] == 1
+    sink.close()

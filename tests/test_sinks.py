@@ -261,3 +261,26 @@ def test_end_to_end_with_the_real_router(fleet):
         assert entry["hostname"] == "e2e-host"
     finally:
         agent.close(0)
+
+
+def test_results_become_the_latest_check_and_are_not_acked(fleet, router):
+    fleet.sink("alerting", [router.info], stats_interval=0.2)
+    wait_for(lambda: router.pullers("alerting") >= 1, what="the sink's PULL")
+    perf = [{"label": "load1", "value": 0.5, "uom": "", "warn": "4", "crit": "8", "min": 0.0,
+             "max": None}]
+    _, new = relayed("RESULT", UUID, command_id="s:" + "a" * 24, plugin="load", status=1,
+                     output="WARNING - load 5", perfdata=perf, started=2000.0, duration=0.1)
+    _, old = relayed("RESULT", UUID, command_id="s:" + "b" * 24, plugin="load", status=0,
+                     output="OK - load 0.1", started=1000.0)
+    router.push("alerting", new)
+    wait_for(lambda: db_rows(fleet, "SELECT output FROM checks"), what="the checks row")
+    router.push("alerting", old)                 # late: must not replace the newer one
+    _, marker = relayed("RESULT", UUID, command_id="cli:" + "c" * 24, plugin="disk", status=0,
+                        output="DISK OK")
+    router.push("alerting", marker)              # after old in the same PUSH pipe
+    wait_for(lambda: len(db_rows(fleet, "SELECT 1 FROM checks")) == 2, what="the disk row")
+    assert db_rows(fleet, "SELECT uuid, plugin, status, output, command_id, started, router "
+                          "FROM checks ORDER BY plugin") == [
+        (UUID, "disk", 0, "DISK OK", "cli:" + "c" * 24, None, "fake-1"),
+        (UUID, "load", 1, "WARNING - load 5", "s:" + "a" * 24, 2000.0, "fake-1")]
+    assert router.received("ACK") == []

@@ -1,0 +1,329 @@
+"""``fleetwatch history compact``: closed landing files into the Parquet tables, exactly once.
+
+One run, holding the lake's compaction lock (``_compaction/lock``, flock):
+
+1. recover: finish or undo killed runs (:func:`sinks.history.manifest.recover`), close the
+   ``.open`` files of history sinks that died and never came back;
+2. read: the closed landing files (``max_files_per_run`` at most), parsed once with the
+   explicit landing schema and cached; one aggregation counts events, bad lines and the
+   dates each table gets;
+3. per table, in parallel: one line per msg_id (:func:`sinks.history.tables.messages`),
+   minus the msg_ids the table already holds for those dates, into rows; written under the
+   run's staging directory, partitioned by date, at most one file per date per core. A
+   date partition holding ``max_small_files`` small files or more is merged: its small
+   files are rewritten together with the new rows;
+4. commit: intent, apply, manifest, settle (:mod:`sinks.history.manifest`).
+
+Progress goes to ``out`` (stdout in the CLI), one line per step, and a summary at the end.
+``FLEETWATCH_HISTORY_CRASH=STEP`` (staged, intent, applied, committed) makes the process
+SIGKILL itself right after that step: the tests use it to kill a run at a known point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from pyspark import StorageLevel
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
+
+from sinks.history import manifest, tables
+from sinks.history.manifest import Lake
+from sinks.history.schema import TABLE_NAMES, TABLE_OF_TYPE, TABLES
+from sinks.history.sink import recover_stale
+from sinks.history.spark import from_settings
+
+log = logging.getLogger(__name__)
+
+CRASH_ENV = "FLEETWATCH_HISTORY_CRASH"
+STEPS = ("staged", "intent", "applied", "committed")
+#: exit status when another compaction holds the lock (EX_TEMPFAIL)
+EX_TEMPFAIL = 75
+#: msg_ids broadcast to the tasks at most (duplicated ids, or a table's new ids checked
+#: against its stored partitions); past it, a shuffle join does the work
+MAX_BROADCAST_IDS = 1_000_000
+
+
+class Busy(Exception):
+    """Another compaction runs on this lake."""
+
+
+@dataclass
+class TableResult:
+    rows: int = 0              # rows written (new)
+    messages: int = 0          # new messages (a STATS gives several rows)
+    duplicates: int = 0        # lines dropped: msg_id seen in this run or already stored
+    dates: int = 0
+    merged: int = 0            # date partitions rewritten (small files merged)
+    seconds: float = 0.0
+
+
+@dataclass
+class Summary:
+    run: str = ""
+    files: int = 0
+    bytes: int = 0
+    events: int = 0
+    bad: int = 0
+    tables: dict[str, TableResult] = field(default_factory=dict)
+    steps: dict[str, float] = field(default_factory=dict)   # step -> seconds
+    recovered: list[str] = field(default_factory=list)
+    #: the read step's counts: rows of (type, date, bad, count)
+    stats: list = field(default_factory=list, repr=False)
+
+    @property
+    def rows(self) -> int:
+        return sum(t.rows for t in self.tables.values())
+
+    def line(self) -> str:
+        if not self.files:
+            return "compact: no closed landing files"
+        total = sum(self.steps.values())
+        dups = sum(t.duplicates for t in self.tables.values())
+        return (f"compact: run {self.run} done in {total:.1f}s: {self.files} files, "
+                f"{self.events} events ({self.bad} bad lines, {dups} duplicates dropped), "
+                f"{self.rows} rows into {len(self.tables)} tables, "
+                f"{self.events / total if total else 0:.0f} events/s")
+
+
+def crash_hook(step: str) -> None:
+    """Kill this process right after ``step`` when FLEETWATCH_HISTORY_CRASH names it."""
+    if os.environ.get(CRASH_ENV) == step:
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def locked(lake: Lake):
+    """Hold the lake's compaction lock (raise :class:`Busy` if another run holds it). The
+    other commands that change tables (expire) take it too."""
+    os.makedirs(lake.work, exist_ok=True)
+    fd = os.open(lake.lock_path, os.O_RDWR | os.O_CREAT, 0o640)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(f"another compaction is running on {lake.root}") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def compact(spark, settings, out=print, hook=crash_hook, wall=time.time) -> Summary:
+    """One compaction run of the lake in ``settings`` (a HistorySettings)."""
+    lake = Lake(settings.lake)
+    lake.make_dirs()
+    summary = Summary()
+    with locked(lake):
+        t0 = time.monotonic()
+        summary.recovered = manifest.recover(lake, settings.processed)
+        summary.recovered += [f"closed {p} (its sink died)" for p in recover_stale(lake.root)]
+        for line in summary.recovered:
+            out(f"recover: {line}")
+        names = lake.closed_landing()
+        if settings.max_files_per_run:
+            names = names[:settings.max_files_per_run]
+        if not names:
+            out(summary.line())
+            return summary
+        summary.run = run = manifest.new_run_id(wall)
+        paths = [os.path.join(lake.landing, n) for n in names]
+        summary.files = len(names)
+        summary.bytes = sum(os.path.getsize(p) for p in paths)
+        summary.steps["recover"] = time.monotonic() - t0
+        out(f"compact: run {run}: {len(names)} landing files ({summary.bytes / 1e6:.1f} MB)")
+
+        batch = _read(spark, paths, summary, out)
+        try:
+            dates = _dates_by_table(summary.stats)
+            t = time.monotonic()
+            todo = [name for name in TABLE_NAMES if dates.get(name)]
+            # One thread per table: Spark runs their jobs side by side, so the fixed cost of
+            # each job (planning, scheduling) overlaps instead of adding up.
+            with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+                futures = {name: pool.submit(_table, spark, lake, settings, run, name,
+                                             batch, sorted(dates[name]), summary, out)
+                           for name in todo}
+                changes = {name: futures[name].result() for name in todo}
+            summary.steps["tables"] = time.monotonic() - t
+        finally:
+            batch.release()
+        hook("staged")
+        _commit(lake, settings, run, names, changes, summary, out, hook)
+    out(summary.line())
+    return summary
+
+
+@dataclass
+class Batch:
+    """The run's parsed landing lines (cached) and what deduplication needs to know."""
+
+    landing: object                 # DataFrame
+    dups: object = None             # DataFrame of duplicated msg_ids (cached), or None
+    dedupe_all: bool = False        # too many duplicates to broadcast: resolve every msg_id
+
+    def release(self) -> None:
+        for df in (self.landing, self.dups):
+            if df is not None:
+                df.unpersist()
+
+
+def _read(spark, paths, summary: Summary, out) -> Batch:
+    t = time.monotonic()
+    landing = tables.read_landing(spark, paths).persist(StorageLevel.MEMORY_AND_DISK)
+    batch = Batch(landing)
+    stats = (landing.groupBy("type", "date", "bad").count().collect())
+    summary.events = sum(r["count"] for r in stats)
+    summary.bad = sum(r["count"] for r in stats if r["bad"])
+    summary.stats = stats
+    dups = tables.duplicated_ids(landing).persist(StorageLevel.MEMORY_AND_DISK)
+    ndups = dups.count()
+    if ndups > MAX_BROADCAST_IDS:
+        batch.dedupe_all = True
+        dups.unpersist()
+    elif ndups:
+        batch.dups = dups
+    else:
+        dups.unpersist()
+    summary.steps["read"] = time.monotonic() - t
+    by_type: dict[str, int] = {}
+    for r in stats:
+        if not r["bad"]:
+            by_type[r["type"]] = by_type.get(r["type"], 0) + r["count"]
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())) or "none"
+    out(f"read: {summary.events} events in {summary.steps['read']:.1f}s "
+        f"({summary.bad} bad lines, {ndups} msg_ids on several lines); {kinds}")
+    return batch
+
+
+def _dates_by_table(stats) -> dict[str, set[str]]:
+    dates: dict[str, set[str]] = {}
+    for r in stats:
+        if not r["bad"]:
+            dates.setdefault(TABLE_OF_TYPE[r["type"]], set()).add(r["date"])
+    return dates
+
+
+def _table(spark, lake: Lake, settings, run: str, name: str, batch: Batch,
+           dates: list[str], summary: Summary, out) -> dict:
+    """Stage table ``name``'s new rows (and merged partitions); return its intent entry."""
+    t = time.monotonic()
+    result = summary.tables[name] = TableResult()
+    small_limit = settings.target_file_mb * 1024 * 1024
+    existing, small = [], {}
+    for date in dates:
+        files = lake.partition_files(name, date)
+        if files:
+            existing.append(lake.partition(name, date))
+        smalls = sorted(f for f, size in files.items() if size < small_limit)
+        if len(smalls) >= settings.max_small_files:
+            small[date] = smalls
+    lines = sum(r["count"] for r in summary.stats
+                if not r["bad"] and TABLE_OF_TYPE.get(r["type"]) == name)
+    msgs = tables.messages(batch.landing, name, batch.dups, batch.dedupe_all)
+    reader = spark.read.schema(TABLES[name]).option("basePath", lake.table(name))
+    known = None
+    if existing:
+        stored = reader.parquet(*existing)
+        if lines <= MAX_BROADCAST_IDS:
+            known = tables.already_stored(stored, msgs).persist()
+            if known.count():
+                msgs = msgs.join(F.broadcast(known), "msg_id", "left_anti")
+        else:
+            msgs = msgs.join(stored.select("msg_id").distinct(), "msg_id", "left_anti")
+    counted_msgs, counted_rows = Observation(f"{name}-messages"), Observation(f"{name}-rows")
+    msgs = msgs.observe(counted_msgs, F.count(F.lit(1)).alias("n"))
+    new = tables.rows(msgs, name).observe(counted_rows, F.count(F.lit(1)).alias("n"))
+    if small:
+        old = reader.parquet(*(os.path.join(lake.partition(name, d), f)
+                               for d, fs in small.items() for f in fs))
+        new = new.unionByName(old)
+    # a bounded number of files per date and run: one per task, as many tasks as cores
+    output = new.coalesce(int(spark.conf.get("spark.sql.shuffle.partitions")))
+    output.write.partitionBy("date").parquet(os.path.join(lake.staging(run), name))
+    if known is not None:
+        known.unpersist()
+    result.messages = counted_msgs.get["n"]
+    result.rows = counted_rows.get["n"]
+    result.duplicates = lines - result.messages
+    staged = lake.staged_files(run, name)
+    result.dates = len(staged)
+    result.merged = sum(1 for d in small if d in staged)
+    result.seconds = time.monotonic() - t
+    merged = f"; {result.merged} partitions merged" if result.merged else ""
+    out(f"{name}: {result.rows} rows from {result.messages} messages "
+        f"({result.duplicates} duplicates dropped) into {result.dates} dates{merged} "
+        f"in {result.seconds:.1f}s")
+    return {date: {"add": files, "remove": small.get(date, [])}
+            for date, files in staged.items()}
+
+
+def _commit(lake: Lake, settings, run: str, names: list[str], changes: dict,
+            summary: Summary, out, hook) -> None:
+    t = time.monotonic()
+    intent = {"run": run, "landing": names, "tables": changes,
+              "counts": {"events": summary.events, "bad": summary.bad,
+                         "rows": {k: v.rows for k, v in summary.tables.items()}}}
+    manifest.write_intent(lake, intent)
+    hook("intent")
+    manifest.apply(lake, intent)
+    hook("applied")
+    manifest.commit(lake, run)
+    hook("committed")
+    moved = manifest.settle(lake, run, settings.processed)
+    summary.steps["commit"] = time.monotonic() - t
+    out(f"commit: {sum(len(d) for d in changes.values())} partitions updated, {moved} "
+        f"landing files {'deleted' if settings.processed == 'delete' else 'moved to done/'} "
+        f"in {summary.steps['commit']:.1f}s")
+
+
+# ---------------------------------------------------------------- command line
+
+def cli(args, settings) -> int:
+    """``fleetwatch history compact [--every SECONDS] [--quiet]``."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    quiet = getattr(args, "quiet", False)
+    out = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
+    every = getattr(args, "every", None)
+    if every is not None and not every > 0:
+        print("fleetwatch history compact: --every expects a positive number of seconds",
+              file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    if every:
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    spark = from_settings(settings)
+    try:
+        while True:
+            try:
+                summary = compact(spark, settings, out)
+                if quiet:
+                    print(summary.line(), flush=True)
+            except Busy as e:
+                print(f"fleetwatch history compact: {e}", file=sys.stderr)
+                if not every:
+                    return EX_TEMPFAIL
+            except Exception as e:  # a failed run changes nothing visible; retried next time
+                if not every:
+                    print(f"fleetwatch history compact: failed: {_first_line(e)}",
+                          file=sys.stderr)
+                    return 1
+                log.error("compaction failed (retried in %.0f s): %s", every, _first_line(e))
+            if not every or stop.wait(every):
+                return 0
+    finally:
+        spark.stop()
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__

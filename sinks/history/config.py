@@ -1,0 +1,77 @@
+"""The history settings: the sink's ``history:`` section (sink-history.yaml) and the operator's
+``history:`` section (fleetwatch.yaml, read by ``fleetwatch history ...``).
+
+Plain frozen dataclasses, no PySpark: the sink and the operator config import them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fleetwatch.config import setting
+
+DEFAULT_LAKE = "/var/lib/fleetwatch/history"
+
+
+@dataclass(frozen=True)
+class HistorySinkSettings:
+    """The history sink's ``history:`` section (README "History", sinks/history/README.md)."""
+
+    lake: str = setting(DEFAULT_LAKE, "the history lake directory; the sink writes LAKE/landing/")
+    rotate_bytes: int = setting(64 * 1024 * 1024, "close a landing file once it holds this "
+                                                  "many bytes")
+    rotate_seconds: float = setting(60.0, "close a landing file this many seconds after its "
+                                          "first line (so compaction sees it)")
+    ack: bool = setting(True, "ACK NOTIFY and REGISTER once their lines are fsynced "
+                              "(false: leave the ACKs to the alerting and registry sinks)")
+
+    def validate(self):
+        if not self.lake:
+            raise ValueError("lake: expected a directory")
+        if self.rotate_bytes < 4096:
+            raise ValueError("rotate_bytes: expected at least 4096")
+        if not self.rotate_seconds > 0:
+            raise ValueError("rotate_seconds: expected a positive number of seconds")
+
+
+@dataclass(frozen=True)
+class HistorySettings:
+    """The operator's ``history:`` section: where the lake is and how Spark runs."""
+
+    lake: str = setting(DEFAULT_LAKE, "the history lake (landing/ from the sinks, tables/ "
+                                      "from compaction)")
+    master: str = setting("local[*]", "spark.master: local[*], local[N], spark://HOST:7077, "
+                                      "yarn... (a cluster needs the lake on a shared path)")
+    conf: dict[str, Any] = setting(factory=dict, help="further Spark settings, e.g. "
+                                   "spark.driver.memory: 4g (they win over fleetwatch's)")
+    processed: str = setting("move", "landing files once compacted: move (to LAKE/landing/"
+                                     "done/) or delete")
+    max_small_files: int = setting(8, "a date partition holding more small files than this "
+                                      "is rewritten (merged) by the next compaction touching it")
+    target_file_mb: int = setting(128, "files smaller than this many MB count as small")
+    max_files_per_run: int = setting(0, "landing files compacted per run at most (0: all "
+                                        "closed files)")
+
+    def validate(self):
+        if not self.lake:
+            raise ValueError("lake: expected a directory")
+        if not self.master:
+            raise ValueError("master: expected a Spark master URL such as local[*]")
+        for key, value in self.conf.items():
+            if not str(key).startswith("spark."):
+                raise ValueError(f"conf: {key!r} is not a Spark setting (spark.*)")
+            if isinstance(value, (dict, list)) or value is None:
+                raise ValueError(f"conf: {key} expected a string, number or boolean")
+        if self.processed not in ("move", "delete"):
+            raise ValueError("processed: expected move or delete")
+        if self.max_small_files < 1 or self.target_file_mb < 1:
+            raise ValueError("max_small_files: max_small_files and target_file_mb must be "
+                             "at least 1")
+        if self.max_files_per_run < 0:
+            raise ValueError("max_files_per_run: expected 0 (all) or more")
+
+    def spark_conf(self) -> dict[str, str]:
+        """``conf`` as Spark wants it: strings (YAML booleans as true/false)."""
+        return {k: (str(v).lower() if isinstance(v, bool) else str(v))
+                for k, v in self.conf.items()}

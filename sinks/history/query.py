@@ -1,0 +1,462 @@
+"""The history lake for notebooks and ``fleetwatch history sql``: tables and ready-made queries.
+
+:class:`History` opens a lake (a path, or the operator config's ``history:`` section) and
+gives one DataFrame per table (``h.metrics``, ``h.heartbeats``, ``h.results``,
+``h.notifications``, ``h.registrations``) plus the queries operators ask for again and
+again. Every query returns a lazy DataFrame (``.show()``, ``.toPandas()``, ``.collect()``);
+the rules that decide their numbers are written down here and in README "History", because
+two reasonable people would compute availability or time-in-state differently:
+
+- Times (``since``, ``until``) are epoch seconds, datetimes (naive ones are UTC), ISO 8601
+  strings (``2026-11-20``, ``2026-11-20T10:00:00Z``) or a duration back from now (``90m``,
+  ``12h``, ``7d``). A window is ``since <= ts < until``; the ``date`` partitions outside it are
+  never read.
+- A host is named by hostname or uuid. Hostnames come from HELLO/REGISTER and STATS (the
+  latest one per uuid); tables without a hostname (results, heartbeats, notifications) are
+  matched through the uuid.
+- ``metric()`` buckets are aligned to the epoch (a ``1d`` bucket is a UTC day); ``p95`` is
+  the smallest value with at least 95 % of the bucket at or below it (nearest rank: Spark's
+  ``percentile_approx``, exact for buckets under 10,000 points).
+- Check timelines collapse consecutive results of one status into one segment that lasts
+  until the next status change. The state at ``since`` is the last result up to ``lookback``
+  before it; the last segment lasts until ``until`` (default: the latest result in the
+  selection). States are raw plugin statuses (no ``max_check_attempts`` soft states).
+- Availability: a host is up from one heartbeat to the next when they are at most
+  ``intervals`` heartbeat intervals apart; a longer gap counts as down, whole. ``since`` and
+  ``until`` act as heartbeats of that rule (a host first heard 10 minutes after ``since`` was
+  down those 10 minutes). The interval is the heartbeat's own ``interval`` unless given.
+  Per UTC day: ``uptime_pct = 100 * up_seconds / seconds``, where ``seconds`` is the part
+  of the day inside the window (default window: first to last heartbeat of the selection).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from sinks.history.schema import PARTITION, TABLE_NAMES, TABLES
+from sinks.hoststate import DEFAULT_INTERVAL
+from sinks.metricpaths import INTERNAL_SOURCES
+
+DAY = 86400
+STATES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
+#: percentile_approx accuracy: exact below this many values per group
+ACCURACY = 10000
+AGGREGATES = ("avg", "max", "min", "p95", "last")
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([smhdw]?)\s*$")
+_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": DAY, "w": 7 * DAY}
+
+
+# ---------------------------------------------------------------- times
+
+def seconds(text) -> float:
+    """A duration: a number of seconds or ``90s``, ``5m``, ``12h``, ``400d``, ``2w``."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    match = _DURATION.match(str(text))
+    if match is None:
+        raise ValueError(f"expected a duration like 90s, 5m, 12h, 7d or 2w, got {text!r}")
+    return float(match.group(1)) * _UNIT[match.group(2)]
+
+
+def epoch(value, now: float | None = None) -> float | None:
+    """Epoch seconds of a time given as a number, datetime, date, ISO 8601 text or a
+    duration back from ``now`` (``7d``); None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"expected a time, got {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, datetime):
+        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc).timestamp()
+    text = str(value).strip()
+    if _DURATION.match(text) and text[-1:].isalpha():
+        return (time.time() if now is None else now) - seconds(text)
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return epoch(datetime.fromisoformat(text))
+    except ValueError:
+        raise ValueError(f"expected a time (epoch seconds, ISO 8601 like 2026-11-20T10:00Z, "
+                         f"or a duration back from now like 7d), got {text!r}") from None
+
+
+def day_of(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
+
+
+def _instant(ts: float):
+    return F.lit(datetime.fromtimestamp(ts, timezone.utc))
+
+
+def secs(column: str = "ts"):
+    """Epoch seconds (double) of a timestamp column."""
+    return F.unix_micros(column) / 1e6
+
+
+def window(df: DataFrame, since: float | None, until: float | None) -> DataFrame:
+    """Rows with ``since <= ts < until``, reading only the date partitions that can hold them."""
+    if since is not None:
+        df = df.filter((F.col(PARTITION) >= day_of(since)) & (F.col("ts") >= _instant(since)))
+    if until is not None:
+        df = df.filter((F.col(PARTITION) <= day_of(until)) & (F.col("ts") < _instant(until)))
+    return df
+
+
+def state_name(status):
+    names = F.array(*[F.lit(s) for s in STATES])
+    return F.when(status.between(0, 3), F.element_at(names, status + 1)).otherwise("UNKNOWN")
+
+
+def not_internal():
+    """Agents' STATS only: a router's or sink's own counters are not a host's metrics."""
+    return F.col("source").isNull() | ~F.col("source").isin(*sorted(INTERNAL_SOURCES))
+
+
+# ---------------------------------------------------------------- pure queries
+
+def downsample(metrics: DataFrame, bucket: float) -> DataFrame:
+    """count, avg, max and p95 of ``value`` per epoch-aligned bucket of ``bucket`` seconds."""
+    start = F.floor(secs() / bucket) * bucket
+    return (metrics.groupBy(F.timestamp_seconds(start).alias("bucket"))
+            .agg(F.count("value").alias("count"), F.avg("value").alias("avg"),
+                 F.max("value").alias("max"),
+                 F.percentile_approx("value", 0.95, ACCURACY).alias("p95"))
+            .orderBy("bucket"))
+
+
+def uptime(spark: SparkSession, heartbeats: DataFrame, since: float, until: float,
+           interval: float | None = None, intervals: float = 3.0) -> DataFrame:
+    """seconds, up_seconds, down_seconds and uptime_pct per (uuid, UTC day) of
+    ``heartbeats`` (already limited to the window); the rule is in the module docstring.
+
+    Each heartbeat opens a segment to the next one (the last: to ``until``), the first
+    also one from ``since``; together they tile the window, so summing their overlap with
+    each day gives both the day's seconds and its up seconds, in one pass.
+    """
+    if until <= since:
+        return spark.createDataFrame([], "uuid string, date string, seconds double, "
+                                         "up_seconds double, down_seconds double, "
+                                         "uptime_pct double")
+    given = F.lit(float(interval)) if interval else F.lit(None).cast("double")
+    hb = heartbeats.select("uuid", secs().alias("t"),
+                           F.coalesce(given, F.col("interval"), F.lit(DEFAULT_INTERVAL))
+                           .alias("eff"))
+    order = Window.partitionBy("uuid").orderBy("t")
+
+    hb = hb.select("*", F.coalesce(F.lead("t").over(order), F.lit(float(until))).alias("next"),
+                   F.lag("t").over(order).isNull().alias("first"))
+
+    def segment(start, end):
+        return F.struct(start.alias("start"), end.alias("end"), F.col("eff").alias("eff"))
+    gap = segment(F.col("t"), F.col("next"))
+    head = segment(F.lit(float(since)), F.col("t"))
+    segments = (hb.select("uuid", F.explode(F.when(F.col("first"), F.array(head, gap))
+                                            .otherwise(F.array(gap))).alias("s"))
+                .select("uuid", "s.*").filter(F.col("end") > F.col("start")))
+    up = F.col("end") - F.col("start") <= F.col("eff") * intervals
+    day = F.explode(F.sequence(F.floor(F.col("start") / DAY).cast("long"),
+                               (F.ceil(F.col("end") / DAY) - 1).cast("long")))
+    overlap = (F.least(F.col("end"), (F.col("d") + 1) * DAY)
+               - F.greatest(F.col("start"), F.col("d") * DAY))
+    return (segments.select("uuid", "start", "end", up.alias("up"), day.alias("d"))
+            .select("uuid", "d", "up", overlap.alias("overlap"))
+            .groupBy("uuid", "d")
+            .agg(F.sum("overlap").alias("seconds"),
+                 F.sum(F.when(F.col("up"), F.col("overlap")).otherwise(0.0))
+                 .alias("up_seconds"))
+            .select("uuid", F.date_from_unix_date("d").cast("string").alias("date"),
+                    "seconds", "up_seconds",
+                    (F.col("seconds") - F.col("up_seconds")).alias("down_seconds"),
+                    (F.col("up_seconds") * 100.0 / F.col("seconds")).alias("uptime_pct")))
+
+
+def state_changes(results: DataFrame) -> DataFrame:
+    """Results with ``t`` (epoch s) and ``prev`` (the check's previous status), keeping only
+    those whose status differs from the previous one (a check's first result too)."""
+    order = Window.partitionBy("uuid", "plugin").orderBy("t", "msg_id")
+    return (results.select("uuid", "plugin", secs().alias("t"), "ts", "msg_id", "output",
+                           F.coalesce(F.col("status"), F.lit(3)).alias("status"))
+            .withColumn("prev", F.lag("status").over(order))
+            .filter(F.col("prev").isNull() | (F.col("prev") != F.col("status"))))
+
+
+def segments(results: DataFrame, since: float | None, until: float) -> DataFrame:
+    """One row per run of a status: uuid, plugin, status, state, start, end, seconds, output."""
+    order = Window.partitionBy("uuid", "plugin").orderBy("t")
+    seg = (state_changes(results)
+           .withColumn("end", F.coalesce(F.lead("t").over(order), F.lit(float(until))))
+           .withColumn("start", F.greatest(F.col("t"), F.lit(float(since))) if since is not None
+                       else F.col("t"))
+           .withColumn("end", F.least(F.col("end"), F.lit(float(until))))
+           .filter(F.col("end") > F.col("start")))
+    return seg.select("uuid", "plugin", "status", state_name(F.col("status")).alias("state"),
+                      F.timestamp_seconds("start").alias("start"),
+                      F.timestamp_seconds("end").alias("end"),
+                      (F.col("end") - F.col("start")).alias("seconds"), "output")
+
+
+# ---------------------------------------------------------------- the lake
+
+class History:
+    """One lake, its tables as DataFrames, and the ready-made queries (module docstring)."""
+
+    def __init__(self, spark: SparkSession, lake: str):
+        self.spark, self.lake = spark, str(lake).rstrip("/")
+        self._hosts: list | None = None
+
+    @classmethod
+    def open(cls, where=None, spark: SparkSession | None = None) -> "History":
+        """A lake given as a path, an operator config file (``*.yaml``), an operator config
+        or its ``history:`` settings, or None for the default operator config
+        (/etc/fleetwatch/fleetwatch.yaml). Spark comes from those settings (``master``,
+        ``conf``) unless ``spark`` is given; a bare path gets ``local[*]``."""
+        from sinks.history import spark as sparks
+        if where is None or str(where).endswith((".yaml", ".yml")):
+            from fleetwatch.config import load
+            from fleetwatch.operator import DEFAULT_PATH, OperatorConfig
+            where = load(OperatorConfig, str(where or DEFAULT_PATH))
+        settings = getattr(where, "history", where)
+        if hasattr(settings, "lake"):
+            lake = settings.lake
+            spark = spark or sparks.from_settings(settings)
+        else:
+            lake = str(where)
+            spark = spark or sparks.session()
+        return cls(spark, lake)
+
+    # ------------------------------------------------------------ tables
+    def path(self, name: str) -> str:
+        return f"{self.lake}/tables/{name}"
+
+    def table(self, name: str) -> DataFrame:
+        """Table ``name`` (empty, with its columns, before compaction first wrote it)."""
+        schema = TABLES[name]
+        try:
+            return self.spark.read.schema(schema).parquet(self.path(name))
+        except Exception as e:  # AnalysisException: PATH_NOT_FOUND
+            if "PATH_NOT_FOUND" not in str(e) and "does not exist" not in str(e):
+                raise
+            return self.spark.createDataFrame([], schema)
+
+    metrics = property(lambda self: self.table("metrics"))
+    heartbeats = property(lambda self: self.table("heartbeats"))
+    results = property(lambda self: self.table("results"))
+    notifications = property(lambda self: self.table("notifications"))
+    registrations = property(lambda self: self.table("registrations"))
+
+    def register(self) -> list[str]:
+        """Each table (and ``hosts``) as a temporary view under its name, for :meth:`sql`."""
+        for name in TABLE_NAMES:
+            self.table(name).createOrReplaceTempView(name)
+        self._hosts_query().createOrReplaceTempView("hosts")
+        return [*TABLE_NAMES, "hosts"]
+
+    def sql(self, query: str) -> DataFrame:
+        """Spark SQL over the views of :meth:`register`."""
+        self.register()
+        return self.spark.sql(query)
+
+    # ------------------------------------------------------------ hosts
+    def _hosts_query(self) -> DataFrame:
+        said = self.registrations.select("uuid", "hostname", "ts").unionByName(
+            self.metrics.filter(not_internal()).select("uuid", "hostname", "ts"))
+        return (said.filter(F.col("hostname").isNotNull()).groupBy("uuid")
+                .agg(F.max_by("hostname", "ts").alias("hostname"),
+                     F.max("ts").alias("last_seen")))
+
+    def hosts(self) -> DataFrame:
+        """uuid, hostname (the latest said in HELLO/REGISTER or STATS), last_seen; read
+        once per :class:`History` (:meth:`refresh` forgets it)."""
+        if self._hosts is None:
+            self._hosts = self._hosts_query().collect()
+        return self.spark.createDataFrame(self._hosts,
+                                          "uuid string, hostname string, last_seen timestamp")
+
+    def refresh(self) -> None:
+        """Forget the hostnames learnt so far (the lake grew)."""
+        self._hosts = None
+
+    def uuids(self, host: str) -> list[str]:
+        """The uuids a hostname (or a uuid) stands for."""
+        found = sorted({r.uuid for r in self.hosts().collect()
+                        if host in (r.uuid, r.hostname)})
+        return found or [host]
+
+    def _named(self, df: DataFrame) -> DataFrame:
+        names = F.broadcast(self.hosts().select("uuid", "hostname"))
+        return (df.join(names, "uuid", "left")
+                .withColumn("hostname", F.coalesce(F.col("hostname"), F.col("uuid"))))
+
+    def _of(self, df: DataFrame, host: str | None) -> DataFrame:
+        return df if host is None else df.filter(F.col("uuid").isin(*self.uuids(host)))
+
+    # ------------------------------------------------------------ metrics
+    def metric(self, host: str, metric: str, bucket="5m", since=None, until=None) -> DataFrame:
+        """``metric`` of ``host`` downsampled: bucket, count, avg, max, p95."""
+        df = window(self.metrics, epoch(since), epoch(until))
+        df = df.filter((F.col("metric") == metric)
+                       & ((F.col("hostname") == host) | (F.col("uuid") == host)))
+        return downsample(df, seconds(bucket))
+
+    def top_hosts(self, metric: str, n: int = 10, since=None, until=None,
+                  by: str = "avg") -> DataFrame:
+        """The ``n`` hosts with the highest ``by`` (avg, max, min, p95, last) of ``metric``:
+        hostname, uuid, value, samples."""
+        values = {"avg": F.avg("value"), "max": F.max("value"), "min": F.min("value"),
+                  "p95": F.percentile_approx("value", 0.95, ACCURACY),
+                  "last": F.max_by("value", "ts")}
+        if by not in values:
+            raise ValueError(f"by: expected one of {', '.join(AGGREGATES)}, got {by!r}")
+        df = window(self.metrics, epoch(since), epoch(until))
+        df = df.filter((F.col("metric") == metric) & not_internal())
+        return (df.groupBy("uuid")
+                .agg(F.max_by("hostname", "ts").alias("hostname"), values[by].alias("value"),
+                     F.count("value").alias("samples"))
+                .select("hostname", "uuid", "value", "samples")
+                .orderBy(F.desc("value"), "hostname", "uuid").limit(n))
+
+    # ------------------------------------------------------------ checks
+    def _results(self, host, check, since, until, lookback) -> DataFrame:
+        start = None if since is None else since - seconds(lookback)
+        df = self._of(window(self.results, start, until), host)
+        return df if check is None else df.filter(F.col("plugin") == check)
+
+    def latest_result(self, since=None) -> float:
+        """Epoch seconds of the newest result (after ``since``), 0 for none: where
+        timelines end by default, whatever host or check they show."""
+        latest = window(self.results, epoch(since), None).agg(F.max(secs())).first()[0]
+        return 0.0 if latest is None else float(latest)
+
+    def check_timeline(self, host=None, check=None, since=None, until=None,
+                       lookback="1d") -> DataFrame:
+        """Each check's states as segments: hostname, uuid, plugin, state, status, start,
+        end, seconds, output (of the first result of the segment)."""
+        since, until = epoch(since), epoch(until)
+        if until is None:
+            until = self.latest_result(since)
+        df = self._results(host, check, since, until, lookback)
+        return (self._named(segments(df, since, until))
+                .select("hostname", "uuid", "plugin", "state", "status", "start", "end",
+                        "seconds", "output")
+                .orderBy("hostname", "plugin", "start"))
+
+    def time_in_state(self, host=None, check=None, since=None, until=None,
+                      lookback="1d") -> DataFrame:
+        """Seconds and percent of the window each check spent in each state."""
+        seg = self.check_timeline(host, check, since, until, lookback)
+        per = Window.partitionBy("uuid", "plugin")
+        return (seg.groupBy("hostname", "uuid", "plugin", "state", "status")
+                .agg(F.sum("seconds").alias("seconds"))
+                .withColumn("percent", F.col("seconds") * 100.0
+                            / F.sum("seconds").over(per))
+                .orderBy("hostname", "plugin", "status"))
+
+    def alerts(self, host=None, check=None, since=None, until=None,
+               lookback="1d") -> DataFrame:
+        """Check state changes: ts, hostname, uuid, plugin, from_state (null: first result),
+        to_state, status, output; a check's first result only when it is not OK."""
+        since, until = epoch(since), epoch(until)
+        df = state_changes(self._results(host, check, since, until, lookback))
+        df = df.filter(F.col("prev").isNotNull() | (F.col("status") != 0))
+        if since is not None:
+            df = df.filter(F.col("t") >= since)
+        return (self._named(df)
+                .select("ts", "hostname", "uuid", "plugin",
+                        F.when(F.col("prev").isNotNull(), state_name(F.col("prev")))
+                        .alias("from_state"), state_name(F.col("status")).alias("to_state"),
+                        "status", "output")
+                .orderBy("ts", "hostname", "plugin"))
+
+    # ------------------------------------------------------------ heartbeats, notifications
+    def availability(self, host=None, since=None, until=None, interval=None,
+                     intervals: float = 3.0, process: str | None = None) -> DataFrame:
+        """Uptime per host and UTC day: hostname, uuid, date, seconds, up_seconds,
+        down_seconds, uptime_pct (rule in the module docstring). ``process``: a local
+        process's heartbeats instead of the agent's."""
+        since, until = epoch(since), epoch(until)
+        df = self._of(window(self.heartbeats, since, until), host)
+        df = df.filter(F.col("name").isNull() if process is None
+                       else F.col("name") == process)
+        if since is None or until is None:
+            first, last = df.agg(F.min(secs()), F.max(secs())).first()
+            if first is None:
+                since = until = 0.0
+            since = first if since is None else since
+            until = last if until is None else until
+        every = None if interval is None else seconds(interval)
+        return (self._named(uptime(self.spark, df, since, until, every, intervals))
+                .select("hostname", "uuid", "date", "seconds", "up_seconds", "down_seconds",
+                        "uptime_pct")
+                .orderBy("hostname", "uuid", "date"))
+
+    def notification_history(self, host=None, severity=None, since=None,
+                             until=None) -> DataFrame:
+        """NOTIFYs in time order: ts, hostname, uuid, severity, source, text. ``severity``:
+        one or a list."""
+        df = self._of(window(self.notifications, epoch(since), epoch(until)), host)
+        if severity is not None:
+            wanted = [severity] if isinstance(severity, str) else list(severity)
+            df = df.filter(F.col("severity").isin(*wanted))
+        return (self._named(df).select("ts", "hostname", "uuid", "severity", "source", "text")
+                .orderBy("ts", "hostname"))
+
+    def notification_counts(self, since=None, until=None) -> DataFrame:
+        """NOTIFYs per UTC day and severity: date, severity, count."""
+        df = window(self.notifications, epoch(since), epoch(until))
+        return (df.groupBy(PARTITION, "severity").count()
+                .withColumnRenamed(PARTITION, "date").orderBy("date", "severity"))
+
+
+
+# ---------------------------------------------------------------- fleetwatch history sql
+
+def printable(df: DataFrame, iso: bool = False) -> DataFrame:
+    """``df`` with timestamps as UTC text (``2026-11-20 10:00:00``, or ISO 8601 with
+    ``iso``), so the output does not depend on the local time zone of this process."""
+    from pyspark.sql.types import TimestampNTZType, TimestampType
+    pattern = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX" if iso else "yyyy-MM-dd HH:mm:ss"
+    return df.select(*(F.date_format(F.col(f"`{f.name}`"), pattern).alias(f.name)
+                       if isinstance(f.dataType, (TimestampType, TimestampNTZType))
+                       else F.col(f"`{f.name}`") for f in df.schema.fields))
+
+
+def sql_cli(args, settings) -> int:
+    """``fleetwatch history sql QUERY [--json] [--limit N]``."""
+    import json
+    import logging
+    import sys
+
+    from fleetwatch.display import table
+    from pyspark.errors import PySparkException
+    from sinks.history.spark import from_settings
+
+    # PySpark 4 logs each failed query on stderr as JSON before raising: one line is enough
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    history = History(from_settings(settings), settings.lake)
+    try:
+        df = printable(history.sql(args.query), iso=args.json)
+        rows = df.limit(args.limit + 1).collect() if args.limit else df.collect()
+    except PySparkException as e:
+        print(f"fleetwatch history sql: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+        return 2
+    cut = bool(args.limit) and len(rows) > args.limit
+    rows = [r.asDict(recursive=True) for r in rows[:args.limit or None]]
+    if args.json:
+        print(json.dumps(rows, default=str, ensure_ascii=False))
+    else:
+        print(table(rows, df.columns) if df.columns else "")
+    if cut:
+        print(f"(first {args.limit} rows; --limit 0 for all)", file=sys.stderr)
+    return 0

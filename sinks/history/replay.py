@@ -1,0 +1,225 @@
+"""``fleetwatch history replay --to graphite``: backfill carbon from the lake, at the original
+timestamps (after a carbon outage, or to fill a new carbon server).
+
+The datapoints are exactly those the live graphite sink sends (:mod:`sinks.graphite`): the
+same :class:`sinks.metricpaths.Namer` names them (``<prefix>.<host>.<metric>``,
+``<prefix>.<host>.checks.<plugin>.<label>`` and ``...checks.<plugin>.status``, or tagged
+series with ``--tags``; a router's or sink's own counters under
+``<prefix>.fleetwatch.<uuid>``), graphyte builds the lines, and :func:`sinks.carbonsend.deliver`
+sends each batch on one connection and returns once carbon has read all of it. A RESULT's
+timestamp is its ``started`` (else its ts), as in the sink. Replaying twice is harmless:
+whisper keeps one value per metric and second.
+
+Rows come from the ``metrics`` and ``results`` tables within ``--since``/``--until`` (and
+``--host``: a hostname or uuid). A STATS row names its host itself; a result is named
+after the latest hostname the lake knows for its uuid (the live sink used the one it had
+seen last, which is the same unless a host was renamed).
+
+Carbon down: the batch is retried with a backoff doubling from 0.5 s to 30 s for at most
+``retry_for`` seconds, then the replay stops with status 1 and says how far it got; rows
+are not read in time order, so the way on is to run the same command again (harmless, as
+above). Progress goes to stderr every few seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+import graphyte
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sinks.carbonsend import deliver
+from sinks.history.query import History, epoch, secs, window
+from sinks.metricpaths import INTERNAL_SOURCES, Namer, Point
+
+EX_UNAVAILABLE = 1
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where and how to send: the graphite sink's settings that shape the lines."""
+
+    host: str = "127.0.0.1"
+    port: int = 2003
+    prefix: str = "fleet"
+    tags: bool = False
+    batch: int = 5000
+    timeout: float = 10.0
+
+
+class CarbonGone(Exception):
+    """carbon refused or dropped a batch for longer than ``retry_for``."""
+
+
+# ---------------------------------------------------------------- rows -> points (no Spark)
+
+def metric_points(namer: Namer, row, names: dict) -> tuple[list[Point], Counter]:
+    """A ``metrics`` row (uuid, hostname, source, metric, value, t) as the sink names it."""
+    if row["source"] in INTERNAL_SOURCES:
+        return namer.stats({row["metric"]: row["value"]}, row["t"], row["uuid"], True)
+    owner = row["hostname"] or names.get(row["uuid"]) or row["uuid"]
+    return namer.stats({row["metric"]: row["value"]}, row["t"], owner)
+
+
+def result_points(namer: Namer, row, names: dict) -> tuple[list[Point], Counter]:
+    """A ``results`` row (uuid, plugin, status, perfdata JSON text, t) as the sink names it."""
+    perfdata, bad = [], Counter()
+    if row["perfdata"]:
+        try:
+            perfdata = json.loads(row["perfdata"])
+        except ValueError:
+            bad["perfdata_bad"] += 1
+    owner = names.get(row["uuid"]) or row["uuid"]
+    points, counts = namer.result(row["plugin"], row["status"], perfdata, row["t"], owner)
+    return points, counts + bad
+
+
+# ---------------------------------------------------------------- the lake side
+
+def metric_rows(history: History, since, until, host) -> DataFrame:
+    df = window(history.metrics, since, until)
+    if host is not None:
+        df = df.filter((F.col("hostname") == host) | F.col("uuid").isin(*history.uuids(host)))
+    return df.select("uuid", "hostname", "source", "metric", "value", secs().alias("t"))
+
+
+def result_rows(history: History, since, until, host) -> DataFrame:
+    df = window(history.results, since, until)
+    if host is not None:
+        df = df.filter(F.col("uuid").isin(*history.uuids(host)))
+    return df.select("uuid", "plugin", F.coalesce(F.col("status"), F.lit(3)).alias("status"),
+                     "perfdata", F.coalesce(F.col("started"), secs()).alias("t"))
+
+
+class Replay:
+    """One replay run: rows of the lake -> lines -> carbon, in batches, with progress."""
+
+    def __init__(self, history: History, target: Target, out=None, send=deliver,
+                 retry_for: float = 300.0, progress_every: float = 5.0,
+                 clock=time.monotonic, sleep=time.sleep):
+        self.history, self.target = history, target
+        self.out = out or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.send, self.retry_for, self.progress_every = send, retry_for, progress_every
+        self.clock, self.sleep = clock, sleep
+        self.namer = Namer(target.tags)
+        self.graphyte = graphyte.Sender(target.host, target.port,
+                                        prefix=target.prefix or None, timeout=target.timeout,
+                                        raise_send_errors=True)
+        self.counts: Counter = Counter()
+        self.pending: list[bytes] = []
+
+    def run(self, since=None, until=None, host: str | None = None,
+            dry_run: bool = False) -> Counter:
+        since, until = epoch(since), epoch(until)
+        names = {r["uuid"]: r["hostname"] for r in self.history.hosts().collect()}
+        sources = (("metrics", metric_rows(self.history, since, until, host), metric_points),
+                   ("results", result_rows(self.history, since, until, host), result_points))
+        total = sum(df.count() for _, df, _ in sources)
+        self.out(f"replay: {total} rows to {self.target.host}:{self.target.port}"
+                 f"{' (dry run)' if dry_run else ''}")
+        started = next_report = self.clock()
+        for table, df, points_of in sources:
+            for row in df.toLocalIterator(prefetchPartitions=True):
+                self.counts["rows"] += 1
+                points, counts = points_of(self.namer, row, names)
+                self.counts.update(counts)
+                self._queue(points, dry_run)
+                if self.clock() >= next_report:
+                    next_report = self.clock() + self.progress_every
+                    self._progress(total, started)
+        while self.pending:
+            self._flush(dry_run)
+        self._progress(total, started)
+        return self.counts
+
+    def _queue(self, points: list[Point], dry_run: bool) -> None:
+        for p in points:
+            try:
+                self.pending.append(self.graphyte.build_message(p.name, p.value, p.ts,
+                                                                dict(p.tags)))
+            except (ValueError, TypeError):  # sanitised names make this unreachable
+                self.counts["bad_name"] += 1
+        while len(self.pending) >= self.target.batch:
+            self._flush(dry_run)
+
+    def _flush(self, dry_run: bool) -> None:
+        """Send the first ``batch`` pending lines (fewer at the end)."""
+        chunk = self.pending[:self.target.batch]
+        if not chunk:
+            return
+        if not dry_run:
+            self._deliver(b"".join(chunk))
+        self.counts["datapoints"] += len(chunk)
+        del self.pending[:len(chunk)]
+
+    def _deliver(self, data: bytes) -> None:
+        delay, give_up = 0.5, self.clock() + self.retry_for
+        while True:
+            try:
+                self.send(data, self.target.host, self.target.port, self.target.timeout)
+                self.counts["batches"] += 1
+                return
+            except OSError as e:
+                self.counts["send_failures"] += 1
+                if self.clock() + delay > give_up:
+                    raise CarbonGone(f"carbon {self.target.host}:{self.target.port}: {e}; "
+                                     f"gave up after {self.retry_for:.0f}s with "
+                                     f"{self.counts['datapoints']} datapoints sent") from None
+                self.out(f"replay: carbon {self.target.host}:{self.target.port}: {e}; "
+                         f"retrying in {delay:.1f}s")
+                self.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
+    def _progress(self, total: int, started: float) -> None:
+        rate = self.counts["datapoints"] / max(1e-9, self.clock() - started)
+        self.out(f"replay: {self.counts['rows']}/{total} rows, {self.counts['datapoints']} "
+                 f"datapoints sent ({rate:.0f}/s)")
+
+
+# ---------------------------------------------------------------- fleetwatch history replay
+
+def target_from(args) -> Target:
+    """The target of ``args``: the graphite sink's config if given, flags on top."""
+    base = Target()
+    if args.sink_config:
+        from fleetwatch.config import load
+        from sinks.config import SinkConfig
+        g = load(SinkConfig, args.sink_config).graphite
+        base = Target(g.host, g.port, g.prefix, g.tags, g.batch, g.timeout)
+    host, port = base.host, base.port
+    if args.carbon:
+        host, _, port_text = args.carbon.rpartition(":")
+        if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ValueError(f"--carbon: expected HOST:PORT, got {args.carbon!r}")
+        port = int(port_text)
+    return Target(host, port, base.prefix if args.prefix is None else args.prefix,
+                  base.tags or args.tags, args.batch or base.batch, base.timeout)
+
+
+def cli(args, settings) -> int:
+    from sinks.history.spark import from_settings
+    try:
+        target = target_from(args)
+        since, until = epoch(args.since), epoch(args.until)
+    except ValueError as e:
+        print(f"fleetwatch history replay: {e}", file=sys.stderr)
+        return 2
+    replay = Replay(History(from_settings(settings), settings.lake), target,
+                    retry_for=args.retry_for)
+    try:
+        counts = replay.run(since, until, args.host, dry_run=args.dry_run)
+    except CarbonGone as e:
+        print(f"fleetwatch history replay: {e}; run the same command again when carbon "
+              f"is back (points already sent are stored once)", file=sys.stderr)
+        return EX_UNAVAILABLE
+    skipped = {k: v for k, v in counts.items() if k not in ("rows", "datapoints", "batches")}
+    print(f"replayed {counts['datapoints']} datapoints from {counts['rows']} rows in "
+          f"{counts['batches']} batches to {target.host}:{target.port}"
+          + (f"; {', '.join(f'{k} {v}' for k, v in sorted(skipped.items()))}" if skipped
+             else ""))
+    return 0

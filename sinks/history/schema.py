@@ -1,0 +1,139 @@
+"""The explicit Spark schemas of the history lake: the landing JSON lines and the five tables.
+
+Spark never infers a schema here. Inference reads every file twice, turns a field that is
+absent from one day's files into a missing column, and guesses types from whatever values
+happened to arrive (an integer-only day makes ``value`` a long). Declared schemas make a
+landing file read the same way on every run and every machine, and let the query side read
+the tables without listing their files first.
+
+Every table column is described in ``COLUMNS`` (name, type, meaning); the table in
+``sinks/history/README.md`` is the same information for readers, and a test checks that
+the two agree. Fields of a landing ``msg`` that hold nested JSON (``plugins``, ``perfdata``)
+are declared as strings: Spark's JSON reader then keeps their raw JSON text, which the
+tables store as is (a JSON string column). ``metrics`` is a map of strings so that one
+non-numeric value costs only that metric (``try_cast`` to double, skipped when null), not the
+whole line; a line that is not JSON at all lands in ``_corrupt_record`` and is counted.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.types import (BooleanType, DataType, DoubleType, IntegerType, LongType,
+                               MapType, StringType, StructField, StructType, TimestampType)
+
+#: the column that holds a landing line Spark could not parse (PERMISSIVE mode)
+CORRUPT = "_corrupt_record"
+#: every table is partitioned by this column: YYYY-MM-DD (UTC) of the message's ts
+PARTITION = "date"
+
+#: The decoded message body, as the history sink writes it under ``msg``: the union of the
+#: fields of every type a router relays to the history sink (fleetwatch/SPEC.md section 3).
+MSG = StructType([
+    StructField("msg_id", StringType()),
+    StructField("uuid", StringType()),
+    StructField("ts", DoubleType()),
+    StructField("retry", LongType()),
+    StructField("dup", BooleanType()),
+    # HELLO, REGISTER, STATS
+    StructField("hostname", StringType()),
+    StructField("heartbeat", DoubleType()),
+    StructField("version", StringType()),
+    StructField("role", StringType()),
+    StructField("sink", StringType()),
+    StructField("instance", StringType()),
+    StructField("plugins", StringType()),          # JSON array text
+    # HEARTBEAT, REGISTER
+    StructField("name", StringType()),
+    StructField("interval", DoubleType()),
+    # STATS
+    StructField("metrics", MapType(StringType(), StringType())),
+    StructField("source", StringType()),
+    # NOTIFY
+    StructField("severity", StringType()),
+    StructField("text", StringType()),
+    # RESULT
+    StructField("command_id", StringType()),
+    StructField("plugin", StringType()),
+    StructField("status", IntegerType()),
+    StructField("output", StringType()),
+    StructField("long_output", StringType()),
+    StructField("perfdata", StringType()),         # JSON array text
+    StructField("slot", DoubleType()),
+    StructField("started", DoubleType()),
+    StructField("duration", DoubleType()),
+])
+
+#: One landing line (BRIEF 12, README "Landing files").
+LANDING = StructType([
+    StructField("type", StringType()),
+    StructField("uuid", StringType()),             # the router's stamp: the authenticated sender
+    StructField("router", StringType()),
+    StructField("received", DoubleType()),         # sink clock, epoch seconds
+    StructField("msg", MSG),
+    StructField(CORRUPT, StringType()),
+])
+
+_S, _D, _I, _T = StringType(), DoubleType(), IntegerType(), TimestampType()
+_DATE = ("date", _S, "partition: YYYY-MM-DD (UTC) of ts")
+_TS = ("ts", _T, "the message's ts (sender clock), UTC")
+_UUID = ("uuid", _S, "the agent, as stamped by the router")
+_TAIL = [("msg_id", _S, "the message's id: duplicates (resends, replays) are dropped"),
+         ("router", _S, "the router that relayed it")]
+
+#: table -> [(column, Spark type, meaning)] in storage order (``date`` is the partition).
+COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
+    "metrics": [_DATE, _TS, _UUID,
+                ("hostname", _S, "STATS hostname (the agent's host, or a local process's)"),
+                ("source", _S, "STATS source (collector or local process); null if absent"),
+                ("metric", _S, "metric name, as sent"),
+                ("value", _D, "metric value; non-numeric values are skipped"),
+                *_TAIL],
+    "heartbeats": [_DATE, _TS, _UUID,
+                   ("name", _S, "HEARTBEAT name (a local process); null for the agent's own"),
+                   ("interval", _D, "seconds until the next heartbeat is due; null if absent"),
+                   *_TAIL],
+    "results": [_DATE, _TS, _UUID,
+                ("plugin", _S, "the plugin run"),
+                ("status", _I, "0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN"),
+                ("output", _S, "first line of the plugin's output"),
+                ("long_output", _S, "further lines; null if absent"),
+                ("perfdata", _S, "perfdata as a JSON array text (SPEC RESULT); null if absent"),
+                ("command_id", _S, "the RUN's command id (s:... scheduled, cli:... by hand)"),
+                ("slot", _D, "scheduled time, epoch seconds; null for a manual run"),
+                ("started", _D, "when the plugin started, epoch seconds"),
+                ("duration", _D, "seconds the plugin ran"),
+                *_TAIL],
+    "notifications": [_DATE, _TS, _UUID,
+                      ("severity", _S, "debug, info, warning, error or critical"),
+                      ("text", _S, "the notification text"),
+                      ("source", _S, "sending process; null if absent"),
+                      *_TAIL],
+    "registrations": [_DATE, _TS, _UUID,
+                      ("kind", _S, "HELLO or REGISTER"),
+                      ("name", _S, "REGISTER name (agent or a local process); null for HELLO"),
+                      ("hostname", _S, "hostname sent with it; null if absent"),
+                      ("version", _S, "software version sent with it; null if absent"),
+                      ("plugins", _S, "declared plugins as a JSON array text; null if absent"),
+                      *_TAIL],
+}
+
+#: the table names, in the order compaction writes them
+TABLE_NAMES: tuple[str, ...] = tuple(COLUMNS)
+
+#: message type -> the table its rows go to
+TABLE_OF_TYPE = {"STATS": "metrics", "HEARTBEAT": "heartbeats", "RESULT": "results",
+                 "NOTIFY": "notifications", "HELLO": "registrations",
+                 "REGISTER": "registrations"}
+
+#: table -> the columns that identify a row: a duplicate key is dropped (a STATS message
+#: gives one row per metric, so its key is (msg_id, metric))
+KEYS: dict[str, tuple[str, ...]] = {name: ("msg_id",) for name in TABLE_NAMES}
+KEYS["metrics"] = ("msg_id", "metric")
+
+
+def table_schema(name: str) -> StructType:
+    """The Spark schema of table ``name`` (``date`` first, as in ``COLUMNS``)."""
+    return StructType([StructField(col, type_) for col, type_, _ in COLUMNS[name]])
+
+
+#: table -> its schema
+TABLES: dict[str, StructType] = {name: table_schema(name) for name in TABLE_NAMES}

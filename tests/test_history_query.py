@@ -1,0 +1,285 @@
+"""The history queries, ``fleetwatch history sql`` and ``expire`` against a generated lake
+(tests/lakegen.py: every expected number below follows from its docstring)."""
+
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the history extra is not installed")
+
+from fleetwatch import cli  # noqa: E402
+from lakegen import DAY, make_lake, midnight_days_ago  # noqa: E402
+from sinks.history.compact import EX_TEMPFAIL, Busy, locked  # noqa: E402
+from sinks.history.expire import cutoff, expire  # noqa: E402
+from sinks.history.manifest import Lake  # noqa: E402
+from sinks.history.query import History, epoch, seconds  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def lake(history_lake):
+    return history_lake
+
+
+@pytest.fixture(scope="module")
+def h(spark, lake):
+    return History(spark, str(lake.path))
+
+
+def utc(t: float) -> datetime:
+    """A timestamp as PySpark's collect() gives it back (naive, local time)."""
+    return datetime.fromtimestamp(t)
+
+
+def rows(df, *cols):
+    return [tuple(r[c] for c in cols) for r in df.collect()]
+
+
+# ---------------------------------------------------------------- times
+
+def test_durations_and_times():
+    assert seconds("90") == 90 and seconds("5m") == 300 and seconds("400d") == 400 * DAY
+    assert seconds("2w") == 14 * DAY and seconds(1.5) == 1.5
+    with pytest.raises(ValueError):
+        seconds("5 parsecs")
+    assert epoch(None) is None and epoch(12) == 12.0 and epoch("1700000000") == 1.7e9
+    assert epoch("2026-11-20") == datetime(2026, 11, 20, tzinfo=timezone.utc).timestamp()
+    assert epoch("2026-11-20T10:00:00Z") == epoch("2026-11-20T11:00:00+01:00")
+    assert epoch(datetime(2026, 11, 20)) == epoch("2026-11-20")
+    assert epoch("7d", now=1_000_000.0) == 1_000_000.0 - 7 * DAY
+    with pytest.raises(ValueError):
+        epoch("yesterday")
+
+
+# ---------------------------------------------------------------- tables and hosts
+
+def test_tables_and_hosts(h):
+    assert h.metrics.count() == 40 + 10 + 5 + 1 + 1
+    assert h.registrations.count() == 4
+    # web2's HELLO said web2-old, its later STATS say web2: the latest wins; the router
+    # (STATS source router, no hostname) is no host
+    assert sorted(rows(h.hosts(), "uuid", "hostname")) == [
+        ("u-db1", "db1"), ("u-web1", "web1"), ("u-web2", "web2")]
+    assert h.uuids("web1") == ["u-web1"] and h.uuids("u-db1") == ["u-db1"]
+    assert h.uuids("nobody") == ["nobody"]
+
+
+def test_missing_table_is_empty(spark, tmp_path):
+    empty = History(spark, str(tmp_path))
+    assert empty.results.count() == 0
+    assert empty.availability().count() == 0
+    assert empty.check_timeline().count() == 0
+
+
+# ---------------------------------------------------------------- metrics
+
+def test_metric_downsampled(h, lake):
+    got = rows(h.metric("web1", "cpu.user", bucket="20m"), "bucket", "count", "avg", "max",
+               "p95")
+    assert got == [(utc(lake.at(0)), 20, 10.5, 20.0, 19.0),
+                   (utc(lake.at(1200)), 20, 105.0, 200.0, 190.0)]
+    # by uuid, a window inside the first bucket, 5-minute buckets
+    got = rows(h.metric("u-web1", "cpu.user", bucket="5m", since=lake.at(300),
+                        until=lake.at(600)), "bucket", "count", "avg", "max", "p95")
+    assert got == [(utc(lake.at(300)), 5, 8.0, 10.0, 10.0)]
+    assert h.metric("web1", "cpu.user", since=lake.at(DAY)).count() == 0
+
+
+def test_top_hosts(h, lake):
+    assert rows(h.top_hosts("cpu.user", n=2), "hostname", "value", "samples") == [
+        ("web1", 57.75, 40), ("web2", 50.0, 10)]
+    assert rows(h.top_hosts("cpu.user", by="max"), "hostname", "value") == [
+        ("web1", 200.0), ("web2", 50.0), ("db1", 7.0)]
+    assert rows(h.top_hosts("cpu.user", by="p95"), "hostname", "value")[0] == ("web1", 180.0)
+    # the first 10 minutes: web2's 50 beats web1's 1..10
+    assert rows(h.top_hosts("cpu.user", since=lake.at(0), until=lake.at(600)),
+                "hostname", "value") == [("web2", 50.0), ("web1", 5.5)]
+    assert rows(h.top_hosts("cpu.user", by="last", since=lake.at(DAY)), "hostname",
+                "value") == [("db1", 7.0)]
+    with pytest.raises(ValueError):
+        h.top_hosts("cpu.user", by="median")
+
+
+# ---------------------------------------------------------------- checks
+
+def test_check_timeline(h, lake):
+    end = lake.at(DAY + 600)          # the latest result in the lake
+    got = rows(h.check_timeline(), "hostname", "plugin", "state", "start", "end", "seconds")
+    assert got == [
+        ("db1", "disk", "OK", utc(lake.at(DAY)), utc(end), 600.0),
+        ("web1", "load", "OK", utc(lake.at(0)), utc(lake.at(1200)), 1200.0),
+        ("web1", "load", "WARNING", utc(lake.at(1200)), utc(lake.at(1800)), 600.0),
+        ("web1", "load", "CRITICAL", utc(lake.at(1800)), utc(lake.at(3000)), 1200.0),
+        ("web1", "load", "OK", utc(lake.at(3000)), utc(end), DAY + 600 - 3000.0),
+        ("web2", "http", "CRITICAL", utc(lake.at(100)), utc(end), DAY + 500.0)]
+    # a window starting inside WARNING: the state at `since` comes from before it
+    got = rows(h.check_timeline("web1", "load", since=lake.at(1500), until=lake.at(2700)),
+               "state", "seconds", "output")
+    assert got == [("WARNING", 300.0, "LOAD 1"), ("CRITICAL", 900.0, "LOAD 2")]
+
+
+def test_time_in_state(h, lake):
+    got = rows(h.time_in_state(host="web1"), "plugin", "state", "seconds", "percent")
+    total = DAY + 600.0
+    ok = 1200 + DAY + 600 - 3000.0
+    assert [g[:3] for g in got] == [("load", "OK", ok), ("load", "WARNING", 600.0),
+                                    ("load", "CRITICAL", 1200.0)]
+    assert [g[3] for g in got] == pytest.approx([100 * ok / total, 100 * 600 / total,
+                                                 100 * 1200 / total])
+    assert rows(h.time_in_state(check="load", since=lake.at(1500), until=lake.at(2700)),
+                "state", "seconds", "percent") == [("WARNING", 300.0, 25.0),
+                                                   ("CRITICAL", 900.0, 75.0)]
+
+
+def test_alerts(h, lake):
+    got = rows(h.alerts(), "ts", "hostname", "plugin", "from_state", "to_state")
+    assert got == [(utc(lake.at(100)), "web2", "http", None, "CRITICAL"),
+                   (utc(lake.at(1200)), "web1", "load", "OK", "WARNING"),
+                   (utc(lake.at(1800)), "web1", "load", "WARNING", "CRITICAL"),
+                   (utc(lake.at(3000)), "web1", "load", "CRITICAL", "OK"),
+                   (utc(lake.at(DAY + 600)), "db1", "disk", "OK", "UNKNOWN")]
+    # from 00:25: the change at 00:30 still knows it came from WARNING
+    assert rows(h.alerts("web1", since=lake.at(1500)), "from_state", "to_state") == [
+        ("WARNING", "CRITICAL"), ("CRITICAL", "OK")]
+
+
+# ---------------------------------------------------------------- heartbeats
+
+def test_availability(h, lake):
+    d0, d1 = (datetime.fromtimestamp(lake.at(d), timezone.utc).strftime("%Y-%m-%d")
+              for d in (0, DAY))
+    got = rows(h.availability(), "hostname", "date", "seconds", "up_seconds", "down_seconds")
+    last_day = DAY - 600.0             # the window ends at the last heartbeat, D1 23:50
+    assert got == [
+        ("db1", d0, DAY, DAY - 21600.0, 21600.0),     # first heard at 06:00
+        ("db1", d1, last_day, last_day, 0.0),
+        ("web1", d0, DAY, DAY - 7200.0, 7200.0),      # silent 10:00 .. 12:00
+        ("web1", d1, last_day, last_day, 0.0),
+        ("web2", d0, DAY, DAY - 600.0, 600.0),        # gone after 23:50
+        ("web2", d1, last_day, 0.0, last_day)]
+    pct = {(r["hostname"], r["date"]): r["uptime_pct"] for r in h.availability().collect()}
+    assert pct[("db1", d0)] == 75.0 and pct[("web2", d1)] == 0.0
+    assert pct[("web1", d0)] == pytest.approx(100 * (DAY - 7200) / DAY)
+    # with a 1 h interval the 2 h gap is within 3 intervals: up
+    assert rows(h.availability("web1", interval="1h", until=lake.at(DAY)), "up_seconds") \
+        == [(DAY,)]
+    # a window of the first 12 hours
+    assert rows(h.availability("db1", since=lake.at(0), until=lake.at(43200)),
+                "seconds", "up_seconds") == [(43200.0, 43200.0 - 21600)]
+    # the local process `backup` (not the agent's heartbeats)
+    assert rows(h.availability(process="backup"), "hostname", "seconds", "uptime_pct") == [
+        ("web1", 3600.0, 100.0)]
+
+
+# ---------------------------------------------------------------- notifications
+
+def test_notifications(h, lake):
+    assert rows(h.notification_history(), "ts", "hostname", "severity", "text") == [
+        (utc(lake.at(200)), "web2", "info", "deployed"),
+        (utc(lake.at(500)), "web1", "warning", "disk filling"),
+        (utc(lake.at(DAY + 100)), "db1", "critical", "db down")]
+    assert rows(h.notification_history(severity=["critical", "warning"], host="db1"),
+                "text") == [("db down",)]
+    assert rows(h.notification_history(since=lake.at(300), until=lake.at(DAY)), "text") == [
+        ("disk filling",)]
+    d0, d1 = (datetime.fromtimestamp(lake.at(d), timezone.utc).strftime("%Y-%m-%d")
+              for d in (0, DAY))
+    assert rows(h.notification_counts(), "date", "severity", "count") == [
+        (d0, "info", 1), (d0, "warning", 1), (d1, "critical", 1)]
+
+
+# ---------------------------------------------------------------- fleetwatch history sql
+
+@pytest.fixture
+def operator_config(tmp_path, lake):
+    path = tmp_path / "fleetwatch.yaml"
+    path.write_text(f"routers: [tcp://127.0.0.1:5556]\nhistory:\n  lake: {lake.path}\n"
+                    f"  master: local[2]\n")
+    return str(path)
+
+
+def test_history_open_from_operator_config(spark, operator_config, lake):
+    h = History.open(operator_config)
+    assert h.lake == str(lake.path) and h.notifications.count() == 3
+
+
+def test_sql_table_and_json(spark, operator_config, capsys):
+    query = ("SELECT h.hostname, count(*) AS n, max(m.ts) AS last FROM metrics m "
+             "JOIN hosts h USING (uuid) GROUP BY h.hostname ORDER BY h.hostname")
+    assert cli.main(["history", "sql", "--config", operator_config, query]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["HOSTNAME", "N", "LAST"]
+    assert [line.split()[:2] for line in lines[1:]] == [["db1", "5"], ["web1", "41"],
+                                                        ["web2", "10"]]
+    assert lines[1].index(" 5 ") == lines[0].index(" N ")        # aligned columns
+    assert cli.main(["history", "sql", "--config", operator_config, "--json", query]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data[0]["hostname"] == "db1" and data[0]["n"] == 5
+    assert data[0]["last"].endswith("Z")
+
+
+def test_sql_limit_and_errors(spark, operator_config, capsys):
+    assert cli.main(["history", "sql", "--config", operator_config, "--limit", "2",
+                     "SELECT msg_id FROM heartbeats ORDER BY msg_id"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 3 and "first 2 rows" in err
+    assert cli.main(["history", "sql", "--config", operator_config,
+                     "SELECT nope FROM metrics"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fleetwatch history sql: ") and len(err.splitlines()) == 1
+
+
+# ---------------------------------------------------------------- fleetwatch history expire
+
+def _dates(spark, root, table):
+    return sorted({r["date"] for r in History(spark, str(root)).table(table).collect()})
+
+
+def test_expire(spark, tmp_path, capsys):
+    now = midnight_days_ago(0) + 3600.0           # 01:00 today
+    lake = make_lake(spark, tmp_path, base=midnight_days_ago(3, now))
+    day = [datetime.fromtimestamp(lake.at(d * DAY), timezone.utc).strftime("%Y-%m-%d")
+           for d in (-1, 0, 1)]
+    assert cutoff(3 * DAY, now) == day[1]
+    # dry run: listed, nothing dropped
+    listed = expire(str(lake.path), 3 * DAY, dry_run=True, wall=lambda: now)
+    assert [(p.table, p.date) for p in listed] == [("registrations", day[0])]
+    assert _dates(spark, lake.path, "registrations") == day[:2]
+    # the lock: a compaction running means try later
+    with locked(Lake(str(lake.path))):
+        with pytest.raises(Busy):
+            expire(str(lake.path), 3 * DAY, wall=lambda: now)
+    dropped = expire(str(lake.path), 2 * DAY, wall=lambda: now)
+    assert sorted((p.table, p.date) for p in dropped) == sorted(
+        [("registrations", day[0])] + [(t, day[1]) for t in
+                                       ("metrics", "heartbeats", "results", "notifications",
+                                        "registrations")])
+    assert "dropped 6 partitions older than " + day[2] in capsys.readouterr().out
+    for table in ("metrics", "heartbeats", "results", "notifications"):
+        assert _dates(spark, lake.path, table) == [day[2]]
+    assert _dates(spark, lake.path, "registrations") == []
+    assert History(spark, str(lake.path)).metrics.count() == 6    # db1's 5 and mem.used
+    assert not (lake.path / "_compaction" / "expired").exists()
+    with pytest.raises(ValueError):
+        expire(str(lake.path), 3600)
+
+
+def test_expire_cli(tmp_path, capsys):
+    root = tmp_path / "lake"
+    old = root / "tables" / "metrics" / "date=2001-01-01"
+    new = root / "tables" / "metrics" / "date=2999-01-01"
+    for d in (old, new):
+        d.mkdir(parents=True)
+        (d / "part-0.parquet").write_bytes(b"x" * 10)
+    config = tmp_path / "fleetwatch.yaml"
+    config.write_text(f"routers: [tcp://127.0.0.1:5556]\nhistory:\n  lake: {root}\n")
+    argv = ["history", "expire", "--config", str(config), "--older-than", "400d"]
+    assert cli.main(argv + ["--dry-run"]) == 0
+    assert "would drop metrics date=2001-01-01 (1 files" in capsys.readouterr().out
+    assert old.exists()
+    assert cli.main(argv) == 0
+    assert not old.exists() and new.exists()
+    assert cli.main(argv[:-1] + ["12h"]) == 2
+    assert "at least one day" in capsys.readouterr().err
+    with locked(Lake(str(root))):
+        assert cli.main(argv) == EX_TEMPFAIL

@@ -1,0 +1,65 @@
+"""notebooks/fleet-history.ipynb runs, cell after cell, against the generated lake (no Jupyter
+server: its code cells are executed in order in one namespace, as a kernel would)."""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark", reason="the history extra is not installed")
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "fleet-history.ipynb"
+HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+
+
+def code_cells() -> list[str]:
+    nb = json.loads(NOTEBOOK.read_text())
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def test_notebook_is_clean_nbformat_4():
+    nb = json.loads(NOTEBOOK.read_text())
+    assert nb["nbformat"] == 4 and nb["nbformat_minor"] >= 5
+    ids = [c["id"] for c in nb["cells"]]
+    assert len(ids) == len(set(ids))
+    for cell in nb["cells"]:
+        assert cell["cell_type"] in ("markdown", "code") and isinstance(cell["source"], list)
+        if cell["cell_type"] == "code":  # committed without outputs
+            assert cell["outputs"] == [] and cell["execution_count"] is None
+    try:
+        import nbformat
+    except ImportError:
+        return
+    nbformat.validate(nbformat.reads(NOTEBOOK.read_text(), as_version=4))
+
+
+@pytest.mark.parametrize("plots", [
+    pytest.param(True, marks=pytest.mark.skipif(not HAVE_MATPLOTLIB,
+                                                reason="matplotlib not installed")),
+    False])
+def test_notebook_runs(spark, history_lake, monkeypatch, capsys, plots):
+    monkeypatch.setenv("FLEETWATCH_HISTORY", str(history_lake.path))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    if not plots:  # as on a machine without matplotlib
+        monkeypatch.setitem(sys.modules, "matplotlib", None)
+        monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
+    ns = {"__name__": "__main__"}
+    for i, source in enumerate(code_cells()):
+        exec(compile(source, f"{NOTEBOOK.name} code cell {i + 1}", "exec"), ns)
+    out = capsys.readouterr().out
+    assert (ns["plt"] is not None) == plots
+    assert ns["h"].lake == str(history_lake.path)
+    assert (ns["HOST"], ns["METRIC"]) == ("web1", "cpu.user")
+    assert [r["count"] for r in ns["series"]] == [5] * 8
+    assert [r["hostname"] for r in ns["top"]] == ["web1", "web2", "db1"]
+    assert len(ns["timeline"]) == 6 and len(ns["alerts"]) == 5 and len(ns["notes"]) == 3
+    assert len(ns["availability"]) == 6
+    assert [(r["hostname"], r["plugin"], r["runs"], r["not_ok"]) for r in ns["by_check"]] == [
+        ("web1", "load", 7, 3), ("db1", "disk", 2, 1), ("web2", "http", 1, 1)]
+    assert "metrics                  57 rows" in out and "cpu.user on web1" in out
+    if plots:
+        import matplotlib.pyplot as plt
+        assert plt.get_fignums()      # the plot cells drew
+        plt.close("all")

@@ -137,7 +137,7 @@ TYPE_FRAMES = frozenset(t.encode() for t in TYPES)
 #: What an agent may send on the agents socket, and what the router relays to sinks.
 AGENT_TYPES = frozenset({"HELLO", "HEARTBEAT", "STATS", "NOTIFY", "REGISTER", "RESULT"})
 #: What a back-end client may send on the control socket.
-CONTROL_TYPES = frozenset({"HELLO", "ACK", "RUN", "PEERS"})
+CONTROL_TYPES = frozenset({"HELLO", "ACK", "RUN", "PEERS", "STATS"})
 
 
 class ProtocolError(Exception):

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 NOBLOCK = zmq.NOBLOCK
 MORE_NB = zmq.SNDMORE | zmq.NOBLOCK
+#: what a back-end process's STATS may say it comes from
+BACKEND_SOURCES = frozenset({"sink", "scheduler"})
 
 
 class ControlDesk:
@@ -59,11 +61,26 @@ class ControlDesk:
             log.info("control client %s (%s, %s) said HELLO", msg.uuid, msg.get("role", "?"),
                      msg.get("hostname"))
             relay.reply(relay.control, rid, relay.welcome(endpoints=True))
+        elif msg.type == "STATS":
+            self.stats(rid, parts, msg)
         elif msg.type == "PEERS":
             relay.reply(relay.control, rid, protocol.make(
                 "PEERS", relay.id, relay.clock, router=relay.id, agents=relay.peers.listing()))
         else:
             self.forward(rid, target, parts[1], parts[3], msg)
+
+    def stats(self, rid: bytes, parts: list[bytes], msg: Message) -> None:
+        """A back-end process's own counters (SPEC 4.3): relayed through the STATS route
+        like the router's, stamped with the sender's id; ``source`` must say it is not an
+        agent's (``sink`` or ``scheduler``), so it never lands under an agent's host."""
+        relay = self.relay
+        if msg.get("source") not in BACKEND_SOURCES:
+            relay.refuse(relay.control, "control", rid, ProtocolError(
+                protocol.BAD_REQUEST, "STATS on control: source must be one of "
+                                      + ", ".join(sorted(BACKEND_SOURCES))), ref=msg.msg_id)
+            return
+        relay.counters.control_stats += 1
+        relay.relay(protocol.envelope("STATS", msg.uuid, relay.id), b"STATS", parts[3])
 
     def forward(self, rid: bytes, target: str, type_frame: bytes, body: bytes, msg: Message):
         """ACK or RUN to the agent ``target``: SIGNATURE, TYPE, BODY as received."""

@@ -56,6 +56,8 @@ class Counters:
         self.clones = 0
         self.events = 0
         self.own_acks = 0
+        #: STATS of back-end processes relayed from the control socket
+        self.control_stats = 0
 
     def slot(self, type_: str, sink: str) -> int:
         """The counter index of (type, sink), allocated on first use."""
@@ -105,4 +107,5 @@ class Counters:
         out["router.clones"] = self.clones
         out["router.events"] = self.events
         out["router.acks.own"] = self.own_acks
+        out["router.control.stats"] = self.control_stats
         return out

@@ -129,6 +129,7 @@ class SinkLoop:
                 wake = self._hellos(now)
                 if now >= next_stats:
                     log.info("counters: %s", self.report())
+                    self._publish_counters()
                     next_stats = now + self.config.stats_interval
                 if now >= next_tick and not self.backlog:
                     self._tick()
@@ -152,10 +153,31 @@ class SinkLoop:
             self.notifier.close()
         return 0
 
-    def report(self) -> str:
+    def merged_counts(self) -> Counter:
         merged = Counter(self.counts)
-        merged.update({f"{self.sink.type}.{k}": v for k, v in self.sink.counts.items()})
+        merged.update({f"{self.sink.type}.{k}": v for k, v in dict(self.sink.counts).items()})
+        return merged
+
+    def report(self) -> str:
+        merged = self.merged_counts()
         return " ".join(f"{k}={v}" for k, v in sorted(merged.items()) if v) or "nothing yet"
+
+    def _publish_counters(self) -> None:
+        """The sink's counters as a STATS (source ``sink``) through one router that knows
+        us, turn by turn, so they reach the graphite and history sinks like the routers'
+        own (SPEC 4.3); each report goes through one router only, never twice."""
+        live = [link for link in self.links if link.router_id is not None]
+        if not live:
+            return
+        self._stats_turn = (getattr(self, "_stats_turn", -1) + 1) % len(live)
+        metrics = {f"sink.{k}": v for k, v in self.merged_counts().items()}
+        msg = protocol.make("STATS", self.sink_id, clock=time.time, metrics=metrics,
+                            hostname=self.hostname, source="sink")
+        try:
+            live[self._stats_turn].socket.send_multipart(protocol.encode_control(msg),
+                                                         zmq.NOBLOCK)
+        except zmq.Again:
+            self.counts["stats_unsent"] += 1
 
     # ---------------------------------------------------------------- control
     def _hellos(self, now: float) -> float:

@@ -40,7 +40,7 @@ MAX_NODE = 200
 #: longest name without the prefix
 MAX_NAME = 1000
 #: ``source`` values of STATS that are fleetwatch's own counters
-INTERNAL_SOURCES = frozenset({"router", "sink"})
+INTERNAL_SOURCES = frozenset({"router", "sink", "scheduler"})
 
 _ODD = re.compile(r"[^A-Za-z0-9_-]+")
 _ODD_TAG = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -139,6 +139,9 @@ def test_agent_stats_through_a_router_land_as_whisper_files(carbon, fleet, zctx)
     assert max(routed.values()) >= 1
     sent = points(carbon, f"{PREFIX}.fleetwatch.sink-graphite.graphite.sent")
     assert max(sent.values()) > 0
+    # and the loop's counters, sent as STATS through the router's control socket
+    received = points(carbon, f"{PREFIX}.fleetwatch.sink-graphite.sink.received")
+    assert max(received.values()) > 0
 
 
 # ---------------------------------------------------------------- check perfdata

@@ -338,6 +338,24 @@ def test_control_hello_and_peers(fleet, zctx):
     assert before - 1 <= entry["since"] <= entry["last_heard"] <= time.time() + 1
 
 
+def test_backend_stats_on_control_are_relayed_as_the_senders(fleet, zctx):
+    """A sink's own counters (STATS, source sink) go out through the STATS route stamped
+    with the sink's id; a STATS claiming to be an agent's is refused (400)."""
+    r = fleet.router()
+    graphite = pull(zctx, r["endpoints"]["sinks"]["graphite"])
+    control = FakeControl(zctx, r["endpoints"]["control"])
+    control.sock.send_multipart(protocol.encode_control(protocol.make(
+        "STATS", "sink-alerting", metrics={"sink.received": 3}, source="sink")))
+    frames = recv_until(graphite, lambda f: f[1].startswith(b"STATS/sink-alerting/"),
+                        what="the sink's STATS")
+    relayed = protocol.decode_relayed(frames)
+    assert relayed.uuid == "sink-alerting" and relayed.router == "router-1"
+    assert relayed.message.get("metrics") == {"sink.received": 3}
+    bad = control.send("STATS", metrics={"cpu.percent": 99}, source="agent")
+    err = control.expect("ERROR")
+    assert err.body["status"] == protocol.BAD_REQUEST and err.body["ref"] == bad.msg_id
+
+
 def test_ack_and_run_are_forwarded_to_the_agent(fleet, zctx):
     r = fleet.router()
     agent = FakeAgent(zctx, r["endpoints"]["agents"])

@@ -8,7 +8,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["relay.py", "notify_rtt.py", "agent_footprint.py", "scheduler.py", "graphite.py",
-           "alerting.py", "history_query.py"]
+           "alerting.py", "history_query.py",
+           "history_sink.py", "compaction.py"]
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from fleetwatch.config import build, load
-from fleetwatch.demoplan import GRAPHITE_PREFIX, Child, DemoConfig, plan
+from fleetwatch.demoplan import COMPACT_EVERY, GRAPHITE_PREFIX, Child, DemoConfig, plan
 
 __all__ = ["DemoConfig", "plan", "run"]
 
@@ -157,6 +157,8 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  {fw} send notify --config {agent_cfg} --severity error 'disk on fire'",
         f"  {fw} run --config {op} --wait {shlex.quote(socket.gethostname())} disk_root",
         f"  {fw} scheduler --list --config {shlex.quote(str(root / 'scheduler.yaml'))}",
+        f"  {fw} history sql --config {op} 'SELECT metric, count(*) FROM metrics GROUP BY "
+        f"metric'   (after the first compaction, every {COMPACT_EVERY}s)",
         f"  {fw} alerts --config {op}",
         f"  {fw} agent --once --config {agent_cfg}",
         "",

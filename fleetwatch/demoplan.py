@@ -17,6 +17,7 @@ so ``fleetwatch status`` shows checks running within a minute.
 
 from __future__ import annotations
 
+import importlib.util
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -30,7 +31,9 @@ from fleetwatch.config import setting
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates
 
-SINK_TYPES = ("registry", "alerting", "graphite")
+SINK_TYPES = ("registry", "alerting", "graphite", "history")
+#: seconds between two compactions of the demo's history lake
+COMPACT_EVERY = 60
 #: the demo's metrics in carbon: ``fleet.<host>.cpu.percent`` and so on
 GRAPHITE_PREFIX = "fleet"
 #: every sink type a router binds a PUSH for, whether the demo runs that sink or not
@@ -178,6 +181,9 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     for t in SINK_TYPES:
         configs[f"sink-{t}.yaml"] = {"routers": controls, "state_url": state_url,
                                      "name": f"sink-{t}"}
+    lake = str((root / "history").resolve())
+    # the alerting and registry sinks ACK; history only keeps (sinks/history/README.md)
+    configs["sink-history.yaml"]["history"] = {"lake": lake, "rotate_seconds": 10.0}
     carbon = Carbon(root / "carbon")
     carbon.write_config()
     configs["sink-graphite.yaml"]["graphite"] = {"host": "127.0.0.1", "port": carbon.port,
@@ -195,7 +201,9 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
         "stats_interval": args.stats_interval,
         "plugins": {"checks": demo_checks(routers[0]["bind"]["agents"])},
     }
-    configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0}
+    configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
+                                  "history": {"lake": lake, "master": "local[1]",
+                                              "conf": {"spark.driver.memory": "1g"}}}
     if security:
         for r in routers:
             r["security"] = security["router"]
@@ -217,6 +225,11 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
                           (root / "logs" / "carbon.log").resolve()))
     children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
     children.append(child("scheduler", "scheduler"))
+    if importlib.util.find_spec("pyspark") is not None:    # the history extra
+        compact = child("fleetwatch", "history", "compact", "--every", str(COMPACT_EVERY))
+        compact.name = "history-compact"
+        compact.log = (root / "logs" / "history-compact.log").resolve()
+        children.append(compact)
     children.append(child("agent", "agent"))
     return children, {"routers": routers, "state_url": state_url,
                       "keys": security.get("dir"), "carbon": carbon,

@@ -42,7 +42,7 @@ def _args_replay(p: argparse.ArgumentParser) -> None:
     p.add_argument("--to", required=True, choices=["graphite"], help="where to replay to")
     p.add_argument("--since", metavar="T", help="from T (epoch seconds, ISO 8601 UTC like "
                                                 "2026-11-20T10:00Z, or 7d for 7 days ago)")
-    p.add_argument("--until", metavar="T", help="until T, excluded (default: now)")
+    p.add_argument("--until", metavar="T", help="until T, excluded (default: the newest)")
     p.add_argument("--host", metavar="HOST", help="one host (hostname or uuid)")
     p.add_argument("--sink-config", metavar="PATH",
                    help="the graphite sink's config: carbon, prefix, tags and batch from "

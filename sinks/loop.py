@@ -43,6 +43,8 @@ PULL_HWM = 10_000
 ACK_CHUNK = 1000
 #: longest poll, so that a stop request is seen promptly
 MAX_WAIT = 0.25
+#: unanswered HELLOs after which a router's socket is made again (see SinkLoop._redial)
+REDIAL_AFTER = 5
 #: milliseconds the ACKs still queued at stop get to reach the routers
 ACK_LINGER = 2000
 
@@ -55,6 +57,8 @@ class RouterLink:
     socket: zmq.Socket
     router_id: str | None = None
     next_hello: float = 0.0
+    #: HELLOs sent since the socket was made, unanswered
+    unanswered: int = 0
 
 
 class SinkLoop:
@@ -63,6 +67,7 @@ class SinkLoop:
                  notifier=None):
         from fleetwatch.security import ClientKeys
         self.sink, self.config, self.clock = sink, config, clock
+        self.poller: zmq.Poller | None = None
         self.keys = keys if keys is not None else ClientKeys(config.security)
         #: an own context is terminated at the end, which is what lets the last ACKs leave
         self._own_ctx = ctx is None
@@ -93,13 +98,32 @@ class SinkLoop:
         self.pull.rcvhwm = PULL_HWM
         self.keys.apply(self.pull)
         for endpoint in self.config.routers:
-            dealer = self.ctx.socket(zmq.DEALER)
-            dealer.linger = 0
-            self.keys.apply(dealer)
-            # Queue nothing for a router that is not connected: HELLO is simply retried.
-            dealer.setsockopt(zmq.IMMEDIATE, 1)
-            dealer.connect(endpoint)
-            self.links.append(RouterLink(endpoint, dealer))
+            self.links.append(RouterLink(endpoint, self._dealer(endpoint)))
+
+    def _dealer(self, endpoint: str) -> zmq.Socket:
+        dealer = self.ctx.socket(zmq.DEALER)
+        dealer.linger = 0
+        self.keys.apply(dealer)
+        # Queue nothing for a router that is not connected: HELLO is simply retried.
+        dealer.setsockopt(zmq.IMMEDIATE, 1)
+        dealer.connect(endpoint)
+        return dealer
+
+    def _redial(self, link: RouterLink) -> None:
+        """A new socket for a router that answered none of our HELLOs: libzmq gives up on a
+        connection whose CURVE handshake the router refused (a key not yet in its
+        allowlist), so a sink started before its key was allowed would otherwise never
+        connect. The router reloads its allowlists by itself; we only need to dial again."""
+        self.counts["router_redialled"] += 1
+        log.info("router %s: no WELCOME after %d HELLOs, connecting again", link.endpoint,
+                 link.unanswered)
+        if self.poller is not None:
+            self.poller.unregister(link.socket)
+        link.socket.close(0)
+        link.socket = self._dealer(link.endpoint)
+        link.unanswered = 0
+        if self.poller is not None:
+            self.poller.register(link.socket, zmq.POLLIN)
 
     def close(self) -> None:
         for link in self.links:
@@ -115,7 +139,7 @@ class SinkLoop:
         log.info("sink %s (%s) started: routers %s; CURVE %s", self.sink_id, self.sink.type,
                  ", ".join(self.config.routers),
                  f"on (key {self.keys.own.path})" if self.keys.enabled else "off")
-        poller = zmq.Poller()
+        poller = self.poller = zmq.Poller()
         poller.register(self.pull, zmq.POLLIN)
         for link in self.links:
             poller.register(link.socket, zmq.POLLIN)
@@ -187,7 +211,10 @@ class SinkLoop:
             if link.router_id is not None:
                 continue
             if now >= link.next_hello:
+                if link.unanswered >= REDIAL_AFTER:
+                    self._redial(link)
                 self._send_hello(link)
+                link.unanswered += 1
                 link.next_hello = now + self.config.hello_interval
             due = min(due, link.next_hello)
         return due

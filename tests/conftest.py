@@ -41,6 +41,27 @@ def pg_url(pg_cluster):
     return pg_cluster.create_database()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    """A state database URL: a SQLite file, then a fresh PostgreSQL database (each test
+    taking ``url`` runs on both, as the alerting state and the outbox must work on both)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    pytest.importorskip("psycopg")
+    return request.getfixturevalue("pg_url")
+
+
+@pytest.fixture
+def eng(url):
+    """An engine on ``url`` with the alerting sink's tables and the outbox created."""
+    from sinks import db, outbox
+    e = db.engine(url)
+    db.create(e, "alerting")
+    outbox.create(e)
+    yield e
+    e.dispose()
+
+
 @pytest.fixture
 def zctx():
     """A context for a test's own sockets, destroyed (linger 0) afterwards."""
@@ -55,7 +76,9 @@ def spark():
     10 s to start): sinks/history/spark.py's settings, 2 shuffle partitions."""
     pytest.importorskip("pyspark", reason="the history extra is not installed")
     from sinks.history.spark import session
-    s = session("local[2]", {"spark.driver.memory": "1g"})
+    # C1 JIT only: the tests' Spark jobs are tiny, C2 compiles cost more than they save
+    s = session("local[2]", {"spark.driver.memory": "1g",
+                             "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"})
     yield s
     s.stop()
 

@@ -44,14 +44,6 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.db'}"
-    pytest.importorskip("psycopg")
-    return request.getfixturevalue("pg_url")
-
-
 def sink(url, clock=time.time, **settings) -> AlertingSink:
     s = AlertingSink(db.engine(url), clock, build(AlertingConfig, {
         "renotify_interval": 0, **settings}), deliver=False)

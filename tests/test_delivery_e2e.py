@@ -55,23 +55,6 @@ def delivery(webhook: str | None = None, smtp_port: int | None = None, **extra):
                                   **extra})
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.db'}"
-    pytest.importorskip("psycopg")
-    return request.getfixturevalue("pg_url")
-
-
-@pytest.fixture
-def eng(url):
-    e = db.engine(url)
-    db.create(e, "alerting")
-    outbox.create(e)
-    yield e
-    e.dispose()
-
-
 @pytest.fixture
 def started():
     """Deliverers started by a test, stopped afterwards."""

@@ -39,7 +39,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     assert ("CURVE           OFF" if insecure else "CURVE           on: keys in") in demo.log()
     names = {p["name"] for p in procs}
     assert {"router-1", "router-2", "carbon", "sink-registry", "sink-alerting",
-            "sink-graphite", "scheduler", "agent"} <= names
+            "sink-graphite", "sink-history", "scheduler", "history-compact", "agent"} <= names
     for p in procs:
         assert psutil.pid_exists(p["pid"]), p
         assert Path(p["config"]).exists(), p
@@ -163,7 +163,7 @@ def test_demo_config_file_is_used(fleet):
     wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
     names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
     assert names == ["router-1", "carbon", "sink-registry", "sink-alerting", "sink-graphite",
-                     "scheduler", "agent"]
+                     "sink-history", "scheduler", "history-compact", "agent"]
     demo.signal(signal.SIGINT)
     assert demo.popen.wait(30) == 0, demo.log()
 

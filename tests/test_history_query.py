@@ -7,6 +7,8 @@ from datetime import datetime, timezone
 import pytest
 
 pytest.importorskip("pyspark", reason="the history extra is not installed")
+# the first test also waits for the shared Spark session and the generated lake
+pytestmark = pytest.mark.timeout(240)
 
 from fleetwatch import cli  # noqa: E402
 from lakegen import DAY, make_lake, midnight_days_ago  # noqa: E402
@@ -169,6 +171,56 @@ def test_availability(h, lake):
     # the local process `backup` (not the agent's heartbeats)
     assert rows(h.availability(process="backup"), "hostname", "seconds", "uptime_pct") == [
         ("web1", 3600.0, 100.0)]
+
+
+def reference_uptime(beats, since, until, intervals, interval=None):
+    """The availability rule written plainly: {(uuid, day index): (seconds, up seconds)}."""
+    out = {}
+
+    def add(uuid, start, end, up):
+        for d in range(int(start // DAY), int(-(-end // DAY))):
+            part = min(end, (d + 1) * DAY) - max(start, d * DAY)
+            if part > 0:
+                seconds, ups = out.get((uuid, d), (0.0, 0.0))
+                out[uuid, d] = (seconds + part, ups + (part if up else 0.0))
+    for uuid in sorted({b[0] for b in beats}):
+        mine = sorted((t, interval or (iv if iv and iv > 0 else 2.0))
+                      for u, t, iv in beats if u == uuid)
+        add(uuid, since, mine[0][0], mine[0][0] - since <= intervals * mine[0][1])
+        for (t, eff), (t2, _) in zip(mine, mine[1:] + [(until, None)]):
+            add(uuid, t, t2, t2 - t <= intervals * eff)
+    return out
+
+
+def test_uptime_matches_the_rule_on_random_heartbeats(spark):
+    """The bucketed computation against the plain rule: mixed intervals, duplicates
+    (two routers), long and borderline gaps, midnight crossings."""
+    import random
+    from sinks.history.query import uptime
+    rng = random.Random(7)
+    since, until = 2 * DAY - 5000.0, 4 * DAY + 3000.0
+    beats = []
+    for n in range(6):
+        uuid, t = f"u{n}", since + rng.uniform(0, 400)
+        iv = rng.choice([None, -1.0, 5.0, 10.0, 30.0])
+        while t < until:
+            beats.append((uuid, round(t, 3), iv))
+            if rng.random() < 0.1:
+                beats.append((uuid, round(t, 3), iv))          # the same beat, another router
+            if rng.random() < 0.05:
+                iv = rng.choice([None, 5.0, 10.0, 30.0])
+            eff = iv if iv and iv > 0 else 2.0
+            t += rng.choice([eff, eff * 0.5, eff * 3, eff * 3.5, eff * 40, rng.uniform(0, 5000)])
+    rows_ = [(u, datetime.fromtimestamp(t, timezone.utc), iv) for u, t, iv in beats]
+    df = spark.createDataFrame(rows_, "uuid string, ts timestamp, interval double")
+    for interval in (None, 20.0):
+        want = reference_uptime(beats, since, until, 3.0, interval)
+        got = {(r["uuid"], int(datetime.fromisoformat(r["date"]).replace(
+            tzinfo=timezone.utc).timestamp()) // DAY): (r["seconds"], r["up_seconds"])
+            for r in uptime(spark, df, since, until, interval).collect()}
+        assert got.keys() == want.keys()
+        for key in want:
+            assert got[key] == pytest.approx(want[key], abs=1e-6), key
 
 
 # ---------------------------------------------------------------- notifications

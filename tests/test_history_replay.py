@@ -7,6 +7,8 @@ from collections import Counter
 import pytest
 
 pytest.importorskip("pyspark", reason="the history extra is not installed")
+# the first test also waits for the shared Spark session and the generated lake
+pytestmark = pytest.mark.timeout(240)
 
 from fleetwatch import cli, protocol  # noqa: E402
 from fleetwatch.carbon import Carbon, free_port, read_points  # noqa: E402

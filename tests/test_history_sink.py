@@ -19,7 +19,7 @@ from fleetwatch.config import ConfigError, build
 from sinks.base import WriteError
 from sinks.config import SinkConfig
 from sinks.history import landing as landing_mod
-from sinks.history.landing import Landing, recover
+from sinks.history.landing import recover
 from sinks.history.sink import HistorySink
 
 
@@ -183,7 +183,7 @@ def test_unusable_lake_is_a_clear_error_at_start(tmp_path):
 
 def test_config_section():
     cfg = build(SinkConfig, {"routers": ["tcp://r:1"], "history": {
-        "lake": "/l", "rotate_bytes": 1 << 20, "rotate_seconds": 5, "ack": False}})
+        "lake": "/l", "rotate_bytes": 1 << 20, "rotate_seconds": 5}})
     sink = HistorySink.from_config(cfg)
     assert (sink.lake, sink.landing.rotate_bytes, sink.landing.rotate_seconds) == (
         "/l", 1 << 20, 5.0)
@@ -239,7 +239,7 @@ def test_sink_killed_mid_stream_every_acked_notify_lands_and_compacts_once(fleet
 
     router = fleet.router()
     lake = tmp_path / "lake"
-    history = {"lake": str(lake), "rotate_seconds": 0.5}
+    history = {"lake": str(lake), "rotate_seconds": 0.5, "ack": True}   # the only sink
     sink = fleet.sink("history", [router], history=history, batch=20)
     wait_for(lambda: "welcomed us" in sink.log(), 15, what="the sink connected")
     agent = fleet.agent([router])                     # after the sink: its HELLO lands

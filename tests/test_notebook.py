@@ -39,6 +39,7 @@ def test_notebook_is_clean_nbformat_4():
     pytest.param(True, marks=pytest.mark.skipif(not HAVE_MATPLOTLIB,
                                                 reason="matplotlib not installed")),
     False])
+@pytest.mark.timeout(300)  # a dozen Spark queries in a row: ~20 s alone, more on a busy machine
 def test_notebook_runs(spark, history_lake, monkeypatch, capsys, plots):
     monkeypatch.setenv("FLEETWATCH_HISTORY", str(history_lake.path))
     monkeypatch.setenv("MPLBACKEND", "Agg")

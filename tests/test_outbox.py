@@ -19,7 +19,7 @@ from sinks.delivery_config import DeliveryConfig
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from sinks import db, outbox  # noqa: E402
+from sinks import outbox  # noqa: E402
 from sinks.deliverer import Deliverer  # noqa: E402
 
 U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
@@ -46,23 +46,6 @@ CONFIG = {
 
 def config(**extra) -> DeliveryConfig:
     return build(DeliveryConfig, {**CONFIG, **extra})
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'state.db'}"
-    pytest.importorskip("psycopg")
-    return request.getfixturevalue("pg_url")
-
-
-@pytest.fixture
-def eng(url):
-    e = db.engine(url)
-    db.create(e, "alerting")
-    outbox.create(e)
-    yield e
-    e.dispose()
 
 
 def enqueue(eng, ev, cfg=None, now=T0):

@@ -353,6 +353,8 @@ def test_the_fleet_runs_with_memory_deny_write_execute(fleet):
     keys = Keys(fleet.root)
     uuid = agent_uuid_for(fleet)
     router = fleet.router(security=keys.router_security())
+    # the sink's key is made after the router started: the router reloads its allowlist and
+    # the sink dials again after unanswered HELLOs (sinks.loop.SinkLoop._redial)
     fleet.sink("registry", [router], security=keys.client(keys.backend("sink-registry")))
     fleet.agent([router], security=keys.client(keys.agent(uuid)))
 

@@ -51,6 +51,7 @@ EX_TEMPFAIL = 75
 #: msg_ids broadcast to the tasks at most (duplicated ids, or a table's new ids checked
 #: against its stored partitions); past it, a shuffle join does the work
 MAX_BROADCAST_IDS = 1_000_000
+CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
 
 
 class Busy(Exception):
@@ -179,9 +180,16 @@ class Batch:
 
 def _read(spark, paths, summary: Summary, out) -> Batch:
     t = time.monotonic()
-    landing = tables.read_landing(spark, paths).persist(StorageLevel.MEMORY_AND_DISK)
-    batch = Batch(landing)
-    stats = (landing.groupBy("type", "date", "bad").count().collect())
+    # Compressing the cache costs as much as parsing the JSON, and it is read only by this
+    # run's few jobs: build it uncompressed (spilled to disk past memory).
+    compressed = spark.conf.get(CACHE_COMPRESSED)
+    spark.conf.set(CACHE_COMPRESSED, "false")
+    try:
+        landing = tables.read_landing(spark, paths).persist(StorageLevel.MEMORY_AND_DISK)
+        batch = Batch(landing)
+        stats = (landing.groupBy("type", "date", "bad").count().collect())
+    finally:
+        spark.conf.set(CACHE_COMPRESSED, compressed)
     summary.events = sum(r["count"] for r in stats)
     summary.bad = sum(r["count"] for r in stats if r["bad"])
     summary.stats = stats
@@ -289,7 +297,8 @@ def _commit(lake: Lake, settings, run: str, names: list[str], changes: dict,
 # ---------------------------------------------------------------- command line
 
 def cli(args, settings) -> int:
-    """``fleetwatch history compact [--every SECONDS] [--quiet]``."""
+    """``fleetwatch history compact [--every SECONDS] [--quiet]``. With ``--every``, SIGTERM
+    ends the loop after the current run (a SIGKILL at any point is safe too)."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     quiet = getattr(args, "quiet", False)
     out = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
@@ -317,11 +326,24 @@ def cli(args, settings) -> int:
                     print(f"fleetwatch history compact: failed: {_first_line(e)}",
                           file=sys.stderr)
                     return 1
-                log.error("compaction failed (retried in %.0f s): %s", every, _first_line(e))
+                log.error("compaction failed (retried in %.0f s with a new Spark session): "
+                          "%s", every, _first_line(e))
+                _stop(spark)            # a session whose JVM died would fail every run
+                spark = None
             if not every or stop.wait(every):
                 return 0
+            if spark is None:
+                spark = from_settings(settings)
     finally:
+        if spark is not None:
+            _stop(spark)
+
+
+def _stop(spark) -> None:
+    try:
         spark.stop()
+    except Exception as e:  # its JVM may be gone already; nothing left to release
+        log.warning("stopping the Spark session: %s", _first_line(e))
 
 
 def _first_line(e: Exception) -> str:

@@ -104,7 +104,7 @@ class Landing:
         self.path = ""
         self.size = 0
         self.opened = 0.0
-        #: files closed by this writer (paths), for tests and counters
+        #: how many files this writer closed (the sink's files_closed counter)
         self.closed = 0
 
     # ---------------------------------------------------------------- files

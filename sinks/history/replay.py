@@ -116,14 +116,15 @@ class Replay:
     def run(self, since=None, until=None, host: str | None = None,
             dry_run: bool = False) -> Counter:
         since, until = epoch(since), epoch(until)
-        names = {r["uuid"]: r["hostname"] for r in self.history.hosts().collect()}
-        sources = (("metrics", metric_rows(self.history, since, until, host), metric_points),
-                   ("results", result_rows(self.history, since, until, host), result_points))
-        total = sum(df.count() for _, df, _ in sources)
+        names = {r["uuid"]: r["hostname"] for r in self.history.hosts().collect()
+                 if r["hostname"]}
+        sources = ((metric_rows(self.history, since, until, host), metric_points),
+                   (result_rows(self.history, since, until, host), result_points))
+        total = sum(df.count() for df, _ in sources)
         self.out(f"replay: {total} rows to {self.target.host}:{self.target.port}"
                  f"{' (dry run)' if dry_run else ''}")
         started = next_report = self.clock()
-        for table, df, points_of in sources:
+        for df, points_of in sources:
             for row in df.toLocalIterator(prefetchPartitions=True):
                 self.counts["rows"] += 1
                 points, counts = points_of(self.namer, row, names)

@@ -20,7 +20,7 @@ from fleetwatch.security import SecurityError
 COMMANDS = {
     "agent": ("agent.main", "run the agent daemon (or --once: print one stats collection)"),
     "router": ("router.main", "run a router"),
-    "sink": ("sinks.main", "run a sink of a type (registry, alerting)"),
+    "sink": ("sinks.main", "run a sink of a type (registry, alerting, graphite, history)"),
     "scheduler": ("scheduler.main", "run the declared plugins on time through the routers "
                                     "(--list: the job table)"),
     "send": ("agent.send", "send a notification, stat or heartbeat through the local agent"),
@@ -34,7 +34,7 @@ COMMANDS = {
     "keys": ("fleetwatch.keys", "create and list CURVE certificates (keys new|list)"),
     "service": ("fleetwatch.service", "install or remove a process's systemd unit "
                                       "(service install|uninstall)"),
-    "history": ("fleetwatch.history", "the history lake on Spark (history compact|...)"),
+    "history": ("fleetwatch.history", "the history lake on Spark (history compact|sql|replay|expire)"),
 }
 
 
@@ -46,7 +46,8 @@ def parser_for(name: str) -> argparse.ArgumentParser:
 
 
 def top_parser() -> argparse.ArgumentParser:
-    lines = "\n".join(f"  {n:<8} {h}" for n, (_, h) in COMMANDS.items())
+    width = max(map(len, COMMANDS))
+    lines = "\n".join(f"  {n:<{width}}  {h}" for n, (_, h) in COMMANDS.items())
     parser = argparse.ArgumentParser(
         prog="fleetwatch", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="fleetwatch: monitoring agent and router fleet on ZeroMQ",

@@ -51,7 +51,7 @@ class GraphiteSettings:
 
 @dataclass(frozen=True)
 class SinkConfig:
-    type: str = setting("", "sink type (registry, alerting); the command line TYPE wins")
+    type: str = setting("", "sink type (registry, alerting, graphite, history); the command line TYPE wins")
     routers: list[str] = setting(factory=list, help="control endpoints of every router, e.g. tcp://r1:5556")
     name: str = setting("", "this sink's name in logs and counters (default TYPE@HOST)")
     state_url: str = setting(DEFAULT_STATE_URL, "SQLAlchemy URL of the state database")

@@ -66,16 +66,32 @@ def generate(directory: str, events: int, files: int, first: int = 0,
         return pool.map(_write, jobs)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def lake_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options every history benchmark takes (this one and bench/history_query.py)."""
     ap.add_argument("--events", type=int, default=10_000_000)
     ap.add_argument("--files", type=int, default=40)
-    ap.add_argument("--increment", type=int, default=100_000,
-                    help="events of a second, incremental run (0: none)")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="6g")
     ap.add_argument("--lake", help="lake directory (default: a temporary one, removed)")
     ap.add_argument("--results", help="write the figures into this markdown file")
+    return ap
+
+
+def generate_landing(lake: str, events: int, files: int) -> tuple[list[str], int]:
+    """``events`` landing lines in ``files`` files under LAKE/landing, with a progress line;
+    their paths and total size."""
+    t = time.monotonic()
+    paths = generate(os.path.join(lake, "landing"), events, files)
+    size = sum(os.path.getsize(p) for p in paths)
+    print(f"generated {events} events in {len(paths)} files, {size / 1e9:.2f} GB, "
+          f"in {time.monotonic() - t:.0f}s", flush=True)
+    return paths, size
+
+
+def main(argv=None) -> int:
+    ap = lake_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    ap.add_argument("--increment", type=int, default=100_000,
+                    help="events of a second, incremental run (0: none)")
     args = ap.parse_args(argv)
 
     from sinks.history.compact import compact
@@ -85,11 +101,7 @@ def main(argv=None) -> int:
     tmp = None if args.lake else tempfile.mkdtemp(prefix="fw-bench-lake-")
     lake = args.lake or tmp
     try:
-        t = time.monotonic()
-        paths = generate(os.path.join(lake, "landing"), args.events, args.files)
-        size = sum(os.path.getsize(p) for p in paths)
-        print(f"generated {args.events} events in {len(paths)} files, {size / 1e9:.2f} GB, "
-              f"in {time.monotonic() - t:.0f}s", flush=True)
+        paths, size = generate_landing(lake, args.events, args.files)
         t = time.monotonic()
         spark = session(args.master, {"spark.driver.memory": args.driver_memory})
         startup = time.monotonic() - t

@@ -41,7 +41,7 @@ import graphyte  # noqa: E402
 
 from fleetwatch import protocol  # noqa: E402
 from fleetwatch.carbon import Carbon, read_points  # noqa: E402
-from results import write_section  # noqa: E402  (bench/results.py)
+from results import wait, write_section  # noqa: E402  (bench/results.py)
 from sinks.config import GraphiteSettings  # noqa: E402
 from sinks.graphite import GraphiteSink  # noqa: E402
 
@@ -49,14 +49,6 @@ HEADING = "## Graphite sink (issue 5)"
 UUID = "b" * 32
 BATCH = 5000
 LOOP_BATCH = 100
-
-
-def wait(pred, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def frames_for(host: str, metrics: int, points: int, now: int) -> list[list[bytes]]:

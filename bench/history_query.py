@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import shutil
 import statistics
 import sys
@@ -44,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compaction import MIDNIGHT, generate  # noqa: E402  (bench/compaction.py)
+from compaction import MIDNIGHT, generate_landing, lake_arguments  # noqa: E402
 from results import write_section  # noqa: E402  (bench/results.py)
 
 HEADING = "## History queries (issue 6)"
@@ -122,14 +121,8 @@ def spread(values: list[float]) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", type=int, default=10_000_000)
+    ap = lake_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--files", type=int, default=40)
-    ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--driver-memory", default="6g")
-    ap.add_argument("--lake", help="lake directory (default: a temporary one, removed)")
-    ap.add_argument("--results", help="write the figures into this markdown file")
     args = ap.parse_args(argv)
 
     from sinks.history.compact import compact
@@ -140,11 +133,7 @@ def main(argv=None) -> int:
     lake = args.lake or tmp
     times: dict[tuple, list[float]] = {}
     try:
-        t = time.monotonic()
-        paths = generate(os.path.join(lake, "landing"), args.events, args.files)
-        size = sum(os.path.getsize(p) for p in paths)
-        print(f"generated {args.events} events in {len(paths)} files, {size / 1e9:.2f} GB, "
-              f"in {time.monotonic() - t:.0f}s", flush=True)
+        paths, size = generate_landing(lake, args.events, args.files)
         spark = session(args.master, {"spark.driver.memory": args.driver_memory})
         t = time.monotonic()
         summary = compact(spark, HistorySettings(lake=lake, master=args.master),

@@ -30,26 +30,13 @@ import zmq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fleetwatch import protocol  # noqa: E402
-
-
-def percentile(values: list[float], p: float) -> float:
-    values = sorted(values)
-    k = min(len(values) - 1, max(0, int(round(p / 100 * (len(values) - 1)))))
-    return values[k]
+from results import percentile, wait  # noqa: E402  (bench/results.py)
 
 
 def start(root: Path, name: str, *argv: str) -> subprocess.Popen:
     log = open(root / f"{name}.log", "wb")
     return subprocess.Popen([sys.executable, "-m", "fleetwatch", *argv], stdout=log,
                             stderr=subprocess.STDOUT)
-
-
-def wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def paced(rate: float, seconds: float, sock: zmq.Socket, on_reply):

@@ -1,7 +1,9 @@
-"""Writing a benchmark's section into bench/RESULTS.md, replacing its previous figures."""
+"""What the benchmarks share: writing a section into bench/RESULTS.md (replacing its previous
+figures), waiting for a condition with a deadline, percentiles."""
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -21,3 +23,20 @@ def write_section(path: Path, heading: str, command: str, body: str, notes: str)
         end = text.find("\n## ", start + len(heading))
         text = text[:start] + section + ("" if end < 0 else text[end + 1:])
     path.write_text(text)
+
+
+def wait(pred, timeout: float, what: str, interval: float = 0.05) -> None:
+    """Poll ``pred`` until it is true; stop the benchmark after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile (nearest rank) of ``values``; NaN for none."""
+    values = sorted(values)
+    if not values:
+        return math.nan
+    return values[min(len(values) - 1, max(0, int(round(p / 100 * (len(values) - 1)))))]

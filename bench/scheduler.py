@@ -39,26 +39,12 @@ import zmq
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from fleetwatch import protocol  # noqa: E402
+from results import percentile, wait  # noqa: E402  (bench/results.py)
 from scheduler import slots  # noqa: E402
 
 WARMUP = 4.0     # seconds from a sender's start to the measured window
 DRAIN = 2.0      # seconds after the window for the last RESULTs
 INTERVAL = 1.0
-
-
-def percentile(values: list[float], p: float) -> float:
-    values = sorted(values)
-    if not values:
-        return math.nan
-    return values[min(len(values) - 1, max(0, int(round(p / 100 * (len(values) - 1)))))]
-
-
-def wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 # ---------------------------------------------------------------- roles in other processes

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import zmq
@@ -69,6 +70,22 @@ def handshake_problem(event: dict) -> str:
 
 def cli_id() -> str:
     return f"cli@{socket.gethostname()}"[:protocol.MAX_ID]
+
+
+def replies(sock: zmq.Socket, on_bad) -> Iterator[Message]:
+    """The messages waiting on ``sock``, decoded, without blocking; one that does not decode
+    goes to ``on_bad(error)`` and is skipped (a router's answer never stops a reader)."""
+    while True:
+        try:
+            frames = sock.recv_multipart(zmq.NOBLOCK)
+        except zmq.Again:
+            return
+        try:
+            msg = protocol.decode(frames)
+        except ProtocolError as e:
+            on_bad(e)
+            continue
+        yield msg
 
 
 def request(type_: str) -> Message:
@@ -134,16 +151,10 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
                 if sock not in waiting:
                     continue
                 answer = sockets[sock]
-                try:
-                    msg = protocol.decode(sock.recv_multipart(zmq.NOBLOCK))
-                except zmq.Again:
-                    continue
-                except ProtocolError as e:
-                    answer.problem = f"bad answer: {e}"
-                    continue
-                if msg.type == "ERROR":
-                    answer.problem = f"ERROR {msg.get('status')} {msg.get('reason')}"
-                answer.replies[msg.type] = msg
+                for msg in replies(sock, lambda e: setattr(answer, "problem", f"bad answer: {e}")):
+                    if msg.type == "ERROR":
+                        answer.problem = f"ERROR {msg.get('status')} {msg.get('reason')}"
+                    answer.replies[msg.type] = msg
                 if len(answer.replies) >= len(types):
                     waiting.discard(sock)
                     poller.unregister(sock)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 
+from plugins.nagios import format_number, quote_label
+
 
 def iso(ts: float | None) -> str | None:
     """Seconds since the epoch as ISO 8601 UTC (``2024-05-01T12:00:00.123Z``), or None."""
@@ -71,15 +73,17 @@ def first_line(text: str | None, width: int = 0) -> str:
 def _number(value) -> str:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return ""
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    return repr(float(value))
+    try:
+        return format_number(value)
+    except ValueError:          # not finite: what the wire said, as Python prints it
+        return repr(float(value))
 
 
 def _label(label: str) -> str:
-    if any(c in label for c in " ='") or not label:
-        return "'" + label.replace("'", "''") + "'"
-    return label
+    try:
+        return quote_label(label)
+    except ValueError:          # empty or control characters: shown quoted, escaped
+        return "'" + label.encode("unicode_escape").decode("ascii").replace("'", "''") + "'"
 
 
 def perfdata_text(perfdata) -> str:

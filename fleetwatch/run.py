@@ -32,7 +32,8 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from fleetwatch import protocol
-from fleetwatch.ask import HANDSHAKE_FAILED, Answer, ask_all, cli_id, handshake_problem, request
+from fleetwatch.ask import (HANDSHAKE_FAILED, Answer, ask_all, cli_id, handshake_problem,
+                            replies, request)
 from fleetwatch.config import load
 from fleetwatch.display import iso, plugin_text, state
 from fleetwatch.operator import DEFAULT_PATH, OperatorConfig, client_keys
@@ -154,20 +155,17 @@ class Desk:
         while pending and (left := deadline - clock()) > 0:
             for sock, _ in self.poller.poll(left * 1000):
                 endpoint = by_socket[sock]
-                try:
-                    reply = protocol.decode(sock.recv_multipart(zmq.NOBLOCK))
-                except zmq.Again:
-                    continue
-                except ProtocolError as e:
+
+                def bad(e, endpoint=endpoint):
                     outcome[endpoint] = f"bad answer: {e}"
-                    continue
-                if reply.type == "ERROR" and reply.get("ref") == msg.msg_id:
-                    outcome[endpoint] = f"ERROR {reply.get('status')} {reply.get('reason')}"
-                    refused.add(endpoint)
-                elif reply.type == "PEERS" and endpoint in pending:
-                    pending.discard(endpoint)
-                    if endpoint not in refused:
-                        outcome[endpoint] = ""
+                for reply in replies(sock, bad):
+                    if reply.type == "ERROR" and reply.get("ref") == msg.msg_id:
+                        outcome[endpoint] = f"ERROR {reply.get('status')} {reply.get('reason')}"
+                        refused.add(endpoint)
+                    elif reply.type == "PEERS" and endpoint in pending:
+                        pending.discard(endpoint)
+                        if endpoint not in refused:
+                            outcome[endpoint] = ""
         return outcome
 
     def drain(self) -> None:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import zmq
 
 from fleetwatch import __version__, protocol
+from fleetwatch.ask import replies
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import ProtocolError
 from scheduler.jobs import Run
@@ -214,17 +215,10 @@ class Dispatcher:
         return due
 
     def _replies(self, link: Link) -> None:
-        while True:
-            try:
-                frames = link.socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            try:
-                msg = protocol.decode(frames)
-            except ProtocolError as e:
-                self.counts["reply_bad"] += 1
-                self.throttle.warning("reply_bad", "bad reply from %s: %s", link.endpoint, e)
-                continue
+        def bad(e: ProtocolError) -> None:
+            self.counts["reply_bad"] += 1
+            self.throttle.warning("reply_bad", "bad reply from %s: %s", link.endpoint, e)
+        for msg in replies(link.socket, bad):
             if msg.type == "ERROR":
                 status = msg.get("status")
                 self.counts["not_found" if status == protocol.NOT_FOUND

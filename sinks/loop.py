@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import zmq
 
 from fleetwatch import __version__, protocol, sdnotify
+from fleetwatch.ask import replies
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import ProtocolError
 from sinks.base import Sink, WriteError
@@ -229,17 +230,10 @@ class SinkLoop:
             log.debug("router %s not connected yet", link.endpoint)
 
     def _control(self, link: RouterLink) -> None:
-        while True:
-            try:
-                frames = link.socket.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            try:
-                msg = protocol.decode(frames)
-            except ProtocolError as e:
-                self.counts["control_bad"] += 1
-                self.throttle.warning("control_bad", "bad reply from %s: %s", link.endpoint, e)
-                continue
+        def bad(e: ProtocolError) -> None:
+            self.counts["control_bad"] += 1
+            self.throttle.warning("control_bad", "bad reply from %s: %s", link.endpoint, e)
+        for msg in replies(link.socket, bad):
             if msg.type == "WELCOME":
                 self._welcome(link, msg)
             elif msg.type == "ERROR":

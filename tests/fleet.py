@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -104,6 +105,19 @@ class Fleet:
             raise AssertionError(f"fleetwatch {' '.join(args)} exited {res.returncode}:\n"
                                  f"{res.stdout}\n{res.stderr}")
         return res
+
+    def db_rows(self, sql: str, args=()) -> list[tuple]:
+        """Rows of ``sql`` in the sinks' SQLite state database (none before it exists)."""
+        path = self.root / "state.db"
+        if not path.exists():
+            return []
+        conn = sqlite3.connect(path, timeout=5)
+        try:
+            return conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError:        # table not created yet
+            return []
+        finally:
+            conn.close()
 
     def stop_all(self) -> None:
         for proc in reversed(self.procs):

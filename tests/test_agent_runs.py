@@ -11,24 +11,11 @@ import zmq
 
 from fleet import wait_for
 from fleetwatch import protocol
-from test_agent import FakeRouter, agent_uuid, intake_path, start_agent
+from test_agent import ctx, routers  # noqa: F401  (fixtures: fake routers for one agent)
+from test_agent import agent_uuid, intake_path, start_agent
 
 pytestmark = pytest.mark.slow
 DEBIAN = "/usr/lib/nagios/plugins"
-
-
-@pytest.fixture
-def routers(zctx):
-    made = []
-
-    def make(router_id: str = "fake-1", peers=()):
-        r = FakeRouter(zctx, router_id, peers)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.close()
 
 
 def plugin_dir(fleet) -> Path:

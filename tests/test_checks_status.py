@@ -59,7 +59,9 @@ def perf(label, value, uom="", warn=None, crit=None, min_=None, max_=None):
     ([perf("it's", 1.0)], "'it''s'=1"),
     ([perf("a=b", None)], "'a=b'=U"),
     ([perf("x", 5.0, "", None, "9")], "x=5;;9"),
-    ([perf("big", 1e20)], "big=1e+20"),
+    ([perf("big", 1e20)], "big=100000000000000000000"),
+    ([perf("inf", float("inf"))], "inf=inf"),
+    ([perf("", 1.0), perf("bell\x07", 2.0)], "''=1 'bell\\x07'=2"),
     ([perf("a", 1.0), "junk", {"value": 1}, perf("b", 2.0, "c")], "a=1 b=2c"),
     ("not a list", ""),
 ])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import threading
 import time
 
@@ -27,14 +26,7 @@ HEARTBEAT = 0.3
 
 def recorded(fleet) -> list[tuple[str, str]]:
     """(msg_id, uuid) of every notification the alerting sink has committed."""
-    path = fleet.root / "state.db"
-    if not path.exists():
-        return []
-    try:
-        with sqlite3.connect(path, timeout=5) as db:
-            return db.execute("SELECT msg_id, uuid FROM notifications").fetchall()
-    except sqlite3.OperationalError:  # table not created yet
-        return []
+    return fleet.db_rows("SELECT msg_id, uuid FROM notifications")
 
 
 def agent_uuid(fleet, name: str = "agent") -> str:

@@ -9,7 +9,6 @@ plugin run once the agent has its plugin runner (agent/runner.py, BRIEF point 4)
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import time
@@ -54,19 +53,6 @@ def attached(world_or_routers, uuid: str, ctx=None) -> list[str]:
         p.get("uuid") == uuid for p in a.get("PEERS").get("agents") or [])]
 
 
-def db_rows(fleet: Fleet, sql: str, args=()) -> list[tuple]:
-    path = fleet.root / "state.db"
-    if not path.exists():
-        return []
-    conn = sqlite3.connect(path, timeout=5)
-    try:
-        return conn.execute(sql, args).fetchall()
-    except sqlite3.OperationalError:        # table not created yet
-        return []
-    finally:
-        conn.close()
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     fleet = Fleet(tmp_path_factory.mktemp("run"))
@@ -78,7 +64,7 @@ def world(tmp_path_factory):
         extra = {"plugins": {"checks": CHECKS}} if RUNNER else {}
         agent = fleet.agent(routers[:1], hostname="web-1", **extra)
         wait_for(lambda: attached(routers, uuid) == ["router-1"], 15, what="the agent attached")
-        wait_for(lambda: db_rows(fleet, "SELECT hostname FROM agents WHERE uuid = ?", (uuid,)),
+        wait_for(lambda: fleet.db_rows("SELECT hostname FROM agents WHERE uuid = ?", (uuid,)),
                  15, what="the registry to record the agent")
         yield World(fleet, routers, agent, uuid, str(fleet.operator_config(routers)))
     except BaseException:
@@ -104,8 +90,8 @@ def test_wait_prints_the_agents_answer_and_exits_with_its_status(world):
     assert res.returncode == 3, res.stderr
     assert "not declared" in res.stdout and "nosuch" in res.stdout
     # the alerting sink recorded the RESULT as the check's latest
-    rows = wait_for(lambda: db_rows(world.fleet, "SELECT status, command_id, router FROM checks "
-                                                 "WHERE uuid = ? AND plugin = 'nosuch'",
+    rows = wait_for(lambda: world.fleet.db_rows("SELECT status, command_id, router FROM checks "
+                                                "WHERE uuid = ? AND plugin = 'nosuch'",
                                     (world.uuid,)), what="the checks row")
     assert rows[0][0] == 3 and rows[0][1].startswith("cli:") and rows[0][2] == "router-1"
 
@@ -150,7 +136,7 @@ def test_a_shared_hostname_then_a_stopped_agent(world):
     twin_uuid = agent_uuid_for(fleet, "twin")
     twin = fleet.agent(world.routers[1:], name="twin", hostname="web-1")
     wait_for(lambda: attached(world, twin_uuid) == ["router-2"], 15, what="the twin attached")
-    wait_for(lambda: db_rows(fleet, "SELECT 1 FROM agents WHERE uuid = ?", (twin_uuid,)),
+    wait_for(lambda: fleet.db_rows("SELECT 1 FROM agents WHERE uuid = ?", (twin_uuid,)),
              what="the registry to record the twin")
 
     res = run(world, "web-1", "nosuch")

@@ -14,7 +14,6 @@ import io
 import os
 import re
 import shutil
-import sqlite3
 import stat
 import subprocess
 import sys
@@ -359,15 +358,7 @@ def test_the_fleet_runs_with_memory_deny_write_execute(fleet):
     fleet.agent([router], security=keys.client(keys.agent(uuid)))
 
     def registered():
-        path = fleet.root / "state.db"
-        if not path.exists():
-            return False
-        try:
-            with sqlite3.connect(path, timeout=5) as db:
-                return db.execute("SELECT hostname FROM agents WHERE uuid = ?",
-                                  (uuid,)).fetchall()
-        except sqlite3.OperationalError:
-            return False
+        return fleet.db_rows("SELECT hostname FROM agents WHERE uuid = ?", (uuid,))
     assert wait_for(registered, 30, interval=0.2, what="the agent in the registry") == \
         [("agent-host",)]
     for proc in fleet.procs:

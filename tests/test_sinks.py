@@ -8,7 +8,6 @@ test at the end uses the real router and is skipped until ``router.main`` exists
 from __future__ import annotations
 
 import re
-import sqlite3
 
 import pytest
 import zmq
@@ -32,21 +31,8 @@ def router():
     fake.close()
 
 
-def db_rows(fleet, sql, args=()):
-    path = fleet.root / "state.db"
-    if not path.exists():
-        return []
-    conn = sqlite3.connect(path, timeout=5)
-    try:
-        return conn.execute(sql, args).fetchall()
-    except sqlite3.OperationalError:        # table not created yet
-        return []
-    finally:
-        conn.close()
-
-
 def notified(fleet, msg_ids=None):
-    got = [m for (m,) in db_rows(fleet, "SELECT msg_id FROM notifications")]
+    got = [m for (m,) in fleet.db_rows("SELECT msg_id FROM notifications")]
     return got if msg_ids is None else [m for m in got if m in set(msg_ids)]
 
 
@@ -82,7 +68,7 @@ def test_notify_is_recorded_once_and_acked_after_commit(fleet, router):
     assert acks[0]["body"]["msg_ids"] == [msg.msg_id]
     assert acks[0]["body"]["sink"] == "alerting"
     assert acks[0]["observed"] == (1, 1), "ACK sent before the row was committed"
-    assert db_rows(fleet, "SELECT uuid, severity, text, source, router FROM notifications") == [
+    assert fleet.db_rows("SELECT uuid, severity, text, source, router FROM notifications") == [
         (UUID, "error", "disk on fire", "df", "fake-1")]
 
     # A resend (duplicate msg_id) is ACKed again and not written again.
@@ -99,8 +85,8 @@ def test_notify_is_recorded_once_and_acked_after_commit(fleet, router):
 
 
 def test_register_fills_the_registry_and_is_acked(fleet, router):
-    router.on_ack = lambda target, ids: len(db_rows(
-        fleet, "SELECT name FROM plugins WHERE uuid = ?", (target,)))
+    router.on_ack = lambda target, ids: len(fleet.db_rows(
+        "SELECT name FROM plugins WHERE uuid = ?", (target,)))
     fleet.sink("registry", [router.info])
     wait_for(lambda: welcomed(router), what="the sink's HELLO")
     _, hello = relayed("HELLO", UUID, hostname="web-1", heartbeat=1.0, version="0.1.0")
@@ -110,9 +96,9 @@ def test_register_fills_the_registry_and_is_acked(fleet, router):
     acks = wait_for(lambda: router.received("ACK"), what="the REGISTER ACK")
     assert [(a["target"], a["body"]["msg_ids"]) for a in acks] == [(UUID, [reg.msg_id])]
     assert acks[0]["observed"] == 2
-    assert db_rows(fleet, "SELECT uuid, hostname, version FROM agents") == [
+    assert fleet.db_rows("SELECT uuid, hostname, version FROM agents") == [
         (UUID, "web-1", "0.1.0")]
-    assert db_rows(fleet, "SELECT router FROM agent_routers") == [("fake-1",)]
+    assert fleet.db_rows("SELECT router FROM agent_routers") == [("fake-1",)]
 
 
 ENVELOPE = f"NOTIFY/{UUID}/fake-1".encode()
@@ -273,13 +259,13 @@ def test_results_become_the_latest_check_and_are_not_acked(fleet, router):
     _, old = relayed("RESULT", UUID, command_id="s:" + "b" * 24, plugin="load", status=0,
                      output="OK - load 0.1", started=1000.0)
     router.push("alerting", new)
-    wait_for(lambda: db_rows(fleet, "SELECT output FROM checks"), what="the checks row")
+    wait_for(lambda: fleet.db_rows("SELECT output FROM checks"), what="the checks row")
     router.push("alerting", old)                 # late: must not replace the newer one
     _, marker = relayed("RESULT", UUID, command_id="cli:" + "c" * 24, plugin="disk", status=0,
                         output="DISK OK")
     router.push("alerting", marker)              # after old in the same PUSH pipe
-    wait_for(lambda: len(db_rows(fleet, "SELECT 1 FROM checks")) == 2, what="the disk row")
-    assert db_rows(fleet, "SELECT uuid, plugin, status, output, command_id, started, router "
+    wait_for(lambda: len(fleet.db_rows("SELECT 1 FROM checks")) == 2, what="the disk row")
+    assert fleet.db_rows("SELECT uuid, plugin, status, output, command_id, started, router "
                           "FROM checks ORDER BY plugin") == [
         (UUID, "disk", 0, "DISK OK", "cli:" + "c" * 24, None, "fake-1"),
         (UUID, "load", 1, "WARNING - load 5", "s:" + "a" * 24, 2000.0, "fake-1")]

@@ -9,7 +9,8 @@ One run, holding the lake's compaction lock (``_compaction/lock``, flock):
    dates each table gets;
 3. per table, in parallel: one line per msg_id (:func:`sinks.history.tables.messages`),
    minus the msg_ids the table already holds for those dates, into rows; written under the
-   run's staging directory, partitioned by date, at most one file per date per core. A
+   run's staging directory, partitioned by date, at most one file per date per core, its
+   rows sorted by host (``schema.ORDER``) so queries for one host skip the rest. A
    date partition holding ``max_small_files`` small files or more is merged: its small
    files are rewritten together with the new rows;
 4. commit: intent, apply, manifest, settle (:mod:`sinks.history.manifest`).
@@ -38,7 +39,7 @@ from pyspark.sql import functions as F
 
 from sinks.history import manifest, tables
 from sinks.history.manifest import Lake
-from sinks.history.schema import TABLE_NAMES, TABLE_OF_TYPE, TABLES
+from sinks.history.schema import ORDER, PARTITION, TABLE_NAMES, TABLE_OF_TYPE, TABLES
 from sinks.history.sink import recover_stale
 from sinks.history.spark import from_settings
 
@@ -255,8 +256,10 @@ def _table(spark, lake: Lake, settings, run: str, name: str, batch: Batch,
         old = reader.parquet(*(os.path.join(lake.partition(name, d), f)
                                for d, fs in small.items() for f in fs))
         new = new.unionByName(old)
-    # a bounded number of files per date and run: one per task, as many tasks as cores
-    output = new.coalesce(int(spark.conf.get("spark.sql.shuffle.partitions")))
+    # a bounded number of files per date and run (one per task, as many tasks as cores),
+    # each sorted so that a host's rows lie together (schema.ORDER)
+    output = (new.coalesce(int(spark.conf.get("spark.sql.shuffle.partitions")))
+              .sortWithinPartitions(PARTITION, *ORDER[name]))
     output.write.partitionBy("date").parquet(os.path.join(lake.staging(run), name))
     if known is not None:
         known.unpersist()

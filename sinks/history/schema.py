@@ -124,6 +124,17 @@ TABLE_OF_TYPE = {"STATS": "metrics", "HEARTBEAT": "heartbeats", "RESULT": "resul
                  "NOTIFY": "notifications", "HELLO": "registrations",
                  "REGISTER": "registrations"}
 
+#: table -> the order of the rows inside each file compaction writes: a host's rows (and a
+#: metric's, a check's) lie together, so Parquet's statistics let a query for one host or
+#: one metric skip most pages (bench/RESULTS.md "History queries")
+ORDER: dict[str, tuple[str, ...]] = {
+    "metrics": ("uuid", "metric", "ts"),
+    "heartbeats": ("uuid", "ts"),
+    "results": ("uuid", "plugin", "ts"),
+    "notifications": ("uuid", "ts"),
+    "registrations": ("uuid", "ts"),
+}
+
 #: table -> the columns that identify a row: a duplicate key is dropped (a STATS message
 #: gives one row per metric, so its key is (msg_id, metric))
 KEYS: dict[str, tuple[str, ...]] = {name: ("msg_id",) for name in TABLE_NAMES}

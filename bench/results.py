@@ -21,7 +21,7 @@ def write_section(path: Path, heading: str, command: str, body: str, notes: str)
         text = text.rstrip("\n") + "\n\n" + section
     else:
         end = text.find("\n## ", start + len(heading))
-        text = text[:start] + section + ("" if end < 0 else text[end + 1:])
+        text = text[:start] + section + ("" if end < 0 else "\n\n" + text[end + 1:])
     path.write_text(text)
 
 

@@ -38,3 +38,9 @@ class Sink(Protocol):
     # Optional: ``tick_interval`` (seconds) and ``tick()``, called by the loop that often
     # between batches for time-driven work (the alerting sink's silent hosts); it may
     # raise :class:`WriteError` like :meth:`write`.
+
+    # Optional, the raw hook (sinks/loop.py): ``raw = True`` with
+    # ``sort_raw(raw: list[list[bytes]]) -> (kept: list, to_decode: list[list[bytes]])``
+    # (keep what it writes undecoded, count and drop what it refuses, return the frames the
+    # loop decodes, dedupes and ACKs) and ``write_raw(kept, fresh: list[Relayed])``, called
+    # instead of :meth:`write`, same contract. The history sink uses it.

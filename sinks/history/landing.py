@@ -2,10 +2,14 @@
 
 A history sink holds at most one open file, ``LAKE/landing/NAME.jsonl.open``, locked with
 ``flock`` for as long as the process lives. :meth:`Landing.append` writes a whole batch with
-one ``write`` and makes it durable with one ``fsync`` before returning: only then does the
-sink ACK. A file is closed when it reaches ``rotate_bytes`` or ``rotate_seconds`` after its
-first line: renamed to ``NAME.jsonl`` (atomic, directory fsynced), so compaction, which
-reads only ``*.jsonl``, never sees a file still being written.
+one ``write``; a batch holding lines to be ACKed is made durable with ``fdatasync`` before
+it returns (only then does the sink ACK). Other batches (STATS, HEARTBEAT, RESULT, HELLO:
+nobody waits for them, and an fsync per batch cost the sink more than all else when the disk
+was busy, bench/RESULTS.md "History sink") are fsynced with the next such batch, at least
+every ``SYNC_SECONDS`` and before the file is closed. A file is closed when it reaches
+``rotate_bytes`` or ``rotate_seconds`` after its first line: renamed to ``NAME.jsonl``
+(atomic, directory fsynced), so compaction, which reads only ``*.jsonl``, never sees a file
+still being written.
 
 A crash leaves at most one ``.open`` file per sink. :func:`recover` closes every ``.open``
 file whose lock it can take (its writer is dead; a live writer holds the lock), whatever
@@ -31,6 +35,8 @@ OPEN_SUFFIX = ".open"
 SUFFIX = ".jsonl"
 #: an abandoned ``.open`` file is closed by compaction only once untouched this long
 STALE_SECONDS = 60.0
+#: lines nobody waits for are fsynced at least this often (a power cut loses at most these)
+SYNC_SECONDS = 1.0
 
 
 def safe_name(name: str) -> str:
@@ -104,6 +110,8 @@ class Landing:
         self.path = ""
         self.size = 0
         self.opened = 0.0
+        #: bytes of the open file already fsynced, and when
+        self.synced, self.synced_at = 0, 0.0
         #: how many files this writer closed (the sink's files_closed counter)
         self.closed = 0
 
@@ -121,6 +129,7 @@ class Landing:
             os.unlink(path)
             raise
         self.fd, self.path, self.size, self.opened = fd, path, 0, self.clock()
+        self.synced, self.synced_at = 0, self.opened
 
     def close(self) -> None:
         """Close the open file (renamed to its final name); nothing open is fine."""
@@ -131,6 +140,8 @@ class Landing:
             if self.size == 0:
                 os.unlink(path)
             else:
+                if self.synced < self.size:     # durable before compaction can see it
+                    os.fdatasync(fd)
                 os.rename(path, path[:-len(OPEN_SUFFIX)])
                 fsync_dir(self.directory)
                 self.closed += 1
@@ -144,10 +155,26 @@ class Landing:
     def tick(self) -> None:
         if self.due():
             self.close()
+        elif self.fd is not None and self.clock() - self.synced_at >= SYNC_SECONDS:
+            self.sync()
+
+    def sync(self) -> None:
+        """fsync what was written since the last sync; a failure abandons the file."""
+        if self.fd is None or self.synced == self.size:
+            return
+        try:
+            os.fdatasync(self.fd)
+        except OSError:
+            log.error("fsync of %s failed: closing it as it is (its unacked lines come "
+                      "again)", self.path)
+            self._abandon()
+            raise
+        self.synced, self.synced_at = self.size, self.clock()
 
     # ---------------------------------------------------------------- writing
-    def append(self, data: bytes) -> None:
-        """Append ``data`` (whole lines) and fsync it; raises OSError with nothing owed."""
+    def append(self, data: bytes, sync: bool = True) -> None:
+        """Append ``data`` (whole lines) and, with ``sync`` or ``SYNC_SECONDS`` after the
+        last fsync, fsync it; raises OSError with nothing owed."""
         if not data:
             return
         if self.due():
@@ -164,13 +191,8 @@ class Landing:
             self._undo(start)
             raise
         self.size += len(data)
-        try:
-            os.fdatasync(self.fd)
-        except OSError:
-            log.error("fsync of %s failed: closing it as it is (its unacked lines come "
-                      "again)", self.path)
-            self._abandon()
-            raise
+        if sync or self.clock() - self.synced_at >= SYNC_SECONDS:
+            self.sync()
         if self.size >= self.rotate_bytes:
             self.close()
 
@@ -183,6 +205,7 @@ class Landing:
             self._abandon()
 
     def _abandon(self) -> None:
+        self.synced = self.size     # no second fsync: after a failed one its success means nothing
         try:
             self.close()
         except OSError as e:

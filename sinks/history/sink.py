@@ -1,19 +1,21 @@
 """The history sink: every message a router relays to it, as one JSON line in the landing area.
 
 It takes every type an agent sends (the default routing table sends all of them here,
-SPEC 4.1) and writes each batch the common loop (:mod:`sinks.loop`) hands it as one
-``write`` + one ``fsync`` through :class:`sinks.history.landing.Landing`; the loop ACKs
-NOTIFY and REGISTER only after :meth:`HistorySink.write` returned. A line (BRIEF 12,
-sinks/history/README.md "Landing files")::
+SPEC 4.1) and opts into the common loop's raw hook (:mod:`sinks.loop`, ``raw = True``): the
+loop hands it each batch's frames undecoded, :class:`sinks.history.lines.Sorter` checks the
+envelopes and turns the bodies into lines as they are, except NOTIFY and REGISTER (the types
+it ACKs), which the loop decodes, deduplicates and ACKs as for any sink. Each batch is one
+``write`` through :class:`sinks.history.landing.Landing`, fsynced before
+:meth:`HistorySink.write_raw` returns when it holds something the loop then ACKs (other
+lines: within ``SYNC_SECONDS``). A line (sinks/history/README.md "Landing files")::
 
-    {"type": "STATS", "uuid": STAMPED UUID, "router": ROUTER, "received": EPOCH, "msg": BODY}
+    {"msg": BODY, "type": "STATS", "uuid": STAMPED UUID, "router": ROUTER, "received": EPOCH}
 
 No PySpark here: turning lines into tables is ``fleetwatch history compact``'s job.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -21,32 +23,21 @@ import time
 from collections import Counter
 
 from fleetwatch import protocol
+from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.base import WriteError
 from sinks.history.landing import STALE_SECONDS, Landing, recover
+from sinks.history.lines import Sorter, landing_data
 
 log = logging.getLogger(__name__)
-
-#: C encoder, built once (json.dumps with options builds one per call)
-_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
-
-
-def landing_lines(batch: list[Relayed], received: float) -> bytes:
-    """The landing lines of ``batch``; type, uuid and router are protocol ids (no quoting
-    needed), the body is re-encoded by the C encoder."""
-    stamp = f'"received":{received:.3f},"msg":'
-    parts = []
-    for r in batch:
-        msg = r.message
-        parts.append(f'{{"type":"{msg.type}","uuid":"{r.uuid}","router":"{r.router}",'
-                     f'{stamp}{_encode(msg.body)}}}\n')
-    return "".join(parts).encode("utf-8", "surrogatepass")
 
 
 class HistorySink:
     type = "history"
     handles = frozenset(protocol.AGENT_TYPES)
     acks = frozenset({"NOTIFY", "REGISTER"})
+    #: the loop's raw hook: :meth:`sort_raw` and :meth:`write_raw` (sinks/base.py)
+    raw = True
 
     def __init__(self, lake: str, name: str, rotate_bytes: int = 64 << 20,
                  rotate_seconds: float = 60.0, ack: bool = True, wall=time.time,
@@ -59,10 +50,13 @@ class HistorySink:
         #: the loop calls tick() this often between batches: closes a file that is due
         self.tick_interval = min(1.0, rotate_seconds / 4)
         self._counts: Counter = Counter()
+        #: decodes nothing it does not ACK (with ``ack: false``, nothing at all)
+        self.sorter = Sorter(self.handles, self.acks, self._counts, Throttle(log))
 
     @property
     def counts(self) -> Counter:
-        """Lines, bytes and batches written; landing files closed and recovered."""
+        """Lines, bytes and batches written; messages refused (``refused_*``, see
+        :mod:`sinks.history.lines`); landing files closed and recovered."""
         merged = Counter(self._counts)
         merged["files_closed"] = self.landing.closed
         return merged
@@ -88,15 +82,27 @@ class HistorySink:
                  self.landing.rotate_bytes, self.landing.rotate_seconds,
                  "" if self.acks else "; not ACKing")
 
-    def write(self, batch: list[Relayed]) -> None:
-        data = landing_lines(batch, self.wall())
+    def sort_raw(self, raw: list[list[bytes]]) -> tuple[list[bytes], list[list[bytes]]]:
+        """``(kept, to_decode)`` for the loop: see :meth:`sinks.history.lines.Sorter.sort`."""
+        return self.sorter.sort(raw)
+
+    def write_raw(self, kept: list[bytes], fresh: list[Relayed]) -> None:
+        """Land ``kept`` (from :meth:`sort_raw`) and the decoded ``fresh`` with one write,
+        or raise :class:`WriteError` having landed none of them. ``fresh`` (what the loop
+        ACKs once this returns) is fsynced first; ``kept`` alone is fsynced within
+        ``SYNC_SECONDS`` (sinks/history/landing.py)."""
+        data = landing_data(kept, fresh, self.wall())
         try:
-            self.landing.append(data)
+            self.landing.append(data, sync=bool(fresh))
         except OSError as e:
             raise WriteError(f"landing file in {self.directory}: {e.strerror or e}") from None
-        self._counts["lines"] += len(batch)
+        self._counts["lines"] += len(kept) + len(fresh)
         self._counts["bytes"] += len(data)
         self._counts["batches"] += 1
+
+    def write(self, batch: list[Relayed]) -> None:
+        """Decoded messages only (the loop's default path, and tools)."""
+        self.write_raw([], batch)
 
     def tick(self) -> None:
         try:

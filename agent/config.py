@@ -14,6 +14,13 @@ from agent.plugins_config import PluginsConfig
 _ENDPOINT = re.compile(r"^(tcp://[^\s:]+:\d+|(ipc|inproc)://\S+)$")
 COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs", "uptime")
 
+#: The sink type owning each spooled message type: the default of ``spool.ack_from``, and the
+#: type an ACK without ``sink`` (a sink older than that field) is taken to come from.
+ACK_OWNERS = {"NOTIFY": "alerting", "REGISTER": "registry"}
+#: The sink types that ACK each spooled type (SPEC.md 4.2). Written out here because the agent
+#: does not import sinks/; tests/test_agent_acks.py checks it against the sink classes.
+ACKING_SINKS = {"NOTIFY": ("alerting", "history"), "REGISTER": ("registry", "history")}
+
 
 @dataclass(frozen=True)
 class SpoolConfig:
@@ -21,6 +28,29 @@ class SpoolConfig:
                                         "(counted and reported) past this")
     ack_timeout: float = setting(2.0, "seconds before an unacknowledged message is first resent")
     max_backoff: float = setting(60.0, "longest wait between resends of one message")
+    ack_from: dict[str, list[str]] = setting(
+        factory=lambda: {t: [s] for t, s in ACK_OWNERS.items()},
+        help="message type -> the sink types that must each ACK a message before it leaves "
+             "the spool (a type not given keeps its default: NOTIFY [alerting], REGISTER "
+             "[registry]); e.g. NOTIFY: [alerting, history] so that history misses none either")
+
+    def validate(self):
+        for type_, sinks in self.ack_from.items():
+            if type_ not in ACKING_SINKS:
+                raise ValueError(f"ack_from: {str(type_)[:40]!r} is not a spooled message type "
+                                 f"(known: {', '.join(ACKING_SINKS)})")
+            if not sinks:
+                raise ValueError(f"ack_from.{type_}: expected at least one sink type")
+            for sink in sinks:
+                if sink not in ACKING_SINKS[type_]:
+                    raise ValueError(f"ack_from.{type_}: {sink[:40]!r} is not a sink type that "
+                                     f"ACKs {type_} (known: {', '.join(ACKING_SINKS[type_])})")
+            if len(set(sinks)) < len(sinks):
+                raise ValueError(f"ack_from.{type_}: a sink type is listed twice")
+
+    def required_acks(self) -> dict[str, tuple[str, ...]]:
+        """Every spooled type -> the sink types whose ACKs it waits for (defaults filled in)."""
+        return {t: tuple(self.ack_from.get(t, (owner,))) for t, owner in ACK_OWNERS.items()}
 
 
 #: What a local process may hand the intake, unless ``local.allow`` narrows it.

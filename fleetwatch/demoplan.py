@@ -182,7 +182,8 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
         configs[f"sink-{t}.yaml"] = {"routers": controls, "state_url": state_url,
                                      "name": f"sink-{t}"}
     lake = str((root / "history").resolve())
-    # the alerting and registry sinks ACK; history only keeps (sinks/history/README.md)
+    # history ACKs too, but the agent waits for the alerting and registry sinks only
+    # (its spool.ack_from default)
     configs["sink-history.yaml"]["history"] = {"lake": lake, "rotate_seconds": 10.0}
     carbon = Carbon(root / "carbon")
     carbon.write_config()

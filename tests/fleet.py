@@ -239,3 +239,19 @@ def router_supports_curve() -> bool:
     """Whether the router honours ``security.curve`` yet (the router side of issue 3)."""
     import router
     return "curve" in (Path(router.__file__).parent / "relay.py").read_text()
+
+
+def landed(lake: Path) -> list[dict]:
+    """Every line in the landing area (open files too, done/ too), last partial one skipped."""
+    out = []
+    for directory in (lake / "landing", lake / "landing" / "done"):
+        if not directory.is_dir():
+            continue
+        for p in directory.iterdir():
+            if p.is_file():
+                for line in p.read_bytes().split(b"\n"):
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+    return out

@@ -19,6 +19,7 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agent.config import ACK_OWNERS
 from fleet import wait_for
 from fleetwatch import protocol
 
@@ -69,13 +70,13 @@ class FakeRouter:
             elif msg.type == "HEARTBEAT":
                 self.send(rid, protocol.make("HEARTBEAT", self.id))
             elif msg.type in ("NOTIFY", "REGISTER") and self.auto_ack:
-                self.ack(rid, [msg.msg_id])
+                self.ack(rid, [msg.msg_id], ACK_OWNERS[msg.type])
 
     def send(self, rid: bytes, msg: protocol.Message) -> None:
         self.sock.send_multipart([rid, *protocol.encode(msg)])
 
-    def ack(self, rid: bytes, msg_ids: list[str]) -> None:
-        self.send(rid, protocol.make("ACK", self.id, msg_ids=msg_ids, sink="alerting"))
+    def ack(self, rid: bytes, msg_ids: list[str], sink: str = "alerting") -> None:
+        self.send(rid, protocol.make("ACK", self.id, msg_ids=msg_ids, sink=sink))
 
     def until(self, predicate, timeout: float = 10.0, what: str = "condition"):
         return wait_for(lambda: (self.pump(0.02), predicate())[1], timeout, 0.0, what)

@@ -73,11 +73,11 @@ def test_spool_first_send_immediate_then_doubling_resends(spool, clock):
 def test_spool_ack_removes(spool, clock):
     a, b = notify("a", clock), notify("b", clock)
     spool.add([a, b])
-    assert spool.ack([a.msg_id, "unknown", 7]) == 1
+    assert spool.ack([a.msg_id, "unknown", 7]).removed == [a.msg_id]
     assert spool.pending() == [b.msg_id]
     clock.advance(100)
     assert [m.msg_id for m in spool.due()] == [b.msg_id]
-    assert spool.ack([b.msg_id]) == 1
+    assert spool.ack([b.msg_id], "alerting").removed == [b.msg_id]
     assert len(spool) == 0 and spool.next_due() is None
 
 

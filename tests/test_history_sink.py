@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet import wait_for
+from fleet import landed, wait_for
 from fleetwatch import protocol
 from fleetwatch.config import ConfigError, build
 from sinks.base import WriteError
@@ -187,7 +187,9 @@ def test_config_section():
     sink = HistorySink.from_config(cfg)
     assert (sink.lake, sink.landing.rotate_bytes, sink.landing.rotate_seconds) == (
         "/l", 1 << 20, 5.0)
-    assert sink.acks == frozenset()
+    assert sink.acks == {"NOTIFY", "REGISTER"}          # agents choose whether to count them
+    no_acks = build(SinkConfig, {"routers": ["tcp://r:1"], "history": {"ack": False}})
+    assert HistorySink.from_config(no_acks).acks == frozenset()
     with pytest.raises(ConfigError, match="history.rotate_seconds"):
         build(SinkConfig, {"routers": ["tcp://r:1"], "history": {"rotate_seconds": 0}})
     with pytest.raises(ConfigError, match="history.rotat"):
@@ -206,22 +208,6 @@ def test_sink_and_operator_config_never_import_pyspark():
 
 
 # ---------------------------------------------------------------- a real fleet
-
-def landed(lake: Path) -> list[dict]:
-    """Every line in the landing area (open files too, done/ too), last partial one skipped."""
-    out = []
-    for directory in (lake / "landing", lake / "landing" / "done"):
-        if not directory.is_dir():
-            continue
-        for p in directory.iterdir():
-            if p.is_file():
-                for line in p.read_bytes().split(b"\n"):
-                    try:
-                        out.append(json.loads(line))
-                    except ValueError:
-                        pass
-    return out
-
 
 def spooled(state_dir: Path) -> int:
     db = sqlite3.connect(f"file:{state_dir / 'spool.db'}?mode=ro", uri=True)
@@ -242,7 +228,10 @@ def test_sink_killed_mid_stream_every_acked_notify_lands_and_compacts_once(fleet
     history = {"lake": str(lake), "rotate_seconds": 0.5, "ack": True}   # the only sink
     sink = fleet.sink("history", [router], history=history, batch=20)
     wait_for(lambda: "welcomed us" in sink.log(), 15, what="the sink connected")
-    agent = fleet.agent([router])                     # after the sink: its HELLO lands
+    only_history = {"NOTIFY": ["history"], "REGISTER": ["history"]}   # the agent's ACKs too
+    # started after the sink: its HELLO lands
+    agent = fleet.agent([router], spool={"ack_timeout": 0.5, "max_backoff": 2.0,
+                                         "ack_from": only_history})
     cfg = fleet.root / "agent.yaml"
     total, sent, errors = 300, [], []
 

@@ -21,9 +21,9 @@ class HistorySinkSettings:
                                                   "many bytes")
     rotate_seconds: float = setting(60.0, "close a landing file this many seconds after its "
                                           "first line (so compaction sees it)")
-    ack: bool = setting(False, "ACK NOTIFY and REGISTER once their lines are fsynced; off "
-                               "by default: an agent drops a NOTIFY at its first ACK, so "
-                               "with alerting sinks running only they should ACK (SPEC 4.2)")
+    ack: bool = setting(True, "ACK NOTIFY and REGISTER once their lines are fsynced (agents "
+                              "count these ACKs only where their spool.ack_from lists history, "
+                              "SPEC 4.2); false: never ACK, so agents cannot require history")
 
     def validate(self):
         if not self.lake:

@@ -17,13 +17,17 @@ from fleetwatch.logs import Throttle
 
 log = logging.getLogger(__name__)
 
-#: Filesystems that hold no data of the machine's own: never reported by ``disk``.
+#: Filesystems that hold no data of the machine's own (kernel interfaces, memory, read-only
+#: images, a container's overlay of another filesystem): never reported by ``disk``.
 PSEUDO_FS = frozenset({
     "autofs", "binfmt_misc", "bpf", "cgroup", "cgroup2", "configfs", "debugfs", "devpts",
     "devtmpfs", "efivarfs", "fusectl", "hugetlbfs", "mqueue", "nsfs", "overlay", "proc",
     "pstore", "ramfs", "rpc_pipefs", "securityfs", "squashfs", "sysfs", "tmpfs", "tracefs",
-    "iso9660", "erofs",
+    "iso9660", "erofs", "aufs", "devfs", "nfsd", "selinuxfs", "shm", "fuse.lxcfs",
+    "fuse.gvfsd-fuse", "fuse.portal", "fuse.snapfuse", "fuse.squashfuse",
 })
+#: ``device`` values that name no device (each such mount is its own)
+NO_DEVICE = frozenset({"", "none"})
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
 
@@ -32,6 +36,23 @@ def mount_name(mountpoint: str) -> str:
     """A metric-safe name for a mount point: ``/`` -> ``root``, ``/var/lib`` -> ``var_lib``."""
     name = _UNSAFE.sub("_", mountpoint.strip("/")).strip("_")
     return name or "root"
+
+
+def disks(partitions) -> list:
+    """The partitions ``disk`` reports: no pseudo filesystem, and each device once, at its
+    shortest mount point (then the first in sort order), so that the metric name stays the
+    same however many bind mounts of it exist (systemd's ``ProtectSystem=``, ``BindPaths=``,
+    ``StateDirectory=`` and containers add them, in any order). Shortest first."""
+    chosen: dict = {}
+    for part in partitions:
+        if part.fstype in PSEUDO_FS:
+            continue
+        key = part.mountpoint if part.device in NO_DEVICE else part.device
+        best = chosen.get(key)
+        if best is None or (len(part.mountpoint), part.mountpoint) < \
+                (len(best.mountpoint), best.mountpoint):
+            chosen[key] = part
+    return sorted(chosen.values(), key=lambda p: (len(p.mountpoint), p.mountpoint))
 
 
 class PsutilSource:
@@ -92,6 +113,14 @@ class Collectors:
             except Exception as e:  # reported again, throttled, by collect()
                 log.debug("cpu collector cannot be primed: %s", e)
 
+    def select(self, names) -> None:
+        """Run ``names`` from now on (a config reload); a collector added is primed."""
+        added = [n for n in names if n not in self.names]
+        self.names = list(names)
+        if "cpu" in added:
+            self._cpu_prev = None
+            self.prime()
+
     def collect(self) -> dict[str, float]:
         metrics: dict[str, float] = {}
         for name in self.names:
@@ -143,9 +172,7 @@ class Collectors:
 
     def _disk(self) -> dict:
         out: dict = {}
-        for part in self.source.disk_partitions():
-            if part.fstype in PSEUDO_FS:
-                continue
+        for part in disks(self.source.disk_partitions()):
             name = mount_name(part.mountpoint)
             if f"disk.{name}.free" in out:
                 continue

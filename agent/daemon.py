@@ -3,12 +3,14 @@
 Each wake-up drains the sockets that are readable, then runs the timers: reconnects,
 liveness expiry, heartbeats, the stats collection (one STATS message per collection, the
 agent's own counters included), the at-most-once queue and the spool's resends. Traffic
-leaves only through alive routers; NOTIFY and REGISTER wait in the spool until an ACK from any
-router names them, STATS and HEARTBEAT wait in a bounded queue (oldest dropped, counted).
+leaves only through alive routers; NOTIFY and REGISTER wait in the spool until every sink
+type they need (``spool.ack_from``) has ACKed them, STATS and HEARTBEAT wait in a bounded
+queue (oldest dropped, counted).
 A RUN goes to the :class:`agent.runner.Runner`; plugins run in :class:`agent.execute.Workers`
 threads, whose finished jobs wake the poller through a socket pair, so that this thread alone
 sends their RESULTs (SPEC.md 4.5).
-SIGTERM and SIGINT wake the poller through a socket pair and stop the loop cleanly.
+SIGTERM and SIGINT wake the poller through a socket pair and stop the loop cleanly; SIGHUP
+wakes it to re-read the config (:mod:`agent.reload`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import fleetwatch
 from fleetwatch import protocol, sdnotify
 from fleetwatch.logs import Throttle
 
+from agent import reload
 from agent.declared import Declared, Refused
 from agent.execute import Workers
 from agent.intake import DURABLE_TYPES, Intake, IntakeSocket, group_id
@@ -44,8 +47,9 @@ DRAIN = 256
 SPOOL_REPORT_PERIOD = 60.0
 MAX_POLL = 5.0
 #: The agent's event counters, reported (from zero) in every STATS.
-COUNTERS = ("agent.spool.acked", "agent.spool.resent", "agent.spool.errors",
-            "agent.routers.expired", "agent.stats.dropped", "agent.send.dropped",
+COUNTERS = ("agent.spool.acked", "agent.spool.acks_ignored", "agent.spool.resent",
+            "agent.spool.errors", "agent.routers.expired", "agent.stats.dropped",
+            "agent.send.dropped",
             "agent.router.errors", "agent.router.handshake_failed")
 
 
@@ -58,7 +62,7 @@ class Agent:
 
     def __init__(self, cfg, uuid: str, hostname: str, spool, collectors,
                  ctx: zmq.Context | None = None, clock=time.monotonic, wall=time.time,
-                 rand=random.random, keys=None, notifier=None):
+                 rand=random.random, keys=None, notifier=None, config_path: str | None = None):
         from fleetwatch.security import ClientKeys
         self.cfg, self.uuid, self.hostname = cfg, uuid, hostname
         #: new at each start: two processes alternating on one uuid are a cloned machine
@@ -90,6 +94,8 @@ class Agent:
         self.next_drop_report = 0.0
         self._stop = False
         self._wake_r = self._wake_w = None
+        #: SIGHUP re-reads ``config_path`` (agent/reload.py says what changes live)
+        self.reloader = reload.reloader(self, config_path) if config_path else None
 
     # ---------------------------------------------------------------- life cycle
     def stop(self, *_):
@@ -104,6 +110,8 @@ class Agent:
         signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self.stop)
+        if self.reloader is not None:
+            signal.signal(signal.SIGHUP, self.reloader.request)
         self.poller.register(self._wake_r, zmq.POLLIN)
 
     def run(self) -> int:
@@ -122,13 +130,13 @@ class Agent:
         self.collectors.prime()
         # The registry learns hostname and version from REGISTER too: unlike HELLO, it is
         # resent until acknowledged, so a registry that starts after the agent still has them.
-        self._spool([protocol.make("REGISTER", self.uuid, clock=self.wall, name="agent",
-                                   plugins=self.declared.own_wire(),
-                                   heartbeat=self.cfg.heartbeat_interval,
-                                   hostname=self.hostname, version=fleetwatch.__version__)])
+        self._spool([self._register()])
         self.notifier.ready(f"agent {self.uuid} ({self.hostname})")
         log.info("agent %s (%s) started, routers: %s", self.uuid, self.hostname,
                  ", ".join(self.cfg.routers))
+        log.info("spool keeps %s", "; ".join(
+            f"{t} until ACKed by {' and '.join(sorted(s))}"
+            for t, s in sorted(self.spool.required.items())))
         if self.keys.enabled:
             log.info("CURVE on: key %s (public %s), routers' key %s", self.keys.own.path,
                      self.keys.own.public.decode(), self.keys.router.path)
@@ -172,6 +180,8 @@ class Agent:
                 pass  # nothing left to read: the flag is what matters
         now = self.clock()
         try:
+            if self.reloader is not None:
+                self.reloader.poll()
             if self.intake_sock is not None and self.intake_sock.sock in events:
                 self._on_intake()
             if self.workers.wake.fileno() in events:
@@ -187,6 +197,14 @@ class Agent:
             self.counters["agent.spool.errors"] += 1
             self.throttle.warning("spool", "spool: %s: %s", type(e).__name__, e)
         self.notifier.tick()
+
+    def _register(self) -> protocol.Message:
+        """The agent's own REGISTER: its plugins, hostname and version (at start, and when
+        a config reload changes the plugins)."""
+        return protocol.make("REGISTER", self.uuid, clock=self.wall, name="agent",
+                             plugins=self.declared.own_wire(),
+                             heartbeat=self.cfg.heartbeat_interval,
+                             hostname=self.hostname, version=fleetwatch.__version__)
 
     def _deadline(self) -> float:
         now = self.clock()
@@ -272,6 +290,7 @@ class Agent:
             **self.counters,
             "agent.spool.size": len(self.spool),
             "agent.spool.dropped": self.spool.dropped,
+            "agent.spool.superseded": self.spool.superseded,
             "agent.routers.alive": len(self.links.alive()),
             "agent.routers.known": len(self.links),
             "agent.intake.received": self.intake.received,
@@ -394,10 +413,11 @@ class Agent:
 
     def _on_router(self, link: Link, msg: protocol.Message, now: float) -> None:
         if msg.type == "ACK":
-            acked = self.spool.ack(msg.get("msg_ids"))
-            for msg_id in msg.get("msg_ids"):
+            acked = self.spool.ack(msg.get("msg_ids"), msg.get("sink"))
+            for msg_id in acked.removed:
                 self.last_via.pop(msg_id, None)
-            self.counters["agent.spool.acked"] += acked
+            self.counters["agent.spool.acked"] += len(acked.removed)
+            self.counters["agent.spool.acks_ignored"] += acked.ignored
         elif msg.type == "WELCOME":
             self._welcome(link, msg, now)
         elif msg.type == "ERROR":

@@ -95,6 +95,27 @@ class Declared:
         if path is not None:
             self._load()
 
+    def replace_own(self, checks) -> bool:
+        """The config's checks after a reload; True if they changed. A local process's
+        plugin whose name the config now declares is dropped (as at start)."""
+        own = {c.name: Plugin(c.name, c.command, tuple(c.args), c.interval, c.timeout)
+               for c in checks}
+        if own == self.own:
+            return False
+        self.own = own
+        dropped = False
+        for process, plugins in list(self.local.items()):
+            for name in [n for n in plugins if n in own]:
+                log.warning("plugin %s of process %s is now declared in the agent's config: "
+                            "the process's is dropped", name, process)
+                del plugins[name]
+                dropped = True
+            if not plugins:
+                del self.local[process]
+        if dropped:
+            self._save()
+        return True
+
     def get(self, name: str) -> Plugin | None:
         plugin = self.own.get(name)
         if plugin is not None:

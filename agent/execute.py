@@ -194,6 +194,18 @@ class Workers:
             t.start()
             self.threads.append(t)
 
+    def resize(self, count: int) -> None:
+        """Run ``count`` threads from now on (a config reload): more are started at once;
+        fewer, and as many threads end as soon as they are idle (a ``None`` job each)."""
+        if self.threads:
+            for i in range(len(self.threads), len(self.threads) + count - self.count):
+                t = threading.Thread(target=self._loop, name=f"plugin-worker-{i}", daemon=True)
+                t.start()
+                self.threads.append(t)
+            for _ in range(self.count - count):
+                self.jobs.put(None)
+        self.count = count
+
     def submit(self, job) -> None:
         self.jobs.put(job)
 

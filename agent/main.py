@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         hostname = cfg.hostname or socket.gethostname()
         uuid = identity.load_or_create(cfg.state_dir)
         check_own(keys, "agent", uuid)
-        return daemon(cfg, hostname, uuid, keys)
+        return daemon(cfg, hostname, uuid, keys, args.config)
     except identity.IdentityError as e:
         return _fail(EX_CANTCREAT, str(e))
     finally:
@@ -95,7 +95,8 @@ def once(cfg: AgentConfig) -> int:
     return 0
 
 
-def daemon(cfg: AgentConfig, hostname: str, uuid: str, keys=None) -> int:
+def daemon(cfg: AgentConfig, hostname: str, uuid: str, keys=None,
+           config_path: str | None = None) -> int:
     import sqlite3
 
     from agent.collectors import Collectors
@@ -105,10 +106,11 @@ def daemon(cfg: AgentConfig, hostname: str, uuid: str, keys=None) -> int:
     path = os.path.join(cfg.state_dir, "spool.db")
     try:
         spool = Spool(path, cfg.spool.max_messages, cfg.spool.ack_timeout,
-                      cfg.spool.max_backoff)
+                      cfg.spool.max_backoff, required=cfg.spool.required_acks())
     except (sqlite3.Error, OSError) as e:
         return _fail(EX_CANTCREAT, f"spool {path}: {e}")
     try:
-        return Agent(cfg, uuid, hostname, spool, Collectors(cfg.collectors), keys=keys).run()
+        return Agent(cfg, uuid, hostname, spool, Collectors(cfg.collectors), keys=keys,
+                     config_path=config_path).run()
     except StartError as e:
         return _fail(EX_CANTCREAT, str(e))

@@ -28,6 +28,11 @@ def setup(level: str = "INFO", name: str = "") -> None:
                         handlers=[handler], force=True)
 
 
+def set_level(level: str) -> None:
+    """Change the level of every logger that follows the root (a config reload)."""
+    logging.getLogger().setLevel(getattr(logging, level.upper(), logging.INFO))
+
+
 def to_journal(stream, environ=None) -> bool:
     """Whether ``stream`` is the journal stream systemd connected (``JOURNAL_STREAM`` is
     ``DEVICE:INODE`` of it; a stream redirected since, e.g. to a file, is not)."""

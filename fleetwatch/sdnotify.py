@@ -4,7 +4,8 @@ Under ``Type=notify`` systemd passes the path of a datagram socket in ``NOTIFY_S
 (``@name`` for the abstract namespace) and, with ``WatchdogSec=``, the watchdog period in
 ``WATCHDOG_USEC``. A process sends newline-separated ``KEY=VALUE`` assignments to it:
 ``READY=1`` once its sockets are bound, ``STOPPING=1`` when it begins to shut down,
-``WATCHDOG=1`` at least once per period, ``STATUS=...`` for ``systemctl status``.
+``WATCHDOG=1`` at least once per period, ``STATUS=...`` for ``systemctl status``, and
+``RELOADING=1`` then ``READY=1`` around a config reload (SIGHUP, :mod:`fleetwatch.reload`).
 
 The watchdog is pinged by :meth:`Notifier.tick`, which each daemon calls from its main loop
 (never from a thread of its own): a loop that hangs stops pinging, and systemd kills and
@@ -119,6 +120,12 @@ class Notifier:
     def stopping(self, status: str = "") -> bool:
         """The process has begun to shut down (sent on SIGTERM, before draining)."""
         return self.send("STOPPING=1", *([f"STATUS={_line(status)}"] if status else []))
+
+    def reloading(self) -> bool:
+        """A config reload begins; :meth:`ready` says it ended. ``MONOTONIC_USEC`` is what
+        ``Type=notify-reload`` requires, and harmless under ``Type=notify``."""
+        usec = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+        return self.send("RELOADING=1", f"MONOTONIC_USEC={usec}")
 
     def status(self, text: str) -> bool:
         return self.send(f"STATUS={_line(text)}")

@@ -3,7 +3,10 @@ commented default config. Pure functions of their arguments; :mod:`fleetwatch.se
 the writing.
 
 Every unit is ``Type=notify`` (READY once the process's sockets are bound, STOPPING on
-SIGTERM, ``WATCHDOG=1`` from its main loop: :mod:`fleetwatch.sdnotify`), restarts on
+SIGTERM, ``WATCHDOG=1`` from its main loop: :mod:`fleetwatch.sdnotify`), reloads with
+``ExecReload=`` sending SIGHUP (each re-reads its config, the router its key allowlists
+too, applying what is safe while running and logging the rest as needing a restart:
+:mod:`fleetwatch.reload`; ``RELOADING=1`` and ``READY=1`` frame the reload), restarts on
 failure but not on a configuration error (exit 78), runs as one static system user
 (``fleetwatch``), and is hardened as far as the process allows. The router, the sinks and
 the scheduler need only the network and their state directory; the agent runs plugins, so
@@ -86,6 +89,14 @@ class Service:
         return SchedulerConfig
 
 
+#: the comment above each unit's ExecReload= (README, "Under systemd", has the details)
+RELOADS = {
+    "agent": "# SIGHUP re-reads agent.yaml: log level, collectors, plugins, local limits",
+    "router": "# SIGHUP re-reads the key allowlists and router.yaml: log level, limits, timings",
+    "scheduler": "# SIGHUP re-reads scheduler.yaml (timings, log level) and the registry",
+    "sink": "# SIGHUP re-reads the config: log level, timings, the alerting section",
+}
+
 DESCRIPTIONS = {
     "agent": "fleetwatch agent (stats, heartbeats, notifications, plugins)",
     "router": "fleetwatch router (relays agents' traffic to the sinks)",
@@ -129,9 +140,8 @@ def render(service: Service, exe: str, config_path: str | None = None,
         "NotifyAccess=main",
         f"ExecStart={command}",
     ]
-    if service.process == "router":
-        unit.append("# SIGHUP re-reads the key allowlists")
-        unit.append("ExecReload=/bin/kill -HUP $MAINPID")
+    unit.append(RELOADS[service.process])
+    unit.append("ExecReload=/bin/kill -HUP $MAINPID")
     unit += [
         f"WatchdogSec={WATCHDOG_SEC}s",
         "Restart=on-failure",

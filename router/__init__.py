@@ -11,6 +11,7 @@ routing table), :mod:`router.counters` (what was received, relayed, dropped),
 advertised endpoints), :mod:`router.guard` (rate buckets, admission pacing, clone
 detection), :mod:`router.doorman` (CURVE servers and ZAP), :mod:`router.relay` (the socket
 loop and its hot path), :mod:`router.admission` (the agents' slow path: HELLO, key-bound
-uuids, limits, security events), :mod:`router.control` (the control socket's requests) and
-:mod:`router.main` (the ``fleetwatch router`` command).
+uuids, limits, security events), :mod:`router.control` (the control socket's requests),
+:mod:`router.reload` (what SIGHUP changes while running) and :mod:`router.main` (the
+``fleetwatch router`` command).
 """

@@ -201,6 +201,17 @@ class Admission:
         self.counters.count_received(parts[1])
         relay.relay(peer.envelopes[parts[1]], parts[1], parts[2])
 
+    def set_limits(self, rate: float, burst: float, hellos_per_second: float) -> None:
+        """New limits (a config reload): every bucket above the new burst is cut to it now,
+        the sweep refills at the new rate; the admission pace changes at once too."""
+        self.rate, self.burst = rate, burst
+        self.peers.burst = burst
+        for peer in self.peers.table.values():
+            if peer.tokens > burst:
+                peer.tokens = burst
+        self.pacer.rate = float(hellos_per_second)
+        self.pacer.tokens = min(self.pacer.tokens, self.pacer.rate)
+
     # ---------------------------------------------------------------- reports
     def rate_limited(self, peer) -> None:
         """A message above the agent's rate: dropped, counted, answered 429 (throttled)."""

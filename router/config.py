@@ -86,3 +86,5 @@ class RouterConfig:
                 raise ValueError(f"limits.{name}: expected a positive number")
         if self.expiry_intervals < 1:
             raise ValueError("expiry_intervals: expected a number of at least 1")
+        if self.stats_interval <= 0:
+            raise ValueError("stats_interval: expected a positive number of seconds")

@@ -17,7 +17,9 @@ into the flat ``{name: number}`` of the router's own STATS:
   (HELLOs of new agents above the admission pace), ``router.clones`` (cloned uuids
   reported), ``router.events`` (security NOTIFYs the router made), ``router.acks.own``
   (ACKs of those, swallowed);
-- ``router.agents``: attached agents, a gauge.
+- ``router.agents``: attached agents, a gauge;
+- ``router.config.reloads`` / ``router.config.reload_failed``: config reloads on SIGHUP
+  applied / refused (router/reload.py).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class Counters:
         self.own_acks = 0
         #: STATS of back-end processes relayed from the control socket
         self.control_stats = 0
+        #: metric name -> count, kept by the config reloader (router/reload.py)
+        self.reloads: dict[str, int] = {}
 
     def slot(self, type_: str, sink: str) -> int:
         """The counter index of (type, sink), allocated on first use."""
@@ -108,4 +112,5 @@ class Counters:
         out["router.events"] = self.events
         out["router.acks.own"] = self.own_acks
         out["router.control.stats"] = self.control_stats
+        out.update(self.reloads)
         return out

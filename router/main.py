@@ -1,6 +1,7 @@
 """``fleetwatch router``: load the config, bind, write the ready file, relay until signalled.
 
-SIGTERM and SIGINT stop it; SIGHUP re-reads the key allowlists (SPEC 7.4).
+SIGTERM and SIGINT stop it; SIGHUP re-reads the key allowlists (SPEC 7.4) and the config
+file, applying what is safe while running (:mod:`router.reload`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fleetwatch.security import SecurityError
 from router.config import RouterConfig
 from router.endpoints import write_ready_file
 from router.relay import Relay
+from router.reload import reloader
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
     logs.setup(cfg.log_level, cfg.id)
     notifier = sdnotify.Notifier.from_env()
     relay = Relay(cfg)
+    relay.notifier = notifier
+    relay.reloader = reloader(relay, args.config)
     previous = {sig: signal.signal(sig, relay.stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, relay.reload)
     try:

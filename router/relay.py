@@ -34,6 +34,7 @@ from router.counters import Counters
 from router.endpoints import advertised
 from router.peers import Peers
 from router.rcvmore import rcvmore_reader
+from router.reload import sighup
 from router.replies import ReplyLimiter
 from router.rids import seed_libzmq_counters
 from router.routes import RoutingTable
@@ -76,8 +77,12 @@ class Relay:
         #: until this monotonic time, every frame boundary of agent traffic is checked
         self.careful_until = 0.0
         self.careful_for = config.limits.careful_seconds
-        #: set by SIGHUP (:meth:`reload`): re-read the allowlists at the next wake-up
+        #: set by SIGHUP (:meth:`reload`): re-read the allowlists and the config at the next
+        #: wake-up (router/reload.py); ``fleetwatch router`` sets the config's reloader and
+        #: systemd's notifier, told RELOADING=1 and READY=1 around each reload
         self.reload_requested = False
+        self.reloader = None
+        self.notifier = None
         # CURVE, key-bound uuids, limits (SPEC 7), and the control socket's requests
         self.admission = Admission(self)
         self.desk = ControlDesk(self)
@@ -147,7 +152,8 @@ class Relay:
         self.stopping = True
 
     def reload(self, *_args) -> None:
-        """Ask :meth:`run` to re-read the allowlists now (SIGHUP; safe from a handler)."""
+        """Ask :meth:`run` to re-read the allowlists and the config (SIGHUP; safe from a
+        signal handler)."""
         self.reload_requested = True
 
     def run(self, tick=None) -> None:
@@ -168,12 +174,14 @@ class Relay:
         while not self.stopping:
             timeout = min(next_sweep, next_stats) - mono()
             events = dict(poller.poll(max(0.0, min(timeout, MAX_POLL)) * 1000))
-            if doorman is not None:
-                if zap in events:
-                    doorman.answer()
-                if self.reload_requested:
-                    self.reload_requested = False
-                    doorman.refresh(force=True)
+            if self.reload_requested:
+                # between two wake-ups: what the loops below read into locals, they read
+                # again at their next call; this loop's own local is next_stats
+                self.reload_requested = False
+                sighup(self)
+                next_stats = min(next_stats, mono() + self.config.stats_interval)
+            if zap is not None and zap in events:
+                doorman.answer()
             if tail in events:
                 self._drain_tail()
             if agents in events:

@@ -75,6 +75,9 @@ class Dispatcher:
         self._polling = False
         self._thread: threading.Thread | None = None
         self.hostname = socket.gethostname()
+        #: ``time.monotonic()`` at the sender loop's latest turn: the service pings the
+        #: systemd watchdog only while this is recent (a hung sender stops the pings)
+        self.beat = time.monotonic()
 
     # ---------------------------------------------------------------- any thread
     def submit(self, run: Run) -> None:
@@ -98,6 +101,10 @@ class Dispatcher:
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def silent_for(self) -> float:
+        """Seconds since the sender loop last turned (at most ``MAX_WAIT`` when healthy)."""
+        return time.monotonic() - self.beat
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stopping = True
         self._wake()
@@ -119,6 +126,7 @@ class Dispatcher:
         next_stats = time.monotonic() + self.stats_interval
         try:
             while not self._stopping:
+                self.beat = time.monotonic()
                 now = self.clock()
                 wake = min(self._hellos(now), now + MAX_WAIT)
                 if self._pending:

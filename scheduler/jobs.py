@@ -142,6 +142,11 @@ class Plan:
         self.notes: Counter = Counter()          # of the last reading (on_demand, ...)
         self._lock = threading.Lock()
 
+    def configure(self, min_interval: float, jitter: float) -> None:
+        """New settings (a config reload); the next :meth:`update` applies ``min_interval``."""
+        with self._lock:
+            self.min_interval, self.jitter = min_interval, jitter
+
     def update(self, rows: list[dict]) -> Diff:
         notes: Counter = Counter()
         new = jobs_from_rows(rows, self.min_interval, notes)

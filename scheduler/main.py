@@ -89,12 +89,13 @@ def run(args) -> int:
                   "pip install 'fleetwatch[scheduler]'", file=sys.stderr)
             return EX_UNAVAILABLE
         from scheduler.service import Service
-        service = Service(config, keys)
+        service = Service(config, keys, config_path=args.config)
     except MissingDependency as e:
         print(f"fleetwatch scheduler: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, service.stop)
+    signal.signal(signal.SIGHUP, service.reload)
     import zmq
     try:
         return service.run()

@@ -14,7 +14,14 @@ and the plan counts the slots skipped. Jitter is applied by the dispatcher, befo
 
 A registry that cannot be read keeps the jobs as they are (counted, logged once a minute);
 until the first reading succeeds (a database still starting at boot) it is retried every
-second. If the sender thread dies (a bug: its traceback is logged) the process exits 70.
+second. If the sender thread dies (a bug: its traceback is logged) the process exits 70; if
+it hangs (its loop has not turned for half the watchdog period), the main thread stops
+pinging systemd's watchdog, which then restarts the scheduler.
+
+SIGHUP (``systemctl reload``) re-reads the config (:data:`POLICY` says what changes live;
+routers, id, state_url and keys take effect at restart) and the registry at once: a new
+job is picked up without waiting for ``refresh_interval``. Jobs keep their slots, which
+depend only on uuid, plugin and interval.
 """
 
 from __future__ import annotations
@@ -22,14 +29,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import Counter
 from datetime import datetime, timezone
 
 from apscheduler.executors.debug import DebugExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from fleetwatch import sdnotify
+from fleetwatch import logs, sdnotify
 from fleetwatch.logs import Throttle
+from fleetwatch.reload import LIVE, Reloader
 from fleetwatch.statedb import Reader, StateError, safe_url
 from scheduler.config import SchedulerConfig
 from scheduler.dispatch import Dispatcher
@@ -38,6 +47,11 @@ from scheduler.jobs import Diff, JobSpec, Key, Plan
 log = logging.getLogger(__name__)
 
 EX_SOFTWARE = 70
+#: what a config reload changes in a running scheduler (fleetwatch/reload.py)
+POLICY = {name: LIVE for name in ("log_level", "refresh_interval", "jitter", "min_interval",
+                                  "hello_interval", "stats_interval")}
+#: the main loop's longest sleep while it withholds the watchdog's pings
+STALLED_WAIT = 0.25
 
 
 def read_registry(reader: Reader) -> list[dict]:
@@ -55,7 +69,7 @@ def job_id(key: Key) -> str:
 
 class Service:
     def __init__(self, config: SchedulerConfig, keys=None, reader: Reader | None = None,
-                 ctx=None, clock=time.time, notifier=None):
+                 ctx=None, clock=time.time, notifier=None, config_path: str | None = None):
         self.config, self.clock = config, clock
         #: systemd: READY once started, the watchdog from the main thread's loop, STOPPING
         self.notifier = notifier if notifier is not None else sdnotify.Notifier.from_env()
@@ -72,11 +86,41 @@ class Service:
         self.throttle = Throttle(log, 60.0)
         self.refreshes = self.refresh_failed = 0
         self._stop = threading.Event()
+        self.reload_counts: Counter = Counter()
+        self.reloader = Reloader(SchedulerConfig, config_path, config, POLICY, self._reconfigure,
+                                 self.notifier, self.reload_counts, "config_") \
+            if config_path else None
 
     # ---------------------------------------------------------------- life cycle
     def stop(self, *_args) -> None:
         """End :meth:`run` (safe from a signal handler)."""
         self._stop.set()
+
+    def reload(self, *_args) -> None:
+        """Re-read the config and the registry soon (SIGHUP; safe from a signal handler)."""
+        if self.reloader is not None:
+            self.reloader.request()
+
+    def _reconfigure(self, old: SchedulerConfig, new: SchedulerConfig, changed) -> None:
+        if "log_level" in changed:
+            logs.set_level(new.log_level)
+        self.config = new
+        self.plan.configure(new.min_interval, new.jitter)
+        self.dispatcher.hello_interval = new.hello_interval
+        self.dispatcher.stats_interval = new.stats_interval
+
+    def watchdog(self) -> bool:
+        """Ping systemd's watchdog if the sender thread turned within half its period;
+        False (logged, throttled) while it did not: a hung sender gets the process
+        restarted, as a hung main loop would."""
+        limit = self.notifier.interval
+        silent = self.dispatcher.silent_for()
+        if limit is not None and silent > limit:
+            self.throttle.warning("sender_hung", "the sender thread has not turned for %.1f s: "
+                                  "not pinging the watchdog", silent)
+            return False
+        self.notifier.tick()
+        return True
 
     def run(self) -> int:
         log.info("scheduler %s started: routers %s; state %s", self.config.sender_id,
@@ -90,14 +134,15 @@ class Service:
                 if not self.dispatcher.alive():     # its traceback is in the log
                     log.error("the sender thread is gone: stopping")
                     return EX_SOFTWARE
+                if self.reloader is not None and self.reloader.poll():
+                    next_refresh = 0.0              # and the registry, at once
                 if time.monotonic() >= next_refresh:
                     self.refresh()
                     # until the registry has been read once, try again every second
                     wait = self.config.refresh_interval if self.refreshes else 1.0
                     next_refresh = time.monotonic() + min(wait, self.config.refresh_interval)
-                self.notifier.tick()
-                self._stop.wait(max(0.0, min(1.0, next_refresh - time.monotonic(),
-                                             self.notifier.watchdog_timeout())))
+                due = self.notifier.watchdog_timeout() if self.watchdog() else STALLED_WAIT
+                self._stop.wait(max(0.0, min(1.0, next_refresh - time.monotonic(), due)))
         finally:
             self.notifier.stopping()
             self.aps.shutdown(wait=False)
@@ -109,6 +154,7 @@ class Service:
         jobs, counts = self.plan.snapshot()
         counts["jobs"] = len(jobs)
         counts["refresh_failed"] = self.refresh_failed
+        counts.update(self.reload_counts)
         return counts
 
     # ---------------------------------------------------------------- registry

@@ -165,6 +165,23 @@ class AlertingSink(db.DatabaseSink):
             self.deliverer = Deliverer(self.engine, self.config.delivery, name=self.name)
             self.deliverer.start()
 
+    #: a config reload changes the whole ``alerting`` section but the loop's tick period
+    live_settings = {"alerting": "live", "alerting.tick_interval": "restart"}
+
+    def reconfigure(self, config, changed) -> None:
+        """A reloaded config (the loop's thread, between batches): thresholds and rules from
+        the next transaction on; channels and retries from the deliverer's next round."""
+        self.config = config.alerting
+        delivery = self.config.delivery
+        if not any(p.startswith("alerting.delivery.") for p in changed):
+            return
+        if self.deliverer is not None:
+            self.deliverer.reconfigure(delivery)
+        elif self._deliver and delivery.channels and self.started_at is not None:
+            from sinks.deliverer import Deliverer
+            self.deliverer = Deliverer(self.engine, delivery, name=self.name)
+            self.deliverer.start()
+
     def close(self) -> None:
         if self.deliverer is not None:
             self.deliverer.stop()

@@ -59,6 +59,8 @@ class Deliverer:
         self.next_purge = 0.0
         self._wake, self._stop = threading.Event(), threading.Event()
         self._thread: threading.Thread | None = None
+        #: a reloaded config, taken by the thread before its next round (:meth:`reconfigure`)
+        self._next_config = config
 
     # ---------------------------------------------------------------- policy (pure)
     def backoff(self, failures: int) -> float:
@@ -170,6 +172,22 @@ class Deliverer:
         self._thread = threading.Thread(target=self._run, name="deliverer", daemon=True)
         self._thread.start()
 
+    def reconfigure(self, config: DeliveryConfig) -> None:
+        """New channels, retry and outbox settings (a config reload; any thread): the
+        deliverer's thread takes them before its next round, never within one."""
+        self._next_config = config
+        self.wake()
+
+    def _take_config(self) -> None:
+        config = self._next_config
+        if config is self.config:
+            return
+        self.senders = build_senders(config)
+        self.config = config
+        self.resting = {c: r for c, r in self.resting.items() if c in self.senders}
+        self.next_purge = 0.0        # alerts of removed channels: failed once too old
+        log.info("delivery settings reloaded: channels %s", ", ".join(self.senders) or "none")
+
     def wake(self) -> None:
         """Look at the outbox now (an alert was just committed)."""
         self._wake.set()
@@ -193,6 +211,7 @@ class Deliverer:
         while not self._stop.is_set():
             busy = 0
             try:
+                self._take_config()
                 busy = self.run_once() if self.senders else 0
             except SQLAlchemyError as e:
                 self.counts["db_errors"] += 1

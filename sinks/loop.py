@@ -5,12 +5,22 @@ For each configured router control endpoint the loop holds one DEALER and sends 
 the WELCOME names the router (the id it stamps on what it relays) and the endpoint of its
 PUSH for this sink type, to which the loop connects its one shared PULL.
 
-Each wake-up drains up to ``batch`` messages, lets :class:`sinks.intake.Intake` decode,
-filter and deduplicate them, has the sink write the fresh ones in one transaction and only
-then sends the ACKs: one per (router, agent), through the control socket of the router named
-in the ROUTER frame. A failed write is logged and counted and nothing is ACKed: the agents
-resend. SIGTERM or SIGINT (see :meth:`SinkLoop.stop`) ends the loop after the current batch,
-whose ACKs get ``ACK_LINGER`` to leave before the process exits. Under systemd the loop sends
+Each wake-up drains up to ``batch`` messages (:class:`sinks.receiver.Receiver`), lets
+:class:`sinks.intake.Intake` decode, filter and deduplicate them, has the sink write the fresh
+ones in one transaction and only then sends the ACKs: one per (router, agent), through the
+control socket of the router named in the ROUTER frame. A failed write is logged and counted and nothing is ACKed: the agents
+resend.
+
+The raw hook, for a sink that needs few of the fields it stores (the history sink): a sink
+with ``raw = True`` gets each batch's frame lists first, through ``sort_raw(raw) -> (kept,
+to_decode)``. It keeps what it takes as it is (``kept``, a list with one item per message,
+opaque to the loop), counts and drops what it refuses, and returns the frame lists the loop
+must decode (``to_decode``: the types it ACKs). Those go through the Intake as above, and the
+loop then calls ``write_raw(kept, fresh)`` instead of ``write(fresh)``: one transaction for
+both, ACKs after it. Other sinks take the default path.
+
+SIGTERM or SIGINT (see :meth:`SinkLoop.stop`) ends the loop after the current batch, whose
+ACKs get ``ACK_LINGER`` to leave before the process exits. Under systemd the loop sends
 READY once its sockets are open, pings the watchdog from each iteration, and STOPPING.
 
 With ``security.curve`` every socket (the DEALERs and the PULL) is a CURVE client presenting
@@ -35,6 +45,7 @@ from sinks.base import Sink, WriteError
 from sinks.config import SinkConfig
 from sinks.dedupe import Dedupe
 from sinks.intake import Batch, Intake
+from sinks.receiver import Receiver
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +91,8 @@ class SinkLoop:
         self.throttle = Throttle(log)
         self.intake = Intake(sink.handles, sink.acks, Dedupe(config.dedupe_window),
                              self.counts, self.throttle)
+        #: the sink takes the raw hook (see the module docstring)
+        self.raw = getattr(sink, "raw", False) is True
         self.links: list[RouterLink] = []
         self.by_router: dict[str, zmq.Socket] = {}
         self.pull: zmq.Socket | None = None
@@ -87,6 +100,8 @@ class SinkLoop:
         self.stopping = False
         #: the last drain filled a whole batch: more may be waiting (no tick until read)
         self.backlog = False
+        #: set by ``fleetwatch sink``: SIGHUP re-reads the config between batches (sinks/reload.py)
+        self.reloader = None
 
     # ---------------------------------------------------------------- life cycle
     def stop(self, *_args) -> None:
@@ -98,6 +113,7 @@ class SinkLoop:
         self.pull.linger = 0
         self.pull.rcvhwm = PULL_HWM
         self.keys.apply(self.pull)
+        self.receiver = Receiver(self.pull, self.clock, self.counts)
         for endpoint in self.config.routers:
             self.links.append(RouterLink(endpoint, self._dealer(endpoint)))
 
@@ -167,6 +183,8 @@ class SinkLoop:
                 self.backlog = False
                 if self.pull in events:
                     self.drain()
+                if self.reloader is not None:
+                    self.reloader.poll()
                 self.notifier.tick()
         finally:
             self.notifier.stopping()
@@ -294,28 +312,39 @@ class SinkLoop:
 
     def drain(self) -> None:
         """Read up to ``batch`` messages, write them, then ACK what was committed."""
-        raw = []
-        while len(raw) < self.config.batch:
-            try:
-                raw.append(self.pull.recv_multipart(zmq.NOBLOCK))
-            except zmq.Again:
-                break
+        raw = self.receiver.take(self.config.batch)
         self.backlog = len(raw) >= self.config.batch
-        batch = self.intake.prepare(raw)
-        if batch.fresh:
+        kept = None
+        if self.raw:
             try:
-                self.sink.write(batch.fresh)
+                kept, raw_decode = self.sink.sort_raw(raw)
+            except Exception:  # a bug in a sink must not take the process down: counted, logged
+                self.counts["sort_crashed"] += len(raw)
+                log.exception("sink %s failed sorting a batch of %d; dropped, not acked",
+                              self.sink.type, len(raw))
+                return
+            self.counts["received"] += len(raw) - len(raw_decode)
+            raw = raw_decode
+        batch = self.intake.prepare(raw)
+        count = len(batch.fresh) + len(kept or ())
+        if count:
+            try:
+                if kept is None:
+                    self.sink.write(batch.fresh)
+                else:
+                    self.sink.write_raw(kept, batch.fresh)
             except WriteError as e:
-                self.counts["write_failed"] += len(batch.fresh)
+                self.counts["write_failed"] += count
                 self.throttle.warning("write_failed", "%s; %d messages not acked (agents resend)",
-                                      e, len(batch.fresh))
+                                      e, count)
                 return
             except Exception:  # a bug in a sink must not take the process down: counted, logged
-                self.counts["write_crashed"] += len(batch.fresh)
+                self.counts["write_crashed"] += count
                 log.exception("sink %s failed on a batch of %d; not acked", self.sink.type,
-                              len(batch.fresh))
+                              count)
                 return
         self.intake.committed(batch)
+        self.counts["written"] += len(kept or ())
         self.send_acks(batch)
 
     def send_acks(self, batch: Batch) -> None:

@@ -1,4 +1,7 @@
-"""``fleetwatch sink TYPE --config PATH``: run one sink of a type."""
+"""``fleetwatch sink TYPE --config PATH``: run one sink of a type.
+
+SIGTERM and SIGINT stop it after the batch in hand; SIGHUP re-reads the config
+(:mod:`sinks.reload` says what changes live)."""
 
 from __future__ import annotations
 
@@ -57,11 +60,14 @@ def run(args) -> int:
     check_own(keys, "backend")
 
     from sinks.loop import SinkLoop  # after the config is known good: pulls in zmq
+    from sinks.reload import reloader
     try:
         sink = cls.from_config(config)
         loop = SinkLoop(sink, config, keys=keys)
+        loop.reloader = reloader(loop, path)
         signal.signal(signal.SIGTERM, loop.stop)
         signal.signal(signal.SIGINT, loop.stop)
+        signal.signal(signal.SIGHUP, loop.reloader.request)
         return loop.run()
     except (WriteError, OSError) as e:  # at start: the database cannot be opened or created
         log.error("sink %s cannot use the state database %s: %s", type_, config.state_url, e)

@@ -181,6 +181,21 @@ def test_watchdog_pings_at_half_the_period_only_when_the_loop_ticks(listen):
     assert all(g[1] == {"WATCHDOG": "1"} for g in listener.got)
 
 
+def test_a_reload_is_framed_by_reloading_and_ready(listen):
+    """RELOADING=1 carries MONOTONIC_USEC (CLOCK_MONOTONIC, as Type=notify-reload wants)."""
+    listener, path = listen()
+    n = sdnotify.Notifier(path)
+    before = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    assert n.reloading() and n.ready()
+    after = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    wait_for(lambda: len(listener.got) == 2, what="two datagrams")
+    (_, reloading, _), (_, ready, _) = listener.got
+    assert reloading.keys() == {"RELOADING", "MONOTONIC_USEC"} and reloading["RELOADING"] == "1"
+    assert before <= int(reloading["MONOTONIC_USEC"]) <= after
+    assert ready == {"READY": "1"}
+    n.close()
+
+
 # ---------------------------------------------------------------- journal format
 
 def test_journal_stream_gets_priorities_instead_of_timestamps(tmp_path, monkeypatch):
@@ -421,3 +436,35 @@ def test_a_hung_agent_loop_stops_pinging(tmp_path, listen):
         agent.stop()
         thread.join(10)
     assert listener.first("STOPPING")
+
+
+def test_sighup_reload_notifies_reloading_then_ready_and_keeps_pinging(fleet, listen):
+    """systemctl reload: the agent re-reads its config between RELOADING=1 and READY=1, a
+    good file and a broken one alike, and its watchdog goes on."""
+    router = fleet.router()
+    listener, path = listen()
+    cfg = fleet.agent_config([router])
+    proc = fleet.start("agent", "agent", "--config", str(cfg), env=notify_env(path))
+    listener.first("READY", 20)
+
+    def reload_once(n: int) -> None:
+        proc.signal(signal.SIGHUP)
+        wait_for(lambda: len(listener.times("RELOADING")) == n, 10, what=f"RELOADING #{n}")
+        wait_for(lambda: len(listener.times("READY")) == n + 1, 10, what=f"READY #{n + 1}")
+        assert listener.times("READY")[-1] >= listener.times("RELOADING")[-1]
+
+    text = cfg.read_text()
+    cfg.write_text(text + "log_level: DEBUG\n")
+    reload_once(1)
+    wait_for(lambda: "config reloaded from" in proc.log(), 5, what="the reload's log line")
+    cfg.write_text(text + "stats_intervall: 3\n")                 # a typo: refused
+    reload_once(2)
+    wait_for(lambda: "config reload failed" in proc.log(), 5, what="the refusal's log line")
+    assert "stats_intervall: unknown setting" in proc.log()
+    last = listener.times("READY")[-1]
+    wait_for(lambda: [t for t in listener.times("WATCHDOG") if t > last + WATCHDOG], 10,
+             what="pings after the reloads")
+    assert proc.alive(), proc.log()
+    proc.signal(signal.SIGTERM)
+    assert proc.popen.wait(15) == 0, proc.log()
+    assert "Traceback" not in proc.log()

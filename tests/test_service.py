@@ -128,7 +128,10 @@ def test_unit_contents():
     assert 'ExecStart=/opt/fleetwatch/venv/bin/fleetwatch sink alerting --config ' \
            '"/srv/fw/my sink.yaml"\n' in sink
     assert "\nUser=fw\nGroup=fw\n" in sink and "\nStateDirectory=fleetwatch\n" in sink
-    assert "ExecReload" not in sink
+    # every process reloads on SIGHUP now (fleetwatch/reload.py; the router: its allowlists)
+    assert "\nExecReload=/bin/kill -HUP $MAINPID\n" in sink
+    for process in ("agent", "scheduler"):
+        assert "\nExecReload=/bin/kill -HUP $MAINPID\n" in units.render(units.Service(process), exe)
     agent = units.render(units.Service("agent"), exe, groups=["monitoring"])
     assert "\nSupplementaryGroups=monitoring\n" in agent
     assert "\nStateDirectory=fleetwatch/agent\n" in agent

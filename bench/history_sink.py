@@ -278,14 +278,12 @@ router*: one over that, divided by the router's median rate (what one sink on on
 take). Once a sink falls behind, the router's PUSH queue (10,000) and the sink's PULL queue
 (10,000) fill and the router drops the rest, counted: the lines missing.
 
-Verdict: met, the sink keeps up with the router at full rate. Two runs on 2026-11-22 (the
-table's two rows; a rerun writes one), the machine shared with other work, the router's rate
-going from 64k to 126k between rounds: sink / router 0.94 and 1.08, and in both runs the
-sink landed every line the router relayed: 0 missing of 600,000, where the decoding sink
-missed 460,000 (ratio 0.08). A sink that drains everything lands at the rate the router
-relays to it in its own round, so the ratio of medians measures the router's variance as
-much as the sink; the CPU per line says how much room is left: a fifth to a third of the
-sink's core (capacity 1.25 and 1.44).
+Reading the figures: a sink that drains everything lands at the rate the router relays to it
+in its own round, so the ratio of medians measures the router's variance between rounds as
+much as the sink (the machine may be shared with other work); *lines missing* says whether
+the sink kept up (0: it landed every line the router relayed; the sink that decoded every
+body, 2026-11-22, missed 460,000 of 600,000 at a ratio of 0.08), and *capacity / router* how
+much room is left on the sink's core.
 
 Where the time went, and what changed (per message, one process reading a filled PULL of
 100,000 such STATS): decoding the body (fleetwatch/protocol.py `decode_relayed`) 21-28 us,

@@ -15,13 +15,14 @@ def write_section(path: Path, heading: str, command: str, body: str, notes: str)
     path = Path(path)
     text = path.read_text() if path.exists() else "# Benchmark results\n"
     section = (f"{heading}\n\n{time.strftime('%Y-%m-%d %H:%M')} on {os.cpu_count()} cores, "
-               f"Python {sys.version.split()[0]}. Command:\n\n    {command}\n\n{body}\n\n{notes}")
+               f"Python {sys.version.split()[0]}. Command:\n\n    {command}\n\n{body}\n\n"
+               f"{notes.strip()}\n")
     start = text.find(heading)
     if start < 0:
         text = text.rstrip("\n") + "\n\n" + section
     else:
         end = text.find("\n## ", start + len(heading))
-        text = text[:start] + section + ("" if end < 0 else "\n\n" + text[end + 1:])
+        text = text[:start] + section + ("" if end < 0 else "\n" + text[end + 1:])
     path.write_text(text)
 
 

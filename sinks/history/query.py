@@ -164,15 +164,18 @@ def uptime(spark: SparkSession, heartbeats: DataFrame, since: float, until: floa
         return spark.createDataFrame([], "uuid string, date string, seconds double, "
                                          "up_seconds double, down_seconds double, "
                                          "uptime_pct double")
-    hb = heartbeats.select("uuid", secs().alias("t"), announced(interval).alias("eff"))
-    if interval:
+    if interval:    # every heartbeat counts with it: nothing to carry but the times
+        hb = heartbeats.select("uuid", secs().alias("t"))
         shortest = interval
-    elif shortest is None:
-        shortest = hb.agg(F.min("eff")).first()[0] or DEFAULT_INTERVAL
+        said = [F.lit(float(interval)).alias("eff_first"), F.lit(float(interval)).alias("eff")]
+    else:
+        hb = heartbeats.select("uuid", secs().alias("t"), announced().alias("eff"))
+        if shortest is None:
+            shortest = hb.agg(F.min("eff")).first()[0] or DEFAULT_INTERVAL
+        said = [F.min_by("eff", "t").alias("eff_first"), F.max_by("eff", "t").alias("eff")]
     width = intervals * shortest
     runs = (hb.groupBy("uuid", F.floor(F.col("t") / width).alias("b"))
-            .agg(F.min("t").alias("first"), F.max("t").alias("last"),
-                 F.min_by("eff", "t").alias("eff_first"), F.max_by("eff", "t").alias("eff")))
+            .agg(F.min("t").alias("first"), F.max("t").alias("last"), *said))
     order = Window.partitionBy("uuid").orderBy("first")
     runs = runs.select("*", F.coalesce(F.lead("first").over(order), F.lit(float(until)))
                        .alias("next"), F.lag("first").over(order).isNull().alias("is_first"))

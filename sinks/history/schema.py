@@ -128,7 +128,7 @@ TABLE_OF_TYPE = {"STATS": "metrics", "HEARTBEAT": "heartbeats", "RESULT": "resul
 #: metric's, a check's) lie together, so Parquet's statistics let a query for one host or
 #: one metric skip most pages (bench/RESULTS.md "History queries")
 ORDER: dict[str, tuple[str, ...]] = {
-    "metrics": ("uuid", "metric", "ts"),
+    "metrics": ("uuid", "ts", "metric"),
     "heartbeats": ("uuid", "ts"),
     "results": ("uuid", "plugin", "ts"),
     "notifications": ("uuid", "ts"),

@@ -10,9 +10,10 @@ DEMO_DIR ?= .demo
 install: $(VENV)/.installed
 
 # Debian packages the demo and the tests use: Nagios plugins (the demo agent declares one;
-# the parser tests run them) and PostgreSQL (a throwaway cluster for the shared-state tests).
+# the parser tests run them), PostgreSQL (a throwaway cluster for the shared-state tests) and
+# systemd (its systemd-analyze verifies the generated units; PID 1 need not be systemd).
 # Skipped when already there, so no root is needed then.
-SYSTEM_PACKAGES := monitoring-plugins-basic postgresql
+SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 

@@ -40,6 +40,8 @@ import sys
 import time
 from pathlib import Path
 
+from fleetwatch.ports import free_port  # noqa: F401 (the tests import it from here too)
+
 CARBON_CONF = """\
 [cache]
 STORAGE_DIR = {storage}/
@@ -95,13 +97,6 @@ aggregationMethod = average
 
 class CarbonError(RuntimeError):
     """carbon-cache could not be found, configured or started."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now (another process may take it before we do)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def carbon_script() -> str:

@@ -18,7 +18,6 @@ so ``fleetwatch status`` shows checks running within a minute.
 from __future__ import annotations
 
 import importlib.util
-import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ import yaml
 
 from fleetwatch.carbon import Carbon
 from fleetwatch.config import setting
+from fleetwatch.ports import free_port
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates
 
@@ -86,13 +86,6 @@ class Child:
     @property
     def pid(self) -> int:
         return self.popen.pid if self.popen else 0
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (the demo's configs need fixed ports to be restartable)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def endpoint() -> str:

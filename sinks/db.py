@@ -191,6 +191,23 @@ def exists(url: str) -> bool:
     return path is None or os.path.exists(path)
 
 
+def wal(cur) -> None:
+    """Switch a new SQLite file to WAL. Two sinks opening one new file at once can both be
+    refused "database is locked" at once, without the busy timeout (the switch needs the
+    file to itself, and SQLite will not let two connections wait for each other for it):
+    tried again until the busy timeout has passed."""
+    import sqlite3
+    deadline = time.monotonic() + SQLITE_BUSY_MS / 1000
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def engine(url: str, writer: bool = True) -> Engine:
     """An engine for ``url``; SQLite gets WAL, a busy timeout and foreign keys.
 
@@ -213,7 +230,7 @@ def engine(url: str, writer: bool = True) -> Engine:
         cur = dbapi_conn.cursor()
         try:
             if writer and path:
-                cur.execute("PRAGMA journal_mode=WAL")
+                wal(cur)
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
             cur.execute("PRAGMA foreign_keys=ON")
         finally:

@@ -17,10 +17,11 @@ import glob
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
+
+from fleetwatch.ports import free_port   # outside the ephemeral range: no race
 
 DRIVER = "postgresql+psycopg"
 
@@ -37,12 +38,6 @@ def find_bindir() -> str | None:
                for b in ("initdb", "pg_ctl", "postgres")):
             return bindir
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PgCluster:

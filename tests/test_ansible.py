@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -33,6 +31,7 @@ import yaml
 
 from fleet import Proc, wait_for
 from fleetwatch import __version__
+from fleetwatch.ports import free_ports
 
 REPO = Path(__file__).resolve().parent.parent
 ANSIBLE = REPO / "ansible"
@@ -138,24 +137,6 @@ HOSTS = ("router-1", "router-2", "mon-1")
 AGENT = "router-1"      # the host the agent runs on
 
 
-def _free_ports(count: int) -> list[int]:
-    """Ports nobody listens on now, below the ephemeral range (32768+) that the other tests'
-    port-0 sockets draw from: the deployed configs name them a minute before they are bound."""
-    ports: list[int] = []
-    rng = random.Random()
-    while len(ports) < count:
-        port = rng.randrange(20000, 32000)
-        if port in ports:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        ports.append(port)
-    return ports
-
-
 @dataclass
 class Deployment:
     base: Path
@@ -223,7 +204,7 @@ def _inventory(base: Path, ports: dict) -> dict:
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory) -> Deployment:
     base = tmp_path_factory.mktemp("ansible")
-    numbers = _free_ports(16)
+    numbers = free_ports(16)
     ports = {"router-1": numbers[0:7], "router-2": numbers[7:14], "carbon": numbers[14:16]}
     inventory = base / "hosts.yml"
     inventory.write_text(yaml.safe_dump(_inventory(base, ports), sort_keys=False))

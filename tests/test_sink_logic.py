@@ -446,3 +446,30 @@ def test_checks_with_the_portable_fallback(url, monkeypatch):
     assert got[(UUID, "load")]["output"] == "new" and got[(UUID, "p2")]["output"] == "p2"
     assert sink.counts["result_recorded"] == 2 and sink.counts["result_not_newer"] == 1
     sink.close()
+
+
+def test_sinks_opening_one_new_sqlite_file_at_once_all_start(tmp_path):
+    """Several writers creating their tables in one new SQLite file at the same moment: the
+    switch to WAL could refuse one at once ("database is locked") before the busy timeout
+    applied (seen as a sink exiting at start in the two-sinks test)."""
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    for attempt in range(40):     # before the fix: about one attempt in ten failed
+        url = f"sqlite:///{tmp_path / f'state-{attempt}.db'}"
+        start = ctx.Barrier(4)
+        procs = [ctx.Process(target=_create_at_once, args=(url, owner, start))
+                 for owner in ("alerting", "registry", "alerting", "registry")]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        assert [p.exitcode for p in procs] == [0] * 4, attempt
+
+
+def _create_at_once(url: str, owner: str, start) -> None:
+    start.wait(10)
+    eng = db.engine(url)
+    try:
+        db.create(eng, owner)
+    finally:
+        eng.dispose()

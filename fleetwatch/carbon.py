@@ -40,7 +40,7 @@ import sys
 import time
 from pathlib import Path
 
-from fleetwatch.ports import free_port  # noqa: F401 (the tests import it from here too)
+from fleetwatch.ports import free_port
 
 CARBON_CONF = """\
 [cache]

@@ -255,3 +255,14 @@ def landed(lake: Path) -> list[dict]:
                     except ValueError:
                         pass
     return out
+
+
+def refused_twice(proc: Proc, path: Path, broken: list[tuple[str, str]]) -> None:
+    """Write each ``(text, reason)`` of ``broken`` to the config ``path`` in turn and send
+    ``proc`` SIGHUP: each reload is refused, with ``reason`` in its log."""
+    for n, (text, reason) in enumerate(broken, 1):
+        path.write_text(text)
+        proc.signal(signal.SIGHUP)
+        wait_for(lambda: proc.log().count("config reload failed") == n, 10,
+                 what=f"refused reload {n}")
+        assert reason in proc.log()

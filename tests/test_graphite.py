@@ -27,7 +27,8 @@ try:
 except carbon_mod.CarbonError as e:  # pragma: no cover - the test extra installs carbon
     pytest.skip(str(e), allow_module_level=True)
 
-from fleetwatch.carbon import Carbon, free_port, read_points  # noqa: E402
+from fleetwatch.carbon import Carbon, read_points  # noqa: E402
+from fleetwatch.ports import free_port  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
 

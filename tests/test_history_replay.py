@@ -11,7 +11,8 @@ pytest.importorskip("pyspark", reason="the history extra is not installed")
 pytestmark = pytest.mark.timeout(240)
 
 from fleetwatch import cli, protocol  # noqa: E402
-from fleetwatch.carbon import Carbon, free_port, read_points  # noqa: E402
+from fleetwatch.carbon import Carbon, read_points  # noqa: E402
+from fleetwatch.ports import free_port  # noqa: E402
 from lakegen import DAY, rows  # noqa: E402
 from sinks.config import GraphiteSettings  # noqa: E402
 from sinks.graphite import GraphiteSink  # noqa: E402

@@ -9,7 +9,7 @@ import time
 import pytest
 import zmq
 
-from fleet import wait_for
+from fleet import refused_twice, wait_for
 from fleetwatch import protocol
 
 pytest.importorskip("sqlalchemy")
@@ -92,15 +92,11 @@ def test_agent_survives_a_broken_config_on_sighup_and_keeps_working(fleet, zctx)
     path = fleet.root / "agent.yaml"
     good = path.read_text()
 
-    path.write_text(good + "plugins: {checks: [{name: 'bad name', command: x}]}\n")
-    agent.signal(signal.SIGHUP)
-    wait_for(lambda: "config reload failed" in agent.log(), 10, what="the refusal")
-    assert "key 'plugins' is set twice" in agent.log()
-    path.write_text(good.replace("check_dummy", "../../bin/sh"))
-    agent.signal(signal.SIGHUP)
-    wait_for(lambda: agent.log().count("config reload failed") == 2, 10, what="refusal 2")
-    assert "plugins.checks[0].command: '../../bin/sh' leaves the plugin directories" in \
-        agent.log()
+    refused_twice(agent, path, [
+        (good + "plugins: {checks: [{name: 'bad name', command: x}]}\n",
+         "key 'plugins' is set twice"),
+        (good.replace("check_dummy", "../../bin/sh"),
+         "plugins.checks[0].command: '../../bin/sh' leaves the plugin directories")])
 
     # still alive and working: its STATS keep coming, with the failures counted
     body = stats.next(lambda m: m.get("metrics", {}).get("agent.config.reload_failed") == 2,

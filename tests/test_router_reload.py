@@ -15,7 +15,7 @@ import pytest
 import yaml
 import zmq
 
-from fleet import wait_for
+from fleet import refused_twice, wait_for
 from fleetwatch import protocol
 from fleetwatch.config import build
 from fleetwatch.reload import LIVE, RESTART, action
@@ -203,14 +203,10 @@ def test_a_broken_file_on_sighup_keeps_the_router_relaying(fleet, zctx):
     r, proc, alerting, graphite, agent = attached(fleet, zctx, stats_interval=0.3)
     path, _ = router_file(fleet)
     good = path.read_text()
-    path.write_text(good + "limits: {rate: -5}\n")
-    proc.signal(signal.SIGHUP)
-    wait_for(lambda: "config reload failed" in proc.log(), 10, what="the refusal")
-    assert "limits.rate: expected a positive number" in proc.log()
-    path.write_text(good.replace("stats_interval: 0.3", "stats_interval: soon"))
-    proc.signal(signal.SIGHUP)
-    wait_for(lambda: proc.log().count("config reload failed") == 2, 10, what="refusal 2")
-    assert "stats_interval: expected a number" in proc.log()
+    refused_twice(proc, path, [
+        (good + "limits: {rate: -5}\n", "limits.rate: expected a positive number"),
+        (good.replace("stats_interval: 0.3", "stats_interval: soon"),
+         "stats_interval: expected a number")])
     errors = [line for line in proc.log().splitlines() if " ERROR " in line]
     assert len(errors) == 2, errors                    # one line each
 

@@ -132,6 +132,8 @@ def main(argv=None) -> int:
         lines.append(f"| {name}: {tr.rows} rows from {tr.messages} messages (dedupe, "
                      f"write Parquet; tables run side by side) | {tr.seconds:.1f} |")
     lines += [f"| tables, wall | {full.steps['tables']:.1f} |",
+              f"| heartbeat_spans: the day's heartbeats folded into spans (sinks/history/"
+              f"spans.py) | {full.steps.get('spans', 0.0):.1f} |",
               f"| commit (intent, rename into tables, manifest, landing files out) | "
               f"{full.steps['commit']:.1f} |",
               f"| **total: {full.events} events, {full.rows} rows** | **{wall:.1f}** "

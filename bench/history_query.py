@@ -13,11 +13,12 @@ landing files are kept in landing/done/), then times, in alternating order per r
   (count, avg, max, p95): on the tables ``History.metric(host, metric, "5m", since, until)``;
   on the JSON the same filter and the same ``downsample`` over ``read_landing`` (the landing
   schema, the STATS lines of that host, their metrics map exploded, the metric kept);
-- availability: ``uptime`` (uptime per host and day from the agents' heartbeats, the window
-  and the 10 s interval given) over the ``heartbeats`` table, and over the HEARTBEAT lines
-  of the JSON.
+- availability: uptime per host and day from the agents' heartbeats, the window and the
+  10 s interval given: on the tables ``History.uptime`` (what ``History.availability``
+  runs before it adds hostnames), which reads the ``heartbeat_spans`` compaction keeps;
+  on the JSON ``uptime`` over the HEARTBEAT lines.
 
-Both sources go through the same query functions of sinks/history/query.py and must give the
+Both sources go through the query functions of sinks/history/query.py and must give the
 same answer (checked). The JSON side is given its cheapest correct plan for this data: the
 synthetic lines have no duplicate msg_ids, so it skips the per-msg_id deduplication a real
 landing area would need (which would only slow it further). Timed: from building the query
@@ -83,19 +84,18 @@ def queries(spark, lake: str, paths: list[str], since: float, until: float) -> d
 
     from sinks.history.query import History, downsample, seconds, uptime, window
     h = History(spark, lake)
+    beats = History(spark, lake, use_spans=False)
     bucket = seconds(BUCKET)
     host = h.metrics.where(F.col("metric") == METRIC).agg(F.min("hostname")).first()[0]
-
-    def tables_heartbeats():
-        return window(h.heartbeats, since, until).filter(F.col("name").isNull())
 
     return host, {
         ("metric", "tables"): lambda: h.metric(host, METRIC, BUCKET, since, until).collect(),
         ("metric", "json"): lambda: downsample(
             window(json_metrics(spark, paths, host, METRIC), since, until), bucket).collect(),
-        ("availability", "tables"): lambda: uptime(
-            spark, tables_heartbeats(), since, until, INTERVAL).orderBy("uuid", "date")
-        .collect(),
+        ("availability", "tables"): lambda: h.uptime(
+            since=since, until=until, interval=INTERVAL).orderBy("uuid", "date").collect(),
+        ("beats", "tables"): lambda: beats.uptime(
+            since=since, until=until, interval=INTERVAL).orderBy("uuid", "date").collect(),
         ("availability", "json"): lambda: uptime(
             spark, window(json_heartbeats(spark, paths), since, until), since, until,
             INTERVAL).orderBy("uuid", "date").collect(),
@@ -153,28 +153,31 @@ def main(argv=None) -> int:
                 print(f"  warm-up {w + 1} {query:<12} {source:<6} {time.monotonic() - t:7.2f}s "
                       "(not counted)", flush=True)
         for r in range(args.rounds):
-            for query in ("metric", "availability"):
+            for query in ("metric", "availability", "beats"):
                 order = ("tables", "json") if r % 2 == 0 else ("json", "tables")
-                for source in order:
+                for source in (s for s in order if (query, s) in run):
                     t = time.monotonic()
                     answers[query, source] = run[query, source]()
                     times.setdefault((query, source), []).append(time.monotonic() - t)
                     print(f"  round {r + 1} {query:<12} {source:<6} "
                           f"{times[query, source][-1]:7.2f}s "
                           f"({len(answers[query, source])} rows)", flush=True)
-        for query in ("metric", "availability"):
+        answers["beats", "json"] = answers["availability", "json"]
+        for query in ("metric", "availability", "beats"):
             if not answers[query, "tables"] or not same(answers[query, "tables"],
                                                         answers[query, "json"]):
                 raise SystemExit(f"{query}: the tables and the JSON disagree")
         n_metric = len(answers["metric", "tables"])
         n_hosts = len(answers["availability", "tables"])
+        n_spans = spark.read.parquet(str(Path(lake, "tables", "heartbeat_spans"))).count()
         spark.stop()
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    times["beats", "json"] = times["availability", "json"]
     ratios = {q: statistics.median(times[q, "json"]) / statistics.median(times[q, "tables"])
-              for q in ("metric", "availability")}
+              for q in ("metric", "availability", "beats")}
     body = "\n".join([
         "| query | Parquet tables, s (min / median / max) | landing JSON, s | JSON / tables "
         "(medians) |",
@@ -185,13 +188,16 @@ def main(argv=None) -> int:
         f"| availability: uptime per host and day from the heartbeats ({n_hosts} hosts) | "
         f"{spread(times['availability', 'tables'])} | "
         f"{spread(times['availability', 'json'])} | **{ratios['availability']:.1f}x** |",
+        f"| the same from every heartbeat, not the spans (`use_spans=False`, for comparison) | "
+        f"{spread(times['beats', 'tables'])} | (the same JSON runs) | "
+        f"{ratios['beats']:.1f}x |",
     ])
     extra = (f"{args.events} events ({summary.rows} table rows; {size / 1e9:.2f} GB of "
              f"landing JSON in {len(paths)} files, {table_bytes / 1e6:.0f} MB of Parquet), "
              f"{args.rounds} rounds after {args.warmup} untimed warm-up round(s), "
              f"{args.master}, driver memory {args.driver_memory}. "
              f"Compaction of the same data before the queries: {compact_s:.0f} s (not "
-             f"counted). Both sources gave the same rows.")
+             f"counted); {n_spans} heartbeat_spans rows. Both sources gave the same rows.")
     print(f"\n{body}\n\n{extra}")
     if args.results:
         command = "python bench/history_query.py " + " ".join(
@@ -208,17 +214,26 @@ explicit, so there is no inference pass, but each line is still decoded in full)
 sorts the rows of each file by host (sinks/history/schema.py `ORDER`: metrics by (uuid, ts,
 metric), heartbeats by (uuid, ts)), so the metric query's filter on one host skips the
 Parquet pages of the 199 others: it went from 4.2 s (rows in arrival order, 2026-11-22) to
-about 0.3 s. The availability query reads every host's heartbeats of the day (2.5M rows) in
-both variants: on the tables the scan and first aggregation take about 0.3 s, and the rest is
-the fixed cost of its Spark stages (two shuffles, the per-host window, the final sort), which
-the JSON side pays too; each (uuid, 3 x interval) bucket is reduced to its first and last
-heartbeat before the per-host sort (sinks/history/query.py `uptime`), and with the interval
-given nothing else is carried. Method: the same Spark session (the compaction ran in it),
-then an untimed warm-up run of each query on each source (the JVM compiles a query's code
-paths on their first runs: a first run took 2-3x the later ones on the tables side, 1.2x on
-the JSON side, in a run without warm-up), then the timed rounds, the sources in alternating
-order each round; the machine's 2 cores may be shared with other work, so single rounds
-vary; the ratio of medians is the figure."""
+about 0.3 s.
+
+The availability query on the tables reads `heartbeat_spans`, which compaction folds from
+the heartbeats (sinks/history/spans.py: a sender's heartbeats of a day with no silence of
+6 s are one span; here one span per host, as the synthetic hosts never fall silent; a host
+down once an hour would have 25): 50 rows instead of 2.5M heartbeats, with exactly the same
+answer (checked above, and by the tests on random heartbeats and windows). What is left is
+Spark's fixed cost for a query: building the DataFrame (about 0.15 s of driver calls), one
+shuffle for the per-host window and the final sort. From every heartbeat
+(`use_spans=False`, the row for comparison) it reads and reduces 2.5M rows (each (uuid,
+3 x interval) bucket to its first and last heartbeat before the per-host sort:
+sinks/history/query.py `uptime`), about 0.4 s more, with a second shuffle. Folding the
+spans costs compaction 4 s of 129 s (bench/RESULTS.md "History compaction").
+
+Method: the same Spark session (the compaction ran in it), then an untimed warm-up run of
+each query on each source (the JVM compiles a query's code paths on their first runs: a
+first run took 2-3x the later ones on the tables side, 1.2x on the JSON side, in a run
+without warm-up), then the timed rounds, the sources in alternating order each round; the
+machine's 2 cores may be shared with other work, so single rounds vary; the ratio of
+medians is the figure."""
 
 
 if __name__ == "__main__":

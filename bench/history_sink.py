@@ -18,7 +18,7 @@ a router at full rate. A sink that does not keep up makes the router drop (count
 the table shows as lines missing.
 
     python bench/history_sink.py [--rounds 3] [--senders 2] [--messages 200000]
-                                 [--results bench/RESULTS.md]
+                                 [--workdir DIR] [--results bench/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -223,13 +223,15 @@ def main(argv=None) -> int:
     ap.add_argument("--senders", type=int, default=2)
     ap.add_argument("--messages", type=int, default=200_000, help="STATS per round")
     ap.add_argument("--batch", type=int, default=500, help="the sink's batch setting")
+    ap.add_argument("--workdir", help="where the router's sockets and the sink's lake go "
+                                      "(default: the system's temporary directory)")
     ap.add_argument("--results", help="write the figures into this markdown file")
     args = ap.parse_args(argv)
     mp.set_start_method("fork")
     per_sender = args.messages // args.senders
     rates = {"counter": [], "sink": []}
     ratios, missing, per_line = [], 0, []
-    with tempfile.TemporaryDirectory(prefix="fw-bench-history-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fw-bench-history-", dir=args.workdir) as tmp:
         for i in range(args.rounds):
             got = {}
             for kind in (("counter", "sink") if i % 2 == 0 else ("sink", "counter")):

@@ -31,7 +31,7 @@ def _args_compact(p: argparse.ArgumentParser) -> None:
 def _args_sql(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", metavar="QUERY",
                    help="Spark SQL over the views metrics, heartbeats, results, "
-                        "notifications, registrations and hosts")
+                        "notifications, registrations, heartbeat_spans and hosts")
     p.add_argument("--json", action="store_true",
                    help="print a JSON array of rows (timestamps as ISO 8601 UTC)")
     p.add_argument("--limit", type=int, default=1000, metavar="N",

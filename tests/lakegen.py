@@ -1,4 +1,5 @@
-"""A small history lake with known answers, written straight into Parquet tables with Spark.
+"""A small history lake with known answers, written straight into Parquet tables with Spark
+(``heartbeat_spans`` folded from the heartbeats, as compaction does).
 
 Used by tests/test_history_query.py, test_history_replay.py and test_notebook.py. Every
 time is ``BASE + offset`` where BASE is a UTC midnight (by default three days ago, so the
@@ -39,7 +40,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sinks.history.schema import PARTITION, TABLES
+from sinks.history.schema import DERIVED, PARTITION, TABLES
+from sinks.history.spans import NAME, fold, of_heartbeats
 
 DAY = 86400
 INTERVAL = 600.0
@@ -73,7 +75,8 @@ class _Rows:
     """Rows of every table, each with date, ts and a fresh msg_id filled in."""
 
     def __init__(self):
-        self.tables: dict[str, list[dict]] = {name: [] for name in TABLES}
+        self.tables: dict[str, list[dict]] = {name: [] for name in TABLES
+                                              if name not in DERIVED}
         self.n = 0
 
     def add(self, table: str, t: float, uuid: str, **fields) -> None:
@@ -150,4 +153,7 @@ def make_lake(spark, root, base: float | None = None) -> Lake:
         data = [tuple(row.get(f.name) for f in schema.fields) for row in table]
         (spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite")
          .partitionBy(PARTITION).parquet(str(root / "tables" / name)))
+    heartbeats = spark.read.schema(TABLES["heartbeats"]).parquet(str(root / "tables/heartbeats"))
+    (fold(of_heartbeats(heartbeats)).coalesce(1).write.mode("overwrite")
+     .partitionBy(PARTITION).parquet(str(root / "tables" / NAME)))
     return Lake(root, base)

@@ -19,6 +19,7 @@ import pytest
 from sinks.history import manifest, synth
 from sinks.history.config import HistorySettings
 from sinks.history.manifest import Lake
+from sinks.history.spans import GAP, NAME
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIET = {"out": lambda line: None}
@@ -58,13 +59,20 @@ def landing_area(lake: Path, events: int = 400) -> dict:
     os.utime(stale, (1e9, 1e9))
     expected = {"metrics": 0, "heartbeats": 0, "results": 0, "notifications": 0,
                 "registrations": 0}
+    beats: dict[tuple, set[float]] = {}
     for line in lines:
         doc = json.loads(line)
         table = {"STATS": "metrics", "HEARTBEAT": "heartbeats", "RESULT": "results",
                  "NOTIFY": "notifications"}.get(doc["type"], "registrations")
         expected[table] += len(doc["msg"]["metrics"]) if table == "metrics" else 1
+        if table == "heartbeats":
+            ts = doc["msg"]["ts"]
+            beats.setdefault((doc["uuid"], doc["msg"].get("name"), ts // 86400), set()).add(ts)
+    # heartbeat_spans: per sender and day, a new span after each gap of GAP or more
+    spans = sum(1 + sum(1 for a, b in zip(ts, ts[1:]) if b - a >= GAP)
+                for ts in map(sorted, beats.values()))
     return {"rows": expected, "events": len(lines) + len(resent) + 4, "bad": 4,
-            "duplicates": len(resent)}
+            "duplicates": len(resent), "spans": spans}
 
 
 def settings(lake: Path, **kw) -> HistorySettings:
@@ -93,7 +101,7 @@ def lake_is_settled(lake: Path) -> None:
 
 # ---------------------------------------------------------------- a clean run
 
-def test_compaction_writes_the_five_tables_once(spark, tmp_path):
+def test_compaction_writes_the_tables_once(spark, tmp_path):
     from sinks.history.compact import compact
     from sinks.history.schema import TABLES
     lake = tmp_path / "lake"
@@ -105,7 +113,7 @@ def test_compaction_writes_the_five_tables_once(spark, tmp_path):
     assert {k: v.rows for k, v in summary.tables.items()} == want["rows"]
     assert sum(v.duplicates for v in summary.tables.values()) == want["duplicates"]
     got = tables(spark, lake)
-    assert {k: len(v) for k, v in got.items()} == want["rows"]
+    assert {k: len(v) for k, v in got.items()} == {**want["rows"], NAME: want["spans"]}
     for name, rows in got.items():
         schema = spark.read.parquet(str(lake / "tables" / name)).schema
         assert {f.name: f.dataType for f in schema} == \
@@ -123,7 +131,7 @@ def test_compaction_writes_the_five_tables_once(spark, tmp_path):
                           f".jsonl (its sink died)"
     steps = [line.split(":")[0] for line in progress[1:]]
     assert steps[:2] == ["compact", "read"] and steps[-2:] == ["commit", "compact"]
-    assert sorted(steps[2:-2]) == sorted(want["rows"])            # one line per table
+    assert sorted(steps[2:-2]) == sorted([*want["rows"], NAME])   # one line per table
     assert re.match(r"compact: run \S+ done in [\d.]+s: 5 files, \d+ events \(4 bad lines, "
                     rf"{want['duplicates']} duplicates dropped\)", progress[-1])
 
@@ -134,7 +142,8 @@ def test_compaction_writes_the_five_tables_once(spark, tmp_path):
     assert second.rows == 0 and second.events > 0
     assert sum(v.duplicates for v in second.tables.values()) == second.events
     assert not again.exists()
-    assert {k: len(v) for k, v in tables(spark, lake).items()} == want["rows"]
+    assert {k: len(v) for k, v in tables(spark, lake).items()} == \
+        {**want["rows"], NAME: want["spans"]}
 
 
 # ---------------------------------------------------------------- killed runs
@@ -242,6 +251,27 @@ def test_repeated_compactions_keep_partitions_to_a_few_files(spark, tmp_path):
     assert max(counts) <= conf.max_small_files + partitions, counts
     stored = spark.read.parquet(str(lake / "tables" / "heartbeats"))
     assert stored.count() == stored.select("msg_id").distinct().count() == beats
+
+    # each run folded its heartbeats into the date's spans: one file, the same spans as
+    # one fold of every heartbeat
+    from sinks.history.schema import TABLES
+    from sinks.history.spans import fold, of_heartbeats
+    assert len(Lake(str(lake)).partition_files(NAME, "2026-11-18")) == 1
+    spans = tables(spark, lake)[NAME]
+    heartbeats = spark.read.schema(TABLES["heartbeats"]).parquet(str(lake / "tables/heartbeats"))
+    columns = spark.read.schema(TABLES[NAME]).parquet(str(lake / "tables" / NAME)).columns
+    assert spans == sorted((tuple(r) for r in fold(of_heartbeats(heartbeats))
+                            .select(*columns).collect()), key=repr)
+    assert len(spans) < beats / 4          # 2 hosts heartbeating every few seconds
+    # a lake compacted before heartbeat_spans existed gets them at its next run, even one
+    # without landing files
+    shutil.rmtree(lake / "tables" / NAME)
+    progress = []
+    assert compact(spark, conf, out=progress.append).files == 0
+    assert any(line.startswith(f"{NAME}: ") for line in progress), progress
+    assert tables(spark, lake)[NAME] == spans
+    lake_is_settled(lake)
+    assert compact(spark, conf, out=progress.append).run == ""       # nothing left to do
 
 
 # ---------------------------------------------------------------- without Spark

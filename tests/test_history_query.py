@@ -173,6 +173,19 @@ def test_availability(h, lake):
         ("web1", 3600.0, 100.0)]
 
 
+@pytest.mark.parametrize("args", [
+    {}, {"host": "web1", "interval": "1h", "until": DAY}, {"host": "db1", "until": 43200},
+    {"since": 3000, "until": DAY + 3001.5}, {"since": 36000}, {"process": "backup"},
+    {"since": 100, "until": 105}, {"interval": 1.0}])
+def test_availability_from_spans_and_from_heartbeats(spark, h, lake, args):
+    """The lake's heartbeat_spans give what every heartbeat gives, whichever way the
+    query is asked (the spans are used only where they are exact: not for a window under
+    6 s or an interval x 3 under 6 s, which read the heartbeats either way)."""
+    args = {k: lake.at(v) if k in ("since", "until") else v for k, v in args.items()}
+    beats = History(spark, str(lake.path), use_spans=False)
+    assert h.availability(**args).collect() == beats.availability(**args).collect()
+
+
 def reference_uptime(beats, since, until, intervals, interval=None):
     """The availability rule written plainly: {(uuid, day index): (seconds, up seconds)}."""
     out = {}
@@ -192,13 +205,11 @@ def reference_uptime(beats, since, until, intervals, interval=None):
     return out
 
 
-def test_uptime_matches_the_rule_on_random_heartbeats(spark):
-    """The bucketed computation against the plain rule: mixed intervals, duplicates
-    (two routers), long and borderline gaps, midnight crossings."""
+def random_beats(seed: int, since: float, until: float) -> list[tuple]:
+    """(uuid, t, interval) heartbeats of 6 agents: mixed intervals, duplicates (two
+    routers), gaps short, borderline and long, midnight crossings."""
     import random
-    from sinks.history.query import uptime
-    rng = random.Random(7)
-    since, until = 2 * DAY - 5000.0, 4 * DAY + 3000.0
+    rng = random.Random(seed)
     beats = []
     for n in range(6):
         uuid, t = f"u{n}", since + rng.uniform(0, 400)
@@ -210,17 +221,71 @@ def test_uptime_matches_the_rule_on_random_heartbeats(spark):
             if rng.random() < 0.05:
                 iv = rng.choice([None, 5.0, 10.0, 30.0])
             eff = iv if iv and iv > 0 else 2.0
-            t += rng.choice([eff, eff * 0.5, eff * 3, eff * 3.5, eff * 40, rng.uniform(0, 5000)])
-    rows_ = [(u, datetime.fromtimestamp(t, timezone.utc), iv) for u, t, iv in beats]
-    df = spark.createDataFrame(rows_, "uuid string, ts timestamp, interval double")
+            t += rng.choice([eff, eff * 0.5, eff * 3, eff * 3.5, eff * 40, rng.uniform(0, 5000),
+                             rng.uniform(0, 6.5)])
+    return beats
+
+
+def beats_frame(spark, beats):
+    """Heartbeats as rows of the heartbeats table (the columns the queries read)."""
+    from sinks.history.query import day_of
+    rows_ = [(day_of(t), u, None, datetime.fromtimestamp(t, timezone.utc), iv)
+             for u, t, iv in beats]
+    return spark.createDataFrame(rows_, "date string, uuid string, name string, ts timestamp, "
+                                        "interval double")
+
+
+def by_day(df) -> dict:
+    return {(r["uuid"], int(datetime.fromisoformat(r["date"]).replace(
+        tzinfo=timezone.utc).timestamp()) // DAY): (r["seconds"], r["up_seconds"])
+        for r in df.collect()}
+
+
+def assert_same(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == pytest.approx(want[key], abs=1e-6), key
+
+
+def test_uptime_matches_the_rule_on_random_heartbeats(spark):
+    """The bucketed computation against the plain rule."""
+    from sinks.history.query import uptime
+    since, until = 2 * DAY - 5000.0, 4 * DAY + 3000.0
+    beats = random_beats(7, since, until)
+    df = beats_frame(spark, beats)
     for interval in (None, 20.0):
         want = reference_uptime(beats, since, until, 3.0, interval)
-        got = {(r["uuid"], int(datetime.fromisoformat(r["date"]).replace(
-            tzinfo=timezone.utc).timestamp()) // DAY): (r["seconds"], r["up_seconds"])
-            for r in uptime(spark, df, since, until, interval).collect()}
-        assert got.keys() == want.keys()
-        for key in want:
-            assert got[key] == pytest.approx(want[key], abs=1e-6), key
+        assert_same(by_day(uptime(spark, df, since, until, interval)), want)
+
+
+def test_spans_give_the_rule_exactly(spark):
+    """heartbeat_spans folded in three batches (as three compactions would, a batch
+    overlapping the one before), then cut to windows that start and end inside spans,
+    between them and at midnight: the same answer as the plain rule over the heartbeats
+    of the window."""
+    from sinks.history.query import spans_in, tile
+    from sinks.history.spans import GAP, fold, of_heartbeats
+    since, until = 2 * DAY - 5000.0, 4 * DAY + 3000.0
+    beats = sorted(random_beats(11, since, until), key=lambda b: b[1])
+    third = len(beats) // 3
+    stored = None
+    for batch in (beats[:third + 50], beats[third:2 * third], beats[2 * third - 20:]):
+        new = of_heartbeats(beats_frame(spark, batch))
+        stored = fold(new if stored is None else new.unionByName(stored)).localCheckpoint()
+    # a span is exactly a run of one day's heartbeats less than GAP apart
+    for u in sorted({b[0] for b in beats}):
+        times = sorted({t for v, t, _ in beats if v == u})
+        expected = 1 + sum(1 for a, b in zip(times, times[1:])
+                           if b - a >= GAP or int(a // DAY) != int(b // DAY))
+        assert stored.filter(f"uuid = '{u}'").count() == expected, u
+    windows = [(since, until), (2 * DAY, 3 * DAY), (2 * DAY + 1234.5, 4 * DAY - 77.7),
+               (3 * DAY + 100.0, 3 * DAY + 100.0 + GAP)]
+    for lo, hi in windows:
+        inside = [b for b in beats if lo <= b[1] < hi]
+        for interval in (None, 20.0):
+            want = reference_uptime(inside, lo, hi, 3.0, interval)
+            runs = spans_in(stored, lo, hi, interval).drop("min_eff")
+            assert_same(by_day(tile(spark, runs, lo, hi)), want)
 
 
 # ---------------------------------------------------------------- notifications
@@ -305,9 +370,9 @@ def test_expire(spark, tmp_path, capsys):
     assert sorted((p.table, p.date) for p in dropped) == sorted(
         [("registrations", day[0])] + [(t, day[1]) for t in
                                        ("metrics", "heartbeats", "results", "notifications",
-                                        "registrations")])
-    assert "dropped 6 partitions older than " + day[2] in capsys.readouterr().out
-    for table in ("metrics", "heartbeats", "results", "notifications"):
+                                        "registrations", "heartbeat_spans")])
+    assert "dropped 7 partitions older than " + day[2] in capsys.readouterr().out
+    for table in ("metrics", "heartbeats", "results", "notifications", "heartbeat_spans"):
         assert _dates(spark, lake.path, table) == [day[2]]
     assert _dates(spark, lake.path, "registrations") == []
     assert History(spark, str(lake.path)).metrics.count() == 6    # db1's 5 and mem.used

@@ -13,7 +13,9 @@ One run, holding the lake's compaction lock (``_compaction/lock``, flock):
    rows sorted by host (``schema.ORDER``) so queries for one host skip the rest. A
    date partition holding ``max_small_files`` small files or more is merged: its small
    files are rewritten together with the new rows;
-4. commit: intent, apply, manifest, settle (:mod:`sinks.history.manifest`).
+4. spans: the dates that got heartbeats get their ``heartbeat_spans`` folded again
+   (:mod:`sinks.history.spans`), staged like the rest;
+5. commit: intent, apply, manifest, settle (:mod:`sinks.history.manifest`).
 
 Progress goes to ``out`` (stdout in the CLI), one line per step, and a summary at the end.
 ``FLEETWATCH_HISTORY_CRASH=STEP`` (staged, intent, applied, committed) makes the process
@@ -37,7 +39,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
-from sinks.history import manifest, tables
+from sinks.history import manifest, spans, tables
 from sinks.history.manifest import Lake
 from sinks.history.schema import ORDER, PARTITION, TABLE_NAMES, TABLE_OF_TYPE, TABLES
 from sinks.history.sink import recover_stale
@@ -87,7 +89,7 @@ class Summary:
         return sum(t.rows for t in self.tables.values())
 
     def line(self) -> str:
-        if not self.files:
+        if not self.run:
             return "compact: no closed landing files"
         total = sum(self.steps.values())
         dups = sum(t.duplicates for t in self.tables.values())
@@ -134,7 +136,7 @@ def compact(spark, settings, out=print, hook=crash_hook, wall=time.time) -> Summ
         names = lake.closed_landing()
         if settings.max_files_per_run:
             names = names[:settings.max_files_per_run]
-        if not names:
+        if not names and not spans.missing(lake):
             out(summary.line())
             return summary
         summary.run = run = manifest.new_run_id(wall)
@@ -143,26 +145,40 @@ def compact(spark, settings, out=print, hook=crash_hook, wall=time.time) -> Summ
         summary.bytes = sum(os.path.getsize(p) for p in paths)
         summary.steps["recover"] = time.monotonic() - t0
         out(f"compact: run {run}: {len(names)} landing files ({summary.bytes / 1e6:.1f} MB)")
-
-        batch = _read(spark, paths, summary, out)
-        try:
-            dates = _dates_by_table(summary.stats)
-            t = time.monotonic()
-            todo = [name for name in TABLE_NAMES if dates.get(name)]
-            # One thread per table: Spark runs their jobs side by side, so the fixed cost of
-            # each job (planning, scheduling) overlaps instead of adding up.
-            with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
-                futures = {name: pool.submit(_table, spark, lake, settings, run, name,
-                                             batch, sorted(dates[name]), summary, out)
-                           for name in todo}
-                changes = {name: futures[name].result() for name in todo}
-            summary.steps["tables"] = time.monotonic() - t
-        finally:
-            batch.release()
+        changes = _tables(spark, lake, settings, run, paths, summary, out) if paths else {}
+        t = time.monotonic()
+        folded, n = spans.stage(spark, lake, run, sorted(changes.get("heartbeats", {})))
+        if folded:
+            changes[spans.NAME] = folded
+            summary.steps["spans"] = time.monotonic() - t
+            out(f"{spans.NAME}: {n} spans of heartbeats into {len(folded)} dates "
+                f"in {summary.steps['spans']:.1f}s")
         hook("staged")
         _commit(lake, settings, run, names, changes, summary, out, hook)
     out(summary.line())
     return summary
+
+
+def _tables(spark, lake: Lake, settings, run: str, paths: list[str], summary: Summary,
+            out) -> dict:
+    """Read the landing files and stage every table's new rows; return the intent's
+    table entries."""
+    batch = _read(spark, paths, summary, out)
+    try:
+        dates = _dates_by_table(summary.stats)
+        t = time.monotonic()
+        todo = [name for name in TABLE_NAMES if dates.get(name)]
+        # One thread per table: Spark runs their jobs side by side, so the fixed cost of
+        # each job (planning, scheduling) overlaps instead of adding up.
+        with ThreadPoolExecutor(max_workers=max(1, len(todo))) as pool:
+            futures = {name: pool.submit(_table, spark, lake, settings, run, name,
+                                         batch, sorted(dates[name]), summary, out)
+                       for name in todo}
+            changes = {name: futures[name].result() for name in todo}
+        summary.steps["tables"] = time.monotonic() - t
+    finally:
+        batch.release()
+    return changes
 
 
 @dataclass

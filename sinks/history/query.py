@@ -2,10 +2,11 @@
 
 :class:`History` opens a lake (a path, or the operator config's ``history:`` section) and
 gives one DataFrame per table (``h.metrics``, ``h.heartbeats``, ``h.results``,
-``h.notifications``, ``h.registrations``) plus the queries operators ask for again and
-again. Every query returns a lazy DataFrame (``.show()``, ``.toPandas()``, ``.collect()``);
-the rules that decide their numbers are written down here and in README "History", because
-two reasonable people would compute availability or time-in-state differently:
+``h.notifications``, ``h.registrations``, ``h.heartbeat_spans``) plus the queries operators
+ask for again and again. Every query returns a lazy DataFrame (``.show()``, ``.toPandas()``,
+``.collect()``); the rules that decide their numbers are written down here and in README
+"History", because two reasonable people would compute availability or time-in-state
+differently:
 
 - Times (``since``, ``until``) are epoch seconds, datetimes (naive ones are UTC), ISO 8601
   strings (``2026-11-20``, ``2026-11-20T10:00:00Z``) or a duration back from now (``90m``,
@@ -28,6 +29,8 @@ two reasonable people would compute availability or time-in-state differently:
   (a heartbeat without one counts with 2 s, the agent's default).
   Per UTC day: ``uptime_pct = 100 * up_seconds / seconds``, where ``seconds`` is the part
   of the day inside the window (default window: first to last heartbeat of the selection).
+  The answer is read from ``heartbeat_spans`` (sinks/history/spans.py) whenever they give
+  exactly this one, else from every heartbeat.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from sinks.history import spans
 from sinks.history.schema import PARTITION, TABLE_NAMES, TABLES
+from sinks.history.spans import counted_interval
 from sinks.hoststate import DEFAULT_INTERVAL
 from sinks.metricpaths import INTERNAL_SOURCES
 
@@ -137,14 +142,6 @@ def downsample(metrics: DataFrame, bucket: float) -> DataFrame:
             .orderBy("bucket"))
 
 
-def announced(interval: float | None = None):
-    """The interval each heartbeat counts with: ``interval`` if given, else the one it
-    announced (a missing or non-positive one: the agent's default)."""
-    said = F.when(F.col("interval") > 0, F.col("interval"))
-    given = F.lit(float(interval)) if interval else F.lit(None).cast("double")
-    return F.coalesce(given, said, F.lit(DEFAULT_INTERVAL))
-
-
 def uptime(spark: SparkSession, heartbeats: DataFrame, since: float, until: float,
            interval: float | None = None, intervals: float = 3.0,
            shortest: float | None = None) -> DataFrame:
@@ -155,27 +152,58 @@ def uptime(spark: SparkSession, heartbeats: DataFrame, since: float, until: floa
     interval: ``interval``, else ``shortest``, else read from the data) can be down, and two
     heartbeats in one bucket of that width are closer than that. So each (uuid, bucket)
     is first reduced to its first and last heartbeat, which is a map-side aggregation,
-    and only those rows are sorted per uuid: about 2 per bucket instead of every heartbeat.
-    Each row then gives its segments: [first, last) up, [last, next first) (to ``until``
-    for the last), and for a uuid's first row [since, first); they tile the window, so
-    summing their overlap with each day gives the day's seconds and its up seconds.
+    and only those runs are sorted per uuid (:func:`tile`): about 2 per bucket instead of
+    every heartbeat.
     """
-    if until <= since:
-        return spark.createDataFrame([], "uuid string, date string, seconds double, "
-                                         "up_seconds double, down_seconds double, "
-                                         "uptime_pct double")
     if interval:    # every heartbeat counts with it: nothing to carry but the times
         hb = heartbeats.select("uuid", secs().alias("t"))
         shortest = interval
         said = [F.lit(float(interval)).alias("eff_first"), F.lit(float(interval)).alias("eff")]
     else:
-        hb = heartbeats.select("uuid", secs().alias("t"), announced().alias("eff"))
+        hb = heartbeats.select("uuid", secs().alias("t"), counted_interval().alias("eff"))
         if shortest is None:
             shortest = hb.agg(F.min("eff")).first()[0] or DEFAULT_INTERVAL
         said = [F.min_by("eff", "t").alias("eff_first"), F.max_by("eff", "t").alias("eff")]
     width = intervals * shortest
     runs = (hb.groupBy("uuid", F.floor(F.col("t") / width).alias("b"))
             .agg(F.min("t").alias("first"), F.max("t").alias("last"), *said))
+    return tile(spark, runs, since, until, intervals)
+
+
+def spans_in(table: DataFrame, since: float | None, until: float | None,
+             interval: float | None = None) -> DataFrame:
+    """``heartbeat_spans`` rows as runs for :func:`tile` (uuid, first, last, eff_first,
+    eff, and min_eff, the shortest interval counted): those with a heartbeat in
+    ``since <= ts < until``, cut at ``since`` and ``until`` (why that is exact, and when:
+    sinks/history/spans.py)."""
+    first, last = secs("first"), secs("last")
+    if since is not None:
+        table = table.filter((F.col(PARTITION) >= day_of(since)) & (last >= since))
+        first = F.greatest(first, F.lit(float(since)))
+    if until is not None:
+        table = table.filter((F.col(PARTITION) <= day_of(until)) & (secs("first") < until))
+        last = F.least(last, F.lit(float(until)))
+    if interval:
+        said = [F.lit(float(interval)).alias(c) for c in ("eff_first", "eff", "min_eff")]
+    else:
+        said = [F.col("first_interval").alias("eff_first"),
+                F.col("last_interval").alias("eff"), F.col("min_interval").alias("min_eff")]
+    return table.select("uuid", first.alias("first"), last.alias("last"), *said)
+
+
+def tile(spark: SparkSession, runs: DataFrame, since: float, until: float,
+         intervals: float = 3.0) -> DataFrame:
+    """The availability of runs of heartbeats (uuid, first, last, eff_first: the interval
+    the first counts with, eff: the one the last counts with; the heartbeats of a run
+    closer together than any gap the rule can call down): per (uuid, UTC day) over
+    ``since`` .. ``until``. Each run gives its segments: [first, last) up,
+    [last, next first) (to ``until`` for the last), and for a uuid's first run
+    [since, first); they tile the window, so summing their overlap with each day gives the
+    day's seconds and its up seconds."""
+    if until <= since:
+        return spark.createDataFrame([], "uuid string, date string, seconds double, "
+                                         "up_seconds double, down_seconds double, "
+                                         "uptime_pct double")
     order = Window.partitionBy("uuid").orderBy("first")
     runs = runs.select("*", F.coalesce(F.lead("first").over(order), F.lit(float(until)))
                        .alias("next"), F.lag("first").over(order).isNull().alias("is_first"))
@@ -236,8 +264,11 @@ def segments(results: DataFrame, since: float | None, until: float) -> DataFrame
 class History:
     """One lake, its tables as DataFrames, and the ready-made queries (module docstring)."""
 
-    def __init__(self, spark: SparkSession, lake: str):
+    def __init__(self, spark: SparkSession, lake: str, use_spans: bool = True):
         self.spark, self.lake = spark, str(lake).rstrip("/")
+        #: availability from ``heartbeat_spans`` where they give the exact answer (False:
+        #: always from every heartbeat, as over a lake compaction never wrote them for)
+        self.use_spans = use_spans
         self._hosts: list | None = None
 
     @classmethod
@@ -266,19 +297,24 @@ class History:
 
     def table(self, name: str) -> DataFrame:
         """Table ``name`` (empty, with its columns, before compaction first wrote it)."""
-        schema = TABLES[name]
+        df = self._stored(name)
+        return self.spark.createDataFrame([], TABLES[name]) if df is None else df
+
+    def _stored(self, name: str) -> DataFrame | None:
+        """Table ``name``, or None if compaction never wrote it."""
         try:
-            return self.spark.read.schema(schema).parquet(self.path(name))
+            return self.spark.read.schema(TABLES[name]).parquet(self.path(name))
         except AnalysisException as e:
             if e.getCondition() != "PATH_NOT_FOUND":
                 raise
-            return self.spark.createDataFrame([], schema)
+            return None
 
     metrics = property(lambda self: self.table("metrics"))
     heartbeats = property(lambda self: self.table("heartbeats"))
     results = property(lambda self: self.table("results"))
     notifications = property(lambda self: self.table("notifications"))
     registrations = property(lambda self: self.table("registrations"))
+    heartbeat_spans = property(lambda self: self.table("heartbeat_spans"))
 
     def register(self) -> list[str]:
         """Each table (and ``hosts``) as a temporary view under its name, for :meth:`sql`."""
@@ -413,22 +449,42 @@ class History:
         """Uptime per host and UTC day: hostname, uuid, date, seconds, up_seconds,
         down_seconds, uptime_pct (rule in the module docstring). ``process``: a local
         process's heartbeats instead of the agent's."""
-        since, until = epoch(since), epoch(until)
-        df = self._of(window(self.heartbeats, since, until), host)
-        df = df.filter(F.col("name").isNull() if process is None
-                       else F.col("name") == process)
-        every = None if interval is None else seconds(interval)
-        shortest = None
-        if since is None or until is None or every is None:  # one pass for what is missing
-            first, last, shortest = df.agg(F.min(secs()), F.max(secs()),
-                                           F.min(announced(every))).first()
-            since = (first or 0.0) if since is None else since
-            until = (last or 0.0) if until is None else until
-        return (self._named(uptime(self.spark, df, since, until, every, intervals,
-                                   shortest))
+        return (self._named(self.uptime(host, since, until, interval, intervals, process))
                 .select("hostname", "uuid", "date", "seconds", "up_seconds", "down_seconds",
                         "uptime_pct")
                 .orderBy("hostname", "uuid", "date"))
+
+    def uptime(self, host=None, since=None, until=None, interval=None,
+               intervals: float = 3.0, process: str | None = None) -> DataFrame:
+        """:meth:`availability` by uuid only (no hostnames, no order): uuid, date, seconds,
+        up_seconds, down_seconds, uptime_pct. Read from ``heartbeat_spans`` when they give
+        the exact answer (sinks/history/spans.py), else from every heartbeat."""
+        since, until = epoch(since), epoch(until)
+        every = None if interval is None else seconds(interval)
+        sender = F.col("name").isNull() if process is None else F.col("name") == process
+        short = since is not None and until is not None and until - since < spans.GAP
+        stored = None if short or not self.use_spans else self._stored(spans.NAME)
+        if stored is not None:
+            runs = spans_in(self._of(stored, host).filter(sender), since, until, every)
+            window_, shortest = self._bounds(runs, "first", "last", "min_eff", since, until,
+                                             every)
+            if intervals * shortest >= spans.GAP:
+                return tile(self.spark, runs.drop("min_eff"), *window_, intervals)
+        df = self._of(window(self.heartbeats, since, until), host).filter(sender)
+        beats = df.select(secs().alias("t"), counted_interval(every).alias("eff"))
+        (since, until), shortest = self._bounds(beats, "t", "t", "eff", since, until, every)
+        return uptime(self.spark, df, since, until, every, intervals, shortest)
+
+    @staticmethod
+    def _bounds(df, first, last, interval, since, until, every):
+        """((since, until), shortest interval): the window's missing ends and, unless
+        ``every`` is given, the shortest interval, from ``df`` in one pass."""
+        if since is not None and until is not None and every is not None:
+            return (since, until), every
+        low, high, shortest = df.agg(F.min(first), F.max(last), F.min(interval)).first()
+        since = (low or 0.0) if since is None else since
+        until = (high or 0.0) if until is None else until
+        return (since, until), every or shortest or DEFAULT_INTERVAL
 
     def notification_history(self, host=None, severity=None, since=None,
                              until=None) -> DataFrame:

@@ -1,4 +1,4 @@
-"""The explicit Spark schemas of the history lake: the landing JSON lines and the five tables.
+"""The explicit Spark schemas of the history lake: the landing JSON lines and the tables.
 
 Spark never infers a schema here. Inference reads every file twice, turns a field that is
 absent from one day's files into a missing column, and guesses types from whatever values
@@ -114,7 +114,21 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
                       ("version", _S, "software version sent with it; null if absent"),
                       ("plugins", _S, "declared plugins as a JSON array text; null if absent"),
                       *_TAIL],
+    # derived by compaction from heartbeats (sinks/history/spans.py), not from messages
+    "heartbeat_spans": [
+        ("date", _S, "partition: YYYY-MM-DD (UTC) of the span's heartbeats"), _UUID,
+        ("name", _S, "as in heartbeats: a local process, or null for the agent's own"),
+        ("first", _T, "the span's first heartbeat, UTC"),
+        ("last", _T, "its last heartbeat: each one in between came less than 6 s after "
+                     "the one before"),
+        ("first_interval", _D, "the interval its first heartbeat counts with (announced, "
+                               "else 2 s)"),
+        ("last_interval", _D, "the interval its last heartbeat counts with"),
+        ("min_interval", _D, "the shortest interval among its heartbeats")],
 }
+
+#: the tables compaction derives from other tables rather than from messages
+DERIVED = ("heartbeat_spans",)
 
 #: the table names, in the order compaction writes them
 TABLE_NAMES: tuple[str, ...] = tuple(COLUMNS)
@@ -133,11 +147,13 @@ ORDER: dict[str, tuple[str, ...]] = {
     "results": ("uuid", "plugin", "ts"),
     "notifications": ("uuid", "ts"),
     "registrations": ("uuid", "ts"),
+    "heartbeat_spans": ("uuid", "name", "first"),
 }
 
 #: table -> the columns that identify a row: a duplicate key is dropped (a STATS message
 #: gives one row per metric, so its key is (msg_id, metric))
-KEYS: dict[str, tuple[str, ...]] = {name: ("msg_id",) for name in TABLE_NAMES}
+KEYS: dict[str, tuple[str, ...]] = {name: ("msg_id",) for name in TABLE_NAMES
+                                    if name not in DERIVED}
 KEYS["metrics"] = ("msg_id", "metric")
 
 

@@ -1,8 +1,8 @@
 """Synthetic landing files: a fleet's traffic without a fleet (tests, benchmarks, trying the
 notebooks). Deterministic for a seed; lines exactly as the history sink writes them.
 
-The mix per 100 consecutive events: 60 STATS (``metrics_per_stats`` metrics), 25 HEARTBEAT, 10 RESULT,
-4 NOTIFY, 1 HELLO or REGISTER; hosts ``host-000``... with uuids ``u000...``; timestamps
+The mix per 100 consecutive events: 60 STATS (``metrics_per_stats`` metrics), 25 HEARTBEAT,
+10 RESULT, 4 NOTIFY, 1 HELLO or REGISTER; hosts ``host-000``... with uuids ``u000...``; timestamps
 spread evenly over ``days`` UTC days from ``start``.
 """
 

@@ -293,7 +293,7 @@ STATS per round, no line missing in any run): 3 rounds 0.98 and 0.98; 5 rounds 1
 competing for the 2 cores) 3 rounds 1.00, 5 rounds 1.00. Single rounds range from 0.96 to
 1.03. A sink that keeps up cannot land faster than the router relays to it, so the figure
 is 1.0 less the noise between rounds; what shows that the sink is not the bottleneck is
-that it lands every line (none missing) with a third of its core to spare (capacity /
+that it lands every line (none missing) with a quarter of its core to spare (capacity /
 router 1.35).
 
 Where the time went, and what changed (per message, one process reading a filled PULL of

@@ -13,9 +13,10 @@ two consumers of the router's history PUSH:
   batch's ``received`` - first batch's), read back from the landing files.
 
 The consumer runs on the last CPU, the router and the senders on the others (with 2 cores:
-one each), in both variants. The ratio sink / counter (medians) is the figure: at least 1.0 means the sink keeps up with
-a router at full rate. A sink that does not keep up makes the router drop (counted), which
-the table shows as lines missing.
+one each), in both variants. The ratio sink / counter (medians) is the figure: 1.0 (less
+the noise between rounds) with no line missing means the sink keeps up with a router at
+full rate. A sink that does not keep up makes the router drop (counted), which the table
+shows as lines missing.
 
     python bench/history_sink.py [--rounds 3] [--senders 2] [--messages 200000]
                                  [--workdir DIR] [--results bench/RESULTS.md]

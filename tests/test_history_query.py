@@ -173,17 +173,23 @@ def test_availability(h, lake):
         ("web1", 3600.0, 100.0)]
 
 
-@pytest.mark.parametrize("args", [
-    {}, {"host": "web1", "interval": "1h", "until": DAY}, {"host": "db1", "until": 43200},
-    {"since": 3000, "until": DAY + 3001.5}, {"since": 36000}, {"process": "backup"},
-    {"since": 100, "until": 105}, {"interval": 1.0}])
-def test_availability_from_spans_and_from_heartbeats(spark, h, lake, args):
+@pytest.mark.parametrize("args,source", [
+    ({}, "heartbeat_spans"),
+    ({"host": "web1", "interval": "1h", "until": DAY}, "heartbeat_spans"),
+    ({"host": "db1", "until": 43200}, "heartbeat_spans"),
+    ({"since": 3000, "until": DAY + 3001.5}, "heartbeat_spans"),
+    ({"since": 36000}, "heartbeat_spans"),
+    ({"process": "backup"}, "heartbeat_spans"),
+    ({"since": 100, "until": 105}, "heartbeats"),        # a window under 6 s
+    ({"interval": 1.0}, "heartbeats")])                  # 3 x 1 s: under 6 s
+def test_availability_from_spans_and_from_heartbeats(spark, h, lake, args, source):
     """The lake's heartbeat_spans give what every heartbeat gives, whichever way the
-    query is asked (the spans are used only where they are exact: not for a window under
-    6 s or an interval x 3 under 6 s, which read the heartbeats either way)."""
+    query is asked; they are read wherever that is exact."""
     args = {k: lake.at(v) if k in ("since", "until") else v for k, v in args.items()}
     beats = History(spark, str(lake.path), use_spans=False)
     assert h.availability(**args).collect() == beats.availability(**args).collect()
+    read = {f.split("/tables/")[1].split("/")[0] for f in h.uptime(**args).inputFiles()}
+    assert read == {source}
 
 
 def reference_uptime(beats, since, until, intervals, interval=None):

@@ -81,6 +81,15 @@ class Lake:
         except FileNotFoundError:
             return []
 
+    def dates(self, name: str) -> list[str]:
+        """The dates of table ``name`` whose partition holds Parquet files."""
+        try:
+            entries = os.listdir(self.table(name))
+        except FileNotFoundError:
+            return []
+        return [e[len("date="):] for e in entries
+                if e.startswith("date=") and self.partition_files(name, e[len("date="):])]
+
     def partition_files(self, name: str, date: str) -> dict[str, int]:
         """The Parquet files of one table partition: name -> size in bytes."""
         path = self.partition(name, date)

@@ -118,13 +118,5 @@ def stage(spark, lake: Lake, run: str, new_dates: list[str]) -> tuple[dict, int]
 
 def missing(lake: Lake) -> list[str]:
     """The dates whose stored heartbeats have no spans yet."""
-    return sorted(set(_dates(lake, "heartbeats")) - set(_dates(lake, NAME)))
+    return sorted(set(lake.dates("heartbeats")) - set(lake.dates(NAME)))
 
-
-def _dates(lake: Lake, name: str) -> list[str]:
-    try:
-        entries = os.listdir(lake.table(name))
-    except FileNotFoundError:
-        return []
-    return [e[len("date="):] for e in entries
-            if e.startswith("date=") and lake.partition_files(name, e[len("date="):])]

@@ -11,6 +11,8 @@ commands, or runs them with ``--enable``. Paths inside the unit and the config a
 target system's: ``--root`` only prefixes where files are written (like ``DESTDIR``), and
 skips what needs the running system (the user, ownership, starting the service; with
 ``--enable`` it runs ``systemctl --root=DIR enable``, which works offline).
+Without ``--root``, a command the unit could not execute (hidden by its sandbox, or closed to
+the service user: :mod:`fleetwatch.reach`) is refused first: one line, exit status 78.
 Each step prints one line (``wrote``, ``unchanged``, ``kept``...); the last line is
 ``nothing changed`` when a second run had nothing to do (for Ansible's ``changed_when``).
 
@@ -30,14 +32,12 @@ import shutil
 import subprocess
 import sys
 
-from fleetwatch import units
-from fleetwatch.config import ConfigError, load
+from fleetwatch import reach, units
+from fleetwatch.config import EX_CONFIG, ConfigError, load
 
 EX_UNAVAILABLE = 69
 EX_CANTCREAT = 73
 EX_NOPERM = 77
-#: where an ExecStart= is hidden from the service by ProtectHome= or PrivateTmp=
-HIDDEN = ("/home/", "/root/", "/run/user/", "/tmp/", "/var/tmp/")
 
 
 class Failure(Exception):
@@ -68,6 +68,9 @@ class System:
     def ids(self, name: str) -> tuple[int, int]:
         entry = pwd.getpwnam(name)
         return entry.pw_uid, entry.pw_gid
+
+    def groups(self, name: str, gid: int) -> list[int]:
+        return os.getgrouplist(name, gid)
 
     def run(self, argv: list[str]) -> subprocess.CompletedProcess:
         try:
@@ -203,10 +206,8 @@ class Task:
         service, args = self.service, self.args
         exe = os.path.abspath(args.executable) if args.executable else units.executable()
         config_path = args.config or service.config_path
-        if exe.startswith(HIDDEN):
-            print(f"fleetwatch service: warning: ExecStart={exe} is under a directory the "
-                  f"unit hides (ProtectHome=, PrivateTmp=): install fleetwatch elsewhere, e.g. "
-                  f"a virtualenv in /opt/fleetwatch", file=sys.stderr)
+        if not self.root:
+            self.ensure_runnable(exe, args.user)
         self.ensure_user(args.user)
         owner = None if self.root else self.system.ids(args.user)
         self.ensure_state(owner)
@@ -223,6 +224,21 @@ class Task:
         if not self.changed:
             self.say("nothing changed")
         return 0
+
+    def ensure_runnable(self, exe: str, user: str) -> None:
+        """Refuse, before changing anything, a command the unit could not execute (systemd
+        would answer 203/EXEC and restart it forever): under a directory the sandbox hides,
+        or not readable by the service user, itself or its interpreter."""
+        who = reach.User(user)
+        if self.system.user_exists(user):
+            uid, gid = self.system.ids(user)
+            who = reach.User(user, uid, frozenset(self.system.groups(user, gid)))
+        found = reach.problem(exe, who, units.hidden_paths(self.service))
+        if found:
+            raise Failure(EX_CONFIG, f"{self.service.unit} could not start as user {user}: "
+                                     f"{found}; install fleetwatch in a virtualenv made from "
+                                     f"the system's Python outside /root, /home and /tmp "
+                                     f"(e.g. /usr/bin/python3 -m venv /opt/fleetwatch/venv)")
 
     def ensure_user(self, user: str) -> None:
         argv = ["useradd", "--system", "--user-group", "--home-dir", units.STATE_ROOT,

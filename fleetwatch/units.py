@@ -12,7 +12,9 @@ failure but not on a configuration error (exit 78), runs as one static system us
 the scheduler need only the network and their state directory; the agent runs plugins, so
 it keeps the whole process table (``/proc``), netlink, the users' groups and the
 ``@resources`` system calls, and it is where a drop-in adds capabilities (README, "Install
-an agent on one machine").
+an agent on one machine"). What libzmq needs under a real systemd, found by running the
+units there (tests/test_systemd.py; ``systemd-analyze verify`` cannot see it):
+``sched_setscheduler`` in every unit, netlink in the router's.
 
 Why not ``DynamicUser=``: its state directories live under ``/var/lib/private`` (mode 0700),
 where local processes could not reach the agent's intake socket, and the sinks and the
@@ -37,6 +39,13 @@ CONFIG_DIR = "/etc/fleetwatch"
 STATE_ROOT = "/var/lib/fleetwatch"
 DEFAULT_USER = "fleetwatch"
 WATCHDOG_SEC = 30
+
+#: ``@resources`` (systemd 252) without ``sched_setscheduler``: libzmq's I/O thread calls
+#: pthread_setschedparam() with the policy it already has and aborts when that fails
+#: (src/thread.cpp), so ``~@resources`` kills every process with a ZeroMQ context
+RESOURCES_REFUSED = ("ioprio_set", "mbind", "migrate_pages", "move_pages", "nice",
+                     "sched_setaffinity", "sched_setattr", "sched_setparam", "set_mempolicy",
+                     "set_mempolicy_home_node", "setpriority", "setrlimit")
 
 #: placeholder endpoints written into a default config, to be edited
 DEFAULT_ROUTERS = {"agent": "tcp://127.0.0.1:5555", "sink": "tcp://127.0.0.1:5556",
@@ -115,6 +124,13 @@ def executable() -> str:
     return os.path.abspath(found) if found else beside
 
 
+def hidden_paths(service: Service) -> tuple[str, ...]:
+    """What the unit's sandbox hides from the service (render()'s ``ProtectHome=`` and
+    ``PrivateTmp=``): nothing it executes may live there (:mod:`fleetwatch.reach`)."""
+    tmp = ("/tmp/", "/var/tmp/")
+    return tmp if service.process == "agent" else ("/home/", "/root/", "/run/user/", *tmp)
+
+
 def _quote(arg: str) -> str:
     """An ExecStart= argument: quoted when it holds spaces or quotes; ``$``/``%`` escaped."""
     arg = arg.replace("%", "%%").replace("$", "$$")
@@ -188,7 +204,14 @@ def render(service: Service, exe: str, config_path: str | None = None,
         # the agent's collectors and plugins (check_procs) read the whole process table,
         # and chown the intake socket to a group that other users hold
         unit += ["ProtectProc=invisible", "ProcSubset=pid", "PrivateUsers=yes"]
-    families = "AF_UNIX AF_INET AF_INET6" + (" AF_NETLINK" if agent else "")
+    families = "AF_UNIX AF_INET AF_INET6"
+    if agent:
+        families += " AF_NETLINK"
+    elif service.process == "router":
+        # libzmq tries a bind address as a network interface's name first (getifaddrs(),
+        # a netlink socket) and aborts if the socket is refused
+        unit.append("# netlink: libzmq's bind looks the address up among the interfaces")
+        families += " AF_NETLINK"
     unit += [
         f"RestrictAddressFamilies={families}",
         "RestrictNamespaces=yes",
@@ -202,7 +225,12 @@ def render(service: Service, exe: str, config_path: str | None = None,
         "SystemCallFilter=@system-service",
     ]
     if not agent:
-        unit.append("SystemCallFilter=~@privileged @resources")
+        unit += [
+            "SystemCallFilter=~@privileged",
+            "# @resources but sched_setscheduler: libzmq sets each I/O thread's policy",
+            "# (the one it has) and aborts if refused; RestrictRealtime= refuses real-time",
+            f"SystemCallFilter=~{' '.join(RESOURCES_REFUSED)}",
+        ]
     unit += [
         "SystemCallErrorNumber=EPERM",
         "",

@@ -23,8 +23,8 @@ from types import SimpleNamespace
 import pytest
 
 from fleet import Keys, Proc, agent_uuid_for, wait_for
+from fleetwatch import reach, units
 from fleetwatch import service as svc
-from fleetwatch import units
 from fleetwatch.config import load
 
 pytestmark = pytest.mark.timeout(120)
@@ -124,6 +124,11 @@ def test_unit_contents():
                  "SystemCallFilter=@system-service", "WantedBy=multi-user.target"):
         assert f"\n{line}\n" in router, line
     assert "StateDirectory=" not in router and "DynamicUser" not in router
+    # libzmq's I/O thread calls sched_setscheduler and aborts when refused: every @resources
+    # call but that one is refused (tests/test_systemd.py runs the units under systemd)
+    refused = re.search(r"^SystemCallFilter=~(ioprio_set .*)$", router, re.M).group(1).split()
+    assert "sched_setscheduler" not in refused and "setrlimit" in refused
+    assert not re.search(r"^SystemCallFilter=.*@resources", router, re.M)
     sink = units.render(units.Service("sink", "alerting"), exe, "/srv/fw/my sink.yaml", "fw")
     assert 'ExecStart=/opt/fleetwatch/venv/bin/fleetwatch sink alerting --config ' \
            '"/srv/fw/my sink.yaml"\n' in sink
@@ -314,6 +319,88 @@ def test_the_service_user_is_created_once_as_a_system_user():
     assert len(system.ran) == 1
     assert out.getvalue().splitlines() == ["created system user fleetwatch",
                                            "user fleetwatch exists"]
+
+
+# ---------------------------------------------------------------- what the unit can execute
+
+def me() -> reach.User:
+    """The running user: permission bits are checked against it (no root needed)."""
+    return reach.User("me", os.getuid(), frozenset([os.getgid(), *os.getgroups()]))
+
+
+def script(path: Path, interpreter: str, mode: int = 0o755) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!{interpreter}\nprint('hi')\n")
+    path.chmod(mode)
+    return path
+
+
+def test_reach_follows_links_and_interpreters(tmp_path):
+    """A virtualenv's script names bin/python, a link to the interpreter it was made from:
+    every step must be outside what the unit hides and open to the service user."""
+    home = tmp_path / "home"
+    real = script(home / "py/bin/python3.11", "/bin/sh")      # stands for an interpreter
+    venv = tmp_path / "opt/venv/bin"
+    venv.mkdir(parents=True)
+    (venv / "python").symlink_to(real)
+    exe = script(venv / "fleetwatch", str(venv / "python"))
+    assert reach.problem(str(exe), me(), ()) is None
+    hidden = (f"{home}/",)
+    assert reach.problem(str(exe), me(), hidden) == (
+        f"the interpreter of {exe}, {real} (through {venv}/python), is under {home}/, "
+        f"which the unit hides")
+    (home / "py").chmod(0o055)     # its owner may not enter it
+    try:
+        found = reach.problem(str(exe), me(), ())
+    finally:
+        (home / "py").chmod(0o755)
+    assert found == (f"the interpreter of {exe}, {real}: {home}/py is not searchable by "
+                     f"user me (mode 0055, owner {os.getuid()}:{os.getgid()})")
+
+
+@pytest.mark.parametrize("mode, word", [(0o644, "executable"), (0o311, "readable")])
+def test_reach_wants_a_script_executable_and_readable(tmp_path, mode, word):
+    exe = script(tmp_path / "fleetwatch", "/usr/bin/python3", mode)
+    assert reach.problem(str(exe), me(), ()) == \
+        f"the command, {exe} is not {word} by user me (mode {mode:04o}, " \
+        f"owner {os.getuid()}:{os.getgid()})"
+
+
+def test_reach_as_a_user_not_created_yet(tmp_path):
+    """A new system user owns nothing and has its own group: "other" bits decide."""
+    assert reach.problem("/usr/bin/python3", reach.User("new"), ()) is None
+    exe = script(tmp_path / "fleetwatch", "/usr/bin/env python3")
+    if stat.S_IMODE(tmp_path.stat().st_mode) & 0o001 == 0:    # pytest's are 0700
+        assert " is not searchable by user new (mode 0" in \
+            reach.problem(str(exe), reach.User("new"), ())
+    assert reach.problem(str(exe), me(), ()) is None     # env's python3 found on the PATH
+    assert reach.problem(str(tmp_path / "none"), me(), ()) == \
+        f"the command, {tmp_path}/none: No such file or directory"
+
+
+class NoChange(FakeSystem):
+    def ids(self, name):
+        raise AssertionError("the install went on after the check")
+
+
+@pytest.mark.parametrize("process", ["router", "agent"])
+def test_install_refuses_a_command_the_unit_could_not_execute(tmp_path, process, capsys):
+    """PrivateTmp= hides /tmp from every unit: a fleetwatch there is refused with one line
+    and exit 78, before the user, the config or the unit are touched."""
+    exe = script(tmp_path / "venv/bin/fleetwatch", "/usr/bin/python3")
+    prefix = next((p for p in units.hidden_paths(units.Service(process))
+                   if str(exe).startswith(p)), None)
+    if prefix is None:
+        pytest.skip(f"{tmp_path} is not under a directory the units hide")
+    system = NoChange()
+    status = svc.run(args(process=process, executable=str(exe)), system)
+    err = capsys.readouterr().err
+    assert status == 78 and system.ran == []
+    assert err == (f"fleetwatch service: fleetwatch-{process}.service could not start as user "
+                   f"fleetwatch: the command, {exe}, is under {prefix}, which the unit hides; "
+                   f"install fleetwatch in a virtualenv made from the system's Python outside "
+                   f"/root, /home and /tmp (e.g. /usr/bin/python3 -m venv "
+                   f"/opt/fleetwatch/venv)\n")
 
 
 # ---------------------------------------------------------------- MemoryDenyWriteExecute

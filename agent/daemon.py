@@ -5,7 +5,9 @@ liveness expiry, heartbeats, the stats collection (one STATS message per collect
 agent's own counters included), the at-most-once queue and the spool's resends. Traffic
 leaves only through alive routers; NOTIFY and REGISTER wait in the spool until every sink
 type they need (``spool.ack_from``) has ACKed them, STATS and HEARTBEAT wait in a bounded
-queue (oldest dropped, counted).
+queue (oldest dropped, counted). A spool that cannot be written (a full disk) keeps its
+bookkeeping in memory (:mod:`agent.spool`): the loop still sends, and sleeps until its next
+timer (a retry of the writes among them).
 A RUN goes to the :class:`agent.runner.Runner`; plugins run in :class:`agent.execute.Workers`
 threads, whose finished jobs wake the poller through a socket pair, so that this thread alone
 sends their RESULTs (SPEC.md 4.5).
@@ -83,7 +85,8 @@ class Agent:
         self.intake_sock: IntakeSocket | None = None
         self.queue: collections.deque = collections.deque(maxlen=max(1, cfg.stats_buffer))
         self.last_via: collections.OrderedDict = collections.OrderedDict()
-        self.declared = Declared(cfg.plugins.checks, os.path.join(cfg.state_dir, "plugins.json"))
+        self.declared = Declared(cfg.plugins.checks, os.path.join(cfg.state_dir, "plugins.json"),
+                                 cfg.local.plugins)
         self.runner = Runner(uuid, self.declared, cfg.plugins, clock=clock, wall=wall)
         self.workers = Workers(cfg.plugins.max_running, self.runner.work)
         self.counters = collections.Counter(dict.fromkeys(COUNTERS, 0))
@@ -138,8 +141,9 @@ class Agent:
             f"{t} until ACKed by {' and '.join(sorted(s))}"
             for t, s in sorted(self.spool.required.items())))
         if self.keys.enabled:
+            from fleetwatch.security import key_hint
             log.info("CURVE on: key %s (public %s), routers' key %s", self.keys.own.path,
-                     self.keys.own.public.decode(), self.keys.router.path)
+                     key_hint(self.keys.own.public), self.keys.router.path)
         else:
             log.warning("CURVE off: plain TCP to the routers (security.curve is false)")
         try:
@@ -215,6 +219,9 @@ class Agent:
             due = self.spool.next_due()
             if due is not None:
                 deadlines.append(now + (due - self.wall()))
+        retry = self.spool.next_retry()      # bookkeeping held in memory (a full disk)
+        if retry is not None:
+            deadlines.append(now + (retry - self.wall()))
         if self.unreported_drops:
             deadlines.append(self.next_drop_report)
         return min(deadlines)
@@ -238,6 +245,7 @@ class Agent:
             self._collect()
         if self.unreported_drops and now >= self.next_drop_report:
             self._report_drops(now)
+        self.spool.retry(self.wall())
         if self.links.alive():
             self._flush_queue()
             self._resend()
@@ -291,6 +299,8 @@ class Agent:
             "agent.spool.size": len(self.spool),
             "agent.spool.dropped": self.spool.dropped,
             "agent.spool.superseded": self.spool.superseded,
+            "agent.spool.write_errors": self.spool.write_errors,
+            "agent.spool.unsaved": self.spool.unsaved,
             "agent.routers.alive": len(self.links.alive()),
             "agent.routers.known": len(self.links),
             "agent.intake.received": self.intake.received,
@@ -309,9 +319,21 @@ class Agent:
         self.queue.append(msg)
 
     # ---------------------------------------------------------------- spool
-    def _spool(self, messages) -> None:
-        """Commit ``messages`` to the spool (raises sqlite3.Error when it cannot)."""
-        dropped = self.spool.add(messages)
+    def _spool(self, messages, own: bool = True) -> None:
+        """Commit ``messages`` to the spool. When it cannot (a full disk), the agent's own
+        (``own``) are sent at most once, through the STATS queue; a local process's raise
+        sqlite3.Error (the intake answers 500)."""
+        try:
+            dropped = self.spool.add(messages)
+        except sqlite3.Error as e:
+            if not own:
+                raise
+            self.throttle.warning("spool.own", "spool write failed (%s: %s): the agent's own "
+                                  "%s sent once, not spooled", type(e).__name__, e,
+                                  "/".join(sorted({m.type for m in messages})))
+            for msg in messages:
+                self._enqueue(msg)
+            return
         if dropped:
             self.unreported_drops += dropped
 
@@ -360,9 +382,10 @@ class Agent:
         if not durable:
             return
         try:
-            self._spool([msg for _, msg in durable])
+            self._spool([msg for _, msg in durable], own=False)
         except Exception as e:  # sqlite3.Error, OSError: the disk is full or gone
-            log.error("spool write failed: %s: %s", type(e).__name__, e)
+            self.throttle.warning("intake.spool", "spool write failed, %d local messages "
+                                  "refused (500): %s: %s", len(durable), type(e).__name__, e)
             for envelope, msg in durable:
                 self.intake_sock.reply(envelope, protocol.error(
                     protocol.INTERNAL, "spool write failed", ref=msg.msg_id, uuid=self.uuid))

@@ -25,6 +25,19 @@ the number deleted is kept in the database and returned to the caller, which rep
 The clock is wall time (the schedule is persisted); a ``next_at`` further ahead than
 ``max_backoff`` (the clock went back) counts as due. A spool file from before ``acked``
 existed gets the column (empty) at open and keeps its messages.
+
+A full disk (or any failed write) never stops delivery. :meth:`add` raises (the intake answers
+500), but what the spool holds is still sent and resent: bookkeeping that cannot be written
+(the resend schedule, ACKs, the deletion of complete messages) is kept in memory, in a TEMP
+table (``temp_store=MEMORY``) read through the ``spooled`` view, and :meth:`retry` writes it
+all at :meth:`next_retry`, after ``ack_timeout`` doubling up to ``max_backoff``, until it
+succeeds (a successful :meth:`add` brings the retry forward). While anything is held no write
+is tried between retries: the caller waits for the next message due, it does not spin. The
+first failure of an episode is logged once (WARNING) and counted in ``write_errors`` with
+every failed retry; ``unsaved`` is how many messages have bookkeeping only in memory (lost at
+a crash: those messages are then resent, which sinks drop as duplicates). The WAL is
+checkpointed every ``WAL_PAGES`` pages and truncated to ``WAL_LIMIT`` bytes after, so that it
+does not take a small disk for itself (SQLite's default lets it grow to 4 MiB first).
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ import sqlite3
 import time
 from typing import Iterable, NamedTuple
 
-from fleetwatch import protocol
+from fleetwatch import private, protocol
 
 from agent.config import ACK_OWNERS
 
@@ -44,6 +57,9 @@ log = logging.getLogger(__name__)
 
 #: msg_ids looked up per statement (SQLite allows 32766 parameters since 3.32, 999 before)
 _CHUNK = 500
+#: WAL checkpoint interval (pages) and size kept after a checkpoint (bytes)
+WAL_PAGES = 100
+WAL_LIMIT = 1 << 20
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -60,6 +76,22 @@ CREATE TABLE IF NOT EXISTS counters (
     name  TEXT PRIMARY KEY,
     value INTEGER NOT NULL
 );
+"""
+
+#: Bookkeeping not yet written (in memory), and the spool as it stands with it.
+HELD = """
+CREATE TEMP TABLE held (
+    seq     INTEGER PRIMARY KEY,
+    sends   INTEGER NOT NULL,
+    next_at REAL NOT NULL,
+    acked   TEXT NOT NULL,
+    done    INTEGER NOT NULL DEFAULT 0
+);
+CREATE TEMP VIEW spooled AS
+    SELECT m.seq, m.msg_id, m.type, m.body, COALESCE(h.sends, m.sends) AS sends,
+           COALESCE(h.next_at, m.next_at) AS next_at, COALESCE(h.acked, m.acked) AS acked
+    FROM main.messages AS m LEFT JOIN held AS h ON h.seq = m.seq
+    WHERE h.done IS NOT 1;
 """
 
 
@@ -87,24 +119,39 @@ class Spool:
         #: spooled type -> the sink types that must all ACK a message of it
         self.required = {t: frozenset(sinks) for t, sinks in required.items()}
         self._wanted = frozenset().union(*self.required.values())
+        if path != ":memory:":      # 0640 from the start; SQLite gives -wal and -shm its mode
+            if not private.create(path, private.GROUP):
+                os.chmod(path, private.GROUP)
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        if path != ":memory:":
-            os.chmod(path, 0o640)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute(f"PRAGMA wal_autocheckpoint={WAL_PAGES}")
+        self.db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
+        self.db.execute("PRAGMA temp_store=MEMORY")
         self.db.executescript(SCHEMA)
-        with self._tx():
-            columns = {row[1] for row in self.db.execute("PRAGMA table_info(messages)")}
-            if "acked" not in columns:      # a spool written before per-sink ACKs
-                self.db.execute("ALTER TABLE messages ADD COLUMN acked TEXT NOT NULL DEFAULT ''")
-            # After a restart, everything not yet acknowledged is due at once.
-            self.db.execute("UPDATE messages SET next_at = 0")
-            # ``ack_from`` may have changed: what it no longer waits for is complete.
-            done = [(seq,) for seq, type_, acked in self.db.execute(
-                        "SELECT seq, type, acked FROM messages WHERE acked != ''")
-                    if self._complete(type_, acked.split())]
-            self.db.executemany("DELETE FROM messages WHERE seq = ?", done)
-        self._size = self.db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        self.db.executescript(HELD)
+        #: failed writes (each failed add, write and retry); the episode is logged once
+        self.write_errors = 0
+        #: messages whose bookkeeping is held in memory, not yet written
+        self.unsaved = 0
+        self._failing = False
+        self._retry_at = 0.0
+        self._retry_delay = self.ack_timeout
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(messages)")}
+        if "acked" not in columns:          # a spool written before per-sink ACKs
+            self.db.execute("ALTER TABLE messages ADD COLUMN acked TEXT NOT NULL DEFAULT ''")
+        # ``ack_from`` may have changed: what it no longer waits for is complete.
+        done = [(seq,) for seq, type_, acked in self.db.execute(
+                    "SELECT seq, type, acked FROM messages WHERE acked != ''")
+                if self._complete(type_, acked.split())]
+        # After a restart, everything not yet acknowledged is due at once: written by
+        # retry(), or kept in memory when the disk is full (the agent starts all the same).
+        self.db.execute("INSERT INTO held (seq, sends, next_at, acked) "
+                        "SELECT seq, sends, 0, acked FROM messages")
+        self.db.executemany("UPDATE held SET done = 1 WHERE seq = ?", done)
+        self.unsaved = self.db.execute("SELECT COUNT(*) FROM held").fetchone()[0]
+        self.retry(clock())
+        self._size = self.db.execute(f"SELECT COUNT(*) FROM {self._table}").fetchone()[0]
         row = self.db.execute("SELECT value FROM counters WHERE name = 'dropped'").fetchone()
         self.dropped = row[0] if row else 0
         #: older REGISTERs of a source replaced by a newer one before they were ACKed
@@ -123,6 +170,11 @@ class Spool:
 
     def _tx(self):
         return _Transaction(self.db)
+
+    @property
+    def _table(self) -> str:
+        """Where the spool is read: the view when bookkeeping is held in memory."""
+        return "spooled" if self.unsaved else "messages"
 
     def __len__(self) -> int:
         return self._size
@@ -144,12 +196,26 @@ class Spool:
         if not rows:
             return 0
         registers = [(m.msg_id,) for m in messages if m.type == "REGISTER"]
+        try:
+            added, superseded, excess = self._add(rows, registers)
+        except sqlite3.Error as e:
+            self._failed(e, now)
+            raise
+        self._succeeded(now)
+        self._size += added - superseded - excess
+        self.superseded += superseded
+        self.dropped += excess
+        return excess
+
+    def _add(self, rows, registers) -> tuple[int, int, int]:
+        """(added, superseded, dropped), counted once the transaction is committed."""
+        superseded = 0
         with self._tx():
             before = self.db.total_changes
             self.db.executemany(
                 "INSERT OR IGNORE INTO messages (msg_id, type, body, next_at) VALUES (?,?,?,?)",
                 rows)
-            self._size += self.db.total_changes - before
+            added = self.db.total_changes - before
             if registers:
                 before = self.db.total_changes
                 self.db.executemany(
@@ -160,21 +226,16 @@ class Spool:
                     "AND json_extract(messages.body, '$.name') = "
                     "json_extract(new.body, '$.name'))", registers)
                 superseded = self.db.total_changes - before
-                self._size -= superseded
-                self.superseded += superseded
-            excess = self._size - self.max_messages
+            excess = max(0, self._size + added - superseded - self.max_messages)
             if excess > 0:
                 self.db.execute("DELETE FROM messages WHERE seq IN "
-                                "(SELECT seq FROM messages ORDER BY seq LIMIT ?)", (excess,))
+                                f"(SELECT seq FROM {self._table} ORDER BY seq LIMIT ?)",
+                                (excess,))
                 self.db.execute(
                     "INSERT INTO counters (name, value) VALUES ('dropped', ?) "
                     "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value",
                     (excess,))
-        if excess > 0:
-            self._size -= excess
-            self.dropped += excess
-            return excess
-        return 0
+        return added, superseded, excess
 
     def ack(self, msg_ids, sink: str | None = None) -> Acked:
         """Record an ACK from sink type ``sink`` (None: each message's owning type) for
@@ -185,38 +246,113 @@ class Spool:
         if sink is not None and sink not in self._wanted:
             return Acked([], len(ids))      # e.g. history's ACKs while only alerting counts
         removed, partial, ignored = [], [], 0
-        with self._tx():
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start:start + _CHUNK]
-                rows = self.db.execute(
-                    "SELECT seq, msg_id, type, acked FROM messages WHERE msg_id IN "
-                    f"({','.join('?' * len(chunk))})", chunk).fetchall()
-                for seq, msg_id, type_, acked in rows:
-                    by = sink if sink is not None else ACK_OWNERS.get(type_)
-                    need = self.required.get(type_)
-                    if need is not None and by not in need:
-                        ignored += 1
-                        continue
-                    have = acked.split()
-                    if by in have:
-                        continue                # the same sink type again (a resend's ACK)
-                    have.append(by)
-                    if self._complete(type_, have):
-                        removed.append((seq, msg_id))
-                    else:
-                        partial.append((" ".join(have), seq))
-            if removed:
-                self.db.executemany("DELETE FROM messages WHERE seq = ?",
-                                    [(seq,) for seq, _ in removed])
-            if partial:
-                self.db.executemany("UPDATE messages SET acked = ? WHERE seq = ?", partial)
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            rows = self.db.execute(
+                f"SELECT seq, msg_id, type, acked FROM {self._table} WHERE msg_id IN "
+                f"({','.join('?' * len(chunk))})", chunk).fetchall()
+            for seq, msg_id, type_, acked in rows:
+                by = sink if sink is not None else ACK_OWNERS.get(type_)
+                need = self.required.get(type_)
+                if need is not None and by not in need:
+                    ignored += 1
+                    continue
+                have = acked.split()
+                if by in have:
+                    continue                # the same sink type again (a resend's ACK)
+                have.append(by)
+                if self._complete(type_, have):
+                    removed.append((seq, msg_id))
+                else:
+                    partial.append((" ".join(have), seq))
+        gone = [(seq,) for seq, _ in removed]
+        if gone or partial:
+            self._write(gone, partial, "acked", self.clock())
         self._size -= len(removed)
         return Acked([msg_id for _, msg_id in removed], ignored)
 
     def acked_by(self, msg_id: str) -> list[str] | None:
         """The sink types that ACKed ``msg_id`` so far, or None if it is not in the spool."""
-        row = self.db.execute("SELECT acked FROM messages WHERE msg_id = ?", (msg_id,)).fetchone()
+        row = self.db.execute(f"SELECT acked FROM {self._table} WHERE msg_id = ?",
+                              (msg_id,)).fetchone()
         return None if row is None else row[0].split()
+
+    # ---------------------------------------------------------------- writing, or holding
+    def _write(self, gone, changes, columns: str, now: float) -> None:
+        """Delete the rows ``gone`` (``[(seq,)]``) and set ``columns`` (names, space separated;
+        ``changes`` are ``(values..., seq)``) in the database; in memory instead while
+        anything is held there, or when the write fails."""
+        sets = ", ".join(f"{c} = ?" for c in columns.split())
+        if not self.unsaved and not self._failing:
+            try:
+                with self._tx():
+                    self.db.executemany("DELETE FROM messages WHERE seq = ?", gone)
+                    self.db.executemany(f"UPDATE messages SET {sets} WHERE seq = ?", changes)
+                return
+            except sqlite3.Error as e:
+                self._failed(e, now)
+        with _Transaction(self.db, "BEGIN"):
+            seqs = [row[-1:] for row in changes] + list(gone)
+            self.db.executemany("INSERT OR IGNORE INTO held (seq, sends, next_at, acked) "
+                                "SELECT seq, sends, next_at, acked FROM messages "
+                                "WHERE seq = ?", seqs)
+            self.db.executemany("UPDATE held SET done = 1 WHERE seq = ?", gone)
+            self.db.executemany(f"UPDATE held SET {sets} WHERE seq = ?", changes)
+        self.unsaved = self.db.execute("SELECT COUNT(*) FROM held").fetchone()[0]
+
+    def _failed(self, error: sqlite3.Error, now: float) -> None:
+        self.write_errors += 1
+        self._retry_at = now + self._retry_delay
+        self._retry_delay = min(self._retry_delay * 2, self.max_backoff)
+        if not self._failing:
+            self._failing = True
+            log.warning("cannot write to the spool %s (%s: %s): new messages are refused, "
+                        "those spooled are still sent, their bookkeeping kept in memory and "
+                        "written once it can be (tried every %g s at most)", self.path,
+                        type(error).__name__, error, self.max_backoff)
+
+    def _succeeded(self, now: float) -> None:
+        """A write went through: write what is held at the next :meth:`retry`."""
+        if self.unsaved:
+            self._retry_at = now
+        elif self._failing:
+            self._recovered(0)
+
+    def _recovered(self, written: int) -> None:
+        if self._failing:
+            log.info("spool writable again (%s): bookkeeping of %d messages written",
+                     self.path, written)
+        self._failing = False
+        self._retry_delay = self.ack_timeout
+
+    def next_retry(self) -> float | None:
+        """The wall time at which :meth:`retry` writes what is held (None: nothing held)."""
+        return self._retry_at if self.unsaved else None
+
+    def retry(self, now: float | None = None) -> None:
+        """Write the bookkeeping held in memory, if the time has come: first the deletions
+        (they free space), then the schedule and ACKs."""
+        now = self.clock() if now is None else now
+        if not self.unsaved or now < self._retry_at:
+            return
+        written = self.unsaved
+        try:
+            with self._tx():
+                self.db.execute("DELETE FROM messages WHERE seq IN "
+                                "(SELECT seq FROM held WHERE done = 1)")
+            self.db.execute("DELETE FROM held WHERE done = 1")
+            with self._tx():
+                self.db.execute("UPDATE messages SET (sends, next_at, acked) = (SELECT "
+                                "sends, next_at, acked FROM held WHERE held.seq = messages.seq) "
+                                "WHERE seq IN (SELECT seq FROM held)")
+            self.db.execute("DELETE FROM held")
+        except sqlite3.Error as e:
+            self.unsaved = self.db.execute("SELECT COUNT(*) FROM held").fetchone()[0]
+            self._failed(e, now)
+            return
+        self.unsaved = 0
+        self._size = self.db.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        self._recovered(written)
 
     # ---------------------------------------------------------------- reading
     def _delay(self, sends: int) -> float:
@@ -226,41 +362,52 @@ class Spool:
         """Messages to send now (marked as resends after the first), rescheduled."""
         now = self.clock() if now is None else now
         rows = self.db.execute(
-            "SELECT seq, type, body, sends FROM messages WHERE next_at <= ? OR next_at > ? "
-            "ORDER BY seq LIMIT ?", (now, now + self.max_backoff, limit)).fetchall()
+            f"SELECT seq, type, body, sends FROM {self._table} "
+            "WHERE next_at <= ? OR next_at > ? ORDER BY seq LIMIT ?",
+            (now, now + self.max_backoff, limit)).fetchall()
         out, updates = [], []
         for seq, type_, body, sends in rows:
             msg = protocol.Message(type_, json.loads(body))
             out.append(protocol.resend(msg, sends) if sends else msg)
             updates.append((sends + 1, now + self._delay(sends + 1), seq))
         if updates:
-            with self._tx():
-                self.db.executemany("UPDATE messages SET sends = ?, next_at = ? WHERE seq = ?",
-                                    updates)
+            self._write([], updates, "sends next_at", now)
         return out
 
     def next_due(self) -> float | None:
         """The wall time at which the next message is due, or None if the spool is empty."""
         if not self._size:
             return None
-        row = self.db.execute("SELECT MIN(next_at) FROM messages").fetchone()
+        row = self.db.execute(f"SELECT MIN(next_at) FROM {self._table}").fetchone()
         return row[0]
 
     def pending(self) -> list[str]:
         """The msg_ids in the spool, oldest first (for tests and diagnostics)."""
-        return [r[0] for r in self.db.execute("SELECT msg_id FROM messages ORDER BY seq")]
+        return [r[0] for r in self.db.execute(f"SELECT msg_id FROM {self._table} ORDER BY seq")]
 
 
 class _Transaction:
-    """``with`` block around BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error)."""
+    """``with`` block around BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error, a failed COMMIT
+    included: SQLite may or may not have rolled back already)."""
 
-    def __init__(self, db: sqlite3.Connection):
-        self.db = db
+    def __init__(self, db: sqlite3.Connection, begin: str = "BEGIN IMMEDIATE"):
+        self.db, self.begin = db, begin
 
     def __enter__(self):
-        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute(self.begin)
         return self.db
 
     def __exit__(self, exc_type, exc, tb):
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type is None:
+            try:
+                self.db.execute("COMMIT")
+                return False
+            except sqlite3.Error:
+                self._rollback()
+                raise
+        self._rollback()
         return False
+
+    def _rollback(self) -> None:
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")

@@ -3,18 +3,24 @@
 Subcommands are registered explicitly below and imported lazily, so ``fleetwatch agent``
 loads only what the agent needs. Each module named here provides ``add_arguments(parser)``
 and ``run(args) -> int``. Config errors and unusable keys exit with status 78 (EX_CONFIG),
-usage errors with 2.
+usage errors with 2; output into a pipe whose reader left (``| head``) ends quietly with 141.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
+import signal
 import sys
 
 from fleetwatch import __version__
 from fleetwatch.config import EX_CONFIG, ConfigError
 from fleetwatch.security import SecurityError
+
+#: the status a shell shows for a command killed by SIGPIPE (``fleetwatch tail | head``)
+EX_PIPE = 128 + signal.SIGPIPE
 
 #: name -> (module, one-line help)
 COMMANDS = {
@@ -69,12 +75,32 @@ def main(argv: list[str] | None = None) -> int:
     args = parser_for(name).parse_args(argv[1:])
     module = importlib.import_module(COMMANDS[name][0])
     try:
-        return module.run(args) or 0
+        code = module.run(args) or 0
+        sys.stdout.flush()          # a reader that left shows here, not at exit
+        return code
     except (ConfigError, SecurityError) as e:  # a bad config file, a missing or bad key
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
         return EX_CONFIG
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise                   # another pipe: a bug to see, not to hide
+        # ``| head`` has read enough: exit quietly as a tool killed by SIGPIPE would. stdout
+        # goes to /dev/null so that the flush at exit cannot fail again (Python's docs,
+        # "Note on SIGPIPE").
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EX_PIPE
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError):           # no stdout, or no file descriptor behind it
+        return False
 
 
 if __name__ == "__main__":

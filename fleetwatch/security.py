@@ -125,6 +125,12 @@ def _write(path: str, kind: str, metadata: dict, public: bytes, secret: bytes | 
     os.chmod(path, mode)            # whatever the umask
 
 
+def key_hint(public: bytes | str) -> str:
+    """What a log may show of a public key (Z85 text or bytes): its first 8 characters."""
+    text = public.decode("ascii", "replace") if isinstance(public, bytes) else public
+    return text[:8] + "..."
+
+
 def read_certificate(path: str, need_secret: bool = False) -> Certificate:
     """Parse a ZPL certificate; a missing, unreadable or keyless file is a SecurityError."""
     try:

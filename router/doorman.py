@@ -20,7 +20,7 @@ from zmq.utils.monitor import parse_monitor_message
 
 from fleetwatch.logs import Throttle
 from fleetwatch.security import (Gatekeeper, Keyring, SecurityError, ServerSecurity,
-                                 _check_private, read_certificate, server)
+                                 _check_private, key_hint, read_certificate, server)
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ class Doorman:
         address = frames[3].decode("ascii", "replace")[:64] if len(frames) > 3 else "?"
         key = "?"
         if len(frames) > 6 and len(frames[6]) == 32:
-            key = z85.encode(frames[6])[:8].decode() + "..."
+            key = key_hint(z85.encode(frames[6]))
         domain = frames[2].decode("ascii", "replace")[:16] if len(frames) > 2 else "?"
         self.throttle.warning(f"zap:{reason}", "refused a connection from %s on %s: %s "
                               "(public key %s)", address, domain, reason, key)

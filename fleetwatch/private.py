@@ -1,0 +1,66 @@
+"""Files that hold secrets or private data, made with their mode whatever the umask.
+
+A file is opened with ``O_CREAT`` and its final mode at once, then ``fchmod`` (the umask can
+only narrow the mode ``open`` gives), so there is no moment when it is more open. SQLite
+gives a database's ``-wal``, ``-shm`` and journal files the mode of the database file, so
+creating the (empty) database file first with :func:`create` is enough for all of them.
+
+Modes: :data:`PRIVATE` (0600) for what one user reads (the demo's configs and logs);
+:data:`GROUP` (0640) for what the service group reads too (the state database, the spool,
+like the files the services make under ``UMask=0027``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import BinaryIO
+
+PRIVATE = 0o600
+GROUP = 0o640
+
+
+def create(path: str | os.PathLike, mode: int = PRIVATE) -> bool:
+    """Create ``path`` empty with ``mode`` unless it exists (then it is left as it is).
+
+    True when this call created it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+    return True
+
+
+def write(path: str | os.PathLike, text: str, mode: int = PRIVATE) -> None:
+    """Replace ``path`` with ``text`` (UTF-8), mode ``mode``: written to a temporary file
+    beside it and renamed, so a reader sees the old or the new file whole."""
+    tmp = f"{os.fspath(path)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            fd = -1
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def append(path: str | os.PathLike, mode: int = PRIVATE) -> BinaryIO:
+    """``path`` opened to append bytes (a log), created with ``mode``, or narrowed to it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)
+    except OSError:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "ab")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fleetwatch.config import setting
 from fleetwatch.security import ClientSecurity
 
-from agent.plugins_config import PluginsConfig
+from agent.plugins_config import PluginsConfig, command_problem, local_command_problem
 
 _ENDPOINT = re.compile(r"^(tcp://[^\s:]+:\d+|(ipc|inproc)://\S+)$")
 COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs", "uptime")
@@ -66,6 +66,11 @@ class LocalConfig:
     names: list[str] = setting(factory=lambda: ["*"],
                                help="fnmatch patterns a REGISTER's or HEARTBEAT's `name` and "
                                     "a message's `source` must match (e.g. backup-*)")
+    plugins: list[str] = setting(factory=list,
+                                 help="commands (in plugins.dirs) that plugins declared by a "
+                                      "local process may run, with the arguments the process "
+                                      "gives; empty (the default): local processes declare "
+                                      "no plugins. Never an exec-wrapper such as negate")
 
     def validate(self):
         for t in self.allow:
@@ -73,6 +78,10 @@ class LocalConfig:
                 raise ValueError(f"allow: unknown type {t!r} (known: {', '.join(INTAKE_TYPES)})")
         if not self.names:
             raise ValueError("names: expected at least one pattern (\"*\" for any name)")
+        for command in self.plugins:
+            problem = command_problem(command) or local_command_problem(command, self.plugins)
+            if problem:
+                raise ValueError(f"plugins: {problem}")
 
 
 @dataclass(frozen=True)

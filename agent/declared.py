@@ -5,9 +5,12 @@ REGISTER ``name: agent`` and its HELLO list them). A local process declares its 
 sending REGISTER ``{name: PROCESS, plugins: [{name, command, args, interval, timeout}]}``
 through the intake; a REGISTER with ``plugins`` replaces what that process declared before,
 one without leaves it alone. A process cannot take a name the config or another process
-declared. The agent forwards the REGISTER with the plugins' wire form (``name``,
-``interval``, ``timeout``: command and arguments stay on the machine), and keeps the local
-declarations in ``STATE_DIR/plugins.json`` so that they survive a restart.
+declared, and may only name a command the config lists in ``local.plugins`` (never an
+exec-wrapper such as ``negate``): the agent runs nothing its config did not allow, and
+:meth:`Declared.local_problem` says so again at every RUN. The agent forwards the REGISTER
+with the plugins' wire form (``name``, ``interval``, ``timeout``: command and arguments stay
+on the machine), and keeps the local declarations in ``STATE_DIR/plugins.json`` so that they
+survive a restart.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from dataclasses import dataclass
 
 from fleetwatch import protocol
 
-from agent.plugins_config import plugin_problem
+from agent.plugins_config import local_command_problem, plugin_problem
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +88,10 @@ def local_plugins(process: str, entries) -> list[Plugin]:
 class Declared:
     """Name -> :class:`Plugin`, for the config's checks and the local processes'."""
 
-    def __init__(self, checks=(), path: str | None = None):
+    def __init__(self, checks=(), path: str | None = None, local_commands=()):
         self.path = path
+        #: the config's ``local.plugins``: the commands local processes' plugins may run
+        self.local_commands = frozenset(local_commands)
         self.own = {c.name: Plugin(c.name, c.command, tuple(c.args), c.interval, c.timeout)
                     for c in checks}
         #: process -> {plugin name -> Plugin}
@@ -103,18 +108,38 @@ class Declared:
         if own == self.own:
             return False
         self.own = own
+        self._drop_local(lambda name, plugin: name in own and
+                         "the agent's config now declares a plugin of that name")
+        return True
+
+    def replace_local_commands(self, commands) -> None:
+        """The config's ``local.plugins`` after a reload: a local process's plugin whose
+        command is no longer allowed is dropped."""
+        self.local_commands = frozenset(commands)
+        self._drop_local(lambda name, plugin: self.local_problem(plugin))
+
+    def _drop_local(self, problem) -> None:
+        """Drop (logged, then saved) each local process's plugin for which
+        ``problem(name, plugin)`` gives a reason."""
         dropped = False
         for process, plugins in list(self.local.items()):
-            for name in [n for n in plugins if n in own]:
-                log.warning("plugin %s of process %s is now declared in the agent's config: "
-                            "the process's is dropped", name, process)
-                del plugins[name]
-                dropped = True
+            for name, plugin in list(plugins.items()):
+                reason = problem(name, plugin)
+                if reason:
+                    log.warning("plugin %s of process %s dropped: %s", name, process, reason)
+                    del plugins[name]
+                    dropped = True
             if not plugins:
                 del self.local[process]
         if dropped:
             self._save()
-        return True
+
+    def local_problem(self, plugin: Plugin, real: str | None = None) -> str | None:
+        """Why the config does not let ``plugin`` run (None: it may); the config's own
+        checks always may. ``real``: the executable its command resolves to, if known."""
+        if plugin.owner == OWN:
+            return None
+        return local_command_problem(plugin.command, self.local_commands, real)
 
     def get(self, name: str) -> Plugin | None:
         plugin = self.own.get(name)
@@ -142,7 +167,10 @@ class Declared:
         REGISTER to forward (plugins in wire form). Raises Refused (400 or 403)."""
         process = msg.get("name")
         plugins = local_plugins(process, msg.get("plugins"))
-        for plugin in plugins:
+        for i, plugin in enumerate(plugins):
+            problem = self.local_problem(plugin)
+            if problem:
+                raise Refused(protocol.FORBIDDEN, f"plugins[{i}].command: {problem}")
             owner = self.owner_of(plugin.name)
             if owner == OWN:
                 raise Refused(protocol.FORBIDDEN,
@@ -199,7 +227,10 @@ class Declared:
                 continue
             kept = {}
             for plugin in plugins:
-                if self.owner_of(plugin.name) is not None:
+                if self.local_problem(plugin):
+                    log.error("%s: plugin %s of process %s ignored: %s", self.path, plugin.name,
+                              process, self.local_problem(plugin))
+                elif self.owner_of(plugin.name) is not None:
                     log.warning("plugin %s of process %s is now declared by %s: ignored",
                                 plugin.name, process, self.owner_of(plugin.name))
                 else:

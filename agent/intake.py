@@ -2,7 +2,8 @@
 
 A local process sends SIGNATURE, TYPE, BODY from a DEALER (or a REQ: an empty delimiter is
 kept and echoed) to the agent's ROUTER. :class:`Intake` checks a message and rewrites it as
-the agent's own: ``uuid`` becomes the agent's, ``msg_id``, ``ts`` and ``source`` are kept,
+the agent's own: ``uuid`` and ``hostname`` become the agent's (a local process speaks for
+this machine only, never for another host), ``msg_id``, ``ts`` and ``source`` are kept,
 ``retry``/``dup`` are dropped (the spool owns resends). NOTIFY and REGISTER are spooled and
 committed by the daemon before it answers ACK; STATS and HEARTBEAT are queued at most once
 and answered at once. Bad input is answered ERROR (never for a foreign signature: dropped)
@@ -94,8 +95,7 @@ class Intake:
                                         uuid=self.uuid)
         body = {k: v for k, v in msg.body.items() if k not in ("retry", "dup")}
         body["uuid"] = self.uuid
-        if msg.type == "STATS" and "hostname" not in body:
-            body["hostname"] = self.hostname
+        body["hostname"] = self.hostname
         return protocol.Message(msg.type, body), None
 
     def ack(self, msg: protocol.Message) -> protocol.Message:

@@ -23,6 +23,10 @@ DEBIAN_DIR = "/usr/lib/nagios/plugins"
 MAX_TIMEOUT = 3600.0
 #: Largest ``output_limit``: a RESULT must stay far below the protocol's body limit.
 MAX_OUTPUT_LIMIT = 1024 * 1024
+#: Plugins that run a command given in their arguments (Debian's ``negate`` and ``urlize``
+#: exec their argv, ``check_by_ssh -C`` runs one through ssh): a local process never
+#: declares them, whatever ``local.plugins`` says (SECURITY.md, "Who can do what").
+EXEC_WRAPPERS = frozenset({"negate", "urlize", "check_by_ssh"})
 
 
 def default_dirs() -> list[str]:
@@ -38,6 +42,21 @@ def command_problem(command: str) -> str | None:
         return f"{command[:64]!r} is absolute: give a name inside plugins.dirs"
     if ".." in command.split("/"):
         return f"{command[:64]!r} leaves the plugin directories (..)"
+    return None
+
+
+def local_command_problem(command: str, allowed, real: str | None = None) -> str | None:
+    """Why a plugin a local process declares may not run ``command`` (None: it may).
+
+    ``allowed`` is the config's ``local.plugins``; ``real``, when known, the executable it
+    resolves to, so that a listed name linked to an exec-wrapper is refused too.
+    """
+    for name in (command, real):
+        if name is not None and os.path.basename(name) in EXEC_WRAPPERS:
+            what = f"{command[:64]!r}" + (f" ({name})" if name is real else "")
+            return f"{what} runs its arguments as a command: never from a local process"
+    if command not in allowed:
+        return f"{command[:64]!r} is not one of local.plugins in the agent's config"
     return None
 
 

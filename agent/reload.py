@@ -41,6 +41,7 @@ def apply(agent, old, new, changed: list[str]) -> None:
     if any(p.startswith("local.") for p in changed):
         agent.intake.allow = frozenset(new.local.allow)
         agent.intake.names = tuple(new.local.names)
+        agent.declared.replace_local_commands(new.local.plugins)
     if any(p.startswith("plugins.") for p in changed):
         agent.runner.cfg = new.plugins
         if new.plugins.max_running != old.plugins.max_running:

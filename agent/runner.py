@@ -6,7 +6,9 @@ Workers`), and hands each finished one to :meth:`Runner.finish`. Both return the
 send as (origin, message) pairs. Rules (SPEC.md 4.5):
 
 - only a declared plugin runs; its command must resolve (``os.path.realpath``) to an
-  executable regular file inside one of the plugin directories;
+  executable regular file inside one of the plugin directories; one a local process
+  declared must also be allowed by the config's ``local.plugins`` and never resolve to an
+  exec-wrapper (checked at every RUN: the agent runs nothing its config did not allow);
 - at most ``max_running`` run at once, ``max_queued`` more wait; past that a RUN is
   answered UNKNOWN "agent busy";
 - a command id runs once: a RUN repeating it (another router, another scheduler) gets the
@@ -215,6 +217,10 @@ class Runner:
             return self._refuse(origin, command_id, name, slot,
                                 f"plugin {name!r} is not declared by this agent")
         found = resolve(plugin.command, self.cfg.dirs)
+        if not isinstance(found, str):
+            problem = self.declared.local_problem(plugin, found[0])
+            if problem:
+                found = f"plugin {name!r} of local process {plugin.owner!r}: {problem}"
         if isinstance(found, str):
             self.counters["agent.runs.refused"] += 1
             self.throttle.warning(f"refused.{name}", "plugin %s: %s", name, found)

@@ -88,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--plugin", action="append", default=None, dest="plugins", type=_plugin,
                    metavar="'NAME=COMMAND [ARG...]'",
                    help="a plugin the agent runs for this process: COMMAND is a file in the "
-                        "agent's plugin directories, the arguments are split like a shell "
+                        "agent's plugin directories that its config lists in local.plugins, "
+                        "the arguments are split like a shell "
                         "would (but no shell runs them); repeatable. Replaces the plugins "
                         "NAME declared before")
     which.add_argument("--no-plugins", action="store_true",

@@ -9,7 +9,7 @@ from fleetwatch.security import ServerSecurity
 
 #: The default routing table of DESIGN.md: message type -> sink types.
 DEFAULT_ROUTES = {
-    "HELLO": ["registry", "history"],
+    "HELLO": ["registry", "graphite", "history"],
     "REGISTER": ["registry", "history"],
     "STATS": ["graphite", "history"],
     "HEARTBEAT": ["alerting", "history"],

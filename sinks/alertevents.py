@@ -74,12 +74,13 @@ def host_event(alert: hoststate.Alert, uuid: str, hostname: str | None, name: st
 
 
 def notify_event(row: dict, hostname: str | None, now: float) -> dict:
-    """The event of a newly recorded NOTIFY (a ``notifications`` row)."""
+    """The event of a newly recorded NOTIFY (a ``notifications`` row); ``hostname`` is the
+    caller's choice (the registry's for the uuid, else the row's)."""
     text = row.get("text") or ""
     source = row.get("source")
     extra = f"\n\nFrom {source}, sent {iso(row.get('sent_at'))}" if source else ""
     event = _event(f"{row['uuid']}/notify/{row['msg_id']}", "notify", "trigger",
-                   row.get("severity") or "error", row["uuid"], row.get("hostname") or hostname,
+                   row.get("severity") or "error", row["uuid"], hostname,
                    None, None, _line(text) or "(no text)", text + extra, now)
     if source:
         event["source"] = source

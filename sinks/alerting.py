@@ -277,7 +277,8 @@ class Pass:
                 self.counts["notify_already_recorded"] += 1
                 continue
             self.counts["notify_recorded"] += 1
-            hostname = row["hostname"] or self.hostname(row["uuid"])
+            # the registry's name for the stamped uuid (its HELLO), not the body's claim
+            hostname = self.hostname(row["uuid"]) or row["hostname"]
             self.deliver(alertevents.notify_event(row, hostname, self.now), row["source"])
 
     def results(self, rows: list[dict]) -> None:

@@ -6,9 +6,13 @@ here). Names come from :mod:`sinks.metricpaths`; graphyte builds each plaintext 
 counted) and delivers them from its own thread, so the PULL loop never waits for carbon.
 STATS and RESULT are at most once and not ACKed: :meth:`write` never fails a batch.
 
-A RESULT carries no hostname, so its paths use the hostname last seen for the agent's uuid
-in a STATS or HELLO, else the uuid itself; :class:`HostNames` keeps at most
-:data:`MAX_HOSTS` of them (least recently used forgotten).
+An agent's paths are named after the hostname of the stamped uuid, never after a body's
+claim: the hostname its HELLO gave (the default routing table sends HELLO here), or, until
+the sink sees one (it started after the agent connected), the hostname of the uuid's first
+STATS. A STATS naming another host is filed under that name all the same and counted
+``hostname_mismatch``; a RESULT, which carries no hostname, uses the same name, else the
+uuid. :class:`HostNames` keeps at most :data:`MAX_HOSTS` of them (least recently used
+forgotten).
 
 The sink's own counters go to carbon too, every ``stats_interval``, under
 ``<prefix>.fleetwatch.<sink name>.graphite.<counter>``.
@@ -37,20 +41,39 @@ NO_TAGS: dict = {}
 MAX_HOSTS = 100_000
 #: every counter this sink keeps (created at once: another thread reads them)
 COUNTERS = ("stats", "results", "hellos", "datapoints", "bad_name", "bad_metric",
-            "perfdata_bad", "perfdata_unknown", "unit_unknown", "result_no_host")
+            "perfdata_bad", "perfdata_unknown", "unit_unknown", "result_no_host",
+            "hostname_mismatch")
 
 
 class HostNames:
-    """A bounded uuid -> hostname map, least recently used forgotten first."""
+    """A bounded uuid -> hostname map, least recently used forgotten first.
+
+    A HELLO's hostname always sets the name; a STATS's only names a uuid not known yet.
+    """
 
     def __init__(self, size: int = MAX_HOSTS):
         self.size = size
         self.names: OrderedDict[str, str] = OrderedDict()
 
-    def learn(self, uuid: str, hostname) -> None:
-        if not isinstance(hostname, str) or not hostname:
-            return
-        self.names[uuid] = hostname[:255]
+    def hello(self, uuid: str, hostname) -> None:
+        """The hostname the agent gave in its HELLO (the router bound it to ``uuid``)."""
+        if isinstance(hostname, str) and hostname:
+            self._set(uuid, hostname[:255])
+
+    def claim(self, uuid: str, hostname) -> tuple[str | None, bool]:
+        """(the name for a STATS of ``uuid`` claiming ``hostname``, whether the claim was
+        overruled): the known name, else the claim, which then holds until a HELLO."""
+        known = self.get(uuid)
+        valid = isinstance(hostname, str) and hostname
+        if known is not None:
+            return known, bool(valid) and hostname[:255] != known
+        if not valid:
+            return None, False
+        self._set(uuid, hostname[:255])
+        return hostname[:255], False
+
+    def _set(self, uuid: str, hostname: str) -> None:
+        self.names[uuid] = hostname
         self.names.move_to_end(uuid)
         while len(self.names) > self.size:
             self.names.popitem(last=False)
@@ -123,18 +146,20 @@ class GraphiteSink:
         msg, uuid = relayed.message, relayed.uuid
         if msg.type == "HELLO":
             self._counts["hellos"] += 1
-            self.hosts.learn(uuid, msg.get("hostname"))
+            self.hosts.hello(uuid, msg.get("hostname"))
             return []
         if msg.type == "STATS":
             self._counts["stats"] += 1
             if msg.get("source") in INTERNAL_SOURCES:
                 points, counts = self.namer.stats(msg.get("metrics"), msg.ts, uuid, True)
             else:
-                hostname = msg.get("hostname")
-                self.hosts.learn(uuid, hostname)
-                owner = hostname if isinstance(hostname, str) and hostname else \
-                    self.hosts.get(uuid) or uuid
-                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, owner)
+                owner, overruled = self.hosts.claim(uuid, msg.get("hostname"))
+                if overruled:
+                    self._counts["hostname_mismatch"] += 1
+                    self.throttle.warning("mismatch", "agent %s sent STATS as %r: filed under "
+                                          "%r, the hostname of its HELLO", uuid,
+                                          str(msg.get("hostname"))[:64], owner)
+                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, owner or uuid)
         else:
             self._counts["results"] += 1
             owner = self.hosts.get(uuid)

@@ -2,7 +2,8 @@
 
 Paths (``<prefix>.`` is added by the sender; README "Metric paths" is the user's view):
 
-- an agent's STATS metric ``M``: ``<hostname>.M``;
+- an agent's STATS metric ``M``: ``<hostname>.M`` (the hostname of the agent's HELLO, chosen
+  by :mod:`sinks.graphite`, never a body's claim);
 - a check's perfdata label ``L`` of plugin ``P``: ``<hostname>.checks.P.L``, and the check's
   status (0 OK .. 3 UNKNOWN) as ``<hostname>.checks.P.status``;
 - a router's or sink's own counter ``C`` (STATS with ``source`` ``router`` or ``sink``):

@@ -84,7 +84,8 @@ class RegistrySink(db.DatabaseSink):
 
     def _register(self, conn, relayed: Relayed, now: float) -> int:
         msg = relayed.message
-        self._seen(conn, relayed, now, **_identity(msg))
+        # only the agent's own REGISTER names the machine (a local process's may not)
+        self._seen(conn, relayed, now, **(_identity(msg) if msg.get("name") == "agent" else {}))
         source = msg.get("name")[:255]
         declared = msg.get("plugins")
         if declared is None:

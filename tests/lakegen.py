@@ -6,9 +6,9 @@ time is ``BASE + offset`` where BASE is a UTC midnight (by default three days ag
 points fit a carbon retention of a few days and an ``expire`` cut-off can fall among the
 partitions). Days: D-1 (one HELLO), D0 and D1 (everything else).
 
-Hosts (uuid -> hostname): u-web1 web1, u-web2 web2 (its HELLO on D-1 said web2-old; STATS
-later say web2), u-db1 db1 (hostname from its HELLO and its D1 STATS), r-1 a router (STATS
-source ``router``: never a host).
+Hosts (uuid -> hostname): u-web1 web1, u-web2 web2-old (its HELLO on D-1 said so; its STATS
+later claim web2, a claim that names no host), u-db1 db1 (hostname from its HELLO and its
+D1 STATS), r-1 a router (STATS source ``router``: never a host).
 
 metrics ``cpu.user``: web1 every minute from D0 00:00, 40 points: 1..20 then 10, 20 .. 200
 (20-minute buckets: avg 10.5 / max 20 / p95 19, then avg 105 / max 200 / p95 190; overall

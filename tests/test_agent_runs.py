@@ -122,7 +122,8 @@ def test_timeout_result_and_clean_stop_while_running(fleet, routers):
 def test_local_process_declares_a_plugin_that_survives_a_restart(fleet, routers):
     r1 = routers()
     r1.auto_ack = True
-    proc, path = start_agent(fleet, [r1], plugins=plugins_section(fleet))
+    proc, path = start_agent(fleet, [r1], plugins=plugins_section(fleet),
+                             local={"plugins": ["check_dummy", "check_fast"]})
     r1.until(lambda: intake_path(fleet).exists() and r1.of_type("HEARTBEAT"), what="agent up")
     res = fleet.cli("send", "register", "backup", "--config", str(path), "--interval", "300",
                     "--plugin-timeout", "7",
@@ -170,7 +171,7 @@ def test_client_register_with_plugins(fleet, routers):
     r1 = routers()
     r1.auto_ack = True
     _, path = start_agent(fleet, [r1], plugins=plugins_section(fleet),
-                          local={"names": ["web-*"]})
+                          local={"names": ["web-*"], "plugins": ["check_fast"]})
     r1.until(lambda: intake_path(fleet).exists() and r1.of_type("HEARTBEAT"), what="agent up")
     with Client(config_path=str(path), timeout=5) as fw:
         fw.register("web-1", plugins=[plugin("web_fast", "check_fast", interval=15)])

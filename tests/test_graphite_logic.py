@@ -195,10 +195,10 @@ def test_own_counters_are_queued(sink):
 def test_hostnames_are_bounded():
     from sinks.graphite import HostNames
     hosts = HostNames(2)
-    hosts.learn("u1", "h1")
-    hosts.learn("u2", "h2")
+    hosts.hello("u1", "h1")
+    hosts.hello("u2", "h2")
     hosts.get("u1")
-    hosts.learn("u3", "h3")
+    hosts.hello("u3", "h3")
     assert (hosts.get("u1"), hosts.get("u2"), hosts.get("u3")) == ("h1", None, "h3")
 
 

@@ -84,7 +84,10 @@ def test_window_host_and_dry_run(h, history_lake):
     assert sorted(line.split()[0] for line in lines) == (
         [b"fleet.db1.checks.disk.status"] * 2 + [b"fleet.db1.cpu.user"] * 5)
     lines, _ = replayed(h, since=at(100), until=at(101))
-    assert lines == [f"fleet.web2.checks.http.status 2 {at(100):.0f}\n".encode()]
+    assert lines == [f"fleet.web2-old.checks.http.status 2 {at(100):.0f}\n".encode()]
+    # u-web2's STATS claim web2, its HELLO said web2-old: no line is filed under the claim
+    assert replayed(h, host="web2")[0] == []
+    assert len(replayed(h, host="web2-old")[0]) == 10 + 1
     capture = Capture()
     counts = Replay(h, Target(), out=lambda line: None, send=capture).run(dry_run=True)
     assert capture.batches == 0 and counts["datapoints"] == 74
@@ -98,7 +101,7 @@ def test_carbon_down_gives_up(h):
     replay = Replay(h, Target(port=free_port()), out=lambda line: None, retry_for=5.0,
                     clock=lambda: now[0], sleep=sleep)
     with pytest.raises(CarbonGone, match="gave up after 5s"):
-        replay.run(host="web2")
+        replay.run(host="web2-old")
     assert replay.counts["send_failures"] >= 3 and replay.counts["batches"] == 0
 
 
@@ -121,7 +124,7 @@ def test_replay_into_carbon(h, history_lake, tmp_path, capsys):
         return read_points(carbon.path_of(metric), since=at(-7200))
     web1 = {at(60 * i): float(i + 1 if i < 20 else 10 * (i - 19)) for i in range(40)}
     assert points("fleet.web1.cpu.user") == web1
-    assert points("fleet.web2.cpu.user") == {at(60 * i): 50.0 for i in range(10)}
+    assert points("fleet.web2-old.cpu.user") == {at(60 * i): 50.0 for i in range(10)}
     assert points("fleet.db1.cpu.user") == {at(DAY + 60 * i): 7.0 for i in range(5)}
     assert points("fleet.web1.mem.used") == {at(DAY + 3600): 123.0}
     assert points("fleet.fleetwatch.r-1.cpu.user") == {at(0): 1000.0}   # 00:00:30
@@ -130,7 +133,7 @@ def test_replay_into_carbon(h, history_lake, tmp_path, capsys):
     assert points("fleet.web1.checks.load.status") == {at(t - 60): float(s) for t, s in load}
     assert points("fleet.web1.checks.load.load1") == {at(t - 60): s / 2 + 0.25
                                                        for t, s in load}
-    assert points("fleet.web2.checks.http.status") == {at(60): 2.0}     # ts 00:01:40
+    assert points("fleet.web2-old.checks.http.status") == {at(60): 2.0}  # ts 00:01:40
     assert points("fleet.db1.checks.disk.status") == {at(DAY): 0.0, at(DAY + 600): 3.0}
 
 

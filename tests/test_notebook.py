@@ -54,11 +54,11 @@ def test_notebook_runs(spark, history_lake, monkeypatch, capsys, plots):
     assert ns["h"].lake == str(history_lake.path)
     assert (ns["HOST"], ns["METRIC"]) == ("web1", "cpu.user")
     assert [r["count"] for r in ns["series"]] == [5] * 8
-    assert [r["hostname"] for r in ns["top"]] == ["web1", "web2", "db1"]
+    assert [r["hostname"] for r in ns["top"]] == ["web1", "web2-old", "db1"]
     assert len(ns["timeline"]) == 6 and len(ns["alerts"]) == 5 and len(ns["notes"]) == 3
     assert len(ns["availability"]) == 6
     assert [(r["hostname"], r["plugin"], r["runs"], r["not_ok"]) for r in ns["by_check"]] == [
-        ("web1", "load", 7, 3), ("db1", "disk", 2, 1), ("web2", "http", 1, 1)]
+        ("web1", "load", 7, 3), ("db1", "disk", 2, 1), ("web2-old", "http", 1, 1)]
     assert "metrics                  57 rows" in out and "cpu.user on web1" in out
     if plots:
         import matplotlib.pyplot as plt

@@ -101,6 +101,8 @@ def test_scheduler_reads_the_registry_from_postgres(pg_url, fleet):
     sink.start()
     sink.write([relayed("REGISTER", name="agent", hostname="web-1",
                         plugins=[{"name": "load", "interval": 60}, {"name": "manual"}]),
+                # the host's name is its agent's own (SECURITY.md), not a local process's
+                relayed("REGISTER", uuid=U2, name="agent", hostname="db-1", plugins=[]),
                 relayed("REGISTER", uuid=U2, name="backup", hostname="db-1",
                         plugins=[{"name": "backup_age", "interval": 3600, "timeout": 30}])])
     cfg = build(SchedulerConfig, {"routers": ["tcp://127.0.0.1:9"], "state_url": pg_url})

@@ -528,7 +528,8 @@ def test_debian_plugins_through_the_runner(harness):
 
 def test_local_declarations_checked_persisted_and_config_wins(tmp_path):
     path = str(tmp_path / "plugins.json")
-    declared = Declared([check("load", "check_load")], path)
+    allowed = ["check_file_age", "x"]                            # the config's local.plugins
+    declared = Declared([check("load", "check_load")], path, allowed)
     reg = protocol.make("REGISTER", "local", name="backup", plugins=[
         {"name": "backup_age", "command": "check_file_age", "args": ["-f", "/x"],
          "interval": 300, "timeout": 20}])
@@ -539,11 +540,13 @@ def test_local_declarations_checked_persisted_and_config_wins(tmp_path):
     declared.apply("backup", plugins)
     assert declared.get("backup_age") == Plugin("backup_age", "check_file_age", ("-f", "/x"),
                                                 300.0, 20.0, "backup")
-    again = Declared([check("load", "check_load")], path)       # after a restart
+    again = Declared([check("load", "check_load")], path, allowed)       # after a restart
     assert again.get("backup_age") == declared.get("backup_age")
     for bad, status in (
             ([{"name": "load", "command": "x"}], 403),             # the config's
             ([{"name": "backup_age", "command": "x"}], 403),       # another process's
+            ([{"name": "a", "command": "check_dummy"}], 403),      # not in local.plugins
+            ([{"name": "a", "command": "negate"}], 403),           # an exec-wrapper
             (["check_disk"], 400),
             ([{"name": "a", "command": "/bin/sh"}], 400),
             ([{"name": "a", "command": "../x"}], 400),
@@ -554,5 +557,5 @@ def test_local_declarations_checked_persisted_and_config_wins(tmp_path):
             again.prepare(protocol.make("REGISTER", "local", name="other", plugins=bad))
         assert e.value.status == status, bad
     # the config takes a name a process had: the config wins after the restart
-    third = Declared([check("backup_age", "check_x")], path)
+    third = Declared([check("backup_age", "check_x")], path, allowed)
     assert third.get("backup_age").owner == "agent"

@@ -11,9 +11,12 @@ timestamp is its ``started`` (else its ts), as in the sink. Replaying twice is h
 whisper keeps one value per metric and second.
 
 Rows come from the ``metrics`` and ``results`` tables within ``--since``/``--until`` (and
-``--host``: a hostname or uuid). A STATS row names its host itself; a result is named
-after the latest hostname the lake knows for its uuid (the live sink used the one it had
-seen last, which is the same unless a host was renamed).
+``--host``: a hostname or uuid). Each row is named as the live sink named it: after the
+HELLO of its uuid at or before the row (:func:`sinks.history.hostnames.bind`, the rule
+the history queries use too), never after a STATS's claimed hostname; ``--host`` picks
+the rows so named. Before a uuid's first HELLO the lake uses that HELLO's name where the
+live sink used the first STATS's claim; a uuid with no HELLO in the lake is named by its
+uuid (a result so named is counted ``result_no_host``, as in the sink).
 
 Carbon down: the batch is retried with a backoff doubling from 0.5 s to 30 s for at most
 ``retry_for`` seconds, then the replay stops with status 1 and says how far it got; rows
@@ -34,6 +37,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sinks.carbonsend import deliver
+from sinks.history import hostnames
 from sinks.history.query import History, epoch, secs, window
 from sinks.metricpaths import INTERNAL_SOURCES, Namer, Point
 
@@ -58,42 +62,46 @@ class CarbonGone(Exception):
 
 # ---------------------------------------------------------------- rows -> points (no Spark)
 
-def metric_points(namer: Namer, row, names: dict) -> tuple[list[Point], Counter]:
-    """A ``metrics`` row (uuid, hostname, source, metric, value, t) as the sink names it."""
+def metric_points(namer: Namer, row) -> tuple[list[Point], Counter]:
+    """A ``metrics`` row (uuid, hostname bound to a HELLO, source, metric, value, t) as the
+    sink names it."""
     if row["source"] in INTERNAL_SOURCES:
         return namer.stats({row["metric"]: row["value"]}, row["t"], row["uuid"], True)
-    owner = row["hostname"] or names.get(row["uuid"]) or row["uuid"]
-    return namer.stats({row["metric"]: row["value"]}, row["t"], owner)
+    return namer.stats({row["metric"]: row["value"]}, row["t"], row["hostname"] or row["uuid"])
 
 
-def result_points(namer: Namer, row, names: dict) -> tuple[list[Point], Counter]:
-    """A ``results`` row (uuid, plugin, status, perfdata JSON text, t) as the sink names it."""
+def result_points(namer: Namer, row) -> tuple[list[Point], Counter]:
+    """A ``results`` row (uuid, hostname bound to a HELLO, plugin, status, perfdata JSON
+    text, t) as the sink names it."""
     perfdata, bad = [], Counter()
     if row["perfdata"]:
         try:
             perfdata = json.loads(row["perfdata"])
         except ValueError:
             bad["perfdata_bad"] += 1
-    owner = names.get(row["uuid"]) or row["uuid"]
+    if not row["hostname"]:
+        bad["result_no_host"] += 1
+    owner = row["hostname"] or row["uuid"]
     points, counts = namer.result(row["plugin"], row["status"], perfdata, row["t"], owner)
     return points, counts + bad
 
 
 # ---------------------------------------------------------------- the lake side
 
+def of_host(history: History, df: DataFrame, host: str | None) -> DataFrame:
+    return df if host is None else history.named_rows(df, host)
+
+
 def metric_rows(history: History, since, until, host) -> DataFrame:
-    df = window(history.metrics, since, until)
-    if host is not None:
-        df = df.filter((F.col("hostname") == host) | F.col("uuid").isin(*history.uuids(host)))
+    df = of_host(history, window(history.metrics, since, until), host)  # bound to HELLOs
     return df.select("uuid", "hostname", "source", "metric", "value", secs().alias("t"))
 
 
 def result_rows(history: History, since, until, host) -> DataFrame:
-    df = window(history.results, since, until)
-    if host is not None:
-        df = df.filter(F.col("uuid").isin(*history.uuids(host)))
-    return df.select("uuid", "plugin", F.coalesce(F.col("status"), F.lit(3)).alias("status"),
-                     "perfdata", F.coalesce(F.col("started"), secs()).alias("t"))
+    df = hostnames.bind(window(history.results, since, until), history.registrations)
+    return of_host(history, df, host).select(
+        "uuid", "hostname", "plugin", F.coalesce(F.col("status"), F.lit(3)).alias("status"),
+        "perfdata", F.coalesce(F.col("started"), secs()).alias("t"))
 
 
 class Replay:
@@ -116,8 +124,6 @@ class Replay:
     def run(self, since=None, until=None, host: str | None = None,
             dry_run: bool = False) -> Counter:
         since, until = epoch(since), epoch(until)
-        names = {r["uuid"]: r["hostname"] for r in self.history.hosts().collect()
-                 if r["hostname"]}
         sources = ((metric_rows(self.history, since, until, host), metric_points),
                    (result_rows(self.history, since, until, host), result_points))
         total = sum(df.count() for df, _ in sources)
@@ -127,7 +133,7 @@ class Replay:
         for df, points_of in sources:
             for row in df.toLocalIterator(prefetchPartitions=True):
                 self.counts["rows"] += 1
-                points, counts = points_of(self.namer, row, names)
+                points, counts = points_of(self.namer, row)
                 self.counts.update(counts)
                 self._queue(points, dry_run)
                 if self.clock() >= next_report:

@@ -2,14 +2,15 @@
 
     fleetwatch keys new agent --uuid UUID DIR     # an agent's key, bound to its uuid
     fleetwatch keys new router NAME DIR           # the routers' shared server key
-    fleetwatch keys new backend NAME DIR          # a sink's, a scheduler's or the CLI's key
+    fleetwatch keys new backend NAME DIR [NAME DIR ...]  # sinks', schedulers', the CLI's keys
     fleetwatch keys list DIR [--json]             # every certificate under DIR
 
 A certificate is a pair of zmq.auth ZPL files, ``NAME.key`` (public, 0644) and
 ``NAME.key_secret`` (secret, 0600), with ``role``, ``name`` and (agents) ``uuid`` in the
 metadata; see :mod:`fleetwatch.security`. An existing key is never overwritten: a key is
 rotated by making a new one under a new name. Exit status: 2 for usage errors (a bad uuid or
-name), 78 when a key cannot be written or read.
+name), 78 when a key cannot be written or read. Several NAME DIR pairs make several keys of
+one role; none is written when any name is bad or any of their files exists already.
 
 :func:`check_own` is used by the client processes at start: a key of the wrong role, or an
 agent key bound to another uuid, is refused there rather than by the router, later.
@@ -30,6 +31,9 @@ from fleetwatch.security import (PUBLIC_SUFFIX, SECRET_SUFFIX, ClientKeys, Secur
 
 EX_USAGE = 2
 ROLES = ("agent", "router", "backend")
+#: ``keys new --help``'s usage: the forms :func:`new_command` takes, and only those
+NEW_USAGE = ("%(prog)s agent --uuid UUID DIR [--config PATH]\n"
+             "       %(prog)s {router,backend} NAME DIR [NAME DIR ...] [--config PATH]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,12 +45,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     new = sub.add_parser("new", parents=[common],
                          help="create a certificate (NAME.key and NAME.key_secret)",
-                         description="new agent --uuid UUID DIR | new router NAME DIR | "
-                                     "new backend NAME DIR")
+                         usage=NEW_USAGE,
+                         description="Create NAME.key (0644) and NAME.key_secret (0600) in DIR; "
+                                     "an agent's key is named by its uuid. Several NAME DIR "
+                                     "pairs make several keys of one role.")
     new.add_argument("role", choices=ROLES, help="agent, router or backend")
-    new.add_argument("where", nargs="+", metavar="[NAME] DIR",
+    new.add_argument("where", nargs="+", metavar="NAME DIR",
                      help="the key's name (not for agents: their name is the uuid) and "
-                          "the directory to write it in")
+                          "the directory to write it in; router and backend keys take "
+                          "several pairs")
     new.add_argument("--uuid", help="the agent's uuid (STATE_DIR/uuid); agents only")
     lst = sub.add_parser("list", parents=[common],
                          help="show every certificate under DIR (recursively)")
@@ -78,32 +85,54 @@ def new_command(role: str, where: list[str], uuid: str | None) -> int:
         if len(where) != 1:
             return _usage("new agent --uuid UUID DIR: give the directory only (the key's "
                           "name is the uuid)")
-        name, directory = uuid, where[0]
-        metadata = {"role": "agent", "uuid": uuid, "name": uuid}
+        keys = [(uuid, where[0], {"role": "agent", "uuid": uuid, "name": uuid})]
     else:
         if uuid:
             return _usage(f"new {role}: --uuid is for agent keys only")
-        if len(where) != 2:
-            return _usage(f"new {role} NAME DIR: expected a name and a directory")
-        name, directory = where
-        metadata = {"role": role, "name": name}
-    what = "uuid" if role == "agent" else "NAME"
-    if not _valid_id(name):
-        return _usage(f"{what} {name[:80]!r}: expected 1 to {MAX_ID} letters, digits or "
-                      f"._:@- (starting with a letter or digit)")
-    try:
-        public, secret = write_certificates(directory, name, metadata)
-        cert = read_certificate(public)
-    except SecurityError as e:
-        print(f"fleetwatch keys: {e}", file=sys.stderr)
-        return EX_CONFIG
-    except OSError as e:
-        print(f"fleetwatch keys: {directory}: {e.strerror}", file=sys.stderr)
-        return EX_CONFIG
-    print(f"public  {public}")
-    print(f"secret  {secret}  (mode 0600: it stays on the machine that uses it)")
-    print(f"key     {cert.public.decode()}")
+        if len(where) % 2:
+            return _usage(f"new {role} NAME DIR [NAME DIR ...]: expected NAME DIR pairs, "
+                          f"got {len(where)} argument{'s' if len(where) > 1 else ''}")
+        keys = [(name, directory, {"role": role, "name": name})
+                for name, directory in zip(where[::2], where[1::2])]
+    problem = _check_new(role, keys)
+    if problem is not None:
+        return problem
+    for name, directory, metadata in keys:
+        try:
+            public, secret = write_certificates(directory, name, metadata)
+            cert = read_certificate(public)
+        except SecurityError as e:
+            print(f"fleetwatch keys: {e}", file=sys.stderr)
+            return EX_CONFIG
+        except OSError as e:
+            print(f"fleetwatch keys: {directory}: {e.strerror}", file=sys.stderr)
+            return EX_CONFIG
+        print(f"public  {public}")
+        print(f"secret  {secret}  (mode 0600: it stays on the machine that uses it)")
+        print(f"key     {cert.public.decode()}")
     return 0
+
+
+def _check_new(role: str, keys: list[tuple[str, str, dict]]) -> int | None:
+    """Refuse the whole command before writing anything: a bad or repeated name, or a key
+    file that exists already (exit status 2 or 78), else None."""
+    what = "uuid" if role == "agent" else "NAME"
+    seen = set()
+    for name, directory, _ in keys:
+        if not _valid_id(name):
+            return _usage(f"{what} {name[:80]!r}: expected 1 to {MAX_ID} letters, digits or "
+                          f"._:@- (starting with a letter or digit)")
+        where = (os.path.abspath(directory), name)
+        if where in seen:
+            return _usage(f"new {role}: {name} twice in {directory}")
+        seen.add(where)
+        for suffix in (PUBLIC_SUFFIX, SECRET_SUFFIX):
+            path = os.path.join(directory, name + suffix)
+            if os.path.lexists(path):
+                print(f"fleetwatch keys: {path} exists already (pick another name to rotate "
+                      f"a key)", file=sys.stderr)
+                return EX_CONFIG
+    return None
 
 
 # ---------------------------------------------------------------- list

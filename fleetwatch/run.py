@@ -14,9 +14,15 @@ can still lose the race with a very fast RESULT, and RESULT is at most once: so 
 resent, same command id, at growing intervals while we wait; the agent answers a repeated
 id with its first RESULT and does not run the plugin again.
 
+Before sending, the plugin is checked against what the agent declared in the registry
+(the state database's ``plugins``): one it did not declare is not sent (the agent would
+refuse it; ``--force`` sends it anyway, for a registry that lags the agent). When the
+registry cannot be read or does not know the agent, the RUN is sent unchecked, with a warning.
+
 Exit statuses: the plugin's 0-3 with ``--wait``; 0 once sent without it; 2 for bad
-arguments or an ambiguous hostname; 3 (Nagios UNKNOWN, "could not check") when no router
-answers or has the agent, or no RESULT arrives in time; 78 for config and key problems.
+arguments or an ambiguous hostname; 3 (Nagios UNKNOWN, "could not check") when the agent
+did not declare the plugin, no router answers or has the agent, or no RESULT arrives in
+time; 78 for config and key problems.
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ DEFAULT_WAIT = 30.0
 WAIT_MARGIN = 10.0
 #: first resend of the RUN while waiting, doubled each time up to RESEND_MAX
 RESEND_FIRST, RESEND_MAX = 1.0, 8.0
+#: declared plugins named in a refusal; more are counted
+SHOWN_PLUGINS = 20
 
 
 class Usage(Exception):
@@ -65,6 +73,8 @@ def add_arguments(parser) -> None:
                         help=f"seconds to wait for the result (default: the plugin's declared "
                              f"timeout + {WAIT_MARGIN:g}, or {DEFAULT_WAIT:g})")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--force", action="store_true",
+                        help="send even a plugin the registry says the agent did not declare")
     parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
                         help=f"operator config (default {DEFAULT_PATH})")
 
@@ -119,6 +129,27 @@ def declared_timeout(plugins: list[dict], uuid: str, plugin: str) -> float | Non
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
                 return float(value)
     return None
+
+
+def undeclared(plugins: list[dict], registry: dict[str, str | None], uuid: str,
+               plugin: str) -> list[str] | None:
+    """The plugins ``uuid`` declared, when the registry knows it and ``plugin`` is not one of
+    them (the RUN would be refused by the agent); else None (declared, or not known)."""
+    if uuid not in registry:
+        return None
+    names = sorted({r["name"] for r in plugins
+                    if r.get("uuid") == uuid and isinstance(r.get("name"), str)})
+    return None if plugin in names else names
+
+
+def refusal(who: str, plugin: str, declared: list[str]) -> str:
+    """One line: ``who`` did not declare ``plugin``, and what it did declare."""
+    shown = [n if protocol.ID_PATTERN.fullmatch(n) else ascii(n)
+             for n in declared[:SHOWN_PLUGINS]]
+    more = f" and {len(declared) - SHOWN_PLUGINS} more" if len(declared) > SHOWN_PLUGINS else ""
+    what = f"it declared {', '.join(shown)}{more}" if shown else "it declared no plugins"
+    return (f"{who} did not declare {plugin!r} ({what}, says the registry): not sent; "
+            f"--force sends it anyway")
 
 
 class Desk:
@@ -320,6 +351,9 @@ def run(args) -> int:
     except Usage as e:
         return _fail(str(e), EX_USAGE)
     who = f"{hostname} ({uuid})" if hostname else uuid
+    declared_names = undeclared(plugins, registry, uuid, args.plugin)
+    if declared_names is not None and not args.force:
+        return _fail(refusal(who, args.plugin, declared_names), EX_UNKNOWN)
     names = {a.endpoint: a.router_id or a.endpoint for a in live}
     declared = declared_timeout(plugins, uuid, args.plugin)
     wait = args.timeout or (declared + WAIT_MARGIN if declared else DEFAULT_WAIT)
@@ -346,6 +380,9 @@ def run(args) -> int:
             what = f"{who} is offline: no router has it attached" if known else \
                 f"no agent is known as {uuid!r} and no router has it attached"
             return _fail(f"{what} ({why})", EX_UNKNOWN)
+        if uuid not in registry:
+            print(f"fleetwatch run: warning: the registry does not list {who}'s plugins: "
+                  f"{args.plugin} not checked", file=sys.stderr)
         if not args.wait:
             return _sent(args, msg, uuid, hostname, accepted, refused)
         relayed = wait_result(watch, desk, msg, uuid, wait)

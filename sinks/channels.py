@@ -150,6 +150,10 @@ class EmailSender:
         self.name, self.channel, self.smtp = name, channel, smtp
         self.sender = channel.sender or f"fleetwatch@{hostname or socket.getfqdn()}"
         self.timeout = channel.timeout
+        if channel.username and not channel.starttls:     # allow_plaintext_auth (config)
+            log.warning("channel %s: SMTP AUTH as %s to %s:%d without STARTTLS: the password "
+                        "crosses the network in clear (allow_plaintext_auth: true)", name,
+                        channel.username, channel.host, channel.port)
 
     def _password(self) -> str:
         try:

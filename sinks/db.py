@@ -37,6 +37,8 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import TextClause
 
+from fleetwatch import private
+
 log = logging.getLogger(__name__)
 
 metadata = MetaData()
@@ -213,7 +215,8 @@ def engine(url: str, writer: bool = True) -> Engine:
 
     A ``writer`` creates the SQLite file's directory and takes the write lock when a
     transaction begins (``BEGIN IMMEDIATE``), so two sinks on one file wait for each other
-    (up to the busy timeout) instead of failing on a lock upgrade.
+    (up to the busy timeout) instead of failing on a lock upgrade. A new file is created
+    0640 (and SQLite gives its ``-wal`` and ``-shm`` the same mode), whatever the umask.
     """
     u = make_url(url)
     if u.get_backend_name() != "sqlite":
@@ -221,6 +224,7 @@ def engine(url: str, writer: bool = True) -> Engine:
     path = sqlite_path(u)
     if path and writer:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        private.create(path, private.GROUP)
     eng = create_engine(u, connect_args={"timeout": SQLITE_BUSY_MS / 1000})
 
     @event.listens_for(eng, "connect")
@@ -427,7 +431,8 @@ def read_agents(conn: Connection) -> list[dict]:
 
 
 def read_alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | None = None) -> list[dict]:
-    """The latest notifications, newest first; hostname filled from ``agents`` if unknown."""
+    """The latest notifications, newest first; hostname the registry's (``agents``, from the
+    agent's HELLO), the one sent with the notification only while the registry has none."""
     if not has_tables(conn, "notifications"):
         return []
     n = notifications
@@ -442,8 +447,8 @@ def read_alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | N
     rows = []
     for r in conn.execute(stmt):
         row = dict(r._mapping)
-        fallback = row.pop("agent_hostname", None)
-        row["hostname"] = row["hostname"] or fallback
+        registered = row.pop("agent_hostname", None)
+        row["hostname"] = registered or row["hostname"]
         rows.append(row)
     return rows
 
@@ -453,6 +458,29 @@ def read_alert_events(conn: Connection, limit: int = 50,
     """The latest alert events with their delivery state per channel (sinks/outbox.py)."""
     from sinks import outbox
     return outbox.read_events(conn, limit=limit, severities=severities)
+
+
+def read_alert_total(conn: Connection, severities: Sequence[str] | None = None) -> int:
+    """How many alerts ``fleetwatch alerts --limit 0`` lists: every alert event, and every
+    notification that no event was made of (``key`` ``UUID/notify/MSG_ID``)."""
+    from sqlalchemy import and_, exists, func
+    from sinks.outbox import alert_events as e
+    n = notifications
+    total, events = 0, has_tables(conn, "alert_events", "outbox")     # as read_alert_events
+    if events:
+        stmt = select(func.count()).select_from(e)
+        if severities is not None:
+            stmt = stmt.where(e.c.severity.in_(list(severities)))
+        total += conn.execute(stmt).scalar_one()
+    if has_tables(conn, "notifications"):
+        stmt = select(func.count()).select_from(n)
+        if severities is not None:
+            stmt = stmt.where(n.c.severity.in_(list(severities)))
+        if events:
+            stmt = stmt.where(~exists().where(and_(
+                e.c.kind == "notify", e.c.key == n.c.uuid + "/notify/" + n.c.msg_id)))
+        total += conn.execute(stmt).scalar_one()
+    return total
 
 
 def read_plugins(conn: Connection) -> list[dict]:

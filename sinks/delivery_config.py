@@ -18,6 +18,8 @@ A channel's settings depend on its ``type``; a channel is a mapping checked agai
 dataclass of its type, so a wrong or misspelt key stops the sink at start like any other
 setting. ``from`` is a Python keyword, hence the field ``sender`` behind it.
 Secrets are never in the file: SMTP reads its password from ``password_file`` when it sends.
+SMTP AUTH (``username``) needs ``starttls: true``, or ``allow_plaintext_auth: true`` to send
+the password in clear anyway (the sender warns when it is made).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class EmailChannel:
     ca_file: str = setting("", "CA bundle to verify the server's certificate (default: system)")
     username: str = setting("", "SMTP AUTH user (none: no AUTH)")
     password_file: str = setting("", "file holding the SMTP AUTH password (read when sending)")
+    allow_plaintext_auth: bool = setting(False, "allow AUTH without starttls: the password "
+                                                "crosses the network in clear (warned at start)")
     sender: str = setting("", "the From address (YAML key `from`; default fleetwatch@HOST)")
     to: list[str] = setting(factory=list, help="recipients: one message per alert to all")
     timeout: float = setting(10.0, "seconds for the whole SMTP conversation step")
@@ -59,6 +63,10 @@ class EmailChannel:
         if self.username and not self.password_file:
             raise ValueError("password_file: expected with username (the password itself "
                              "is never in the config)")
+        if self.username and not self.starttls and not self.allow_plaintext_auth:
+            raise ValueError("starttls: expected true with username (AUTH without STARTTLS "
+                             "sends the password in clear; allow_plaintext_auth: true "
+                             "accepts that)")
         if self.timeout <= 0:
             raise ValueError("timeout: expected a positive number of seconds")
 

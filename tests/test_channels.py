@@ -10,6 +10,7 @@ import asyncio
 import email
 import email.policy
 import json
+import logging
 import ssl
 import subprocess
 import threading
@@ -19,7 +20,7 @@ import pytest
 
 from fleetwatch.config import ConfigError, build
 from sinks.channels import (EmailSender, SendError, WebhookSender, body, dedup_key,
-                            email_message, subject, webhook_payload)
+                            email_message, senders, subject, webhook_payload)
 from sinks.delivery_config import DeliveryConfig, Rule, matches, parse_channel, route
 
 pytestmark = pytest.mark.timeout(30)
@@ -385,8 +386,29 @@ def test_email_temporary_refusal_and_server_down_are_retried():
     assert not e.value.permanent and "Connection refused" in str(e.value)
 
 
+def test_smtp_auth_in_clear_is_refused_unless_allowed(tmp_path, caplog):
+    """Issue 14 item 7: ``username`` without ``starttls`` would send the password in clear;
+    the config is refused, naming the key, unless ``allow_plaintext_auth: true`` says so,
+    and then each sender warns once when it is made (at start, at a reload)."""
+    mail = {"type": "email", "to": ["a@b.c"], "username": "u", "password_file": "/p"}
+    with pytest.raises(ConfigError) as e:
+        build(DeliveryConfig, {"channels": {"m": mail}}, "sink.yaml", "alerting.delivery")
+    assert str(e.value).startswith("sink.yaml: alerting.delivery.channels.m.starttls: ")
+    assert "allow_plaintext_auth" in str(e.value) and "\n" not in str(e.value)
+    # no AUTH, or AUTH over STARTTLS: nothing to say
+    build(DeliveryConfig, {"channels": {"m": {**mail, "starttls": True}}}, "sink.yaml")
+    build(DeliveryConfig, {"channels": {"m": {"type": "email", "to": ["a@b.c"]}}}, "sink.yaml")
+    allowed = build(DeliveryConfig, {"channels": {"m": {**mail, "allow_plaintext_auth": True}}},
+                    "sink.yaml")
+    caplog.set_level(logging.WARNING, logger="sinks.channels")
+    senders(allowed)
+    warned = [r.getMessage() for r in caplog.records if "in clear" in r.getMessage()]
+    assert len(warned) == 1 and "channel m" in warned[0], caplog.text
+
+
 def test_email_password_file_missing_is_retried_and_names_the_file(smtp, tmp_path):
-    channel = email_channel(smtp.port, username="u", password_file=str(tmp_path / "nope"))
+    channel = email_channel(smtp.port, username="u", password_file=str(tmp_path / "nope"),
+                            allow_plaintext_auth=True)
     with pytest.raises(SendError) as e:
         EmailSender("mail", channel).send(DISK, ref="8")
     assert not e.value.permanent and "nope" in str(e.value) and smtp.messages == []

@@ -169,6 +169,31 @@ def test_a_400_fails_the_row_without_a_retry_storm(eng):
 
 # ---------------------------------------------------------------- the real alerting sink
 
+def test_alerting_sink_refuses_smtp_auth_in_clear_at_start(fleet):
+    """Issue 14 item 7: exit 78 and one line naming the file and the key; with the explicit
+    opt-in the sink starts and says once that the password crosses the network in clear."""
+    mail = {"type": "email", "host": "127.0.0.1", "port": 2525, "to": ["ops@example.org"],
+            "username": "fleetwatch", "password_file": str(fleet.root / "smtp.pass")}
+    path = fleet.write("sink-mail.yaml", {
+        "routers": ["tcp://127.0.0.1:1"], "state_url": fleet.state_url,
+        "alerting": {"delivery": {"channels": {"mail": mail},
+                                  "rules": [{"channels": ["mail"]}]}}})
+    res = fleet.cli("sink", "alerting", "--config", str(path), check=False)
+    assert res.returncode == 78, res
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"fleetwatch sink: {path}: alerting.delivery.channels.mail.starttls: "), res.stderr
+    assert "allow_plaintext_auth" in lines[0]
+
+    router = fleet.router()
+    sink = fleet.sink("alerting", [router], alerting={"delivery": {
+        "channels": {"mail": {**mail, "allow_plaintext_auth": True}},
+        "rules": [{"channels": ["mail"]}]}})
+    wait_for(lambda: "in clear" in sink.log(), 20, what="the warning")
+    assert sink.alive() and sink.log().count("in clear") == 1
+
+
+
 def test_alerting_sink_delivers_a_notify_and_alerts_shows_it(fleet):
     hook = HttpReceiver().start()
     try:

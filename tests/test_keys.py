@@ -68,13 +68,35 @@ def test_an_existing_key_is_never_overwritten(fleet):
     assert res.returncode == 78 and "op.key_secret exists already" in one_line(res)
 
 
+def test_new_backend_with_several_name_dir_pairs_as_its_usage_says(fleet):
+    """Issue 14 item 17: ``keys new backend A DIR B DIR`` is what ``--help`` shows; it makes
+    both keys, and ``--help`` shows exactly the forms the parser takes."""
+    a, b = fleet.root / "a", fleet.root / "b"
+    res = fleet.cli("keys", "new", "backend", "A", str(a), "B", str(b))
+    for name, d in (("A", a), ("B", b)):
+        cert = read_certificate(str(d / f"{name}.key_secret"), need_secret=True)
+        assert cert.role == "backend" and cert.name == name
+        assert mode(d / f"{name}.key_secret") == 0o600 and str(d / f"{name}.key") in res.stdout
+    usage = fleet.cli("keys", "new", "--help").stdout
+    assert "fleetwatch keys new agent --uuid UUID DIR" in usage
+    assert "fleetwatch keys new {router,backend} NAME DIR [NAME DIR ...]" in usage
+    # An odd count, or a key that exists already, writes none of them.
+    c = fleet.root / "c"
+    res = fleet.cli("keys", "new", "backend", "C", str(c), "D", check=False)
+    assert res.returncode == 2 and "NAME DIR pairs" in one_line(res) and not c.exists()
+    res = fleet.cli("keys", "new", "backend", "C", str(c), "A", str(a), check=False)
+    assert res.returncode == 78 and "A.key exists already" in one_line(res)
+    assert not (c / "C.key").exists()
+
+
 @pytest.mark.parametrize("argv, text", [
     (["new", "agent", "--uuid", "a/b", "DIR"], "uuid 'a/b': expected 1 to 64"),
     (["new", "agent", "--uuid", "-x", "DIR"], None),   # argparse: -x is an option
     (["new", "agent", "--uuid", "x" * 65, "DIR"], "expected 1 to 64"),
     (["new", "agent", "DIR"], "--uuid UUID is required"),
     (["new", "agent", "--uuid", UUID, "NAME", "DIR"], "give the directory only"),
-    (["new", "router", "DIR"], "expected a name and a directory"),
+    (["new", "router", "DIR"], "expected NAME DIR pairs"),
+    (["new", "backend", "op", "DIR", "op", "DIR"], "op twice"),
     (["new", "router", ".hidden", "DIR"], "NAME '.hidden'"),
     (["new", "backend", "op", "DIR", "--uuid", UUID], "--uuid is for agent keys only"),
     (["new", "sink", "op", "DIR"], None),

@@ -86,7 +86,9 @@ def run(world: World, *args: str, timeout: float = 60.0) -> subprocess.Completed
 # ---------------------------------------------------------------- an undeclared plugin
 
 def test_wait_prints_the_agents_answer_and_exits_with_its_status(world):
-    res = run(world, "web-1", "nosuch", "--wait", "--timeout", "20")
+    """With --force the RUN of a plugin the registry does not list goes anyway (the registry
+    may lag the agent), and the agent's own refusal is what the operator reads."""
+    res = run(world, "web-1", "nosuch", "--wait", "--timeout", "20", "--force")
     assert res.returncode == 3, res.stderr
     assert "not declared" in res.stdout and "nosuch" in res.stdout
     # the alerting sink recorded the RESULT as the check's latest
@@ -97,7 +99,7 @@ def test_wait_prints_the_agents_answer_and_exits_with_its_status(world):
 
 
 def test_by_uuid_with_json(world):
-    res = run(world, world.uuid, "nosuch", "--wait", "--json")
+    res = run(world, world.uuid, "nosuch", "--wait", "--json", "--force")
     assert res.returncode == 3, res.stderr
     out = json.loads(res.stdout)
     assert out["uuid"] == world.uuid and out["hostname"] == "web-1"
@@ -108,12 +110,30 @@ def test_by_uuid_with_json(world):
 
 
 def test_without_wait_says_which_routers_forwarded_it(world):
-    res = run(world, "web-1", "nosuch")
+    res = run(world, "web-1", "nosuch", "--force")
     assert res.returncode == 0, res.stderr
     assert "forwarded by router-1" in res.stdout and world.uuid in res.stdout
-    out = json.loads(run(world, "web-1", "nosuch", "--json").stdout)
+    out = json.loads(run(world, "web-1", "nosuch", "--json", "--force").stdout)
     assert out["accepted"] == ["router-1"]
     assert list(out["refused"]) == ["router-2"] and "404" in out["refused"]["router-2"]
+
+
+@pytest.mark.skipif(not RUNNER, reason="the agent has no plugin runner yet (agent/runner.py)")
+def test_an_undeclared_plugin_is_refused_before_sending(world):
+    """Issue 14 item 13: the registry knows web-1 and its plugins; a RUN of one it did not
+    declare is not sent (exit 3, one line naming host, plugin and what it declared), with
+    or without --wait; a declared one still goes."""
+    for extra in ((), ("--wait",), ("--json",)):
+        res = run(world, "web-1", "nosuch", *extra, timeout=QUICK)
+        assert res.returncode == 3, res.stderr
+        assert res.stdout == ""
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1, res.stderr
+        assert f"web-1 ({world.uuid})" in lines[0] and "'nosuch'" in lines[0]
+        assert "declared boom, fine" in lines[0] and "--force" in lines[0]
+    res = run(world, "web-1", "fine")
+    assert res.returncode == 0 and "RUN cli:" in res.stdout, res.stderr
+    assert res.stderr == ""
 
 
 # ---------------------------------------------------------------- offline, ambiguous
@@ -146,10 +166,10 @@ def test_a_shared_hostname_then_a_stopped_agent(world):
 
     twin.stop()
     wait_for(lambda: not attached(world, twin_uuid), 15, what="the twin to be gone")
-    res = run(world, "web-1", "nosuch", "--wait", "--json")
+    res = run(world, "web-1", "nosuch", "--wait", "--json", "--force")
     assert res.returncode == 3 and json.loads(res.stdout)["uuid"] == world.uuid, res.stderr
     started = time.monotonic()
-    res = run(world, twin_uuid, "nosuch", "--wait", timeout=QUICK)
+    res = run(world, twin_uuid, "nosuch", "--wait", "--force", timeout=QUICK)
     assert res.returncode == 3, res.stderr
     assert f"web-1 ({twin_uuid}) is offline" in res.stderr
     print(f"offline answer in {time.monotonic() - started:.2f}s")
@@ -223,6 +243,8 @@ def test_run_wait_over_curve(fleet):
         res = run(world, "curvy", "boom" if RUNNER else "nosuch", "--wait", "--timeout", "10")
         return res if "no router has it attached" not in res.stderr else None
     res = wait_for(answered, 30, interval=0.2, what="the CURVE agent to answer")
+    # No registry sink in this fleet: the plugin is sent unchecked, and the CLI says so.
+    assert "not checked" in res.stderr and "registry" in res.stderr
     if RUNNER:
         assert res.returncode == 2 and res.stdout.strip() == "CRITICAL: boom", res.stderr
     else:

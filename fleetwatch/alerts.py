@@ -9,6 +9,7 @@ one entry, with the notification's own fields (``msg_id``, ``text``, ``received_
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -27,11 +28,22 @@ def add_arguments(parser) -> None:
     parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
                         help=f"operator config (default {DEFAULT_PATH})")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
-    parser.add_argument("--limit", type=int, default=50, metavar="N",
-                        help="show the N latest (default 50)")
+    parser.add_argument("--limit", type=_count, default=50, metavar="N",
+                        help="show the N latest (default 50; 0: all); --json says how many "
+                             "there are (total) and whether it left some out (truncated)")
     parser.add_argument("--severity", choices=SEVERITIES, metavar="S",
                         help=f"only S and more severe ({', '.join(SEVERITIES)}; a check's "
                              f"UNKNOWN counts as error)")
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of alerts, 0 for all; got {text!r}")
+    return value
 
 
 def at_least(severity: str | None) -> list[str] | None:
@@ -39,7 +51,7 @@ def at_least(severity: str | None) -> list[str] | None:
     return None if severity is None else [s for s, r in RANK.items() if r >= RANK[severity]]
 
 
-def merge(notifications: list[dict], events: list[dict], limit: int) -> list[dict]:
+def merge(notifications: list[dict], events: list[dict], limit: int | None) -> list[dict]:
     """One entry per alert, newest first: events, each NOTIFY joined to its event."""
     by_msg = {n["msg_id"]: n for n in notifications}
     out = []
@@ -75,12 +87,13 @@ def run(args) -> int:
     config = load(OperatorConfig, args.config)
     from sinks import EX_UNAVAILABLE, MissingDependency
     from fleetwatch.statedb import Reader, StateError
-    limit, severities = max(args.limit, 0), at_least(args.severity)
+    limit, severities = args.limit or None, at_least(args.severity)
     try:
         reader = Reader(config.state_url)
         try:
             notifications = reader.read("alerts", limit=limit, severities=severities)
             events = reader.read("alert_events", limit=limit, severities=severities)
+            total = reader.read("alert_total", severities=severities) or 0
         finally:
             reader.close()
     except (MissingDependency, StateError) as e:
@@ -92,12 +105,17 @@ def run(args) -> int:
         alert["deliveries"] = [{**d, "sent_at": iso(d.get("sent_at")),
                                 "next_attempt": iso(d.get("next_attempt"))}
                                for d in alert["deliveries"] or []]
+    total = max(total, len(alerts))     # (an alert recorded between the reads)
     if args.json:
-        print(json.dumps({"alerts": alerts}, indent=2, ensure_ascii=False))
+        print(json.dumps({"alerts": alerts, "total": total, "truncated": total > len(alerts)},
+                         indent=2, ensure_ascii=False))
         return 0
     for alert in alerts:
         alert["what"] = alert["check"] or alert["kind"]
         alert["delivery"] = delivery_cell(alert["deliveries"])
         alert["text"] = " ".join(str(alert["text"] or "").split())[:80]
     print(table(alerts, ["received_at", "severity", "hostname", "what", "text", "delivery"]))
+    if total > len(alerts):
+        print(f"(the latest {len(alerts)} of {total} alerts; --limit 0 for all)",
+              file=sys.stderr)
     return 0

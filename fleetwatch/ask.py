@@ -88,12 +88,37 @@ def replies(sock: zmq.Socket, on_bad) -> Iterator[Message]:
         yield msg
 
 
-def request(type_: str) -> Message:
-    """The request body for ``type_`` (PEERS or HELLO) from the CLI."""
+def request(type_: str, **fields) -> Message:
+    """The request body for ``type_`` (PEERS or HELLO) from the CLI; ``fields`` for PEERS
+    (``after``: the next page, SPEC 4.3)."""
     if type_ == "HELLO":
         return protocol.make("HELLO", cli_id(), hostname=socket.gethostname(), heartbeat=1.0,
                              version=__version__, role="cli")
-    return protocol.make(type_, cli_id())
+    return protocol.make(type_, cli_id(), **fields)
+
+
+#: most PEERS pages followed from one router (10 million agents): a bound on the loop
+MAX_PAGES = 10_000
+
+
+class Listing:
+    """A router's PEERS answer gathered page by page (SPEC 4.3)."""
+
+    def __init__(self):
+        self.agents: list = []
+        self.pages = 0
+
+    def add(self, page: Message) -> str | None:
+        """Take one page; return the ``after`` to ask for next, None when it is complete."""
+        self.agents.extend(page.get("agents") or [])
+        self.pages += 1
+        nxt = page.get("next")
+        return nxt if nxt and self.pages < MAX_PAGES else None
+
+    def whole(self, last: Message) -> Message:
+        """The listing as one PEERS answer: the last page's fields with every page's agents."""
+        body = {k: v for k, v in last.body.items() if k != "next"}
+        return Message("PEERS", {**body, "agents": self.agents})
 
 
 def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
@@ -102,13 +127,16 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
     """Send each of ``types`` to every endpoint; wait at most ``timeout`` seconds in all.
 
     Answers are kept by their type (HELLO is answered by WELCOME, PEERS by PEERS); an ERROR
-    proves the router is there and is kept under ``ERROR``.
+    proves the router is there and is kept under ``ERROR``. A PEERS answer with ``next`` is
+    followed page by page on the same connection (SPEC 4.3) and kept as one answer listing
+    every page's agents, once the last page came within the deadline.
     """
     ctx = ctx or zmq.Context.instance()
     answers = [Answer(e) for e in endpoints]
     sockets: dict[zmq.Socket, Answer] = {}
     monitors: dict[zmq.Socket, zmq.Socket] = {}     # monitor -> its socket
     poller = zmq.Poller()
+    listings: dict[zmq.Socket, Listing] = {}
     try:
         for answer in answers:
             sock = ctx.socket(zmq.DEALER)
@@ -154,12 +182,25 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
                 for msg in replies(sock, lambda e: setattr(answer, "problem", f"bad answer: {e}")):
                     if msg.type == "ERROR":
                         answer.problem = f"ERROR {msg.get('status')} {msg.get('reason')}"
+                    elif msg.type == "PEERS":
+                        listing = listings.setdefault(sock, Listing())
+                        after = listing.add(msg)
+                        if after is not None:
+                            sock.send_multipart(protocol.encode_control(
+                                request("PEERS", after=after)), zmq.NOBLOCK)
+                            continue
+                        msg = listing.whole(msg)
                     answer.replies[msg.type] = msg
                 if len(answer.replies) >= len(types):
                     waiting.discard(sock)
                     poller.unregister(sock)
         for sock in waiting:
             answer = sockets[sock]
+            listing = listings.get(sock)
+            if listing is not None and "PEERS" not in answer.replies:
+                answer.problem = answer.problem or (
+                    f"PEERS listing incomplete within {timeout:g}s ({len(listing.agents)} "
+                    f"agents in {listing.pages} pages)")
             answer.problem = answer.problem or f"no answer within {timeout:g}s"
     finally:
         for monitor, sock in monitors.items():

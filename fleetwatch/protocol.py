@@ -24,6 +24,7 @@ frames, not five (bench/RESULTS.md), and it doubles as the tail topic, so subscr
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -74,6 +75,12 @@ STATUS_TEXT = {
 }
 
 SEVERITIES = ("debug", "info", "warning", "error", "critical")
+
+#: Times a receiver takes (``ts``, RESULT ``started``; SPEC 4): epoch seconds from
+#: 1970-01-01T00:00:00Z up to, not including, 10000-01-01T00:00:00Z. A wrong but dated clock
+#: passes; a number no date can show does not.
+TS_MIN = 0.0
+TS_END = 253402300800.0
 
 _NUMBER = (int, float)
 _STR = (str,)
@@ -128,11 +135,15 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "started": (_NUMBER, False),
         "duration": (_NUMBER, False),
     },
-    "PEERS": {"agents": (_LIST, False), "router": (_STR, False)},
+    "PEERS": {"agents": (_LIST, False), "router": (_STR, False), "after": (_STR, False),
+              "limit": ((int,), False), "total": ((int,), False), "next": (_STR, False)},
     "ERROR": {"status": ((int,), True), "reason": (_STR, True), "ref": (_STR, False)},
 }
 TYPES = frozenset(SCHEMAS)
 TYPE_FRAMES = frozenset(t.encode() for t in TYPES)
+
+#: Most agents one PEERS answer lists (SPEC 4.3); its body also stays within MAX_BODY.
+PEERS_PAGE = 1000
 
 #: What an agent may send on the agents socket, and what the router relays to sinks.
 AGENT_TYPES = frozenset({"HELLO", "HEARTBEAT", "STATS", "NOTIFY", "REGISTER", "RESULT"})
@@ -304,8 +315,10 @@ def _check_values(type_: str, body: dict) -> None:
     if not ID_PATTERN.fullmatch(body["uuid"]):
         raise ProtocolError(BAD_REQUEST, f"{type_}: uuid must be 1 to {MAX_ID} letters, digits "
                                          f"or ._:@- (not starting with a sign)")
-    if not math.isfinite(body["ts"]):
-        raise ProtocolError(BAD_REQUEST, f"{type_}: ts is not a finite number")
+    for name in ("ts", "started") if type_ == "RESULT" else ("ts",):
+        if name in body and not TS_MIN <= body[name] < TS_END:      # also false for NaN
+            raise ProtocolError(BAD_REQUEST, f"{type_}: {name} {body[name]!r:.32} is not a time "
+                                             f"from 1970 to 9999 (epoch seconds, UTC)")
     if body.get("retry", 0) < 0:
         raise ProtocolError(BAD_REQUEST, f"{type_}: retry is negative")
     if type_ == "NOTIFY" and body["severity"] not in SEVERITIES:
@@ -323,8 +336,37 @@ def _check_values(type_: str, body: dict) -> None:
     elif type_ == "HELLO":
         if not body["heartbeat"] > 0:
             raise ProtocolError(BAD_REQUEST, "HELLO: heartbeat must be a positive interval")
+    elif type_ == "PEERS":
+        for name in ("limit", "total"):
+            if body.get(name, 0) < 0:
+                raise ProtocolError(BAD_REQUEST, f"PEERS: {name} is negative")
     elif type_ == "RESULT" and not 0 <= body["status"] <= 3:
         raise ProtocolError(BAD_REQUEST, "RESULT: status must be 0 to 3")
+
+
+def peers_page(router: str, entries, total: int, limit: int = PEERS_PAGE, clock=time.time,
+               max_body: int = MAX_BODY) -> Message:
+    """A PEERS answer (SPEC 4.3): the first of ``entries`` (PEERS entries in uuid order,
+    an iterator read no further than needed) up to ``limit`` (at most PEERS_PAGE) and as
+    many as keep the body within ``max_body``; ``next`` names the last one listed when
+    more follow. ``total`` is the number of agents attached.
+
+    The page is encoded once to learn its size; one over ``max_body`` (long hostnames) is
+    cut in proportion and encoded again, so a page costs a few encodings at most.
+    """
+    limit = max(0, min(limit, PEERS_PAGE))
+    page = list(itertools.islice(entries, limit + 1))
+    more = len(page) > limit
+    del page[limit:]
+    while True:
+        msg = make("PEERS", router, clock, router=router, total=total, agents=page,
+                   next=page[-1]["uuid"] if more and page else None)
+        size = len(encode_body(msg))
+        if size <= max_body or len(page) <= 1:
+            return msg
+        keep = min(len(page) - 1, max(1, len(page) * max_body // size - 1))
+        del page[keep:]
+        more = True
 
 
 # ---------------------------------------------------------------- agents socket

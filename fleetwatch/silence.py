@@ -14,7 +14,7 @@ import sys
 import time
 
 from fleetwatch.config import load
-from fleetwatch.display import iso
+from fleetwatch.display import human
 from fleetwatch.operator import DEFAULT_PATH, OperatorConfig
 
 #: exit status when the state database cannot be used (EX_UNAVAILABLE, as `alerts`)
@@ -107,6 +107,6 @@ def run(args, clock=time.time) -> int:
         print(f"fleetwatch silence: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     what = f"{host} {check}" if check else f"{host} (every alert)"
-    print(f"silence {silence_id}: {what} until {iso(now + seconds)}"
+    print(f"silence {silence_id}: {what} until {human(now + seconds)}"
           + (f": {args.reason}" if args.reason else ""))
     return 0

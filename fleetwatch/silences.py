@@ -7,7 +7,7 @@ import sys
 import time
 
 from fleetwatch.config import load
-from fleetwatch.display import ago, iso, table
+from fleetwatch.display import iso, table
 from fleetwatch.operator import DEFAULT_PATH, OperatorConfig
 from fleetwatch.silence import EX_UNAVAILABLE, Unavailable, database_error, writer
 
@@ -68,19 +68,10 @@ def run(args, clock=time.time) -> int:
     if args.json:
         print(json.dumps({"silences": out}, indent=2, ensure_ascii=False))
         return 0
-    for entry, row in zip(out, rows):
-        entry["ends"] = _ends(row, now)
-    print(table(out, ["id", "host", "check", "ends", "created_by", "suppressed", "reason"]))
+    for entry in out:
+        entry["state"] = "active" if entry["active"] else \
+            "removed" if entry["removed"] is not None else "ended"
+        entry["ends"] = entry["removed"] or entry["until"]
+    print(table(out, ["id", "host", "check", "state", "ends", "created_by", "suppressed",
+                      "reason"]))
     return 0
-
-
-def _ends(row: dict, now: float) -> str:
-    if row.get("removed") is not None:
-        return f"removed {ago(row['removed'], now)}"
-    if row["until"] <= now:
-        return f"ended {ago(row['until'], now)}"
-    left = int(row["until"] - now)
-    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
-        if left >= size:
-            return f"in {left // size}{unit}"
-    return f"in {left}s"

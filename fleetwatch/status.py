@@ -1,10 +1,15 @@
 """``fleetwatch status``: the agents of the fleet, from the state database and the routers.
 
 The registry's ``agents`` table says who has ever said HELLO; a live PEERS query to every
-router (in parallel, one deadline) says who is attached now. They are merged per uuid: an
-agent is ``alive`` when at least one router has it attached; ``last_seen`` is the latest of
-the database's and the routers' times; an agent attached but not yet in the database is
-shown all the same, and so is an unreachable router.
+router (in parallel, one deadline, page by page: SPEC 4.3) says who is attached now. They
+are merged per uuid: an agent is ``alive`` when at least one router has it attached, not
+alive when every router answered without it, and unknown (None) when it is attached to none
+of the routers that answered but some did not answer; ``last_seen`` is the latest of the
+registry's time, the routers' and the alerting sinks' last heartbeat; an agent attached but
+not yet in the database is shown all the same, and so is an unreachable router.
+
+The exit status says whether the routers could be asked (:data:`EXIT_STATUSES`), so that
+scripts can use the command as a health check.
 
 Each agent's checks are the plugins the registry has it declaring (``plugins``), with the
 latest result the alerting sink recorded (``checks``): its state, PENDING while it has
@@ -15,6 +20,7 @@ and each agent's UP/DOWN by its heartbeats.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sys
@@ -27,11 +33,33 @@ from fleetwatch.operator import DEFAULT_PATH, OperatorConfig, client_keys
 
 log = logging.getLogger(__name__)
 
+#: every router answered
+EXIT_OK = 0
+#: some router did not answer: its agents may be missing or shown as unknown
+EXIT_PARTIAL = 1
+#: no router answered (sysexits EX_UNAVAILABLE): the fleet cannot be reached
+EXIT_UNREACHABLE = 69
+EXIT_STATUSES = {EXIT_OK: "every router answered",
+                 EXIT_PARTIAL: "some router did not answer (the routers table says which)",
+                 EXIT_UNREACHABLE: "no router answered: the fleet cannot be reached"}
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
                         help=f"operator config (default {DEFAULT_PATH})")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = "exit status (the output is printed all the same):\n" + "\n".join(
+        f"  {code:<3} {text}" for code, text in EXIT_STATUSES.items()) + \
+        "\n  78  a bad operator config"
+
+
+def exit_status(answers: list[Answer]) -> int:
+    """The command's exit status for these routers' answers (:data:`EXIT_STATUSES`)."""
+    answered = sum(1 for a in answers if a.get("PEERS") is not None)
+    if answered == len(answers) and answers:
+        return EXIT_OK
+    return EXIT_PARTIAL if answered else EXIT_UNREACHABLE
 
 
 def _number(value) -> float | None:
@@ -40,7 +68,8 @@ def _number(value) -> float | None:
 
 
 def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
-    """One entry per agent uuid: uuid, hostname, alive, last_seen (epoch), routers."""
+    """One entry per agent uuid: uuid, hostname, alive (True, False, or None: unknown, as
+    some router did not answer), last_seen (epoch), routers."""
     merged: dict[str, dict] = {}
     for row in db_agents:
         merged[row["uuid"]] = {"uuid": row["uuid"], "hostname": row.get("hostname"),
@@ -65,8 +94,11 @@ def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
             heard = _number(peer.get("last_heard"))
             if heard is not None and (entry["last_seen"] is None or heard > entry["last_seen"]):
                 entry["last_seen"] = heard
+    everyone = bool(answers) and all(a.get("PEERS") is not None for a in answers)
     for entry in merged.values():
         entry["routers"].sort()
+        if not entry["alive"] and not everyone:
+            entry["alive"] = None
     return sorted(merged.values(), key=lambda e: (e["hostname"] or "", e["uuid"]))
 
 
@@ -102,11 +134,16 @@ def checks_of(agents: list[dict], declared: list[dict], results: list[dict],
 
 
 def with_states(agents: list[dict], checks: list[dict], check_states: list[dict],
-                host_states: list[dict]) -> None:
+                host_states: list[dict], now: float | None = None) -> None:
     """Add what the alerting sinks judged: each check's state type (HARD/SOFT), attempt and
     flapping (None while never evaluated); each agent's ``state`` UP/DOWN since when, and
     its heartbeating local ``processes`` -- these keys only for agents the alerting sinks
-    have heard heartbeats from."""
+    have heard heartbeats from. An agent's last heartbeat counts for its ``last_seen``
+    (epoch seconds here).
+
+    A host still UP past the deadline the sinks stored (no alerting sink has run its tick
+    since: stopped, or behind) is DOWN since that deadline, by the sinks' own rule
+    (:func:`sinks.hoststate.expire`), as of ``now``."""
     judged = {(r["uuid"], r["plugin"]): r for r in check_states}
     for check in checks:
         row = judged.get((check["uuid"], check["plugin"]))
@@ -122,12 +159,20 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
         hosts.setdefault(row["uuid"], []).append(row)
     for agent in agents:
         for row in hosts.get(agent["uuid"], []):
-            entry = {"state": "UP" if row["up"] else "DOWN", "state_since": iso(row["since"]),
+            up, since = row["up"], row["since"]
+            deadline = _number(row.get("deadline"))
+            if up and now is not None and deadline and now > deadline:
+                up, since = False, deadline
+            entry = {"state": "UP" if up else "DOWN", "state_since": iso(since),
                      "last_heartbeat": iso(row["last_heard"])}
             if row["name"]:
                 agent.setdefault("processes", []).append({"name": row["name"], **entry})
             else:
                 agent.update(entry)
+                heard = _number(row["last_heard"])
+                if heard is not None and (agent["last_seen"] is None
+                                          or heard > agent["last_seen"]):
+                    agent["last_seen"] = heard
 
 
 def _read_state(url: str) -> tuple[list[dict], ...]:
@@ -157,23 +202,28 @@ def run(args, clock=time.time) -> int:
     answers = ask_all(config.routers, ("PEERS",), config.timeout, keys=client_keys(config))
     db_agents, declared, results, check_states, host_states = _read_state(config.state_url)
     agents = merge(db_agents, answers)
-    checks = checks_of(agents, declared, results, clock())
-    with_states(agents, checks, check_states, host_states)
+    now = clock()
+    checks = checks_of(agents, declared, results, now)
+    with_states(agents, checks, check_states, host_states, now)
     for entry in agents:
         entry["last_seen"] = iso(entry["last_seen"])
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
                 "problem": a.problem or None} for a in answers]
+    code = exit_status(answers)
+    if code != EXIT_OK:
+        missing = sum(1 for a in answers if a.get("PEERS") is None)
+        what = "no router answered" if code == EXIT_UNREACHABLE else "some routers did not answer"
+        print(f"fleetwatch status: {what} ({missing} of {len(answers)})", file=sys.stderr)
     if args.json:
         print(json.dumps({"agents": agents, "checks": checks, "routers": routers}, indent=2,
                          ensure_ascii=False))
-        return 0
+        return code
     print(table(agents, ["hostname", "uuid", "alive", "state", "last_seen", "routers"]))
     if checks:
         print()
         print(table([{**c, "agent": c["hostname"] or c["uuid"], "type": _type(c),
                       "attempt": f"{c['attempt']}/{c['max_attempts']}" if c["attempt"] else None,
-                      "output": first_line(c["output"], 60) or None,
-                      "last_run": c["ago"]} for c in checks],
+                      "output": first_line(c["output"], 60) or None} for c in checks],
                     ["agent", "plugin", "state", "type", "attempt", "last_run", "output"]))
     processes = [{"agent": a["hostname"] or a["uuid"], "process": p["name"], "state": p["state"],
                   "last_heartbeat": p["last_heartbeat"]}
@@ -183,4 +233,13 @@ def run(args, clock=time.time) -> int:
         print(table(processes, ["agent", "process", "state", "last_heartbeat"]))
     print()
     print(table(routers, ["endpoint", "id", "reachable", "problem"]))
-    return 0
+    print()
+    print(summary(agents))
+    return code
+
+
+def summary(agents: list[dict]) -> str:
+    """The table's last line: ``N agents, N alive`` (and how many are unknown)."""
+    alive = sum(1 for a in agents if a["alive"] is True)
+    unknown = sum(1 for a in agents if a["alive"] is None)
+    return f"{len(agents)} agents, {alive} alive" + (f", {unknown} unknown" if unknown else "")

@@ -20,7 +20,7 @@ import zmq
 from fleetwatch import protocol
 from fleetwatch.ask import ask_all
 from fleetwatch.config import load
-from fleetwatch.display import compact, iso
+from fleetwatch.display import compact, escape, human, iso
 from fleetwatch.operator import DEFAULT_PATH, OperatorConfig, client_keys
 from fleetwatch.protocol import ProtocolError, Relayed
 
@@ -72,7 +72,7 @@ def line(relayed: Relayed, hostnames: dict[str, str | None], as_json: bool) -> s
                            "uuid": relayed.uuid, "hostname": hostname, "body": msg.body},
                           separators=(",", ":"), ensure_ascii=False)
     who = f"{hostname}/{relayed.uuid[:8]}" if hostname else relayed.uuid
-    return f"{iso(ts)} {relayed.router} {msg.type} {who} {compact(msg.body)}"
+    return escape(f"{human(ts) or '-'} {relayed.router} {msg.type} {who} {compact(msg.body)}")
 
 
 def _known_hostnames(answers, state_url: str) -> dict[str, str | None]:

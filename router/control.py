@@ -1,8 +1,9 @@
 """The router's control socket: sinks, schedulers and the CLI talk to the router here.
 
-Control clients send HELLO (answered WELCOME), PEERS (answered with the attached agents) or
-ACK and RUN for one agent, which :class:`ControlDesk` forwards to that agent as received
-(SIGNATURE, TYPE, BODY), answering an ERROR when the agent is not attached or not reading.
+Control clients send HELLO (answered WELCOME), PEERS (answered with a page of the attached
+agents) or ACK and RUN for one agent, which :class:`ControlDesk` forwards to that agent as
+received (SIGNATURE, TYPE, BODY), answering an ERROR when the agent is not attached or not
+reading.
 Every request is decoded with :func:`fleetwatch.protocol.decode_control`; none takes the
 hot path. The desk works through its :class:`router.relay.Relay` (sockets, peers, counters,
 replies and refusals).
@@ -64,10 +65,21 @@ class ControlDesk:
         elif msg.type == "STATS":
             self.stats(rid, parts, msg)
         elif msg.type == "PEERS":
-            relay.reply(relay.control, rid, protocol.make(
-                "PEERS", relay.id, relay.clock, router=relay.id, agents=relay.peers.listing()))
+            self.peers(rid, msg)
         else:
             self.forward(rid, target, parts[1], parts[3], msg)
+
+    def peers(self, rid: bytes, msg: Message) -> None:
+        """One page of the attached agents (SPEC 4.3): those after the request's ``after``
+        in uuid order, at most its ``limit`` (PEERS_PAGE by default and at most) and 256 KiB,
+        with ``total`` and, when more follow, ``next``. A page costs the relay loop at most
+        one sort of the uuids and PEERS_PAGE entries, whatever the fleet's size."""
+        relay = self.relay
+        after = msg.get("after") or ""
+        limit = msg.get("limit", protocol.PEERS_PAGE)
+        entries = (peer.as_dict() for peer in relay.peers.after(after))
+        relay.reply(relay.control, rid, protocol.peers_page(
+            relay.id, entries, len(relay.peers), limit, relay.clock))
 
     def stats(self, rid: bytes, parts: list[bytes], msg: Message) -> None:
         """A back-end process's own counters (SPEC 4.3): relayed through the STATS route

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from fleetwatch.protocol import AGENT_TYPES
 
 log = logging.getLogger(__name__)
+
+#: longest hostname a PEERS entry carries (SPEC 4.3: longer ones are cut), so that any
+#: entry fits a page
+PEERS_HOSTNAME = 255
 
 
 @dataclass
@@ -44,8 +49,8 @@ class Peer:
         return self.last_heard + expiry_intervals * self.interval
 
     def as_dict(self) -> dict:
-        """The PEERS reply entry for this agent."""
-        return {"uuid": self.uuid, "hostname": self.hostname,
+        """The PEERS reply entry for this agent (its hostname cut to PEERS_HOSTNAME)."""
+        return {"uuid": self.uuid, "hostname": self.hostname[:PEERS_HOSTNAME],
                 "since": self.since, "last_heard": self.last_heard}
 
 
@@ -132,6 +137,14 @@ class Peers:
             log.info("agent %s (%s) expired: silent for %.1fs", peer.uuid, peer.hostname,
                      now - peer.last_heard)
         return gone
+
+    def after(self, uuid: str = "") -> Iterator[Peer]:
+        """The attached agents whose uuid sorts after ``uuid``, in uuid order (a PEERS page,
+        SPEC 4.3: a stable order a client can resume from, whoever attaches meanwhile)."""
+        for key in sorted(u for u in self.uuids if u > uuid):
+            peer = self.uuids.get(key)
+            if peer is not None:
+                yield peer
 
     def listing(self) -> list[dict]:
         """The attached agents as PEERS entries, oldest attachment first."""

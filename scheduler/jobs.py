@@ -20,6 +20,9 @@ from scheduler import slots
 
 #: a job firing this early before its slot still counts as that slot (clock rounding)
 EARLY = 0.005
+#: longest interval a job keeps (366 days, SPEC 4.6): a longer one would put slots past any
+#: date a clock or APScheduler can hold (a declared interval of 1e15 s), so it is lowered
+MAX_INTERVAL = 366 * 86400.0
 
 Key = tuple[str, str]          # (uuid, plugin)
 
@@ -85,7 +88,8 @@ def jobs_from_rows(rows: list[dict], min_interval: float = 1.0,
     """One job per (uuid, plugin) declared with an interval.
 
     A plugin without a positive ``interval`` in its spec runs on demand only (``on_demand``);
-    a shorter interval than ``min_interval`` is raised to it (``interval_raised``). Two sources
+    a shorter interval than ``min_interval`` is raised to it (``interval_raised``), a longer
+    one than :data:`MAX_INTERVAL` lowered to it (``interval_lowered``). Two sources
     of one agent declaring one plugin name give one job: the agent's own declaration wins,
     then the first source by name (``duplicate``).
     """
@@ -100,6 +104,9 @@ def jobs_from_rows(rows: list[dict], min_interval: float = 1.0,
         if interval < min_interval:
             counts["interval_raised"] += 1
             interval = min_interval
+        elif interval > MAX_INTERVAL:
+            counts["interval_lowered"] += 1
+            interval = MAX_INTERVAL
         job = JobSpec(row["uuid"], row["name"], slots.normal_interval(interval),
                       _positive(spec.get("timeout")), row.get("hostname"), row["source"])
         if job.key in jobs:

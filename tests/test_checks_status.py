@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import datetime
 
 import pytest
 
 from fakerouter import FakeRouter, relayed
 from fleetwatch import protocol
-from fleetwatch.display import ago, first_line, perfdata_text, plugin_text, state
+from fleetwatch.display import ago, first_line, human, perfdata_text, plugin_text, state
 from fleetwatch.run import Usage, command_id, declared_timeout, resolve
 from fleetwatch.status import checks_of
 
@@ -202,7 +203,9 @@ def test_status_shows_each_agents_checks(fleet):
     disk, load_line = lines[header + 1], lines[header + 2]
     assert disk.split()[:4] == ["web-1", "disk", "PENDING", "-"]
     assert load_line.split()[:5] == ["web-1", "load", "CRITICAL", "SOFT", "1/3"]
-    assert re.match(r"1[2-9]s ago", " ".join(load_line.split()[5:7]))
+    ran = datetime.fromisoformat(load["last_run"]).timestamp()         # --json: ISO 8601 UTC
+    assert " ".join(load_line.split()[5:8]) == human(ran)               # table: one format
+    assert human(ran).endswith(" UTC")
     assert load_line.endswith("...") and "x" * 100 not in load_line
 
 

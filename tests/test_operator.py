@@ -63,8 +63,9 @@ def test_status_merges_the_registry_and_live_routers(fleet, router):
     fill_registry(fleet)
     op = operator_config(fleet, [router.control_endpoint, unreachable_endpoint()])
     started = time.monotonic()
-    res = fleet.cli("status", "--config", op, "--json")
+    res = fleet.cli("status", "--config", op, "--json", check=False)
     assert time.monotonic() - started < 1.0 + 3.0     # the timeout, plus interpreter start
+    assert res.returncode == 1                        # one of the two routers did not answer
     out = json.loads(res.stdout)
     agents = {a["uuid"]: a for a in out["agents"]}
     assert set(agents) == {KNOWN, ATTACHED, GONE}
@@ -72,12 +73,14 @@ def test_status_merges_the_registry_and_live_routers(fleet, router):
                              "alive": True, "last_seen": "2023-11-14T22:15:00.000Z",
                              "routers": ["fake-1"]}
     assert agents[ATTACHED]["alive"] and agents[ATTACHED]["hostname"] == "db-1"
-    assert not agents[GONE]["alive"] and agents[GONE]["routers"] == []
+    # attached to neither: not on the router that answered, unknown on the other
+    assert agents[GONE]["alive"] is None and agents[GONE]["routers"] == []
     assert agents[GONE]["last_seen"] == "2023-11-14T22:13:20.000Z"
     assert [(r["id"], r["reachable"]) for r in out["routers"]] == [("fake-1", True), (None, False)]
     # The human table names every agent and the unreachable router.
-    text = fleet.cli("status", "--config", op).stdout
+    text = fleet.cli("status", "--config", op, check=False).stdout
     assert "web-1" in text and "db-1" in text and "old-1" in text and "no answer" in text
+    assert text.splitlines()[-1] == "3 agents, 2 alive, 1 unknown"
 
 
 def test_status_on_a_fresh_fleet(fleet, router):
@@ -85,6 +88,58 @@ def test_status_on_a_fresh_fleet(fleet, router):
     out = json.loads(fleet.cli("status", "--config", op, "--json").stdout)
     assert {a["uuid"] for a in out["agents"]} == {KNOWN, ATTACHED}
     assert not (fleet.root / "state.db").exists(), "status must not create the database"
+
+
+def hear(fleet, uuid: str, at: float) -> None:
+    """The alerting sink records a heartbeat of ``uuid`` at ``at`` (its ``host_state``)."""
+    sink = AlertingSink(db.engine(fleet.state_url), clock=lambda: at)
+    sink.start()
+    _, frames = relayed("HEARTBEAT", uuid, interval=1.0)
+    sink.write([protocol.decode_relayed(frames)])
+    sink.close()
+
+
+def agent_line(text: str, hostname: str) -> str:
+    """The agents table's row of ``hostname`` (columns HOSTNAME UUID ALIVE STATE LAST_SEEN
+    ROUTERS)."""
+    assert text.splitlines()[0].split()[:5] == ["HOSTNAME", "UUID", "ALIVE", "STATE",
+                                                "LAST_SEEN"]
+    return next(line for line in text.splitlines() if line.split()[:1] == [hostname])
+
+
+def test_status_last_seen_is_the_last_heartbeat(fleet, router):
+    fill_registry(fleet)                            # HELLO at 1_700_000_000 (22:13:20)
+    hear(fleet, GONE, 1_700_000_600.0)              # a heartbeat ten minutes later
+    op = operator_config(fleet, [router.control_endpoint])
+    out = json.loads(fleet.cli("status", "--config", op, "--json").stdout)
+    gone = next(a for a in out["agents"] if a["uuid"] == GONE)
+    assert gone["last_heartbeat"] == "2023-11-14T22:23:20.000Z"
+    assert gone["last_seen"] == gone["last_heartbeat"]
+    row = agent_line(fleet.cli("status", "--config", op).stdout, "old-1")
+    assert "22:23:20" in row and "22:13:20" not in row    # the table says what --json says
+    # No alerting sink ran since: UP is overdue, DOWN by the sinks' rule since its deadline.
+    assert gone["state"] == "DOWN" and gone["state_since"] == "2023-11-14T22:23:30.000Z"
+    assert row.split()[2:4] == ["no", "DOWN"]
+
+
+def test_status_exits_69_when_no_router_answers(fleet):
+    fill_registry(fleet)
+    hear(fleet, KNOWN, 1_700_000_600.0)
+    op = operator_config(fleet, [unreachable_endpoint(), unreachable_endpoint()])
+    res = fleet.cli("status", "--config", op, "--json", check=False)
+    assert res.returncode == 69
+    assert "no router answered" in res.stderr
+    out = json.loads(res.stdout)
+    # Nobody could say whether the agents are attached: unknown, not "no".
+    assert {a["uuid"]: a["alive"] for a in out["agents"]} == {KNOWN: None, GONE: None}
+    text = fleet.cli("status", "--config", op, check=False)
+    assert text.returncode == 69
+    assert agent_line(text.stdout, "web-1").split()[2:4] == ["-", "DOWN"]
+
+
+def test_status_exit_statuses_are_in_its_help(fleet):
+    text = fleet.cli("status", "--help").stdout
+    assert "69" in text and "exit" in text.lower()
 
 
 def test_alerts_json(fleet):
@@ -116,7 +171,8 @@ def test_alerts_json(fleet):
 
 def test_alerts_on_a_fresh_fleet(fleet):
     op = operator_config(fleet, [unreachable_endpoint()])
-    assert json.loads(fleet.cli("alerts", "--config", op, "--json").stdout) == {"alerts": []}
+    assert json.loads(fleet.cli("alerts", "--config", op, "--json").stdout) == \
+        {"alerts": [], "total": 0, "truncated": False}
 
 
 def test_tail_prints_the_requested_type(fleet, router):

@@ -53,7 +53,8 @@ SAMPLES = {
                              "crit": "95", "min": 0.0, "max": 100.0}],
                "slot": 1.7e9, "started": 1.7e9 + 0.5, "duration": 0.125},
     "PEERS": {"router": ROUTER, "agents": [{"uuid": AGENT, "hostname": "web-1",
-                                            "since": 1.5e9, "last_heard": 1.7e9}]},
+                                            "since": 1.5e9, "last_heard": 1.7e9}],
+              "after": "a" * 32, "limit": 1000, "total": 2500, "next": AGENT},
     "ERROR": {"status": 404, "reason": "not found", "ref": "c" * 32},
 }
 # Just the required fields of each type.
@@ -297,8 +298,11 @@ _BY_TYPES = {p._STR: _text, p._NUMBER: _number, (int,): st.integers(-(2 ** 40), 
              p._LIST: st.lists(_json, max_size=3),
              p._DICT: st.dictionaries(_text, _json, max_size=3), p._BOOL: st.booleans()}
 # Fields whose values SPEC.md constrains beyond their JSON type.
+#: what a time (ts, RESULT started) may be: epoch seconds from 1970 to the end of year 9999
+_time = st.integers(0, int(p.TS_END) - 1) | st.floats(p.TS_MIN, p.TS_END, exclude_max=True)
 _SPECIAL = {
-    "msg_id": _id, "uuid": _valid_id, "ts": _number, "retry": st.integers(0, 2 ** 31),
+    "msg_id": _id, "uuid": _valid_id, "ts": _time, "RESULT.started": _time,
+    "retry": st.integers(0, 2 ** 31),
     "NOTIFY.severity": st.sampled_from(p.SEVERITIES),
     "HELLO.heartbeat": st.floats(min_value=0, exclude_min=True, allow_infinity=False)
     | st.integers(1, 2 ** 31),
@@ -306,6 +310,8 @@ _SPECIAL = {
     "ACK.msg_ids": st.lists(_id, max_size=4),
     "WELCOME.routers": st.lists(_text, max_size=3),
     "RESULT.status": st.integers(0, 3),
+    "PEERS.limit": st.integers(0, 2 ** 31),
+    "PEERS.total": st.integers(0, 2 ** 31),
 }
 
 
@@ -710,6 +716,14 @@ MALFORMED = [
                                                                  b'"heartbeat": 1e400')), 400),
     ("body-huge-int-ts", _dec, _raw("HEARTBEAT",
                                     b'{"msg_id":"m","uuid":"u","ts":1' + b"0" * 400 + b"}"), 400),
+    # times: epoch seconds from 1970 to the end of year 9999 (SPEC 4), ts and RESULT started
+    ("ts-past-year-9999", _dec, _raw("NOTIFY", body("NOTIFY", ts=1e15)), 400),
+    ("ts-year-10000", _dec, _raw("NOTIFY", body("NOTIFY", ts=p.TS_END)), 400),
+    ("ts-before-1970", _dec, _raw("HEARTBEAT", b'{"msg_id":"m","uuid":"u","ts":-1}'), 400),
+    ("relayed-ts-past-year-9999", p.decode_relayed, p.encode_relayed(
+        p.make("NOTIFY", "u", clock=lambda: 1e15, severity="info", text="x"), "u", "r"), 400),
+    ("result-started-past-year-9999", _dec, _raw("RESULT", body(
+        "RESULT", command_id="c", plugin="p", status=0, output="", started=1e15)), 400),
     ("body-5000-digit-int", _dec,
      _raw("HEARTBEAT", b'{"msg_id":"m","uuid":"u","ts":' + b"9" * 5000 + b"}"), 400),
     ("body-invalid-utf8", _dec, _raw("NOTIFY", body("NOTIFY").replace(b"critical", b"crit\xff")),

@@ -322,6 +322,36 @@ def test_future_version_gets_505(fleet, zctx):
     assert agent.expect("ERROR").body["status"] == protocol.VERSION_NOT_SUPPORTED
 
 
+def test_answers_are_those_spec_sections_3_4_5_and_6_promise(fleet, zctx):
+    """What an implementation from SPEC.md alone relies on: a foreign signature gets 400 and
+    another version 505, both as FWP/1 ERRORs without ref; WELCOME on agents carries
+    endpoints; the router's HEARTBEAT carries only the common fields; an ERROR sent to the
+    router is never answered (agents or control); TARGET on a control HELLO is ignored."""
+    r = fleet.router()
+    ep = r["endpoints"]
+    for first, status, reason in ((b"XYZ\x01", protocol.BAD_REQUEST, "signature"),
+                                  (b"FWP\x02", protocol.VERSION_NOT_SUPPORTED, "speak 1")):
+        stranger = FakeAgent(zctx, ep["agents"])     # its own connection: answers are limited
+        stranger.sock.send_multipart([first, b"NOTIFY", b"{}"])
+        frames = recv_until(stranger.sock, lambda f: f[1] == b"ERROR", what="ERROR")
+        assert frames[0] == SIGNATURE
+        err = protocol.decode(frames)
+        assert err.body["status"] == status and reason in err.body["reason"]
+        assert "ref" not in err.body
+    agent = FakeAgent(zctx, ep["agents"])
+    assert agent.hello().body["endpoints"] == ep
+    agent.send("ERROR", status=400, reason="the agent's complaint")   # not answered...
+    agent.send("HEARTBEAT", interval=5.0)
+    frames = recv(agent.sock)                                          # ...so this comes first
+    assert frames[1] == b"HEARTBEAT", frames
+    assert set(protocol.decode(frames).body) == {"msg_id", "uuid", "ts"}
+    control = FakeControl(zctx, ep["control"])
+    control.send("ERROR", status=400, reason="the client's complaint")
+    control.send("HELLO", target=agent.uuid, hostname="h", heartbeat=1.0, role="cli")
+    frames = recv(control.sock)
+    assert frames[1] == b"WELCOME", frames
+
+
 # ---------------------------------------------------------------- control socket
 
 def test_control_hello_and_peers(fleet, zctx):
@@ -336,6 +366,33 @@ def test_control_hello_and_peers(fleet, zctx):
     (entry,) = control.peers()
     assert entry["uuid"] == agent.uuid and entry["hostname"] == f"host-{agent.uuid[:6]}"
     assert before - 1 <= entry["since"] <= entry["last_heard"] <= time.time() + 1
+
+
+def test_peers_answers_in_pages_a_client_follows_with_next(fleet, zctx):
+    """SPEC 4.3: a page holds at most ``limit`` agents in uuid order, with ``total`` and
+    ``next``; asking ``after`` = ``next`` gives the rest; ``limit`` 0 is a summary."""
+    r = fleet.router()
+    control = FakeControl(zctx, r["endpoints"]["control"])
+    agents = [FakeAgent(zctx, r["endpoints"]["agents"]) for _ in range(5)]
+    for agent in agents:
+        agent.hello()
+    uuids = sorted(a.uuid for a in agents)
+    seen, after, pages = [], None, 0
+    while pages < 10:
+        control.send("PEERS", limit=2, after=after)
+        page = control.expect("PEERS").body
+        pages += 1
+        assert page["total"] == 5 and len(page["agents"]) <= 2
+        seen += [p["uuid"] for p in page["agents"]]
+        after = page.get("next")
+        if after is None:
+            break
+        assert after == seen[-1]
+    assert seen == uuids and pages == 3
+    control.send("PEERS", limit=0)
+    summary = control.expect("PEERS").body
+    assert summary["agents"] == [] and summary["total"] == 5 and "next" not in summary
+    assert [p["uuid"] for p in control.peers()] == uuids     # no limit: one page of 1,000
 
 
 def test_backend_stats_on_control_are_relayed_as_the_senders(fleet, zctx):

@@ -9,7 +9,7 @@ from fleetwatch.protocol import AGENT_TYPES
 from router.config import DEFAULT_ROUTES
 from router.counters import Counters
 from router.endpoints import advertised
-from router.peers import Peers, envelopes
+from router.peers import PEERS_HOSTNAME, Peers, envelopes
 from router.replies import ReplyLimiter
 from router.routes import RoutingTable
 
@@ -94,13 +94,64 @@ def test_listing_reports_epoch_times():
     ]
 
 
+def test_peers_after_lists_in_uuid_order_from_a_cursor():
+    peers = Peers(3, FakeClock())
+    for uuid in ("c", "a", "d", "b"):
+        peers.hello(uuid.encode(), uuid, "h" + uuid, 1)
+    assert [p.uuid for p in peers.after()] == ["a", "b", "c", "d"]
+    assert [p.uuid for p in peers.after("b")] == ["c", "d"]
+    assert [p.uuid for p in peers.after("d")] == []
+
+
+def test_a_peers_entry_cuts_a_long_hostname():
+    peers = Peers(3, FakeClock())
+    peers.hello(b"a", "a", "x" * 100_000, 1)
+    assert len(peers.listing()[0]["hostname"]) == PEERS_HOSTNAME == 255
+
+
+def _entries(n: int, hostname: str = "host"):
+    return ({"uuid": f"agent-{i:05d}", "hostname": hostname, "since": 1.5e9,
+             "last_heard": 1.5e9} for i in range(n))
+
+
+def test_a_peers_page_holds_at_most_the_page_size_and_says_what_follows():
+    page = protocol.peers_page("r1", _entries(2500), total=2500)
+    assert len(page.get("agents")) == protocol.PEERS_PAGE
+    assert page.get("total") == 2500 and page.get("next") == "agent-00999"
+    last = protocol.peers_page("r1", _entries(10), total=10)
+    assert len(last.get("agents")) == 10 and last.get("next") is None
+    assert protocol.peers_page("r1", _entries(3), total=3, limit=2).get("next") == "agent-00001"
+
+
+def test_a_peers_page_with_limit_0_is_a_summary():
+    page = protocol.peers_page("r1", _entries(5), total=5, limit=0)
+    assert page.get("agents") == [] and page.get("total") == 5 and page.get("next") is None
+
+
+def test_a_peers_page_stays_within_the_body_limit():
+    hostname = "\u00e9" * PEERS_HOSTNAME     # 6 octets each once escaped
+    page = protocol.peers_page("r1", _entries(1000, hostname), total=1000)
+    body = protocol.encode_body(page)
+    assert len(body) <= protocol.MAX_BODY
+    assert 100 < len(page.get("agents")) < 1000 and page.get("next")
+    # and it decodes where the CLI decodes it, with the default limit
+    assert protocol.decode(protocol.encode(page)).get("agents") == page.get("agents")
+
+
+@pytest.mark.parametrize("field", ["limit", "total"])
+def test_a_negative_peers_count_is_refused(field):
+    msg = protocol.make("PEERS", "cli", **{field: -1})
+    with pytest.raises(protocol.ProtocolError, match="negative"):
+        protocol.decode(protocol.encode(msg))
+
+
 # ---------------------------------------------------------------- routes
 
 def test_default_routes_compile():
     table = RoutingTable(DEFAULT_ROUTES, {"registry": 0, "alerting": 1, "graphite": 2, "history": 3})
     assert table.lookup(b"NOTIFY") == (("alerting", 1), ("history", 3))
     assert table.lookup(b"RESULT") == (("alerting", 1), ("graphite", 2), ("history", 3))
-    assert table.lookup(b"HELLO") == (("registry", 0), ("history", 3))
+    assert table.lookup(b"HELLO") == (("registry", 0), ("graphite", 2), ("history", 3))
     assert table.lookup(b"ACK") is None and table.lookup(b"WELCOME") is None
     assert table.lookup(b"nonsense") is None
     assert ("STATS", "graphite") in table.pairs()

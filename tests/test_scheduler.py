@@ -111,6 +111,22 @@ def test_jobs_from_rows_takes_intervals_and_timeouts():
     assert notes == Counter(on_demand=3, interval_raised=1)
 
 
+def test_an_interval_no_date_can_follow_is_lowered_and_its_slots_are_dates():
+    """A declared interval of 1e15 s (any sender may REGISTER one) would put the next slot
+    past year 9999: the job table lowers it to MAX_INTERVAL, counted (issue 14)."""
+    from datetime import datetime, timezone
+
+    from scheduler.jobs import MAX_INTERVAL
+    notes = Counter()
+    jobs = jobs_from_rows([row(interval=1e15), row(name="disk", interval=1e300),
+                           row(name="year", interval=MAX_INTERVAL)], counts=notes)
+    assert {k[1]: j.interval for k, j in jobs.items()} == {
+        "load": MAX_INTERVAL, "disk": MAX_INTERVAL, "year": MAX_INTERVAL}
+    assert notes == Counter(interval_lowered=2)
+    for job in jobs.values():
+        assert datetime.fromtimestamp(job.next_run(1_795_000_000.0), timezone.utc).year < 2030
+
+
 def test_one_job_per_plugin_name_and_the_agent_wins():
     notes = Counter()
     jobs = jobs_from_rows([row(source="zeta", interval=30), row(source="agent", interval=60),

@@ -2,8 +2,9 @@
 
 :func:`read_landing` parses landing files with the explicit landing schema and flattens what
 the tables need; a line is *bad* when Spark could not parse it (cut short by a crash, not
-JSON, a field of the wrong type), when it lacks msg_id or ts, when its ts is outside
-0..9999-12-31, when its type has no table, or when its body's uuid is not the stamped one.
+JSON, a field of the wrong type), when it lacks msg_id or ts, when its ts is outside the
+codec's range (1970 to 9999, SPEC 4), when its type has no table, or when its body's uuid
+is not the stamped one.
 
 :func:`messages` keeps one line per msg_id, deterministically: the one received first (then
 the lowest router id), so a rerun picks the same copy of a resent message as a clean run.
@@ -18,10 +19,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from fleetwatch.protocol import TS_END, TS_MIN
 from sinks.history.schema import CORRUPT, COLUMNS, LANDING, TABLE_OF_TYPE
 
-#: latest ts a table takes (9999-12-31T23:59:59Z); Spark timestamps overflow past it
-MAX_TS = 253402300799.0
 
 #: table -> the flattened landing columns it needs (besides msg_id, ts, date, uuid, router)
 NEEDS = {
@@ -43,7 +43,7 @@ def read_landing(spark: SparkSession, paths: list[str]) -> DataFrame:
     fields = {name for needs in NEEDS.values() for name in needs} - {"type"}
     ok = (F.col(CORRUPT).isNull() & msg["msg_id"].isNotNull() & msg["ts"].isNotNull()
           & F.col("uuid").isNotNull() & F.col("type").isin(*TABLE_OF_TYPE)
-          & (msg["ts"] >= 0) & (msg["ts"] <= MAX_TS)
+          & (msg["ts"] >= TS_MIN) & (msg["ts"] < TS_END)     # the codec's range (SPEC 4)
           & (msg["uuid"].isNull() | (msg["uuid"] == F.col("uuid"))))
     ok = F.coalesce(ok, F.lit(False))
     ts = F.when(ok, F.timestamp_seconds(msg["ts"]))

@@ -11,18 +11,39 @@ install: $(VENV)/.installed
 
 # Debian packages the demo and the tests use: Nagios plugins (the demo agent declares one;
 # the parser tests run them), PostgreSQL (a throwaway cluster for the shared-state tests) and
-# systemd (its systemd-analyze verifies the generated units; PID 1 need not be systemd).
-# Skipped when already there, so no root is needed then.
-SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd
+# systemd (its systemd-analyze verifies the generated units; PID 1 need not be systemd),
+# systemd-container (systemd-nspawn boots this machine's root to run the units for real:
+# tests/test_systemd.py). Skipped when already there, so no root is needed then.
+SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
+
+# Java for the history side (Spark 4 runs on Java 17 or 21): Debian's 17 when no java is
+# found, as Spark looks for it ($$JAVA_HOME/bin/java, else java on the PATH).
+JAVA_PACKAGE := openjdk-17-jre-headless
+APT_JAVA := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+  $(JAVA_PACKAGE)
+
+# The Python of the venv: 3.11 only, as carbon 1.1.10 (the test and all extras: the demo's
+# and the tests' carbon-cache) does not build on 3.12+. Checked before anything is built; a
+# .venv made by another Python is rebuilt, not reused.
+PYTHON_VERSION := 3.11
+VERSION_OF := -c 'import sys; print("%d.%d" % sys.version_info[:2])'
 
 # carbon's setup.py would install under /opt/graphite without this
 export GRAPHITE_NO_PREFIX := True
 
 $(VENV)/.installed: setup.cfg pyproject.toml
+	@v=$$($(PYTHON) $(VERSION_OF) 2>/dev/null); test "$$v" = $(PYTHON_VERSION) || { \
+	  echo "make install: fleetwatch needs Python $(PYTHON_VERSION) ($(PYTHON) is $${v:-not \
+	found}): make install PYTHON=python$(PYTHON_VERSION)" >&2; exit 1; }
 	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || $(APT_INSTALL) || \
 	  (apt-get update -q && $(APT_INSTALL))
+	@{ test -n "$$JAVA_HOME" && test -x "$$JAVA_HOME/bin/java"; } || command -v java \
+	  >/dev/null || $(APT_JAVA) || (apt-get update -q && $(APT_JAVA))
+	@v=$$($(BIN)/python $(VERSION_OF) 2>/dev/null); if test -e $(VENV) && \
+	  test "$$v" != $(PYTHON_VERSION); then echo "make install: $(VENV) was made by Python \
+	$${v:-unknown}: rebuilding it with $(PYTHON)"; rm -rf $(VENV); fi
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[all,test]'
 	touch $@

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import dataclasses
+import fcntl
 import json
 import os
 import shlex
@@ -22,8 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+from fleetwatch import private
 from fleetwatch.config import build, load
 from fleetwatch.demoplan import COMPACT_EVERY, GRAPHITE_PREFIX, Child, DemoConfig, plan
+from fleetwatch.display import escape
 
 __all__ = ["DemoConfig", "plan", "run"]
 
@@ -75,7 +78,7 @@ def _die_with_parent() -> None:
 
 
 def start(child: Child) -> None:
-    log = open(child.log, "ab")
+    log = private.append(child.log)         # 0600: what the processes log is private
     child.popen = subprocess.Popen(child.argv, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True,
                                    preexec_fn=_die_with_parent)
@@ -112,6 +115,28 @@ def stop(children: list[Child]) -> None:
             print(f"  {child.name} did not stop in {STOP_TIMEOUT}s: killed", flush=True)
             child.popen.kill()
             child.popen.wait()
+
+
+def hold(root: Path) -> int | str:
+    """Take ``root/demo.lock`` for the life of this demo: an flock the kernel releases when
+    the demo exits, however it exits, so no stale state can refuse a later demo. The lock's
+    file descriptor, or, when another demo holds it, that demo's pid as it wrote it."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / "demo.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        return holder
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def record(root: Path, data: dict) -> None:
+    """``root/demo.json``, with the demo's own pid (SIGTERM to it stops the whole demo)."""
+    (root / "demo.json").write_text(json.dumps({"pid": os.getpid(), **data}, indent=2))
 
 
 def command_prefix() -> str:
@@ -169,6 +194,11 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
 def run(args: argparse.Namespace) -> int:
     cfg = settings(args)
     root = Path(cfg.dir).resolve()
+    lock = hold(root)           # before anything is written: the running fleet keeps its ports
+    if isinstance(lock, str):
+        print(f"fleetwatch demo: {root} is in use by a running demo (pid {escape(lock)}): stop "
+              f"that demo first (Ctrl-C), or give another --dir", file=sys.stderr)
+        return 1
     for stale in root.glob("router-*.ready.json"):
         stale.unlink()
     children, info = plan(root, cfg)
@@ -187,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         wait_ready(first, info["routers"], info["carbon"])
         for c in children[len(first):]:
             start(c)
-        (root / "demo.json").write_text(json.dumps({
+        record(root, {
             "dir": str(root),
             "operator_config": str(root / "fleetwatch.yaml"),
             "curve": not cfg.insecure,
@@ -196,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
                        "prefix": GRAPHITE_PREFIX},
             "processes": [{"name": c.name, "pid": c.pid, "config": str(c.config),
                            "log": str(c.log)} for c in children],
-        }, indent=2))
+        })
         print(describe(root, children, info), flush=True)
         deadline = time.monotonic() + args.duration if args.duration else None
         while not stopping and (deadline is None or time.monotonic() < deadline):

@@ -25,6 +25,7 @@ import subprocess
 
 import yaml
 
+from fleetwatch import private
 from fleetwatch.carbon import Carbon
 from fleetwatch.config import setting
 from fleetwatch.ports import free_port
@@ -134,9 +135,13 @@ def make_keys(root: Path, agent_state: Path) -> dict:
     }
 
 
-def demo_checks(router_agents: str) -> list[dict]:
-    """The demo agent's checks: bundled ones, and Debian's check_users."""
-    port = router_agents.rsplit(":", 1)[1]
+def demo_checks(carbon_port: int) -> list[dict]:
+    """The demo agent's checks: bundled ones, and Debian's check_users.
+
+    The TCP check connects to carbon's plaintext line port, which the demo owns: a plain
+    connect to a router's CURVE port would be logged there as a failed handshake (a security
+    event) every interval.
+    """
 
     def check(name, command, *args):
         # the bundled checks' own -t (10 s) fires before the agent's kill
@@ -146,7 +151,7 @@ def demo_checks(router_agents: str) -> list[dict]:
         check("load", "check_fw_load", "-r", "-w", "4,3,2", "-c", "8,6,4"),
         check("disk_root", "check_fw_disk", "-p", "/", "-w", "90", "-c", "95"),
         check("memory", "check_fw_memory", "-w", "90", "-c", "95"),
-        check("router_port", "check_fw_tcp", "-H", "127.0.0.1", "-p", port,
+        check("carbon_port", "check_fw_tcp", "-H", "127.0.0.1", "-p", str(carbon_port),
               "-w", "0.5", "-c", "1"),
         check("users", "check_users", "-w", "5", "-c", "10"),
     ]
@@ -193,7 +198,7 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
         "state_dir": str(agent_state),
         "heartbeat_interval": args.heartbeat,
         "stats_interval": args.stats_interval,
-        "plugins": {"checks": demo_checks(routers[0]["bind"]["agents"])},
+        "plugins": {"checks": demo_checks(carbon.port)},
     }
     configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
                                   "history": {"lake": lake, "master": "local[1]",
@@ -206,8 +211,8 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
         configs["scheduler.yaml"]["security"] = security["scheduler"]
         configs["agent.yaml"]["security"] = security["agent"]
         configs["fleetwatch.yaml"]["security"] = security["operator"]
-    for name, data in configs.items():
-        (root / name).write_text(yaml.safe_dump(data, sort_keys=False))
+    for name, data in configs.items():       # 0600: key paths, a webhook's routing key
+        private.write(root / name, yaml.safe_dump(data, sort_keys=False))
 
     def child(name: str, *argv: str) -> Child:
         cfg = (root / f"{name}.yaml").resolve()

@@ -3,7 +3,8 @@
 Every subcommand reads the operator config's ``history:`` section (lake, Spark master and
 settings; ``--config``, default /etc/fleetwatch/fleetwatch.yaml), which ``--lake`` and
 ``--master`` override. PySpark is imported only by the subcommand that runs, so a missing
-``history`` extra is one clear line (exit 69), and ``--help`` works without it.
+``history`` extra, like a missing Java, is one clear line (exit 69), and ``--help`` works
+without either.
 
 Adding a subcommand: write ``_args_NAME(parser)`` for its own options and add one entry to
 :data:`SUBCOMMANDS`; the function named there is called as ``fn(args, settings) -> int``
@@ -97,13 +98,15 @@ def settings_from(args):
 
 def run(args) -> int:
     from sinks import EX_UNAVAILABLE, MissingDependency, optional_import
+    from sinks.history.spark import JavaMissing, java
     settings = settings_from(args)
     _, target, _ = SUBCOMMANDS[args.subcommand]
     module_name, _, function = target.partition(":")
     try:
         optional_import("pyspark", f"fleetwatch history {args.subcommand}")
+        java()
         module = importlib.import_module(module_name)
-    except MissingDependency as e:
+    except (MissingDependency, JavaMissing) as e:
         print(f"fleetwatch history: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     return getattr(module, function)(args, settings)

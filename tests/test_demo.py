@@ -80,10 +80,15 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
         res = fleet.cli("status", "--config", op, "--json", check=False)
         checks = json.loads(res.stdout)["checks"] if res.returncode == 0 else []
         ran = {c["plugin"]: c for c in checks if c["state"] != "PENDING"}
-        return ran if {"disk_root", "users"} <= set(ran) else None
+        tcp = [c for c in ran.values() if c["output"].startswith("TCP")]
+        return ran if {"disk_root", "users"} <= set(ran) and tcp else None
     ran = wait_for(checks_ran, 60, interval=1.0, what="the demo checks run by the scheduler")
     assert ran["disk_root"]["output"].startswith("DISK"), ran["disk_root"]
     assert ran["users"]["output"].startswith("USERS"), ran["users"]
+    # The demo's TCP check ran and is no security event: no router logged a failed
+    # handshake (a plain client on a CURVE port), which a newcomer would read as a fault.
+    for log in sorted((demo_dir / "logs").glob("router-*.log")):
+        assert "failed its handshake" not in log.read_text(), log.read_text()
 
     # A real carbon-cache beside the fleet: the host's stats and check perfdata as whisper
     # files with data in them.
@@ -164,8 +169,55 @@ def test_demo_config_file_is_used(fleet):
     names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
     assert names == ["router-1", "carbon", "sink-registry", "sink-alerting", "sink-graphite",
                      "sink-history", "scheduler", "history-compact", "agent"]
+    # A second demo in the same directory is refused before it writes anything: the running
+    # fleet keeps its configs (and the CLI its ports).
+    before = snapshot(fleet.root / "one")
+    second = fleet.cli("demo", "--config", str(cfg), check=False)
+    assert second.returncode == 1 and second.stdout == ""
+    assert len(second.stderr.splitlines()) == 1 and "in use" in second.stderr, second.stderr
+    assert snapshot(fleet.root / "one") == before
     demo.signal(signal.SIGINT)
     assert demo.popen.wait(30) == 0, demo.log()
+
+
+def snapshot(root: Path) -> dict:
+    """Every config file of a demo directory and demo.json, with their bytes."""
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir())
+            if p.suffix in (".yaml", ".json")}
+
+
+def test_a_directory_another_demo_holds_is_refused(fleet):
+    """A directory whose demo.lock another process holds is in use: refused in one line,
+    nothing written; once that process is gone (killed: no clean-up ran) it is free again."""
+    import subprocess
+    import sys
+
+    root = fleet.root / "busy"
+    root.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d\\n' % os.getpid())\n"
+         "print('held', flush=True); time.sleep(60)", str(root / "demo.lock")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        (root / "router-1.yaml").write_text("bind: {agents: tcp://127.0.0.1:5555}\n")
+        before = {p.name: p.read_bytes() for p in root.iterdir()}
+        res = fleet.cli("demo", "--dir", str(root), "--routers", "1", "--for", "5",
+                        check=False)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert res.stderr.splitlines() == [
+            f"fleetwatch demo: {root} is in use by a running demo (pid {holder.pid}): stop "
+            f"that demo first (Ctrl-C), or give another --dir"]
+        assert {p.name: p.read_bytes() for p in root.iterdir()} == before
+    finally:
+        holder.kill()
+        holder.wait()
+    from fleetwatch.demo import hold
+    fd = hold(root)                              # a dead holder's lock: the directory is free
+    assert isinstance(fd, int)
+    os.close(fd)
 
 
 def test_demo_alert_flags_configure_the_alerting_sink(fleet):

@@ -51,6 +51,9 @@ def test_durations_and_times():
     assert epoch("7d", now=1_000_000.0) == 1_000_000.0 - 7 * DAY
     with pytest.raises(ValueError):
         epoch("yesterday")
+    for far in (1e15, "1e15", "1e400", -5, "nan"):   # no date shows them: refused, not a crash
+        with pytest.raises(ValueError, match="from 1970 to 9999"):
+            epoch(far)
 
 
 # ---------------------------------------------------------------- tables and hosts
@@ -58,12 +61,47 @@ def test_durations_and_times():
 def test_tables_and_hosts(h):
     assert h.metrics.count() == 40 + 10 + 5 + 1 + 1
     assert h.registrations.count() == 4
-    # web2's HELLO said web2-old, its later STATS say web2: the latest wins; the router
-    # (STATS source router, no hostname) is no host
+    # web2's HELLO said web2-old, its later STATS claim web2: the HELLO names it; the router
+    # (STATS source router, no HELLO) is no host
     assert sorted(rows(h.hosts(), "uuid", "hostname")) == [
-        ("u-db1", "db1"), ("u-web1", "web1"), ("u-web2", "web2")]
+        ("u-db1", "db1"), ("u-web1", "web1"), ("u-web2", "web2-old")]
     assert h.uuids("web1") == ["u-web1"] and h.uuids("u-db1") == ["u-db1"]
     assert h.uuids("nobody") == ["nobody"]
+
+
+def test_a_host_is_named_by_its_hello_never_by_a_stats_claim(h):
+    """Issue 14 item 5: u-web2's only HELLO named it web2-old, its STATS claim web2. A
+    body's hostname names no host (SECURITY.md: an agent can only send false data about
+    itself): no query shows web2, the STATS count for web2-old, the claim stays visible."""
+    assert "web2" not in {r["hostname"] for r in h.hosts().collect()}
+    assert h.uuids("web2") == ["web2"]                  # no such host: taken as a uuid
+    assert h.metric("web2", "cpu.user", bucket="1d").count() == 0
+    assert rows(h.metric("web2-old", "cpu.user", bucket="1d"), "count", "avg") == [(10, 50.0)]
+    assert "web2" not in {r["hostname"] for r in h.top_hosts("cpu.user").collect()}
+    assert rows(h.sql("SELECT DISTINCT hostname, claimed_hostname FROM metrics "
+                      "WHERE uuid = 'u-web2'"), "hostname", "claimed_hostname") == [
+        ("web2-old", "web2")]
+
+
+def test_a_row_is_named_by_the_hello_at_or_before_it(spark):
+    from sinks.history.hostnames import bind, latest
+    from sinks.history.schema import TABLES
+
+    def at(t):
+        return datetime.fromtimestamp(t, timezone.utc)
+    said = [(100, "u1", "HELLO", "a"), (150, "u1", "HELLO", "a"), (200, "u1", "HELLO", "b"),
+            (50, "u2", "REGISTER", "x"), (60, "u3", "HELLO", "")]  # no HELLO names u2, u3
+    registrations = spark.createDataFrame(
+        [("d", at(t), uuid, kind, None, name, None, None, f"m{t}", "r")
+         for t, uuid, kind, name in said], TABLES["registrations"])
+    claims = spark.createDataFrame([(uuid, at(t), "liar") for uuid, t in (
+        ("u1", 50), ("u1", 100), ("u1", 199), ("u1", 200), ("u1", 300), ("u2", 60),
+        ("u3", 70))], "uuid string, ts timestamp, hostname string")
+    got = sorted((r["uuid"], r["ts"].timestamp(), r["hostname"])
+                 for r in bind(claims, registrations).collect())
+    assert got == [("u1", 50, "a"), ("u1", 100, "a"), ("u1", 199, "a"), ("u1", 200, "b"),
+                   ("u1", 300, "b"), ("u2", 60, None), ("u3", 70, None)]
+    assert rows(latest(registrations), "uuid", "hostname") == [("u1", "b")]
 
 
 def test_missing_table_is_empty(spark, tmp_path):
@@ -89,13 +127,13 @@ def test_metric_downsampled(h, lake):
 
 def test_top_hosts(h, lake):
     assert rows(h.top_hosts("cpu.user", n=2), "hostname", "value", "samples") == [
-        ("web1", 57.75, 40), ("web2", 50.0, 10)]
+        ("web1", 57.75, 40), ("web2-old", 50.0, 10)]
     assert rows(h.top_hosts("cpu.user", by="max"), "hostname", "value") == [
-        ("web1", 200.0), ("web2", 50.0), ("db1", 7.0)]
+        ("web1", 200.0), ("web2-old", 50.0), ("db1", 7.0)]
     assert rows(h.top_hosts("cpu.user", by="p95"), "hostname", "value")[0] == ("web1", 180.0)
     # the first 10 minutes: web2's 50 beats web1's 1..10
     assert rows(h.top_hosts("cpu.user", since=lake.at(0), until=lake.at(600)),
-                "hostname", "value") == [("web2", 50.0), ("web1", 5.5)]
+                "hostname", "value") == [("web2-old", 50.0), ("web1", 5.5)]
     assert rows(h.top_hosts("cpu.user", by="last", since=lake.at(DAY)), "hostname",
                 "value") == [("db1", 7.0)]
     with pytest.raises(ValueError):
@@ -113,7 +151,7 @@ def test_check_timeline(h, lake):
         ("web1", "load", "WARNING", utc(lake.at(1200)), utc(lake.at(1800)), 600.0),
         ("web1", "load", "CRITICAL", utc(lake.at(1800)), utc(lake.at(3000)), 1200.0),
         ("web1", "load", "OK", utc(lake.at(3000)), utc(end), DAY + 600 - 3000.0),
-        ("web2", "http", "CRITICAL", utc(lake.at(100)), utc(end), DAY + 500.0)]
+        ("web2-old", "http", "CRITICAL", utc(lake.at(100)), utc(end), DAY + 500.0)]
     # a window starting inside WARNING: the state at `since` comes from before it
     got = rows(h.check_timeline("web1", "load", since=lake.at(1500), until=lake.at(2700)),
                "state", "seconds", "output")
@@ -135,7 +173,7 @@ def test_time_in_state(h, lake):
 
 def test_alerts(h, lake):
     got = rows(h.alerts(), "ts", "hostname", "plugin", "from_state", "to_state")
-    assert got == [(utc(lake.at(100)), "web2", "http", None, "CRITICAL"),
+    assert got == [(utc(lake.at(100)), "web2-old", "http", None, "CRITICAL"),
                    (utc(lake.at(1200)), "web1", "load", "OK", "WARNING"),
                    (utc(lake.at(1800)), "web1", "load", "WARNING", "CRITICAL"),
                    (utc(lake.at(3000)), "web1", "load", "CRITICAL", "OK"),
@@ -157,10 +195,10 @@ def test_availability(h, lake):
         ("db1", d1, last_day, last_day, 0.0),
         ("web1", d0, DAY, DAY - 7200.0, 7200.0),      # silent 10:00 .. 12:00
         ("web1", d1, last_day, last_day, 0.0),
-        ("web2", d0, DAY, DAY - 600.0, 600.0),        # gone after 23:50
-        ("web2", d1, last_day, 0.0, last_day)]
+        ("web2-old", d0, DAY, DAY - 600.0, 600.0),        # gone after 23:50
+        ("web2-old", d1, last_day, 0.0, last_day)]
     pct = {(r["hostname"], r["date"]): r["uptime_pct"] for r in h.availability().collect()}
-    assert pct[("db1", d0)] == 75.0 and pct[("web2", d1)] == 0.0
+    assert pct[("db1", d0)] == 75.0 and pct[("web2-old", d1)] == 0.0
     assert pct[("web1", d0)] == pytest.approx(100 * (DAY - 7200) / DAY)
     # with a 1 h interval the 2 h gap is within 3 intervals: up
     assert rows(h.availability("web1", interval="1h", until=lake.at(DAY)), "up_seconds") \
@@ -298,7 +336,7 @@ def test_spans_give_the_rule_exactly(spark):
 
 def test_notifications(h, lake):
     assert rows(h.notification_history(), "ts", "hostname", "severity", "text") == [
-        (utc(lake.at(200)), "web2", "info", "deployed"),
+        (utc(lake.at(200)), "web2-old", "info", "deployed"),
         (utc(lake.at(500)), "web1", "warning", "disk filling"),
         (utc(lake.at(DAY + 100)), "db1", "critical", "db down")]
     assert rows(h.notification_history(severity=["critical", "warning"], host="db1"),
@@ -333,12 +371,27 @@ def test_sql_table_and_json(spark, operator_config, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["HOSTNAME", "N", "LAST"]
     assert [line.split()[:2] for line in lines[1:]] == [["db1", "5"], ["web1", "41"],
-                                                        ["web2", "10"]]
+                                                        ["web2-old", "10"]]
     assert lines[1].index(" 5 ") == lines[0].index(" N ")        # aligned columns
     assert cli.main(["history", "sql", "--config", operator_config, "--json", query]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data[0]["hostname"] == "db1" and data[0]["n"] == 5
     assert data[0]["last"].endswith("Z")
+
+
+def test_sql_table_escapes_and_shows_times_with_the_zone(spark, operator_config, lake, capsys):
+    from fleetwatch.display import human
+    query = ("SELECT concat(text, char(27), ']0;t', char(7), char(27), '[2J', char(13), "
+             "char(10), 'forged') AS `te\x1bxt`, ts FROM notifications ORDER BY ts LIMIT 1")
+    assert cli.main(["history", "sql", "--config", operator_config, query]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and len(out.splitlines()) == 2
+    assert out.splitlines()[0].split() == ["TE\\x1bXT", "TS"]
+    assert out.splitlines()[1].split("  ")[0] == "deployed\\x1b]0;t\\x07\\x1b[2J\\r\\nforged"
+    assert out.splitlines()[1].endswith(human(lake.at(200)))
+    assert cli.main(["history", "sql", "--config", operator_config, "--json", query]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["te\x1bxt"] == \
+        "deployed\x1b]0;t\x07\x1b[2J\r\nforged"
 
 
 def test_sql_limit_and_errors(spark, operator_config, capsys):

@@ -12,9 +12,12 @@ differently:
   strings (``2026-11-20``, ``2026-11-20T10:00:00Z``) or a duration back from now (``90m``,
   ``12h``, ``7d``). A window is ``since <= ts < until``; the ``date`` partitions outside it are
   never read.
-- A host is named by hostname or uuid. Hostnames come from HELLO/REGISTER and STATS (the
-  latest one per uuid); tables without a hostname (results, heartbeats, notifications) are
-  matched through the uuid.
+- A host is named by hostname or uuid. Hostnames come from the agents' HELLOs, keyed by the
+  stamped uuid, never from a body's claim (sinks/history/hostnames.py): a ``metrics`` row
+  is named by the HELLO of its uuid at or before it (its STATS's own ``hostname`` is
+  ``claimed_hostname``), a uuid as a whole (``hosts``, timelines, availability) by its
+  latest HELLO; tables without a hostname (results, heartbeats, notifications) are matched
+  through the uuid.
 - ``metric()`` buckets are aligned to the epoch (a ``1d`` bucket is a UTC day); ``p95`` is
   the smallest value with at least 95 % of the bucket at or below it (nearest rank: Spark's
   ``percentile_approx``, exact for buckets under 10,000 points).
@@ -35,7 +38,9 @@ differently:
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import time
 from datetime import date, datetime, timezone
 
@@ -43,7 +48,8 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sinks.history import spans
+from fleetwatch import protocol
+from sinks.history import hostnames, spans
 from sinks.history.schema import PARTITION, TABLE_NAMES, TABLES
 from sinks.history.spans import counted_interval
 from sinks.hoststate import DEFAULT_INTERVAL
@@ -73,7 +79,15 @@ def seconds(text) -> float:
 
 def epoch(value, now: float | None = None) -> float | None:
     """Epoch seconds of a time given as a number, datetime, date, ISO 8601 text or a
-    duration back from ``now`` (``7d``); None stays None."""
+    duration back from ``now`` (``7d``); None stays None. A time outside the range the
+    protocol takes (1970 to 9999, SPEC 4) is a ValueError."""
+    ts = _epoch(value, now)
+    if ts is not None and not protocol.TS_MIN <= ts < protocol.TS_END:     # NaN too
+        raise ValueError(f"expected a time from 1970 to 9999, got {value!r:.40}")
+    return ts
+
+
+def _epoch(value, now: float | None) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -92,7 +106,7 @@ def epoch(value, now: float | None = None) -> float | None:
     except ValueError:
         pass
     try:
-        return epoch(datetime.fromisoformat(text))
+        return _epoch(datetime.fromisoformat(text), now)
     except ValueError:
         raise ValueError(f"expected a time (epoch seconds, ISO 8601 like 2026-11-20T10:00Z, "
                          f"or a duration back from now like 7d), got {text!r}") from None
@@ -309,7 +323,17 @@ class History:
                 raise
             return None
 
-    metrics = property(lambda self: self.table("metrics"))
+    @property
+    def metrics(self) -> DataFrame:
+        """The ``metrics`` table with ``hostname`` bound to the agents' HELLOs
+        (:func:`sinks.history.hostnames.bind`) and the STATS's own as ``claimed_hostname``."""
+        stored = self.table("metrics")
+        bound = hostnames.bind(stored.withColumn("claimed_hostname", F.col("hostname")),
+                               self.registrations)
+        cols = [c for name in stored.columns
+                for c in ((name, "claimed_hostname") if name == "hostname" else (name,))]
+        return bound.select(*cols)
+
     heartbeats = property(lambda self: self.table("heartbeats"))
     results = property(lambda self: self.table("results"))
     notifications = property(lambda self: self.table("notifications"))
@@ -319,7 +343,7 @@ class History:
     def register(self) -> list[str]:
         """Each table (and ``hosts``) as a temporary view under its name, for :meth:`sql`."""
         for name in TABLE_NAMES:
-            self.table(name).createOrReplaceTempView(name)
+            getattr(self, name).createOrReplaceTempView(name)
         self._hosts_query().createOrReplaceTempView("hosts")
         return [*TABLE_NAMES, "hosts"]
 
@@ -330,11 +354,11 @@ class History:
 
     # ------------------------------------------------------------ hosts
     def _hosts_query(self) -> DataFrame:
-        said = self.registrations.select("uuid", "hostname", "ts").unionByName(
-            self.metrics.filter(not_internal()).select("uuid", "hostname", "ts"))
-        return (said.filter(F.col("hostname").isNotNull()).groupBy("uuid")
-                .agg(F.max_by("hostname", "ts").alias("hostname"),
-                     F.max("ts").alias("last_seen")))
+        seen = self.registrations.select("uuid", "ts").unionByName(
+            self.table("metrics").filter(not_internal()).select("uuid", "ts"))
+        return (seen.groupBy("uuid").agg(F.max("ts").alias("last_seen"))
+                .join(hostnames.latest(self.registrations), "uuid", "left")
+                .select("uuid", "hostname", "last_seen"))
 
     def _host_rows(self) -> list:
         if self._hosts is None:
@@ -342,7 +366,7 @@ class History:
         return self._hosts
 
     def hosts(self) -> DataFrame:
-        """uuid, hostname (the latest said in HELLO/REGISTER or STATS), last_seen; read
+        """uuid, hostname (its latest HELLO's; null if the lake holds none), last_seen; read
         once per :class:`History` (:meth:`refresh` forgets it)."""
         return self.spark.createDataFrame(self._host_rows(),
                                           "uuid string, hostname string, last_seen timestamp")
@@ -362,15 +386,23 @@ class History:
         return (df.join(names, "uuid", "left")
                 .withColumn("hostname", F.coalesce(F.col("hostname"), F.col("uuid"))))
 
+    def named_rows(self, df: DataFrame, host: str) -> DataFrame:
+        """The rows of ``df`` (its ``hostname`` bound by :func:`hostnames.bind`) named
+        ``host``, or of uuid ``host``. Only the uuids some HELLO named ``host`` are read:
+        files are sorted by uuid, so Parquet skips the other hosts' pages."""
+        ever = [r["uuid"] for r in hostnames.named(self.registrations, host).collect()]
+        return df.filter(F.col("uuid").isin(*ever, host)
+                         & ((F.col("hostname") == host) | (F.col("uuid") == host)))
+
     def _of(self, df: DataFrame, host: str | None) -> DataFrame:
         return df if host is None else df.filter(F.col("uuid").isin(*self.uuids(host)))
 
     # ------------------------------------------------------------ metrics
     def metric(self, host: str, metric: str, bucket="5m", since=None, until=None) -> DataFrame:
-        """``metric`` of ``host`` downsampled: bucket, count, avg, max, p95."""
+        """``metric`` of ``host`` downsampled: bucket, count, avg, max, p95. ``host``: a
+        uuid, or a hostname: the rows its HELLOs named (at or before each row)."""
         df = window(self.metrics, epoch(since), epoch(until))
-        df = df.filter((F.col("metric") == metric)
-                       & ((F.col("hostname") == host) | (F.col("uuid") == host)))
+        df = self.named_rows(df.filter(F.col("metric") == metric), host)
         return downsample(df, seconds(bucket))
 
     def top_hosts(self, metric: str, n: int = 10, since=None, until=None,
@@ -508,10 +540,11 @@ class History:
 # ---------------------------------------------------------------- fleetwatch history sql
 
 def printable(df: DataFrame, iso: bool = False) -> DataFrame:
-    """``df`` with timestamps as UTC text (``2026-11-20 10:00:00``, or ISO 8601 with
-    ``iso``), so the output does not depend on the local time zone of this process."""
+    """``df`` with timestamps as UTC text, so the output does not depend on the local time
+    zone of this process: the operator tables' format (``2026-11-20 10:00:00 UTC``,
+    :data:`fleetwatch.display.HUMAN`), or ISO 8601 with ``iso``."""
     from pyspark.sql.types import TimestampNTZType, TimestampType
-    pattern = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX" if iso else "yyyy-MM-dd HH:mm:ss"
+    pattern = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX" if iso else "yyyy-MM-dd HH:mm:ss 'UTC'"
     return df.select(*(F.date_format(F.col(f"`{f.name}`"), pattern).alias(f.name)
                        if isinstance(f.dataType, (TimestampType, TimestampNTZType))
                        else F.col(f"`{f.name}`") for f in df.schema.fields))
@@ -529,7 +562,12 @@ def sql_cli(args, settings) -> int:
 
     # PySpark 4 logs each failed query on stderr as JSON before raising: one line is enough
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+    tty = sys.stderr.isatty()
+    if tty:     # 7-12 s before the first word otherwise; erased once Spark runs
+        print("starting Spark...", end="", file=sys.stderr, flush=True)
     history = History(from_settings(settings), settings.lake)
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
     try:
         df = printable(history.sql(args.query), iso=args.json)
         rows = df.limit(args.limit + 1).collect() if args.limit else df.collect()
@@ -544,4 +582,22 @@ def sql_cli(args, settings) -> int:
         print(table(rows, df.columns) if df.columns else "")
     if cut:
         print(f"(first {args.limit} rows; --limit 0 for all)", file=sys.stderr)
+    waiting = uncompacted(settings.lake)
+    if waiting:
+        command = f"fleetwatch history compact --config {shlex.quote(args.config)}"
+        if args.lake:
+            command += f" --lake {shlex.quote(args.lake)}"
+        print(f"fleetwatch history sql: nothing compacted yet: the landing area holds "
+              f"{waiting} lines not in the tables ({command})", file=sys.stderr)
     return 0
+
+
+def uncompacted(lake: str) -> int:
+    """Lines in the landing area of a lake no compaction ever wrote a table of (0 once one
+    has: from then on the tables are what there is, and the open files are always late)."""
+    from sinks.history.landing import count_lines
+    from sinks.history.manifest import Lake
+    where = Lake(lake)
+    if any(os.path.isdir(where.table(name)) for name in TABLE_NAMES):
+        return 0
+    return count_lines(where.landing)

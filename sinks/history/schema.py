@@ -82,7 +82,8 @@ _TAIL = [("msg_id", _S, "the message's id: duplicates (resends, replays) are dro
 #: table -> [(column, Spark type, meaning)] in storage order (``date`` is the partition).
 COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
     "metrics": [_DATE, _TS, _UUID,
-                ("hostname", _S, "STATS hostname (the agent's host, or a local process's)"),
+                ("hostname", _S, "STATS hostname as sent: a claim that names no host "
+                                 "(History shows it as claimed_hostname)"),
                 ("source", _S, "STATS source (collector or local process); null if absent"),
                 ("metric", _S, "metric name, as sent"),
                 ("value", _D, "metric value; non-numeric values are skipped"),

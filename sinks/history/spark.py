@@ -10,6 +10,12 @@ days), partition values kept as strings (``date`` is a string column: never infe
 DATE), Parquet timestamps as INT64 micros (read by any Parquet reader, unlike INT96), and a
 repeated map key keeps its last value (as Python's json does) instead of failing the job.
 Settings from the config's ``history.conf`` win over these.
+
+Java: Spark runs ``$JAVA_HOME/bin/java``, or ``java`` on the PATH without JAVA_HOME (as its
+``spark-class`` does); without it :func:`session` raises :class:`JavaMissing`, one line,
+before Spark's launcher fails with a Py4J traceback. The first session of a process reads
+its JVM's stderr and drops the lines the JVM prints before any logging config applies
+(:data:`JVM_BANNER`); everything else is passed on to this process's stderr.
 """
 
 from __future__ import annotations
@@ -17,10 +23,39 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
+import subprocess
+import threading
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 APP_NAME = "fleetwatch-history"
+JAVA_PACKAGE = "openjdk-17-jre-headless"
+#: what the JVM prints on stderr whatever the log level (``--add-modules`` of Spark's launcher)
+JVM_BANNER = (b"WARNING: Using incubator modules:",)
+
+
+class JavaMissing(RuntimeError):
+    """No java for Spark; ``str()`` is the one line to show."""
+
+
+def java() -> str:
+    """The java Spark will run (JavaMissing if there is none)."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        path = os.path.join(home, "bin", "java")
+        if os.access(path, os.X_OK):
+            return path
+        where = f"JAVA_HOME={home} has no bin/java"
+    else:
+        found = shutil.which("java")
+        if found:
+            return found
+        where = "no java on the PATH, JAVA_HOME not set"
+    raise JavaMissing(f"Java 17 or 21 is needed for the history side ({where}): "
+                      f"apt-get install {JAVA_PACKAGE}")
 
 
 def is_local(master: str) -> bool:
@@ -72,18 +107,46 @@ def merged(master: str, conf: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def session(master: str = "local[*]", conf: dict[str, str] | None = None):
-    """A SparkSession (the running one if this process has one already)."""
+    """A SparkSession (the running one if this process has one already); JavaMissing
+    without java."""
+    java()
     settings = merged(master, conf)
     if is_local(settings["spark.master"]):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
+    if SparkContext._gateway is None:   # pyspark's own test for "no JVM yet"
+        SparkContext(conf=SparkConf().setAll(settings.items()), gateway=_gateway(settings))
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def _gateway(settings: dict[str, str]):
+    """pyspark's JVM gateway with the JVM's stderr read by :func:`_forward`."""
+    from pyspark import SparkConf
+    from pyspark.java_gateway import launch_gateway
+    gateway = launch_gateway(SparkConf().setAll(settings.items()),
+                             popen_kwargs={"stderr": subprocess.PIPE})
+    if gateway.proc is not None:        # None: the JVM was there already (spark-submit)
+        threading.Thread(target=_forward, args=(gateway.proc.stderr,), daemon=True,
+                         name="jvm-stderr").start()
+    return gateway
+
+
+def _forward(pipe, fd: int = 2) -> None:
+    """The JVM's stderr lines, but :data:`JVM_BANNER`, to ``fd`` until the JVM exits."""
+    for line in iter(pipe.readline, b""):
+        if line.startswith(JVM_BANNER):
+            continue
+        try:
+            os.write(fd, line)
+        except OSError as e:   # keep reading: a JVM writing into a full pipe would hang
+            log.debug("JVM stderr line dropped: %s", e)
 
 
 def from_settings(settings):

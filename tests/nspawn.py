@@ -122,13 +122,14 @@ def build() -> Build:
     return done
 
 
-def booted(log: Path) -> Container:
-    """A booted container (skips the test where nspawn cannot run); close() it."""
+def booted(log: Path, shared: tuple[Path, ...] = ()) -> Container:
+    """A booted container (skips the test where nspawn cannot run); close() it. ``shared``:
+    host directories under /tmp or /var/tmp to show inside too (:class:`Container`)."""
     import pytest
     reason = why_not()
     if reason:
         pytest.skip(reason)
-    box = Container(log)
+    box = Container(log, shared)
     try:
         return box.boot()
     except RuntimeError as e:
@@ -143,7 +144,10 @@ def booted(log: Path) -> Container:
 class Container:
     """One booted container; :meth:`close` powers it off and unmounts, whatever happened."""
 
-    def __init__(self, log: Path):
+    def __init__(self, log: Path, shared: tuple[Path, ...] = ()):
+        #: host directories the container's own /tmp would hide, shown at the same path
+        #: through a throwaway overlay (writes inside never reach the host)
+        self.shared = [d for d in shared if str(d).startswith(("/tmp/", "/var/tmp/"))]
         self.name = f"fwtest-{os.getpid()}"
         self.root = BASE / f"root-{os.getpid()}"
         self.log = log
@@ -166,7 +170,8 @@ class Container:
             self.nspawn = subprocess.Popen(
                 ["systemd-nspawn", "-D", str(self.root), "--volatile=overlay",
                  "--register=no", "--keep-unit", "--link-journal=no",
-                 f"--uuid={uuid.uuid4().hex}", "--private-network", "-M", self.name, "-b"],
+                 f"--uuid={uuid.uuid4().hex}", "--private-network", "-M", self.name,
+                 *(f"--overlay={d}::{d}" for d in self.shared), "-b"],
                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
         self.pid1 = wait_for(self._systemd, timeout, 0.1, "the container's systemd")

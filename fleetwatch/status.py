@@ -242,4 +242,5 @@ def summary(agents: list[dict]) -> str:
     """The table's last line: ``N agents, N alive`` (and how many are unknown)."""
     alive = sum(1 for a in agents if a["alive"] is True)
     unknown = sum(1 for a in agents if a["alive"] is None)
-    return f"{len(agents)} agents, {alive} alive" + (f", {unknown} unknown" if unknown else "")
+    count = f"{len(agents)} agent" + ("" if len(agents) == 1 else "s")
+    return f"{count}, {alive} alive" + (f", {unknown} unknown" if unknown else "")

@@ -89,19 +89,22 @@ def test_a_row_is_named_by_the_hello_at_or_before_it(spark):
 
     def at(t):
         return datetime.fromtimestamp(t, timezone.utc)
-    said = [(100, "u1", "HELLO", "a"), (150, "u1", "HELLO", "a"), (200, "u1", "HELLO", "b"),
-            (50, "u2", "REGISTER", "x"), (60, "u3", "HELLO", "")]  # no HELLO names u2, u3
+    # (ts, uuid, kind, REGISTER name, hostname): a local process's REGISTER (u2) and an
+    # empty HELLO (u3) name nothing; the agent's own REGISTER (u4: its HELLO missed) does
+    said = [(100, "u1", "HELLO", None, "a"), (150, "u1", "HELLO", None, "a"),
+            (200, "u1", "HELLO", None, "b"), (50, "u2", "REGISTER", "backup", "x"),
+            (60, "u3", "HELLO", None, ""), (80, "u4", "REGISTER", "agent", "y")]
     registrations = spark.createDataFrame(
-        [("d", at(t), uuid, kind, None, name, None, None, f"m{t}", "r")
-         for t, uuid, kind, name in said], TABLES["registrations"])
+        [("d", at(t), uuid, kind, name, hostname, None, None, f"m{t}", "r")
+         for t, uuid, kind, name, hostname in said], TABLES["registrations"])
     claims = spark.createDataFrame([(uuid, at(t), "liar") for uuid, t in (
         ("u1", 50), ("u1", 100), ("u1", 199), ("u1", 200), ("u1", 300), ("u2", 60),
-        ("u3", 70))], "uuid string, ts timestamp, hostname string")
+        ("u3", 70), ("u4", 90))], "uuid string, ts timestamp, hostname string")
     got = sorted((r["uuid"], r["ts"].timestamp(), r["hostname"])
                  for r in bind(claims, registrations).collect())
     assert got == [("u1", 50, "a"), ("u1", 100, "a"), ("u1", 199, "a"), ("u1", 200, "b"),
-                   ("u1", 300, "b"), ("u2", 60, None), ("u3", 70, None)]
-    assert rows(latest(registrations), "uuid", "hostname") == [("u1", "b")]
+                   ("u1", 300, "b"), ("u2", 60, None), ("u3", 70, None), ("u4", 90, "y")]
+    assert rows(latest(registrations), "uuid", "hostname") == [("u1", "b"), ("u4", "y")]
 
 
 def test_missing_table_is_empty(spark, tmp_path):

@@ -246,3 +246,11 @@ def test_bad_operator_config_exits_78_with_one_line(fleet, command):
     assert "bad.yaml: timeout: expected a number" in res.stderr
     missing = fleet.cli(command, "--config", str(fleet.root / "nope.yaml"), check=False)
     assert missing.returncode == 78 and "no such file" in missing.stderr
+
+
+def test_status_summary_counts_agents():
+    from fleetwatch.status import summary
+    assert summary([]) == "0 agents, 0 alive"
+    assert summary([{"alive": True}]) == "1 agent, 1 alive"
+    assert summary([{"alive": True}, {"alive": None}, {"alive": False}]) == \
+        "3 agents, 1 alive, 1 unknown"

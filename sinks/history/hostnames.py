@@ -27,9 +27,13 @@ MAX_HOSTNAME = 255
 
 
 def hellos(registrations: DataFrame) -> DataFrame:
-    """uuid, ts, hostname of the HELLOs (``registrations`` table) that name a host."""
-    said = ((F.col("kind") == "HELLO") & F.col("hostname").isNotNull()
-            & (F.col("hostname") != ""))
+    """uuid, ts, hostname of the HELLOs (``registrations`` table) that name a host, and of
+    the agent's own REGISTERs (``name`` ``agent``): the same party says both, at every start,
+    and the REGISTER is spooled until acknowledged, so a lake whose history sink missed the
+    HELLO (it connected after the agent) still names the host, as the registry does."""
+    own = (F.col("kind") == "HELLO") | ((F.col("kind") == "REGISTER")
+                                       & (F.col("name") == "agent"))
+    said = own & F.col("hostname").isNotNull() & (F.col("hostname") != "")
     return registrations.filter(said).select(
         "uuid", "ts", F.substring("hostname", 1, MAX_HOSTNAME).alias("hostname"))
 

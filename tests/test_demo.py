@@ -12,18 +12,13 @@ import psutil
 import pytest
 import yaml
 
-from fleet import router_supports_curve, wait_for
+from fleet import wait_for
 from fleetwatch.security import read_certificate
 from sinks.metricpaths import node as sanitise_host
 
 pytestmark = pytest.mark.timeout(120)
 
-needs_curve_router = pytest.mark.skipif(
-    not router_supports_curve(),
-    reason="the router does not handle security.curve yet (router side of issue 3)")
-
-
-@pytest.mark.parametrize("insecure", [pytest.param(False, marks=needs_curve_router), True],
+@pytest.mark.parametrize("insecure", [False, True],
                          ids=["curve", "insecure"])
 def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     demo_dir = fleet.root / "demo"

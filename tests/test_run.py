@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -23,10 +22,6 @@ from fleetwatch.ask import ask_all
 pytest.importorskip("sqlalchemy")
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
-#: the agent runs declared plugins (until then it answers every RUN "not declared")
-RUNNER = (ROOT / "agent" / "runner.py").exists() and \
-    "runner" in (ROOT / "agent" / "daemon.py").read_text()
 CHECKS = [{"name": "boom", "command": "check_dummy", "args": ["2", "boom"], "interval": 3600,
            "timeout": 5},
           {"name": "fine", "command": "check_dummy", "args": ["0", "all good"],
@@ -61,8 +56,7 @@ def world(tmp_path_factory):
         fleet.sink("alerting", routers)
         fleet.sink("registry", routers)
         uuid = agent_uuid_for(fleet, "agent")
-        extra = {"plugins": {"checks": CHECKS}} if RUNNER else {}
-        agent = fleet.agent(routers[:1], hostname="web-1", **extra)
+        agent = fleet.agent(routers[:1], hostname="web-1", plugins={"checks": CHECKS})
         wait_for(lambda: attached(routers, uuid) == ["router-1"], 15, what="the agent attached")
         wait_for(lambda: fleet.db_rows("SELECT hostname FROM agents WHERE uuid = ?", (uuid,)),
                  15, what="the registry to record the agent")
@@ -118,7 +112,6 @@ def test_without_wait_says_which_routers_forwarded_it(world):
     assert list(out["refused"]) == ["router-2"] and "404" in out["refused"]["router-2"]
 
 
-@pytest.mark.skipif(not RUNNER, reason="the agent has no plugin runner yet (agent/runner.py)")
 def test_an_undeclared_plugin_is_refused_before_sending(world):
     """Issue 14 item 13: the registry knows web-1 and its plugins; a RUN of one it did not
     declare is not sent (exit 3, one line naming host, plugin and what it declared), with
@@ -196,7 +189,6 @@ def test_missing_arguments_are_a_usage_error(world):
 
 # ---------------------------------------------------------------- declared plugins
 
-@pytest.mark.skipif(not RUNNER, reason="the agent has no plugin runner yet (agent/runner.py)")
 def test_a_declared_plugin_runs_and_its_status_is_the_exit_status(world):
     res = run(world, "web-1", "boom", "--wait")
     assert res.returncode == 2, res.stderr
@@ -207,7 +199,6 @@ def test_a_declared_plugin_runs_and_its_status_is_the_exit_status(world):
     assert out["state"] == "OK" and out["output"] == "OK: all good"
 
 
-@pytest.mark.skipif(not RUNNER, reason="the agent has no plugin runner yet (agent/runner.py)")
 def test_status_shows_the_declared_checks(world):
     assert run(world, "web-1", "boom", "--wait").returncode == 2
 
@@ -232,23 +223,20 @@ def test_run_wait_over_curve(fleet):
     uuid = agent_uuid_for(fleet)
     operator = keys.backend("operator")
     r1 = fleet.router(security=keys.router_security())
-    extra = {"plugins": {"checks": CHECKS}} if RUNNER else {}
-    fleet.agent([r1], hostname="curvy", security=keys.client(keys.agent(uuid)), **extra)
+    fleet.agent([r1], hostname="curvy", security=keys.client(keys.agent(uuid)),
+                plugins={"checks": CHECKS})
     op = fleet.write("fleetwatch.yaml", {
         "routers": [r1["endpoints"]["control"]], "state_url": fleet.state_url,
         "timeout": 1.0, "security": keys.client(operator)})
     world = World(fleet, [r1], None, uuid, str(op))
 
     def answered():
-        res = run(world, "curvy", "boom" if RUNNER else "nosuch", "--wait", "--timeout", "10")
+        res = run(world, "curvy", "boom", "--wait", "--timeout", "10")
         return res if "no router has it attached" not in res.stderr else None
     res = wait_for(answered, 30, interval=0.2, what="the CURVE agent to answer")
     # No registry sink in this fleet: the plugin is sent unchecked, and the CLI says so.
     assert "not checked" in res.stderr and "registry" in res.stderr
-    if RUNNER:
-        assert res.returncode == 2 and res.stdout.strip() == "CRITICAL: boom", res.stderr
-    else:
-        assert res.returncode == 3 and "not declared" in res.stdout, res.stderr
+    assert res.returncode == 2 and res.stdout.strip() == "CRITICAL: boom", res.stderr
     plain = fleet.write("plain.yaml", {"routers": [r1["endpoints"]["control"]],
                                        "state_url": fleet.state_url, "timeout": 0.5})
     res = subprocess.run([sys.executable, "-m", "fleetwatch", "run", uuid, "boom",

@@ -18,7 +18,7 @@ import stat
 
 import pytest
 
-from fleet import Keys, agent_uuid_for, router_supports_curve, wait_for
+from fleet import Keys, agent_uuid_for, wait_for
 from test_agent import intake_path, routers, ctx, start_agent  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.timeout(120)
@@ -181,9 +181,6 @@ def test_hello_carries_a_new_instance_at_each_start(fleet, routers):
 
 # ---------------------------------------------------------------- end to end with CURVE
 
-@pytest.mark.skipif(not router_supports_curve(),
-                    reason="the router does not handle security.curve yet "
-                           "(router side of issue 3)")
 def test_curve_fleet_end_to_end(fleet):
     from agent.client import Client
 

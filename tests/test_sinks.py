@@ -270,3 +270,14 @@ def test_results_become_the_latest_check_and_are_not_acked(fleet, router):
         (UUID, "disk", 0, "DISK OK", "cli:" + "c" * 24, None, "fake-1"),
         (UUID, "load", 1, "WARNING - load 5", "s:" + "a" * 24, 2000.0, "fake-1")]
     assert router.received("ACK") == []
+
+
+def test_db_rows_reads_an_uncreated_table_as_empty_and_refuses_a_misspelt_one(fleet):
+    """tests/fleet.py: a table of the sinks' schema not created yet is no rows (a sink still
+    starting); a table no sink has, a misspelling, fails the test instead of passing."""
+    import sqlite3
+    assert fleet.db_rows("SELECT * FROM agents") == []            # no database yet
+    sqlite3.connect(fleet.root / "state.db").execute("CREATE TABLE other (x)").connection.close()
+    assert fleet.db_rows("SELECT * FROM agents") == []
+    with pytest.raises(sqlite3.OperationalError, match="agnets"):
+        fleet.db_rows("SELECT * FROM agnets")

@@ -41,7 +41,7 @@ from fleetwatch import protocol
 from fleetwatch.ask import (HANDSHAKE_FAILED, Answer, ask_all, cli_id, handshake_problem,
                             replies, request)
 from fleetwatch.config import load
-from fleetwatch.display import iso, plugin_text, state
+from fleetwatch.display import escape, iso, plugin_text, state
 from fleetwatch.operator import DEFAULT_PATH, OperatorConfig, client_keys
 from fleetwatch.protocol import Message, ProtocolError, Relayed
 
@@ -286,6 +286,12 @@ def wait_result(watch: ResultWatch, desk: Desk, msg: Message, target: str, timeo
     return None
 
 
+def _who(hostname: str | None, uuid: str) -> str:
+    """The agent as messages name it: ``web-1 (UUID)``; a hostname is what the agent said in
+    its HELLO, so its control characters are shown escaped."""
+    return f"{escape(hostname)} ({uuid})" if hostname else uuid
+
+
 def _fail(message: str, status: int) -> int:
     print(f"fleetwatch run: {message}", file=sys.stderr)
     return status
@@ -350,7 +356,7 @@ def run(args) -> int:
         uuid, hostname, known = resolve(args.target, _attached(live), registry)
     except Usage as e:
         return _fail(str(e), EX_USAGE)
-    who = f"{hostname} ({uuid})" if hostname else uuid
+    who = _who(hostname, uuid)
     declared_names = undeclared(plugins, registry, uuid, args.plugin)
     if declared_names is not None and not args.force:
         return _fail(refusal(who, args.plugin, declared_names), EX_UNKNOWN)
@@ -405,7 +411,7 @@ def _sent(args, msg: Message, uuid: str, hostname: str | None, accepted: list[st
                           "plugin": args.plugin, "accepted": accepted, "refused": refused},
                          indent=2, ensure_ascii=False))
     else:
-        who = f"{hostname} ({uuid})" if hostname else uuid
+        who = _who(hostname, uuid)
         print(f"RUN {cid} of {args.plugin} sent to {who}: forwarded by {', '.join(accepted)}")
     return 0
 

@@ -242,3 +242,10 @@ def test_run_wait_over_curve(fleet):
     res = subprocess.run([sys.executable, "-m", "fleetwatch", "run", uuid, "boom",
                           "--config", str(plain)], capture_output=True, text=True, timeout=QUICK)
     assert res.returncode == 3 and "no router answered" in res.stderr
+
+
+def test_messages_show_a_hostname_s_control_characters_escaped():
+    """A hostname is the agent's claim (its HELLO): run's messages never print it raw."""
+    from fleetwatch.run import _who
+    assert _who("web\x1b]0;owned\x07-1", "u1") == "web\\x1b]0;owned\\x07-1 (u1)"
+    assert _who(None, "u1") == "u1"

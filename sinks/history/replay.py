@@ -12,8 +12,9 @@ whisper keeps one value per metric and second.
 
 Rows come from the ``metrics`` and ``results`` tables within ``--since``/``--until`` (and
 ``--host``: a hostname or uuid). Each row is named as the live sink named it: after the
-HELLO of its uuid at or before the row (:func:`sinks.history.hostnames.bind`, the rule
-the history queries use too), never after a STATS's claimed hostname; ``--host`` picks
+HELLO (or the agent's own REGISTER) of its uuid at or before the row
+(:func:`sinks.history.hostnames.bind`, the rule the history queries use too), never after
+a STATS's claimed hostname; ``--host`` picks
 the rows so named. Before a uuid's first HELLO the lake uses that HELLO's name where the
 live sink used the first STATS's claim; a uuid with no HELLO in the lake is named by its
 uuid (a result so named is counted ``result_no_host``, as in the sink).

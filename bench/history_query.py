@@ -86,7 +86,9 @@ def queries(spark, lake: str, paths: list[str], since: float, until: float) -> d
     h = History(spark, lake)
     beats = History(spark, lake, use_spans=False)
     bucket = seconds(BUCKET)
-    host = h.metrics.where(F.col("metric") == METRIC).agg(F.min("hostname")).first()[0]
+    # the host by its uuid: synth's STATS hosts send no HELLO, so no HELLO names them (a
+    # hostname names a host only through its HELLO: sinks/history/hostnames.py)
+    host = h.metrics.where(F.col("metric") == METRIC).agg(F.min("uuid")).first()[0]
 
     return host, {
         ("metric", "tables"): lambda: h.metric(host, METRIC, BUCKET, since, until).collect(),

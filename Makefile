@@ -13,7 +13,7 @@ install: $(VENV)/.installed
 # the parser tests run them), PostgreSQL (a throwaway cluster for the shared-state tests) and
 # systemd (its systemd-analyze verifies the generated units; PID 1 need not be systemd),
 # systemd-container (systemd-nspawn boots this machine's root to run the units for real:
-# tests/test_systemd.py). Skipped when already there, so no root is needed then.
+# tests/integration/test_systemd.py). Skipped when already there, so no root is needed then.
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)

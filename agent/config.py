@@ -18,7 +18,7 @@ COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs
 #: type an ACK without ``sink`` (a sink older than that field) is taken to come from.
 ACK_OWNERS = {"NOTIFY": "alerting", "REGISTER": "registry"}
 #: The sink types that ACK each spooled type (SPEC.md 4.2). Written out here because the agent
-#: does not import sinks/; tests/test_agent_acks.py checks it against the sink classes.
+#: does not import sinks/; tests/integration/test_agent_acks.py checks it against the sink classes.
 ACKING_SINKS = {"NOTIFY": ("alerting", "history"), "REGISTER": ("registry", "history")}
 
 

@@ -51,7 +51,7 @@ MAX_POLL = 5.0
 #: The agent's event counters, reported (from zero) in every STATS.
 COUNTERS = ("agent.spool.acked", "agent.spool.acks_ignored", "agent.spool.resent",
             "agent.spool.errors", "agent.routers.expired", "agent.stats.dropped",
-            "agent.send.dropped",
+            "fleetwatch.cli.send.dropped",
             "agent.router.errors", "agent.router.handshake_failed")
 
 
@@ -350,7 +350,7 @@ class Agent:
     def _send(self, link: Link, msg: protocol.Message) -> bool:
         if self.sockets.send(link, msg):
             return True
-        self.counters["agent.send.dropped"] += 1
+        self.counters["fleetwatch.cli.send.dropped"] += 1
         self.throttle.warning(f"send.{link.endpoint}", "router %s: queue full, %s dropped",
                               link.endpoint, msg.type)
         return False

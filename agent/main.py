@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.once:
         return once(cfg)
     from agent import identity
-    from fleetwatch.keys import check_own
+    from fleetwatch.security import check_own
     from fleetwatch.security import ClientKeys
 
     _check_group(cfg, args.config)

@@ -13,7 +13,7 @@ without evaluating them. The ratio says what the evaluation costs over that.
 
     .venv/bin/python bench/alerting.py [--count 20000] [--batch 100] [--results FILE]
 
-PostgreSQL runs in a throwaway cluster (tests/pg.py) started with fsync off, as the tests
+PostgreSQL runs in a throwaway cluster (tests/support/pg.py) started with fsync off, as the tests
 run it; SQLite is a file with the sink's own settings (WAL, synchronous=FULL).
 """
 
@@ -34,8 +34,8 @@ from sqlalchemy import Column, Float, Integer, MetaData, String, Table  # noqa: 
 
 from fleetwatch import protocol  # noqa: E402
 from fleetwatch.protocol import Relayed  # noqa: E402
-from sinks import db  # noqa: E402
-from sinks.alerting import AlertingSink  # noqa: E402
+from sinks.state import db  # noqa: E402
+from sinks.alerting.sink import AlertingSink  # noqa: E402
 
 AGENTS, PLUGINS = 200, 5
 
@@ -122,7 +122,7 @@ def main() -> int:
         counter = iter(range(1000))
         rows.append(measure("SQLite", lambda: f"sqlite:///{tmp}/state-{next(counter)}.db",
                             batches, args.count))
-        from pg import PgCluster, find_bindir
+        from support.pg import PgCluster, find_bindir
         bindir = find_bindir()
         if bindir is None:
             print("PostgreSQL   skipped: no PostgreSQL binaries (apt-get install postgresql)")

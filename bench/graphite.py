@@ -1,6 +1,6 @@
 """Graphite sink throughput into a real carbon-cache, against graphyte alone in the same run.
 
-One carbon-cache (fleetwatch/carbon.py, 127.0.0.1, retentions 1s:2h) serves every round.
+One carbon-cache (fleetwatch/cli/demo/carbon.py, 127.0.0.1, retentions 1s:2h) serves every round.
 Each round sends METRICS x POINTS datapoints (distinct metric names per round and variant,
 one point per second per metric, all in the last POINTS seconds) twice, in alternating order:
 
@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import graphyte  # noqa: E402
 
 from fleetwatch import protocol  # noqa: E402
-from fleetwatch.carbon import Carbon, read_points  # noqa: E402
+from fleetwatch.cli.demo.carbon import Carbon, read_points  # noqa: E402
 from results import wait, write_section  # noqa: E402  (bench/results.py)
 from sinks.config import GraphiteSettings  # noqa: E402
-from sinks.graphite import GraphiteSink  # noqa: E402
+from sinks.graphite.sink import GraphiteSink  # noqa: E402
 
 HEADING = "## Graphite sink (issue 5)"
 UUID = "b" * 32

@@ -1,7 +1,7 @@
 """`fleetwatch status` with 10,000 agents attached: how long the answer takes (issue 14).
 
 Processes on 127.0.0.1: two real routers, one with ``--agents`` real connections (plain TCP
-DEALERs from tests/dealers.py, in two processes, each said HELLO), one with none; rounds
+DEALERs from tests/support/dealers.py, in two processes, each said HELLO), one with none; rounds
 alternate between them, so the baseline (the same command against an empty router:
 interpreter start, imports, config, one PEERS) is measured in the same run on the same
 machine. Figures per round:
@@ -202,7 +202,7 @@ def main() -> None:
         median = statistics.median(figures["full"])
         load = os.getloadavg()[0]
         notes = (f"Method: {args.rounds} rounds, alternating the two routers; {args.agents} "
-                 f"DEALER connections (tests/dealers.py, {PROCESSES} processes, HELLO each) on "
+                 f"DEALER connections (tests/support/dealers.py, {PROCESSES} processes, HELLO each) on "
                  f"one real router, none on the other; no state database (status says so on "
                  f"stderr and shows the routers' view); load average {load:.1f} at the end.\n\n"
                  f"Verdict: {'meets' if median < 1.0 else 'misses'} the target of an answer "

@@ -20,6 +20,8 @@ import yaml
 
 EX_CONFIG = 78
 DEFAULT_STATE_URL = "sqlite:////var/lib/fleetwatch/state.db"
+#: the operator's config file (``fleetwatch status``, ``history``...; ``History.open()``)
+OPERATOR_CONFIG = "/etc/fleetwatch/fleetwatch.yaml"
 
 
 class ConfigError(Exception):
@@ -64,6 +66,24 @@ class _StrictLoader(yaml.SafeLoader):
 
 def load(cls: type, path: str, overrides: dict | None = None):
     """Read ``path`` (YAML) into an instance of the dataclass ``cls``."""
+    data = read(path)
+    if overrides:
+        data = {**data, **overrides} if isinstance(data, dict) else data
+    return build(cls, data, path)
+
+
+def load_section(cls: type, path: str, key: str):
+    """Read one section ``key`` of ``path`` into ``cls`` (its defaults when the file has
+    none); the rest of the file is read as YAML but not checked (its owner does that)."""
+    data = read(path)
+    if not isinstance(data, dict):
+        return build(cls, data, path)       # says: expected a mapping, at the top level
+    section = data.get(key)
+    return build(cls, {} if section is None else section, path, prefix=key)
+
+
+def read(path: str) -> Any:
+    """The YAML document at ``path`` (``{}`` when empty); errors are :class:`ConfigError`."""
     try:
         with open(path, encoding="utf-8") as f:
             data = yaml.load(f, Loader=_StrictLoader)
@@ -83,11 +103,7 @@ def load(cls: type, path: str, overrides: dict | None = None):
         problem = getattr(e, "problem", None)
         raise ConfigError(path, "", f"is not valid YAML{line}"
                                     + (f" ({problem})" if problem else "")) from None
-    if data is None:
-        data = {}
-    if overrides:
-        data = {**data, **overrides} if isinstance(data, dict) else data
-    return build(cls, data, path)
+    return {} if data is None else data
 
 
 def build(cls: type, data: Any, path: str = "<config>", prefix: str = ""):

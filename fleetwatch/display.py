@@ -14,7 +14,6 @@ import math
 import re
 from datetime import datetime, timezone
 
-from plugins.nagios import format_number, quote_label
 
 #: how a table shows a time: UTC to the second, with the zone
 HUMAN = "%Y-%m-%d %H:%M:%S UTC"
@@ -138,44 +137,3 @@ def first_line(text: str | None, width: int = 0) -> str:
     """The first line of ``text``, cut to ``width`` characters (0: whole) with ``...``."""
     line = (text or "").split("\n", 1)[0].rstrip()
     return line if not width or len(line) <= width else line[:max(width - 3, 0)] + "..."
-
-
-def _number(value) -> str:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return ""
-    try:
-        return format_number(value)
-    except ValueError:          # not finite: what the wire said, as Python prints it
-        return repr(float(value))
-
-
-def _label(label: str) -> str:
-    try:
-        return quote_label(label)
-    except ValueError:          # empty or control characters: shown quoted, escaped
-        return "'" + label.encode("unicode_escape").decode("ascii").replace("'", "''") + "'"
-
-
-def perfdata_text(perfdata) -> str:
-    """Wire perfdata (a list of objects, SPEC 4) as plugins write it:
-    ``'label'=value[uom];[warn];[crit];[min];[max]``, space separated, empty tails cut."""
-    items = []
-    for item in perfdata if isinstance(perfdata, list) else []:
-        if not isinstance(item, dict) or not isinstance(item.get("label"), str):
-            continue
-        value = item.get("value")
-        uom = item.get("uom") if isinstance(item.get("uom"), str) else ""
-        head = f"{_label(item['label'])}={'U' if value is None else _number(value)}{uom}"
-        tail = [item.get(k) if isinstance(item.get(k), str) else "" for k in ("warn", "crit")]
-        tail += [_number(item.get(k)) for k in ("min", "max")]
-        items.append(";".join([head, *tail]).rstrip(";"))
-    return " ".join(items)
-
-
-def plugin_text(output: str, long_output: str = "", perfdata=None) -> str:
-    """A result as the plugin printed it: ``TEXT | perfdata`` then the long output."""
-    perf = perfdata_text(perfdata)
-    lines = [f"{output} | {perf}" if perf else output]
-    if long_output:
-        lines.append(long_output.rstrip("\n"))
-    return "\n".join(lines)

@@ -320,3 +320,23 @@ def _check_private(path: str) -> None:
     if mode:
         log.warning("%s is readable by group or others (mode %o): chmod 600 it",
                     path, os.stat(path).st_mode & 0o777)
+
+
+def check_own(keys: ClientKeys, role: str, uuid: str = "") -> None:
+    """Refuse at start a key the routers would refuse: the wrong role, another uuid.
+
+    Raises :class:`SecurityError` (one line; the command exits 78). Certificates without
+    a role in their metadata (made by other tools) are taken as they are.
+    """
+    if not keys.enabled:
+        return
+    own, router = keys.own, keys.router
+    if own.role and own.role != role:
+        raise SecurityError(f"{own.path}: a {own.role} key, but this process needs a {role} "
+                            f"key (fleetwatch keys new {role} ...)")
+    if role == "agent" and uuid and own.uuid and own.uuid != uuid:
+        raise SecurityError(f"{own.path}: bound to uuid {own.uuid}, but this agent is {uuid} "
+                            f"(fleetwatch keys new agent --uuid {uuid} DIR)")
+    if router.role and router.role != "router":
+        raise SecurityError(f"{router.path}: router_key is a {router.role} key, not the "
+                            f"routers' key")

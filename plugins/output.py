@@ -24,6 +24,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from plugins.nagios import format_number, quote_label
+
 #: Bytes of plugin output looked at; the rest is ignored.
 MAX_INPUT = 1024 * 1024
 #: Characters kept of the status text and of the long output.
@@ -148,3 +150,46 @@ def _cap(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return text[:limit - len(TRUNCATED)] + TRUNCATED
+
+
+# ---------------------------------------------------------------- wire perfdata as text
+
+def _perf_number(value) -> str:
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return ""
+    try:
+        return format_number(value)
+    except ValueError:          # not finite: what the wire said, as Python prints it
+        return repr(float(value))
+
+
+def _perf_label(label: str) -> str:
+    try:
+        return quote_label(label)
+    except ValueError:          # empty or control characters: shown quoted, escaped
+        return "'" + label.encode("unicode_escape").decode("ascii").replace("'", "''") + "'"
+
+
+def perfdata_text(perfdata) -> str:
+    """Wire perfdata (a list of objects, SPEC 4) as plugins write it:
+    ``'label'=value[uom];[warn];[crit];[min];[max]``, space separated, empty tails cut."""
+    items = []
+    for item in perfdata if isinstance(perfdata, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("label"), str):
+            continue
+        value = item.get("value")
+        uom = item.get("uom") if isinstance(item.get("uom"), str) else ""
+        head = f"{_perf_label(item['label'])}={'U' if value is None else _perf_number(value)}{uom}"
+        tail = [item.get(k) if isinstance(item.get(k), str) else "" for k in ("warn", "crit")]
+        tail += [_perf_number(item.get(k)) for k in ("min", "max")]
+        items.append(";".join([head, *tail]).rstrip(";"))
+    return " ".join(items)
+
+
+def plugin_text(output: str, long_output: str = "", perfdata=None) -> str:
+    """A result as the plugin printed it: ``TEXT | perfdata`` then the long output."""
+    perf = perfdata_text(perfdata)
+    lines = [f"{output} | {perf}" if perf else output]
+    if long_output:
+        lines.append(long_output.rstrip("\n"))
+    return "\n".join(lines)

@@ -33,7 +33,7 @@ from router.control import ControlDesk
 from router.counters import Counters
 from router.endpoints import advertised
 from router.peers import Peers
-from router.rcvmore import rcvmore_reader
+from fleetwatch.rcvmore import rcvmore_reader
 from router.reload import sighup
 from router.replies import ReplyLimiter
 from router.rids import seed_libzmq_counters

@@ -45,7 +45,7 @@ def job_table(rows: list[dict], config: SchedulerConfig, now: float) -> dict:
 
 
 def list_jobs(config: SchedulerConfig, as_json: bool, now: float) -> int:
-    from fleetwatch.statedb import Reader, StateError
+    from sinks.state.reader import Reader, StateError
     from scheduler.service import read_registry
     reader = Reader(config.state_url)
     try:
@@ -68,7 +68,7 @@ def list_jobs(config: SchedulerConfig, as_json: bool, now: float) -> int:
 
 
 def run(args) -> int:
-    from sinks import MissingDependency
+    from fleetwatch.optional import MissingDependency
     if args.json and not args.list:
         print("fleetwatch scheduler: --json goes with --list", file=sys.stderr)
         return 2
@@ -80,7 +80,7 @@ def run(args) -> int:
         # one line per job run or job added would drown the log: the counters say it
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
         logging.getLogger("apscheduler.executors").setLevel(logging.ERROR)
-        from fleetwatch.keys import check_own
+        from fleetwatch.security import check_own
         from fleetwatch.security import ClientKeys
         keys = ClientKeys(config.security)   # SecurityError: the CLI exits 78
         check_own(keys, "backend")

@@ -39,7 +39,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from fleetwatch import logs, sdnotify
 from fleetwatch.logs import Throttle
 from fleetwatch.reload import LIVE, Reloader
-from fleetwatch.statedb import Reader, StateError, safe_url
+from sinks.state.reader import Reader, StateError, safe_url
 from scheduler.config import SchedulerConfig
 from scheduler.dispatch import Dispatcher
 from scheduler.jobs import Diff, JobSpec, Key, Plan

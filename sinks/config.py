@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from fleetwatch.config import DEFAULT_STATE_URL, setting
 from fleetwatch.security import ClientSecurity
-from sinks.alerting_config import AlertingConfig
+from sinks.alerting.config import AlertingConfig
 from sinks.history.config import HistorySinkSettings
 
 

@@ -11,7 +11,8 @@ import sys
 
 from fleetwatch import logs
 from fleetwatch.config import ConfigError, load
-from sinks import EX_UNAVAILABLE, MissingDependency, UnknownSink, load_sink
+from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency
+from sinks import UnknownSink, load_sink
 from sinks.base import WriteError
 from sinks.config import SinkConfig
 
@@ -53,7 +54,7 @@ def run(args) -> int:
         print(f"fleetwatch sink: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     logs.setup(config.log_level, config.name or f"sink-{type_}")
-    from fleetwatch.keys import check_own
+    from fleetwatch.security import check_own
     from fleetwatch.security import ClientKeys
     # A missing or unreadable key stops the sink here (exit 78): never plain text instead.
     keys = ClientKeys(config.security)

@@ -4,7 +4,7 @@
 In pyzmq 27 ``recv_multipart`` pays for an enum built at every internal RCVMORE read
 (PERF-NOTES); :class:`Receiver` reads each frame with integer flags instead. A router always
 relays three frames (SIGNATURE, ENVELOPE, BODY), so three are read, then RCVMORE once
-(through :mod:`router.rcvmore`; a check after every frame cost the history sink about 1.3 us
+(through :mod:`fleetwatch.rcvmore`; a check after every frame cost the history sink about 1.3 us
 more per message, a sixth of its time, bench/RESULTS.md "History sink"). A longer message is
 read to its end and kept whole. A message of fewer than three frames cannot be told from its
 successor that way: its frames run on into the next message, and both are refused as
@@ -21,7 +21,7 @@ from collections import Counter
 
 import zmq
 
-from router.rcvmore import rcvmore_reader
+from fleetwatch.rcvmore import rcvmore_reader
 
 NOBLOCK = zmq.NOBLOCK
 #: seconds of exact (slower) framing after a message of other than three frames

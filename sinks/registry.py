@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
-from sinks import db
+from sinks.state import db
 from sinks.base import WriteError
 
 log = logging.getLogger(__name__)

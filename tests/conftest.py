@@ -6,7 +6,7 @@ import zmq
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from fleet import Fleet  # noqa: E402
+from support.fleet import Fleet  # noqa: E402
 
 
 @pytest.fixture
@@ -22,9 +22,9 @@ def fleet(tmp_path, request):
 
 @pytest.fixture(scope="session")
 def pg_cluster():
-    """A throwaway PostgreSQL cluster on 127.0.0.1 (tests/pg.py), stopped after the session;
+    """A throwaway PostgreSQL cluster on 127.0.0.1 (tests/support/pg.py), stopped after the session;
     skipped only when the PostgreSQL binaries are not installed (``make install`` does)."""
-    from pg import PgCluster, find_bindir
+    from support.pg import PgCluster, find_bindir
     bindir = find_bindir()
     if bindir is None:
         pytest.skip("PostgreSQL binaries not found in /usr/lib/postgresql/*/bin "
@@ -54,7 +54,8 @@ def url(request, tmp_path):
 @pytest.fixture
 def eng(url):
     """An engine on ``url`` with the alerting sink's tables and the outbox created."""
-    from sinks import db, outbox
+    from sinks.state import db
+    from sinks.alerting import outbox
     e = db.engine(url)
     db.create(e, "alerting")
     outbox.create(e)
@@ -85,9 +86,9 @@ def spark():
 
 @pytest.fixture(scope="session")
 def history_lake(spark, tmp_path_factory):
-    """The generated lake of tests/lakegen.py with its known answers, shared by the query,
+    """The generated lake of tests/support/lakegen.py with its known answers, shared by the query,
     replay and notebook tests: read only (a test that changes a lake makes its own)."""
-    from lakegen import make_lake
+    from support.lakegen import make_lake
     return make_lake(spark, tmp_path_factory.mktemp("history-lake"))
 
 

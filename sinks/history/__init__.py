@@ -16,7 +16,7 @@ def __getattr__(name: str):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from sinks import optional_import
+    from fleetwatch.optional import optional_import
     return getattr(optional_import(module, f"sinks.history.{name}"), name)
 
 

@@ -3,7 +3,7 @@ the router stamped (Spark DataFrames, no I/O).
 
 A body's ``hostname`` (a STATS's, a REGISTER's) is what its sender said: a local process
 or a misconfigured agent can say anything, so it never names a host here (SECURITY.md, the
-live graphite sink does the same: sinks/graphite.py). Two rules, one source:
+live graphite sink does the same: sinks/graphite/sink.py). Two rules, one source:
 
 - a row (a metric, a result) is named by :func:`bind`: the HELLO of its uuid latest at or
   before the row's ts, as the live graphite sink named it when it arrived; a row older than

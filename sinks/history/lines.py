@@ -19,7 +19,7 @@ unless:
 - it is one JSON object, ending where BODY ends. Spark's JSON reader ignores whatever follows
   the first complete object on a line, so an unchecked body such as
   ``{...},"type":"NOTIFY","uuid":"victim"}`` would close the line's object early with
-  envelope fields of its choosing (tests/test_history_raw.py shows Spark doing so). Within
+  envelope fields of its choosing (tests/integration/test_history_raw.py shows Spark doing so). Within
   one object the fields after BODY are the sink's, whatever their order;
 - its ``uuid`` is the stamped one (SPEC 4.1: a sink refuses a body claiming another sender).
 

@@ -52,8 +52,8 @@ from fleetwatch import protocol
 from sinks.history import hostnames, spans
 from sinks.history.schema import PARTITION, TABLE_NAMES, TABLES
 from sinks.history.spans import counted_interval
-from sinks.hoststate import DEFAULT_INTERVAL
-from sinks.metricpaths import INTERNAL_SOURCES
+from sinks.alerting.hosts import DEFAULT_INTERVAL
+from sinks.graphite.paths import INTERNAL_SOURCES
 
 DAY = 86400
 STATES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
@@ -293,9 +293,9 @@ class History:
         ``conf``) unless ``spark`` is given; a bare path gets ``local[*]``."""
         from sinks.history import spark as sparks
         if where is None or str(where).endswith((".yaml", ".yml")):
-            from fleetwatch.config import load
-            from fleetwatch.operator import DEFAULT_PATH, OperatorConfig
-            where = load(OperatorConfig, str(where or DEFAULT_PATH))
+            from fleetwatch.config import OPERATOR_CONFIG, load_section
+            from sinks.history.config import HistorySettings
+            where = load_section(HistorySettings, str(where or OPERATOR_CONFIG), "history")
         settings = getattr(where, "history", where)
         if hasattr(settings, "lake"):
             lake = settings.lake

@@ -1,11 +1,11 @@
 """``fleetwatch history replay --to graphite``: backfill carbon from the lake, at the original
 timestamps (after a carbon outage, or to fill a new carbon server).
 
-The datapoints are exactly those the live graphite sink sends (:mod:`sinks.graphite`): the
-same :class:`sinks.metricpaths.Namer` names them (``<prefix>.<host>.<metric>``,
+The datapoints are exactly those the live graphite sink sends (:mod:`sinks.graphite.sink`): the
+same :class:`sinks.graphite.paths.Namer` names them (``<prefix>.<host>.<metric>``,
 ``<prefix>.<host>.checks.<plugin>.<label>`` and ``...checks.<plugin>.status``, or tagged
 series with ``--tags``; a router's or sink's own counters under
-``<prefix>.fleetwatch.<uuid>``), graphyte builds the lines, and :func:`sinks.carbonsend.deliver`
+``<prefix>.fleetwatch.<uuid>``), graphyte builds the lines, and :func:`sinks.graphite.sender.deliver`
 sends each batch on one connection and returns once carbon has read all of it. A RESULT's
 timestamp is its ``started`` (else its ts), as in the sink. Replaying twice is harmless:
 whisper keeps one value per metric and second.
@@ -37,10 +37,10 @@ import graphyte
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sinks.carbonsend import deliver
+from sinks.graphite.sender import deliver
 from sinks.history import hostnames
 from sinks.history.query import History, epoch, secs, window
-from sinks.metricpaths import INTERNAL_SOURCES, Namer, Point
+from sinks.graphite.paths import INTERNAL_SOURCES, Namer, Point
 
 EX_UNAVAILABLE = 1
 

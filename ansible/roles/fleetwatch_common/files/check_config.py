@@ -13,7 +13,7 @@ CLASSES = {
     "router": ("router.config", "RouterConfig"),
     "sink": ("sinks.config", "SinkConfig"),
     "scheduler": ("scheduler.config", "SchedulerConfig"),
-    "operator": ("fleetwatch.operator", "OperatorConfig"),
+    "operator": ("fleetwatch.cli.operator", "OperatorConfig"),
 }
 
 

@@ -1,0 +1,107 @@
+"""The one command, ``fleetwatch``: a subcommand per process and per operator task.
+
+Subcommands are registered explicitly below and imported lazily, so ``fleetwatch agent``
+loads only what the agent needs. Each module named here provides ``add_arguments(parser)``
+and ``run(args) -> int``. Config errors and unusable keys exit with status 78 (EX_CONFIG),
+usage errors with 2; output into a pipe whose reader left (``| head``) ends quietly with 141.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import select
+import signal
+import sys
+
+from fleetwatch import __version__
+from fleetwatch.config import EX_CONFIG, ConfigError
+from fleetwatch.security import SecurityError
+
+#: the status a shell shows for a command killed by SIGPIPE (``fleetwatch tail | head``)
+EX_PIPE = 128 + signal.SIGPIPE
+
+#: name -> (module, one-line help)
+COMMANDS = {
+    "agent": ("agent.main", "run the agent daemon (or --once: print one stats collection)"),
+    "router": ("router.main", "run a router"),
+    "sink": ("sinks.main", "run a sink of a type (registry, alerting, graphite, history)"),
+    "scheduler": ("scheduler.main", "run the declared plugins on time through the routers "
+                                    "(--list: the job table)"),
+    "send": ("fleetwatch.cli.send", "send a notification, stat or heartbeat through the local agent"),
+    "run": ("fleetwatch.cli.run", "have an agent run a plugin now (--wait: its output and status)"),
+    "status": ("fleetwatch.cli.status", "show the agents of the fleet and their checks"),
+    "alerts": ("fleetwatch.cli.alerts", "list alerts and their delivery state per channel"),
+    "silence": ("fleetwatch.cli.silence", "mute a host's (or a check's) alerts for a while"),
+    "silences": ("fleetwatch.cli.silences", "list silences (--remove ID: end one now)"),
+    "tail": ("fleetwatch.cli.tail", "print live traffic from the routers"),
+    "demo": ("fleetwatch.cli.demo", "start a whole fleet on this machine"),
+    "keys": ("fleetwatch.cli.keys", "create and list CURVE certificates (keys new|list)"),
+    "service": ("fleetwatch.cli.service", "install or remove a process's systemd unit "
+                                      "(service install|uninstall)"),
+    "history": ("fleetwatch.cli.history", "the history lake on Spark (history compact|sql|replay|expire)"),
+}
+
+
+def parser_for(name: str) -> argparse.ArgumentParser:
+    module, help_ = COMMANDS[name]
+    parser = argparse.ArgumentParser(prog=f"fleetwatch {name}", description=help_)
+    importlib.import_module(module).add_arguments(parser)
+    return parser
+
+
+def top_parser() -> argparse.ArgumentParser:
+    width = max(map(len, COMMANDS))
+    lines = "\n".join(f"  {n:<{width}}  {h}" for n, (_, h) in COMMANDS.items())
+    parser = argparse.ArgumentParser(
+        prog="fleetwatch", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="fleetwatch: monitoring agent and router fleet on ZeroMQ",
+        epilog=f"commands:\n{lines}\n\n'fleetwatch COMMAND --help' for a command's options.")
+    parser.add_argument("--version", action="version", version=f"fleetwatch {__version__}")
+    parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        top_parser().print_help(sys.stderr)
+        return 2
+    if argv[0].startswith("-") or argv[0] not in COMMANDS:
+        top_parser().parse_args(argv[:1])  # --help, --version, or a usage error (exit 2)
+        return 2
+    name = argv[0]
+    args = parser_for(name).parse_args(argv[1:])
+    module = importlib.import_module(COMMANDS[name][0])
+    try:
+        code = module.run(args) or 0
+        sys.stdout.flush()          # a reader that left shows here, not at exit
+        return code
+    except (ConfigError, SecurityError) as e:  # a bad config file, a missing or bad key
+        print(f"fleetwatch {name}: {e}", file=sys.stderr)
+        return EX_CONFIG
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        if not stdout_closed():
+            raise                   # another pipe: a bug to see, not to hide
+        # ``| head`` has read enough: exit quietly as a tool killed by SIGPIPE would. stdout
+        # goes to /dev/null so that the flush at exit cannot fail again (Python's docs,
+        # "Note on SIGPIPE").
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EX_PIPE
+
+
+def stdout_closed() -> bool:
+    """Whether stdout is a pipe (or socket) whose reader has gone."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (OSError, ValueError):           # no stdout, or no file descriptor behind it
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())

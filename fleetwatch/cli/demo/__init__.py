@@ -1,0 +1,246 @@
+"""``fleetwatch demo``: a whole fleet on this machine, each process its own, on 127.0.0.1.
+
+:mod:`fleetwatch.cli.demo.plan` writes one config file per process into ``--dir`` (and the CURVE
+keys unless ``--insecure``); this module starts the processes in order (routers, sinks, the
+scheduler, the agent), records them in ``demo.json``, prints where everything listens, and
+supervises them until Ctrl-C or SIGTERM, when it stops them all: agent first, routers last,
+SIGKILL for any that do not exit in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import fcntl
+import json
+import os
+import shlex
+import socket
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fleetwatch import private
+from fleetwatch.config import build, load
+from fleetwatch.cli.demo.plan import COMPACT_EVERY, GRAPHITE_PREFIX, Child, DemoConfig, plan
+from fleetwatch.display import escape
+
+__all__ = ["DemoConfig", "plan", "run"]
+
+PR_SET_PDEATHSIG = 1
+STOP_TIMEOUT = 5.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="PATH",
+                        help="optional YAML file with the settings below (flags win)")
+    parser.add_argument("--dir", help="where configs, logs and state go (default: .demo)")
+    parser.add_argument("--routers", type=int, help="number of routers (default 2)")
+    parser.add_argument("--heartbeat", type=float,
+                        help="the agent's heartbeat interval in seconds (default 1)")
+    parser.add_argument("--stats-interval", type=float,
+                        help="the agent's stats interval in seconds (default 10)")
+    parser.add_argument("--insecure", action="store_true", default=None,
+                        help="run without CURVE (plain TCP), for debugging; the default "
+                             "generates keys into DIR/keys and turns CURVE on everywhere")
+    parser.add_argument("--alert-webhook", metavar="URL",
+                        help="deliver the demo's alerts to this webhook (PagerDuty Events v2 "
+                             "JSON)")
+    parser.add_argument("--alert-smtp", metavar="HOST:PORT",
+                        help="deliver the demo's alerts by email through this SMTP server")
+    parser.add_argument("--alert-to", metavar="ADDR", action="append",
+                        help="a recipient of the alert email (repeat for more)")
+    parser.add_argument("--for", dest="duration", type=float, default=0.0, metavar="SECONDS",
+                        help="stop by itself after this many seconds (default: run until "
+                             "Ctrl-C)")
+
+
+def settings(args: argparse.Namespace) -> DemoConfig:
+    """The config file's settings (or the defaults), overridden by the flags given."""
+    base = load(DemoConfig, args.config) if args.config else DemoConfig()
+    flags = {"dir": args.dir, "routers": args.routers, "heartbeat": args.heartbeat,
+             "stats_interval": args.stats_interval, "insecure": args.insecure,
+             "alert_webhook": args.alert_webhook, "alert_smtp": args.alert_smtp,
+             "alert_to": args.alert_to}
+    merged = {**dataclasses.asdict(base), **{k: v for k, v in flags.items() if v is not None}}
+    return build(DemoConfig, merged, args.config or "command line")
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM if the demo itself is killed."""
+    try:
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+def start(child: Child) -> None:
+    log = private.append(child.log)         # 0600: what the processes log is private
+    child.popen = subprocess.Popen(child.argv, stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   preexec_fn=_die_with_parent)
+    log.close()
+
+
+def wait_ready(children: list[Child], routers: list[dict], carbon, timeout: float = 20.0):
+    """Until every router has written its ready file and carbon accepts connections."""
+    deadline = time.monotonic() + timeout
+    waits = [(r["id"], Path(r["ready_file"]).exists) for r in routers]
+    waits.append(("carbon-cache", carbon.accepting))
+    for name, ready in waits:
+        while not ready():
+            dead = [c for c in children if c.popen and c.popen.poll() is not None]
+            if dead:
+                raise RuntimeError(f"{dead[0].name} exited at start; see {dead[0].log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} not ready after {timeout}s; see its log")
+            time.sleep(0.05)
+
+
+def stop(children: list[Child]) -> None:
+    """SIGTERM in reverse start order (agent first), then SIGKILL what is left."""
+    for child in reversed(children):
+        if child.popen and child.popen.poll() is None:
+            child.popen.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT
+    for child in reversed(children):
+        if not child.popen:
+            continue
+        try:
+            child.popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            print(f"  {child.name} did not stop in {STOP_TIMEOUT}s: killed", flush=True)
+            child.popen.kill()
+            child.popen.wait()
+
+
+def hold(root: Path) -> int | str:
+    """Take ``root/demo.lock`` for the life of this demo: an flock the kernel releases when
+    the demo exits, however it exits, so no stale state can refuse a later demo. The lock's
+    file descriptor, or, when another demo holds it, that demo's pid as it wrote it."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / "demo.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+        os.close(fd)
+        return holder
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def record(root: Path, data: dict) -> None:
+    """``root/demo.json``, with the demo's own pid (SIGTERM to it stops the whole demo)."""
+    (root / "demo.json").write_text(json.dumps({"pid": os.getpid(), **data}, indent=2))
+
+
+def command_prefix() -> str:
+    exe = Path(sys.executable).with_name("fleetwatch")
+    prefix = str(exe) if exe.exists() else f"{sys.executable} -m fleetwatch"
+    try:
+        rel = os.path.relpath(prefix)
+        return rel if not rel.startswith("..") else prefix
+    except ValueError:
+        return prefix
+
+
+def describe(root: Path, children: list[Child], info: dict) -> str:
+    fw = command_prefix()
+    op = shlex.quote(str(root / "fleetwatch.yaml"))
+    agent_cfg = shlex.quote(str(root / "agent.yaml"))
+    lines = ["", "fleetwatch demo is running (Ctrl-C stops every process).", ""]
+    for r in info["routers"]:
+        b = r["bind"]
+        lines.append(f"  {r['id']:<14} agents {b['agents']}  control {b['control']}  "
+                     f"tail {b['tail']}")
+    for c in children:
+        lines.append(f"  {c.name:<14} pid {c.pid:<7} config {c.config}")
+    lines += [
+        "",
+        f"  state database  {info['state_url']}",
+        f"  graphite        carbon-cache on 127.0.0.1:{info['carbon'].port}; whisper files "
+        f"appear within a minute in",
+        f"                  {info['carbon'].whisper_dir}/fleet/<host>/ (cpu, memory, "
+        f"checks/<plugin>/...)",
+        (f"  CURVE           on: keys in {info['keys']}/ (routers/, agents/, backends/); "
+         f"--insecure turns it off" if info.get("keys") else
+         "  CURVE           OFF (--insecure): plain TCP, any local process can connect"),
+        ("  alerts          delivered to " + ", ".join(info["channels"]) if info["channels"]
+         else "  alerts          recorded only (--alert-webhook URL, --alert-smtp HOST:PORT "
+              "--alert-to ADDR deliver them)"),
+        f"  logs            {root / 'logs'}/",
+        f"  processes       {root / 'demo.json'}",
+        "",
+        "Look at the fleet:",
+        f"  {fw} status --config {op}",
+        f"  {fw} tail --config {op}",
+        f"  {fw} send notify --config {agent_cfg} --severity error 'disk on fire'",
+        f"  {fw} run --config {op} --wait {shlex.quote(socket.gethostname())} disk_root",
+        f"  {fw} scheduler --list --config {shlex.quote(str(root / 'scheduler.yaml'))}",
+        f"  {fw} history sql --config {op} 'SELECT metric, count(*) FROM metrics GROUP BY "
+        f"metric'   (after the first compaction, every {COMPACT_EVERY}s)",
+        f"  {fw} alerts --config {op}",
+        f"  {fw} agent --once --config {agent_cfg}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = settings(args)
+    root = Path(cfg.dir).resolve()
+    lock = hold(root)           # before anything is written: the running fleet keeps its ports
+    if isinstance(lock, str):
+        print(f"fleetwatch demo: {root} is in use by a running demo (pid {escape(lock)}): stop "
+              f"that demo first (Ctrl-C), or give another --dir", file=sys.stderr)
+        return 1
+    for stale in root.glob("router-*.ready.json"):
+        stale.unlink()
+    children, info = plan(root, cfg)
+    stopping = []
+
+    def on_signal(signum, frame):
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        # routers and carbon first: the sinks, the scheduler and the agent connect to them
+        first = [c for c in children if c.name.startswith("router-") or c.name == "carbon"]
+        for c in first:
+            start(c)
+        wait_ready(first, info["routers"], info["carbon"])
+        for c in children[len(first):]:
+            start(c)
+        record(root, {
+            "dir": str(root),
+            "operator_config": str(root / "fleetwatch.yaml"),
+            "curve": not cfg.insecure,
+            "keys": info["keys"],
+            "carbon": {"port": info["carbon"].port, "whisper_dir": str(info["carbon"].whisper_dir),
+                       "prefix": GRAPHITE_PREFIX},
+            "processes": [{"name": c.name, "pid": c.pid, "config": str(c.config),
+                           "log": str(c.log)} for c in children],
+        })
+        print(describe(root, children, info), flush=True)
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while not stopping and (deadline is None or time.monotonic() < deadline):
+            for c in children:
+                if c.popen.poll() is not None and not c.reported:
+                    c.reported = True
+                    print(f"  {c.name} exited with status {c.popen.returncode}; "
+                          f"see {c.log}", flush=True)
+            time.sleep(0.2)
+    except RuntimeError as e:
+        print(f"fleetwatch demo: {e}", file=sys.stderr)
+        stop(children)
+        return 1
+    print("stopping the fleet...", flush=True)
+    stop(children)
+    print("all processes stopped.", flush=True)
+    return 0

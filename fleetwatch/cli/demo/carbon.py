@@ -1,0 +1,261 @@
+"""A real carbon-cache on 127.0.0.1 for the demo, the tests and the benchmark.
+
+:class:`Carbon` writes ``carbon.conf``, ``storage-schemas.conf`` and
+``storage-aggregation.conf`` into ``DIR/conf`` (carbon reads the last two from the directory
+of ``--config``), then runs carbon-cache in the foreground as a child process (the carbon
+package's ``carbon-cache.py``, found beside the running Python, through :func:`serve`; see
+below). Its output goes to ``DIR/carbon-cache.out``. The traps of DEPENDENCY-NOTES
+section 3 are set here once: every listener on 127.0.0.1 (carbon's default is 0.0.0.0), the
+pickle receiver off (it unpickles network input), UDP off, ``MAX_CREATES_PER_MINUTE`` and
+``MAX_UPDATES_PER_SECOND`` unlimited (the shipped example caps creates at 50 a minute),
+and short retentions chosen by the caller (a ``1s`` archive costs 12 bytes a point).
+
+carbon-cache 1.1.10 (with Twisted 26) does not write its in-memory cache when it stops: its
+writer thread ends with the reactor, so every point it read in the last second or so before
+a SIGTERM is lost (measured: 45 of 50 points read just before a stop). The process started
+here is ``python -m fleetwatch.cli.demo.carbon``: carbon-cache itself, plus a shutdown trigger that
+writes the cache to whisper before the listeners close, so :meth:`Carbon.stop` loses nothing
+that carbon had read (``WHISPER_LOCK_WRITES`` is on: the trigger and the writer thread may
+write at once).
+
+Whisper files land in ``DIR/storage/whisper/``: metric ``a.b.c`` is ``a/b/c.wsp`` there.
+:func:`read_points` reads one back, retrying while carbon is still creating it (a reader
+can meet a half-written header: whisper raises CorruptWhisperFile).
+
+Usage::
+
+    carbon = Carbon("/tmp/x", retentions="1s:1h").start()   # port: a free one
+    ... send to 127.0.0.1:carbon.port ...
+    carbon.stop()
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fleetwatch.cli.demo.ports import free_port
+
+CARBON_CONF = """\
+[cache]
+STORAGE_DIR = {storage}/
+LOCAL_DATA_DIR = {storage}/whisper/
+LOG_DIR = {storage}/log/
+PID_DIR = {storage}/
+WHITELISTS_DIR = {storage}/lists/
+USER =
+MAX_CACHE_SIZE = inf
+MAX_UPDATES_PER_SECOND = inf
+MAX_CREATES_PER_MINUTE = inf
+CACHE_WRITE_STRATEGY = sorted
+WHISPER_AUTOFLUSH = False
+WHISPER_LOCK_WRITES = True
+WHISPER_FALLOCATE_CREATE = True
+LINE_RECEIVER_INTERFACE = 127.0.0.1
+LINE_RECEIVER_PORT = {port}
+ENABLE_UDP_LISTENER = False
+UDP_RECEIVER_INTERFACE = 127.0.0.1
+PICKLE_RECEIVER_INTERFACE = 127.0.0.1
+PICKLE_RECEIVER_PORT = 0
+CACHE_QUERY_INTERFACE = 127.0.0.1
+CACHE_QUERY_PORT = {query_port}
+LOG_LISTENER_CONNECTIONS = False
+LOG_LISTENER_CONN_SUCCESS = False
+LOG_LISTENER_CONN_LOST = False
+LOG_UPDATES = False
+LOG_CREATES = False
+LOG_CACHE_HITS = False
+ENABLE_MANHOLE = False
+ENABLE_AMQP = False
+USE_FLOW_CONTROL = True
+CARBON_METRIC_INTERVAL = 60
+"""
+
+SCHEMAS = """\
+[carbon]
+pattern = ^carbon\\.
+retentions = 60s:1d
+
+[default]
+pattern = .*
+retentions = {retentions}
+"""
+
+AGGREGATION = """\
+[default]
+pattern = .*
+xFilesFactor = 0
+aggregationMethod = average
+"""
+
+
+class CarbonError(RuntimeError):
+    """carbon-cache could not be found, configured or started."""
+
+
+def carbon_script() -> str:
+    """``carbon-cache.py`` of this Python's environment, else the first on PATH."""
+    beside = Path(sys.executable).parent / "carbon-cache.py"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("carbon-cache.py")
+    if found is None:
+        raise CarbonError("carbon-cache.py not found: pip install 'fleetwatch[all]' "
+                          "(carbon, whisper and twisted)")
+    return found
+
+
+class Carbon:
+    """One carbon-cache process serving ``root`` (its configs, whisper files and logs)."""
+
+    def __init__(self, root, port: int | None = None, retentions: str = "10s:1d,1m:30d"):
+        self.root = Path(root).resolve()
+        self.conf_dir = self.root / "conf"
+        self.storage = self.root / "storage"
+        self.whisper_dir = self.storage / "whisper"
+        self.port = port or free_port()
+        self.query_port = free_port()
+        self.retentions = retentions
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.root / "carbon-cache.out"
+
+    @property
+    def config_path(self) -> Path:
+        return self.conf_dir / "carbon.conf"
+
+    def write_config(self) -> None:
+        self.conf_dir.mkdir(parents=True, exist_ok=True)
+        for sub in ("whisper", "log", "lists"):
+            (self.storage / sub).mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text(CARBON_CONF.format(
+            storage=self.storage, port=self.port, query_port=self.query_port))
+        (self.conf_dir / "storage-schemas.conf").write_text(
+            SCHEMAS.format(retentions=self.retentions))
+        (self.conf_dir / "storage-aggregation.conf").write_text(AGGREGATION)
+
+    def command(self) -> list[str]:
+        """The command line of carbon-cache for this directory (after :meth:`write_config`),
+        for a caller that runs its processes itself; it stops cleanly on SIGTERM."""
+        return [sys.executable, "-m", "fleetwatch.cli.demo.carbon", f"--config={self.config_path}",
+                f"--pidfile={self.storage / 'carbon-cache.pid'}", "--nodaemon", "start"]
+
+    def start(self, timeout: float = 15.0) -> "Carbon":
+        """Write the configs, start carbon-cache, return once its line port accepts."""
+        if self.alive():
+            return self
+        self.write_config()
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while not self.accepting():
+            if not self.alive():
+                raise CarbonError(f"carbon-cache exited with {self.proc.returncode}:\n"
+                                  f"{self.output()[-3000:]}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise CarbonError(f"carbon-cache not listening on 127.0.0.1:{self.port} "
+                                  f"after {timeout}s:\n{self.output()[-3000:]}")
+            time.sleep(0.05)
+        return self
+
+    def accepting(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), 0.5):
+                return True
+        except OSError:
+            return False
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM (carbon writes its cache to disk first), SIGKILL after ``timeout``."""
+        if not self.alive():
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(5)
+
+    def output(self) -> str:
+        """What carbon printed (its logs are in ``storage/log/``)."""
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def path_of(self, metric: str) -> Path:
+        """The whisper file of an untagged ``metric``."""
+        return self.whisper_dir.joinpath(*metric.split(".")).with_suffix(".wsp")
+
+    def tagged_path_of(self, series: str) -> Path:
+        """The whisper file of a tagged series ``name;tag=value`` (tags in sorted order)."""
+        from carbon.util import TaggedSeries  # carbon is installed wherever it runs
+        encoded = TaggedSeries.encode(TaggedSeries.parse(series).path, os.sep, hash_only=True)
+        return self.whisper_dir / f"{encoded}.wsp"
+
+    def describe(self) -> str:
+        return (f"carbon-cache pid {self.proc.pid if self.proc else '-'}: plaintext on "
+                f"127.0.0.1:{self.port}, cache query on 127.0.0.1:{self.query_port}; "
+                f"whisper files in {self.whisper_dir}; config {self.config_path}")
+
+
+def read_points(path, since: float | None = None, timeout: float = 10.0) -> dict[int, float]:
+    """``{timestamp: value}`` of the non-empty points of a whisper file, retrying while the
+    file is missing or half-created, until ``timeout``."""
+    import whisper
+    deadline = time.monotonic() + timeout
+    path = str(path)
+    while True:
+        try:
+            (start, _end, step), values = whisper.fetch(path, since or 0)
+            return {start + i * step: v for i, v in enumerate(values) if v is not None}
+        except (FileNotFoundError, whisper.CorruptWhisperFile):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _write_cache(writer) -> None:
+    """Shutdown trigger: write every cached point before carbon stops listening."""
+    from carbon.cache import MetricCache
+    try:
+        writer.writeCachedDataPoints()
+    except Exception as e:  # carbon is stopping anyway: say why the cache may be lost
+        print(f"fleetwatch.cli.demo.carbon: writing the cache at shutdown failed: {e!r}", flush=True)
+    print(f"fleetwatch.cli.demo.carbon: cache written at shutdown ({len(MetricCache())} metrics left)",
+          flush=True)
+
+
+def serve(argv: list[str]) -> None:
+    """Run carbon-cache in this process (argv as for ``carbon-cache.py``), with
+    :func:`_write_cache` added to its shutdown."""
+    from carbon.util import run_twistd_plugin
+    from twisted.plugins.carbon_cache_plugin import serviceMaker
+
+    def make_service(options):
+        # carbon.service installs a reactor on import: only now, after twistd chose it
+        from carbon import service
+        root = service.createCacheService(options)
+        from twisted.internet import reactor
+
+        from carbon import writer  # importable only now: it reads the settings at import
+        reactor.addSystemEventTrigger("before", "shutdown", _write_cache, writer)
+        return root
+    serviceMaker.makeService = make_service
+    script = carbon_script()
+    sys.argv = [script, *argv]
+    run_twistd_plugin(script)
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])

@@ -1,0 +1,235 @@
+"""What ``fleetwatch demo`` runs: one config file per process, written into the demo directory.
+
+:func:`plan` writes ``fleetwatch.yaml`` (the operator commands), ``agent.yaml``,
+``router-N.yaml``, ``sink-TYPE.yaml`` and ``scheduler.yaml`` and returns the processes to
+start, in order: routers, a real carbon-cache (:mod:`fleetwatch.cli.demo.carbon`, for the graphite
+sink), sinks, the scheduler, the agent. Ports are picked free on 127.0.0.1 when the plan is
+made. :mod:`fleetwatch.cli.demo` starts and supervises them.
+
+CURVE is on unless ``insecure``: the keys go to ``DIR/keys`` (``routers/fleet``, the routers'
+shared server key; ``agents/UUID``, the agent's key bound to its uuid; ``backends/NAME`` for
+each sink, the scheduler and the operator commands). Keys already there are reused, so a
+demo directory can be started again.
+
+The demo agent declares a few bundled checks and one Debian plugin, with short intervals,
+so ``fleetwatch status`` shows checks running within a minute.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+import subprocess
+
+import yaml
+
+from fleetwatch import private
+from fleetwatch.cli.demo.carbon import Carbon
+from fleetwatch.config import setting
+from fleetwatch.cli.demo.ports import free_port
+from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
+    write_certificates
+
+SINK_TYPES = ("registry", "alerting", "graphite", "history")
+#: seconds between two compactions of the demo's history lake
+COMPACT_EVERY = 60
+#: the demo's metrics in carbon: ``fleet.<host>.cpu.percent`` and so on
+GRAPHITE_PREFIX = "fleet"
+#: every sink type a router binds a PUSH for, whether the demo runs that sink or not
+ROUTED_TYPES = ("registry", "alerting", "graphite", "history")
+#: how often the demo agent's checks run (seconds)
+CHECK_INTERVAL = 30
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """``fleetwatch demo --config demo.yaml``: the demo's settings (flags override them)."""
+
+    dir: str = setting(".demo", "where configs, logs and state go")
+    routers: int = setting(2, "number of routers")
+    heartbeat: float = setting(1.0, "the agent's heartbeat interval in seconds")
+    stats_interval: float = setting(10.0, "the agent's stats interval in seconds")
+    insecure: bool = setting(False, "plain TCP instead of CURVE (for debugging)")
+    alert_webhook: str = setting("", "send the demo's alerts to this webhook URL (PagerDuty "
+                                     "Events v2 JSON)")
+    alert_smtp: str = setting("", "send the demo's alerts by email through this HOST:PORT")
+    alert_to: list[str] = setting(factory=list, help="recipients of the demo's alert email")
+
+    def validate(self):
+        if self.routers < 1:
+            raise ValueError("routers: expected at least 1")
+        if self.heartbeat <= 0 or self.stats_interval <= 0:
+            raise ValueError("heartbeat: expected positive intervals (and stats_interval)")
+        self.delivery()
+
+    def delivery(self) -> dict | None:
+        """The alerting sink's ``alerting.delivery`` section, or None without alert flags
+        (ValueError naming the bad flag)."""
+        if not (self.alert_webhook or self.alert_smtp or self.alert_to):
+            return None
+        from sinks.alerting.delivery import for_demo
+        return for_demo(self.alert_webhook or None, self.alert_smtp or None, self.alert_to)
+
+
+@dataclass
+class Child:
+    """One process of the demo."""
+
+    name: str
+    config: Path
+    argv: list[str]
+    log: Path
+    popen: subprocess.Popen | None = None
+    reported: bool = field(default=False)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid if self.popen else 0
+
+
+def endpoint() -> str:
+    return f"tcp://127.0.0.1:{free_port()}"
+
+
+def ensure_key(directory: Path, name: str, metadata: dict[str, str]) -> tuple[str, str]:
+    """(public, secret) paths of the key ``name`` in ``directory``, made if not there yet.
+
+    An existing pair is checked (SecurityError if unusable); half a pair is refused by
+    write_certificates (it never overwrites).
+    """
+    public = directory / f"{name}{PUBLIC_SUFFIX}"
+    secret = directory / f"{name}{SECRET_SUFFIX}"
+    if public.exists() and secret.exists():
+        read_certificate(str(secret), need_secret=True)
+        return str(public), str(secret)
+    return write_certificates(str(directory), name, metadata)
+
+
+def backend_names() -> list[str]:
+    """The back-end clients of the demo, each with its own key."""
+    return [f"sink-{t}" for t in SINK_TYPES] + ["scheduler", "operator"]
+
+
+def make_keys(root: Path, agent_state: Path) -> dict:
+    """The demo's keys in ``root/keys``: security sections for each kind of process."""
+    from agent import identity
+
+    keys = root / "keys"
+    uuid = identity.load_or_create(str(agent_state))  # the agent will find this uuid
+    fleet_public, fleet_secret = ensure_key(keys / "routers", "fleet",
+                                            {"role": "router", "name": "fleet"})
+    _, agent_secret = ensure_key(keys / "agents", uuid,
+                                 {"role": "agent", "uuid": uuid, "name": uuid})
+    backends = {}
+    for name in backend_names():
+        _, secret = ensure_key(keys / "backends", name, {"role": "backend", "name": name})
+        backends[name] = {"curve": True, "key": secret, "router_key": fleet_public}
+    return {
+        "dir": str(keys),
+        "router": {"curve": True, "server_key": fleet_secret,
+                   "agent_keys": str(keys / "agents"), "backend_keys": str(keys / "backends")},
+        "agent": {"curve": True, "key": agent_secret, "router_key": fleet_public},
+        **backends,
+    }
+
+
+def demo_checks(carbon_port: int) -> list[dict]:
+    """The demo agent's checks: bundled ones, and Debian's check_users.
+
+    The TCP check connects to carbon's plaintext line port, which the demo owns: a plain
+    connect to a router's CURVE port would be logged there as a failed handshake (a security
+    event) every interval.
+    """
+
+    def check(name, command, *args):
+        # the bundled checks' own -t (10 s) fires before the agent's kill
+        return {"name": name, "command": command, "args": list(args),
+                "interval": CHECK_INTERVAL, "timeout": 15}
+    return [
+        check("load", "check_fw_load", "-r", "-w", "4,3,2", "-c", "8,6,4"),
+        check("disk_root", "check_fw_disk", "-p", "/", "-w", "90", "-c", "95"),
+        check("memory", "check_fw_memory", "-w", "90", "-c", "95"),
+        check("carbon_port", "check_fw_tcp", "-H", "127.0.0.1", "-p", str(carbon_port),
+              "-w", "0.5", "-c", "1"),
+        check("users", "check_users", "-w", "5", "-c", "10"),
+    ]
+
+
+def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
+    """Write every process's config into ``root``; return the children to start, in order."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "logs").mkdir(exist_ok=True)
+    state_url = f"sqlite:///{(root / 'state.db').resolve()}"
+    routers = []
+    for i in range(1, args.routers + 1):
+        routers.append({
+            "id": f"router-{i}",
+            "bind": {"agents": endpoint(), "control": endpoint(), "tail": endpoint(),
+                     "sinks": {t: endpoint() for t in ROUTED_TYPES}},
+            "ready_file": str((root / f"router-{i}.ready.json").resolve()),
+        })
+    for r in routers:
+        r["peers"] = [o["bind"]["agents"] for o in routers if o is not r]
+    controls = [r["bind"]["control"] for r in routers]
+    agent_state = (root / "agent-state").resolve()
+    security = {} if args.insecure else make_keys(root.resolve(), agent_state)
+    configs = {f"{r['id']}.yaml": r for r in routers}
+    for t in SINK_TYPES:
+        configs[f"sink-{t}.yaml"] = {"routers": controls, "state_url": state_url,
+                                     "name": f"sink-{t}"}
+    lake = str((root / "history").resolve())
+    # history ACKs too, but the agent waits for the alerting and registry sinks only
+    # (its spool.ack_from default)
+    configs["sink-history.yaml"]["history"] = {"lake": lake, "rotate_seconds": 10.0}
+    carbon = Carbon(root / "carbon")
+    carbon.write_config()
+    configs["sink-graphite.yaml"]["graphite"] = {"host": "127.0.0.1", "port": carbon.port,
+                                                 "prefix": GRAPHITE_PREFIX}
+    delivery = args.delivery()
+    if delivery:
+        configs["sink-alerting.yaml"]["alerting"] = {"delivery": delivery}
+    configs["scheduler.yaml"] = {"routers": controls, "state_url": state_url,
+                                 "id": "scheduler", "refresh_interval": 5.0}
+    # The agent knows one router and learns the others from its WELCOME.
+    configs["agent.yaml"] = {
+        "routers": [routers[0]["bind"]["agents"]],
+        "state_dir": str(agent_state),
+        "heartbeat_interval": args.heartbeat,
+        "stats_interval": args.stats_interval,
+        "plugins": {"checks": demo_checks(carbon.port)},
+    }
+    configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
+                                  "history": {"lake": lake, "master": "local[1]",
+                                              "conf": {"spark.driver.memory": "1g"}}}
+    if security:
+        for r in routers:
+            r["security"] = security["router"]
+        for t in SINK_TYPES:
+            configs[f"sink-{t}.yaml"]["security"] = security[f"sink-{t}"]
+        configs["scheduler.yaml"]["security"] = security["scheduler"]
+        configs["agent.yaml"]["security"] = security["agent"]
+        configs["fleetwatch.yaml"]["security"] = security["operator"]
+    for name, data in configs.items():       # 0600: key paths, a webhook's routing key
+        private.write(root / name, yaml.safe_dump(data, sort_keys=False))
+
+    def child(name: str, *argv: str) -> Child:
+        cfg = (root / f"{name}.yaml").resolve()
+        return Child(name, cfg, [sys.executable, "-m", "fleetwatch", *argv, "--config",
+                                 str(cfg)], (root / "logs" / f"{name}.log").resolve())
+
+    children = [child(r["id"], "router") for r in routers]
+    children.append(Child("carbon", carbon.config_path, carbon.command(),
+                          (root / "logs" / "carbon.log").resolve()))
+    children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
+    children.append(child("scheduler", "scheduler"))
+    if importlib.util.find_spec("pyspark") is not None:    # the history extra
+        compact = child("fleetwatch", "history", "compact", "--every", str(COMPACT_EVERY))
+        compact.name = "history-compact"
+        compact.log = (root / "logs" / "history-compact.log").resolve()
+        children.append(compact)
+    children.append(child("agent", "agent"))
+    return children, {"routers": routers, "state_url": state_url,
+                      "keys": security.get("dir"), "carbon": carbon,
+                      "channels": sorted((delivery or {}).get("channels", {}))}

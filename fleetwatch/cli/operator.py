@@ -1,0 +1,35 @@
+"""The operator's configuration (``fleetwatch.yaml``), read by status, alerts, tail and run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetwatch.config import DEFAULT_STATE_URL, OPERATOR_CONFIG, setting
+from fleetwatch.security import ClientSecurity
+from sinks.history.config import HistorySettings
+
+DEFAULT_PATH = OPERATOR_CONFIG
+
+
+@dataclass(frozen=True)
+class OperatorConfig:
+    routers: list[str] = setting(help="control endpoints of every router")
+    tail: list[str] = setting(factory=list, help="tail endpoints (default: asked of each router)")
+    state_url: str = setting(DEFAULT_STATE_URL, "SQLAlchemy URL of the state database")
+    timeout: float = setting(2.0, "seconds to wait for a router's answer")
+    security: ClientSecurity = setting(factory=ClientSecurity, help="CURVE keys (a back-end key)")
+    history: HistorySettings = setting(factory=HistorySettings,
+                                       help="the history lake and Spark (fleetwatch history)")
+
+    def validate(self):
+        if not self.routers:
+            raise ValueError("routers: expected at least one router control endpoint")
+
+
+def client_keys(config: OperatorConfig):
+    """The operator's CURVE keys, checked: a missing or unreadable key, or one of another
+    role than ``backend``, raises SecurityError (the command exits 78), never plain text."""
+    from fleetwatch.security import ClientKeys, check_own
+    keys = ClientKeys(config.security)
+    check_own(keys, "backend")
+    return keys

@@ -1,0 +1,155 @@
+"""``fleetwatch tail``: print live traffic from the routers' tail sockets.
+
+The tail endpoints come from the operator config (``tail``) or from each router's WELCOME.
+Filtering happens on the routers: the SUB subscribes to topic prefixes (``NOTIFY/``,
+``NOTIFY/<uuid>/``, prefixes of each message's envelope), and messages are checked once more
+here.
+``--agent`` takes a uuid or a hostname, resolved through the routers' PEERS answers and the
+state database.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+import zmq
+
+from fleetwatch import protocol
+from fleetwatch.ask import ask_all
+from fleetwatch.config import load
+from fleetwatch.display import compact, escape, human, iso
+from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig, client_keys
+from fleetwatch.protocol import ProtocolError, Relayed
+
+log = logging.getLogger(__name__)
+
+EX_UNAVAILABLE = 69
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
+                        help=f"operator config (default {DEFAULT_PATH})")
+    parser.add_argument("--type", action="append", default=[], metavar="T",
+                        type=str.upper, choices=sorted(protocol.AGENT_TYPES),
+                        help="only messages of this type (repeatable)")
+    parser.add_argument("--agent", metavar="UUID|HOSTNAME", help="only this agent's messages")
+    parser.add_argument("--json", action="store_true", help="print JSON lines")
+    parser.add_argument("--count", type=int, default=0, metavar="N",
+                        help="stop after N messages")
+    parser.add_argument("--timeout", type=float, default=0.0, metavar="S",
+                        help="stop after S seconds")
+
+
+def subscriptions(types: list[str], uuids: list[str]) -> list[bytes]:
+    """Topic prefixes to subscribe to: types x uuids (no filter: everything)."""
+    if not uuids:
+        return [protocol.topic(t) for t in types] or [b""]
+    return [protocol.topic(t, u) for t in (types or sorted(protocol.AGENT_TYPES))
+            for u in uuids]
+
+
+def resolve_agent(value: str, hostnames: dict[str, str | None]) -> list[str]:
+    """The uuids ``value`` names: itself if a known uuid, else the agents with that hostname."""
+    if value in hostnames:
+        return [value]
+    matches = sorted(u for u, h in hostnames.items() if h == value)
+    return matches or [value]
+
+
+def wanted(relayed: Relayed, types: list[str], uuids: list[str]) -> bool:
+    return (not types or relayed.message.type in types) and (not uuids or relayed.uuid in uuids)
+
+
+def line(relayed: Relayed, hostnames: dict[str, str | None], as_json: bool) -> str:
+    msg = relayed.message
+    ts = msg.ts if isinstance(msg.ts, (int, float)) else None
+    hostname = hostnames.get(relayed.uuid) or msg.get("hostname")
+    if as_json:
+        return json.dumps({"time": iso(ts), "router": relayed.router, "type": msg.type,
+                           "uuid": relayed.uuid, "hostname": hostname, "body": msg.body},
+                          separators=(",", ":"), ensure_ascii=False)
+    who = f"{hostname}/{relayed.uuid[:8]}" if hostname else relayed.uuid
+    return escape(f"{human(ts) or '-'} {relayed.router} {msg.type} {who} {compact(msg.body)}")
+
+
+def _known_hostnames(answers, state_url: str) -> dict[str, str | None]:
+    hostnames: dict[str, str | None] = {}
+    from fleetwatch.optional import MissingDependency
+    from sinks.state.reader import StateError, read
+    try:
+        for row in read(state_url, "agents"):
+            hostnames[row["uuid"]] = row.get("hostname")
+    except (MissingDependency, StateError) as e:  # optional here: hostnames from routers only
+        print(f"fleetwatch tail: state database not used: {e}", file=sys.stderr)
+    for answer in answers:
+        peers = answer.get("PEERS")
+        for peer in (peers.get("agents") or []) if peers else []:
+            if isinstance(peer, dict) and isinstance(peer.get("uuid"), str):
+                hostnames[peer["uuid"]] = peer.get("hostname") or hostnames.get(peer["uuid"])
+    return hostnames
+
+
+def run(args) -> int:
+    config = load(OperatorConfig, args.config)
+    keys = client_keys(config)
+    answers = ask_all(config.routers, ("HELLO", "PEERS"), config.timeout, keys=keys)
+    endpoints = list(config.tail)
+    for answer in answers:
+        if not answer.reachable:
+            print(f"fleetwatch tail: router {answer.endpoint}: {answer.problem}", file=sys.stderr)
+            continue
+        welcome = answer.get("WELCOME")
+        tail = ((welcome.get("endpoints") or {}).get("tail") if welcome else None)
+        if not config.tail and isinstance(tail, str) and tail not in endpoints:
+            endpoints.append(tail)
+    if not endpoints:
+        print("fleetwatch tail: no tail endpoint (no router answered, none configured)",
+              file=sys.stderr)
+        return EX_UNAVAILABLE
+    hostnames = _known_hostnames(answers, config.state_url)
+    uuids = resolve_agent(args.agent, hostnames) if args.agent else []
+    if args.agent and uuids == [args.agent] and args.agent not in hostnames:
+        print(f"fleetwatch tail: no known agent is {args.agent!r}; taking it as a uuid",
+              file=sys.stderr)
+    return follow(endpoints, args.type, uuids, hostnames, args, keys=keys)
+
+
+def follow(endpoints: list[str], types: list[str], uuids: list[str],
+           hostnames: dict[str, str | None], args, clock=time.monotonic, keys=None) -> int:
+    ctx = zmq.Context.instance()
+    sub = ctx.socket(zmq.SUB)
+    sub.linger = 0
+    if keys is not None:
+        keys.apply(sub)
+    for prefix in subscriptions(types, uuids):
+        sub.setsockopt(zmq.SUBSCRIBE, prefix)
+    for endpoint in endpoints:
+        sub.connect(endpoint)
+    deadline = clock() + args.timeout if args.timeout > 0 else None
+    shown = bad = 0
+    try:
+        while not args.count or shown < args.count:
+            wait = 1000 if deadline is None else max(0.0, deadline - clock()) * 1000
+            if deadline is not None and wait <= 0:
+                break
+            if not sub.poll(min(wait, 1000)):
+                continue
+            try:
+                relayed = protocol.decode_tail(sub.recv_multipart())
+            except ProtocolError as e:
+                bad += 1
+                log.debug("bad tail message: %s", e)
+                continue
+            if wanted(relayed, types, uuids):
+                print(line(relayed, hostnames, args.json), flush=True)
+                shown += 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sub.close(0)
+    if bad:
+        print(f"fleetwatch tail: {bad} undecodable messages skipped", file=sys.stderr)
+    return 0

@@ -1,0 +1,37 @@
+"""Optional dependencies: a package an extra installs, imported only when needed.
+
+A process that needs a package it was installed without (``pip install fleetwatch`` has no
+SQLAlchemy) fails with :class:`MissingDependency`, whose text names the extra to install,
+and exits :data:`EX_UNAVAILABLE`; it never vanishes silently or falls back.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+#: optional module -> the extra that installs it
+EXTRAS = {"sqlalchemy": "sinks", "graphyte": "graphite", "pyspark": "history"}
+
+#: exit status for a missing optional dependency (EX_UNAVAILABLE, sysexits.h)
+EX_UNAVAILABLE = 69
+
+
+class MissingDependency(ImportError):
+    """An optional dependency is not installed; ``str()`` says which extra to install."""
+
+    def __init__(self, module: str, what: str):
+        extra = EXTRAS.get(module, "all")
+        super().__init__(f"{what} needs the Python package {module!r}: "
+                         f"pip install 'fleetwatch[{extra}]'")
+        self.module = module
+
+
+def optional_import(module: str, what: str):
+    """Import ``module``; a missing optional dependency becomes :class:`MissingDependency`."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        top = (e.name or "").split(".")[0]
+        if top in EXTRAS:
+            raise MissingDependency(top, what) from None
+        raise

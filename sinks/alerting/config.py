@@ -1,0 +1,74 @@
+"""The ``alerting:`` section of a sink config: how results, hosts and silences become alerts.
+
+::
+
+    alerting:
+      max_check_attempts: 3      # SOFT attempts before a problem is HARD (per plugin: the
+                                 # declared spec's max_check_attempts wins)
+      renotify_interval: 3600    # reminder while a HARD problem lasts; 0: never
+      flap_detection: true
+      flap_low: 25               # percent state change below which flapping stops
+      flap_high: 50              # ... above which it starts
+      host_timeout: 0            # seconds of silence before DOWN; 0: from the heartbeat
+      host_timeout_intervals: 3  #   interval: this many of the host's own intervals,
+      host_timeout_min: 10       #   at least this many seconds
+      tick_interval: 1           # seconds between looks for silent hosts
+      delivery: {...}            # channels and rules (sinks.alerting.delivery)
+
+Only the alerting sink reads it; other sink types accept and ignore it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetwatch.config import setting
+from sinks.alerting import checks as checkstate, hosts as hoststate
+from sinks.alerting.delivery import DeliveryConfig
+
+
+@dataclass(frozen=True)
+class AlertingConfig:
+    max_check_attempts: int = setting(3, "consecutive non-OK results before a problem is HARD "
+                                         "(a plugin's declared max_check_attempts wins)")
+    renotify_interval: float = setting(3600.0, "seconds between reminders while a HARD "
+                                               "problem lasts; 0: never remind")
+    flap_detection: bool = setting(True, "detect flapping checks (no state alerts while "
+                                         "flapping, one started/stopped alert)")
+    flap_low: float = setting(25.0, "percent state change below which flapping stops")
+    flap_high: float = setting(50.0, "percent state change above which flapping starts")
+    host_timeout: float = setting(0.0, "seconds without heartbeats before a host is DOWN; "
+                                       "0: host_timeout_intervals of its heartbeat interval")
+    host_timeout_intervals: float = setting(3.0, "heartbeat intervals of silence before DOWN "
+                                                 "(when host_timeout is 0)")
+    host_timeout_min: float = setting(10.0, "the least silence, in seconds, that is DOWN "
+                                            "(when host_timeout is 0)")
+    tick_interval: float = setting(1.0, "seconds between two looks for silent hosts")
+    delivery: DeliveryConfig = setting(factory=DeliveryConfig,
+                                       help="channels (email, webhook) and routing rules")
+
+    def validate(self):
+        if not 1 <= self.max_check_attempts <= 100:
+            raise ValueError("max_check_attempts: expected 1 to 100")
+        if self.renotify_interval < 0:
+            raise ValueError("renotify_interval: expected 0 (never) or more seconds")
+        if not 0 <= self.flap_low <= self.flap_high <= 100:
+            raise ValueError("flap_low: expected 0 <= flap_low <= flap_high <= 100")
+        if self.host_timeout < 0 or self.host_timeout_min < 0:
+            raise ValueError("host_timeout: expected 0 (automatic) or more seconds")
+        if self.host_timeout_intervals < 1:
+            raise ValueError("host_timeout_intervals: expected at least 1")
+        if self.tick_interval <= 0:
+            raise ValueError("tick_interval: expected a positive number of seconds")
+
+    def check_policy(self, max_attempts: int | None = None) -> checkstate.Policy:
+        """The check policy, with a plugin's own ``max_check_attempts`` if it declared one."""
+        return checkstate.Policy(
+            max_attempts=max_attempts or self.max_check_attempts,
+            renotify_interval=self.renotify_interval, flap_detection=self.flap_detection,
+            flap_low=self.flap_low, flap_high=self.flap_high)
+
+    def host_policy(self, per_router: bool = True) -> hoststate.Policy:
+        return hoststate.Policy(timeout=self.host_timeout,
+                                intervals=self.host_timeout_intervals,
+                                minimum=self.host_timeout_min, per_router=per_router)

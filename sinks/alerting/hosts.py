@@ -1,0 +1,127 @@
+"""Hosts gone silent: DOWN when no router has relayed a heartbeat for the host timeout.
+
+Pure logic with the times passed in; no SQL. A host (an agent's own heartbeats; a local
+process that heartbeats is tracked the same way under its name) is heard through one or
+more routers. It is DOWN when it has been heard through *no* router for its timeout: one
+``trigger``; UP again at its next heartbeat: one ``resolve``. A host still heard through one
+router while another has not relayed it for the timeout was lost by that router, not by
+us: no alert, the caller logs and counts it (:attr:`Heard.lost`).
+
+The timeout is ``timeout`` when set, else ``intervals`` of the host's own heartbeat interval
+(the HEARTBEAT's ``interval``), at least ``minimum``. A local process that never said its
+interval is recorded but never timed out.
+
+Like :mod:`sinks.alerting.checks`, what the outside world was told (``notified``) is state:
+an alert held back by a silence is not :func:`delivered`, ``pending`` stays true, and the
+sink's tick raises it again until it goes out, so the pager ends up right.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+#: heartbeat interval assumed when an agent's HEARTBEAT does not say
+DEFAULT_INTERVAL = 2.0
+#: the timeout of a local process that never said its interval: never DOWN (a nightly job
+#: that heartbeats without ``interval`` must not page every night)
+NEVER = 1e12
+
+
+@dataclass(frozen=True)
+class Policy:
+    timeout: float = 0.0        # seconds; 0: intervals x interval, at least minimum
+    intervals: float = 3.0
+    minimum: float = 10.0
+    #: whether per-router silence is told apart, and an interval assumed when none was
+    #: said (False for local processes: their heartbeats take any one router, so a quiet
+    #: router means nothing, and one that never said its interval is never timed out)
+    per_router: bool = True
+
+    def timeout_for(self, interval: float | None) -> float:
+        if interval is None and not self.per_router:
+            return NEVER
+        if self.timeout > 0:
+            return self.timeout
+        return max(self.minimum, self.intervals * (interval or DEFAULT_INTERVAL))
+
+
+@dataclass(frozen=True)
+class HostState:
+    up: bool = True
+    last_heard: float = 0.0
+    interval: float | None = None
+    since: float = 0.0                   # when it last went UP or DOWN (or was first heard)
+    routers: dict[str, float] = field(default_factory=dict)   # router -> last heard
+    notified: bool = False               # a DOWN alert went out and no UP since
+
+    @property
+    def pending(self) -> bool:
+        """An alert is owed: DOWN not yet told, or UP not yet told."""
+        return self.up == self.notified
+
+
+@dataclass(frozen=True)
+class Alert:
+    action: str      # "trigger" (DOWN) or "resolve" (UP)
+    reason: str      # "down" or "up"
+    silent_for: float  # seconds without a heartbeat (when it went DOWN or came back)
+
+    @property
+    def severity(self) -> str:
+        return "critical" if self.action == "trigger" else "ok"
+
+
+@dataclass(frozen=True)
+class Heard:
+    state: HostState
+    alerts: tuple[Alert, ...] = ()
+    lost: tuple[str, ...] = ()       # routers that stopped relaying this host
+
+
+def deadline(state: HostState, policy: Policy) -> float:
+    """When the host turns DOWN if nothing is heard before."""
+    return state.last_heard + policy.timeout_for(state.interval)
+
+
+def heard(state: HostState | None, router: str, now: float, interval: float | None,
+          policy: Policy) -> Heard:
+    """A heartbeat through ``router`` at ``now`` (the sink's clock)."""
+    if state is None:
+        state = HostState(since=now)
+    if interval is not None and interval > 0:
+        state = replace(state, interval=float(interval))
+    timeout = policy.timeout_for(state.interval)
+    lost: list[str] = []
+    routers = dict(state.routers)
+    routers[router] = max(now, routers.get(router, 0.0))
+    if policy.per_router:
+        for other, last in list(routers.items()):
+            if other != router and now - last > timeout:
+                del routers[other]
+                if state.up:        # (a host back from DOWN was lost by every router)
+                    lost.append(other)
+    else:
+        routers = {router: routers[router]}
+    silent_for = max(0.0, now - state.last_heard) if state.last_heard else 0.0
+    new = replace(state, routers=routers, last_heard=max(now, state.last_heard))
+    if not state.up:
+        new = replace(new, up=True, since=now)
+    alerts = (Alert("resolve", "up", silent_for),) if new.pending and new.up else ()
+    return Heard(new, alerts, tuple(sorted(lost)))
+
+
+def expire(state: HostState, now: float, policy: Policy) -> tuple[HostState, tuple[Alert, ...]]:
+    """The state at ``now`` with nothing heard: DOWN past the deadline; the alerts owed."""
+    if state.up and now > deadline(state, policy):
+        state = replace(state, up=False, since=now)
+    if not state.pending:
+        return state, ()
+    silent_for = max(0.0, now - state.last_heard)
+    if state.up:
+        return state, (Alert("resolve", "up", silent_for),)
+    return state, (Alert("trigger", "down", silent_for),)
+
+
+def delivered(state: HostState, alert: Alert) -> HostState:
+    """The state once ``alert`` went out."""
+    return replace(state, notified=alert.action == "trigger")

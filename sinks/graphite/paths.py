@@ -1,0 +1,191 @@
+"""Graphite names for what agents and routers report: plain logic, no sockets.
+
+Paths (``<prefix>.`` is added by the sender; README "Metric paths" is the user's view):
+
+- an agent's STATS metric ``M``: ``<hostname>.M`` (the hostname of the agent's HELLO, chosen
+  by :mod:`sinks.graphite.sink`, never a body's claim);
+- a check's perfdata label ``L`` of plugin ``P``: ``<hostname>.checks.P.L``, and the check's
+  status (0 OK .. 3 UNKNOWN) as ``<hostname>.checks.P.status``;
+- a router's or sink's own counter ``C`` (STATS with ``source`` ``router`` or ``sink``):
+  ``fleetwatch.<id>.C``, where ``<id>`` is the uuid the router stamped (so a process can only
+  ever write under its own id).
+
+Names are sanitised node by node: every run of characters other than ``A-Z a-z 0-9 _ -``
+becomes one ``_``. A hostname, plugin, label or id is one node (``web1.example.com`` ->
+``web1_example_com``, ``/var/lib`` -> ``_var_lib``); a STATS metric keeps its dots as the
+hierarchy (``disk.root.free``) and loses empty nodes. A node longer than :data:`MAX_NODE`
+(whisper file names) or a name longer than :data:`MAX_NAME` (carbon drops the connection
+on a line past 16 KiB) is not sent and is counted ``bad_name``.
+
+With tags on, the owner node moves into a tag instead (Graphite tagged series):
+``M;host=<hostname>``, ``checks.P.L;host=<hostname>``, ``fleetwatch.C;id=<id>``; tag values
+keep their dots.
+
+Perfdata values are normalised to base units: ``B KB MB GB TB`` (and ``KiB``...; binary
+multiples, as the Monitoring Plugins use them) to bytes, ``s ms us`` to seconds; ``%``, ``c``
+and no unit as they are; any other unit is passed through unchanged and counted
+``unit_unknown``. A ``U`` value (null) is skipped and counted ``perfdata_unknown``.
+Timestamps are whole seconds, floored, so a point is never ahead of carbon's clock (whisper
+refuses points from the future).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from typing import NamedTuple
+
+#: longest node (a whisper directory or file name, ``.wsp`` added, must fit in 255 bytes)
+MAX_NODE = 200
+#: longest name without the prefix
+MAX_NAME = 1000
+#: ``source`` values of STATS that are fleetwatch's own counters
+INTERNAL_SOURCES = frozenset({"router", "sink", "scheduler"})
+
+_ODD = re.compile(r"[^A-Za-z0-9_-]+")
+_ODD_TAG = re.compile(r"[^A-Za-z0-9_.-]+")
+
+#: unit -> factor to the base unit
+UNITS = {
+    "B": 1, "KB": 1024, "kB": 1024, "KiB": 1024, "MB": 1024 ** 2, "MiB": 1024 ** 2,
+    "GB": 1024 ** 3, "GiB": 1024 ** 3, "TB": 1024 ** 4, "TiB": 1024 ** 4,
+    "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
+    "%": 1, "c": 1, "": 1,
+}
+
+
+class Point(NamedTuple):
+    """One datapoint: ``name`` without the prefix, tags as sorted (key, value) pairs."""
+
+    name: str
+    value: float
+    ts: int
+    tags: tuple[tuple[str, str], ...] = ()
+
+
+def node(text: str) -> str:
+    """One path node: odd characters (dots included) become ``_``; '' if nothing is left."""
+    return _ODD.sub("_", text) if text else ""
+
+
+def dotted(text: str) -> str:
+    """A metric name that keeps its hierarchy: each dot-separated node sanitised, empties gone."""
+    return ".".join(n for n in (node(part) for part in text.split(".")) if n)
+
+
+def tag_value(text: str) -> str:
+    """A tag value: like :func:`node`, but dots stay."""
+    return _ODD_TAG.sub("_", text) if text else ""
+
+
+def normalise(value: float, uom: str) -> tuple[float, bool]:
+    """``value`` in base units, and whether ``uom`` was known."""
+    factor = UNITS.get(uom)
+    if factor is None:
+        return value, False
+    return value * factor if factor != 1 else value, True
+
+
+def number(value) -> float | None:
+    """A finite int or float (not a bool), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def timestamp(ts: float) -> int:
+    return math.floor(ts)
+
+
+def _valid(name: str) -> bool:
+    return 0 < len(name) <= MAX_NAME and all(0 < len(n) <= MAX_NODE for n in name.split("."))
+
+
+class Namer:
+    """Turns metrics of one owner (a host or a fleetwatch process) into points.
+
+    Agents send the same names every time, so each (owner, name) is sanitised once and
+    remembered (at most ``cache_size`` of them; the memory is cleared when full).
+    """
+
+    def __init__(self, tagged: bool = False, cache_size: int = 200_000):
+        self.tagged, self.cache_size = tagged, cache_size
+        self._cache: dict[tuple, tuple[str, tuple] | str] = {}
+
+    def _series(self, internal: bool, owner: str, raw) -> tuple[str, tuple] | str:
+        """(name, tags) for a STATS key ``raw`` (str) or a check's (plugin, label); a
+        label of None is the check's status. A str result is the counter of the defect."""
+        key = (internal, owner, raw)
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._name(internal, owner, raw)
+            if len(self._cache) >= self.cache_size:
+                self._cache.clear()
+            self._cache[key] = hit
+        return hit
+
+    def _name(self, internal: bool, owner: str, raw) -> tuple[str, tuple] | str:
+        if isinstance(raw, tuple):
+            plugin, label = raw
+            metric = f"checks.{node(plugin)}.{'status' if label is None else node(label)}"
+        else:
+            metric = dotted(raw) if isinstance(raw, str) else ""
+            if not metric:
+                return "bad_metric"
+        if self.tagged:
+            name = f"fleetwatch.{metric}" if internal else metric
+            tag = tag_value(owner)
+            tags = (("id" if internal else "host", tag),)
+            ok = _valid(name) and 0 < len(tag) <= MAX_NODE
+        else:
+            head = f"fleetwatch.{node(owner)}" if internal else node(owner)
+            name, tags = f"{head}.{metric}", ()
+            ok = _valid(name)
+        return (name, tags) if ok else "bad_name"
+
+    def stats(self, metrics: dict, ts: float, owner: str, internal: bool = False
+              ) -> tuple[list[Point], Counter]:
+        """Points of a STATS ``metrics`` object (values already finite numbers on the wire)."""
+        counts: Counter = Counter()
+        points, second = [], timestamp(ts)
+        for key, raw in metrics.items():
+            value = number(raw)
+            series = self._series(internal, owner, key) if value is not None else "bad_metric"
+            if isinstance(series, str):
+                counts[series] += 1
+                continue
+            points.append(Point(series[0], value, second, series[1]))
+        return points, counts
+
+    def result(self, plugin: str, status: int, perfdata, ts: float, owner: str
+               ) -> tuple[list[Point], Counter]:
+        """Points of a RESULT: the status, then each usable perfdata entry."""
+        counts: Counter = Counter()
+        second = timestamp(ts)
+        points = []
+        wanted = [((plugin, None), status)]
+        for item in perfdata if isinstance(perfdata, list) else ():
+            label = item.get("label") if isinstance(item, dict) else None
+            if not isinstance(label, str) or not node(label):
+                counts["perfdata_bad"] += 1
+                continue
+            if item.get("value") is None:
+                counts["perfdata_unknown"] += 1
+                continue
+            value = number(item.get("value"))
+            uom = item.get("uom") or ""
+            if value is None or not isinstance(uom, str):
+                counts["perfdata_bad"] += 1
+                continue
+            value, known = normalise(value, uom)
+            if not known:
+                counts["unit_unknown"] += 1
+            wanted.append(((plugin, label), value))
+        for raw, value in wanted:
+            series = self._series(False, owner, raw)
+            if isinstance(series, str):
+                counts[series] += 1
+                continue
+            points.append(Point(series[0], value, second, series[1]))
+        return points, counts

@@ -1,0 +1,203 @@
+"""The graphite sink: STATS and check perfdata into carbon, through graphyte.
+
+It takes STATS, RESULT and HELLO (SPEC 4.1; HELLO only if a router's routing table sends it
+here). Names come from :mod:`sinks.graphite.paths`; graphyte builds each plaintext line
+(prefix, tags, value, timestamp); :mod:`sinks.graphite.sender` buffers the lines (bounded, drops
+counted) and delivers them from its own thread, so the PULL loop never waits for carbon.
+STATS and RESULT are at most once and not ACKed: :meth:`write` never fails a batch.
+
+An agent's paths are named after the hostname of the stamped uuid, never after a body's
+claim: the hostname its HELLO gave (the default routing table sends HELLO here), or, until
+the sink sees one (it started after the agent connected), the hostname of the uuid's first
+STATS. A STATS naming another host is filed under that name all the same and counted
+``hostname_mismatch``; a RESULT, which carries no hostname, uses the same name, else the
+uuid. :class:`HostNames` keeps at most :data:`MAX_HOSTS` of them (least recently used
+forgotten).
+
+The sink's own counters go to carbon too, every ``stats_interval``, under
+``<prefix>.fleetwatch.<sink name>.graphite.<counter>``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections import Counter, OrderedDict
+
+import graphyte
+
+from fleetwatch import protocol
+from fleetwatch.logs import Throttle
+from fleetwatch.protocol import Relayed
+from sinks.graphite.sender import CarbonSender, LineBuffer
+from sinks.graphite.paths import INTERNAL_SOURCES, Namer, Point
+
+log = logging.getLogger(__name__)
+
+#: graphyte only reads the tags it is given
+NO_TAGS: dict = {}
+#: uuid -> hostname entries kept for naming RESULTs
+MAX_HOSTS = 100_000
+#: every counter this sink keeps (created at once: another thread reads them)
+COUNTERS = ("stats", "results", "hellos", "datapoints", "bad_name", "bad_metric",
+            "perfdata_bad", "perfdata_unknown", "unit_unknown", "result_no_host",
+            "hostname_mismatch")
+
+
+class HostNames:
+    """A bounded uuid -> hostname map, least recently used forgotten first.
+
+    A HELLO's hostname always sets the name; a STATS's only names a uuid not known yet.
+    """
+
+    def __init__(self, size: int = MAX_HOSTS):
+        self.size = size
+        self.names: OrderedDict[str, str] = OrderedDict()
+
+    def hello(self, uuid: str, hostname) -> None:
+        """The hostname the agent gave in its HELLO (the router bound it to ``uuid``)."""
+        if isinstance(hostname, str) and hostname:
+            self._set(uuid, hostname[:255])
+
+    def claim(self, uuid: str, hostname) -> tuple[str | None, bool]:
+        """(the name for a STATS of ``uuid`` claiming ``hostname``, whether the claim was
+        overruled): the known name, else the claim, which then holds until a HELLO."""
+        known = self.get(uuid)
+        valid = isinstance(hostname, str) and hostname
+        if known is not None:
+            return known, bool(valid) and hostname[:255] != known
+        if not valid:
+            return None, False
+        self._set(uuid, hostname[:255])
+        return hostname[:255], False
+
+    def _set(self, uuid: str, hostname: str) -> None:
+        self.names[uuid] = hostname
+        self.names.move_to_end(uuid)
+        while len(self.names) > self.size:
+            self.names.popitem(last=False)
+
+    def get(self, uuid: str) -> str | None:
+        name = self.names.get(uuid)
+        if name is not None:
+            self.names.move_to_end(uuid)
+        return name
+
+
+class GraphiteSink:
+    type = "graphite"
+    handles = frozenset({"STATS", "RESULT", "HELLO"})
+    acks: frozenset[str] = frozenset()
+
+    def __init__(self, settings, sink_id: str = "graphite", stats_interval: float = 10.0,
+                 clock=time.time):
+        self.settings, self.sink_id, self.clock = settings, sink_id, clock
+        self.namer = Namer(settings.tags)
+        self.hosts = HostNames()
+        # graphyte without `interval`: no thread, no queue; we only use it to build lines
+        self.graphyte = graphyte.Sender(settings.host, settings.port,
+                                        prefix=settings.prefix or None,
+                                        timeout=settings.timeout, raise_send_errors=True)
+        self.buffer = LineBuffer(settings.buffer, settings.batch)
+        self.sender = CarbonSender(self.buffer, settings.host, settings.port,
+                                   settings.flush_interval, settings.timeout,
+                                   settings.reconnect_min, settings.reconnect_max,
+                                   tick=self.report_own, tick_interval=stats_interval)
+        self._counts: Counter = Counter({k: 0 for k in COUNTERS})
+        self.throttle = Throttle(log, 30.0)
+
+    @classmethod
+    def from_config(cls, config) -> "GraphiteSink":
+        name = (config.name or f"graphite@{socket.gethostname()}")[:protocol.MAX_ID]
+        return cls(config.graphite, name, config.stats_interval)
+
+    @property
+    def counts(self) -> Counter:
+        """This sink's counters and the sender's, with ``buffered`` (a gauge)."""
+        merged = Counter(dict(self._counts))
+        merged.update(self.sender.snapshot())
+        merged["dropped_overflow"] = self.buffer.dropped
+        merged["buffered"] = len(self.buffer)
+        return merged
+
+    def start(self) -> None:
+        s = self.settings
+        log.info("sending to carbon at %s:%d, prefix %r, tags %s, buffer %d datapoints",
+                 s.host, s.port, s.prefix, "on" if s.tags else "off", s.buffer)
+        self.sender.start()
+
+    def close(self) -> None:
+        left = self.sender.stop(self.settings.flush_at_exit)
+        if left:
+            log.warning("stopping: %d datapoints not delivered to carbon (counted "
+                        "dropped_at_exit)", left)
+
+    # ---------------------------------------------------------------- writing
+    def write(self, batch: list[Relayed]) -> None:
+        lines: list[bytes] = []
+        for relayed in batch:
+            points = self.points(relayed)
+            lines.extend(self.encode(points))
+        self._counts["datapoints"] += len(lines)
+        self.queue(lines)
+
+    def points(self, relayed: Relayed) -> list[Point]:
+        msg, uuid = relayed.message, relayed.uuid
+        if msg.type == "HELLO":
+            self._counts["hellos"] += 1
+            self.hosts.hello(uuid, msg.get("hostname"))
+            return []
+        if msg.type == "STATS":
+            self._counts["stats"] += 1
+            if msg.get("source") in INTERNAL_SOURCES:
+                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, uuid, True)
+            else:
+                owner, overruled = self.hosts.claim(uuid, msg.get("hostname"))
+                if overruled:
+                    self._counts["hostname_mismatch"] += 1
+                    self.throttle.warning("mismatch", "agent %s sent STATS as %r: filed under "
+                                          "%r, the hostname of its HELLO", uuid,
+                                          str(msg.get("hostname"))[:64], owner)
+                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, owner or uuid)
+        else:
+            self._counts["results"] += 1
+            owner = self.hosts.get(uuid)
+            if owner is None:
+                self._counts["result_no_host"] += 1
+                owner = uuid
+            started = msg.get("started")
+            ts = started if isinstance(started, (int, float)) and not isinstance(
+                started, bool) else msg.ts
+            points, counts = self.namer.result(msg.get("plugin"), msg.get("status"),
+                                               msg.get("perfdata"), ts, owner)
+        for key, n in counts.items():
+            self._counts[key] += n
+        return points
+
+    def encode(self, points: list[Point], counts: Counter | None = None) -> list[bytes]:
+        counts = self._counts if counts is None else counts
+        lines = []
+        for p in points:
+            try:
+                lines.append(self.graphyte.build_message(p.name, p.value, p.ts,
+                                                         dict(p.tags) if p.tags else NO_TAGS))
+            except (ValueError, TypeError) as e:  # sanitised names make this unreachable
+                counts["bad_name"] += 1
+                self.throttle.warning("build", "graphyte refused %r: %s", p.name[:100], e)
+        return lines
+
+    def queue(self, lines: list[bytes]) -> None:
+        dropped = self.buffer.put(lines)  # counted by the buffer (dropped_overflow)
+        if dropped:
+            self.throttle.warning("overflow", "carbon buffer full (%d datapoints): dropped "
+                                  "the %d oldest", self.settings.buffer, dropped)
+
+    # ---------------------------------------------------------------- own counters
+    def report_own(self) -> None:
+        """Queue this sink's counters as datapoints (runs in the sender thread)."""
+        counts = self.counts
+        metrics = {f"graphite.{k}": v for k, v in sorted(counts.items())}
+        points, _ = self.namer.stats(metrics, self.clock(), self.sink_id, internal=True)
+        # Counter() here: _counts belongs to the loop thread
+        self.buffer.put(self.encode(points, Counter()))

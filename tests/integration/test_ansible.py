@@ -1,0 +1,363 @@
+"""The Ansible roles (ansible/): lint, syntax, and a real deployment of site.yml.
+
+The real run deploys a small fleet onto this machine with ``connection: local``: two routers,
+the first one monitored by an agent as in the example inventory, and a monitoring host
+(registry, alerting and graphite sinks, a scheduler, carbon, the operator config); each
+"host" into its own temporary root (``fleetwatch_root``) with service management off
+(``fleetwatch_manage_services: false``), CURVE on. The controller builds the wheel from this
+checkout and makes the keys; every host gets its own virtualenv. A second run must change
+nothing. Then the deployed routers and agent are started from their roots' virtualenvs with
+the deployed configs and keys, and ``fleetwatch status`` (with the monitoring host's
+operator config and back-end key) must see the agent attached to both routers.
+
+The deployment is done once for the module (the wheel build and the virtualenvs are the slow
+part); skipped only when ansible-playbook is not installed (``pip install -e '.[test]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from support.fleet import Proc, wait_for
+from fleetwatch import __version__
+from fleetwatch.cli.demo.ports import free_ports
+
+REPO = Path(__file__).resolve().parent.parent
+ANSIBLE = REPO / "ansible"
+EXAMPLE = ANSIBLE / "inventories" / "example" / "hosts.yml"
+
+
+def _tool(name: str) -> str | None:
+    """``name`` beside this Python (its virtualenv), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if os.access(beside, os.X_OK) else shutil.which(name)
+
+
+PLAYBOOK = _tool("ansible-playbook")
+pytestmark = pytest.mark.skipif(
+    PLAYBOOK is None, reason="ansible-playbook not installed (ansible-core comes with "
+                             "pip install -e '.[test]')")
+
+
+def ansible_env(home: Path) -> dict:
+    """Ansible's state in ``home`` (not ~/.ansible), UTF-8 locale, no colours
+    (DEPENDENCY-NOTES 5), this checkout's ansible.cfg whatever the directory's mode."""
+    for sub in ("tmp", "rtmp"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    return {**os.environ,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+            "ANSIBLE_HOME": str(home), "ANSIBLE_LOCAL_TEMP": str(home / "tmp"),
+            "ANSIBLE_REMOTE_TEMP": str(home / "rtmp"),
+            "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0", "NO_COLOR": "1", "PY_COLORS": "0"}
+
+
+def run(argv: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=ANSIBLE, env=env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def recap(output: str) -> dict[str, dict[str, int]]:
+    """PLAY RECAP per host: {"router-1": {"ok": 19, "changed": 0, ...}}."""
+    hosts = {}
+    for host, counts in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M):
+        hosts[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)}
+    return hosts
+
+
+def changed_tasks(output: str) -> list[str]:
+    """The tasks that reported a change, for a readable failure."""
+    found, task = [], ""
+    for line in output.splitlines():
+        if line.startswith("TASK ["):
+            task = line.rstrip("* ")
+        elif line.startswith("changed:"):
+            found.append(f"{task}: {line[:160]}")
+    return found
+
+
+# -------------------------------------------------------------------- fast checks
+
+def test_syntax_check_of_the_example(tmp_path):
+    res = run([PLAYBOOK, "--syntax-check", "-i", str(EXAMPLE), "site.yml"],
+              ansible_env(tmp_path), timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "playbook: site.yml" in res.stdout
+
+
+def test_example_inventory_has_the_fleet(tmp_path):
+    res = run([_tool("ansible-inventory") or "ansible-inventory", "-i", str(EXAMPLE), "--list"],
+              ansible_env(tmp_path), timeout=60)
+    assert res.returncode == 0, res.stderr
+    inventory = json.loads(res.stdout)
+
+    def hosts(group: str) -> set[str]:
+        entry = inventory.get(group, {})
+        found = set(entry.get("hosts", []))
+        for child in entry.get("children", []):
+            found |= hosts(child)
+        return found
+
+    assert len(hosts("fleetwatch_routers")) == 2
+    assert hosts("fleetwatch_sinks") and hosts("fleetwatch_schedulers")
+    assert hosts("fleetwatch_carbon") and len(hosts("fleetwatch_agents")) >= 3
+    mon = inventory["_meta"]["hostvars"][sorted(hosts("fleetwatch_sinks"))[0]]
+    assert mon["fleetwatch_sink_types"] == ["registry", "alerting", "graphite"]
+    assert mon["fleetwatch_curve"] is True
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_ansible_lint_is_clean(tmp_path):
+    lint = _tool("ansible-lint")
+    assert lint, "ansible-lint is not installed: pip install -e '.[test]'"
+    # its cache in the test's directory (not for the playbook runs: pip's cache is wanted)
+    env = {**ansible_env(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    res = run([lint, "--offline", "--nocolor"], env, timeout=280)
+    output = res.stdout + res.stderr
+    assert res.returncode == 0, output[-6000:]
+    assert re.search(r"Passed: 0 failure\(s\), 0 warning\(s\)", output), output[-6000:]
+
+
+# -------------------------------------------------------------------- the real run
+
+HOSTS = ("router-1", "router-2", "mon-1")
+AGENT = "router-1"      # the host the agent runs on
+
+
+@dataclass
+class Deployment:
+    base: Path
+    env: dict
+    ports: dict
+    first: subprocess.CompletedProcess
+    second: subprocess.CompletedProcess
+
+    def root(self, host: str) -> Path:
+        return self.base / "roots" / host
+
+    def etc(self, host: str) -> Path:
+        return self.root(host) / "etc" / "fleetwatch"
+
+    def fleetwatch(self, host: str) -> str:
+        return str(self.root(host) / "opt" / "fleetwatch" / "venv" / "bin" / "fleetwatch")
+
+    @property
+    def keys(self) -> Path:
+        return self.base / "keys"
+
+
+def _inventory(base: Path, ports: dict) -> dict:
+    def router(name: str) -> dict:
+        p = ports[name]
+        return {"fleetwatch_router_agents_port": p[0], "fleetwatch_router_control_port": p[1],
+                "fleetwatch_router_tail_port": p[2],
+                "fleetwatch_router_sink_ports": dict(zip(
+                    ("registry", "alerting", "graphite", "history"), p[3:7]))}
+
+    carbon_line, carbon_query = ports["carbon"]
+    return {"all": {
+        "vars": {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+            "fleetwatch_root": str(base / "roots") + "/{{ inventory_hostname }}",
+            "fleetwatch_manage_services": False,
+            "fleetwatch_python": sys.executable,
+            "fleetwatch_wheel_dir": str(base / "wheels"),
+            "fleetwatch_keys_dir": str(base / "keys"),
+            "fleetwatch_router_host": "127.0.0.1",
+            "fleetwatch_router_bind_address": "127.0.0.1",
+        },
+        "children": {
+            "fleetwatch_routers": {"hosts": {"router-1": router("router-1"),
+                                             "router-2": router("router-2")}},
+            "fleetwatch_sinks": {"hosts": {"mon-1": {
+                "fleetwatch_sink_types": ["registry", "alerting", "graphite"],
+                "fleetwatch_sink_graphite": {"host": "127.0.0.1", "port": carbon_line,
+                                             "prefix": "test"},
+                "fleetwatch_sink_alerting": {"max_check_attempts": 2},
+                "fleetwatch_carbon_line_port": carbon_line,
+                "fleetwatch_carbon_query_port": carbon_query}}},
+            "fleetwatch_schedulers": {"hosts": {"mon-1": None}},
+            "fleetwatch_carbon": {"hosts": {"mon-1": None}},
+            "fleetwatch_agents": {"hosts": {AGENT: {
+                "fleetwatch_agent_hostname": "router-1.test",
+                "fleetwatch_agent_checks": [
+                    {"name": "load", "command": "check_fw_load",
+                     "args": ["-w", "50", "-c", "100"], "interval": 30}],
+                "fleetwatch_agent_settings": {"stats_interval": 30}}}},
+        }}}
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory) -> Deployment:
+    base = tmp_path_factory.mktemp("ansible")
+    numbers = free_ports(16)
+    ports = {"router-1": numbers[0:7], "router-2": numbers[7:14], "carbon": numbers[14:16]}
+    inventory = base / "hosts.yml"
+    inventory.write_text(yaml.safe_dump(_inventory(base, ports), sort_keys=False))
+    env = ansible_env(base / "ansible-home")
+    # both routers at once: nothing is started here, so there is no rolling restart to keep
+    argv = [PLAYBOOK, "-i", str(inventory), "-e", "fleetwatch_router_serial=2", "site.yml"]
+    first = run(argv, env, timeout=420)
+    assert first.returncode == 0, first.stdout[-8000:] + first.stderr[-3000:]
+    second = run(argv, env, timeout=300)
+    return Deployment(base, env, ports, first, second)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_first_run_deploys_every_host(deployed):
+    hosts = recap(deployed.first.stdout)
+    assert set(hosts) == set(HOSTS), deployed.first.stdout[-3000:]
+    for host, counts in hosts.items():
+        assert counts["failed"] == 0 and counts["unreachable"] == 0, host
+        assert counts["changed"] > 0, host
+    for host in HOSTS:
+        exe = deployed.fleetwatch(host)
+        assert os.access(exe, os.X_OK), exe
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_second_run_changes_nothing(deployed):
+    out = deployed.second.stdout
+    assert deployed.second.returncode == 0, out[-8000:] + deployed.second.stderr[-3000:]
+    hosts = recap(out)
+    assert set(hosts) == set(HOSTS)
+    assert all(c["changed"] == 0 and c["failed"] == 0 for c in hosts.values()), \
+        "\n".join(changed_tasks(out)) or out[-3000:]
+
+
+def _load(cls_path: str, path: Path):
+    from importlib import import_module
+
+    from fleetwatch.config import load
+    module, name = cls_path.split(":")
+    return load(getattr(import_module(module), name), str(path))
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_files_written(deployed):
+    from fleetwatch.security import read_certificate
+    d = deployed
+    agents_ep = {r: f"tcp://127.0.0.1:{d.ports[r][0]}" for r in ("router-1", "router-2")}
+    control_ep = [f"tcp://127.0.0.1:{d.ports[r][1]}" for r in ("router-1", "router-2")]
+
+    # the wheel the controller built, once, and the key store
+    assert [p.name for p in (d.base / "wheels").iterdir()] == \
+        [f"fleetwatch-{__version__}-py3-none-any.whl"]
+    assert (d.keys / "routers" / "fleet.key_secret").exists()
+    uuid = (d.root(AGENT) / "var/lib/fleetwatch/agent/uuid").read_text().strip()
+    assert (d.keys / "agents" / f"{uuid}.key").exists()
+    backends = {p.name for p in (d.keys / "backends").glob("*.key")}
+    assert backends == {"sink-registry@mon-1.key", "sink-alerting@mon-1.key",
+                        "sink-graphite@mon-1.key", "scheduler@mon-1.key", "operator@mon-1.key"}
+
+    # routers: config, server key, every public key allowed, the unit
+    for name in ("router-1", "router-2"):
+        etc = d.etc(name)
+        cfg = _load("router.config:RouterConfig", etc / "router.yaml")
+        other = "router-2" if name == "router-1" else "router-1"
+        assert cfg.id == name and cfg.peers == [agents_ep[other]]
+        assert cfg.bind.agents == agents_ep[name] and cfg.advertise_host == "127.0.0.1"
+        assert cfg.security.curve and Path(cfg.security.server_key).is_relative_to(d.root(name))
+        assert _mode(Path(cfg.security.server_key)) == 0o600
+        assert {p.name for p in Path(cfg.security.backend_keys).glob("*.key")} == backends
+        assert [p.name for p in Path(cfg.security.agent_keys).glob("*")] == [f"{uuid}.key"]
+        unit = (d.root(name) / "etc/systemd/system/fleetwatch-router.service").read_text()
+        assert "ExecStart=/opt/fleetwatch/venv/bin/fleetwatch router --config " \
+               "/etc/fleetwatch/router.yaml" in unit
+
+    # the agent: config, uuid-bound key, the unit
+    cfg = _load("agent.config:AgentConfig", d.etc(AGENT) / "agent.yaml")
+    assert cfg.routers == [agents_ep["router-1"], agents_ep["router-2"]]
+    assert cfg.hostname == "router-1.test" and cfg.stats_interval == 30
+    assert cfg.state_dir == str(d.root(AGENT) / "var/lib/fleetwatch/agent")
+    assert [(c.name, c.command, c.args) for c in cfg.plugins.checks] == \
+        [("load", "check_fw_load", ["-w", "50", "-c", "100"])]
+    key = Path(cfg.security.key)
+    assert _mode(key) == 0o600 and read_certificate(str(key), need_secret=True).uuid == uuid
+    assert (d.root(AGENT) / "etc/systemd/system/fleetwatch-agent.service").exists()
+
+    # the monitoring host: three sinks, the scheduler, the operator config, carbon
+    mon = d.etc("mon-1")
+    for type_ in ("registry", "alerting", "graphite"):
+        cfg = _load("sinks.config:SinkConfig", mon / f"sink-{type_}.yaml")
+        assert cfg.type == type_ and cfg.routers == control_ep
+        assert cfg.state_url == f"sqlite:///{d.root('mon-1')}/var/lib/fleetwatch/state.db"
+        assert _mode(Path(cfg.security.key)) == 0o600
+        assert read_certificate(cfg.security.key).name == f"sink-{type_}@mon-1"
+        assert (d.root("mon-1") / f"etc/systemd/system/fleetwatch-sink-{type_}.service").exists()
+        if type_ == "graphite":
+            assert (cfg.graphite.port, cfg.graphite.prefix) == (d.ports["carbon"][0], "test")
+        if type_ == "alerting":
+            assert cfg.alerting.max_check_attempts == 2
+    cfg = _load("scheduler.config:SchedulerConfig", mon / "scheduler.yaml")
+    assert cfg.routers == control_ep and cfg.id == "scheduler@mon-1"
+    assert _load("fleetwatch.cli.operator:OperatorConfig", mon / "fleetwatch.yaml").routers \
+        == control_ep
+    carbon = (mon / "carbon" / "carbon.conf").read_text()
+    assert f"LINE_RECEIVER_PORT = {d.ports['carbon'][0]}" in carbon
+    assert "PICKLE_RECEIVER_PORT = 0" in carbon
+    unit = (d.root("mon-1") / "etc/systemd/system/fleetwatch-carbon.service").read_text()
+    assert "ExecStart=/opt/fleetwatch/venv/bin/python -m fleetwatch.cli.demo.carbon " \
+           "--config=/etc/fleetwatch/carbon/carbon.conf" in unit
+    venv_python = d.root("mon-1") / "opt/fleetwatch/venv/bin/python"
+    res = subprocess.run([str(venv_python), "-c", "import apscheduler, sqlalchemy, graphyte, "
+                          "carbon, whisper, fleetwatch.cli.service"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_deployed_router_and_agent_talk(deployed, tmp_path):
+    d = deployed
+    procs = [Proc(name, [d.fleetwatch(host), kind, "--config", str(d.etc(host) / f"{kind}.yaml")],
+                  tmp_path / f"{name}.log")
+             for name, host, kind in (("router-1", "router-1", "router"),
+                                      ("router-2", "router-2", "router"),
+                                      ("agent", AGENT, "agent"))]
+    uuid = (d.root(AGENT) / "var/lib/fleetwatch/agent/uuid").read_text().strip()
+    operator = str(d.etc("mon-1") / "fleetwatch.yaml")
+
+    def attached():
+        res = subprocess.run([d.fleetwatch("mon-1"), "status", "--json", "--config", operator],
+                             capture_output=True, text=True, timeout=30)
+        if res.returncode != 0:
+            return None
+        agents = {a["uuid"]: a for a in json.loads(res.stdout)["agents"]}
+        agent = agents.get(uuid)
+        return agent if agent and agent["alive"] and len(agent["routers"]) == 2 else None
+
+    try:
+        agent = wait_for(attached, timeout=60, interval=0.5,
+                         what="the deployed agent attached to both deployed routers")
+        assert sorted(agent["routers"]) == ["router-1", "router-2"]
+        assert agent["hostname"] == "router-1.test"
+        assert all(p.alive() for p in procs)
+    except AssertionError:
+        for p in procs:
+            print(f"----- {p.name} -----\n{p.log()[-3000:]}")
+        raise
+    finally:
+        for p in reversed(procs):
+            p.stop()

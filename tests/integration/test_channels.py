@@ -1,0 +1,468 @@
+"""Alert channels: what an email and a webhook event say (pure), routing rules, and the
+senders against real servers on 127.0.0.1 port 0 (aiosmtpd, http.server).
+
+:class:`SmtpServer` and :class:`HttpReceiver` are also used by test_delivery_e2e.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email
+import email.policy
+import json
+import logging
+import ssl
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from fleetwatch.config import ConfigError, build
+from sinks.alerting.channels import (EmailSender, SendError, WebhookSender, body, dedup_key,
+                            email_message, senders, subject, webhook_payload)
+from sinks.alerting.delivery import DeliveryConfig, Rule, matches, parse_channel, route
+
+pytestmark = pytest.mark.timeout(30)
+
+U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
+DISK = {"key": f"{U1}/check/check_disk", "kind": "check", "action": "trigger",
+        "severity": "critical", "uuid": U1, "hostname": "web-1", "check": "check_disk",
+        "status": 2, "summary": "DISK CRITICAL - / 95%", "text": "/ 95% used (19 GiB of 20)",
+        "created": 1_700_000_000.0}
+
+
+# ---------------------------------------------------------------- real servers
+
+class SmtpServer:
+    """aiosmtpd on 127.0.0.1 in its own thread and event loop; ``messages`` are envelopes.
+
+    ``refuse`` answers RCPT with that reply ("550 ..."); ``tls`` (an SSLContext) offers
+    STARTTLS and requires it; ``users`` {name: password} enables AUTH. :meth:`stop` then
+    :meth:`start` again reopens the same port (a server that was down and is back).
+    """
+
+    def __init__(self, tls: ssl.SSLContext | None = None, users: dict | None = None,
+                 refuse: str | None = None):
+        self.tls, self.users, self.refuse = tls, users, refuse
+        self.messages: list = []
+        self.logins: list[str] = []
+        self.port = 0
+        self.loop = self.server = self.thread = None
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
+        if self.refuse:
+            return self.refuse
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server, session, envelope):
+        self.messages.append(envelope)
+        return "250 OK queued"
+
+    def _auth(self, server, session, envelope, mechanism, auth_data):
+        from aiosmtpd.smtp import AuthResult
+        user, password = auth_data.login.decode(), auth_data.password.decode()
+        ok = self.users.get(user) == password
+        if ok:
+            self.logins.append(user)
+        return AuthResult(success=ok, handled=False)
+
+    def _factory(self):
+        from aiosmtpd.smtp import SMTP
+        return SMTP(self, hostname="smtp.test", loop=self.loop, tls_context=self.tls,
+                    require_starttls=self.tls is not None,
+                    authenticator=self._auth if self.users else None,
+                    auth_required=bool(self.users), auth_require_tls=self.tls is not None)
+
+    def start(self) -> "SmtpServer":
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+
+        def run():
+            asyncio.set_event_loop(self.loop)
+            self.server = self.loop.run_until_complete(
+                self.loop.create_server(self._factory, "127.0.0.1", self.port))
+            self.port = self.server.sockets[0].getsockname()[1]
+            started.set()
+            self.loop.run_forever()
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+        assert started.wait(10), "SMTP server did not start"
+        return self
+
+    def stop(self) -> None:
+        async def close():
+            self.server.close()
+            await self.server.wait_closed()
+        if self.loop is not None and self.loop.is_running():
+            asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+            self.loop.close()
+
+    def parsed(self) -> list:
+        return [email.message_from_bytes(m.original_content, policy=email.policy.default)
+                for m in self.messages]
+
+
+class HttpReceiver:
+    """A real HTTP server recording each POST's JSON body; answers ``codes`` in turn, then
+    ``default``. Restartable on the same port like :class:`SmtpServer`."""
+
+    def __init__(self, default: int = 202, codes: list[int] | None = None,
+                 headers: dict | None = None):
+        self.default, self.codes, self.headers = default, list(codes or []), headers or {}
+        self.posts: list[dict] = []
+        self.requests: list[dict] = []
+        self.port = 0
+        self.httpd = None
+        self.lock = threading.Lock()
+
+    def start(self) -> "HttpReceiver":
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with receiver.lock:
+                    code = receiver.codes.pop(0) if receiver.codes else receiver.default
+                    receiver.requests.append({"path": self.path, "code": code,
+                                              "headers": dict(self.headers)})
+                    if 200 <= code < 300:
+                        receiver.posts.append(json.loads(data))
+                self.send_response(code)
+                for k, v in receiver.headers.items():
+                    self.send_header(k, v)
+                reply = b'{"status":"success"}'
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+        return self
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v2/enqueue"
+
+    def stop(self) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def smtp():
+    server = SmtpServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def receiver():
+    server = HttpReceiver().start()
+    yield server
+    server.stop()
+
+
+def email_channel(port: int, **extra):
+    return parse_channel("mail", {"type": "email", "host": "127.0.0.1", "port": port,
+                                  "from": "fleetwatch@example.org",
+                                  "to": ["ops@example.org", "oncall@example.org"],
+                                  "timeout": 5, **extra})
+
+
+def webhook_channel(url: str, **extra):
+    return parse_channel("pager", {"type": "webhook", "url": url, "routing_key": "R" * 32,
+                                   "timeout": 5, **extra})
+
+
+# ---------------------------------------------------------------- what is sent
+
+def test_subjects():
+    assert subject(DISK) == "[fleetwatch] CRITICAL web-1/check_disk: DISK CRITICAL - / 95%"
+    ok = {**DISK, "action": "resolve", "severity": "ok", "status": 0, "summary": "DISK OK"}
+    assert subject(ok) == "[fleetwatch] RECOVERY web-1/check_disk: DISK OK"
+    host = {**DISK, "kind": "host", "check": None, "summary": "no heartbeat for 90 s"}
+    assert subject(host) == "[fleetwatch] DOWN web-1: no heartbeat for 90 s"
+    assert subject({**host, "action": "resolve"}).startswith("[fleetwatch] UP web-1: ")
+    notify = {**host, "kind": "notify", "severity": "error", "summary": "backup\nfailed"}
+    assert subject(notify) == "[fleetwatch] ERROR web-1: backup failed"
+    flap = {**DISK, "kind": "flapping", "summary": "state changed 9 times"}
+    assert subject(flap).startswith("[fleetwatch] FLAPPING START web-1/check_disk")
+    assert len(subject({**DISK, "summary": "x" * 1000})) == 200
+
+
+def test_body_has_host_check_state_output_and_time():
+    text = body(DISK)
+    for part in ("web-1", U1, "check_disk", "CRITICAL (exit status 2)", "DISK CRITICAL - / 95%",
+                 "/ 95% used (19 GiB of 20)", "2023-11-14T22:13:20.000Z"):
+        assert part in text
+
+
+def test_email_message_headers():
+    channel = email_channel(25)
+    msg = email_message(DISK, channel, "fleetwatch@example.org", "17")
+    assert msg["To"] == "ops@example.org, oncall@example.org"
+    assert msg["From"] == "fleetwatch@example.org"
+    assert "fleetwatch.17" in msg["Message-ID"]
+    assert msg["X-Fleetwatch-Key"] == DISK["key"]
+
+
+def test_webhook_payload_is_a_pagerduty_v2_event():
+    payload = webhook_payload(DISK, webhook_channel("http://127.0.0.1/x"))
+    assert payload["routing_key"] == "R" * 32
+    assert payload["event_action"] == "trigger"
+    assert payload["dedup_key"] == DISK["key"]
+    p = payload["payload"]
+    assert p["summary"] == "CRITICAL web-1/check_disk: DISK CRITICAL - / 95%"
+    assert (p["source"], p["severity"], p["component"]) == ("web-1", "critical", "check_disk")
+    assert p["timestamp"] == "2023-11-14T22:13:20.000Z"
+    assert p["custom_details"]["status"] == 2 and p["custom_details"]["uuid"] == U1
+    resolve = webhook_payload({**DISK, "action": "resolve", "severity": "ok"},
+                              webhook_channel("http://127.0.0.1/x"))
+    assert resolve["event_action"] == "resolve" and resolve["dedup_key"] == DISK["key"]
+    assert resolve["payload"]["severity"] == "info"
+
+
+@pytest.mark.parametrize("severity,expected", [("critical", "critical"), ("error", "error"),
+                                               ("unknown", "error"), ("warning", "warning"),
+                                               ("info", "info"), ("ok", "info"),
+                                               ("weird", "error")])
+def test_webhook_severity_mapping(severity, expected):
+    payload = webhook_payload({**DISK, "severity": severity}, webhook_channel("http://h/x"))
+    assert payload["payload"]["severity"] == expected
+
+
+def test_dedup_key_fits_pagerduty():
+    long_key = f"{U1}/check/" + "p" * 255
+    short = dedup_key(long_key)
+    assert len(short) == 255 and short != dedup_key(long_key[:-1] + "q")
+    assert dedup_key("a/b") == "a/b"
+
+
+# ---------------------------------------------------------------- routing rules
+
+@pytest.mark.parametrize("rule,event,expected", [
+    ({}, DISK, True),
+    ({"severity": ["critical"]}, DISK, True),
+    ({"severity": ["warning"]}, DISK, False),
+    ({"kind": ["host"]}, DISK, False),
+    ({"kind": ["check", "host"]}, DISK, True),
+    ({"host": "web-*"}, DISK, True),
+    ({"host": "db-*"}, DISK, False),
+    ({"host": "3f0c2b1e-*"}, DISK, True),                       # the uuid matches too
+    ({"check": "check_d*"}, DISK, True),
+    ({"check": "check_load"}, DISK, False),
+    ({"check": "check_*"}, {**DISK, "check": None, "kind": "host"}, False),
+    ({"check": "*"}, {**DISK, "check": None, "kind": "host"}, True),
+    ({"host": "WEB-1"}, DISK, False),                            # case matters
+    ({"severity": ["critical"], "host": "web-?", "check": "*disk"}, DISK, True),
+])
+def test_rule_matching(rule, event, expected):
+    assert matches(Rule(channels=["x"], **rule), event) is expected
+
+
+def test_route_is_the_union_of_matching_rules_in_order():
+    rules = [Rule(severity=["critical"], channels=["pager", "mail"]),
+             Rule(host="web-*", channels=["mail", "chat"]),
+             Rule(host="db-*", channels=["dba"])]
+    assert route(DISK, rules) == ["pager", "mail", "chat"]
+    assert route({**DISK, "severity": "warning"}, rules) == ["mail", "chat"]
+    assert route({**DISK, "hostname": "mx-1"}, []) == []
+
+
+def test_delivery_config_errors_name_the_key():
+    def error(data):
+        with pytest.raises(ConfigError) as e:
+            build(DeliveryConfig, data, "sink.yaml", "alerting.delivery")
+        return str(e.value)
+    assert "alerting.delivery.channels.m.to: expected at least one" in error(
+        {"channels": {"m": {"type": "email"}}})
+    assert "alerting.delivery.channels.m.type: expected one of email, webhook" in error(
+        {"channels": {"m": {"type": "pager"}}})
+    assert "channels.m.password_file: expected with username" in error(
+        {"channels": {"m": {"type": "email", "to": ["a@b.c"], "username": "u"}}})
+    assert "channels.m.password: unknown setting" in error(
+        {"channels": {"m": {"type": "email", "to": ["a@b.c"], "password": "hunter2"}}})
+    assert "rules[0].channels: no channel named 'pager'" in error(
+        {"rules": [{"channels": ["pager"]}]})
+    assert "rules[0].severity" in error({"channels": {"p": {"type": "webhook",
+                                                            "url": "http://h/"}},
+                                         "rules": [{"severity": ["fatal"], "channels": ["p"]}]})
+    ok = build(DeliveryConfig, {"channels": {"m": {"type": "email", "to": ["a@b.c"],
+                                                   "from": "fw@b.c"}},
+                                "rules": [{"channels": ["m"]}]})
+    assert ok.parsed_channels()["m"].sender == "fw@b.c"
+
+
+# ---------------------------------------------------------------- email, real SMTP
+
+def test_email_one_message_to_the_channel_recipients(smtp):
+    EmailSender("mail", email_channel(smtp.port)).send(DISK, ref="1")
+    (envelope,) = smtp.messages
+    assert envelope.mail_from == "fleetwatch@example.org"
+    assert envelope.rcpt_tos == ["ops@example.org", "oncall@example.org"]
+    (msg,) = smtp.parsed()
+    assert msg["Subject"] == "[fleetwatch] CRITICAL web-1/check_disk: DISK CRITICAL - / 95%"
+    content = msg.get_content()
+    assert "CRITICAL (exit status 2)" in content and "/ 95% used" in content
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 (openssl), its key, and a client context."""
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True,
+                   timeout=60)
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(str(cert), str(key))
+    return cert, server
+
+
+def test_email_starttls_and_auth(certificate, tmp_path, caplog):
+    cert, context = certificate
+    server = SmtpServer(tls=context, users={"fleetwatch": "s3cret pass"}).start()
+    try:
+        secret = tmp_path / "smtp.pass"
+        secret.write_text("s3cret pass\n")
+        channel = email_channel(server.port, starttls=True, ca_file=str(cert),
+                                username="fleetwatch", password_file=str(secret))
+        EmailSender("mail", channel).send(DISK, ref="2")
+        assert len(server.messages) == 1 and server.logins == ["fleetwatch"]
+        secret.write_text("wrong\n")
+        with pytest.raises(SendError) as e:
+            EmailSender("mail", channel).send(DISK, ref="3")
+        assert e.value.permanent and "535" in str(e.value)     # 5xx: retrying cannot help
+        assert "wrong" not in str(e.value) and "s3cret" not in caplog.text
+        # the server's certificate is verified: without the CA it is refused, never sent
+        plain = email_channel(server.port, starttls=True, username="fleetwatch",
+                              password_file=str(secret))
+        with pytest.raises(SendError) as e:
+            EmailSender("mail", plain).send(DISK, ref="4")
+        assert not e.value.permanent and "CERTIFICATE_VERIFY_FAILED" in str(e.value)
+        assert len(server.messages) == 1
+    finally:
+        server.stop()
+
+
+def test_email_refused_recipients_fail_permanently():
+    server = SmtpServer(refuse="550 5.1.1 no such mailbox").start()
+    try:
+        with pytest.raises(SendError) as e:
+            EmailSender("mail", email_channel(server.port)).send(DISK, ref="5")
+        assert e.value.permanent and "550" in str(e.value)
+    finally:
+        server.stop()
+
+
+def test_email_temporary_refusal_and_server_down_are_retried():
+    server = SmtpServer(refuse="451 4.3.0 try again later").start()
+    try:
+        with pytest.raises(SendError) as e:
+            EmailSender("mail", email_channel(server.port)).send(DISK, ref="6")
+        assert not e.value.permanent and "451" in str(e.value)
+    finally:
+        server.stop()
+    with pytest.raises(SendError) as e:
+        EmailSender("mail", email_channel(free_port())).send(DISK, ref="7")
+    assert not e.value.permanent and "Connection refused" in str(e.value)
+
+
+def test_smtp_auth_in_clear_is_refused_unless_allowed(tmp_path, caplog):
+    """Issue 14 item 7: ``username`` without ``starttls`` would send the password in clear;
+    the config is refused, naming the key, unless ``allow_plaintext_auth: true`` says so,
+    and then each sender warns once when it is made (at start, at a reload)."""
+    mail = {"type": "email", "to": ["a@b.c"], "username": "u", "password_file": "/p"}
+    with pytest.raises(ConfigError) as e:
+        build(DeliveryConfig, {"channels": {"m": mail}}, "sink.yaml", "alerting.delivery")
+    assert str(e.value).startswith("sink.yaml: alerting.delivery.channels.m.starttls: ")
+    assert "allow_plaintext_auth" in str(e.value) and "\n" not in str(e.value)
+    # no AUTH, or AUTH over STARTTLS: nothing to say
+    build(DeliveryConfig, {"channels": {"m": {**mail, "starttls": True}}}, "sink.yaml")
+    build(DeliveryConfig, {"channels": {"m": {"type": "email", "to": ["a@b.c"]}}}, "sink.yaml")
+    allowed = build(DeliveryConfig, {"channels": {"m": {**mail, "allow_plaintext_auth": True}}},
+                    "sink.yaml")
+    caplog.set_level(logging.WARNING, logger="sinks.alerting.channels")
+    senders(allowed)
+    warned = [r.getMessage() for r in caplog.records if "in clear" in r.getMessage()]
+    assert len(warned) == 1 and "channel m" in warned[0], caplog.text
+
+
+def test_email_password_file_missing_is_retried_and_names_the_file(smtp, tmp_path):
+    channel = email_channel(smtp.port, username="u", password_file=str(tmp_path / "nope"),
+                            allow_plaintext_auth=True)
+    with pytest.raises(SendError) as e:
+        EmailSender("mail", channel).send(DISK, ref="8")
+    assert not e.value.permanent and "nope" in str(e.value) and smtp.messages == []
+
+
+# ---------------------------------------------------------------- webhook, real HTTP
+
+def test_webhook_posts_the_event(receiver):
+    channel = webhook_channel(receiver.url, headers={"X-Token": "t0k"})
+    WebhookSender("pager", channel).send(DISK, ref="1")
+    assert receiver.posts == [webhook_payload(DISK, channel)]
+    (req,) = receiver.requests
+    assert req["path"] == "/v2/enqueue" and req["headers"]["Content-Type"] == "application/json"
+    assert req["headers"]["X-Token"] == "t0k"
+
+
+@pytest.mark.parametrize("code,permanent", [(400, True), (403, True), (404, True),
+                                            (302, True), (408, False), (429, False),
+                                            (500, False), (503, False)])
+def test_webhook_answers(code, permanent):
+    receiver = HttpReceiver(default=code, headers={"Retry-After": "7",
+                                                   "Location": "http://127.0.0.1:1/"}).start()
+    try:
+        with pytest.raises(SendError) as e:
+            WebhookSender("pager", webhook_channel(receiver.url)).send(DISK, ref="1")
+        assert e.value.permanent is permanent and f"HTTP {code}" in str(e.value)
+        assert len(receiver.requests) == 1                     # a redirect is not followed
+        if code == 429:
+            assert e.value.retry_after == 7.0
+    finally:
+        receiver.stop()
+
+
+def test_webhook_down_is_retried_and_hides_the_query():
+    url = f"http://127.0.0.1:{free_port()}/hook?token=s3cret"
+    with pytest.raises(SendError) as e:
+        WebhookSender("pager", webhook_channel(url)).send(DISK, ref="1")
+    assert not e.value.permanent and "s3cret" not in str(e.value)
+
+
+def test_demo_delivery_config():
+    from sinks.alerting.delivery import for_demo
+    data = for_demo("http://127.0.0.1:8080/hook", "127.0.0.1:2525", ["ops@example.org"])
+    cfg = build(DeliveryConfig, data)
+    channels = cfg.parsed_channels()
+    assert channels["webhook"].url == "http://127.0.0.1:8080/hook"
+    assert (channels["email"].host, channels["email"].port) == ("127.0.0.1", 2525)
+    assert channels["email"].to == ["ops@example.org"]
+    assert route({**DISK, "severity": "info"}, cfg) == ["webhook", "email"]
+    assert for_demo() == {"channels": {}, "rules": [], "retry": data["retry"]}
+    for args, message in [((None, "smtp.example.org", ["a@b.c"]), "--alert-smtp: expected HOST:PORT"),
+                          ((None, "h:25", []), "--alert-to: expected at least one"),
+                          ((None, None, ["a@b.c"]), "--alert-to: needs --alert-smtp"),
+                          (("ftp://x", None, []), "--alert-webhook: expected an http"),
+                          ((None, "h:25", ["nobody"]), "--alert-smtp/--alert-to: expected plain")]:
+        with pytest.raises(ValueError, match=message):
+            for_demo(*args)

@@ -1,0 +1,272 @@
+"""Alert delivery end to end: the outbox and real deliverer threads against a real SMTP
+server (aiosmtpd) and a real HTTP receiver on 127.0.0.1, on SQLite and PostgreSQL.
+
+One message per event with the right recipients; a receiver down then up gets each alert
+exactly once; two deliverers on one database send each row once; a 400 fails the row
+without a retry storm. Then the real alerting sink process: a NOTIFY from a real agent
+through a real router reaches the webhook, and ``fleetwatch alerts`` shows it sent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+
+import pytest
+
+from support.fleet import wait_for
+from fleetwatch.config import build
+from test_channels import HttpReceiver, SmtpServer
+
+pytest.importorskip("sqlalchemy")
+pytest.importorskip("aiosmtpd")
+pytestmark = pytest.mark.timeout(90)
+
+from sinks.state import db  # noqa: E402
+
+from sinks.alerting import outbox
+from sinks.alerting.deliverer import Deliverer  # noqa: E402
+from sinks.alerting.delivery import DeliveryConfig  # noqa: E402
+
+U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
+FAST = {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2}
+
+
+def event(n: int, action: str = "trigger", severity: str = "critical") -> dict:
+    return {"key": f"{U1}/check/check_{n}", "kind": "check", "action": action,
+            "severity": severity, "uuid": U1, "hostname": "web-1", "check": f"check_{n}",
+            "status": 2 if action == "trigger" else 0,
+            "summary": f"CHECK {n} {'CRITICAL' if action == 'trigger' else 'OK'}",
+            "text": "details", "created": time.time()}
+
+
+def delivery(webhook: str | None = None, smtp_port: int | None = None, **extra):
+    channels, names = {}, []
+    if webhook:
+        channels["pager"] = {"type": "webhook", "url": webhook, "routing_key": "K" * 32,
+                             "timeout": 2}
+        names.append("pager")
+    if smtp_port:
+        channels["mail"] = {"type": "email", "host": "127.0.0.1", "port": smtp_port,
+                            "from": "fleetwatch@example.org", "timeout": 2,
+                            "to": ["ops@example.org", "dba@example.org"]}
+        names.append("mail")
+    return build(DeliveryConfig, {"channels": channels, "rules": [{"channels": names}],
+                                  "retry": FAST, "poll_interval": 0.05, "lease": 10,
+                                  **extra})
+
+
+@pytest.fixture
+def started():
+    """Deliverers started by a test, stopped afterwards."""
+    running: list[Deliverer] = []
+
+    def start(eng, config, name="sink"):
+        d = Deliverer(db.engine(str(eng.url.render_as_string(hide_password=False))), config,
+                      name=name)
+        d.start()
+        running.append(d)
+        return d
+    yield start
+    for d in running:
+        d.stop()
+        d.engine.dispose()
+
+
+def enqueue(eng, config, *events) -> None:
+    with eng.begin() as conn:
+        for ev in events:
+            outbox.enqueue(conn, ev, config)
+
+
+def states(eng) -> Counter:
+    with eng.connect() as conn:
+        return Counter(d["state"] for e in outbox.read_events(conn, limit=1000)
+                       for d in e["deliveries"])
+
+
+def test_one_message_per_event_per_channel(eng, started):
+    smtp, hook = SmtpServer().start(), HttpReceiver().start()
+    try:
+        config = delivery(hook.url, smtp.port)
+        started(eng, config)
+        enqueue(eng, config, event(1), event(2, severity="warning"))
+        wait_for(lambda: states(eng) == {"sent": 4}, 20, what="4 deliveries sent")
+        assert len(smtp.messages) == 2 and len(hook.posts) == 2
+        for envelope in smtp.messages:
+            assert envelope.rcpt_tos == ["ops@example.org", "dba@example.org"]
+        subjects = sorted(m["Subject"] for m in smtp.parsed())
+        assert subjects == ["[fleetwatch] CRITICAL web-1/check_1: CHECK 1 CRITICAL",
+                            "[fleetwatch] WARNING web-1/check_2: CHECK 2 CRITICAL"]
+        assert sorted(p["dedup_key"] for p in hook.posts) == [f"{U1}/check/check_1",
+                                                              f"{U1}/check/check_2"]
+        enqueue(eng, config, event(1, action="resolve", severity="ok"))
+        wait_for(lambda: states(eng) == {"sent": 6}, 20, what="the recovery sent")
+        assert hook.posts[-1]["event_action"] == "resolve"
+        assert smtp.parsed()[-1]["Subject"].startswith("[fleetwatch] RECOVERY web-1/check_1")
+    finally:
+        smtp.stop()
+        hook.stop()
+
+
+def test_receivers_down_then_up_get_each_alert_exactly_once(eng, started):
+    smtp, hook = SmtpServer().start(), HttpReceiver().start()
+    smtp.stop()
+    hook.stop()                                   # both down; their ports are known
+    try:
+        config = delivery(hook.url, smtp.port)
+        d = started(eng, config)
+        enqueue(eng, config, *[event(n) for n in range(5)])
+        wait_for(lambda: d.counts["retry.pager"] >= 3 and d.counts["retry.mail"] >= 3, 20,
+                 what="retries while the receivers are down")
+        assert states(eng) == {"pending": 10}
+        hook.start()
+        smtp.start()
+        wait_for(lambda: states(eng) == {"sent": 10}, 30, what="all sent once back")
+        assert sorted(p["dedup_key"] for p in hook.posts) == sorted(
+            f"{U1}/check/check_{n}" for n in range(5))
+        assert len(smtp.messages) == 5
+        with eng.connect() as conn:
+            attempts = [d["attempts"] for e in outbox.read_events(conn) for d in e["deliveries"]]
+        assert max(attempts) > 1
+    finally:
+        smtp.stop()
+        hook.stop()
+
+
+def test_two_deliverers_on_one_database_send_each_row_once(eng, started):
+    hook = HttpReceiver().start()
+    try:
+        config = delivery(hook.url, batch=3)
+        started(eng, config, "sink-a")
+        started(eng, config, "sink-b")
+        events = [event(n) for n in range(60)]
+        for i in range(0, 60, 10):                # arriving while both deliver
+            enqueue(eng, config, *events[i:i + 10])
+        wait_for(lambda: states(eng) == {"sent": 60}, 40, what="60 rows sent")
+        keys = Counter(p["dedup_key"] for p in hook.posts)
+        assert len(keys) == 60 and set(keys.values()) == {1}
+        assert len(hook.requests) == 60
+    finally:
+        hook.stop()
+
+
+def test_a_400_fails_the_row_without_a_retry_storm(eng):
+    hook = HttpReceiver(default=400).start()
+    try:
+        config = delivery(hook.url)
+        d = Deliverer(eng, config, name="sink")
+        enqueue(eng, config, event(1), event(2))
+        for _ in range(20):                       # rounds after the refusal claim nothing
+            d.run_once()
+        assert states(eng) == {"failed": 2}
+        assert len(hook.requests) == 2 and d.counts["failed.pager"] == 2
+        with eng.connect() as conn:
+            (first, _) = outbox.read_events(conn)
+        assert "HTTP 400" in first["deliveries"][0]["last_error"]
+    finally:
+        hook.stop()
+
+
+# ---------------------------------------------------------------- the real alerting sink
+
+def test_alerting_sink_refuses_smtp_auth_in_clear_at_start(fleet):
+    """Issue 14 item 7: exit 78 and one line naming the file and the key; with the explicit
+    opt-in the sink starts and says once that the password crosses the network in clear."""
+    mail = {"type": "email", "host": "127.0.0.1", "port": 2525, "to": ["ops@example.org"],
+            "username": "fleetwatch", "password_file": str(fleet.root / "smtp.pass")}
+    path = fleet.write("sink-mail.yaml", {
+        "routers": ["tcp://127.0.0.1:1"], "state_url": fleet.state_url,
+        "alerting": {"delivery": {"channels": {"mail": mail},
+                                  "rules": [{"channels": ["mail"]}]}}})
+    res = fleet.cli("sink", "alerting", "--config", str(path), check=False)
+    assert res.returncode == 78, res
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"fleetwatch sink: {path}: alerting.delivery.channels.mail.starttls: "), res.stderr
+    assert "allow_plaintext_auth" in lines[0]
+
+    router = fleet.router()
+    sink = fleet.sink("alerting", [router], alerting={"delivery": {
+        "channels": {"mail": {**mail, "allow_plaintext_auth": True}},
+        "rules": [{"channels": ["mail"]}]}})
+    wait_for(lambda: "in clear" in sink.log(), 20, what="the warning")
+    assert sink.alive() and sink.log().count("in clear") == 1
+
+
+
+def test_alerting_sink_delivers_a_notify_and_alerts_shows_it(fleet):
+    hook = HttpReceiver().start()
+    try:
+        router = fleet.router()
+        fleet.sink("alerting", [router], alerting={"delivery": {
+            "channels": {"pager": {"type": "webhook", "url": hook.url, "routing_key": "K" * 32,
+                                   "timeout": 2}},
+            "rules": [{"severity": ["error", "critical"], "channels": ["pager"]}],
+            "retry": FAST, "poll_interval": 0.1, "lease": 10}})
+        agent_cfg = fleet.agent_config([router])
+        fleet.start("agent", "agent", "--config", str(agent_cfg))
+        op = fleet.operator_config([router])
+        intake = fleet.root / "agent-state" / "intake.sock"
+        wait_for(intake.exists, 15, what="the agent's intake socket")
+        msg_id = fleet.cli("send", "notify", "--config", str(agent_cfg), "--severity", "error",
+                           "disk on fire").stdout.strip()
+        fleet.cli("send", "notify", "--config", str(agent_cfg), "--severity", "info",
+                  "backup done")
+        wait_for(lambda: hook.posts, 30, interval=0.1, what="the webhook POST")
+        (post,) = hook.posts
+        assert post["dedup_key"].endswith(f"/notify/{msg_id}")
+        assert post["payload"]["severity"] == "error"
+        assert "disk on fire" in post["payload"]["summary"]
+
+        def shown():
+            out = json.loads(fleet.cli("alerts", "--config", str(op), "--json").stdout)
+            mine = [a for a in out["alerts"] if a.get("msg_id") == msg_id]
+            return mine if mine and mine[0]["deliveries"] and \
+                mine[0]["deliveries"][0]["state"] == "sent" else None
+        (alert,) = wait_for(shown, 20, interval=0.2, what="the alert shown as sent")
+        (delivered,) = alert["deliveries"]
+        assert delivered["channel"] == "pager" and delivered["attempts"] == 1
+        assert delivered["sent_at"]
+        text = fleet.cli("alerts", "--config", str(op)).stdout
+        assert "pager: sent" in text
+    finally:
+        hook.stop()
+
+
+def test_two_alerting_sinks_and_a_webhook_down_then_up_deliver_each_alert_once(fleet):
+    hook = HttpReceiver().start()
+    hook.stop()                                   # down from the start; its port is known
+    try:
+        router = fleet.router()
+        delivery_cfg = {"delivery": {
+            "channels": {"pager": {"type": "webhook", "url": hook.url, "timeout": 1}},
+            "rules": [{"channels": ["pager"]}],
+            "retry": {**FAST, "max": 0.5}, "poll_interval": 0.1, "lease": 5, "batch": 4}}
+        for name in ("alerting-a", "alerting-b"):
+            fleet.sink("alerting", [router], name=name, alerting=delivery_cfg)
+        agent_cfg = fleet.agent_config([router])
+        fleet.start("agent", "agent", "--config", str(agent_cfg))
+        op = str(fleet.operator_config([router]))
+        wait_for((fleet.root / "agent-state" / "intake.sock").exists, 15,
+                 what="the agent's intake socket")
+        from agent.client import Client
+        with Client(config_path=str(agent_cfg)) as client:
+            sent = [client.notify(f"alert {i}", severity="error") for i in range(12)]
+
+        def deliveries():
+            out = json.loads(fleet.cli("alerts", "--config", op, "--json").stdout)["alerts"]
+            return {a["msg_id"]: a["deliveries"] for a in out if a["msg_id"] in sent}
+        wait_for(lambda: len(deliveries()) == 12 and all(
+            d and d[0]["attempts"] >= 1 for d in deliveries().values()), 30, interval=0.5,
+            what="12 alerts recorded and tried while the webhook is down")
+        assert hook.posts == []
+        hook.start()
+        wait_for(lambda: all(d[0]["state"] == "sent" for d in deliveries().values()), 30,
+                 interval=0.5, what="every alert sent once the webhook is back")
+        keys = Counter(p["dedup_key"].rpartition("/")[2] for p in hook.posts)
+        assert sorted(keys) == sorted(sent) and set(keys.values()) == {1}
+        assert len(hook.requests) == 12
+    finally:
+        hook.stop()

@@ -1,0 +1,240 @@
+"""`fleetwatch demo` as a new user runs it: start, look, send, stop; nothing left running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from support.fleet import wait_for
+from fleetwatch.security import read_certificate
+from sinks.graphite.paths import node as sanitise_host
+
+pytestmark = pytest.mark.timeout(120)
+
+@pytest.mark.parametrize("insecure", [False, True],
+                         ids=["curve", "insecure"])
+def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
+    demo_dir = fleet.root / "demo"
+    demo = fleet.start("demo", "demo", "--dir", str(demo_dir), "--heartbeat", "0.5",
+                       *(["--insecure"] if insecure else []))
+    manifest = demo_dir / "demo.json"
+    wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
+    assert demo.alive(), demo.log()
+    info = json.loads(manifest.read_text())
+    procs = info["processes"]
+    assert info["curve"] is (not insecure)
+    check_security_sections(demo_dir, insecure)
+    assert ("CURVE           OFF" if insecure else "CURVE           on: keys in") in demo.log()
+    names = {p["name"] for p in procs}
+    assert {"router-1", "router-2", "carbon", "sink-registry", "sink-alerting",
+            "sink-graphite", "sink-history", "scheduler", "history-compact", "agent"} <= names
+    for p in procs:
+        assert psutil.pid_exists(p["pid"]), p
+        assert Path(p["config"]).exists(), p
+    op = str(demo_dir / "fleetwatch.yaml")
+    agent_cfg = str(demo_dir / "agent.yaml")
+    assert "status --config" in demo.log()
+
+    def agent_alive():
+        res = fleet.cli("status", "--config", op, "--json", check=False)
+        if res.returncode != 0:
+            return None
+        agents = json.loads(res.stdout)["agents"]
+        return agents if agents and all(a["alive"] for a in agents) else None
+    agents = wait_for(agent_alive, 30, interval=0.5, what="the demo agent alive in status")
+    assert len(agents) == 1
+    entry = agents[0]
+    assert {"uuid", "hostname", "alive", "last_seen", "routers"} <= set(entry)
+    # The agent knows router-1 only; it learns router-2 from WELCOME.
+    wait_for(lambda: sorted((agent_alive() or [{}])[0].get("routers", [])) ==
+             ["router-1", "router-2"], 30, interval=0.5, what="agent attached to both routers")
+
+    sent = fleet.cli("send", "notify", "--config", agent_cfg, "--severity", "error",
+                     "demo disk on fire").stdout.strip()
+
+    def alerts():
+        res = fleet.cli("alerts", "--config", op, "--json", check=False)
+        found = [a for a in json.loads(res.stdout)["alerts"] if a["msg_id"] == sent] \
+            if res.returncode == 0 else []
+        return found or None
+    found = wait_for(alerts, 30, interval=0.5, what="the notification in alerts")
+    assert len(found) == 1
+    assert found[0]["text"] == "demo disk on fire"
+    assert found[0]["severity"] == "error"
+    assert found[0]["uuid"] == entry["uuid"]
+
+    # The scheduler runs the agent's declared checks: bundled ones and Debian's check_users.
+    def checks_ran():
+        res = fleet.cli("status", "--config", op, "--json", check=False)
+        checks = json.loads(res.stdout)["checks"] if res.returncode == 0 else []
+        ran = {c["plugin"]: c for c in checks if c["state"] != "PENDING"}
+        tcp = [c for c in ran.values() if c["output"].startswith("TCP")]
+        return ran if {"disk_root", "users"} <= set(ran) and tcp else None
+    ran = wait_for(checks_ran, 60, interval=1.0, what="the demo checks run by the scheduler")
+    assert ran["disk_root"]["output"].startswith("DISK"), ran["disk_root"]
+    assert ran["users"]["output"].startswith("USERS"), ran["users"]
+    # The demo's TCP check ran and is no security event: no router logged a failed
+    # handshake (a plain client on a CURVE port), which a newcomer would read as a fault.
+    for log in sorted((demo_dir / "logs").glob("router-*.log")):
+        assert "failed its handshake" not in log.read_text(), log.read_text()
+
+    # A real carbon-cache beside the fleet: the host's stats and check perfdata as whisper
+    # files with data in them.
+    from fleetwatch.cli.demo.carbon import read_points
+    host = sanitise_host(entry["hostname"])
+    base = Path(info["carbon"]["whisper_dir"]) / info["carbon"]["prefix"] / host
+    for metric in ("cpu/percent.wsp", "checks/disk_root/status.wsp"):
+        wait_for(lambda: (base / metric).exists(), 60, interval=0.5, what=f"whisper {metric}")
+        assert read_points(base / metric, timeout=10), metric
+
+    once = json.loads(fleet.cli("agent", "--once", "--config", agent_cfg).stdout)
+    assert any(k.startswith("cpu.") for k in once)
+
+    demo.signal(signal.SIGTERM)
+    demo.popen.wait(30)
+    assert demo.popen.returncode == 0, demo.log()
+    wait_for(lambda: not any(psutil.pid_exists(p["pid"]) and
+                             psutil.Process(p["pid"]).status() != psutil.STATUS_ZOMBIE
+                             for p in procs), 10, what="every demo process gone")
+
+
+def check_security_sections(demo_dir, insecure: bool) -> None:
+    """Every config has CURVE on with keys that exist and fit its role (or no section)."""
+    configs = {p.name: yaml.safe_load(p.read_text()) for p in demo_dir.glob("*.yaml")}
+    if insecure:
+        assert not any("security" in c for c in configs.values())
+        return
+    uuid = (demo_dir / "agent-state" / "uuid").read_text().strip()
+    for name, cfg in configs.items():
+        sec = cfg["security"]
+        assert sec["curve"] is True, name
+        if name.startswith("router-"):
+            assert read_certificate(sec["server_key"], need_secret=True).role == "router"
+            continue
+        own = read_certificate(sec["key"], need_secret=True)
+        assert read_certificate(sec["router_key"]).role == "router"
+        assert oct(os.stat(sec["key"]).st_mode & 0o777) == "0o600"
+        if name == "agent.yaml":
+            assert own.role == "agent" and own.uuid == uuid
+        else:
+            assert own.role == "backend", name
+
+
+def test_demo_reuses_its_keys(fleet):
+    """Planning twice in one directory keeps every key (no "exists already")."""
+    from fleetwatch.cli import demo
+    from fleetwatch.cli.demo.plan import backend_names
+
+    root = fleet.root / "again"
+    cfg = demo.DemoConfig(dir=str(root), routers=1)
+    demo.plan(root, cfg)
+    keys = sorted((root / "keys").rglob("*.key*"))
+    before = {p: p.read_bytes() for p in keys}
+    # fleet, the agent, and each back-end client (sinks, scheduler, operator)
+    assert len(keys) == 2 * (2 + len(backend_names()))
+    demo.plan(root, cfg)
+    assert {p: p.read_bytes() for p in sorted((root / "keys").rglob("*.key*"))} == before
+    check_security_sections(root, insecure=False)
+
+
+def test_demo_settings_from_a_config_file_and_flags(fleet):
+    bad = fleet.write("demo-bad.yaml", {"routers": 2, "colour": "blue"})
+    res = fleet.cli("demo", "--config", str(bad), check=False)
+    assert res.returncode == 78
+    assert res.stderr.strip().splitlines() == [
+        f"fleetwatch demo: {bad}: colour: unknown setting (known here: alert_smtp, alert_to, "
+        f"alert_webhook, dir, heartbeat, insecure, routers, stats_interval)"]
+    res = fleet.cli("demo", "--routers", "0", "--dir", str(fleet.root / "d0"), check=False)
+    assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
+
+
+def test_demo_config_file_is_used(fleet):
+    cfg = fleet.write("demo.yaml", {"routers": 1, "heartbeat": 0.5,
+                                    "dir": str(fleet.root / "one")})
+    demo = fleet.start("demo", "demo", "--config", str(cfg), "--for", "30")
+    manifest = fleet.root / "one" / "demo.json"
+    wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
+    names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
+    assert names == ["router-1", "carbon", "sink-registry", "sink-alerting", "sink-graphite",
+                     "sink-history", "scheduler", "history-compact", "agent"]
+    # A second demo in the same directory is refused before it writes anything: the running
+    # fleet keeps its configs (and the CLI its ports).
+    before = snapshot(fleet.root / "one")
+    second = fleet.cli("demo", "--config", str(cfg), check=False)
+    assert second.returncode == 1 and second.stdout == ""
+    assert len(second.stderr.splitlines()) == 1 and "in use" in second.stderr, second.stderr
+    assert snapshot(fleet.root / "one") == before
+    demo.signal(signal.SIGINT)
+    assert demo.popen.wait(30) == 0, demo.log()
+
+
+def snapshot(root: Path) -> dict:
+    """Every config file of a demo directory and demo.json, with their bytes."""
+    return {p.name: p.read_bytes() for p in sorted(root.iterdir())
+            if p.suffix in (".yaml", ".json")}
+
+
+def test_a_directory_another_demo_holds_is_refused(fleet):
+    """A directory whose demo.lock another process holds is in use: refused in one line,
+    nothing written; once that process is gone (killed: no clean-up ran) it is free again."""
+    import subprocess
+    import sys
+
+    root = fleet.root / "busy"
+    root.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d\\n' % os.getpid())\n"
+         "print('held', flush=True); time.sleep(60)", str(root / "demo.lock")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        (root / "router-1.yaml").write_text("bind: {agents: tcp://127.0.0.1:5555}\n")
+        before = {p.name: p.read_bytes() for p in root.iterdir()}
+        res = fleet.cli("demo", "--dir", str(root), "--routers", "1", "--for", "5",
+                        check=False)
+        assert res.returncode == 1, res.stdout + res.stderr
+        assert res.stderr.splitlines() == [
+            f"fleetwatch demo: {root} is in use by a running demo (pid {holder.pid}): stop "
+            f"that demo first (Ctrl-C), or give another --dir"]
+        assert {p.name: p.read_bytes() for p in root.iterdir()} == before
+    finally:
+        holder.kill()
+        holder.wait()
+    from fleetwatch.cli.demo import hold
+    fd = hold(root)                              # a dead holder's lock: the directory is free
+    assert isinstance(fd, int)
+    os.close(fd)
+
+
+def test_demo_alert_flags_configure_the_alerting_sink(fleet):
+    """--alert-webhook and --alert-smtp/--alert-to become the alerting sink's channels;
+    a bad flag is one line naming it."""
+    from fleetwatch.cli import demo
+
+    root = fleet.root / "alerts"
+    cfg = demo.DemoConfig(dir=str(root), routers=1, insecure=True,
+                          alert_webhook="http://127.0.0.1:9/hook", alert_smtp="127.0.0.1:2525",
+                          alert_to=["ops@example.org"])
+    _, info = demo.plan(root, cfg)
+    assert info["channels"] == ["email", "webhook"]
+    sink = yaml.safe_load((root / "sink-alerting.yaml").read_text())
+    channels = sink["alerting"]["delivery"]["channels"]
+    assert channels["webhook"]["url"] == "http://127.0.0.1:9/hook"
+    assert channels["email"]["to"] == ["ops@example.org"]
+    from fleetwatch.config import load
+    from sinks.config import SinkConfig
+    loaded = load(SinkConfig, str(root / "sink-alerting.yaml"))   # the sink's own checks
+    assert sorted(loaded.alerting.delivery.channels) == ["email", "webhook"]
+    res = fleet.cli("demo", "--alert-smtp", "nowhere", "--dir", str(fleet.root / "bad"),
+                    check=False)
+    assert res.returncode == 78
+    assert "--alert-smtp: expected HOST:PORT" in res.stderr

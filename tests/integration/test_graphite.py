@@ -1,0 +1,276 @@
+"""The graphite sink against a real carbon-cache (fleetwatch/cli/demo/carbon.py) on 127.0.0.1.
+
+Whisper files are read back with the whisper module (retrying while carbon creates them).
+Agents are a real ``fleetwatch agent`` or a raw DEALER speaking the agent protocol through a
+real router; the sink is a real ``fleetwatch sink graphite`` process.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid as uuidlib
+
+import pytest
+import zmq
+from support.fleet import wait_for
+
+from fleetwatch import protocol
+from sinks.graphite.paths import node
+
+pytest.importorskip("graphyte")
+pytest.importorskip("whisper")
+carbon_mod = pytest.importorskip("fleetwatch.cli.demo.carbon")
+try:
+    carbon_mod.carbon_script()
+except carbon_mod.CarbonError as e:  # pragma: no cover - the test extra installs carbon
+    pytest.skip(str(e), allow_module_level=True)
+
+from fleetwatch.cli.demo.carbon import Carbon, read_points  # noqa: E402
+from fleetwatch.cli.demo.ports import free_port  # noqa: E402
+
+pytestmark = pytest.mark.timeout(90)
+
+PREFIX = "test"
+
+
+@pytest.fixture
+def carbon(tmp_path):
+    c = Carbon(tmp_path / "carbon", retentions="1s:1h").start()
+    yield c
+    c.stop()
+
+
+def graphite_sink(fleet, routers, port: int, name: str = "sink-graphite", **settings):
+    extra = {k: settings.pop(k) for k in ("stats_interval",) if k in settings}
+    section = {"port": port, "prefix": PREFIX, "flush_interval": 0.1, "reconnect_min": 0.05,
+               "reconnect_max": 0.2, "flush_at_exit": 1.0, **settings}
+    return fleet.sink("graphite", routers, name=name, graphite=section,
+                      **{"stats_interval": 1.0, **extra})
+
+
+class DealerAgent:
+    """A raw DEALER speaking as an agent to a real router."""
+
+    def __init__(self, ctx, info: dict, hostname: str):
+        from agent.links import connection_id
+        self.uuid = uuidlib.uuid4().hex
+        self.hostname = hostname
+        self.sock = ctx.socket(zmq.DEALER)
+        self.sock.linger = 0
+        self.sock.routing_id = connection_id()
+        self.sock.connect(info["endpoints"]["agents"])
+        self.send("HELLO", hostname=hostname, heartbeat=30.0, role="agent")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.sock.poll(100) and self.sock.recv_multipart()[1] == b"WELCOME":
+                return
+        raise AssertionError("router sent no WELCOME")
+
+    def send(self, type_: str, ts: float | None = None, **fields) -> protocol.Message:
+        clock = (lambda: ts) if ts is not None else time.time
+        msg = protocol.make(type_, self.uuid, clock=clock, **fields)
+        self.sock.send_multipart(protocol.encode(msg))
+        return msg
+
+    def stats(self, metrics: dict, ts: float | None = None) -> protocol.Message:
+        return self.send("STATS", ts=ts, hostname=self.hostname, metrics=metrics)
+
+
+def warm_up(carbon: Carbon, agent: DealerAgent, timeout: float = 20.0) -> None:
+    """Send STATS until one lands: the sink is connected to the router and carbon writes."""
+    path = carbon.path_of(f"{PREFIX}.{node(agent.hostname)}.warmup")
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, "no warm-up STATS reached carbon"
+        agent.stats({"warmup": 1})
+        time.sleep(0.1)
+
+
+def points(carbon: Carbon, metric: str, want: int = 1, timeout: float = 15.0) -> dict:
+    """The points of ``metric`` once it has at least ``want`` of them."""
+    path = carbon.path_of(metric)
+    got: dict = {}
+
+    def enough():
+        nonlocal got
+        if not path.exists():
+            return False
+        got = read_points(path, timeout=timeout)
+        return len(got) >= want
+    wait_for(enough, timeout, 0.05, f"{want} points of {metric} (have {len(got)})")
+    return got
+
+
+def value_at(carbon: Carbon, metric: str, second: int, timeout: float = 15.0) -> float:
+    """The value of ``metric`` at ``second``, once carbon has written it."""
+    path = carbon.path_of(metric)
+    wait_for(lambda: path.exists() and second in read_points(path), timeout, 0.05,
+             f"{metric} at {second}")
+    return read_points(path)[second]
+
+
+# ---------------------------------------------------------------- a real agent
+
+def test_agent_stats_through_a_router_land_as_whisper_files(carbon, fleet, zctx):
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port)
+    sub = zctx.socket(zmq.SUB)
+    sub.linger = 0
+    sub.subscribe(protocol.topic("STATS"))
+    sub.connect(router["endpoints"]["tail"])
+    fleet.agent([router])
+
+    def agent_stats():
+        while sub.poll(100):
+            relayed = protocol.decode_tail(sub.recv_multipart())
+            if relayed.message.get("hostname") == "agent-host" and \
+                    "cpu.percent" in relayed.message.get("metrics"):
+                return relayed.message
+        return None
+    msg = wait_for(agent_stats, 20, 0, "a STATS of the agent with cpu.percent")
+    second = int(msg.ts // 1)
+    metrics = msg.get("metrics")
+    for name in ("cpu.percent", "memory.available", "load.1", "agent.uptime"):
+        value = value_at(carbon, f"{PREFIX}.agent-host.{name}", second)
+        assert value == pytest.approx(metrics[name]), name
+    # the router's own counters and the sink's own, under fleetwatch.<id>
+    routed = points(carbon, f"{PREFIX}.fleetwatch.router-1.router.agents")
+    assert max(routed.values()) >= 1
+    sent = points(carbon, f"{PREFIX}.fleetwatch.sink-graphite.graphite.sent")
+    assert max(sent.values()) > 0
+    # and the loop's counters, sent as STATS through the router's control socket
+    received = points(carbon, f"{PREFIX}.fleetwatch.sink-graphite.sink.received")
+    assert max(received.values()) > 0
+
+
+# ---------------------------------------------------------------- check perfdata
+
+def test_result_perfdata_lands_under_checks(carbon, fleet, zctx):
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port)
+    agent = DealerAgent(zctx, router, "db1.example.com")
+    warm_up(carbon, agent)
+    started = time.time() - 3
+    fleetwatch.cli.send("RESULT", command_id="cli:" + "0" * 24, plugin="check_disk", status=1,
+               output="DISK WARNING", long_output="", started=started, duration=0.2,
+               perfdata=[{"label": "/", "value": 25.5, "uom": "GB", "warn": "20", "crit": None,
+                          "min": 0, "max": None},
+                         {"label": "time", "value": 120, "uom": "ms", "warn": None,
+                          "crit": None, "min": None, "max": None},
+                         {"label": "inodes used", "value": None, "uom": "%", "warn": None,
+                          "crit": None, "min": None, "max": None}])
+    second = int(started // 1)
+    base = f"{PREFIX}.db1_example_com.checks.check_disk"
+    assert points(carbon, f"{base}.status") == {second: 1.0}
+    assert points(carbon, f"{base}._") == {second: 25.5 * 1024 ** 3}
+    assert points(carbon, f"{base}.time") == {second: pytest.approx(0.12)}
+    assert not carbon.path_of(f"{base}.inodes_used").exists()   # U: skipped
+
+
+def test_a_check_run_by_the_agent_lands_under_checks(carbon, fleet, zctx):
+    """The real path: RUN from the CLI, the agent's plugin runner, RESULT through the router."""
+    from support.fleet import agent_uuid_for
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port)
+    uuid = agent_uuid_for(fleet)
+    check = {"name": "load", "command": "check_load", "args": ["-w", "99,99,99", "-c",
+                                                                  "99,99,99"],
+             "interval": 3600, "timeout": 10}
+    fleet.agent([router], plugins={"dirs": ["/usr/lib/nagios/plugins"], "checks": [check]})
+    sub = zctx.socket(zmq.SUB)
+    sub.linger = 0
+    sub.subscribe(protocol.topic("RESULT", uuid))
+    sub.connect(router["endpoints"]["tail"])
+    # the agent's hostname reaches the sink with its first STATS (every second here)
+    wait_for(lambda: carbon.path_of(f"{PREFIX}.agent-host.load.1").exists(), 20,
+             what="the agent's first STATS in carbon")
+    op = fleet.operator_config([router])
+
+    def result():
+        fleet.cli("run", uuid, "load", "--config", str(op), check=False, timeout=30)
+        if sub.poll(5000):
+            return protocol.decode_tail(sub.recv_multipart()).message
+        return None
+    msg = wait_for(result, 40, 0, "a RESULT of check_load")
+    perf = {p["label"]: p["value"] for p in msg.get("perfdata")}
+    second = int(msg.get("started") // 1)
+    assert msg.get("status") == 0 and "load1" in perf
+    base = f"{PREFIX}.agent-host.checks.load"
+    assert value_at(carbon, f"{base}.status", second) == 0.0
+    assert value_at(carbon, f"{base}.load1", second) == pytest.approx(perf["load1"])
+
+
+def test_tagged_series(carbon, fleet, zctx):
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port, tags=True)
+    agent = DealerAgent(zctx, router, "web1.example.com")
+    path = carbon.tagged_path_of(f"{PREFIX}.load.1;host=web1.example.com")
+    second = int(time.time()) - 5
+
+    def landed():
+        agent.stats({"load.1": 0.75}, ts=second)
+        return path.exists() and read_points(path).get(second) == 0.75
+    wait_for(landed, 20, 0.2, "the tagged series")
+
+
+# ---------------------------------------------------------------- carbon down
+
+def test_carbon_stopped_and_restarted_mid_stream_loses_nothing(carbon, fleet, zctx):
+    router = fleet.router()
+    sink = graphite_sink(fleet, [router], carbon.port)
+    agent = DealerAgent(zctx, router, "chaos")
+    warm_up(carbon, agent)
+    total, base = 150, int(time.time()) - 900
+    sent = [0]
+    lock = threading.Lock()
+
+    def stream():
+        for i in range(total):
+            agent.stats({"seq": i, "twice": 2 * i}, ts=base + i + 0.5)
+            with lock:
+                sent[0] = i + 1
+            time.sleep(0.02)
+    # one thread owns the DEALER from here on (zmq sockets are not thread-safe)
+    t = threading.Thread(target=stream)
+    t.start()
+    wait_for(lambda: sent[0] >= 40, 10, what="first 40 STATS sent")
+    carbon.stop()
+    wait_for(lambda: sent[0] >= 100, 10, what="40 to 100 sent while carbon is down")
+    wait_for(lambda: re.search(r"carbon 127\.0\.0\.1:\d+: .*buffered", sink.log()), 10,
+             what="the sink noticing carbon is down")
+    carbon.start()
+    t.join(20)
+    for name, factor in (("seq", 1), ("twice", 2)):
+        got = points(carbon, f"{PREFIX}.chaos.{name}", want=total, timeout=30)
+        assert got == {base + i: float(factor * i) for i in range(total)}
+
+
+def test_buffer_overflow_drops_the_oldest_and_counts(fleet, tmp_path, monkeypatch):
+    import support.fakerouter as fakerouter
+    monkeypatch.setattr(fakerouter, "SINK_TYPES", ("graphite",))
+    router = fakerouter.FakeRouter()
+    try:
+        port = free_port()                       # carbon is not there yet
+        sink = graphite_sink(fleet, [router.info], port, buffer=100, batch=100,
+                             stats_interval=60.0)  # no own counters in the buffer meanwhile
+        wait_for(lambda: router.pullers("graphite") >= 1, 15, what="the sink's PULL connected")
+        second = int(time.time()) - 10
+        router.push("graphite", fakerouter.relayed(
+            "STATS", "f" * 32, hostname="flood", metrics={f"m{i:03d}": i for i in range(150)},
+            clock=lambda: second)[1])
+        wait_for(lambda: "carbon buffer full" in sink.log(), 10, what="the overflow warning")
+        carbon = Carbon(tmp_path / "late-carbon", port=port, retentions="1s:1h").start()
+        try:
+            for i in (50, 99, 149):
+                assert value_at(carbon, f"{PREFIX}.flood.m{i:03d}", second) == float(i)
+            sink.stop()
+            for i in (0, 49):
+                assert not carbon.path_of(f"{PREFIX}.flood.m{i:03d}").exists()
+            assert re.search(r"graphite\.dropped_overflow=50\b", sink.log())
+            assert re.search(r"graphite\.sent=100\b", sink.log())
+        finally:
+            carbon.stop()
+    finally:
+        router.close()

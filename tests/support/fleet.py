@@ -1,0 +1,273 @@
+"""Start real fleetwatch processes for integration tests, on 127.0.0.1 with ephemeral ports.
+
+Routers bind ``tcp://127.0.0.1:*`` and write their bound endpoints to a ready file, which is
+how the tests learn the ports: no fixed ports, no port-picking races. Every process runs
+``python -m fleetwatch ...`` with its log in the test's directory; :class:`Fleet` stops them
+all (SIGTERM, then SIGKILL) and prints their logs when a test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
+    """Poll ``predicate`` until it returns a truthy value or ``timeout`` passes (then fail)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Proc:
+    """One fleetwatch process started by a test."""
+
+    def __init__(self, name: str, argv: list[str], log: Path, env: dict | None = None):
+        self.name, self.argv, self.log_path = name, argv, log
+        self._log = open(log, "ab")
+        self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                      env={**os.environ, **(env or {})}, start_new_session=True)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.popen.pid, sig)
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        if self.alive():
+            self.signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+        return self.popen.returncode
+
+    def kill(self) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.popen.wait(5)
+
+
+class Fleet:
+    """A directory of configs and logs, and the processes started from them."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.procs: list[Proc] = []
+        self.state_url = f"sqlite:///{self.root / 'state.db'}"
+
+    # ---------------------------------------------------------------- generic
+    def write(self, name: str, data: dict) -> Path:
+        path = self.root / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    def start(self, name: str, *args: str, env: dict | None = None) -> Proc:
+        argv = [sys.executable, "-m", "fleetwatch", *args]
+        proc = Proc(name, argv, self.root / f"{name}.log", env)
+        self.procs.append(proc)
+        return proc
+
+    def cli(self, *args: str, timeout: float = 30.0, check: bool = True,
+            input: str | None = None) -> subprocess.CompletedProcess:
+        """Run a short-lived ``fleetwatch`` command and return its result."""
+        res = subprocess.run([sys.executable, "-m", "fleetwatch", *args], capture_output=True,
+                             text=True, timeout=timeout, input=input)
+        if check and res.returncode != 0:
+            raise AssertionError(f"fleetwatch {' '.join(args)} exited {res.returncode}:\n"
+                                 f"{res.stdout}\n{res.stderr}")
+        return res
+
+    def db_rows(self, sql: str, args=()) -> list[tuple]:
+        """Rows of ``sql`` in the sinks' SQLite state database (none before it exists)."""
+        path = self.root / "state.db"
+        if not path.exists():
+            return []
+        conn = sqlite3.connect(path, timeout=5)
+        try:
+            return conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError as e:
+            if _not_created_yet(e):
+                return []
+            raise                               # a misspelt table or column is a test bug
+        finally:
+            conn.close()
+
+    def stop_all(self) -> None:
+        for proc in reversed(self.procs):
+            proc.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"----- {p.name} (pid {p.pid}) -----\n{p.log()[-6000:]}"
+                         for p in self.procs)
+
+    # ---------------------------------------------------------------- routers
+    def router(self, name: str = "router-1", peers: list[str] = (), **extra) -> dict:
+        """Start a router on ephemeral ports; return its ready-file data (bound endpoints)."""
+        ready = self.root / f"{name}.ready.json"
+        ready.unlink(missing_ok=True)
+        cfg = {
+            "id": name,
+            "bind": {
+                "agents": "tcp://127.0.0.1:*",
+                "control": "tcp://127.0.0.1:*",
+                "tail": "tcp://127.0.0.1:*",
+                "sinks": {t: "tcp://127.0.0.1:*" for t in
+                          ("registry", "alerting", "graphite", "history")},
+            },
+            "peers": list(peers),
+            "ready_file": str(ready),
+            "stats_interval": 1.0,
+            **extra,
+        }
+        path = self.write(f"{name}.yaml", cfg)
+        proc = self.start(name, "router", "--config", str(path))
+        wait_for(lambda: ready.exists() or not proc.alive(), 15, what=f"{name} ready file")
+        assert proc.alive(), f"{name} died at start:\n{proc.log()}"
+        info = json.loads(ready.read_text())
+        info["proc"] = proc
+        return info
+
+    # ---------------------------------------------------------------- sinks
+    def sink(self, type_: str, routers: list[dict], name: str | None = None, **extra) -> Proc:
+        name = name or f"sink-{type_}"
+        cfg = {"routers": [r["endpoints"]["control"] for r in routers],
+               "state_url": self.state_url, "name": name, "hello_interval": 0.2, **extra}
+        path = self.write(f"{name}.yaml", cfg)
+        return self.start(name, "sink", type_, "--config", str(path))
+
+    # ---------------------------------------------------------------- agents
+    def agent_config(self, routers: list[dict], name: str = "agent", **extra) -> Path:
+        state = self.root / f"{name}-state"
+        state.mkdir(exist_ok=True)
+        cfg = {"routers": [r["endpoints"]["agents"] for r in routers],
+               "state_dir": str(state), "hostname": f"{name}-host",
+               "heartbeat_interval": 0.3, "stats_interval": 1.0,
+               "reconnect_min": 0.1, "reconnect_max": 1.0,
+               "spool": {"ack_timeout": 0.5, "max_backoff": 2.0}, **extra}
+        return self.write(f"{name}.yaml", cfg)
+
+    def agent(self, routers: list[dict], name: str = "agent", **extra) -> Proc:
+        path = self.agent_config(routers, name, **extra)
+        return self.start(name, "agent", "--config", str(path))
+
+    def operator_config(self, routers: list[dict]) -> Path:
+        return self.write("fleetwatch.yaml", {
+            "routers": [r["endpoints"]["control"] for r in routers],
+            "state_url": self.state_url, "timeout": 1.0})
+
+    # ---------------------------------------------------------------- schedulers
+    def scheduler_config(self, routers: list[dict], name: str = "scheduler", **extra) -> Path:
+        return self.write(f"{name}.yaml", {
+            "routers": [r["endpoints"]["control"] for r in routers], "id": name,
+            "state_url": self.state_url, "refresh_interval": 0.5, "hello_interval": 0.2,
+            "stats_interval": 1.0, **extra})
+
+    def scheduler(self, routers: list[dict], name: str = "scheduler", **extra) -> Proc:
+        path = self.scheduler_config(routers, name, **extra)
+        return self.start(name, "scheduler", "--config", str(path))
+
+
+# ---------------------------------------------------------------- CURVE keys (issue 3)
+
+class Keys:
+    """A key tree like the demo's, ``ROOT/keys/{routers,agents,backends}``, and the
+    ``security`` sections that use it. The routers' shared key is made at once."""
+
+    def __init__(self, root: Path):
+        self.dir = Path(root) / "keys"
+        for sub in ("agents", "backends"):      # allowlists, maybe empty
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self.router_public, self.router_secret = self.make(
+            "routers", "fleet", {"role": "router", "name": "fleet"})
+
+    def make(self, sub: str, name: str, metadata: dict) -> tuple[str, str]:
+        from fleetwatch.security import write_certificates
+        return write_certificates(str(self.dir / sub), name, metadata)
+
+    def agent(self, uuid: str, sub: str = "agents") -> str:
+        """A key bound to ``uuid`` (in the allowlist unless ``sub`` says otherwise): its
+        secret file."""
+        return self.make(sub, uuid, {"role": "agent", "uuid": uuid, "name": uuid})[1]
+
+    def backend(self, name: str, sub: str = "backends") -> str:
+        return self.make(sub, name, {"role": "backend", "name": name})[1]
+
+    def router_security(self) -> dict:
+        return {"curve": True, "server_key": self.router_secret,
+                "agent_keys": str(self.dir / "agents"),
+                "backend_keys": str(self.dir / "backends")}
+
+    def client(self, secret: str) -> dict:
+        return {"curve": True, "key": secret, "router_key": self.router_public}
+
+
+def agent_uuid_for(fleet: Fleet, name: str = "agent") -> str:
+    """Create (or read) the uuid agent ``name`` will have, so that a key can be bound to it
+    before the agent starts (as the demo does)."""
+    from agent import identity
+    return identity.load_or_create(str(fleet.root / f"{name}-state"))
+
+
+def _not_created_yet(error: sqlite3.OperationalError) -> bool:
+    """Whether ``error`` names a table of the sinks' schema that no sink has created yet."""
+    from sinks.state import db   # noqa: F401  (outbox's tables join db.metadata)
+    from sinks.alerting import outbox
+    prefix = "no such table: "
+    text = str(error)
+    return text.startswith(prefix) and text[len(prefix):] in db.metadata.tables
+
+
+def landed(lake: Path) -> list[dict]:
+    """Every line in the landing area (open files too, done/ too), last partial one skipped."""
+    out = []
+    for directory in (lake / "landing", lake / "landing" / "done"):
+        if not directory.is_dir():
+            continue
+        for p in directory.iterdir():
+            if p.is_file():
+                for line in p.read_bytes().split(b"\n"):
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+    return out
+
+
+def refused_twice(proc: Proc, path: Path, broken: list[tuple[str, str]]) -> None:
+    """Write each ``(text, reason)`` of ``broken`` to the config ``path`` in turn and send
+    ``proc`` SIGHUP: each reload is refused, with ``reason`` in its log."""
+    for n, (text, reason) in enumerate(broken, 1):
+        path.write_text(text)
+        proc.signal(signal.SIGHUP)
+        wait_for(lambda: proc.log().count("config reload failed") == n, 10,
+                 what=f"refused reload {n}")
+        assert reason in proc.log()

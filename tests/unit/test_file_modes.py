@@ -1,0 +1,81 @@
+"""Issue 14 item 7: files that hold secrets or private data are created 0600 (0640 where the
+service group reads them), whatever the umask, through the code paths that make them.
+
+The umask is set to 0022 (the common default, which would give 0644) around each creation.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+from contextlib import contextmanager
+
+import pytest
+
+from support.fleet import agent_uuid_for, wait_for
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@contextmanager
+def umask(value: int):
+    old = os.umask(value)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_state_db_and_its_wal_files_are_not_world_readable(fleet):
+    """A real registry sink on a new SQLite file: state.db, -wal and -shm are 0640."""
+    pytest.importorskip("sqlalchemy")
+    router = fleet.router()
+    with umask(0o022):
+        fleet.sink("registry", [router])
+    db = fleet.root / "state.db"
+    files = [db, fleet.root / "state.db-wal", fleet.root / "state.db-shm"]
+    wait_for(lambda: all(p.exists() for p in files), 20, what="state.db and its WAL files")
+    assert {p.name: oct(mode(p)) for p in files} == {p.name: "0o640" for p in files}
+
+
+def test_agent_spool_is_not_world_readable(fleet):
+    router = fleet.router()
+    agent_uuid_for(fleet)
+    with umask(0o022):
+        fleet.agent([router])
+    state = fleet.root / "agent-state"
+    files = [state / "spool.db", state / "spool.db-wal", state / "spool.db-shm"]
+    wait_for(lambda: all(p.exists() for p in files), 20, what="the spool and its WAL files")
+    assert {p.name: oct(mode(p)) for p in files} == {p.name: "0o640" for p in files}
+
+
+def test_demo_configs_and_logs_are_private(fleet):
+    """The demo's configs (the alerting sink's holds a webhook routing key) and the logs of
+    its processes are 0600."""
+    from fleetwatch.cli import demo
+    from fleetwatch.cli.demo.plan import Child
+
+    root = fleet.root / "demo"
+    cfg = demo.DemoConfig(dir=str(root), routers=1, insecure=True,
+                          alert_webhook="http://127.0.0.1:9/hook")
+    with umask(0o022):
+        children, _ = demo.plan(root, cfg)
+        configs = sorted(root.glob("*.yaml"))
+        assert "sink-alerting.yaml" in {p.name for p in configs}
+        assert "routing_key" in (root / "sink-alerting.yaml").read_text()
+        assert {p.name: oct(mode(p)) for p in configs} == {p.name: "0o600" for p in configs}
+        child = Child("quick", children[0].config, [sys.executable, "-c", "print('hi')"],
+                      root / "logs" / "quick.log")
+        demo.start(child)
+    try:
+        assert child.popen.wait(30) == 0
+    finally:
+        if child.popen.poll() is None:
+            child.popen.kill()
+    assert (root / "logs" / "quick.log").read_text() == "hi\n"
+    assert oct(mode(root / "logs" / "quick.log")) == "0o600"

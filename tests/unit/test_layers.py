@@ -1,0 +1,109 @@
+"""The import rule: layers only point down.
+
+    fleetwatch.cli            operator commands: import anything; nothing imports them
+    agent router sinks        components: import the core (and plugins); each other only
+    scheduler plugins         through the edges listed in ALLOWED
+    fleetwatch (the rest)     the core: imports nothing of the above
+
+(``fleetwatch.__main__``, ``python -m fleetwatch``, is the command line's entry: a command.)
+
+Read from the source with :mod:`ast` (every ``import``, also those inside functions, which
+is where the lazy imports are), so a new import that breaks the rule fails here, naming the
+file and the line.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins")
+CORE, CLI = "fleetwatch", "fleetwatch.cli"
+COMPONENTS = ("agent", "router", "sinks", "scheduler", "plugins")
+
+#: component -> the other components it may import: the scheduler reads and writes the state
+#: database (sinks.state); the agent runs plugins and parses their output (plugins)
+ALLOWED = {
+    "scheduler": ("sinks.state",),
+    "agent": ("plugins",),
+    "sinks": ("plugins",),
+}
+
+
+def layer(module: str) -> str:
+    """The layer of a fleetwatch module: 'cli', 'core', or the component's package."""
+    if module == CLI or module.startswith(CLI + ".") or module == "fleetwatch.__main__":
+        return "cli"
+    top = module.split(".")[0]
+    return "core" if top == CORE else top
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports(path: Path):
+    """(line, imported module) for every import in ``path`` of a fleetwatch package."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name.split(".")[0] in PACKAGES:
+                yield node.lineno, name
+
+
+def allowed(src: str, dst: str) -> bool:
+    a, b = layer(src), layer(dst)
+    if a == b or b == "core" or a == "cli":
+        return True
+    if b == "cli" or a == "core":
+        return False
+    return any(dst == edge or dst.startswith(edge + ".") for edge in ALLOWED.get(a, ()))
+
+
+def violations() -> list[str]:
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            src = module_name(path)
+            for line, dst in imports(path):
+                if not allowed(src, dst):
+                    found.append(f"{path.relative_to(ROOT)}:{line}: {src} ({layer(src)}) "
+                                 f"imports {dst} ({layer(dst)})")
+    return found
+
+
+def test_layers_only_point_down():
+    assert violations() == []
+
+
+def test_the_rule_sees_what_it_must():
+    assert not allowed("fleetwatch.protocol", "sinks.state.db")
+    assert not allowed("sinks.loop", "fleetwatch.cli.operator")
+    assert not allowed("router.relay", "agent.spool")
+    assert not allowed("scheduler.dispatch", "sinks.alerting.outbox")
+    assert allowed("scheduler.main", "sinks.state.reader")
+    assert allowed("fleetwatch.cli.status", "sinks.state.reader")
+    assert allowed("agent.daemon", "fleetwatch.protocol")
+
+
+def test_lazy_imports_inside_functions_count(tmp_path, monkeypatch):
+    source = tmp_path / "fleetwatch" / "x.py"
+    source.parent.mkdir()
+    source.write_text("def f():\n    from sinks import SINKS\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert [dst for _, dst in imports(source)] == ["sinks", "sinks.SINKS"]

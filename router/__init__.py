@@ -12,6 +12,12 @@ advertised endpoints), :mod:`router.guard` (rate buckets, admission pacing, clon
 detection), :mod:`router.doorman` (CURVE servers and ZAP), :mod:`router.relay` (the socket
 loop and its hot path), :mod:`router.admission` (the agents' slow path: HELLO, key-bound
 uuids, limits, security events), :mod:`router.control` (the control socket's requests),
+:mod:`router.port` (what those two may do: answer, refuse, relay, reach an agent),
 :mod:`router.reload` (what SIGHUP changes while running) and :mod:`router.main` (the
 ``fleetwatch router`` command).
+
+The imports point one way: the relay makes :class:`router.admission.Admission` and
+:class:`router.control.ControlDesk` from the peers, the counters, the limits, its clocks and
+a :class:`router.port.RelayPort` over its socket; they are logic fed frames, never see a
+socket or the relay, and are unit tested with a recording port and a fake clock.
 """

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fleetwatch.config import setting
 from fleetwatch.security import ServerSecurity
 
-#: The default routing table of DESIGN.md: message type -> sink types.
+#: The default routing table (docs/concepts/architecture.md): message type -> sink types.
 DEFAULT_ROUTES = {
     "HELLO": ["registry", "graphite", "history"],
     "REGISTER": ["registry", "history"],

@@ -127,7 +127,14 @@ class Doorman:
             log.info("keys reloaded (SIGHUP)%s", "" if changed else ": no change")
         return changed
 
-    def close(self) -> None:
+    def close(self, secured=()) -> None:
+        """Stop the handshake monitors of the ``secured`` sockets, then close the monitors'
+        and the ZAP handler's sockets."""
+        for sock in secured:
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:        # closed already, or never monitored: nothing to stop
+                continue
         for sock in (*self.monitors, self.zap):
             sock.close(linger=0)
         self.monitors.clear()

@@ -7,9 +7,12 @@ RESULT from an attached agent) neither decodes the body nor allocates a message 
 reads the frames one by one with integer flags, compares the signature frame, looks the type
 frame up in the routing table and sends the stamped frames (SIGNATURE, ENVELOPE, BODY) to
 each sink type's PUSH socket with ``NOBLOCK``, counting a ``zmq.Again`` as a drop.
-Everything else (HELLO, HEARTBEAT, bad frames, unknown peers) goes through the slow path of
-:mod:`router.admission`, which also owns CURVE, key-bound uuids and the limits; control
-requests are :mod:`router.control`'s.
+Everything else (HELLO, HEARTBEAT, bad frames, unknown peers) is read here and handed as
+frames to the slow path, :class:`router.admission.Admission` (key-bound uuids, the limits);
+control requests to :class:`router.control.ControlDesk`. Neither sees a socket or this
+class: each gets the peers, the counters, its clocks and a :class:`router.port.RelayPort`
+over its ROUTER socket, through which it answers, refuses and relays. CURVE's server keys,
+ZAP and handshake monitors are the relay's :class:`router.doorman.Doorman`.
 The hot path trusts the routing id, bound to a uuid by its connection's HELLO: so no
 ``ROUTER_HANDOVER`` on the agents socket, and libzmq's routing ids are seeded (SPEC 7.3).
 """
@@ -31,8 +34,10 @@ from router.admission import Admission
 from router.config import RouterConfig
 from router.control import ControlDesk
 from router.counters import Counters
+from router.doorman import Doorman
 from router.endpoints import advertised
 from router.peers import Peers
+from router.port import RelayPort
 from fleetwatch.rcvmore import rcvmore_reader
 from router.reload import sighup
 from router.replies import ReplyLimiter
@@ -83,12 +88,17 @@ class Relay:
         self.reload_requested = False
         self.reloader = None
         self.notifier = None
-        # CURVE, key-bound uuids, limits (SPEC 7), and the control socket's requests
-        self.admission = Admission(self)
-        self.desk = ControlDesk(self)
+        #: CURVE server keys, ZAP and handshake monitors (made at bind, with CURVE only)
+        self.doorman: Doorman | None = None
+        # key-bound uuids and limits (SPEC 7), and the control socket's requests
+        self.admission = Admission(self.peers, self.counters, RelayPort(self, "agents"),
+                                   config.id, config.limits, config.security.curve,
+                                   clock, monotonic)
+        self.desk = ControlDesk(self.peers, self.counters, RelayPort(self, "control"),
+                                config.id, self.max_body, clock)
         # The hot path's exits to the slow path, bound once here: taking one costs no more
         # than calling a method of this class (no extra lookup in the loops).
-        self._stranger = self.admission.stranger
+        self._unknown = self.admission.unknown
         self._rate_limited = self.admission.rate_limited
         self._agent_message = self.admission.agent_message
 
@@ -113,14 +123,19 @@ class Relay:
     def bind(self) -> dict:
         """Create and bind every socket; return the advertised endpoints."""
         cfg, limits = self.config, self.config.limits
-        self.admission.open()   # SecurityError: the caller exits 78, never falls back to plain
+        if cfg.security.curve:  # SecurityError: the caller exits 78, never falls back to plain
+            self.doorman = Doorman(self.ctx, cfg.security, self.counters.refused,
+                                   self.monotonic)
         # no ROUTER_HANDOVER: a routing id stays with its connection (SPEC 7.3)
         self.agents = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1, SNDHWM=limits.agent_hwm)
         self.control = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1)
         self.tail = self._socket(zmq.XPUB, SNDHWM=limits.tail_hwm)
         self.sinks = {name: self._socket(zmq.PUSH, SNDHWM=limits.sink_hwm)
                       for name in cfg.bind.sinks}
-        self.admission.secure(self.agents, (self.control, self.tail, *self.sinks.values()))
+        if self.doorman is not None:
+            self.doorman.secure(self.agents, "agents")
+            for sock in (self.control, self.tail, *self.sinks.values()):
+                self.doorman.secure(sock, "backends")
         endpoints = {
             "agents": self._bind(self.agents, cfg.bind.agents),
             "control": self._bind(self.control, cfg.bind.control),
@@ -162,8 +177,7 @@ class Relay:
         for sock in (self.agents, self.control, self.tail):
             poller.register(sock, zmq.POLLIN)
         agents, control, tail = self.agents, self.control, self.tail
-        admission, desk = self.admission, self.desk
-        doorman = admission.doorman
+        doorman = self.doorman
         zap = None
         if doorman is not None:
             zap = doorman.zap
@@ -187,7 +201,7 @@ class Relay:
             if agents in events:
                 self._drain_agents(self.clock())
             if control in events:
-                desk.drain()
+                self._drain_control()
             now = mono()
             if now >= next_sweep:
                 self.sweep()
@@ -199,7 +213,8 @@ class Relay:
                 next_stats = now + self.config.stats_interval
 
     def close(self) -> None:
-        self.admission.close(self.sockets)
+        if self.doorman is not None:
+            self.doorman.close(self.sockets)
         for sock in self.sockets:
             sock.close(linger=0)
         self.sockets.clear()
@@ -282,8 +297,9 @@ class Relay:
     def _drain_agents_careful(self, now: float) -> None:
         """Handle up to ``drain`` agent messages, checking RCVMORE after every frame.
 
-        Frame by frame with integer flags (PERF-NOTES: recv_multipart costs 4x more), RCVMORE
-        read through :mod:`router.rcvmore`. A ROUTER's routing id frame is always followed by
+        Frame by frame with integer flags (recv_multipart costs 4x more; docs/development/
+        decisions.md, "Reading frames on the hot path"), RCVMORE read through
+        :mod:`fleetwatch.rcvmore`. A ROUTER's routing id frame is always followed by
         at least one frame, so RCVMORE is checked after each frame but the routing id.
         """
         recv, more = self.agents.recv, self.agents_rcvmore
@@ -326,6 +342,16 @@ class Relay:
             received[type_frame] += 1
             # not the hot path: the send loop inlined in _drain_agents is relay()'s
             self.relay(peer.envelopes[type_frame], type_frame, body)
+
+    def _stranger(self, rid: bytes, now: float) -> None:
+        """A message from a routing id not in the hot path's table: read it frame by frame
+        (zmq.Frame: the first carries the connection's properties, its ZAP User-Id should it
+        be a HELLO), then hand it to admission."""
+        recv = self.agents.recv
+        frames = [recv(copy=False)]
+        while frames[-1].more:
+            frames.append(recv(copy=False))
+        self.guarded(self._unknown, rid, [f.bytes for f in frames], now, frames[0])
 
     def guarded(self, handler, rid: bytes, parts: list[bytes], *args) -> None:
         """Run a slow-path handler; a bug in it is logged and counted, never fatal."""
@@ -395,34 +421,29 @@ class Relay:
                 self.tail_topics -= 1
             counters.tail_topics = self.tail_topics
 
-    # ---------------------------------------------------------------- answers
-    def reply(self, sock: zmq.Socket, rid: bytes, msg: Message) -> bool:
-        """Send ``msg`` to ``rid`` without blocking; count it when it cannot be delivered."""
-        try:
-            sock.send_multipart([rid, *protocol.encode(msg)], NOBLOCK)
-            return True
-        except zmq.ZMQError as e:  # Again (queue full) or EHOSTUNREACH (gone)
-            self.counters.replies_failed += 1
-            log.debug("cannot answer %s to %s: %s", msg.type, self.who(rid), e)
-            return False
-
-    def refuse(self, sock: zmq.Socket, where: str, rid: bytes, err: ProtocolError,
-               ref: str | None = None, answer: bool = True, careful: bool = True) -> None:
-        """Drop a message: count it, log it (throttled) and answer ERROR (throttled).
-
-        ``careful``: the message was read the fast way, so its framing is uncertain: check
-        every frame boundary for a while (SPEC 8)."""
-        if sock is self.agents and careful:
-            self.careful_until = self.monotonic() + self.careful_for
-        self.counters.count_bad(err.status)
-        self.throttle.warning(f"{where}:{err.status}", "%s: refused a message from %s: %s",
-                              where, self.who(rid), err)
-        if answer and self.limiter.allow(rid):
-            self.reply(sock, rid, protocol.error(err.status, err.reason, ref, self.id))
+    # ---------------------------------------------------------------- control
+    def _drain_control(self) -> None:
+        """Read up to ``drain`` control requests, each handed to the desk as frames."""
+        recv, more = self.control.recv, self.control_rcvmore
+        handle = self.desk.control_message
+        for _ in range(self.drain):
+            try:
+                rid = recv(NOBLOCK)
+            except zmq.Again:
+                return
+            parts = []
+            while more():
+                parts.append(recv())
+            self.guarded(handle, rid, parts)
 
     # ---------------------------------------------------------------- periodic
     def sweep(self) -> None:
+        """Refill the limits, re-read changed allowlists, count failed handshakes, expire
+        silent agents, forget old answers."""
         self.admission.sweep()
+        if self.doorman is not None:
+            self.doorman.refresh()
+            self.doorman.drain_monitors()
         self.peers.expire()
         self.limiter.prune()
 

@@ -57,7 +57,7 @@ def sighup(relay) -> None:
     if notifier is not None:
         notifier.reloading()
     try:
-        doorman = relay.admission.doorman
+        doorman = relay.doorman
         if doorman is not None:
             doorman.refresh(force=True)
         if relay.reloader is not None:

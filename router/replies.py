@@ -1,8 +1,9 @@
 """Per-peer reply throttling: at most one ERROR per ``period`` seconds to one peer.
 
 A flood of bad frames from one peer must not become a flood of answers (SPEC.md, section 6).
-Pure logic with an injected monotonic clock; the relay calls :meth:`ReplyLimiter.allow`
-before answering and :meth:`ReplyLimiter.prune` from its periodic sweep so the map of peers
+Pure logic with an injected monotonic clock; the relay's :class:`router.port.RelayPort`
+calls :meth:`ReplyLimiter.allow` before answering an error and the relay calls
+:meth:`ReplyLimiter.prune` from its periodic sweep so the map of peers
 stays bounded however many routing ids send garbage. :func:`answerable` says whether a
 refused message may be answered at all.
 """

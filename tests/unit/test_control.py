@@ -1,0 +1,141 @@
+"""The control socket's requests without sockets: :class:`router.control.ControlDesk` fed
+frames built with the codec, a recording port and a clock the test moves."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetwatch import protocol
+from fleetwatch.protocol import SIGNATURE
+from router.control import ControlDesk
+from router.counters import Counters
+from router.peers import Peers
+from router.port import FULL, GONE
+from support.routerport import Clock, RecordingPort
+
+CLIENT = b"\x00client"
+
+
+class Desk:
+    def __init__(self, agents: int = 0):
+        self.clock = Clock()
+        self.peers = Peers(3.0, self.clock, b"router-1")
+        for i in range(agents):
+            self.peers.hello(f"rid-{i}".encode(), f"agent-{i:03d}", f"host-{i}", 5.0)
+        self.counters = Counters(protocol.AGENT_TYPES)
+        self.port = RecordingPort("router-1")
+        self.desk = ControlDesk(self.peers, self.counters, self.port, "router-1",
+                                clock=self.clock)
+
+    def request(self, type_: str, target: str = "", **fields) -> protocol.Message:
+        msg = protocol.make(type_, "sink-1", **fields)
+        self.desk.control_message(CLIENT, protocol.encode_control(msg, target))
+        return msg
+
+    def answer(self) -> protocol.Message:
+        rid, msg = self.port.replies[-1]
+        assert rid == CLIENT
+        return msg
+
+
+def test_hello_is_welcomed():
+    d = Desk()
+    d.request("HELLO", hostname="sinkhost", heartbeat=5.0, role="sink")
+    assert d.port.types_replied() == ["WELCOME"] and d.answer().get("router") == "router-1"
+    assert d.port.refusals == [] and d.port.relayed == []
+
+
+def test_peers_pages_through_the_agents_in_uuid_order():
+    d = Desk(agents=5)
+    d.request("PEERS", limit=2)
+    page = d.answer()
+    assert [a["uuid"] for a in page.get("agents")] == ["agent-000", "agent-001"]
+    assert page.get("total") == 5 and page.get("next") == "agent-001"
+    assert page.uuid == "router-1" and page.ts == d.clock()
+    assert page.get("agents")[0] == {"uuid": "agent-000", "hostname": "host-0",
+                                     "since": d.clock(), "last_heard": d.clock()}
+    seen = []
+    after = None
+    while True:
+        d.request("PEERS", limit=2, after=after)
+        page = d.answer()
+        seen += [a["uuid"] for a in page.get("agents")]
+        after = page.get("next")
+        if after is None:
+            break
+    assert seen == [f"agent-{i:03d}" for i in range(5)]
+
+
+def test_peers_without_a_limit_is_one_default_page_and_limit_0_a_summary():
+    d = Desk(agents=3)
+    d.request("PEERS")
+    assert len(d.answer().get("agents")) == 3 and d.answer().get("next") is None
+    d.request("PEERS", limit=0)
+    assert d.answer().get("agents") == [] and d.answer().get("total") == 3
+
+
+def test_a_backends_stats_is_relayed_stamped_with_its_sender():
+    d = Desk()
+    msg = d.request("STATS", metrics={"sink.received": 3}, source="sink")
+    assert d.port.relayed == [(b"STATS/sink-1/router-1", b"STATS", protocol.encode_body(msg))]
+    assert d.counters.control_stats == 1 and d.port.replies == []
+
+
+def test_a_stats_that_does_not_say_it_comes_from_a_backend_is_refused():
+    d = Desk()
+    msg = d.request("STATS", metrics={"x": 1}, source="agent")
+    refusal, = d.port.refusals
+    assert (refusal.status, refusal.ref) == (protocol.BAD_REQUEST, msg.msg_id)
+    assert "source must be one of scheduler, sink" in refusal.reason
+    assert d.port.relayed == [] and d.counters.control_stats == 0
+
+
+def test_run_and_ack_are_forwarded_to_the_attached_agent_as_received():
+    d = Desk(agents=2)
+    run = d.request("RUN", "agent-001", command_id="c1", plugin="check_disk")
+    ack = d.request("ACK", "agent-001", msg_ids=["m1"])
+    assert d.port.sent == [(b"rid-1", b"RUN", protocol.encode_body(run)),
+                           (b"rid-1", b"ACK", protocol.encode_body(ack))]
+    assert d.counters.forwarded == {"RUN": 1, "ACK": 1} and d.port.replies == []
+
+
+@pytest.mark.parametrize("outcome, status, reason", [
+    (None, protocol.NOT_FOUND, "agent agent-009 is not attached here"),
+    (FULL, protocol.UNAVAILABLE, "agent agent-009 is not reading"),
+    (GONE, protocol.NOT_FOUND, "agent agent-009 is not attached here"),
+])
+def test_a_run_that_cannot_be_forwarded_is_answered_with_an_error(outcome, status, reason):
+    d = Desk()
+    if outcome is not None:             # attached, but its connection is full or gone
+        d.peers.hello(b"rid-9", "agent-009", "host-9", 5.0)
+        d.port.agent_outcome = outcome
+    run = d.request("RUN", "agent-009", command_id="c1", plugin="check_disk")
+    err = d.answer()
+    assert err.type == "ERROR" and err.uuid == "router-1"
+    assert (err.get("status"), err.get("reason"), err.get("ref")) == (status, reason, run.msg_id)
+    assert d.counters.bad[status] == 1 and d.counters.forwarded == {}
+    # a connection found gone is forgotten; one not reading is kept
+    assert (d.peers.by_uuid("agent-009") is None) == (outcome in (None, GONE))
+
+
+def test_an_ack_of_the_routers_own_events_is_swallowed():
+    d = Desk()
+    d.request("ACK", "router-1", msg_ids=["m1"])
+    assert d.counters.own_acks == 1
+    assert d.port.replies == [] and d.port.sent == [] and d.counters.bad == {}
+
+
+@pytest.mark.parametrize("frames, status, answer", [
+    ([SIGNATURE, b"RUN", b"", b"{}"], protocol.BAD_REQUEST, True),          # no target
+    ([SIGNATURE, b"NOTIFY", b"", b"{}"], protocol.NOT_ALLOWED, True),       # not a control type
+    ([SIGNATURE, b"ERROR", b"", b"{}"], protocol.NOT_ALLOWED, False),       # never answered
+    ([SIGNATURE, b"PEERS", b"{}"], protocol.BAD_REQUEST, True),             # 3 frames
+    ([b"FWP\x02", b"PEERS", b"", b"{}"], protocol.VERSION_NOT_SUPPORTED, True),
+    ([SIGNATURE, b"PEERS", b"", b"[]"], protocol.BAD_REQUEST, True),        # body not an object
+])
+def test_bad_requests_are_refused(frames, status, answer):
+    d = Desk(agents=1)
+    d.desk.control_message(CLIENT, frames)
+    refusal, = d.port.refusals
+    assert (refusal.rid, refusal.status, refusal.answer) == (CLIENT, status, answer)
+    assert d.port.replies == [] and d.port.relayed == [] and d.port.sent == []

@@ -197,7 +197,7 @@ class Sockets:
         sock.setsockopt(zmq.ROUTING_ID, connection_id())
         sock.setsockopt(zmq.MAXMSGSIZE, protocol.MAX_BODY + 4096)
         if self.keys is not None and self.keys.enabled:
-            from fleetwatch.ask import HANDSHAKE_FAILED
+            from fleetwatch.link import HANDSHAKE_FAILED
             self.keys.apply(sock)
             monitor = sock.get_monitor_socket(HANDSHAKE_FAILED)
             self.monitors[monitor] = link

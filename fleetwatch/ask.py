@@ -1,11 +1,12 @@
 """Ask every router one question on its control socket, all at once, with one deadline.
 
 Used by the operator commands (``status`` asks PEERS, ``tail`` asks HELLO for the tail
-endpoint). One DEALER per router, one poller, one deadline: an unreachable router costs the
-timeout once, not once per router, and never hangs the command. With CURVE on, ``keys``
-(:class:`fleetwatch.security.ClientKeys`, the operator's back-end key) is applied to every
-socket before it connects, and a failed CURVE handshake (the router refused the key, or does
-not speak CURVE) is reported as the router's problem at once instead of a time-out.
+endpoint). One :class:`fleetwatch.link.Link` per router, one poller, one deadline: an
+unreachable router costs the timeout once, not once per router, and never hangs the command.
+With CURVE on, ``keys`` (:class:`fleetwatch.security.ClientKeys`, the operator's back-end
+key) is applied to every socket before it connects, and a failed CURVE handshake (the router
+refused the key, or does not speak CURVE) is reported as the router's problem at once
+instead of a time-out.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from fleetwatch import __version__, protocol
-from fleetwatch.protocol import Message, ProtocolError
+from fleetwatch.link import Link, replies
+from fleetwatch.protocol import Message
 
 log = logging.getLogger(__name__)
 
@@ -49,43 +49,8 @@ class Answer:
         return None
 
 
-HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-
-
-def handshake_problem(event: dict) -> str:
-    """One line for a socket monitor's handshake-failure event."""
-    if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-        return f"CURVE handshake refused by the router (ZAP {event['value']}): is this key " \
-               f"in its allowlist?"
-    if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
-        if event["value"] == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
-            return "CURVE handshake failed: the router does not run with security.curve"
-        return f"CURVE handshake failed (protocol error {int(event['value']):#x}): " \
-               f"is router_key the routers' key?"
-    # The router closed the connection before saying why (errno in the value).
-    return "CURVE handshake failed: does the router run with security.curve, and is " \
-           "router_key its key?"
-
-
 def cli_id() -> str:
     return f"cli@{socket.gethostname()}"[:protocol.MAX_ID]
-
-
-def replies(sock: zmq.Socket, on_bad) -> Iterator[Message]:
-    """The messages waiting on ``sock``, decoded, without blocking; one that does not decode
-    goes to ``on_bad(error)`` and is skipped (a router's answer never stops a reader)."""
-    while True:
-        try:
-            frames = sock.recv_multipart(zmq.NOBLOCK)
-        except zmq.Again:
-            return
-        try:
-            msg = protocol.decode(frames)
-        except ProtocolError as e:
-            on_bad(e)
-            continue
-        yield msg
 
 
 def request(type_: str, **fields) -> Message:
@@ -133,52 +98,43 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
     """
     ctx = ctx or zmq.Context.instance()
     answers = [Answer(e) for e in endpoints]
-    sockets: dict[zmq.Socket, Answer] = {}
-    monitors: dict[zmq.Socket, zmq.Socket] = {}     # monitor -> its socket
+    links: dict[zmq.Socket, tuple[Link, Answer]] = {}    # socket -> its link and answer
+    monitors: dict[zmq.Socket, zmq.Socket] = {}          # monitor -> its link's socket
     poller = zmq.Poller()
     listings: dict[zmq.Socket, Listing] = {}
     try:
         for answer in answers:
-            sock = ctx.socket(zmq.DEALER)
-            sock.linger = 0
-            if keys is not None and keys.enabled:
-                keys.apply(sock)
-                monitor = sock.get_monitor_socket(HANDSHAKE_FAILED)
-                monitors[monitor] = sock
-                poller.register(monitor, zmq.POLLIN)
+            link = Link(ctx, answer.endpoint, keys, immediate=False)
             try:
-                sock.connect(answer.endpoint)
+                sock = link.open()
             except zmq.ZMQError as e:
-                for monitor in [m for m, s in monitors.items() if s is sock]:
-                    poller.unregister(monitor)
-                    sock.disable_monitor()
-                    monitor.close(0)
-                    del monitors[monitor]
-                sock.close(0)
                 answer.problem = f"bad endpoint: {e}"
                 continue
+            links[sock] = link, answer
+            if link.monitor is not None:
+                monitors[link.monitor] = sock
+                poller.register(link.monitor, zmq.POLLIN)
             for type_ in types:
-                sock.send_multipart(protocol.encode_control(request(type_)), zmq.NOBLOCK)
-            sockets[sock] = answer
+                link.send(protocol.encode_control(request(type_)))
             poller.register(sock, zmq.POLLIN)
         deadline = clock() + timeout
-        waiting = set(sockets)
+        waiting = set(links)
         while waiting:
             left = deadline - clock()
             if left <= 0:
                 break
             for sock, _ in poller.poll(left * 1000):
                 if sock in monitors:
-                    event = recv_monitor_message(sock)
                     owner = monitors[sock]
-                    if owner in waiting and event["event"] & HANDSHAKE_FAILED:
-                        sockets[owner].problem = handshake_problem(event)
+                    problems = links[owner][0].handshake_failures()
+                    if owner in waiting and problems:
+                        links[owner][1].problem = problems[0]
                         waiting.discard(owner)
                         poller.unregister(owner)
                     continue
                 if sock not in waiting:
                     continue
-                answer = sockets[sock]
+                answer = links[sock][1]
                 for msg in replies(sock, lambda e: setattr(answer, "problem", f"bad answer: {e}")):
                     if msg.type == "ERROR":
                         answer.problem = f"ERROR {msg.get('status')} {msg.get('reason')}"
@@ -186,8 +142,8 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
                         listing = listings.setdefault(sock, Listing())
                         after = listing.add(msg)
                         if after is not None:
-                            sock.send_multipart(protocol.encode_control(
-                                request("PEERS", after=after)), zmq.NOBLOCK)
+                            links[sock][0].send(protocol.encode_control(
+                                request("PEERS", after=after)))
                             continue
                         msg = listing.whole(msg)
                     answer.replies[msg.type] = msg
@@ -195,7 +151,7 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
                     waiting.discard(sock)
                     poller.unregister(sock)
         for sock in waiting:
-            answer = sockets[sock]
+            answer = links[sock][1]
             listing = listings.get(sock)
             if listing is not None and "PEERS" not in answer.replies:
                 answer.problem = answer.problem or (
@@ -203,9 +159,6 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
                     f"agents in {listing.pages} pages)")
             answer.problem = answer.problem or f"no answer within {timeout:g}s"
     finally:
-        for monitor, sock in monitors.items():
-            sock.disable_monitor()
-            monitor.close(0)
-        for sock in sockets:
-            sock.close(0)
+        for link, _ in links.values():
+            link.close(0)
     return answers

@@ -9,10 +9,12 @@ sender that fell a whole interval behind: ``stale``), and sends one RUN message,
 frames, to every router's control socket with ``NOBLOCK`` (``IMMEDIATE`` is set, so a router
 that is not connected costs ``unsent`` instead of a queue of stale RUNs for later).
 
-Like the sinks, it sends HELLO (``role: scheduler``) to each router until WELCOME. A router
-the agent is not attached to answers ``ERROR 404``: that is normal with several routers
-(an agent attached to one of them) and is only counted (``not_found``), never logged per
-message. Counters are logged every ``stats_interval``, with ``extra()``'s (the plan's).
+The DEALERs are :class:`fleetwatch.link.Links`, as the sinks': HELLO (``role: scheduler``)
+to each router until WELCOME, a new socket after a refused handshake (a scheduler started
+before its key was allowed connects once it is). A router the agent is not attached to
+answers ``ERROR 404``: that is normal with several routers (an agent attached to one of
+them) and is only counted (``not_found``), never logged per message. Counters are logged
+every ``stats_interval``, with ``extra()``'s (the plan's).
 """
 
 from __future__ import annotations
@@ -21,18 +23,15 @@ import heapq
 import logging
 import os
 import queue
-import socket
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
 
 import zmq
 
-from fleetwatch import __version__, protocol
-from fleetwatch.ask import replies
+from fleetwatch import protocol
+from fleetwatch.link import Link, Links
 from fleetwatch.logs import Throttle
-from fleetwatch.protocol import ProtocolError
 from scheduler.jobs import Run
 
 log = logging.getLogger(__name__)
@@ -41,14 +40,6 @@ log = logging.getLogger(__name__)
 MAX_WAIT = 0.25
 #: RUNs queued per router connection before sends count as ``unsent``
 SNDHWM = 100_000
-
-
-@dataclass
-class Link:
-    endpoint: str
-    socket: zmq.Socket
-    router_id: str | None = None
-    next_hello: float = 0.0
 
 
 class Dispatcher:
@@ -64,7 +55,8 @@ class Dispatcher:
         self.extra = extra or (lambda: {})
         self.counts: Counter = Counter()
         self.throttle = Throttle(log)
-        self.links: list[Link] = []
+        self.links = Links(self.ctx, self.endpoints, sender_id, "scheduler", keys, self.counts,
+                           sndhwm=SNDHWM, clock=clock, throttle=self.throttle)
         self._queue: queue.SimpleQueue[Run] = queue.SimpleQueue()
         self._pending: list[tuple[float, int, Run]] = []
         self._seq = 0
@@ -74,7 +66,6 @@ class Dispatcher:
         self._stopping = False
         self._polling = False
         self._thread: threading.Thread | None = None
-        self.hostname = socket.gethostname()
         #: ``time.monotonic()`` at the sender loop's latest turn: the service pings the
         #: systemd watchdog only while this is recent (a hung sender stops the pings)
         self.beat = time.monotonic()
@@ -94,7 +85,7 @@ class Dispatcher:
     def start(self) -> None:
         """Connect (a bad endpoint raises ``zmq.ZMQError`` here), then hand the sockets to
         the sender thread, their only user from then on."""
-        self._open()
+        self.links.open()
         self._thread = threading.Thread(target=self.run, name="dispatch", daemon=True)
         self._thread.start()
 
@@ -121,14 +112,13 @@ class Dispatcher:
         """The sender thread's loop (:meth:`start` runs it)."""
         poller = zmq.Poller()
         poller.register(self._rfd, zmq.POLLIN)
-        for link in self.links:
-            poller.register(link.socket, zmq.POLLIN)
+        self.links.register(poller)
         next_stats = time.monotonic() + self.stats_interval
         try:
             while not self._stopping:
                 self.beat = time.monotonic()
                 now = self.clock()
-                wake = min(self._hellos(now), now + MAX_WAIT)
+                wake = min(self.links.hellos(now, self.hello_interval), now + MAX_WAIT)
                 if self._pending:
                     wake = min(wake, self._pending[0][0])
                 self._polling = True
@@ -140,9 +130,9 @@ class Dispatcher:
                     self._drain_wakeups()
                 self._take()
                 self._send_due(self.clock())
-                for link in self.links:
-                    if link.socket in events:
-                        self._replies(link)
+                for link, msg in self.links.receive(events):
+                    if msg.type == "ERROR":
+                        self._error(link, msg)
                 if time.monotonic() >= next_stats:
                     log.info("counters: %s", self.report())
                     next_stats = time.monotonic() + self.stats_interval
@@ -150,20 +140,7 @@ class Dispatcher:
             log.exception("the sender thread failed")
         finally:
             log.info("sender stopping; counters: %s", self.report())
-            for link in self.links:
-                link.socket.close(0)
-            self.links = []
-
-    def _open(self) -> None:
-        for endpoint in self.endpoints:
-            sock = self.ctx.socket(zmq.DEALER)
-            sock.linger = 0
-            sock.sndhwm = SNDHWM
-            if self.keys is not None:
-                self.keys.apply(sock)
-            sock.setsockopt(zmq.IMMEDIATE, 1)
-            sock.connect(endpoint)
-            self.links.append(Link(endpoint, sock))
+            self.links.close(0)
 
     def _drain_wakeups(self) -> None:
         try:
@@ -196,51 +173,20 @@ class Dispatcher:
         frames = protocol.encode_control(msg, run.uuid)
         self.counts["runs"] += 1
         for link in self.links:
-            try:
-                link.socket.send_multipart(frames, zmq.NOBLOCK)
+            if link.send(frames):
                 self.counts["sent"] += 1
-            except zmq.Again:
+            else:
                 self.counts["unsent"] += 1
                 self.throttle.warning(f"unsent {link.endpoint}",
                                       "router %s not connected: RUNs to it are dropped",
-                                      link.router_id or link.endpoint)
+                                      link.label)
 
-    def _hellos(self, now: float) -> float:
-        due = float("inf")
-        for link in self.links:
-            if link.router_id is not None:
-                continue
-            if now >= link.next_hello:
-                hello = protocol.make("HELLO", self.sender_id, self.clock,
-                                      hostname=self.hostname, heartbeat=self.hello_interval,
-                                      version=__version__, role="scheduler")
-                try:
-                    link.socket.send_multipart(protocol.encode_control(hello), zmq.NOBLOCK)
-                except zmq.Again:
-                    pass
-                link.next_hello = now + self.hello_interval
-            due = min(due, link.next_hello)
-        return due
-
-    def _replies(self, link: Link) -> None:
-        def bad(e: ProtocolError) -> None:
-            self.counts["reply_bad"] += 1
-            self.throttle.warning("reply_bad", "bad reply from %s: %s", link.endpoint, e)
-        for msg in replies(link.socket, bad):
-            if msg.type == "ERROR":
-                status = msg.get("status")
-                self.counts["not_found" if status == protocol.NOT_FOUND
-                            else f"error_{status}"] += 1
-                if status != protocol.NOT_FOUND:
-                    self.throttle.warning(f"error_{status}", "router %s answered ERROR %s %s",
-                                          link.router_id or link.endpoint, status,
-                                          msg.get("reason"))
-            elif msg.type == "WELCOME":
-                if link.router_id is None:
-                    log.info("router %s at %s welcomed us", msg.get("router"), link.endpoint)
-                link.router_id = msg.get("router") or link.endpoint
-            else:
-                self.counts["reply_unexpected"] += 1
+    def _error(self, link: Link, msg: protocol.Message) -> None:
+        status = msg.get("status")
+        self.counts["not_found" if status == protocol.NOT_FOUND else f"error_{status}"] += 1
+        if status != protocol.NOT_FOUND:
+            self.throttle.warning(f"error_{status}", "router %s answered ERROR %s %s",
+                                  link.label, status, msg.get("reason"))
 
     def report(self) -> str:
         merged = Counter(self.counts)

@@ -1,15 +1,16 @@
 """The PULL/ACK loop every sink type runs: a thin socket adapter around a sink object.
 
-For each configured router control endpoint the loop holds one DEALER and sends HELLO
-(``role: sink``, ``sink: TYPE``) every ``hello_interval`` until the router answers WELCOME;
-the WELCOME names the router (the id it stamps on what it relays) and the endpoint of its
-PUSH for this sink type, to which the loop connects its one shared PULL.
+The control DEALERs to the configured routers are :class:`fleetwatch.link.Links`: HELLO
+(``role: sink``, ``sink: TYPE``) every ``hello_interval`` until the router answers WELCOME,
+a new socket after a refused handshake. The WELCOME names the router (the id it stamps on
+what it relays) and the endpoint of its PUSH for this sink type, to which the loop connects
+its one shared PULL.
 
 Each wake-up drains up to ``batch`` messages (:class:`sinks.receiver.Receiver`), lets
 :class:`sinks.intake.Intake` decode, filter and deduplicate them, has the sink write the fresh
 ones in one transaction and only then sends the ACKs: one per (router, agent), through the
-control socket of the router named in the ROUTER frame. A failed write is logged and counted and nothing is ACKed: the agents
-resend.
+control socket of the router named in the ROUTER frame. A failed write is logged and counted
+and nothing is ACKed: the agents resend.
 
 The raw hook, for a sink that needs few of the fields it stores (the history sink): a sink
 with ``raw = True`` gets each batch's frame lists first, through ``sort_raw(raw) -> (kept,
@@ -33,14 +34,12 @@ import logging
 import socket
 import time
 from collections import Counter
-from dataclasses import dataclass
 
 import zmq
 
-from fleetwatch import __version__, protocol, sdnotify
-from fleetwatch.ask import replies
+from fleetwatch import protocol, sdnotify
+from fleetwatch.link import Link, Links
 from fleetwatch.logs import Throttle
-from fleetwatch.protocol import ProtocolError
 from sinks.base import Sink, WriteError
 from sinks.config import SinkConfig
 from sinks.dedupe import Dedupe
@@ -55,22 +54,8 @@ PULL_HWM = 10_000
 ACK_CHUNK = 1000
 #: longest poll, so that a stop request is seen promptly
 MAX_WAIT = 0.25
-#: unanswered HELLOs after which a router's socket is made again (see SinkLoop._redial)
-REDIAL_AFTER = 5
 #: milliseconds the ACKs still queued at stop get to reach the routers
 ACK_LINGER = 2000
-
-
-@dataclass
-class RouterLink:
-    """The control DEALER to one configured router endpoint."""
-
-    endpoint: str
-    socket: zmq.Socket
-    router_id: str | None = None
-    next_hello: float = 0.0
-    #: HELLOs sent since the socket was made, unanswered
-    unanswered: int = 0
 
 
 class SinkLoop:
@@ -79,7 +64,6 @@ class SinkLoop:
                  notifier=None):
         from fleetwatch.security import ClientKeys
         self.sink, self.config, self.clock = sink, config, clock
-        self.poller: zmq.Poller | None = None
         self.keys = keys if keys is not None else ClientKeys(config.security)
         #: an own context is terminated at the end, which is what lets the last ACKs leave
         self._own_ctx = ctx is None
@@ -93,7 +77,9 @@ class SinkLoop:
                              self.counts, self.throttle)
         #: the sink takes the raw hook (see the module docstring)
         self.raw = getattr(sink, "raw", False) is True
-        self.links: list[RouterLink] = []
+        self.links = Links(self.ctx, config.routers, self.sink_id, "sink", self.keys,
+                           self.counts, fields={"sink": sink.type}, hostname=self.hostname,
+                           throttle=self.throttle)
         self.by_router: dict[str, zmq.Socket] = {}
         self.pull: zmq.Socket | None = None
         self.pulling: set[str] = set()
@@ -114,40 +100,13 @@ class SinkLoop:
         self.pull.rcvhwm = PULL_HWM
         self.keys.apply(self.pull)
         self.receiver = Receiver(self.pull, self.clock, self.counts)
-        for endpoint in self.config.routers:
-            self.links.append(RouterLink(endpoint, self._dealer(endpoint)))
-
-    def _dealer(self, endpoint: str) -> zmq.Socket:
-        dealer = self.ctx.socket(zmq.DEALER)
-        dealer.linger = 0
-        self.keys.apply(dealer)
-        # Queue nothing for a router that is not connected: HELLO is simply retried.
-        dealer.setsockopt(zmq.IMMEDIATE, 1)
-        dealer.connect(endpoint)
-        return dealer
-
-    def _redial(self, link: RouterLink) -> None:
-        """A new socket for a router that answered none of our HELLOs: libzmq gives up on a
-        connection whose CURVE handshake the router refused (a key not yet in its
-        allowlist), so a sink started before its key was allowed would otherwise never
-        connect. The router reloads its allowlists by itself; we only need to dial again."""
-        self.counts["router_redialled"] += 1
-        log.info("router %s: no WELCOME after %d HELLOs, connecting again", link.endpoint,
-                 link.unanswered)
-        if self.poller is not None:
-            self.poller.unregister(link.socket)
-        link.socket.close(0)
-        link.socket = self._dealer(link.endpoint)
-        link.unanswered = 0
-        if self.poller is not None:
-            self.poller.register(link.socket, zmq.POLLIN)
+        self.links.open()
 
     def close(self) -> None:
-        for link in self.links:
-            link.socket.close(ACK_LINGER)
+        self.links.close(ACK_LINGER)
         if self.pull is not None:
             self.pull.close(0)
-        self.links, self.by_router, self.pull = [], {}, None
+        self.by_router, self.pull = {}, None
 
     def run(self) -> int:
         """Start the sink (may raise :class:`WriteError`), then loop until :meth:`stop`."""
@@ -156,10 +115,9 @@ class SinkLoop:
         log.info("sink %s (%s) started: routers %s; CURVE %s", self.sink_id, self.sink.type,
                  ", ".join(self.config.routers),
                  f"on (key {self.keys.own.path})" if self.keys.enabled else "off")
-        poller = self.poller = zmq.Poller()
+        poller = zmq.Poller()
         poller.register(self.pull, zmq.POLLIN)
-        for link in self.links:
-            poller.register(link.socket, zmq.POLLIN)
+        self.links.register(poller)
         next_stats = self.clock() + self.config.stats_interval
         tick_every = getattr(self.sink, "tick_interval", None)
         next_tick = self.clock() + tick_every if tick_every else float("inf")
@@ -167,7 +125,7 @@ class SinkLoop:
         try:
             while not self.stopping:
                 now = self.clock()
-                wake = self._hellos(now)
+                wake = self.links.hellos(now, self.config.hello_interval)
                 if now >= next_stats:
                     log.info("counters: %s", self.report())
                     self._publish_counters()
@@ -177,9 +135,11 @@ class SinkLoop:
                     next_tick = now + tick_every
                 wait = max(0.0, min(wake, next_stats, next_tick, now + MAX_WAIT) - now)
                 events = dict(poller.poll(wait * 1000))
-                for link in self.links:
-                    if link.socket in events:
-                        self._control(link)
+                for link, msg in self.links.receive(events):
+                    if msg.type == "WELCOME":
+                        self._welcome(link, msg)
+                    else:
+                        self._error(link, msg)
                 self.backlog = False
                 if self.pull in events:
                     self.drain()
@@ -209,67 +169,22 @@ class SinkLoop:
         """The sink's counters as a STATS (source ``sink``) through one router that knows
         us, turn by turn, so they reach the graphite and history sinks like the routers'
         own (SPEC 4.3); each report goes through one router only, never twice."""
-        live = [link for link in self.links if link.router_id is not None]
+        live = self.links.welcomed()
         if not live:
             return
         self._stats_turn = (getattr(self, "_stats_turn", -1) + 1) % len(live)
         metrics = {f"sink.{k}": v for k, v in self.merged_counts().items()}
         msg = protocol.make("STATS", self.sink_id, clock=time.time, metrics=metrics,
                             hostname=self.hostname, source="sink")
-        try:
-            live[self._stats_turn].socket.send_multipart(protocol.encode_control(msg),
-                                                         zmq.NOBLOCK)
-        except zmq.Again:
+        if not live[self._stats_turn].send(protocol.encode_control(msg)):
             self.counts["stats_unsent"] += 1
 
     # ---------------------------------------------------------------- control
-    def _hellos(self, now: float) -> float:
-        """Send HELLO to routers not yet answering; return when the next one is due."""
-        due = float("inf")
-        for link in self.links:
-            if link.router_id is not None:
-                continue
-            if now >= link.next_hello:
-                if link.unanswered >= REDIAL_AFTER:
-                    self._redial(link)
-                self._send_hello(link)
-                link.unanswered += 1
-                link.next_hello = now + self.config.hello_interval
-            due = min(due, link.next_hello)
-        return due
-
-    def _send_hello(self, link: RouterLink) -> None:
-        hello = protocol.make("HELLO", self.sink_id, hostname=self.hostname,
-                              heartbeat=self.config.hello_interval, version=__version__,
-                              role="sink", sink=self.sink.type)
-        try:
-            link.socket.send_multipart(protocol.encode_control(hello), zmq.NOBLOCK)
-        except zmq.Again:
-            log.debug("router %s not connected yet", link.endpoint)
-
-    def _control(self, link: RouterLink) -> None:
-        def bad(e: ProtocolError) -> None:
-            self.counts["control_bad"] += 1
-            self.throttle.warning("control_bad", "bad reply from %s: %s", link.endpoint, e)
-        for msg in replies(link.socket, bad):
-            if msg.type == "WELCOME":
-                self._welcome(link, msg)
-            elif msg.type == "ERROR":
-                self._error(link, msg)
-            else:
-                self.counts["control_unexpected"] += 1
-                self.throttle.warning("control_unexpected", "unexpected %s from %s",
-                                      msg.type, link.endpoint)
-
-    def _welcome(self, link: RouterLink, msg: protocol.Message) -> None:
-        router_id = msg.get("router")
+    def _welcome(self, link: Link, msg: protocol.Message) -> None:
+        router_id = link.router_id
         endpoints = msg.get("endpoints") or {}
         sinks = endpoints.get("sinks") if isinstance(endpoints, dict) else None
         endpoint = sinks.get(self.sink.type) if isinstance(sinks, dict) else None
-        if link.router_id is None:
-            log.info("router %s at %s welcomed us; its %s endpoint: %s", router_id,
-                     link.endpoint, self.sink.type, endpoint)
-        link.router_id = router_id
         self.by_router[router_id] = link.socket
         if not isinstance(endpoint, str) or not endpoint:
             self.counts["welcome_without_endpoint"] += 1
@@ -284,16 +199,17 @@ class SinkLoop:
                 log.error("cannot connect to %s of router %s: %s", endpoint, router_id, e)
                 return
             self.pulling.add(endpoint)
+            log.info("router %s: its %s endpoint %s", router_id, self.sink.type, endpoint)
 
-    def _error(self, link: RouterLink, msg: protocol.Message) -> None:
+    def _error(self, link: Link, msg: protocol.Message) -> None:
         status = msg.get("status")
         self.counts[f"router_error_{status}"] += 1
         if status == protocol.NOT_FOUND:
             self.throttle.warning("error_404", "router %s: agent gone (ref %s); it will resend",
-                                  link.router_id or link.endpoint, msg.get("ref"))
+                                  link.label, msg.get("ref"))
         else:
             self.throttle.warning(f"error_{status}", "router %s answered ERROR %s %s (ref %s)",
-                                  link.router_id or link.endpoint, status, msg.get("reason"),
+                                  link.label, status, msg.get("reason"),
                                   msg.get("ref"))
 
     # ---------------------------------------------------------------- data

@@ -56,10 +56,11 @@ STALLED_WAIT = 0.25
 
 def read_registry(reader: Reader) -> list[dict]:
     """The registry's ``plugins`` rows, each with its agent's ``hostname`` (or None)."""
-    plugins = reader.read("plugins")
+    from sinks.state import reads
+    plugins = reader.read(reads.plugins)
     if not plugins:
         return []
-    hostnames = {a["uuid"]: a.get("hostname") for a in reader.read("agents")}
+    hostnames = {a["uuid"]: a.get("hostname") for a in reader.read(reads.agents)}
     return [{**row, "hostname": hostnames.get(row["uuid"])} for row in plugins]
 
 

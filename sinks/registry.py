@@ -21,7 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
-from sinks.state import db
+from sinks.state import db, schema
 from sinks.base import WriteError
 
 log = logging.getLogger(__name__)
@@ -74,8 +74,8 @@ class RegistrySink(db.DatabaseSink):
 
     def _seen(self, conn, relayed: Relayed, now: float, **fields) -> None:
         row = {"uuid": relayed.uuid, "first_seen": now, "last_seen": now, **fields}
-        db.upsert(conn, db.agents, row, update=["last_seen", *fields])
-        db.upsert(conn, db.agent_routers,
+        db.upsert(conn, schema.agents, row, update=["last_seen", *fields])
+        db.upsert(conn, schema.agent_routers,
                   {"uuid": relayed.uuid, "router": relayed.router, "last_seen": now},
                   update=["last_seen"])
 
@@ -91,10 +91,10 @@ class RegistrySink(db.DatabaseSink):
         if declared is None:
             return 0
         rows, bad = plugin_rows(relayed.uuid, source, declared, now)
-        conn.execute(db.plugins.delete().where(db.plugins.c.uuid == relayed.uuid,
-                                               db.plugins.c.source == source))
+        t = schema.plugins
+        conn.execute(t.delete().where(t.c.uuid == relayed.uuid, t.c.source == source))
         if rows:
-            conn.execute(db.plugins.insert(), rows)
+            conn.execute(t.insert(), rows)
         return bad
 
 

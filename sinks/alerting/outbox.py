@@ -1,8 +1,10 @@
 """The alert outbox: alerts recorded in the state database first, delivered from there.
 
-Two tables, written by the alerting sink (defined on :data:`sinks.state.db.metadata`):
+Two tables of the state database (:mod:`sinks.state.schema`), created with the alerting
+sink's others and read by :func:`sinks.state.reads.alert_events`:
 
-``alert_events``  one row per alert event (BRIEF point 8's dict), whatever its channels
+``alert_events``  one row per alert event (the event dict of :mod:`.events`), whatever its
+                  channels
 ``outbox``        one row per (event, channel): ``pending`` until ``sent``, or ``failed``
 
 :func:`enqueue` runs inside the evaluation's own transaction, so a state change and its
@@ -22,73 +24,16 @@ from __future__ import annotations
 import logging
 import time
 
-from sqlalchemy import (JSON, Column, Float, ForeignKey, Index, Integer, String, Table, Text,
-                        and_, delete, exists, func, or_, select, text, update)
-from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import and_, delete, exists, func, or_, select, update
+from sqlalchemy.engine import Connection
 
-from sinks.state import db
+from sinks.state.reads import EVENT_FIELDS, as_event
+from sinks.state.schema import ID, KEY, alert_events, outbox
 from sinks.alerting.delivery import route
 
 log = logging.getLogger(__name__)
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
-KEY = String(512)
-
-alert_events = Table(
-    "alert_events", db.metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("key", KEY, nullable=False),
-    Column("kind", String(16), nullable=False),
-    Column("action", String(16), nullable=False),
-    Column("severity", String(16), nullable=False),
-    Column("uuid", db.ID),
-    Column("hostname", String(255)),
-    Column("check_name", String(255)),
-    Column("status", Integer),
-    Column("summary", Text, nullable=False),
-    Column("text", Text, nullable=False),
-    Column("created", Float, nullable=False),
-    Column("details", JSON),
-    Index("ix_alert_events_created", "created"),
-    Index("ix_alert_events_key", "key", "action"),
-)
-
-outbox = Table(
-    "outbox", db.metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("event_id", Integer, ForeignKey("alert_events.id", ondelete="CASCADE"),
-           nullable=False),
-    Column("key", KEY, nullable=False),
-    Column("channel", String(64), nullable=False),
-    Column("state", String(8), nullable=False),
-    Column("attempts", Integer, nullable=False, default=0),
-    Column("next_attempt", Float, nullable=False),
-    Column("claimed_by", String(128)),
-    Column("lease_until", Float),
-    Column("sent_at", Float),
-    Column("last_error", Text),
-    Column("created", Float, nullable=False),
-    Index("ix_outbox_due", "state", "next_attempt"),
-    Index("ix_outbox_order", "key", "channel", "id"),
-    Index("ix_outbox_event", "event_id"),
-)
-
-TABLES = (alert_events, outbox)
-EVENT_FIELDS = ("key", "kind", "action", "severity", "uuid", "hostname", "check", "status",
-                "summary", "text", "created")
-
-
-def create(eng: Engine) -> None:
-    """Create the outbox tables if missing (under :func:`sinks.state.db.create`'s lock on PG)."""
-    from sinks.base import WriteError
-    try:
-        with eng.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": db.CREATE_LOCK})
-            db.metadata.create_all(conn, tables=list(TABLES))
-    except SQLAlchemyError as e:
-        raise WriteError(f"cannot create the outbox tables: {e}") from e
 
 
 def _text(value, limit: int | None = None) -> str | None:
@@ -107,7 +52,7 @@ def event_row(event: dict, now: float) -> dict:
         "kind": _text(event.get("kind"), 16) or "notify",
         "action": "resolve" if event.get("action") == "resolve" else "trigger",
         "severity": _text(event.get("severity"), 16) or "error",
-        "uuid": _text(event.get("uuid"), db.ID.length),
+        "uuid": _text(event.get("uuid"), ID.length),
         "hostname": _text(event.get("hostname"), 255),
         "check_name": _text(event.get("check"), 255),
         "status": status if isinstance(status, int) and not isinstance(status, bool) else None,
@@ -116,15 +61,6 @@ def event_row(event: dict, now: float) -> dict:
         "created": float(created) if isinstance(created, (int, float)) else now,
         "details": {k: v for k, v in event.items() if k not in EVENT_FIELDS} or None,
     }
-
-
-def as_event(row) -> dict:
-    """An ``alert_events`` row back as the event dict the channels format."""
-    m = row._mapping if hasattr(row, "_mapping") else row
-    event = {k: m[k] for k in EVENT_FIELDS if k != "check" and k in m}
-    event["check"] = m["check_name"]
-    event.update(m.get("details") or {})
-    return event
 
 
 def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> list[str]:
@@ -264,32 +200,3 @@ def fail_orphans(conn: Connection, channels: list[str], before: float, now: floa
 def pending_count(conn: Connection) -> int:
     return conn.execute(select(func.count()).select_from(outbox)
                         .where(outbox.c.state == PENDING)).scalar() or 0
-
-
-# ---------------------------------------------------------------- reading
-
-def read_events(conn: Connection, limit: int = 50, severities=None) -> list[dict]:
-    """The latest alert events, newest first, each with ``deliveries``: one per channel
-    (channel, state, attempts, sent_at, next_attempt, last_error)."""
-    if not db.has_tables(conn, "alert_events", "outbox"):
-        return []
-    stmt = select(alert_events).order_by(alert_events.c.created.desc(),
-                                         alert_events.c.id.desc()).limit(limit)
-    if severities is not None:
-        stmt = stmt.where(alert_events.c.severity.in_(list(severities)))
-    events = []
-    for r in conn.execute(stmt):
-        event = as_event(r)
-        event["id"] = r.id
-        event["deliveries"] = []
-        events.append(event)
-    by_id = {e["id"]: e for e in events}
-    if by_id:
-        rows = conn.execute(select(outbox).where(outbox.c.event_id.in_(list(by_id)))
-                            .order_by(outbox.c.id))
-        for r in rows:
-            by_id[r.event_id]["deliveries"].append({
-                "channel": r.channel, "state": r.state, "attempts": r.attempts,
-                "sent_at": r.sent_at, "next_attempt": r.next_attempt if r.state == PENDING
-                else None, "last_error": r.last_error})
-    return events

@@ -20,7 +20,7 @@ from sqlalchemy import JSON, bindparam, select, text, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
-from sinks.state import db
+from sinks.state import db, schema
 from sinks.alerting.checks import CheckState
 from sinks.alerting.hosts import HostState
 from sinks.alerting.silences import Silence
@@ -43,7 +43,7 @@ KNOWN_MAX = 1_000_000
 def _lock_select(name: str, a: str, b: str, for_update: bool):
     """Rows by (a, b) keys in key order; ``FOR UPDATE`` on PostgreSQL (SQLite's writers
     already hold the database: BEGIN IMMEDIATE)."""
-    t = db.metadata.tables[name]
+    t = schema.metadata.tables[name]
     stmt = select(t).where(tuple_(t.c[a], t.c[b]).in_(bindparam("keys", expanding=True))) \
         .order_by(t.c[a], t.c[b])
     return stmt.with_for_update() if for_update else stmt
@@ -51,20 +51,20 @@ def _lock_select(name: str, a: str, b: str, for_update: bool):
 
 @functools.lru_cache(maxsize=8)
 def _update_by_key(name: str, a: str, b: str):
-    t = db.metadata.tables[name]
+    t = schema.metadata.tables[name]
     return update(t).where(t.c[a] == bindparam(f"k_{a}"), t.c[b] == bindparam(f"k_{b}"))
 
 
 @functools.lru_cache(maxsize=1)
 def _active_silences():
-    t = db.silences
+    t = schema.silences
     return select(t).where(t.c.until > bindparam("now"), t.c.created <= bindparam("now"),
                            t.c.removed.is_(None))
 
 
 @functools.lru_cache(maxsize=1)
 def _due_hosts():
-    t = db.host_state
+    t = schema.host_state
     late = select(t.c.uuid, t.c.name).where(t.c.up.is_(True), t.c.deadline < bindparam("now"),
                                             t.c.last_heard > 0).limit(bindparam("limit"))
     owed = select(t.c.uuid, t.c.name).where(t.c.pending.is_(True)).limit(bindparam("limit"))
@@ -86,7 +86,7 @@ def _ensure(conn: Connection, table, rows: list[dict]) -> None:
 def _insert_missing(name: str) -> TextClause:
     """``INSERT ... ON CONFLICT DO NOTHING``, built once (see :func:`sinks.state.db._insert_ignoring`:
     the dialect construct is compiled again on every execution)."""
-    table = db.metadata.tables[name]
+    table = schema.metadata.tables[name]
     cols = [c.name for c in table.columns]
     quoted = ", ".join(f'"{c}"' for c in cols)      # ("interval" is a keyword in SQL)
     values = ", ".join(f":{c}" for c in cols)
@@ -131,7 +131,7 @@ def lock_checks(conn: Connection, keys: Iterable[CheckKey], now: float,
     """The state of each check, locked for this transaction (the initial state if new)."""
     blank = CheckState()
     fields = {f: getattr(blank, f) for f in _CHECK_FIELDS}
-    rows = _lock(conn, db.check_state, ("uuid", "plugin"), keys,
+    rows = _lock(conn, schema.check_state, ("uuid", "plugin"), keys,
                  lambda k: {"uuid": k[0], "plugin": k[1], "max_attempts": 0, "updated": now,
                             **fields}, known)
     return {k: CheckState(**{f: getattr(r, f) for f in _CHECK_FIELDS}) for k, r in rows.items()}
@@ -153,7 +153,7 @@ def save_checks(conn: Connection, states: dict[CheckKey, tuple[CheckState, int]]
 def lock_hosts(conn: Connection, keys: Iterable[HostKey], now: float,
                known: set | None = None) -> dict[HostKey, HostState | None]:
     """The state of each host, locked; None for a host never heard before."""
-    rows = _lock(conn, db.host_state, ("uuid", "name"), keys,
+    rows = _lock(conn, schema.host_state, ("uuid", "name"), keys,
                  lambda k: {"uuid": k[0], "name": k[1], "up": True, "last_heard": 0.0,
                             "interval": None, "deadline": 0.0, "since": now, "routers": {},
                             "notified": False, "pending": False, "updated": now}, known)
@@ -193,7 +193,7 @@ def active_silences(conn: Connection, now: float) -> list[Silence]:
 
 def add_silence(conn: Connection, host: str, check: str | None, created: float, until: float,
                 reason: str, created_by: str) -> int:
-    result = conn.execute(db.silences.insert().values(
+    result = conn.execute(schema.silences.insert().values(
         host=host, check_name=check, created=created, until=until, reason=reason,
         created_by=created_by[:255]))
     return int(result.inserted_primary_key[0])
@@ -201,7 +201,7 @@ def add_silence(conn: Connection, host: str, check: str | None, created: float, 
 
 def end_silence(conn: Connection, silence_id: int, now: float) -> bool:
     """End a silence now; False if there is no such silence still running."""
-    t = db.silences
+    t = schema.silences
     result = conn.execute(update(t).where(t.c.id == silence_id, t.c.removed.is_(None),
                                           t.c.until > now).values(removed=now, until=now))
     return bool(result.rowcount)
@@ -209,7 +209,7 @@ def end_silence(conn: Connection, silence_id: int, now: float) -> bool:
 
 def record_suppressed(conn: Connection, silence: Silence, event: dict) -> None:
     """Record that ``silence`` muted ``event`` (once per silence, key, action, severity)."""
-    db.upsert(conn, db.suppressed, {
+    db.upsert(conn, schema.suppressed, {
         "silence_id": silence.id, "key": str(event["key"])[:512], "action": event["action"],
         "severity": event["severity"], "kind": event["kind"], "uuid": event.get("uuid"),
         "hostname": (event.get("hostname") or "")[:255] or None,
@@ -249,7 +249,7 @@ class Lookups:
         if missing:
             found = {}
             if self._has(conn, "agents"):
-                t = db.agents
+                t = schema.agents
                 found = dict(conn.execute(select(t.c.uuid, t.c.hostname)
                                           .where(t.c.uuid.in_(missing))).all())
             for u in missing:
@@ -262,7 +262,7 @@ class Lookups:
         missing = self._fresh(self._attempts, keys)
         if missing:
             found: dict[CheckKey, int] = {}
-            t = db.plugins
+            t = schema.plugins
             rows = conn.execute(select(t.c.uuid, t.c.name, t.c.spec).where(
                 tuple_(t.c.uuid, t.c.name).in_(missing)).order_by(t.c.source)) \
                 if self._has(conn, "plugins") else []

@@ -1,24 +1,11 @@
-"""The state database: one SQLAlchemy 2.0 Core schema, each table written by one owner.
+"""The state database's engines and the writes its owners share (SQLAlchemy 2.0 Core).
 
-=================  ==========  =====================================================
-table              owner       rows
-=================  ==========  =====================================================
-``agents``         registry    one per agent uuid: hostname, version, first/last seen
-``agent_routers``  registry    (uuid, router): when a router last relayed for it
-``plugins``        registry    (uuid, source, name): plugins declared in REGISTER
-``notifications``  alerting    one per NOTIFY msg_id
-``checks``         alerting    (uuid, plugin): the latest RESULT of each check
-``check_state``    alerting    (uuid, plugin): Nagios state (SOFT/HARD, flapping, told)
-``host_state``     alerting    (uuid, name): UP/DOWN of an agent ("") or local process
-``silences``       operator    muted hosts/checks (``fleetwatch silence``); sinks read
-``suppressed``     alerting    (silence_id, key, action, severity): alerts a silence muted
-``alert_events``   alerting    one per alert event (defined in sinks/alerting/outbox.py)
-``outbox``         alerting    (event, channel): delivery state, claims (sinks/alerting/outbox.py)
-=================  ==========  =====================================================
-
-Times are seconds since the Unix epoch (floats): portable, and formatted only on display.
-Readers (``fleetwatch status``, ``alerts``) use the helpers at the end, which tolerate a
-database whose tables do not exist yet.
+:func:`engine` opens a database (SQLite: WAL, busy timeout, foreign keys, writers that
+take the lock when a transaction begins); :func:`create` creates the tables an owner writes
+(:data:`sinks.state.schema.OWNED`); :func:`upsert`, :func:`insert_new` and
+:func:`record_checks` are the idempotent writes of the sinks; :class:`DatabaseSink` is the
+base of the sink types that write here. The tables are in :mod:`sinks.state.schema`, the
+readers in :mod:`sinks.state.reads`.
 """
 
 from __future__ import annotations
@@ -30,151 +17,15 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import (JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData,
-                        String, Table, Text, bindparam, create_engine, event, inspect, select,
-                        text)
+from sqlalchemy import JSON, Table, bindparam, create_engine, event, inspect, select, text
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import TextClause
 
 from fleetwatch import private
+from sinks.state.schema import OWNED, checks, metadata
 
 log = logging.getLogger(__name__)
-
-metadata = MetaData()
-ID = String(64)
-
-agents = Table(
-    "agents", metadata,
-    Column("uuid", ID, primary_key=True),
-    Column("hostname", String(255)),
-    Column("version", String(64)),
-    Column("first_seen", Float, nullable=False),
-    Column("last_seen", Float, nullable=False),
-)
-
-agent_routers = Table(
-    "agent_routers", metadata,
-    Column("uuid", ID, ForeignKey("agents.uuid", ondelete="CASCADE"), primary_key=True),
-    Column("router", ID, primary_key=True),
-    Column("last_seen", Float, nullable=False),
-)
-
-plugins = Table(
-    "plugins", metadata,
-    Column("uuid", ID, ForeignKey("agents.uuid", ondelete="CASCADE"), primary_key=True),
-    Column("source", String(255), primary_key=True),
-    Column("name", String(255), primary_key=True),
-    Column("spec", JSON, nullable=False),
-    Column("declared_at", Float, nullable=False),
-)
-
-notifications = Table(
-    "notifications", metadata,
-    Column("msg_id", ID, primary_key=True),
-    Column("uuid", ID, nullable=False),
-    Column("hostname", String(255)),
-    Column("severity", String(16), nullable=False),
-    Column("text", Text, nullable=False),
-    Column("source", String(255)),
-    Column("sent_at", Float, nullable=False),
-    Column("received_at", Float, nullable=False),
-    Column("router", ID, nullable=False),
-    Index("ix_notifications_received_at", "received_at"),
-)
-
-#: No foreign key to ``agents``: a RESULT may reach the alerting sink before the registry
-#: has recorded its agent. ``last_result`` is the RESULT's ``ts``; a row is only replaced by
-#: a RESULT that is newer by ``coalesce(started, last_result)`` (see :func:`record_checks`).
-checks = Table(
-    "checks", metadata,
-    Column("uuid", ID, primary_key=True),
-    Column("plugin", String(255), primary_key=True),
-    Column("status", Integer, nullable=False),
-    Column("output", Text, nullable=False),
-    Column("long_output", Text, nullable=False),
-    Column("perfdata", JSON, nullable=False),
-    Column("command_id", ID, nullable=False),
-    Column("slot", Float),
-    Column("started", Float),
-    Column("duration", Float),
-    Column("last_result", Float, nullable=False),
-    Column("router", ID, nullable=False),
-)
-
-#: Shared by every alerting sink: rows are read FOR UPDATE (PostgreSQL) or in a BEGIN
-#: IMMEDIATE transaction (SQLite) before a transition (sinks/alerting/state.py).
-check_state = Table(
-    "check_state", metadata,
-    Column("uuid", ID, primary_key=True),
-    Column("plugin", String(255), primary_key=True),
-    Column("status", Integer, nullable=False),
-    Column("hard", Boolean, nullable=False),
-    Column("attempt", Integer, nullable=False),
-    Column("max_attempts", Integer, nullable=False),
-    Column("hard_status", Integer, nullable=False),
-    Column("since", Float),
-    Column("last_change", Float),
-    Column("last_result", Float),
-    Column("history", String(32), nullable=False),
-    Column("percent", Float, nullable=False),
-    Column("flapping", Boolean, nullable=False),
-    Column("notified", Integer, nullable=False),
-    Column("last_notified", Float),
-    Column("flap_notified", Boolean, nullable=False),
-    Column("updated", Float, nullable=False),
-)
-
-host_state = Table(
-    "host_state", metadata,
-    Column("uuid", ID, primary_key=True),
-    Column("name", String(255), primary_key=True),
-    Column("up", Boolean, nullable=False),
-    Column("last_heard", Float, nullable=False),
-    Column("interval", Float),
-    Column("deadline", Float, nullable=False),
-    Column("since", Float, nullable=False),
-    Column("routers", JSON, nullable=False),
-    Column("notified", Boolean, nullable=False),
-    Column("pending", Boolean, nullable=False),
-    Column("updated", Float, nullable=False),
-    Index("ix_host_state_deadline", "deadline"),
-    Index("ix_host_state_pending", "pending"),
-)
-
-silences = Table(
-    "silences", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
-    Column("host", String(255), nullable=False),
-    Column("check_name", String(255)),
-    Column("created", Float, nullable=False),
-    Column("until", Float, nullable=False),
-    Column("reason", Text, nullable=False),
-    Column("created_by", String(255), nullable=False),
-    Column("removed", Float),
-    Index("ix_silences_until", "until"),
-)
-
-suppressed = Table(
-    "suppressed", metadata,
-    Column("silence_id", Integer, primary_key=True),
-    Column("key", String(512), primary_key=True),
-    Column("action", String(16), primary_key=True),
-    Column("severity", String(16), primary_key=True),
-    Column("kind", String(16), nullable=False),
-    Column("uuid", ID),
-    Column("hostname", String(255)),
-    Column("check_name", String(255)),
-    Column("summary", Text, nullable=False),
-    Column("created", Float, nullable=False),
-)
-
-#: owner -> the tables it creates and writes
-OWNED = {
-    "registry": (agents, agent_routers, plugins),
-    "alerting": (notifications, checks, check_state, host_state, silences, suppressed),
-    "silences": (silences,),
-}
 
 SQLITE_BUSY_MS = 10_000
 
@@ -414,127 +265,6 @@ class DatabaseSink:
 # ---------------------------------------------------------------- reading
 
 def has_tables(conn: Connection, *names: str) -> bool:
+    """Whether every table of ``names`` exists (a reader finds none before its owner ran)."""
     insp = inspect(conn)
     return all(insp.has_table(n) for n in names)
-
-
-def read_agents(conn: Connection) -> list[dict]:
-    """Every agent the registry knows: uuid, hostname, version, first/last seen, routers."""
-    if not has_tables(conn, "agents"):
-        return []
-    out = {r.uuid: dict(r._mapping, routers={}) for r in conn.execute(select(agents))}
-    if has_tables(conn, "agent_routers"):
-        for r in conn.execute(select(agent_routers)):
-            if r.uuid in out:
-                out[r.uuid]["routers"][r.router] = r.last_seen
-    return list(out.values())
-
-
-def read_alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | None = None) -> list[dict]:
-    """The latest notifications, newest first; hostname the registry's (``agents``, from the
-    agent's HELLO), the one sent with the notification only while the registry has none."""
-    if not has_tables(conn, "notifications"):
-        return []
-    n = notifications
-    if has_tables(conn, "agents"):
-        stmt = select(n, agents.c.hostname.label("agent_hostname")).outerjoin(
-            agents, agents.c.uuid == n.c.uuid)
-    else:
-        stmt = select(n)
-    if severities is not None:
-        stmt = stmt.where(n.c.severity.in_(list(severities)))
-    stmt = stmt.order_by(n.c.received_at.desc(), n.c.msg_id).limit(limit)
-    rows = []
-    for r in conn.execute(stmt):
-        row = dict(r._mapping)
-        registered = row.pop("agent_hostname", None)
-        row["hostname"] = registered or row["hostname"]
-        rows.append(row)
-    return rows
-
-
-def read_alert_events(conn: Connection, limit: int = 50,
-                      severities: Sequence[str] | None = None) -> list[dict]:
-    """The latest alert events with their delivery state per channel (sinks/alerting/outbox.py)."""
-    from sinks.alerting import outbox
-    return outbox.read_events(conn, limit=limit, severities=severities)
-
-
-def read_alert_total(conn: Connection, severities: Sequence[str] | None = None) -> int:
-    """How many alerts ``fleetwatch alerts --limit 0`` lists: every alert event, and every
-    notification that no event was made of (``key`` ``UUID/notify/MSG_ID``)."""
-    from sqlalchemy import and_, exists, func
-    from sinks.alerting.outbox import alert_events as e
-    n = notifications
-    total, events = 0, has_tables(conn, "alert_events", "outbox")     # as read_alert_events
-    if events:
-        stmt = select(func.count()).select_from(e)
-        if severities is not None:
-            stmt = stmt.where(e.c.severity.in_(list(severities)))
-        total += conn.execute(stmt).scalar_one()
-    if has_tables(conn, "notifications"):
-        stmt = select(func.count()).select_from(n)
-        if severities is not None:
-            stmt = stmt.where(n.c.severity.in_(list(severities)))
-        if events:
-            stmt = stmt.where(~exists().where(and_(
-                e.c.kind == "notify", e.c.key == n.c.uuid + "/notify/" + n.c.msg_id)))
-        total += conn.execute(stmt).scalar_one()
-    return total
-
-
-def read_plugins(conn: Connection) -> list[dict]:
-    """Every declared plugin: uuid, source, name, spec (interval, timeout...), declared_at."""
-    if not has_tables(conn, "plugins"):
-        return []
-    stmt = select(plugins).order_by(plugins.c.uuid, plugins.c.name, plugins.c.source)
-    return [dict(r._mapping) for r in conn.execute(stmt)]
-
-
-def read_checks(conn: Connection, uuid: str | None = None) -> list[dict]:
-    """The latest result of every check (of one agent if ``uuid``), by uuid and plugin."""
-    if not has_tables(conn, "checks"):
-        return []
-    stmt = select(checks).order_by(checks.c.uuid, checks.c.plugin)
-    if uuid is not None:
-        stmt = stmt.where(checks.c.uuid == uuid)
-    return [dict(r._mapping) for r in conn.execute(stmt)]
-
-
-def read_check_state(conn: Connection) -> list[dict]:
-    """The Nagios state of every check the alerting sinks evaluated (``check_state``)."""
-    if not has_tables(conn, "check_state"):
-        return []
-    stmt = select(check_state).order_by(check_state.c.uuid, check_state.c.plugin)
-    return [dict(r._mapping) for r in conn.execute(stmt)]
-
-
-def read_host_state(conn: Connection) -> list[dict]:
-    """UP/DOWN of every agent ("" name) and heartbeating local process (``host_state``)."""
-    if not has_tables(conn, "host_state"):
-        return []
-    stmt = select(host_state).where(host_state.c.last_heard > 0) \
-        .order_by(host_state.c.uuid, host_state.c.name)
-    return [dict(r._mapping) for r in conn.execute(stmt)]
-
-
-def read_silences(conn: Connection, now: float | None = None, ended: bool = False) -> list[dict]:
-    """Silences, newest first: those still running at ``now`` (all if ``ended``), each
-    with ``suppressed``: how many distinct alerts it muted."""
-    if not has_tables(conn, "silences"):
-        return []
-    from sqlalchemy import func
-    now = time.time() if now is None else now
-    stmt = select(silences).order_by(silences.c.id.desc())
-    if not ended:
-        stmt = stmt.where(silences.c.until > now, silences.c.removed.is_(None))
-    rows = [dict(r._mapping) for r in conn.execute(stmt)]
-    counts: dict[int, int] = {}
-    if rows and has_tables(conn, "suppressed"):
-        counts = dict(conn.execute(
-            select(suppressed.c.silence_id, func.count())
-            .where(suppressed.c.silence_id.in_([r["id"] for r in rows]))
-            .group_by(suppressed.c.silence_id)).all())
-    for row in rows:
-        row["suppressed"] = counts.get(row["id"], 0)
-    return rows

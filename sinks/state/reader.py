@@ -1,10 +1,13 @@
 """Read-only access to the state database for the operator commands and the scheduler.
 
-SQLAlchemy is imported only here, only when a command needs the database; without it the
-caller gets :class:`sinks.MissingDependency` naming the extra to install. A SQLite file that
-does not exist yet (no sink has run) reads as empty, and is not created; so does a database
-whose tables the sinks have not created yet. Any database error is a :class:`StateError`
-whose text is one line (and says nothing of the URL's password).
+A reader is a function of :mod:`sinks.state.reads` (``reads.agents``, ``reads.alerts``...),
+passed as itself: ``Reader(url).read(reads.plugins)``, ``read(url, reads.silences, now=t)``.
+SQLAlchemy is imported only when a command needs the database; without it the caller gets
+:class:`fleetwatch.optional.MissingDependency` naming the extra to install (from
+:func:`sinks.state.state_reads`, or from :class:`Reader`). A SQLite file that does not
+exist yet (no sink has run) reads as empty, and is not created; so does a database whose
+tables the sinks have not created yet. Any database error is a :class:`StateError` whose
+text is one line (and says nothing of the URL's password).
 
 :func:`read` opens and closes an engine per call (a command reads once); a long-lived
 reader (the scheduler, polling the registry) keeps a :class:`Reader` and its connection pool.
@@ -13,10 +16,15 @@ reader (the scheduler, polling the registry) keeps a :class:`Reader` and its con
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from sinks.state import state_db
 
 log = logging.getLogger(__name__)
+
+#: a reader: a function of :mod:`sinks.state.reads`, called with a connection and keywords
+ReadFn = Callable[..., Any]
 
 
 class StateError(Exception):
@@ -33,14 +41,16 @@ def safe_url(url: str) -> str:
 
 
 class Reader:
-    """Reads ``sinks.state.db.read_<what>`` (``agents``, ``alerts``, ``plugins``...) at ``url``."""
+    """Runs readers (functions of :mod:`sinks.state.reads`) on the database at ``url``."""
 
     def __init__(self, url: str):
         self.url = url
         self.db = state_db()
         self._engine = None
 
-    def read(self, what: str, **kwargs) -> list[dict]:
+    def read(self, fn: ReadFn, **kwargs):
+        """``fn(connection, **kwargs)``: its rows (or count); nothing read before the
+        database exists."""
         db = self.db
         from sqlalchemy.exc import SQLAlchemyError
         try:
@@ -49,7 +59,7 @@ class Reader:
             if self._engine is None:
                 self._engine = db.engine(self.url, writer=False)
             with self._engine.connect() as conn:
-                return getattr(db, f"read_{what}")(conn, **kwargs)
+                return fn(conn, **kwargs)
         except (SQLAlchemyError, ImportError) as e:
             # ImportError: the URL names a driver that is not installed (psycopg)
             raise StateError(f"cannot read the state database {safe_url(self.url)}: "
@@ -62,10 +72,10 @@ class Reader:
             self._engine = None
 
 
-def read(url: str, what: str, **kwargs) -> list[dict]:
-    """Rows from ``sinks.state.db.read_<what>`` at ``url``, with an engine for this call only."""
+def read(url: str, fn: ReadFn, **kwargs):
+    """``fn``'s rows at ``url``, with an engine for this call only."""
     reader = Reader(url)
     try:
-        return reader.read(what, **kwargs)
+        return reader.read(fn, **kwargs)
     finally:
         reader.close()

@@ -1,0 +1,177 @@
+"""The readers of the state database: plain functions of a connection, returning rows as dicts.
+
+Each takes an open :class:`~sqlalchemy.engine.Connection` (and its own keyword arguments)
+and tolerates a database whose tables do not exist yet (no owner has run): it reads as
+empty. The operator commands and the scheduler call them through
+:class:`sinks.state.reader.Reader` (``reader.read(reads.agents)``), which opens the
+connection and turns database errors into one-line messages; a sink or a test with a
+connection of its own calls them directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from sqlalchemy import and_, exists, func, select
+from sqlalchemy.engine import Connection
+
+from sinks.state import schema
+from sinks.state.db import has_tables
+
+#: the event dict's fields that have a column of ``alert_events`` (``check``: ``check_name``);
+#: the others are kept in its ``details``
+EVENT_FIELDS = ("key", "kind", "action", "severity", "uuid", "hostname", "check", "status",
+                "summary", "text", "created")
+
+
+def agents(conn: Connection) -> list[dict]:
+    """Every agent the registry knows: uuid, hostname, version, first/last seen, routers."""
+    if not has_tables(conn, "agents"):
+        return []
+    t = schema.agents
+    out = {r.uuid: dict(r._mapping, routers={}) for r in conn.execute(select(t))}
+    if has_tables(conn, "agent_routers"):
+        for r in conn.execute(select(schema.agent_routers)):
+            if r.uuid in out:
+                out[r.uuid]["routers"][r.router] = r.last_seen
+    return list(out.values())
+
+
+def alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | None = None) -> list[dict]:
+    """The latest notifications, newest first; hostname the registry's (``agents``, from the
+    agent's HELLO), the one sent with the notification only while the registry has none."""
+    if not has_tables(conn, "notifications"):
+        return []
+    n, a = schema.notifications, schema.agents
+    if has_tables(conn, "agents"):
+        stmt = select(n, a.c.hostname.label("agent_hostname")).outerjoin(a, a.c.uuid == n.c.uuid)
+    else:
+        stmt = select(n)
+    if severities is not None:
+        stmt = stmt.where(n.c.severity.in_(list(severities)))
+    stmt = stmt.order_by(n.c.received_at.desc(), n.c.msg_id).limit(limit)
+    rows = []
+    for r in conn.execute(stmt):
+        row = dict(r._mapping)
+        registered = row.pop("agent_hostname", None)
+        row["hostname"] = registered or row["hostname"]
+        rows.append(row)
+    return rows
+
+
+def as_event(row) -> dict:
+    """An ``alert_events`` row back as the event dict the channels format."""
+    m = row._mapping if hasattr(row, "_mapping") else row
+    event = {k: m[k] for k in EVENT_FIELDS if k != "check" and k in m}
+    event["check"] = m["check_name"]
+    event.update(m.get("details") or {})
+    return event
+
+
+def alert_events(conn: Connection, limit: int = 50,
+                 severities: Sequence[str] | None = None) -> list[dict]:
+    """The latest alert events, newest first, each with ``deliveries``: one per channel
+    (channel, state, attempts, sent_at, next_attempt, last_error)."""
+    if not has_tables(conn, "alert_events", "outbox"):
+        return []
+    e, o = schema.alert_events, schema.outbox
+    stmt = select(e).order_by(e.c.created.desc(), e.c.id.desc()).limit(limit)
+    if severities is not None:
+        stmt = stmt.where(e.c.severity.in_(list(severities)))
+    events = []
+    for r in conn.execute(stmt):
+        event = as_event(r)
+        event["id"] = r.id
+        event["deliveries"] = []
+        events.append(event)
+    by_id = {event["id"]: event for event in events}
+    if by_id:
+        rows = conn.execute(select(o).where(o.c.event_id.in_(list(by_id))).order_by(o.c.id))
+        for r in rows:
+            pending = r.state == "pending"
+            by_id[r.event_id]["deliveries"].append({
+                "channel": r.channel, "state": r.state, "attempts": r.attempts,
+                "sent_at": r.sent_at, "next_attempt": r.next_attempt if pending else None,
+                "last_error": r.last_error})
+    return events
+
+
+def alert_total(conn: Connection, severities: Sequence[str] | None = None) -> int:
+    """How many alerts ``fleetwatch alerts --limit 0`` lists: every alert event, and every
+    notification that no event was made of (``key`` ``UUID/notify/MSG_ID``)."""
+    e, n = schema.alert_events, schema.notifications
+    total, events = 0, has_tables(conn, "alert_events", "outbox")     # as alert_events()
+    if events:
+        stmt = select(func.count()).select_from(e)
+        if severities is not None:
+            stmt = stmt.where(e.c.severity.in_(list(severities)))
+        total += conn.execute(stmt).scalar_one()
+    if has_tables(conn, "notifications"):
+        stmt = select(func.count()).select_from(n)
+        if severities is not None:
+            stmt = stmt.where(n.c.severity.in_(list(severities)))
+        if events:
+            stmt = stmt.where(~exists().where(and_(
+                e.c.kind == "notify", e.c.key == n.c.uuid + "/notify/" + n.c.msg_id)))
+        total += conn.execute(stmt).scalar_one()
+    return total
+
+
+def plugins(conn: Connection) -> list[dict]:
+    """Every declared plugin: uuid, source, name, spec (interval, timeout...), declared_at."""
+    if not has_tables(conn, "plugins"):
+        return []
+    t = schema.plugins
+    stmt = select(t).order_by(t.c.uuid, t.c.name, t.c.source)
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def checks(conn: Connection, uuid: str | None = None) -> list[dict]:
+    """The latest result of every check (of one agent if ``uuid``), by uuid and plugin."""
+    if not has_tables(conn, "checks"):
+        return []
+    t = schema.checks
+    stmt = select(t).order_by(t.c.uuid, t.c.plugin)
+    if uuid is not None:
+        stmt = stmt.where(t.c.uuid == uuid)
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def check_state(conn: Connection) -> list[dict]:
+    """The Nagios state of every check the alerting sinks evaluated (``check_state``)."""
+    if not has_tables(conn, "check_state"):
+        return []
+    t = schema.check_state
+    return [dict(r._mapping) for r in conn.execute(select(t).order_by(t.c.uuid, t.c.plugin))]
+
+
+def host_state(conn: Connection) -> list[dict]:
+    """UP/DOWN of every agent ("" name) and heartbeating local process (``host_state``)."""
+    if not has_tables(conn, "host_state"):
+        return []
+    t = schema.host_state
+    stmt = select(t).where(t.c.last_heard > 0).order_by(t.c.uuid, t.c.name)
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def silences(conn: Connection, now: float | None = None, ended: bool = False) -> list[dict]:
+    """Silences, newest first: those still running at ``now`` (all if ``ended``), each
+    with ``suppressed``: how many distinct alerts it muted."""
+    if not has_tables(conn, "silences"):
+        return []
+    t, muted = schema.silences, schema.suppressed
+    now = time.time() if now is None else now
+    stmt = select(t).order_by(t.c.id.desc())
+    if not ended:
+        stmt = stmt.where(t.c.until > now, t.c.removed.is_(None))
+    rows = [dict(r._mapping) for r in conn.execute(stmt)]
+    counts: dict[int, int] = {}
+    if rows and has_tables(conn, "suppressed"):
+        counts = dict(conn.execute(
+            select(muted.c.silence_id, func.count())
+            .where(muted.c.silence_id.in_([r["id"] for r in rows]))
+            .group_by(muted.c.silence_id)).all())
+    for row in rows:
+        row["suppressed"] = counts.get(row["id"], 0)
+    return rows

@@ -1,0 +1,210 @@
+"""The state database's schema: every table, and which owner creates and writes it.
+
+=================  ==========  =====================================================
+table              owner       rows
+=================  ==========  =====================================================
+``agents``         registry    one per agent uuid: hostname, version, first/last seen
+``agent_routers``  registry    (uuid, router): when a router last relayed for it
+``plugins``        registry    (uuid, source, name): plugins declared in REGISTER
+``notifications``  alerting    one per NOTIFY msg_id
+``checks``         alerting    (uuid, plugin): the latest RESULT of each check
+``check_state``    alerting    (uuid, plugin): Nagios state (SOFT/HARD, flapping, told)
+``host_state``     alerting    (uuid, name): UP/DOWN of an agent ("") or local process
+``silences``       operator    muted hosts/checks (``fleetwatch silence``); sinks read
+``suppressed``     alerting    (silence_id, key, action, severity): alerts a silence muted
+``alert_events``   alerting    one per alert event, whatever its channels
+``outbox``         alerting    (event, channel): delivery state and claims
+=================  ==========  =====================================================
+
+:data:`OWNED` says which tables an owner creates (:func:`sinks.state.db.create`); the
+alerting sink's outbox (``alert_events``, ``outbox``) is worked by
+:mod:`sinks.alerting.outbox`. Times are seconds since the Unix epoch (floats): portable, and
+formatted only on display. A new table is declared here, and named in :data:`OWNED`.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData,
+                        String, Table, Text)
+
+metadata = MetaData()
+ID = String(64)
+#: an alert's key: what a resolve is matched to its trigger by
+KEY = String(512)
+
+agents = Table(
+    "agents", metadata,
+    Column("uuid", ID, primary_key=True),
+    Column("hostname", String(255)),
+    Column("version", String(64)),
+    Column("first_seen", Float, nullable=False),
+    Column("last_seen", Float, nullable=False),
+)
+
+agent_routers = Table(
+    "agent_routers", metadata,
+    Column("uuid", ID, ForeignKey("agents.uuid", ondelete="CASCADE"), primary_key=True),
+    Column("router", ID, primary_key=True),
+    Column("last_seen", Float, nullable=False),
+)
+
+plugins = Table(
+    "plugins", metadata,
+    Column("uuid", ID, ForeignKey("agents.uuid", ondelete="CASCADE"), primary_key=True),
+    Column("source", String(255), primary_key=True),
+    Column("name", String(255), primary_key=True),
+    Column("spec", JSON, nullable=False),
+    Column("declared_at", Float, nullable=False),
+)
+
+notifications = Table(
+    "notifications", metadata,
+    Column("msg_id", ID, primary_key=True),
+    Column("uuid", ID, nullable=False),
+    Column("hostname", String(255)),
+    Column("severity", String(16), nullable=False),
+    Column("text", Text, nullable=False),
+    Column("source", String(255)),
+    Column("sent_at", Float, nullable=False),
+    Column("received_at", Float, nullable=False),
+    Column("router", ID, nullable=False),
+    Index("ix_notifications_received_at", "received_at"),
+)
+
+#: No foreign key to ``agents``: a RESULT may reach the alerting sink before the registry
+#: has recorded its agent. ``last_result`` is the RESULT's ``ts``; a row is only replaced by
+#: a RESULT that is newer by ``coalesce(started, last_result)``
+#: (:func:`sinks.state.db.record_checks`).
+checks = Table(
+    "checks", metadata,
+    Column("uuid", ID, primary_key=True),
+    Column("plugin", String(255), primary_key=True),
+    Column("status", Integer, nullable=False),
+    Column("output", Text, nullable=False),
+    Column("long_output", Text, nullable=False),
+    Column("perfdata", JSON, nullable=False),
+    Column("command_id", ID, nullable=False),
+    Column("slot", Float),
+    Column("started", Float),
+    Column("duration", Float),
+    Column("last_result", Float, nullable=False),
+    Column("router", ID, nullable=False),
+)
+
+#: Shared by every alerting sink: rows are read FOR UPDATE (PostgreSQL) or in a BEGIN
+#: IMMEDIATE transaction (SQLite) before a transition (sinks/alerting/state.py).
+check_state = Table(
+    "check_state", metadata,
+    Column("uuid", ID, primary_key=True),
+    Column("plugin", String(255), primary_key=True),
+    Column("status", Integer, nullable=False),
+    Column("hard", Boolean, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("hard_status", Integer, nullable=False),
+    Column("since", Float),
+    Column("last_change", Float),
+    Column("last_result", Float),
+    Column("history", String(32), nullable=False),
+    Column("percent", Float, nullable=False),
+    Column("flapping", Boolean, nullable=False),
+    Column("notified", Integer, nullable=False),
+    Column("last_notified", Float),
+    Column("flap_notified", Boolean, nullable=False),
+    Column("updated", Float, nullable=False),
+)
+
+host_state = Table(
+    "host_state", metadata,
+    Column("uuid", ID, primary_key=True),
+    Column("name", String(255), primary_key=True),
+    Column("up", Boolean, nullable=False),
+    Column("last_heard", Float, nullable=False),
+    Column("interval", Float),
+    Column("deadline", Float, nullable=False),
+    Column("since", Float, nullable=False),
+    Column("routers", JSON, nullable=False),
+    Column("notified", Boolean, nullable=False),
+    Column("pending", Boolean, nullable=False),
+    Column("updated", Float, nullable=False),
+    Index("ix_host_state_deadline", "deadline"),
+    Index("ix_host_state_pending", "pending"),
+)
+
+silences = Table(
+    "silences", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("host", String(255), nullable=False),
+    Column("check_name", String(255)),
+    Column("created", Float, nullable=False),
+    Column("until", Float, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("created_by", String(255), nullable=False),
+    Column("removed", Float),
+    Index("ix_silences_until", "until"),
+)
+
+suppressed = Table(
+    "suppressed", metadata,
+    Column("silence_id", Integer, primary_key=True),
+    Column("key", String(512), primary_key=True),
+    Column("action", String(16), primary_key=True),
+    Column("severity", String(16), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("uuid", ID),
+    Column("hostname", String(255)),
+    Column("check_name", String(255)),
+    Column("summary", Text, nullable=False),
+    Column("created", Float, nullable=False),
+)
+
+#: The alert outbox (:mod:`sinks.alerting.outbox`): an alert event is recorded in the
+#: transaction that changed the state behind it, then delivered from ``outbox``, one row
+#: per channel (``pending`` until ``sent``, or ``failed``).
+alert_events = Table(
+    "alert_events", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", KEY, nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("severity", String(16), nullable=False),
+    Column("uuid", ID),
+    Column("hostname", String(255)),
+    Column("check_name", String(255)),
+    Column("status", Integer),
+    Column("summary", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("created", Float, nullable=False),
+    Column("details", JSON),
+    Index("ix_alert_events_created", "created"),
+    Index("ix_alert_events_key", "key", "action"),
+)
+
+outbox = Table(
+    "outbox", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("event_id", Integer, ForeignKey("alert_events.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("key", KEY, nullable=False),
+    Column("channel", String(64), nullable=False),
+    Column("state", String(8), nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("next_attempt", Float, nullable=False),
+    Column("claimed_by", String(128)),
+    Column("lease_until", Float),
+    Column("sent_at", Float),
+    Column("last_error", Text),
+    Column("created", Float, nullable=False),
+    Index("ix_outbox_due", "state", "next_attempt"),
+    Index("ix_outbox_order", "key", "channel", "id"),
+    Index("ix_outbox_event", "event_id"),
+)
+
+#: owner (a sink type, or the ``fleetwatch silence`` command) -> the tables it creates
+OWNED = {
+    "registry": (agents, agent_routers, plugins),
+    "alerting": (notifications, checks, check_state, host_state, silences, suppressed,
+                 alert_events, outbox),
+    "silences": (silences,),
+}
+

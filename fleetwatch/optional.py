@@ -12,7 +12,8 @@ import importlib
 #: optional module -> the extra that installs it
 EXTRAS = {"sqlalchemy": "sinks", "graphyte": "graphite", "pyspark": "history"}
 
-#: exit status for a missing optional dependency (EX_UNAVAILABLE, sysexits.h)
+#: exit status when something a command needs is unavailable: an optional dependency, the
+#: state database, an agent, systemd (EX_UNAVAILABLE, sysexits.h)
 EX_UNAVAILABLE = 69
 
 

@@ -12,7 +12,7 @@ import sys
 from fleetwatch import logs
 from fleetwatch.config import ConfigError, load
 from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency
-from sinks import UnknownSink, load_sink
+from sinks import SINKS, UnknownSink, load_sink
 from sinks.base import WriteError
 from sinks.config import SinkConfig
 
@@ -23,7 +23,7 @@ DEFAULT_PATH = "/etc/fleetwatch/sink-{type}.yaml"
 
 def add_arguments(parser) -> None:
     parser.add_argument("type", nargs="?", metavar="TYPE",
-                        help="sink type: registry or alerting (wins over the config's `type`)")
+                        help=f"sink type: {', '.join(SINKS)} (wins over the config's `type`)")
     parser.add_argument("--config", metavar="PATH",
                         help=f"config file (default {DEFAULT_PATH.format(type='TYPE')})")
 

@@ -2,8 +2,12 @@
 
 Subcommands are registered explicitly below and imported lazily, so ``fleetwatch agent``
 loads only what the agent needs. Each module named here provides ``add_arguments(parser)``
-and ``run(args) -> int``. Config errors and unusable keys exit with status 78 (EX_CONFIG),
-usage errors with 2; output into a pipe whose reader left (``| head``) ends quietly with 141.
+and ``run(args) -> int``. A command of one noun takes verbs (``silence add|list|remove``);
+its module's ``VERBS`` and ``DEFAULT_VERB`` (if any: the verb of the old spelling without
+one) say which. A module that also answers an old name (an alias, registered here too)
+gives its ``add_arguments`` and ``run`` in ``ALIASES``. Config errors and unusable keys exit
+with status 78 (EX_CONFIG), usage errors with 2; output into a pipe whose reader left
+(``| head``) ends quietly with 141.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ COMMANDS = {
     "run": ("fleetwatch.cli.run", "have an agent run a plugin now (--wait: its output and status)"),
     "status": ("fleetwatch.cli.status", "show the agents of the fleet and their checks"),
     "alerts": ("fleetwatch.cli.alerts", "list alerts and their delivery state per channel"),
-    "silence": ("fleetwatch.cli.silence", "mute a host's (or a check's) alerts for a while"),
-    "silences": ("fleetwatch.cli.silences", "list silences (--remove ID: end one now)"),
+    "silence": ("fleetwatch.cli.silence", "mute alerts for a while, list and end silences "
+                                          "(silence add|list|remove)"),
+    "silences": ("fleetwatch.cli.silence", "alias of 'silence list' "
+                                           "(--remove ID: 'silence remove ID')"),
     "tail": ("fleetwatch.cli.tail", "print live traffic from the routers"),
     "demo": ("fleetwatch.cli.demo", "start a whole fleet on this machine"),
     "keys": ("fleetwatch.cli.keys", "create and list CURVE certificates (keys new|list)"),
@@ -44,11 +50,25 @@ COMMANDS = {
 }
 
 
+def entry(name: str):
+    """Command ``name``'s module and its ``(add_arguments, run)`` (an alias's own pair)."""
+    module = importlib.import_module(COMMANDS[name][0])
+    return module, getattr(module, "ALIASES", {}).get(name, (module.add_arguments, module.run))
+
+
 def parser_for(name: str) -> argparse.ArgumentParser:
-    module, help_ = COMMANDS[name]
-    parser = argparse.ArgumentParser(prog=f"fleetwatch {name}", description=help_)
-    importlib.import_module(module).add_arguments(parser)
+    parser = argparse.ArgumentParser(prog=f"fleetwatch {name}", description=COMMANDS[name][1])
+    entry(name)[1][0](parser)
     return parser
+
+
+def with_default_verb(module, argv: list[str]) -> list[str]:
+    """``argv`` with the module's ``DEFAULT_VERB`` in front when it names no verb (the old
+    spelling ``silence HOST --for 2h`` is ``silence add HOST --for 2h``)."""
+    verb = getattr(module, "DEFAULT_VERB", None)
+    if verb and argv and argv[0] not in module.VERBS and argv[0] not in ("-h", "--help"):
+        return [verb, *argv]
+    return argv
 
 
 def top_parser() -> argparse.ArgumentParser:
@@ -72,10 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         top_parser().parse_args(argv[:1])  # --help, --version, or a usage error (exit 2)
         return 2
     name = argv[0]
-    args = parser_for(name).parse_args(argv[1:])
-    module = importlib.import_module(COMMANDS[name][0])
+    module, (_, run) = entry(name)
+    rest = argv[1:] if name in getattr(module, "ALIASES", {}) else \
+        with_default_verb(module, argv[1:])
+    args = parser_for(name).parse_args(rest)
     try:
-        code = module.run(args) or 0
+        code = run(args) or 0
         sys.stdout.flush()          # a reader that left shows here, not at exit
         return code
     except (ConfigError, SecurityError) as e:  # a bad config file, a missing or bad key

@@ -86,14 +86,16 @@ def delivery_cell(deliveries: list[dict]) -> str:
 def run(args) -> int:
     config = load(OperatorConfig, args.config)
     from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency
+    from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
     limit, severities = args.limit or None, at_least(args.severity)
     try:
+        reads = state_reads()
         reader = Reader(config.state_url)
         try:
-            notifications = reader.read("alerts", limit=limit, severities=severities)
-            events = reader.read("alert_events", limit=limit, severities=severities)
-            total = reader.read("alert_total", severities=severities) or 0
+            notifications = reader.read(reads.alerts, limit=limit, severities=severities)
+            events = reader.read(reads.alert_events, limit=limit, severities=severities)
+            total = reader.read(reads.alert_total, severities=severities) or 0
         finally:
             reader.close()
     except (MissingDependency, StateError) as e:

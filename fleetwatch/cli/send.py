@@ -19,9 +19,9 @@ import math
 import sys
 
 from fleetwatch import protocol
+from fleetwatch.optional import EX_UNAVAILABLE
 
 EX_DATAERR = 65
-EX_UNAVAILABLE = 69
 DEFAULT_CONFIG = "/etc/fleetwatch/agent.yaml"
 
 

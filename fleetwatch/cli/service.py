@@ -34,8 +34,8 @@ import sys
 
 from fleetwatch.cli import reach, units
 from fleetwatch.config import EX_CONFIG, ConfigError, load
+from fleetwatch.optional import EX_UNAVAILABLE
 
-EX_UNAVAILABLE = 69
 EX_CANTCREAT = 73
 EX_NOPERM = 77
 

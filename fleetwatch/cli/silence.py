@@ -1,44 +1,92 @@
-"""``fleetwatch silence HOST [CHECK] --for 2h [--reason TEXT]``: mute alerts for planned work.
+"""``fleetwatch silence add|list|remove``: mute alerts for planned work, list and end silences.
 
-The silence is a row in the state database's ``silences`` table, which every alerting sink
-reads when an alert is due (:mod:`sinks.alerting.silences` says what it matches). Muted alerts are
-recorded as suppressed, and the sinks keep tracking state, so what is still wrong when the
-silence ends is alerted then. ``fleetwatch silences`` lists and removes them.
+    fleetwatch silence add HOST [CHECK] --for 2h [--reason TEXT]   # print the new silence's id
+    fleetwatch silence list [--json] [--all]                       # running (or all) silences
+    fleetwatch silence remove ID                                   # end silence ID now
+
+A silence is a row in the state database's ``silences`` table, which every alerting sink
+reads when an alert is due (:mod:`sinks.alerting.silences` says what it matches). Muted alerts
+are recorded as suppressed, and the sinks keep tracking state, so what is still wrong when the
+silence ends is alerted then.
+
+The old spellings stay, with the same output and exit status: ``fleetwatch silence HOST ...``
+(no verb) is ``silence add``, and ``fleetwatch silences [--json] [--all] [--remove ID]`` is
+``silence list`` (``silence remove ID`` with ``--remove``): :data:`ALIASES`.
+
+Exit status: 2 for a usage error, 1 when ``remove`` finds no running silence of that id,
+69 (EX_UNAVAILABLE) when the state database cannot be used, 78 for a bad config file.
 """
 
 from __future__ import annotations
 
+import argparse
 import getpass
+import json
 import socket
 import sys
 import time
 
 from fleetwatch.config import load
-from fleetwatch.display import human
+from fleetwatch.display import human, iso, table
+from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig
 
-#: exit status when the state database cannot be used (EX_UNAVAILABLE, as `alerts`)
-EX_UNAVAILABLE = 69
-
-
-class Usage(Exception):
-    """A bad argument: one line on stderr, exit status 2."""
+VERBS = ("add", "list", "remove")
+#: the verb of the spelling without one: ``fleetwatch silence HOST --for 2h``
+DEFAULT_VERB = "add"
+FIELDS = ("id", "host", "check", "created", "until", "reason", "created_by", "removed",
+          "suppressed")
 
 
 class Unavailable(Exception):
     """The state database cannot be written or read: one line on stderr, exit status 69."""
 
 
-def add_arguments(parser) -> None:
+# ---------------------------------------------------------------- arguments
+
+def _config(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
+                        help=f"operator config (default {DEFAULT_PATH})")
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("host", metavar="HOST", help="hostname, uuid or glob (web-*)")
     parser.add_argument("check", nargs="?", metavar="CHECK",
                         help="plugin or glob (default: every alert of the host)")
     parser.add_argument("--for", dest="duration", required=True, metavar="DURATION",
                         help="how long: 90s, 30m, 2h, 1d, 1h30m")
     parser.add_argument("--reason", default="", metavar="TEXT", help="why (shown in listings)")
-    parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
-                        help=f"operator config (default {DEFAULT_PATH})")
+    _config(parser)
 
+
+def _list_options(parser: argparse.ArgumentParser) -> None:
+    _config(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--all", action="store_true", help="also the silences that ended")
+
+
+def _remove_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", type=int, metavar="ID", help="the silence's id (silence list)")
+    _config(parser)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for verb, options, help_ in (
+            ("add", _add_options, "mute a host's (or a check's) alerts for a while "
+                                  "(also without the verb: silence HOST ...)"),
+            ("list", _list_options, "the running silences (--all: also those that ended)"),
+            ("remove", _remove_options, "end a silence now")):
+        options(verbs.add_parser(verb, help=help_, description=help_))
+
+
+def add_alias_arguments(parser: argparse.ArgumentParser) -> None:
+    """``fleetwatch silences``: ``silence list``, or with ``--remove ID`` ``silence remove``."""
+    _list_options(parser)
+    parser.add_argument("--remove", type=int, metavar="ID", help="end silence ID now")
+
+
+# ---------------------------------------------------------------- the state database
 
 def who() -> str:
     try:
@@ -75,21 +123,34 @@ def database_error(url: str, e: Exception) -> Unavailable:
                        f"{e.__class__.__name__}: {(str(e).splitlines() or [''])[0]}")
 
 
-def create(url: str, host: str, check: str | None, seconds: float, reason: str,
-           now: float) -> int:
+def _write(url: str, change):
+    """``change(conn)`` in one transaction on the state database; its answer."""
     from sqlalchemy.exc import SQLAlchemyError
-    from sinks.alerting import state as alertstate
     eng = writer(url)
     try:
         with eng.begin() as conn:
-            return alertstate.add_silence(conn, host, check, now, now + seconds, reason, who())
+            return change(conn)
     except SQLAlchemyError as e:
         raise database_error(url, e) from None
     finally:
         eng.dispose()
 
 
-def run(args, clock=time.time) -> int:
+def create(url: str, host: str, check: str | None, seconds: float, reason: str,
+           now: float) -> int:
+    from sinks.alerting import state as alertstate
+    return _write(url, lambda conn: alertstate.add_silence(conn, host, check, now, now + seconds,
+                                                           reason, who()))
+
+
+def remove(url: str, silence_id: int, now: float) -> bool:
+    from sinks.alerting import state as alertstate
+    return _write(url, lambda conn: alertstate.end_silence(conn, silence_id, now))
+
+
+# ---------------------------------------------------------------- the verbs
+
+def add(args, clock=time.time, name: str = "silence") -> int:
     from sinks.alerting.silences import check_pattern, parse_duration
     try:
         host = check_pattern(args.host, "HOST")
@@ -98,16 +159,84 @@ def run(args, clock=time.time) -> int:
         if len(args.reason) > 1000 or "\n" in args.reason:
             raise ValueError("--reason: expected one line of at most 1000 characters")
     except ValueError as e:
-        print(f"fleetwatch silence: {e}", file=sys.stderr)
+        print(f"fleetwatch {name}: {e}", file=sys.stderr)
         return 2
     config = load(OperatorConfig, args.config)
     now = clock()
     try:
         silence_id = create(config.state_url, host, check, seconds, args.reason, now)
     except Unavailable as e:
-        print(f"fleetwatch silence: {e}", file=sys.stderr)
+        print(f"fleetwatch {name}: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     what = f"{host} {check}" if check else f"{host} (every alert)"
     print(f"silence {silence_id}: {what} until {human(now + seconds)}"
           + (f": {args.reason}" if args.reason else ""))
     return 0
+
+
+def end(args, clock=time.time, name: str = "silence") -> int:
+    """``silence remove ID``: 0 when ended, 1 when no silence ``ID`` was running."""
+    config = load(OperatorConfig, args.config)
+    try:
+        ended = remove(config.state_url, args.id, clock())
+    except Unavailable as e:
+        print(f"fleetwatch {name}: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    if not ended:
+        print(f"fleetwatch {name}: no running silence {args.id}", file=sys.stderr)
+        return 1
+    print(f"silence {args.id} removed")
+    return 0
+
+
+def listing(args, clock=time.time, name: str = "silence") -> int:
+    config = load(OperatorConfig, args.config)
+    now = clock()
+    from fleetwatch.optional import MissingDependency
+    from sinks.state import state_reads
+    from sinks.state.reader import StateError, read
+    try:
+        rows = read(config.state_url, state_reads().silences, now=now, ended=args.all)
+    except (MissingDependency, StateError) as e:
+        print(f"fleetwatch {name}: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    out = [entry(row, now) for row in rows]
+    if args.json:
+        print(json.dumps({"silences": out}, indent=2, ensure_ascii=False))
+        return 0
+    for x in out:
+        x["state"] = "active" if x["active"] else \
+            "removed" if x["removed"] is not None else "ended"
+        x["ends"] = x["removed"] or x["until"]
+    print(table(out, ["id", "host", "check", "state", "ends", "created_by", "suppressed",
+                      "reason"]))
+    return 0
+
+
+def entry(row: dict, now: float) -> dict:
+    """A ``silences`` row as listed: its :data:`FIELDS`, times in ISO 8601, ``active``."""
+    out = {k: row.get(k) for k in FIELDS if k != "check"}
+    out["check"] = row.get("check_name")
+    out["active"] = row.get("removed") is None and row["created"] <= now < row["until"]
+    for k in ("created", "until", "removed"):
+        out[k] = iso(out[k])
+    return out
+
+
+VERB_RUNS = {"add": add, "list": listing, "remove": end}
+
+
+def run(args, clock=time.time) -> int:
+    return VERB_RUNS[args.verb](args, clock)
+
+
+def run_alias(args, clock=time.time) -> int:
+    """``fleetwatch silences [--remove ID]``, its messages prefixed ``fleetwatch silences``."""
+    if args.remove is not None:
+        args.id = args.remove
+        return end(args, clock, "silences")
+    return listing(args, clock, "silences")
+
+
+#: old name -> (add_arguments, run): the spellings this module answers besides ``silence``
+ALIASES = {"silences": (add_alias_arguments, run_alias)}

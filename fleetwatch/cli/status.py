@@ -179,12 +179,15 @@ def _read_state(url: str) -> tuple[list[dict], ...]:
     """agents, plugins, checks, check states and host states from the state database;
     empty (and said) if unreadable."""
     from fleetwatch.optional import MissingDependency
+    from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
     reader = None
     try:
+        reads = state_reads()
         reader = Reader(url)
-        return tuple(reader.read(what) for what in
-                     ("agents", "plugins", "checks", "check_state", "host_state"))
+        return tuple(reader.read(fn) for fn in
+                     (reads.agents, reads.plugins, reads.checks, reads.check_state,
+                      reads.host_state))
     except (MissingDependency, StateError) as e:
         print(f"fleetwatch status: {e}; showing the routers' view only", file=sys.stderr)
         return [], [], [], [], []

@@ -78,9 +78,10 @@ def line(relayed: Relayed, hostnames: dict[str, str | None], as_json: bool) -> s
 def _known_hostnames(answers, state_url: str) -> dict[str, str | None]:
     hostnames: dict[str, str | None] = {}
     from fleetwatch.optional import MissingDependency
+    from sinks.state import state_reads
     from sinks.state.reader import StateError, read
     try:
-        for row in read(state_url, "agents"):
+        for row in read(state_url, state_reads().agents):
             hostnames[row["uuid"]] = row.get("hostname")
     except (MissingDependency, StateError) as e:  # optional here: hostnames from routers only
         print(f"fleetwatch tail: state database not used: {e}", file=sys.stderr)

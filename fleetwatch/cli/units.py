@@ -11,9 +11,10 @@ failure but not on a configuration error (exit 78), runs as one static system us
 (``fleetwatch``), and is hardened as far as the process allows. The router, the sinks and
 the scheduler need only the network and their state directory; the agent runs plugins, so
 it keeps the whole process table (``/proc``), netlink, the users' groups and the
-``@resources`` system calls, and it is where a drop-in adds capabilities (README, "Install
-an agent on one machine"). What libzmq needs under a real systemd, found by running the
-units there (tests/integration/test_systemd.py; ``systemd-analyze verify`` cannot see it):
+``@resources`` system calls, and it is where a drop-in adds capabilities
+(docs/operating/systemd.md, "Plugins and capabilities"). What libzmq needs under a real
+systemd, found by running the units there (tests/integration/test_systemd.py;
+``systemd-analyze verify`` cannot see it):
 ``sched_setscheduler`` in every unit, netlink in the router's.
 
 Why not ``DynamicUser=``: its state directories live under ``/var/lib/private`` (mode 0700),
@@ -98,7 +99,7 @@ class Service:
         return SchedulerConfig
 
 
-#: the comment above each unit's ExecReload= (README, "Under systemd", has the details)
+#: the comment above each unit's ExecReload= (docs/operating/systemd.md has the details)
 RELOADS = {
     "agent": "# SIGHUP re-reads agent.yaml: log level, collectors, plugins, local limits",
     "router": "# SIGHUP re-reads the key allowlists and router.yaml: log level, limits, timings",
@@ -246,7 +247,7 @@ HEADER = """\
 # fleetwatch {name}: written by `fleetwatch service install` (a default; edit it).
 # Lines starting with `#` and no space are settings at their defaults: remove the `#` to
 # change one. Every setting and its meaning: {source}.
-# CURVE is off until a `security` section is set (README, "Security").
+# CURVE is off until a `security` section is set (docs/operating/security.md).
 """
 SOURCES = {"agent": "agent/config.py", "router": "router/config.py",
            "sink": "sinks/config.py", "scheduler": "scheduler/config.py"}

@@ -1,5 +1,6 @@
 """The fleet's history: a sink that lands every message as JSON lines, Spark jobs that compact
-them into Parquet tables, and queries for notebooks (README "History", sinks/history/README.md).
+them into Parquet tables, and queries for notebooks (docs/concepts/history.md,
+sinks/history/README.md).
 
 ``from sinks.history import History`` works, but nothing here is imported until asked for:
 the history sink (``sinks.history.sink``) runs without PySpark, and only the Spark side

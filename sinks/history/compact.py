@@ -1,4 +1,5 @@
-"""``fleetwatch history compact``: closed landing files into the Parquet tables, exactly once.
+"""Compaction: closed landing files into the Parquet tables, exactly once (the command is
+``fleetwatch history compact``, :mod:`fleetwatch.cli.history.compact`).
 
 One run, holding the lake's compaction lock (``_compaction/lock``, flock):
 
@@ -30,7 +31,6 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -43,7 +43,6 @@ from sinks.history import manifest, spans, tables
 from sinks.history.manifest import Lake
 from sinks.history.schema import ORDER, PARTITION, TABLE_NAMES, TABLE_OF_TYPE, TABLES
 from sinks.history.sink import recover_stale
-from sinks.history.spark import from_settings
 
 log = logging.getLogger(__name__)
 
@@ -311,60 +310,3 @@ def _commit(lake: Lake, settings, run: str, names: list[str], changes: dict,
     out(f"commit: {sum(len(d) for d in changes.values())} partitions updated, {moved} "
         f"landing files {'deleted' if settings.processed == 'delete' else 'moved to done/'} "
         f"in {summary.steps['commit']:.1f}s")
-
-
-# ---------------------------------------------------------------- command line
-
-def cli(args, settings) -> int:
-    """``fleetwatch history compact [--every SECONDS] [--quiet]``. With ``--every``, SIGTERM
-    ends the loop after the current run (a SIGKILL at any point is safe too)."""
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    quiet = getattr(args, "quiet", False)
-    out = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
-    every = getattr(args, "every", None)
-    if every is not None and not every > 0:
-        print("fleetwatch history compact: --every expects a positive number of seconds",
-              file=sys.stderr)
-        return 2
-    stop = threading.Event()
-    if every:
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    spark = from_settings(settings)
-    try:
-        while True:
-            try:
-                summary = compact(spark, settings, out)
-                if quiet:
-                    print(summary.line(), flush=True)
-            except Busy as e:
-                print(f"fleetwatch history compact: {e}", file=sys.stderr)
-                if not every:
-                    return EX_TEMPFAIL
-            except Exception as e:  # a failed run changes nothing visible; retried next time
-                if not every:
-                    print(f"fleetwatch history compact: failed: {_first_line(e)}",
-                          file=sys.stderr)
-                    return 1
-                log.error("compaction failed (retried in %.0f s with a new Spark session): "
-                          "%s", every, _first_line(e))
-                _stop(spark)            # a session whose JVM died would fail every run
-                spark = None
-            if not every or stop.wait(every):
-                return 0
-            if spark is None:
-                spark = from_settings(settings)
-    finally:
-        if spark is not None:
-            _stop(spark)
-
-
-def _stop(spark) -> None:
-    try:
-        spark.stop()
-    except Exception as e:  # its JVM may be gone already; nothing left to release
-        log.warning("stopping the Spark session: %s", _first_line(e))
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:300] if text else type(e).__name__

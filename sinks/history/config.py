@@ -14,7 +14,8 @@ DEFAULT_LAKE = "/var/lib/fleetwatch/history"
 
 @dataclass(frozen=True)
 class HistorySinkSettings:
-    """The history sink's ``history:`` section (README "History", sinks/history/README.md)."""
+    """The history sink's ``history:`` section (docs/concepts/history.md,
+    sinks/history/README.md)."""
 
     lake: str = setting(DEFAULT_LAKE, "the history lake directory; the sink writes LAKE/landing/")
     rotate_bytes: int = setting(64 * 1024 * 1024, "close a landing file once it holds this "

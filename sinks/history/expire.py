@@ -1,4 +1,5 @@
-"""``fleetwatch history expire --older-than 400d``: drop the tables' old date partitions.
+"""Expiry: drop the tables' old date partitions (``fleetwatch history expire --older-than
+400d``, :mod:`fleetwatch.cli.history.expire`).
 
 A partition ``tables/TABLE/date=D`` is dropped when its whole day is older than the cut-off:
 ``D`` before the UTC date of ``now - older_than`` (so ``--older-than 400d`` keeps the last
@@ -18,15 +19,14 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from sinks.history.compact import Busy, EX_TEMPFAIL, locked
+from sinks.history.compact import locked
 from sinks.history.landing import fsync_dir
 from sinks.history.manifest import Lake
-from sinks.history.query import DAY, seconds
+from sinks.history.query import DAY
 from sinks.history.schema import PARTITION, TABLE_NAMES
 
 _PARTITION = re.compile(rf"^{PARTITION}=(\d{{4}}-\d{{2}}-\d{{2}})$")
@@ -102,16 +102,3 @@ def expire(root: str, older_than: float, dry_run: bool = False, out=print,
     total = sum(p.bytes for p in old) / 1e6
     out(f"dropped {len(old)} partitions older than {first_kept} ({total:.1f} MB)")
     return old
-
-
-def cli(args, settings) -> int:
-    try:
-        older_than = seconds(args.older_than)
-        expire(settings.lake, older_than, dry_run=args.dry_run)
-    except ValueError as e:
-        print(f"fleetwatch history expire: {e}", file=sys.stderr)
-        return 2
-    except Busy as e:
-        print(f"fleetwatch history expire: {e}; try again later", file=sys.stderr)
-        return EX_TEMPFAIL
-    return 0

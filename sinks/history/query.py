@@ -4,9 +4,9 @@
 gives one DataFrame per table (``h.metrics``, ``h.heartbeats``, ``h.results``,
 ``h.notifications``, ``h.registrations``, ``h.heartbeat_spans``) plus the queries operators
 ask for again and again. Every query returns a lazy DataFrame (``.show()``, ``.toPandas()``,
-``.collect()``); the rules that decide their numbers are written down here and in README
-"History", because two reasonable people would compute availability or time-in-state
-differently:
+``.collect()``); the rules that decide their numbers are written down here and in
+docs/concepts/history.md, because two reasonable people would compute availability or
+time-in-state differently:
 
 - Times (``since``, ``until``) are epoch seconds, datetimes (naive ones are UTC), ISO 8601
   strings (``2026-11-20``, ``2026-11-20T10:00:00Z``) or a duration back from now (``90m``,
@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import time
 from datetime import date, datetime, timezone
 
@@ -534,62 +533,6 @@ class History:
         df = window(self.notifications, epoch(since), epoch(until))
         return (df.groupBy(PARTITION, "severity").count()
                 .withColumnRenamed(PARTITION, "date").orderBy("date", "severity"))
-
-
-
-# ---------------------------------------------------------------- fleetwatch history sql
-
-def printable(df: DataFrame, iso: bool = False) -> DataFrame:
-    """``df`` with timestamps as UTC text, so the output does not depend on the local time
-    zone of this process: the operator tables' format (``2026-11-20 10:00:00 UTC``,
-    :data:`fleetwatch.display.HUMAN`), or ISO 8601 with ``iso``."""
-    from pyspark.sql.types import TimestampNTZType, TimestampType
-    pattern = "yyyy-MM-dd'T'HH:mm:ss.SSSXXX" if iso else "yyyy-MM-dd HH:mm:ss 'UTC'"
-    return df.select(*(F.date_format(F.col(f"`{f.name}`"), pattern).alias(f.name)
-                       if isinstance(f.dataType, (TimestampType, TimestampNTZType))
-                       else F.col(f"`{f.name}`") for f in df.schema.fields))
-
-
-def sql_cli(args, settings) -> int:
-    """``fleetwatch history sql QUERY [--json] [--limit N]``."""
-    import json
-    import logging
-    import sys
-
-    from fleetwatch.display import table
-    from pyspark.errors import PySparkException
-    from sinks.history.spark import from_settings
-
-    # PySpark 4 logs each failed query on stderr as JSON before raising: one line is enough
-    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    tty = sys.stderr.isatty()
-    if tty:     # 7-12 s before the first word otherwise; erased once Spark runs
-        print("starting Spark...", end="", file=sys.stderr, flush=True)
-    history = History(from_settings(settings), settings.lake)
-    if tty:
-        print("\r\033[K", end="", file=sys.stderr, flush=True)
-    try:
-        df = printable(history.sql(args.query), iso=args.json)
-        rows = df.limit(args.limit + 1).collect() if args.limit else df.collect()
-    except PySparkException as e:
-        print(f"fleetwatch history sql: {str(e).strip().splitlines()[0]}", file=sys.stderr)
-        return 2
-    cut = bool(args.limit) and len(rows) > args.limit
-    rows = [r.asDict(recursive=True) for r in rows[:args.limit or None]]
-    if args.json:
-        print(json.dumps(rows, default=str, ensure_ascii=False))
-    else:
-        print(table(rows, df.columns) if df.columns else "")
-    if cut:
-        print(f"(first {args.limit} rows; --limit 0 for all)", file=sys.stderr)
-    waiting = uncompacted(settings.lake)
-    if waiting:
-        command = f"fleetwatch history compact --config {shlex.quote(args.config)}"
-        if args.lake:
-            command += f" --lake {shlex.quote(args.lake)}"
-        print(f"fleetwatch history sql: nothing compacted yet: the landing area holds "
-              f"{waiting} lines not in the tables ({command})", file=sys.stderr)
-    return 0
 
 
 def uncompacted(lake: str) -> int:

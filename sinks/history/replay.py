@@ -1,5 +1,6 @@
-"""``fleetwatch history replay --to graphite``: backfill carbon from the lake, at the original
-timestamps (after a carbon outage, or to fill a new carbon server).
+"""Replay: backfill carbon from the lake, at the original timestamps (after a carbon outage, or
+to fill a new carbon server); the command is ``fleetwatch history replay --to graphite``
+(:mod:`fleetwatch.cli.history.replay`).
 
 The datapoints are exactly those the live graphite sink sends (:mod:`sinks.graphite.sink`): the
 same :class:`sinks.graphite.paths.Namer` names them (``<prefix>.<host>.<metric>``,
@@ -41,8 +42,6 @@ from sinks.graphite.sender import deliver
 from sinks.history import hostnames
 from sinks.history.query import History, epoch, secs, window
 from sinks.graphite.paths import INTERNAL_SOURCES, Namer, Point
-
-EX_UNAVAILABLE = 1
 
 
 @dataclass(frozen=True)
@@ -187,47 +186,3 @@ class Replay:
         rate = self.counts["datapoints"] / max(1e-9, self.clock() - started)
         self.out(f"replay: {self.counts['rows']}/{total} rows, {self.counts['datapoints']} "
                  f"datapoints sent ({rate:.0f}/s)")
-
-
-# ---------------------------------------------------------------- fleetwatch history replay
-
-def target_from(args) -> Target:
-    """The target of ``args``: the graphite sink's config if given, flags on top."""
-    base = Target()
-    if args.sink_config:
-        from fleetwatch.config import load
-        from sinks.config import SinkConfig
-        g = load(SinkConfig, args.sink_config).graphite
-        base = Target(g.host, g.port, g.prefix, g.tags, g.batch, g.timeout)
-    host, port = base.host, base.port
-    if args.carbon:
-        host, _, port_text = args.carbon.rpartition(":")
-        if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise ValueError(f"--carbon: expected HOST:PORT, got {args.carbon!r}")
-        port = int(port_text)
-    return Target(host, port, base.prefix if args.prefix is None else args.prefix,
-                  base.tags or args.tags, args.batch or base.batch, base.timeout)
-
-
-def cli(args, settings) -> int:
-    from sinks.history.spark import from_settings
-    try:
-        target = target_from(args)
-        since, until = epoch(args.since), epoch(args.until)
-    except ValueError as e:
-        print(f"fleetwatch history replay: {e}", file=sys.stderr)
-        return 2
-    replay = Replay(History(from_settings(settings), settings.lake), target,
-                    retry_for=args.retry_for)
-    try:
-        counts = replay.run(since, until, args.host, dry_run=args.dry_run)
-    except CarbonGone as e:
-        print(f"fleetwatch history replay: {e}; run the same command again when carbon "
-              f"is back (points already sent are stored once)", file=sys.stderr)
-        return EX_UNAVAILABLE
-    skipped = {k: v for k, v in counts.items() if k not in ("rows", "datapoints", "batches")}
-    print(f"replayed {counts['datapoints']} datapoints from {counts['rows']} rows in "
-          f"{counts['batches']} batches to {target.host}:{target.port}"
-          + (f"; {', '.join(f'{k} {v}' for k, v in sorted(skipped.items()))}" if skipped
-             else ""))
-    return 0

@@ -62,7 +62,7 @@ MSG = StructType([
     StructField("duration", DoubleType()),
 ])
 
-#: One landing line (BRIEF 12, README "Landing files").
+#: One landing line (sinks/history/README.md "Landing files").
 LANDING = StructType([
     StructField("type", StringType()),
     StructField("uuid", StringType()),             # the router's stamp: the authenticated sender

@@ -4,8 +4,8 @@
 ``storage-aggregation.conf`` into ``DIR/conf`` (carbon reads the last two from the directory
 of ``--config``), then runs carbon-cache in the foreground as a child process (the carbon
 package's ``carbon-cache.py``, found beside the running Python, through :func:`serve`; see
-below). Its output goes to ``DIR/carbon-cache.out``. The traps of DEPENDENCY-NOTES
-section 3 are set here once: every listener on 127.0.0.1 (carbon's default is 0.0.0.0), the
+below). Its output goes to ``DIR/carbon-cache.out``. The traps of carbon's
+defaults are set here once: every listener on 127.0.0.1 (carbon's default is 0.0.0.0), the
 pickle receiver off (it unpickles network input), UDP off, ``MAX_CREATES_PER_MINUTE`` and
 ``MAX_UPDATES_PER_SECOND`` unlimited (the shipped example caps creates at 50 a minute),
 and short retentions chosen by the caller (a ``1s`` archive costs 12 bytes a point).

@@ -1,0 +1,64 @@
+"""``fleetwatch history compact|sql|replay|expire``: the history lake's operator commands.
+
+Every verb reads the operator config's ``history:`` section (lake, Spark master and settings;
+``--config``, default /etc/fleetwatch/fleetwatch.yaml), which ``--lake`` and ``--master``
+override. The verbs' modules here hold the command side (options, printing, exit status);
+the work is the library's, :mod:`sinks.history` (compaction, queries, replay, expiry), which
+notebooks use too. PySpark is imported only by the verb that runs, so a missing ``history``
+extra, like a missing Java, is one clear line (exit 69), and ``--help`` works without either.
+
+Adding a verb: a module here with ``HELP``, ``add_arguments(parser)`` for its own options
+and ``run(args, settings) -> int`` (``settings``: the loaded
+:class:`sinks.history.config.HistorySettings`), importing PySpark only inside ``run``; and
+one entry in :data:`VERBS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import sys
+
+from fleetwatch.config import load
+from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig
+
+#: verb -> the module of ``fleetwatch history VERB``
+VERBS = {
+    "compact": "fleetwatch.cli.history.compact",
+    "sql": "fleetwatch.cli.history.sql",
+    "replay": "fleetwatch.cli.history.replay",
+    "expire": "fleetwatch.cli.history.expire",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", required=True)
+    for name, module_name in VERBS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        p.add_argument("--config", metavar="PATH", default=DEFAULT_PATH,
+                       help=f"operator config with a history: section (default {DEFAULT_PATH})")
+        p.add_argument("--lake", metavar="PATH", help="the lake directory (wins over the config)")
+        p.add_argument("--master", metavar="URL", help="spark.master (wins over the config)")
+        module.add_arguments(p)
+
+
+def settings_from(args):
+    """The ``history:`` settings of ``args.config``, with the command line's overrides."""
+    settings = load(OperatorConfig, args.config).history
+    changes = {k: v for k, v in (("lake", args.lake), ("master", args.master)) if v}
+    return dataclasses.replace(settings, **changes) if changes else settings
+
+
+def run(args) -> int:
+    from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency, optional_import
+    from sinks.history.spark import JavaMissing, java
+    settings = settings_from(args)
+    try:
+        optional_import("pyspark", f"fleetwatch history {args.subcommand}")
+        java()
+    except (MissingDependency, JavaMissing) as e:
+        print(f"fleetwatch history: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    return importlib.import_module(VERBS[args.subcommand]).run(args, settings)

@@ -107,7 +107,8 @@ class CheckConfig:
 class PluginsConfig:
     dirs: list[str] = setting(factory=default_dirs,
                               help="directories plugins are looked up in, in order "
-                                   "(default: the bundled checks, then Debian's)")
+                                   "(default: the bundled checks, then Debian's)",
+                              doc_default=f"[.../site-packages/plugins/bin, {DEBIAN_DIR}]")
     max_running: int = setting(4, "plugins running at once; more RUNs wait in a queue")
     max_queued: int = setting(100, "RUNs waiting for a free slot; past this a RUN is answered "
                                    "UNKNOWN \"agent busy\" (counted)")

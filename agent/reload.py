@@ -46,7 +46,7 @@ def apply(agent, old, new, changed: list[str]) -> None:
         agent.runner.cfg = new.plugins
         if new.plugins.max_running != old.plugins.max_running:
             agent.workers.resize(new.plugins.max_running)
-            agent._start_runs()
+            agent.runs.start()
         if agent.declared.replace_own(new.plugins.checks):
-            agent._spool([agent._register()])
-        agent._check_plugins()
+            agent.outbox.spool_messages([agent.register()])
+        agent.runs.check(new.plugins.dirs)

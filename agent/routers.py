@@ -1,0 +1,144 @@
+"""The agent's side of its router links: connecting, HELLO, heartbeats, silence, and what a
+router sends.
+
+Each link goes ``dead -> connecting (HELLO sent) -> alive (WELCOME)`` (:mod:`agent.links`
+holds the state machine and the DEALERs). Here the timers act on it: a reconnect when due, a
+link silent for ``liveness`` intervals closed (reconnect after a backoff), a HEARTBEAT when
+due. What arrives is decoded (only WELCOME, HEARTBEAT, ACK, RUN and ERROR; a bad message is
+counted and dropped) and dispatched: ACK to the :class:`agent.outbox.Outbox`, WELCOME learns
+the routers named (an endpoint that turns out to be an alias of a linked router is dropped),
+ERROR 401 sends HELLO again, RUN goes to ``on_run``. With CURVE, a refused handshake is
+counted and logged (libzmq retries it).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+
+import zmq
+
+import fleetwatch
+from fleetwatch import protocol
+from fleetwatch.logs import Throttle
+
+from agent.links import Link, Links, Sockets
+from agent.outbox import Outbox
+
+log = logging.getLogger(__name__)
+
+FROM_ROUTER = frozenset({"WELCOME", "HEARTBEAT", "ACK", "RUN", "ERROR"})
+#: messages read from one socket per wake-up
+DRAIN = 256
+
+
+class Routers:
+    """Timers and traffic of every router link."""
+
+    def __init__(self, uuid: str, hostname: str, instance: str, heartbeat: float,
+                 links: Links, sockets: Sockets, outbox: Outbox, declared,
+                 counters: collections.Counter, on_run, clock, wall):
+        self.uuid, self.hostname, self.instance = uuid, hostname, instance
+        self.heartbeat = heartbeat
+        self.links, self.sockets, self.outbox, self.declared = links, sockets, outbox, declared
+        self.counters = counters
+        #: ``on_run(msg, endpoint)``: a RUN arrived through the router at ``endpoint``
+        self.on_run = on_run
+        self.clock, self.wall = clock, wall
+        self.throttle = Throttle(log, 10.0, clock)
+
+    def deadline(self) -> float:
+        return min((link.deadline() for link in self.links), default=float("inf"))
+
+    def timers(self, now: float) -> None:
+        for link in self.links:
+            if link.reconnect_due(now):
+                self._connect(link, now)
+            elif link.expired(now):
+                self.sockets.close(link)
+                delay = link.closed(now)
+                log.warning("router %s silent for %d intervals, reconnecting in %.2fs",
+                            link.endpoint, link.liveness, delay)
+                self.counters["agent.routers.expired"] += 1
+            elif link.heartbeat_due(now):
+                self.outbox.send(link, protocol.make("HEARTBEAT", self.uuid, clock=self.wall,
+                                                     interval=self.heartbeat))
+
+    def _connect(self, link: Link, now: float) -> None:
+        try:
+            self.sockets.open(link)
+        except zmq.ZMQError as e:  # a malformed endpoint, most likely learned from WELCOME
+            self.sockets.close(link)
+            log.error("cannot connect to %s: %s%s", link.endpoint, e,
+                      " (forgotten)" if link.learned else "")
+            if link.learned:
+                self.links.remove(link)
+            else:
+                link.closed(now)
+            return
+        link.opened(now)
+        self._hello(link)
+
+    def _hello(self, link: Link) -> None:
+        self.outbox.send(link, protocol.make("HELLO", self.uuid, clock=self.wall,
+                                             hostname=self.hostname, heartbeat=self.heartbeat,
+                                             version=fleetwatch.__version__, role="agent",
+                                             instance=self.instance,
+                                             plugins=self.declared.own_wire()))
+
+    # ---------------------------------------------------------------- arriving
+    def drain(self, sock: zmq.Socket, link: Link, now: float) -> None:
+        """Read what ``link``'s DEALER holds (at most ``DRAIN`` messages) and act on it."""
+        for _ in range(DRAIN):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                msg = protocol.decode(frames, FROM_ROUTER)
+            except protocol.ProtocolError as e:
+                self.counters["agent.router.errors"] += 1
+                self.throttle.warning(f"router.{link.endpoint}", "router %s: bad message: %s",
+                                      link.endpoint, e)
+                continue
+            link.heard(now)
+            self._on_message(link, msg, now)
+            if link.endpoint not in self.sockets.by_link:
+                return  # the link was closed while handling (an alias)
+
+    def handshake_failed(self, monitor: zmq.Socket, link: Link) -> None:
+        """CURVE: the router refused our key or cannot be verified; libzmq retries."""
+        from fleetwatch.link import handshake_problem
+        for event in self.sockets.handshake_failures(monitor):
+            self.counters["agent.router.handshake_failed"] += 1
+            self.throttle.warning(f"handshake.{link.endpoint}", "router %s: %s",
+                                  link.endpoint, handshake_problem(event))
+
+    def _on_message(self, link: Link, msg: protocol.Message, now: float) -> None:
+        if msg.type == "ACK":
+            self.outbox.ack(msg)
+        elif msg.type == "WELCOME":
+            self._welcome(link, msg, now)
+        elif msg.type == "ERROR":
+            if msg.get("status") == protocol.HELLO_REQUIRED:
+                log.info("router %s asks for HELLO again", link.endpoint)
+                link.hello_required(now)
+                self._hello(link)
+            else:
+                self.throttle.warning(f"error.{link.endpoint}", "router %s: ERROR %s %s (%s)",
+                                      link.endpoint, msg.get("status"), msg.get("reason"),
+                                      msg.get("ref"))
+        elif msg.type == "RUN":
+            self.on_run(msg, link.endpoint)
+
+    def _welcome(self, link: Link, msg: protocol.Message, now: float) -> None:
+        link.welcomed(now, msg.get("router"))
+        other = self.links.duplicate_of(link)
+        if other is not None:
+            log.info("%s is router %s, already linked through %s: dropping it",
+                     link.endpoint, link.router_id, other.endpoint)
+            self.sockets.close(link)
+            self.links.remove(link)
+            return
+        for new in self.links.learn(msg.get("routers")):
+            log.info("router %s told us of %s", link.router_id, new.endpoint)

@@ -1,0 +1,48 @@
+"""The agent's own metrics, sent in every STATS next to the host's (agent/README.md,
+"Metrics"): its event counters, from zero at start, and gauges read from the parts that
+hold them (spool, links, intake, collectors, runner), plus ``agent.uptime``.
+"""
+
+from __future__ import annotations
+
+import collections
+
+#: The agent's event counters, reported (from zero) in every STATS.
+COUNTERS = ("agent.spool.acked", "agent.spool.acks_ignored", "agent.spool.resent",
+            "agent.spool.errors", "agent.routers.expired", "agent.stats.dropped",
+            "fleetwatch.cli.send.dropped",
+            "agent.router.errors", "agent.router.handshake_failed")
+
+
+def counters() -> collections.Counter:
+    """The event counters, each at zero (others, such as the reloader's, join as counted)."""
+    return collections.Counter(dict.fromkeys(COUNTERS, 0))
+
+
+class SelfStats:
+    """Reads the agent's own metrics from the objects that keep them."""
+
+    def __init__(self, counters: collections.Counter, spool, links, intake, collectors,
+                 runner, clock, started: float):
+        self.counters, self.spool, self.links, self.intake = counters, spool, links, intake
+        self.collectors, self.runner, self.clock = collectors, runner, clock
+        self.started = started
+
+    def metrics(self) -> dict:
+        return {
+            **self.counters,
+            "agent.spool.size": len(self.spool),
+            "agent.spool.dropped": self.spool.dropped,
+            "agent.spool.superseded": self.spool.superseded,
+            "agent.spool.write_errors": self.spool.write_errors,
+            "agent.spool.unsaved": self.spool.unsaved,
+            "agent.routers.alive": len(self.links.alive()),
+            "agent.routers.known": len(self.links),
+            "agent.intake.received": self.intake.received,
+            "agent.intake.errors": self.intake.errors,
+            "agent.intake.refused": self.intake.refused,
+            "agent.collectors.failures": self.collectors.failures,
+            **self.runner.counters,
+            **self.runner.gauges(),
+            "agent.uptime": round(self.clock() - self.started, 1),
+        }

@@ -31,14 +31,14 @@ from urllib.parse import urlsplit
 
 from fleetwatch.config import ConfigError, build, setting
 
-#: event kinds and severities a rule may name (BRIEF point 8)
+#: event kinds and severities a rule may name (docs/concepts/alerts.md, "The alert event")
 KINDS = ("check", "host", "notify", "flapping")
 SEVERITIES = ("critical", "error", "warning", "unknown", "info", "ok", "debug")
 
 
 @dataclass(frozen=True)
 class EmailChannel:
-    type: str = setting("email", "email")
+    type: str = setting("email", "the channel's kind: alerts sent by SMTP")
     host: str = setting("localhost", "SMTP server")
     port: int = setting(25, "SMTP port (587 for submission with STARTTLS)")
     starttls: bool = setting(False, "upgrade the connection with STARTTLS (required when set)")
@@ -47,7 +47,8 @@ class EmailChannel:
     password_file: str = setting("", "file holding the SMTP AUTH password (read when sending)")
     allow_plaintext_auth: bool = setting(False, "allow AUTH without starttls: the password "
                                                 "crosses the network in clear (warned at start)")
-    sender: str = setting("", "the From address (YAML key `from`; default fleetwatch@HOST)")
+    sender: str = setting("", "the From address (YAML key `from`; default fleetwatch@HOST)",
+                          key="from")
     to: list[str] = setting(factory=list, help="recipients: one message per alert to all")
     timeout: float = setting(10.0, "seconds for the whole SMTP conversation step")
 
@@ -73,7 +74,7 @@ class EmailChannel:
 
 @dataclass(frozen=True)
 class WebhookChannel:
-    type: str = setting("webhook", "webhook")
+    type: str = setting("webhook", "the channel's kind: alerts POSTed as JSON over HTTP(S)")
     url: str = setting("", "http(s) URL the JSON event is POSTed to")
     routing_key: str = setting("", "the receiver's integration key (PagerDuty routing_key)")
     timeout: float = setting(10.0, "seconds to wait for the receiver's answer")
@@ -135,7 +136,8 @@ class Retry:
 @dataclass(frozen=True)
 class DeliveryConfig:
     channels: dict[str, dict[str, Any]] = setting(
-        factory=dict, help="channel name -> {type: email|webhook, ...}")
+        factory=dict, help="channel name -> {type: email|webhook, ...}",
+        variants=CHANNEL_TYPES)
     rules: list[Rule] = setting(factory=list, help="routing: an event goes to the channels "
                                                    "of every rule it matches")
     retry: Retry = setting(factory=Retry, help="backoff between attempts, and when to give up")
@@ -213,7 +215,8 @@ def parse_channel(name: str, raw: dict) -> Channel:
 # ---------------------------------------------------------------- routing (pure)
 
 def matches(rule: Rule, event: dict) -> bool:
-    """Whether ``event`` (BRIEF point 8's dict) matches every condition of ``rule``."""
+    """Whether ``event`` (an alert event dict, :mod:`sinks.alerting.events`) matches every
+    condition of ``rule``."""
     if rule.severity and event.get("severity") not in rule.severity:
         return False
     if rule.kind and event.get("kind") not in rule.kind:

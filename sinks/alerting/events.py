@@ -1,4 +1,5 @@
-"""Alert events (BRIEF point 8's dict) from what the state machines decided. Pure.
+"""Alert events (one dict each: key, kind, action, severity, uuid, hostname, check, status,
+summary, text, created) from what the state machines decided. Pure.
 
 Keys (the pager's dedup key: a trigger and its resolve share one):
 

@@ -1,0 +1,90 @@
+"""A batch's messages as rows: what the alerting sink stores and evaluates.
+
+Plain functions of relayed messages, no database: a NOTIFY becomes its ``notifications``
+row, a RESULT its ``checks`` row (or None when it cannot be one), a batch's HEARTBEATs the
+routers each agent (or local process) was heard through. :func:`order` is a result's place
+in time, which both the ``checks`` table (the newest wins) and the check state machine
+(results evaluated oldest first) go by.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fleetwatch.protocol import Relayed
+from sinks.state import schema
+
+
+def notification_row(relayed: Relayed, now: float) -> dict:
+    """The ``notifications`` row of a relayed NOTIFY (stamped uuid, not the body's)."""
+    msg = relayed.message
+    hostname, source = msg.get("hostname"), msg.get("source")
+    return {
+        "msg_id": msg.msg_id,
+        "uuid": relayed.uuid,
+        "hostname": hostname[:255] if isinstance(hostname, str) else None,
+        "severity": msg.get("severity"),
+        "text": msg.get("text"),
+        "source": source[:255] if isinstance(source, str) else None,
+        "sent_at": float(msg.ts),
+        "received_at": now,
+        "router": relayed.router,
+    }
+
+
+def _number(value) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+def check_row(relayed: Relayed) -> dict | None:
+    """The ``checks`` row of a relayed RESULT (stamped uuid), or None if it cannot be one."""
+    msg = relayed.message
+    plugin, long_output = msg.get("plugin"), msg.get("long_output")
+    if not 0 < len(plugin) <= 255 or len(msg.get("command_id")) > schema.ID.length:
+        return None
+    return {
+        "uuid": relayed.uuid,
+        "plugin": plugin,
+        "status": msg.get("status"),
+        "output": msg.get("output"),
+        "long_output": long_output if isinstance(long_output, str) else "",
+        "perfdata": msg.get("perfdata") or [],
+        "command_id": msg.get("command_id"),
+        "slot": _number(msg.get("slot")),
+        "started": _number(msg.get("started")),
+        "duration": _number(msg.get("duration")),
+        "last_result": float(msg.ts),
+        "router": relayed.router,
+    }
+
+
+def order(row: dict) -> float:
+    """A ``checks`` row's time: ``started`` when the agent gave it, else the message's ts."""
+    return row["last_result"] if row["started"] is None else row["started"]
+
+
+def newest(rows: list[dict]) -> list[dict]:
+    """One row per (uuid, plugin): the newest of a batch (a batch may hold several runs)."""
+    out: dict[tuple[str, str], dict] = {}
+    for row in rows:
+        key = (row["uuid"], row["plugin"])
+        old = out.get(key)
+        if old is None or order(old) < order(row):
+            out[key] = row
+    return list(out.values())
+
+
+def heartbeats(batch: list[Relayed]) -> dict[tuple[str, str], list[tuple[str, float | None]]]:
+    """(uuid, name) -> [(router, interval)] of a batch's HEARTBEATs, each router once."""
+    out: dict[tuple[str, str], dict[str, float | None]] = {}
+    for r in batch:
+        if r.message.type != "HEARTBEAT":
+            continue
+        name = r.message.get("name")
+        name = name[:255] if isinstance(name, str) else ""
+        interval = _number(r.message.get("interval"))
+        out.setdefault((r.uuid, name), {})[r.router] = interval if interval and interval > 0 \
+            else None
+    return {k: list(v.items()) for k, v in out.items()}

@@ -8,6 +8,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from support.fleet import Fleet  # noqa: E402
 
+#: support modules with fixtures (``routers``: fake routers for a real agent)
+pytest_plugins = ["support.agentrouter"]
+
 
 @pytest.fixture
 def fleet(tmp_path, request):
@@ -53,14 +56,20 @@ def url(request, tmp_path):
 
 @pytest.fixture
 def eng(url):
-    """An engine on ``url`` with the alerting sink's tables and the outbox created."""
+    """An engine on ``url`` with the alerting sink's tables (the outbox's too) created."""
     from sinks.state import db
-    from sinks.alerting import outbox
     e = db.engine(url)
     db.create(e, "alerting")
-    outbox.create(e)
     yield e
     e.dispose()
+
+
+@pytest.fixture
+def keys(tmp_path):
+    """A CURVE key tree in the test's directory (tests/support/keys.py): the routers' key,
+    empty allowlists."""
+    from support.keys import Keys
+    return Keys(tmp_path)
 
 
 @pytest.fixture
@@ -69,6 +78,16 @@ def zctx():
     ctx = zmq.Context()
     yield ctx
     ctx.destroy(linger=0)
+
+
+@pytest.fixture
+def carbon(tmp_path):
+    """A real carbon-cache (the demo's) on 127.0.0.1 keeping 1 s points for an hour, in the
+    test's directory (tests/support/graphite.py has the sink and the waits)."""
+    from fleetwatch.cli.demo.carbon import Carbon
+    c = Carbon(tmp_path / "carbon", retentions="1s:1h").start()
+    yield c
+    c.stop()
 
 
 @pytest.fixture(scope="session")
@@ -90,6 +109,17 @@ def history_lake(spark, tmp_path_factory):
     replay and notebook tests: read only (a test that changes a lake makes its own)."""
     from support.lakegen import make_lake
     return make_lake(spark, tmp_path_factory.mktemp("history-lake"))
+
+
+INTEGRATION = Path(__file__).parent / "integration"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/integration is ``slow`` (it starts processes or opens sockets):
+    ``-m "not slow"`` leaves tests/unit."""
+    for item in items:
+        if INTEGRATION in Path(item.path).parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

@@ -1,7 +1,8 @@
-"""The agent as a real process against fake routers written here (real sockets, 127.0.0.1).
+"""The agent as a real process against fake routers (real sockets, 127.0.0.1).
 
-A :class:`FakeRouter` is a ROUTER bound on an ephemeral port, pumped from the test thread:
-it answers HELLO with WELCOME, HEARTBEAT with HEARTBEAT, and ACKs NOTIFY/REGISTER when told.
+The ``routers`` fixture makes them (:class:`support.agentrouter.AgentFacingRouter`): a ROUTER
+bound on an ephemeral port, pumped from the test thread, that answers HELLO with WELCOME,
+HEARTBEAT with HEARTBEAT, and ACKs NOTIFY/REGISTER when told.
 No sleeps: every wait polls a condition with a deadline.
 """
 
@@ -12,122 +13,15 @@ import os
 import signal
 import stat
 import time
-from pathlib import Path
 
 import pytest
-import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.config import ACK_OWNERS
-from support.fleet import wait_for
 from fleetwatch import protocol
-
-pytestmark = pytest.mark.slow
-
-
-class FakeRouter:
-    """Just enough of a router: HELLO -> WELCOME, HEARTBEAT -> HEARTBEAT, ACK on demand."""
-
-    def __init__(self, ctx: zmq.Context, router_id: str = "fake-1", peers: list[str] = ()):
-        self.id = router_id
-        self.sock = ctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
-        self.endpoint = f"tcp://127.0.0.1:{port}"
-        self.peers = list(peers)
-        self.received: list[tuple[bytes, protocol.Message]] = []
-        self.garbage = 0
-        self.auto_ack = False
-        self.silent = False
-        self.agent_rid: bytes | None = None
-
-    @property
-    def info(self) -> dict:
-        return {"endpoints": {"agents": self.endpoint}}
-
-    def pump(self, timeout: float = 0.05) -> None:
-        """Receive and answer whatever arrives within ``timeout`` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if not self.sock.poll(max(0.0, left) * 1000):
-                return
-            rid, *frames = self.sock.recv_multipart()
-            try:
-                msg = protocol.decode(frames, protocol.AGENT_TYPES)
-            except protocol.ProtocolError:
-                self.garbage += 1
-                continue
-            self.agent_rid = rid
-            self.received.append((rid, msg))
-            if self.silent:
-                continue
-            if msg.type == "HELLO":
-                self.send(rid, protocol.make("WELCOME", self.id, router=self.id,
-                                             routers=[self.endpoint, *self.peers]))
-            elif msg.type == "HEARTBEAT":
-                self.send(rid, protocol.make("HEARTBEAT", self.id))
-            elif msg.type in ("NOTIFY", "REGISTER") and self.auto_ack:
-                self.ack(rid, [msg.msg_id], ACK_OWNERS[msg.type])
-
-    def send(self, rid: bytes, msg: protocol.Message) -> None:
-        self.sock.send_multipart([rid, *protocol.encode(msg)])
-
-    def ack(self, rid: bytes, msg_ids: list[str], sink: str = "alerting") -> None:
-        self.send(rid, protocol.make("ACK", self.id, msg_ids=msg_ids, sink=sink))
-
-    def until(self, predicate, timeout: float = 10.0, what: str = "condition"):
-        return wait_for(lambda: (self.pump(0.02), predicate())[1], timeout, 0.0, what)
-
-    def watch(self, seconds: float) -> None:
-        """Keep answering for ``seconds`` (an observation window, not a synchronisation)."""
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            self.pump(0.05)
-
-    def of_type(self, type_: str) -> list[protocol.Message]:
-        return [m for _, m in self.received if m.type == type_]
-
-    def copies(self, msg_id: str) -> list[protocol.Message]:
-        return [m for _, m in self.received if m.body.get("msg_id") == msg_id]
-
-    def close(self) -> None:
-        self.sock.close(linger=0)
-
-
-@pytest.fixture
-def ctx(zctx):
-    return zctx
-
-
-@pytest.fixture
-def routers(ctx):
-    made = []
-
-    def make(router_id: str = "fake-1", peers=()):
-        r = FakeRouter(ctx, router_id, peers)
-        made.append(r)
-        return r
-
-    yield make
-    for r in made:
-        r.close()
-
-
-def start_agent(fleet, routers, name="agent", **extra):
-    path = fleet.agent_config([r.info for r in routers], name=name, **extra)
-    proc = fleet.start(name, "agent", "--config", str(path))
-    return proc, path
-
-
-def intake_path(fleet, name="agent") -> Path:
-    return fleet.root / f"{name}-state" / "intake.sock"
-
-
-def agent_uuid(fleet, name="agent") -> str:
-    return (fleet.root / f"{name}-state" / "uuid").read_text().strip()
+from support.agentrouter import agent_uuid, intake_path, raw_intake, start_agent
+from support.fleet import wait_for
+from support.zmqio import recv
 
 
 # ---------------------------------------------------------------- links
@@ -406,38 +300,29 @@ def test_new_uuid_keeps_the_old_one(fleet):
 
 # ---------------------------------------------------------------- hostile input
 
-def raw_intake(ctx, fleet) -> zmq.Socket:
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(f"ipc://{intake_path(fleet)}")
-    return sock
-
-
-def test_intake_is_private_and_answers_bad_input(fleet, routers, ctx):
+def test_intake_is_private_and_answers_bad_input(fleet, routers, zctx):
     r1 = routers()
     start_agent(fleet, [r1])
     r1.until(lambda: intake_path(fleet).exists(), what="intake socket")
     assert stat.S_IMODE(os.stat(intake_path(fleet)).st_mode) == 0o600
-    sock = raw_intake(ctx, fleet)
+    sock = raw_intake(zctx, fleet)
     bad = protocol.make("NOTIFY", "local", severity="bad", text="x")
     sock.send_multipart(protocol.encode(bad))
-    assert sock.poll(5000)
-    reply = protocol.decode(sock.recv_multipart())
+    reply = protocol.decode(recv(sock))
     assert reply.type == "ERROR" and reply.get("status") == 400
     sock.send_multipart([protocol.SIGNATURE_PREFIX + b"\x02", b"NOTIFY", b"{}"])
-    assert sock.poll(5000)
-    assert protocol.decode(sock.recv_multipart()).get("status") == 505
+    assert protocol.decode(recv(sock)).get("status") == 505
     sock.close()
 
 
-def test_garbage_does_not_kill_the_agent(fleet, routers, ctx):
+def test_garbage_does_not_kill_the_agent(fleet, routers, zctx):
     from agent.client import Client
 
     r1 = routers()
     proc, path = start_agent(fleet, [r1])
     r1.until(lambda: intake_path(fleet).exists() and r1.of_type("HEARTBEAT"), what="agent up")
     rid = r1.agent_rid
-    sock = raw_intake(ctx, fleet)
+    sock = raw_intake(zctx, fleet)
     frame = st.binary(max_size=80) | st.sampled_from(
         [protocol.SIGNATURE, b"NOTIFY", b"STATS", b"ACK", b"WELCOME", b"{}", b"[]", b"null",
          b'{"msg_id":"x","uuid":"y","ts":1,"msg_ids":[1]}'])

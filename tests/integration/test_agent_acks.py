@@ -7,23 +7,17 @@ agent as processes) where the history sink ACKs a NOTIFY that no alerting sink h
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
 
 from agent.config import ACK_OWNERS, ACKING_SINKS, AgentConfig, SpoolConfig
 from agent.spool import Spool
+from support.clock import Clock
 from support.fleet import landed, wait_for
 from fleetwatch import protocol
 from fleetwatch.config import ConfigError, build
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def notify(text: str = "disk full") -> protocol.Message:
@@ -36,7 +30,7 @@ def register(name: str = "backup", **fields) -> protocol.Message:
 
 @pytest.fixture
 def clock():
-    return FakeClock()
+    return Clock(1000.0)
 
 
 def open_spool(path, clock, required=None) -> Spool:
@@ -279,12 +273,25 @@ def spool_row(fleet, msg_id: str):
         db.close()
 
 
-def alerted(fleet, uuid: str, msg_id: str) -> tuple[int, int]:
-    """(notifications rows, alert events) the alerting sink holds for ``msg_id``."""
-    rows = fleet.db_rows("SELECT COUNT(*) FROM notifications WHERE msg_id = ?", (msg_id,))
-    events = fleet.db_rows("SELECT COUNT(*) FROM alert_events WHERE key = ?",
-                           (f"{uuid}/notify/{msg_id}",))
-    return (rows[0][0] if rows else 0), (events[0][0] if events else 0)
+def alerted(fleet, router, uuid: str, msg_id: str) -> tuple[int, int] | None:
+    """(alerts, of them made into an alert event) that ``fleetwatch alerts --json`` lists for
+    ``msg_id``; None while the command cannot read the state (no alerting sink yet)."""
+    op = fleet.operator_config([router])
+    res = fleet.cli("alerts", "--config", str(op), "--json", "--limit", "0", check=False)
+    if res.returncode != 0:
+        return None
+    mine = [a for a in json.loads(res.stdout)["alerts"] if a["msg_id"] == msg_id]
+    return len(mine), sum(a["key"] == f"{uuid}/notify/{msg_id}" for a in mine)
+
+
+def create_alerting_tables(fleet) -> None:
+    """The alerting sink's tables in the fleet's state database, as the sink creates them."""
+    from sinks.state import db
+    eng = db.engine(fleet.state_url)
+    try:
+        db.create(eng, "alerting")
+    finally:
+        eng.dispose()
 
 
 def start_agent(fleet, router, **spool):
@@ -321,12 +328,14 @@ def test_history_ack_keeps_the_notify_until_alerting_has_it(fleet, tmp_path):
                                 and ln["msg"]["metrics"].get("agent.spool.acks_ignored")],
                        15, what="agent.spool.acks_ignored in the agent's STATS")
     assert max(ignored) >= 1
-    assert alerted(fleet, uuid, msg_id) == (0, 0)
+    # the alerting tables made empty (as the sink would make them): nothing recorded the alert
+    create_alerting_tables(fleet)
+    assert alerted(fleet, router, uuid, msg_id) == (0, 0)
 
     fleet.sink("alerting", [router])
     wait_for(lambda: spool_row(fleet, msg_id) is None, 20,
              what="the NOTIFY ACKed by the alerting sink and out of the spool")
-    assert alerted(fleet, uuid, msg_id) == (1, 1)           # exactly once
+    assert alerted(fleet, router, uuid, msg_id) == (1, 1)           # exactly once
 
 
 def test_required_history_keeps_the_notify_until_both_acked(fleet, tmp_path):
@@ -334,7 +343,7 @@ def test_required_history_keeps_the_notify_until_both_acked(fleet, tmp_path):
     fleet.sink("alerting", [router])
     uuid = start_agent(fleet, router, ack_from={"NOTIFY": ["alerting", "history"]})
     msg_id = send_notify(fleet, "both must have it")
-    wait_for(lambda: alerted(fleet, uuid, msg_id) == (1, 1), 20, what="the alert")
+    wait_for(lambda: alerted(fleet, router, uuid, msg_id) == (1, 1), 20, what="the alert")
     row = wait_for(lambda: (spool_row(fleet, msg_id) or (0, ""))[1] == "alerting"
                    and spool_row(fleet, msg_id), 10, what="the alerting ACK recorded")
     # still resent after the alerting sink ACKed: history has not
@@ -346,4 +355,4 @@ def test_required_history_keeps_the_notify_until_both_acked(fleet, tmp_path):
     wait_for(lambda: spool_row(fleet, msg_id) is None, 20,
              what="the NOTIFY ACKed by history too and out of the spool")
     assert msg_id in {ln["msg"]["msg_id"] for ln in landed(lake) if ln["type"] == "NOTIFY"}
-    assert alerted(fleet, uuid, msg_id) == (1, 1)           # the resends alerted once
+    assert alerted(fleet, router, uuid, msg_id) == (1, 1)           # the resends alerted once

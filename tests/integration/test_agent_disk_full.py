@@ -1,4 +1,4 @@
-"""The agent's state directory on a full filesystem (issue 14 item 1), for real: a 2 MiB tmpfs
+"""The agent's state directory on a full filesystem, for real: a 2 MiB tmpfs
 mounted by the test, a real router, agent and alerting sink.
 
 With the disk full, the senders get 500 and everything the spool already holds is still
@@ -21,7 +21,6 @@ from support.fleet import wait_for
 
 from agent.client import AgentError, Client
 
-pytestmark = pytest.mark.slow
 
 TEXT = "disk filler " + "x" * 2000
 FULL_WARNING = "cannot write to the spool"

@@ -1,5 +1,5 @@
-"""RUN -> RESULT through the agent as a real process: against the fake router of
-test_agent.py, and end to end through a real router's control socket and tail.
+"""RUN -> RESULT through the agent as a real process: against the fake routers of the
+``routers`` fixture (tests/support/agentrouter.py), and end to end through a real router's control socket and tail.
 """
 
 from __future__ import annotations
@@ -9,12 +9,10 @@ from pathlib import Path
 import pytest
 import zmq
 
-from support.fleet import wait_for
 from fleetwatch import protocol
-from test_agent import ctx, routers  # noqa: F401  (fixtures: fake routers for one agent)
-from test_agent import agent_uuid, intake_path, start_agent
+from support.agentrouter import agent_uuid, intake_path, start_agent
+from support.fleet import wait_for
 
-pytestmark = pytest.mark.slow
 DEBIAN = "/usr/lib/nagios/plugins"
 
 

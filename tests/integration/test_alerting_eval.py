@@ -19,7 +19,9 @@ import time
 import pytest
 import zmq
 
+from support.clock import Clock
 from support.fleet import wait_for
+from support.zmqio import recv
 from fleetwatch import protocol
 from fleetwatch.config import build
 from fleetwatch.protocol import Relayed
@@ -27,21 +29,13 @@ from fleetwatch.protocol import Relayed
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
-from sinks.state import db  # noqa: E402
+from sinks.state import db, schema  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
 from sinks.alerting.config import AlertingConfig  # noqa: E402
 from sinks.registry import RegistrySink  # noqa: E402
 
 WEB, DB = "a1" * 16, "b2" * 16
 T0 = 1_700_000_000.0
-
-
-class Clock:
-    def __init__(self, now: float = T0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def sink(url, clock=time.time, **settings) -> AlertingSink:
@@ -79,7 +73,7 @@ def rows(url, table) -> list[dict]:
     eng = db.engine(url, writer=False)
     try:
         with eng.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(getattr(db, table).select())]
+            return [dict(r._mapping) for r in conn.execute(schema.metadata.tables[table].select())]
     finally:
         eng.dispose()
 
@@ -311,8 +305,7 @@ def agent_socket(ctx, router: dict, uuid: str, hostname: str) -> zmq.Socket:
     sock.connect(router["endpoints"]["agents"])
     sock.send_multipart(protocol.encode(protocol.make("HELLO", uuid, hostname=hostname,
                                                       heartbeat=5.0, role="agent")))
-    assert sock.poll(5000), "no WELCOME"
-    assert protocol.decode(sock.recv_multipart()).type == "WELCOME"
+    assert protocol.decode(recv(sock)).type == "WELCOME"
     return sock
 
 

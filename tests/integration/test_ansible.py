@@ -32,9 +32,9 @@ import yaml
 from support.fleet import Proc, wait_for
 from fleetwatch import __version__
 from fleetwatch.cli.demo.ports import free_ports
+from support.ansible import ANSIBLE, changed_tasks, recap
 
-REPO = Path(__file__).resolve().parent.parent
-ANSIBLE = REPO / "ansible"
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = ANSIBLE / "inventories" / "example" / "hosts.yml"
 
 
@@ -52,7 +52,8 @@ pytestmark = pytest.mark.skipif(
 
 def ansible_env(home: Path) -> dict:
     """Ansible's state in ``home`` (not ~/.ansible), UTF-8 locale, no colours
-    (DEPENDENCY-NOTES 5), this checkout's ansible.cfg whatever the directory's mode."""
+    (docs/development/decisions.md#ansible-core-219), this checkout's ansible.cfg whatever
+    the directory's mode."""
     for sub in ("tmp", "rtmp"):
         (home / sub).mkdir(parents=True, exist_ok=True)
     return {**os.environ,
@@ -67,25 +68,6 @@ def ansible_env(home: Path) -> dict:
 def run(argv: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ANSIBLE, env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def recap(output: str) -> dict[str, dict[str, int]]:
-    """PLAY RECAP per host: {"router-1": {"ok": 19, "changed": 0, ...}}."""
-    hosts = {}
-    for host, counts in re.findall(r"^(\S+)\s+:\s+(ok=.*)$", output, re.M):
-        hosts[host] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counts)}
-    return hosts
-
-
-def changed_tasks(output: str) -> list[str]:
-    """The tasks that reported a change, for a readable failure."""
-    found, task = [], ""
-    for line in output.splitlines():
-        if line.startswith("TASK ["):
-            task = line.rstrip("* ")
-        elif line.startswith("changed:"):
-            found.append(f"{task}: {line[:160]}")
-    return found
 
 
 # -------------------------------------------------------------------- fast checks
@@ -118,7 +100,6 @@ def test_example_inventory_has_the_fleet(tmp_path):
     assert mon["fleetwatch_curve"] is True
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ansible_lint_is_clean(tmp_path):
     lint = _tool("ansible-lint")
@@ -217,7 +198,6 @@ def deployed(tmp_path_factory) -> Deployment:
     return Deployment(base, env, ports, first, second)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_first_run_deploys_every_host(deployed):
     hosts = recap(deployed.first.stdout)
@@ -230,7 +210,6 @@ def test_first_run_deploys_every_host(deployed):
         assert os.access(exe, os.X_OK), exe
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_second_run_changes_nothing(deployed):
     out = deployed.second.stdout
@@ -253,7 +232,6 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_files_written(deployed):
     from fleetwatch.security import read_certificate
@@ -327,7 +305,6 @@ def test_the_files_written(deployed):
     assert res.returncode == 0, res.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_deployed_router_and_agent_talk(deployed, tmp_path):
     d = deployed

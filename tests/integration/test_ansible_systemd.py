@@ -24,10 +24,10 @@ import pytest
 import yaml
 
 import support.nspawn as nspawn
+from support.ansible import ANSIBLE, changed_tasks, recap
 from support.fleet import wait_for
-from test_ansible import ANSIBLE, changed_tasks, recap
 
-pytestmark = [pytest.mark.systemd, pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.systemd, pytest.mark.timeout(600)]
 
 HOST = "fw-1"
 UNITS = ["fleetwatch-router.service", "fleetwatch-agent.service",

@@ -1,20 +1,17 @@
 """Alert channels: what an email and a webhook event say (pure), routing rules, and the
 senders against real servers on 127.0.0.1 port 0 (aiosmtpd, http.server).
 
-:class:`SmtpServer` and :class:`HttpReceiver` are also used by test_delivery_e2e.py.
+The servers, :class:`SmtpServer` and :class:`HttpReceiver`, are in tests/support/channelservers.py.
 """
 
 from __future__ import annotations
 
-import asyncio
 import email
 import email.policy
 import json
 import logging
 import ssl
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -22,6 +19,7 @@ from fleetwatch.config import ConfigError, build
 from sinks.alerting.channels import (EmailSender, SendError, WebhookSender, body, dedup_key,
                             email_message, senders, subject, webhook_payload)
 from sinks.alerting.delivery import DeliveryConfig, Rule, matches, parse_channel, route
+from support.channelservers import HttpReceiver, SmtpServer
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -33,130 +31,6 @@ DISK = {"key": f"{U1}/check/check_disk", "kind": "check", "action": "trigger",
 
 
 # ---------------------------------------------------------------- real servers
-
-class SmtpServer:
-    """aiosmtpd on 127.0.0.1 in its own thread and event loop; ``messages`` are envelopes.
-
-    ``refuse`` answers RCPT with that reply ("550 ..."); ``tls`` (an SSLContext) offers
-    STARTTLS and requires it; ``users`` {name: password} enables AUTH. :meth:`stop` then
-    :meth:`start` again reopens the same port (a server that was down and is back).
-    """
-
-    def __init__(self, tls: ssl.SSLContext | None = None, users: dict | None = None,
-                 refuse: str | None = None):
-        self.tls, self.users, self.refuse = tls, users, refuse
-        self.messages: list = []
-        self.logins: list[str] = []
-        self.port = 0
-        self.loop = self.server = self.thread = None
-
-    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
-        if self.refuse:
-            return self.refuse
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, server, session, envelope):
-        self.messages.append(envelope)
-        return "250 OK queued"
-
-    def _auth(self, server, session, envelope, mechanism, auth_data):
-        from aiosmtpd.smtp import AuthResult
-        user, password = auth_data.login.decode(), auth_data.password.decode()
-        ok = self.users.get(user) == password
-        if ok:
-            self.logins.append(user)
-        return AuthResult(success=ok, handled=False)
-
-    def _factory(self):
-        from aiosmtpd.smtp import SMTP
-        return SMTP(self, hostname="smtp.test", loop=self.loop, tls_context=self.tls,
-                    require_starttls=self.tls is not None,
-                    authenticator=self._auth if self.users else None,
-                    auth_required=bool(self.users), auth_require_tls=self.tls is not None)
-
-    def start(self) -> "SmtpServer":
-        self.loop = asyncio.new_event_loop()
-        started = threading.Event()
-
-        def run():
-            asyncio.set_event_loop(self.loop)
-            self.server = self.loop.run_until_complete(
-                self.loop.create_server(self._factory, "127.0.0.1", self.port))
-            self.port = self.server.sockets[0].getsockname()[1]
-            started.set()
-            self.loop.run_forever()
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        assert started.wait(10), "SMTP server did not start"
-        return self
-
-    def stop(self) -> None:
-        async def close():
-            self.server.close()
-            await self.server.wait_closed()
-        if self.loop is not None and self.loop.is_running():
-            asyncio.run_coroutine_threadsafe(close(), self.loop).result(10)
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
-
-    def parsed(self) -> list:
-        return [email.message_from_bytes(m.original_content, policy=email.policy.default)
-                for m in self.messages]
-
-
-class HttpReceiver:
-    """A real HTTP server recording each POST's JSON body; answers ``codes`` in turn, then
-    ``default``. Restartable on the same port like :class:`SmtpServer`."""
-
-    def __init__(self, default: int = 202, codes: list[int] | None = None,
-                 headers: dict | None = None):
-        self.default, self.codes, self.headers = default, list(codes or []), headers or {}
-        self.posts: list[dict] = []
-        self.requests: list[dict] = []
-        self.port = 0
-        self.httpd = None
-        self.lock = threading.Lock()
-
-    def start(self) -> "HttpReceiver":
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                data = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with receiver.lock:
-                    code = receiver.codes.pop(0) if receiver.codes else receiver.default
-                    receiver.requests.append({"path": self.path, "code": code,
-                                              "headers": dict(self.headers)})
-                    if 200 <= code < 300:
-                        receiver.posts.append(json.loads(data))
-                self.send_response(code)
-                for k, v in receiver.headers.items():
-                    self.send_header(k, v)
-                reply = b'{"status":"success"}'
-                self.send_header("Content-Length", str(len(reply)))
-                self.end_headers()
-                self.wfile.write(reply)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
-        return self
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v2/enqueue"
-
-    def stop(self) -> None:
-        if self.httpd is not None:
-            self.httpd.shutdown()
-            self.httpd.server_close()
-            self.httpd = None
-
 
 def free_port() -> int:
     import socket
@@ -387,7 +261,7 @@ def test_email_temporary_refusal_and_server_down_are_retried():
 
 
 def test_smtp_auth_in_clear_is_refused_unless_allowed(tmp_path, caplog):
-    """Issue 14 item 7: ``username`` without ``starttls`` would send the password in clear;
+    """``username`` without ``starttls`` would send the password in clear;
     the config is refused, naming the key, unless ``allow_plaintext_auth: true`` says so,
     and then each sender warns once when it is made (at start, at a reload)."""
     mail = {"type": "email", "to": ["a@b.c"], "username": "u", "password_file": "/p"}

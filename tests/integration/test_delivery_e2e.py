@@ -17,13 +17,13 @@ import pytest
 
 from support.fleet import wait_for
 from fleetwatch.config import build
-from test_channels import HttpReceiver, SmtpServer
+from support.channelservers import HttpReceiver, SmtpServer
 
 pytest.importorskip("sqlalchemy")
 pytest.importorskip("aiosmtpd")
 pytestmark = pytest.mark.timeout(90)
 
-from sinks.state import db  # noqa: E402
+from sinks.state import db, reads  # noqa: E402
 
 from sinks.alerting import outbox
 from sinks.alerting.deliverer import Deliverer  # noqa: E402
@@ -82,7 +82,7 @@ def enqueue(eng, config, *events) -> None:
 
 def states(eng) -> Counter:
     with eng.connect() as conn:
-        return Counter(d["state"] for e in outbox.read_events(conn, limit=1000)
+        return Counter(d["state"] for e in reads.alert_events(conn, limit=1000)
                        for d in e["deliveries"])
 
 
@@ -128,7 +128,7 @@ def test_receivers_down_then_up_get_each_alert_exactly_once(eng, started):
             f"{U1}/check/check_{n}" for n in range(5))
         assert len(smtp.messages) == 5
         with eng.connect() as conn:
-            attempts = [d["attempts"] for e in outbox.read_events(conn) for d in e["deliveries"]]
+            attempts = [d["attempts"] for e in reads.alert_events(conn) for d in e["deliveries"]]
         assert max(attempts) > 1
     finally:
         smtp.stop()
@@ -163,7 +163,7 @@ def test_a_400_fails_the_row_without_a_retry_storm(eng):
         assert states(eng) == {"failed": 2}
         assert len(hook.requests) == 2 and d.counts["failed.pager"] == 2
         with eng.connect() as conn:
-            (first, _) = outbox.read_events(conn)
+            (first, _) = reads.alert_events(conn)
         assert "HTTP 400" in first["deliveries"][0]["last_error"]
     finally:
         hook.stop()
@@ -172,7 +172,7 @@ def test_a_400_fails_the_row_without_a_retry_storm(eng):
 # ---------------------------------------------------------------- the real alerting sink
 
 def test_alerting_sink_refuses_smtp_auth_in_clear_at_start(fleet):
-    """Issue 14 item 7: exit 78 and one line naming the file and the key; with the explicit
+    """Exit 78 and one line naming the file and the key; with the explicit
     opt-in the sink starts and says once that the password crosses the network in clear."""
     mail = {"type": "email", "host": "127.0.0.1", "port": 2525, "to": ["ops@example.org"],
             "username": "fleetwatch", "password_file": str(fleet.root / "smtp.pass")}

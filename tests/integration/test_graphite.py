@@ -10,14 +10,13 @@ from __future__ import annotations
 import re
 import threading
 import time
-import uuid as uuidlib
 
 import pytest
 import zmq
-from support.fleet import wait_for
 
 from fleetwatch import protocol
-from sinks.graphite.paths import node
+from support.fleet import wait_for
+from support.graphite import PREFIX, DealerAgent, graphite_sink, points, value_at, warm_up
 
 pytest.importorskip("graphyte")
 pytest.importorskip("whisper")
@@ -31,84 +30,6 @@ from fleetwatch.cli.demo.carbon import Carbon, read_points  # noqa: E402
 from fleetwatch.cli.demo.ports import free_port  # noqa: E402
 
 pytestmark = pytest.mark.timeout(90)
-
-PREFIX = "test"
-
-
-@pytest.fixture
-def carbon(tmp_path):
-    c = Carbon(tmp_path / "carbon", retentions="1s:1h").start()
-    yield c
-    c.stop()
-
-
-def graphite_sink(fleet, routers, port: int, name: str = "sink-graphite", **settings):
-    extra = {k: settings.pop(k) for k in ("stats_interval",) if k in settings}
-    section = {"port": port, "prefix": PREFIX, "flush_interval": 0.1, "reconnect_min": 0.05,
-               "reconnect_max": 0.2, "flush_at_exit": 1.0, **settings}
-    return fleet.sink("graphite", routers, name=name, graphite=section,
-                      **{"stats_interval": 1.0, **extra})
-
-
-class DealerAgent:
-    """A raw DEALER speaking as an agent to a real router."""
-
-    def __init__(self, ctx, info: dict, hostname: str):
-        from agent.links import connection_id
-        self.uuid = uuidlib.uuid4().hex
-        self.hostname = hostname
-        self.sock = ctx.socket(zmq.DEALER)
-        self.sock.linger = 0
-        self.sock.routing_id = connection_id()
-        self.sock.connect(info["endpoints"]["agents"])
-        self.send("HELLO", hostname=hostname, heartbeat=30.0, role="agent")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.sock.poll(100) and self.sock.recv_multipart()[1] == b"WELCOME":
-                return
-        raise AssertionError("router sent no WELCOME")
-
-    def send(self, type_: str, ts: float | None = None, **fields) -> protocol.Message:
-        clock = (lambda: ts) if ts is not None else time.time
-        msg = protocol.make(type_, self.uuid, clock=clock, **fields)
-        self.sock.send_multipart(protocol.encode(msg))
-        return msg
-
-    def stats(self, metrics: dict, ts: float | None = None) -> protocol.Message:
-        return self.send("STATS", ts=ts, hostname=self.hostname, metrics=metrics)
-
-
-def warm_up(carbon: Carbon, agent: DealerAgent, timeout: float = 20.0) -> None:
-    """Send STATS until one lands: the sink is connected to the router and carbon writes."""
-    path = carbon.path_of(f"{PREFIX}.{node(agent.hostname)}.warmup")
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, "no warm-up STATS reached carbon"
-        agent.stats({"warmup": 1})
-        time.sleep(0.1)
-
-
-def points(carbon: Carbon, metric: str, want: int = 1, timeout: float = 15.0) -> dict:
-    """The points of ``metric`` once it has at least ``want`` of them."""
-    path = carbon.path_of(metric)
-    got: dict = {}
-
-    def enough():
-        nonlocal got
-        if not path.exists():
-            return False
-        got = read_points(path, timeout=timeout)
-        return len(got) >= want
-    wait_for(enough, timeout, 0.05, f"{want} points of {metric} (have {len(got)})")
-    return got
-
-
-def value_at(carbon: Carbon, metric: str, second: int, timeout: float = 15.0) -> float:
-    """The value of ``metric`` at ``second``, once carbon has written it."""
-    path = carbon.path_of(metric)
-    wait_for(lambda: path.exists() and second in read_points(path), timeout, 0.05,
-             f"{metric} at {second}")
-    return read_points(path)[second]
 
 
 # ---------------------------------------------------------------- a real agent
@@ -153,7 +74,7 @@ def test_result_perfdata_lands_under_checks(carbon, fleet, zctx):
     agent = DealerAgent(zctx, router, "db1.example.com")
     warm_up(carbon, agent)
     started = time.time() - 3
-    fleetwatch.cli.send("RESULT", command_id="cli:" + "0" * 24, plugin="check_disk", status=1,
+    agent.send("RESULT", command_id="cli:" + "0" * 24, plugin="check_disk", status=1,
                output="DISK WARNING", long_output="", started=started, duration=0.2,
                perfdata=[{"label": "/", "value": 25.5, "uom": "GB", "warn": "20", "crit": None,
                           "min": 0, "max": None},
@@ -250,7 +171,7 @@ def test_carbon_stopped_and_restarted_mid_stream_loses_nothing(carbon, fleet, zc
 def test_buffer_overflow_drops_the_oldest_and_counts(fleet, tmp_path, monkeypatch):
     import support.fakerouter as fakerouter
     monkeypatch.setattr(fakerouter, "SINK_TYPES", ("graphite",))
-    router = fakerouter.FakeRouter()
+    router = fakerouter.BackendFacingRouter()
     try:
         port = free_port()                       # carbon is not there yet
         sink = graphite_sink(fleet, [router.info], port, buffer=100, batch=100,

@@ -21,7 +21,7 @@ from sinks.history.config import HistorySettings
 from sinks.history.manifest import Lake
 from sinks.history.spans import GAP, NAME
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 QUIET = {"out": lambda line: None}
 #: Spark settings for the subprocess runs: C1 JIT only, no whole-stage code generation, no
 #: adaptive re-planning (each costs more than it saves on a few lines)

@@ -70,7 +70,7 @@ def test_tables_and_hosts(h):
 
 
 def test_a_host_is_named_by_its_hello_never_by_a_stats_claim(h):
-    """Issue 14 item 5: u-web2's only HELLO named it web2-old, its STATS claim web2. A
+    """u-web2's only HELLO named it web2-old, its STATS claim web2. A
     body's hostname names no host (SECURITY.md: an agent can only send false data about
     itself): no query shows web2, the STATS count for web2-old, the claim stays visible."""
     assert "web2" not in {r["hostname"] for r in h.hosts().collect()}

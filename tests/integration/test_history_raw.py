@@ -19,6 +19,8 @@ from fleetwatch.logs import Throttle
 from sinks.history import landing as landing_mod
 from sinks.history.lines import Sorter
 from sinks.history.sink import HistorySink
+from support.clock import Clock
+from support.zmqio import recv
 
 UUID, OTHER, ROUTER = "agent-1", "victim-2", "r1"
 NOW = 1_795_000_100.0
@@ -209,8 +211,7 @@ def test_notify_is_acked_only_after_its_fsync(tmp_path, monkeypatch):
 
         deliver(frames("STATS", 9), frames("NOTIFY", 1), BAD[14][0], frames("NOTIFY", 2))
         assert events.seen == ["fsync", "ack", "ack"]
-        assert control.poll(2000)
-        _, _, type_, target, body = control.recv_multipart()
+        _, _, type_, target, body = recv(control, 2.0)
         assert (type_, target) == (b"ACK", UUID.encode())
         assert protocol.decode_body("ACK", body).body["msg_ids"] == ["notify-1", "notify-2"]
 
@@ -239,8 +240,8 @@ def test_notify_is_acked_only_after_its_fsync(tmp_path, monkeypatch):
 
 
 def test_unacked_lines_are_fsynced_within_a_second_and_at_close(tmp_path, monkeypatch):
-    clock = [100.0]
-    sink = HistorySink(str(tmp_path / "lake"), "h", wall=lambda: NOW, clock=lambda: clock[0])
+    clock = Clock(100.0)
+    sink = HistorySink(str(tmp_path / "lake"), "h", wall=lambda: NOW, clock=clock)
     sink.start()
     synced = []
     real = os.fdatasync
@@ -249,12 +250,12 @@ def test_unacked_lines_are_fsynced_within_a_second_and_at_close(tmp_path, monkey
     sink.write_raw(kept, [])
     sink.tick()
     assert synced == []
-    clock[0] += landing_mod.SYNC_SECONDS
+    clock.advance(landing_mod.SYNC_SECONDS)
     sink.tick()
     assert len(synced) == 1
     sink.tick()                                    # nothing new: no fsync
     sink.write_raw(*sink.sort_raw([frames("STATS", 2)]))
-    clock[0] += landing_mod.SYNC_SECONDS           # the next batch syncs itself
+    clock.advance(landing_mod.SYNC_SECONDS)           # the next batch syncs itself
     sink.write_raw(*sink.sort_raw([frames("HEARTBEAT", 3)]))
     assert len(synced) == 2
     sink.write_raw(*sink.sort_raw([frames("STATS", 4)]))
@@ -337,9 +338,9 @@ def test_receiver_keeps_frame_lists_whole_and_turns_careful_after_a_misframe():
         s.linger = 0
     push.bind("inproc://receiver")
     pull.connect("inproc://receiver")
-    now = [0.0]
+    now = Clock(0.0)
     counts = Counter()
-    receiver = Receiver(pull, lambda: now[0], counts)
+    receiver = Receiver(pull, now, counts)
     a, b, c = frames("STATS", 1), frames("STATS", 2), frames("STATS", 3)
     try:
         def send(*messages):
@@ -352,11 +353,11 @@ def test_receiver_keeps_frame_lists_whole_and_turns_careful_after_a_misframe():
         assert receiver.take(10) == [b]             # careful now: exact framing
         send([b"short"], b, c)
         assert receiver.take(10) == [[b"short"], b, c] and counts["misframed"] == 1
-        now[0] += CAREFUL_SECONDS
+        now.advance(CAREFUL_SECONDS)
         send([b"short"], b, c)                      # fast again: the short one takes b along
         assert receiver.take(10) == [[b"short", *b]] and counts["misframed"] == 2
         assert receiver.take(10) == [c]             # and careful again
-        now[0] += CAREFUL_SECONDS
+        now.advance(CAREFUL_SECONDS)
         send(a, b)
         assert receiver.take(1) == [a] and receiver.take(1) == [b]
     finally:

@@ -13,8 +13,9 @@ pytestmark = pytest.mark.timeout(240)
 from fleetwatch import cli, protocol  # noqa: E402
 from fleetwatch.cli.demo.carbon import Carbon, read_points  # noqa: E402
 from fleetwatch.cli.demo.ports import free_port  # noqa: E402
+from support.clock import Clock  # noqa: E402
 from support.lakegen import DAY, rows  # noqa: E402
-from sinks.config import GraphiteSettings  # noqa: E402
+from sinks.graphite.config import GraphiteSettings  # noqa: E402
 from sinks.graphite.sink import GraphiteSink  # noqa: E402
 from sinks.history.query import History  # noqa: E402
 from sinks.history.replay import CarbonGone, Replay, Target  # noqa: E402
@@ -94,12 +95,9 @@ def test_window_host_and_dry_run(h, history_lake):
 
 
 def test_carbon_down_gives_up(h):
-    now = [0.0]
-
-    def sleep(seconds):
-        now[0] += seconds
+    now = Clock(0.0)
     replay = Replay(h, Target(port=free_port()), out=lambda line: None, retry_for=5.0,
-                    clock=lambda: now[0], sleep=sleep)
+                    clock=now, sleep=now.advance)
     with pytest.raises(CarbonGone, match="gave up after 5s"):
         replay.run(host="web2-old")
     assert replay.counts["send_failures"] >= 3 and replay.counts["batches"] == 0

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from support.clock import Clock
 from support.fleet import landed, wait_for
 from fleetwatch import protocol
 from fleetwatch.config import ConfigError, build
@@ -21,14 +22,6 @@ from sinks.config import SinkConfig
 from sinks.history import landing as landing_mod
 from sinks.history.landing import recover
 from sinks.history.sink import HistorySink
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def relayed(type_: str, n: int, uuid: str = "agent-1", router: str = "r1",
@@ -55,7 +48,7 @@ def read_lines(paths) -> list[dict]:
 
 def make_sink(tmp_path, clock=None, **kw) -> HistorySink:
     sink = HistorySink(str(tmp_path / "lake"), "history@test", wall=lambda: 1_795_000_100.0,
-                       clock=clock or Clock(), **kw)
+                       clock=clock or Clock(1000.0), **kw)
     sink.start()
     return sink
 
@@ -98,7 +91,7 @@ def test_one_write_and_one_fsync_per_batch(tmp_path, monkeypatch):
 
 
 def test_rotation_by_size_and_by_age(tmp_path):
-    clock = Clock()
+    clock = Clock(1000.0)
     sink = make_sink(tmp_path, clock, rotate_bytes=4096, rotate_seconds=60)
     landing = tmp_path / "lake" / "landing"
     sink.write([relayed("STATS", i) for i in range(40)])     # > 4096 bytes: closed at once
@@ -203,7 +196,7 @@ def test_sink_and_operator_config_never_import_pyspark():
             "bad = [m for m in ('pyspark', 'py4j') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).parent.parent)
+                         cwd=Path(__file__).parents[2])
     assert res.returncode == 0, res.stdout + res.stderr
 
 

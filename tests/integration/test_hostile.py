@@ -1,9 +1,9 @@
-"""The hostile-input suite of issue 3, with CURVE on: a real router against admitted agents
+"""The hostile-input suite, with CURVE on: a real router against admitted agents
 that misbehave, plain and raw clients on every bound socket, a flood from one agent, and
 hostile local input on an agent's intake.
 
-The garbage strategies come from :mod:`test_router`, the key and client helpers from
-:mod:`test_router_security`, the agent fixtures from :mod:`test_agent`. No sleeps for
+The garbage strategies, the key and client helpers and the agent fixtures come from
+tests/support (garbage, keys, routerclients, agentrouter). No sleeps for
 synchronisation: every wait polls with a deadline (the paced sender sleeps between sends).
 """
 
@@ -13,45 +13,23 @@ import socket as pysocket
 import time
 
 import psutil
-import pytest
 import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_agent import ctx, intake_path, raw_intake, routers, start_agent  # noqa: F401
-from test_router import GARBAGE, HUGE, RAW, _tcp, recv_until, stats_from
-from test_router_security import (Agent, backend_pull, dealer, keep_relaying, keys,  # noqa: F401
-                                  secure_router)
 
 from fleetwatch import protocol, security
 from fleetwatch.protocol import SIGNATURE
+from support.agentrouter import intake_path, raw_intake, start_agent
+from support.garbage import GARBAGE, HUGE, RAW, tcp_address
+from support.routerclients import Agent, backend_pull, dealer, secure_router, still_relayed
+from support.zmqio import expect_error, recv, recv_until, stats_from
 
-pytestmark = pytest.mark.slow
 
 MiB = 2 ** 20
 
 
 def rss(r) -> int:
     return psutil.Process(r["pid"]).memory_info().rss
-
-
-def expect_error(sock: zmq.Socket, frames: list[bytes], status: int, timeout: float = 6.0,
-                 resend: float = 0.4) -> protocol.Message:
-    """Send ``frames`` (again every ``resend`` s: the router answers a peer at most once a
-    second) until an ERROR with ``status`` comes back."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            sock.send_multipart(frames, zmq.NOBLOCK)
-        except zmq.Again:           # reconnecting after an oversized frame
-            pass
-        end = min(deadline, time.monotonic() + resend)
-        while (left := end - time.monotonic()) > 0 and sock.poll(left * 1000):
-            got = sock.recv_multipart()
-            if got[1:2] == [b"ERROR"]:
-                err = protocol.decode(got)
-                if err.body["status"] == status:
-                    return err
-    raise AssertionError(f"no ERROR {status} within {timeout}s")
 
 
 def valid_messages(uuid: str) -> list[list[bytes]]:
@@ -99,20 +77,6 @@ def relayed(frames: list[bytes]) -> protocol.Relayed | None:
         return None
 
 
-def still_relayed(agent: Agent, sink: zmq.Socket, tag: str, timeout: float = 10.0) -> None:
-    """A NOTIFY ``agent`` sends now reaches ``sink`` (skipping whatever garbage is queued)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        sent = fleetwatch.cli.send("NOTIFY", severity="info", text=tag)
-        end = time.monotonic() + 0.3
-        while (left := end - time.monotonic()) > 0 and sink.poll(left * 1000):
-            got = relayed(sink.recv_multipart())
-            if got is not None and got.message.msg_id == sent.msg_id:
-                assert got.uuid == agent.uuid
-                return
-    raise AssertionError(f"{agent.uuid} is no longer relayed ({tag})")
-
-
 def no_internal_errors(metrics: dict) -> None:
     assert "router.bad.500" not in metrics and not metrics.get("router.bad.500"), metrics
 
@@ -133,7 +97,7 @@ def test_admitted_agent_sending_garbage_replays_and_oversized_frames(fleet, zctx
     calm = Agent(zctx, ep["agents"], "agent-calm", calm_cert, keys)
     hostile.welcome()
     calm.welcome()
-    keep_relaying(calm, alerting, "before")
+    still_relayed(calm, alerting, "before")
     idle = dealer(zctx, ep["agents"], "agent-idle", idle_cert, keys)
     control = dealer(zctx, ep["control"], None, sink_cert, keys)
     for sock in (hostile.sock, idle, control):
@@ -209,7 +173,7 @@ def test_plain_and_raw_clients_on_every_socket_are_refused(fleet, zctx, keys):
     agent_cert, _ = keys.mint("agent", "good", "agent-good")
     sink_cert, _ = keys.mint("backend", "sink")
     wrong_router = security.read_certificate(
-        security.write_certificates(str(keys.root / "other"), "other", {"role": "router"})[1])
+        security.write_certificates(str(keys.dir / "other"), "other", {"role": "router"})[1])
     r = secure_router(fleet, keys)
     ep = r["endpoints"]
     everything = {"agents": ep["agents"], "control": ep["control"], "tail": ep["tail"],
@@ -218,7 +182,7 @@ def test_plain_and_raw_clients_on_every_socket_are_refused(fleet, zctx, keys):
     # raw TCP junk, including a NULL-mechanism ZMTP greeting, on every bound socket
     for endpoint in everything.values():
         for junk in RAW:
-            with pysocket.create_connection(_tcp(endpoint), timeout=2) as s:
+            with pysocket.create_connection(tcp_address(endpoint), timeout=2) as s:
                 try:
                     s.sendall(junk)
                 except OSError:       # the router hung up first: fine
@@ -256,7 +220,7 @@ def test_plain_and_raw_clients_on_every_socket_are_refused(fleet, zctx, keys):
     security.client(tail, sink_cert, keys.router)
     tail.subscribe(protocol.topic("NOTIFY", "agent-good"))
     tail.connect(ep["tail"])
-    keep_relaying(good, sinks["alerting"], "served")
+    still_relayed(good, sinks["alerting"], "served")
     deadline = time.monotonic() + 10
     while not tail.poll(50):
         assert time.monotonic() < deadline, "nothing published on the tail"
@@ -292,7 +256,7 @@ def test_a_flood_is_rate_limited_while_another_agent_is_fully_served(fleet, zctx
     calm = Agent(zctx, ep["agents"], "agent-calm", calm_cert, keys)
     flood.welcome()
     calm.welcome()
-    keep_relaying(calm, alerting, "warm-up")
+    still_relayed(calm, alerting, "warm-up")
     stats_from(graphite, lambda m: True)
     before = rss(r)
 
@@ -348,7 +312,7 @@ def test_a_flood_is_rate_limited_while_another_agent_is_fully_served(fleet, zctx
 
 # ---------------------------------------------------------------- the agent's local intake
 
-def test_intake_survives_truncated_oversized_and_replayed_local_input(fleet, routers, ctx):
+def test_intake_survives_truncated_oversized_and_replayed_local_input(fleet, routers, zctx):
     """What test_agent's intake tests do not cover: truncated multipart, oversized frames
     (over the body limit, and over the socket's message size), one local message replayed
     many times, and a burst of bad messages; the agent stays up and still ACKs."""
@@ -358,12 +322,11 @@ def test_intake_survives_truncated_oversized_and_replayed_local_input(fleet, rou
     r1.auto_ack = True
     proc, path = start_agent(fleet, [r1])
     r1.until(lambda: intake_path(fleet).exists() and r1.of_type("HEARTBEAT"), what="agent up")
-    sock = raw_intake(ctx, fleet)
+    sock = raw_intake(zctx, fleet)
 
     def answer(frames) -> protocol.Message:
         sock.send_multipart(frames)
-        assert sock.poll(5000), f"no answer to {[f[:16] for f in frames]}"
-        return protocol.decode(sock.recv_multipart())
+        return protocol.decode(recv(sock))
 
     valid = protocol.encode(protocol.make("NOTIFY", "local", severity="info", text="t"))
     for frames in ([SIGNATURE], valid[:2], [*valid, b"extra"], [SIGNATURE, b"", b""]):
@@ -374,7 +337,7 @@ def test_intake_survives_truncated_oversized_and_replayed_local_input(fleet, rou
     sock.send_multipart([SIGNATURE, b"NOTIFY", b"x" * (protocol.MAX_BODY + 8192)])
     # a replay: the same msg_id handed over 200 times is spooled once, ACKed every time
     replay = protocol.make("NOTIFY", "local", severity="error", text="once")
-    fresh = raw_intake(ctx, fleet)
+    fresh = raw_intake(zctx, fleet)
     for _ in range(200):
         fresh.send_multipart(protocol.encode(replay))
     acks = 0

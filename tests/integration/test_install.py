@@ -18,7 +18,7 @@ from support.sandbox import path_without
 
 pytestmark = pytest.mark.timeout(60)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: a stand-in for pythonX.Y: tells its version, and `-m venv DIR` makes a venv of stand-ins
 #: (bin/python: itself; bin/pip: records its arguments in ../calls)

@@ -3,7 +3,8 @@ key)". Real processes with CURVE on; their real logs are read."""
 
 from __future__ import annotations
 
-from support.fleet import Keys, agent_uuid_for, wait_for
+from support.fleet import agent_uuid_for, wait_for
+from support.keys import Keys
 
 from fleetwatch.security import key_hint, read_certificate
 

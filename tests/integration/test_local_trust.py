@@ -1,4 +1,4 @@
-"""What a local process (a member of the intake group) cannot make the agent do (issue 14).
+"""What a local process (a member of the intake group) cannot make the agent do.
 
 Real processes on 127.0.0.1: a router, the agent, the ``fleetwatch`` CLI, Debian's plugins
 from /usr/lib/nagios/plugins (``negate`` runs its arguments as a command), and for the
@@ -19,9 +19,11 @@ import os
 
 import pytest
 
+from support.clock import Clock
 from support.fleet import agent_uuid_for, wait_for
+from support.zmqio import recv
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(120)
 
 DEBIAN = "/usr/lib/nagios/plugins"
 NEGATE = f"{DEBIAN}/negate"
@@ -198,14 +200,6 @@ def test_graphite_names_a_stats_after_its_agents_hello():
     assert names.claim("u3", None) == (None, False)
 
 
-@pytest.fixture
-def carbon(tmp_path):
-    from test_graphite import Carbon
-    c = Carbon(tmp_path / "carbon", retentions="1s:1h").start()
-    yield c
-    c.stop()
-
-
 def intake_stats(fleet, zctx, metrics: dict, hostname: str):
     """A local process of any language: a raw DEALER on the intake sending a STATS that
     claims ``hostname``; returns once the agent ACKed it."""
@@ -217,14 +211,13 @@ def intake_stats(fleet, zctx, metrics: dict, hostname: str):
     sock.connect(f"ipc://{fleet.root / 'agent-state' / 'intake.sock'}")
     msg = protocol.make("STATS", "local", metrics=metrics, hostname=hostname)
     sock.send_multipart(protocol.encode(msg))
-    assert sock.poll(10000), "the agent did not answer"
-    reply = protocol.decode(sock.recv_multipart())
+    reply = protocol.decode(recv(sock, 10.0))
     sock.close()
     assert reply.type == "ACK", reply.body
 
 
 def test_a_local_stats_lands_under_the_agents_own_name(carbon, fleet, zctx):
-    from test_graphite import PREFIX, graphite_sink
+    from support.graphite import PREFIX, graphite_sink
     router = fleet.router()
     graphite_sink(fleet, [router], carbon.port)
     agent_up(fleet, router)
@@ -239,7 +232,7 @@ def test_a_local_stats_lands_under_the_agents_own_name(carbon, fleet, zctx):
 
 
 def test_a_direct_agent_cannot_file_stats_under_another_hostname(carbon, fleet, zctx):
-    from test_graphite import PREFIX, DealerAgent, graphite_sink, warm_up
+    from support.graphite import PREFIX, DealerAgent, graphite_sink, warm_up
     router = fleet.router()
     graphite_sink(fleet, [router], carbon.port)
     warm_up(carbon, DealerAgent(zctx, router, "warm"))          # the sink is connected
@@ -260,13 +253,13 @@ def test_registry_and_alerts_name_the_host_after_its_hello(tmp_path):
     pytest.importorskip("sqlalchemy")
     from support.fakerouter import relayed
     from fleetwatch import protocol
-    from sinks.state import db
+    from sinks.state import db, reads
     from sinks.alerting.sink import AlertingSink
     from sinks.registry import RegistrySink
 
-    uuid, now = "a" * 32, [1_700_000_000.0]
+    uuid, now = "a" * 32, Clock(1_700_000_000.0)
     eng = db.engine(f"sqlite:///{tmp_path / 'state.db'}")
-    alerting, registry = AlertingSink(eng, lambda: now[0]), RegistrySink(eng, lambda: now[0])
+    alerting, registry = AlertingSink(eng, now), RegistrySink(eng, now)
     alerting.start()
     registry.start()
 
@@ -277,8 +270,8 @@ def test_registry_and_alerts_name_the_host_after_its_hello(tmp_path):
     write(registry, "REGISTER", name="backup", hostname="otherhost", plugins=[])
     write(alerting, "NOTIFY", severity="error", text="disk full", hostname="otherhost")
     with eng.connect() as conn:
-        assert [a["hostname"] for a in db.read_agents(conn)] == ["web-1"]
-        assert [a["hostname"] for a in db.read_alerts(conn)] == ["web-1"]
-        assert [e["hostname"] for e in db.read_alert_events(conn)] == ["web-1"]
+        assert [a["hostname"] for a in reads.agents(conn)] == ["web-1"]
+        assert [a["hostname"] for a in reads.alerts(conn)] == ["web-1"]
+        assert [e["hostname"] for e in reads.alert_events(conn)] == ["web-1"]
     alerting.close()
     registry.close()

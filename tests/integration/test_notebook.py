@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pyspark", reason="the history extra is not installed")
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "fleet-history.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "fleet-history.ipynb"
 HAVE_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 

@@ -9,11 +9,12 @@ import time
 import pytest
 import zmq
 
-from support.fakerouter import FakeRouter, relayed, tailed
+from support.clock import Clock
+from support.fakerouter import BackendFacingRouter, relayed, tailed
 from fleetwatch import protocol
 
 pytest.importorskip("sqlalchemy")
-pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(60)
 
 from sinks.state import db  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
@@ -26,7 +27,7 @@ GONE = "c" * 32        # in the registry, attached nowhere
 
 @pytest.fixture
 def router():
-    fake = FakeRouter("fake-1", agents=[
+    fake = BackendFacingRouter("fake-1", agents=[
         {"uuid": KNOWN, "hostname": "web-1", "since": 1_700_000_000.0,
          "last_heard": 1_700_000_100.0},
         {"uuid": ATTACHED, "hostname": "db-1", "since": 1_700_000_000.0,
@@ -143,13 +144,13 @@ def test_status_exit_statuses_are_in_its_help(fleet):
 
 
 def test_alerts_json(fleet):
-    clock = [1_700_000_000.0]
+    clock = Clock(1_700_000_000.0)
     eng = db.engine(fleet.state_url)
-    sink = AlertingSink(eng, clock=lambda: clock[0])
+    sink = AlertingSink(eng, clock=clock)
     sink.start()
     ids = {}
     for severity in ("info", "warning", "critical"):
-        clock[0] += 60
+        clock.advance(60)
         msg, frames = relayed("NOTIFY", KNOWN, severity=severity, text=f"{severity} text",
                               hostname="web-1")
         sink.write([protocol.decode_relayed(frames)])

@@ -12,6 +12,7 @@ from collections import Counter
 
 import pytest
 
+from support.clock import Clock
 from fleetwatch.config import build
 from sinks.alerting.channels import SendError
 from sinks.alerting.delivery import DeliveryConfig
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.timeout(60)
 
 from sinks.alerting import outbox  # noqa: E402
 from sinks.alerting.deliverer import Deliverer  # noqa: E402
+from sinks.state import reads  # noqa: E402
 
 U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 T0 = 1_800_000_000.0
@@ -77,7 +79,7 @@ def test_enqueue_routes_and_records_every_event(eng):
     assert enqueue(eng, event(2, severity="warning")) == ["mail"]
     assert enqueue(eng, event(3, severity="info")) == []
     with eng.connect() as conn:
-        events = outbox.read_events(conn)
+        events = reads.alert_events(conn)
     assert [e["check"] for e in events] == ["check_3", "check_2", "check_1"]
     assert [d["channel"] for d in events[2]["deliveries"]] == ["pager", "mail"]
     assert events[0]["deliveries"] == []            # recorded, routed nowhere
@@ -106,7 +108,7 @@ def test_enqueue_is_part_of_the_callers_transaction(eng):
             raise Boom()
     assert rows(eng) == []
     with eng.connect() as conn:
-        assert outbox.read_events(conn) == []
+        assert reads.alert_events(conn) == []
 
 
 def test_enqueue_cuts_oversized_and_odd_fields(eng):
@@ -114,7 +116,7 @@ def test_enqueue_cuts_oversized_and_odd_fields(eng):
                summary=None, extra_field={"a": 1})
     enqueue(eng, ev)
     with eng.connect() as conn:
-        (stored,) = outbox.read_events(conn)
+        (stored,) = reads.alert_events(conn)
     assert len(stored["key"]) == 512 and len(stored["hostname"]) == 255
     assert stored["status"] is None and stored["summary"] == ""
     assert stored["extra_field"] == {"a": 1}
@@ -192,7 +194,7 @@ def test_purge_keeps_pending_alerts(eng):
             mark(eng, r, "a", outbox.SENT)
     with eng.begin() as conn:
         assert outbox.purge(conn, before=T0 + 1) == 2
-        assert [e["check"] for e in outbox.read_events(conn)] == ["check_2"]
+        assert [e["check"] for e in reads.alert_events(conn)] == ["check_2"]
         assert outbox.pending_count(conn) == 2
 
 
@@ -210,17 +212,9 @@ class FakeSender:
         self.sent.append((ref, event["key"], event["action"]))
 
 
-class Clock:
-    def __init__(self, t=T0):
-        self.t = t
-
-    def __call__(self):
-        return self.t
-
-
 @pytest.fixture
 def clock():
-    return Clock()
+    return Clock(T0)
 
 
 def deliverer(eng, clock, rand=lambda: 1.0, **cfg):
@@ -244,13 +238,13 @@ def test_deliverer_sends_retries_and_marks(eng, clock):
     (pager_row,) = [r for r in rows(eng) if r["channel"] == "pager"]
     assert pager_row["state"] == "pending" and pager_row["attempts"] == 1
     assert pager_row["next_attempt"] == T0 + 10 and pager_row["last_error"] == "connection refused"
-    clock.t = T0 + 9
+    clock.now = T0 + 9
     assert d.run_once() == 0                        # not due, and the channel rests
-    clock.t = T0 + 10
+    clock.now = T0 + 10
     d.run_once()
-    clock.t = T0 + 29
+    clock.now = T0 + 29
     assert d.run_once() == 0
-    clock.t = T0 + 30                               # 10 then 20 seconds
+    clock.now = T0 + 30                             # 10 then 20 seconds
     d.run_once()
     assert senders["pager"].sent == [(str(pager_row["id"]), event(1)["key"], "trigger")]
     states = {r["channel"]: (r["state"], r["attempts"], r["last_error"]) for r in rows(eng)}
@@ -264,7 +258,7 @@ def test_permanent_refusal_fails_at_once(eng, clock, caplog):
     senders["pager"].fail = [SendError("HTTP 400 Bad Request: invalid routing key",
                                        permanent=True)]
     d.run_once()
-    clock.t += 3600
+    clock.now += 3600
     d.run_once()
     pager = [r for r in rows(eng) if r["channel"] == "pager"]
     assert [(r["state"], r["attempts"]) for r in pager] == [("failed", 1)]
@@ -278,10 +272,10 @@ def test_undelivered_past_max_age_fails(eng, clock):
     senders["mail"].fail = [SendError("down")] * 100
     for _ in range(40):
         d.run_once()
-        clock.t += 90
+        clock.now += 90
     (mail,) = [r for r in rows(eng) if r["channel"] == "mail"]
     assert mail["state"] == "failed" and mail["last_error"] == "down"
-    assert 1000 <= clock.t - T0 and mail["attempts"] < 20
+    assert 1000 <= clock.now - T0 and mail["attempts"] < 20
 
 
 def test_a_failing_channel_rests_without_holding_up_the_others(eng, clock):
@@ -295,7 +289,7 @@ def test_a_failing_channel_rests_without_holding_up_the_others(eng, clock):
     # one attempt for the channel; the four others given back untried, still due
     assert sorted(r["attempts"] for r in mail) == [0, 0, 0, 0, 1]
     assert all(r["claimed_by"] is None for r in mail)
-    clock.t = T0 + 10
+    clock.now = T0 + 10
     d.run_once()
     assert len(senders["mail"].sent) == 5
 
@@ -304,7 +298,7 @@ def test_a_short_lease_gives_rows_back_rather_than_risk_a_double_send(eng, clock
     d, senders = deliverer(eng, clock)
 
     def slow(event, ref):
-        clock.t += 20                               # each send takes 20 s of the 60 s lease
+        clock.now += 20                             # each send takes 20 s of the 60 s lease
         senders["mail"].sent.append(ref)
     senders["mail"].send = slow
     for n in range(4):
@@ -323,7 +317,7 @@ def test_rows_of_a_removed_channel_fail_after_max_age(eng, clock):
     d.run_once()
     assert {r["channel"]: r["state"] for r in rows(eng)} == {"mail": "sent",
                                                              "pager": "pending"}
-    clock.t += 1001
+    clock.now += 1001
     d.next_purge = 0
     d.run_once()
     assert {r["channel"]: r["state"] for r in rows(eng)} == {"mail": "sent",

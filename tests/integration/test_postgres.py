@@ -52,7 +52,7 @@ def test_sinks_starting_at_once_create_their_tables_once(pg_url):
 
 def test_registry_and_alerting_writes_and_reads(pg_url):
     from sinks.state.reader import read
-    from sinks.state import db
+    from sinks.state import db, reads
     from sinks.alerting.sink import AlertingSink
     from sinks.registry import RegistrySink
     registry, alerting = RegistrySink(db.engine(pg_url)), AlertingSink(db.engine(pg_url))
@@ -77,14 +77,14 @@ def test_registry_and_alerting_writes_and_reads(pg_url):
         alerting.write([new])
         alerting.write([old])                                        # older: not stored
 
-        (agent,) = read(pg_url, "agents")
+        (agent,) = read(pg_url, reads.agents)
         assert agent["hostname"] == "web-1" and set(agent["routers"]) == {"router-1",
                                                                           "router-2"}
-        (plugin,) = read(pg_url, "plugins")
+        (plugin,) = read(pg_url, reads.plugins)
         assert plugin["spec"] == {"interval": 60, "timeout": 10}
-        (alert,) = read(pg_url, "alerts")
+        (alert,) = read(pg_url, reads.alerts)
         assert alert["text"] == "disk full" and alert["hostname"] == "web-1"
-        (check,) = read(pg_url, "checks")
+        (check,) = read(pg_url, reads.checks)
         assert check["command_id"] == "s:2" and check["status"] == 0
     finally:
         registry.close()

@@ -3,13 +3,14 @@ their config, apply what is safe, log what needs a restart, and shrug off a brok
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 
 import pytest
-import zmq
 
 from support.fleet import refused_twice, wait_for
+from support.tail import Tail
 from fleetwatch import protocol
 
 pytest.importorskip("sqlalchemy")
@@ -23,8 +24,10 @@ def check(name: str, interval: float = 3600, text: str = "fine") -> dict:
             "timeout": 5}
 
 
-def declared(fleet, source: str = "agent") -> set[str]:
-    return {r[0] for r in fleet.db_rows("SELECT name FROM plugins WHERE source = ?", (source,))}
+def declared(fleet, router, source: str = "agent") -> set[str]:
+    """The checks ``fleetwatch status --json`` lists as declared by ``source``."""
+    res = fleet.cli("status", "--config", str(fleet.operator_config([router])), "--json")
+    return {c["plugin"] for c in json.loads(res.stdout)["checks"] if source in c["sources"]}
 
 
 def uuid_of(fleet, name: str = "agent") -> str:
@@ -38,33 +41,16 @@ def reconfigure(fleet, proc, routers, **settings) -> None:
     proc.signal(signal.SIGHUP)
 
 
-class Tail:
-    def __init__(self, zctx, router: dict, topic: bytes):
-        self.sub = zctx.socket(zmq.SUB)
-        self.sub.linger = 0
-        self.sub.subscribe(topic)
-        self.sub.connect(router["endpoints"]["tail"])
-
-    def next(self, match, timeout: float = 20.0, what: str = "a message"):
-        def got():
-            while self.sub.poll(100):
-                relayed = protocol.decode_tail(self.sub.recv_multipart())
-                if match(relayed.message):
-                    return relayed.message
-            return None
-        return wait_for(got, timeout, interval=0, what=what)
-
-
 def test_agent_sighup_declares_a_new_check_and_warns_what_needs_a_restart(fleet):
     r = fleet.router()
     fleet.sink("registry", [r])
     plugins = {"dirs": [DEBIAN], "checks": [check("first")]}
     agent = fleet.agent([r], plugins=plugins)
-    wait_for(lambda: declared(fleet) == {"first"}, 20, what="the first REGISTER")
+    wait_for(lambda: declared(fleet, r) == {"first"}, 20, what="the first REGISTER")
 
     reconfigure(fleet, agent, [r], heartbeat_interval=0.5, log_level="DEBUG",
                 plugins={**plugins, "checks": [check("first"), check("second", 30)]})
-    wait_for(lambda: declared(fleet) == {"first", "second"}, 20,
+    wait_for(lambda: declared(fleet, r) == {"first", "second"}, 20,
              what="the new check in the registry")
     spec = fleet.db_rows("SELECT spec FROM plugins WHERE name = 'second'")[0][0]
     assert '"interval": 30' in spec and "check_dummy" not in spec    # wire form only
@@ -76,7 +62,7 @@ def test_agent_sighup_declares_a_new_check_and_warns_what_needs_a_restart(fleet)
     # reports this reload is not written any more
     reconfigure(fleet, agent, [r], log_level="WARNING",
                 plugins={**plugins, "checks": [check("second", 30)]})
-    wait_for(lambda: declared(fleet) == {"second"}, 20, what="the removal in the registry")
+    wait_for(lambda: declared(fleet, r) == {"second"}, 20, what="the removal in the registry")
     assert agent.log().count("config reloaded from") == 1
     assert agent.log().count("heartbeat_interval changed") == 1     # back to the old value
     assert agent.alive()
@@ -87,8 +73,8 @@ def test_agent_survives_a_broken_config_on_sighup_and_keeps_working(fleet, zctx)
     fleet.sink("registry", [r])
     agent = fleet.agent([r], plugins={"dirs": [DEBIAN], "checks": [check("first")]})
     uuid = uuid_of(fleet)
-    wait_for(lambda: declared(fleet) == {"first"}, 20, what="the first REGISTER")
-    stats = Tail(zctx, r, protocol.topic("STATS", uuid))
+    wait_for(lambda: declared(fleet, r) == {"first"}, 20, what="the first REGISTER")
+    stats = Tail(zctx, [r["endpoints"]["tail"]], [protocol.topic("STATS", uuid)])
     path = fleet.root / "agent.yaml"
     good = path.read_text()
 
@@ -108,7 +94,7 @@ def test_agent_survives_a_broken_config_on_sighup_and_keeps_working(fleet, zctx)
     fleet.agent_config([r], plugins={"dirs": [DEBIAN],
                                      "checks": [check("first"), check("third")]})
     agent.signal(signal.SIGHUP)
-    wait_for(lambda: declared(fleet) == {"first", "third"}, 20, what="the good reload")
+    wait_for(lambda: declared(fleet, r) == {"first", "third"}, 20, what="the good reload")
 
 
 def test_scheduler_sighup_picks_up_a_new_job_at_once(fleet, zctx):
@@ -121,14 +107,14 @@ def test_scheduler_sighup_picks_up_a_new_job_at_once(fleet, zctx):
     plugins = {"dirs": [DEBIAN], "checks": [check("first")]}
     agent = fleet.agent([r], plugins=plugins)
     uuid = uuid_of(fleet)
-    wait_for(lambda: declared(fleet) == {"first"}, 20, what="the first REGISTER")
+    wait_for(lambda: declared(fleet, r) == {"first"}, 20, what="the first REGISTER")
     sched = fleet.scheduler([r], refresh_interval=3600, jitter=0.0)
     wait_for(lambda: "jobs: 1 (1 added" in sched.log(), 20, what="the scheduler's first job")
 
-    results = Tail(zctx, r, protocol.topic("RESULT", uuid))
+    results = Tail(zctx, [r["endpoints"]["tail"]], [protocol.topic("RESULT", uuid)])
     reconfigure(fleet, agent, [r], plugins={**plugins, "checks": [
         check("first"), check("tick", 1, "tick tock")]})
-    wait_for(lambda: "tick" in declared(fleet), 20, what="tick in the registry")
+    wait_for(lambda: "tick" in declared(fleet, r), 20, what="tick in the registry")
     assert "jobs: 2" not in sched.log()
 
     fleet.scheduler_config([r], refresh_interval=3600, jitter=0.0, id="renamed",
@@ -151,9 +137,9 @@ def test_scheduler_sighup_picks_up_a_new_job_at_once(fleet, zctx):
 def test_alerting_sink_sighup_takes_new_thresholds_and_channels(fleet):
     """No channel and three attempts at start; after SIGHUP one attempt is HARD and the
     alert goes to a webhook channel that did not exist before."""
-    from support.fakerouter import FakeRouter, relayed
-    from test_channels import HttpReceiver
-    router = FakeRouter("fake-1")
+    from support.fakerouter import BackendFacingRouter, relayed
+    from support.channelservers import HttpReceiver
+    router = BackendFacingRouter("fake-1")
     receiver = HttpReceiver().start()
     uuid = "3f2c" + "0" * 28
     try:

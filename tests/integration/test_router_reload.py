@@ -6,24 +6,22 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-import shutil
 import signal
-import tempfile
 
 import pytest
 import yaml
 import zmq
 
-from support.fleet import refused_twice, wait_for
 from fleetwatch import protocol
 from fleetwatch.config import build
 from fleetwatch.reload import LIVE, RESTART, action
 from router import reload
 from router.config import RouterConfig
 from router.relay import Relay
-from test_router import FakeAgent, pull, recv_until, relay_until_received, stats_from
-from test_sdnotify import Listener
+from support.fleet import refused_twice, wait_for
+from support.notifysocket import NotifySocket
+from support.routerclients import FakeAgent, relay_until_received
+from support.zmqio import pull, recv_until, stats_from
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -216,20 +214,6 @@ def test_a_broken_file_on_sighup_keeps_the_router_relaying(fleet, zctx):
     got = recv_until(alerting, lambda f: b"still relayed" in f[-1], what="the NOTIFY")
     assert protocol.decode_relayed(got).message == sent
     assert proc.alive()
-
-
-class NotifySocket:
-    """A bound datagram socket standing in for systemd (tests/integration/test_sdnotify.py's Listener),
-    in a short directory (AF_UNIX paths are limited to 108 bytes)."""
-
-    def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="fwrr", dir="/tmp")
-        self.path = os.path.join(self.dir, "notify.sock")
-        self.listener = Listener(self.path)
-
-    def close(self):
-        self.listener.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def test_sighup_notifies_reloading_then_ready_for_good_and_broken_files(fleet):

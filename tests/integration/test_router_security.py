@@ -10,147 +10,14 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
 import zmq
-from support.fleet import wait_for
-from test_router import recv_until, stats_from
 
-from agent.links import connection_id
 from fleetwatch import protocol, security
-
-pytestmark = pytest.mark.slow
-
-
-class Keys:
-    """A router certificate, and agent and back-end keys minted into tmp directories."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.secrets = root / "secrets"
-        self.agents_dir, self.backends_dir = root / "agent-keys", root / "backend-keys"
-        for d in (self.agents_dir, self.backends_dir):
-            d.mkdir(parents=True)
-        _, secret = security.write_certificates(str(self.secrets), "fleet", {"role": "router"})
-        self.router_secret = secret
-        self.router = security.read_certificate(secret)
-
-    def mint(self, role: str, name: str, uuid: str = "", allow: bool = True):
-        meta = {"role": role, "name": name, **({"uuid": uuid} if uuid else {})}
-        public, secret = security.write_certificates(str(self.secrets), name, meta)
-        if allow:
-            self.allow(public)
-        return security.read_certificate(secret), public
-
-    def allow(self, public: str) -> Path:
-        role_dir = self.agents_dir if "agent" in Path(public).read_text() else self.backends_dir
-        return Path(shutil.copy(public, role_dir))
-
-    def config(self) -> dict:
-        return {"curve": True, "server_key": self.router_secret,
-                "agent_keys": str(self.agents_dir), "backend_keys": str(self.backends_dir)}
-
-
-@pytest.fixture
-def keys(tmp_path):
-    return Keys(tmp_path / "keys")
-
-
-def dealer(ctx, endpoint: str, routing_id: bytes | str | None, cert, keys: Keys | None):
-    sock = ctx.socket(zmq.DEALER)
-    sock.linger = 0
-    if routing_id:
-        sock.routing_id = routing_id if isinstance(routing_id, bytes) else routing_id.encode()
-    if cert is not None:
-        security.client(sock, cert, keys.router)
-    sock.connect(endpoint)
-    return sock
-
-
-class Agent:
-    """A DEALER speaking for ``uuid`` with ``cert`` (None: a plain NULL client), with a secret
-    routing id like the agent's unless ``routing_id`` is given (b"": none, libzmq's)."""
-
-    def __init__(self, ctx, endpoint, uuid, cert, keys, instance: str | None = None,
-                 routing_id: bytes | None = None):
-        self.ctx, self.endpoint, self.uuid, self.cert, self.keys = ctx, endpoint, uuid, cert, keys
-        self.instance = instance
-        self.routing_id = connection_id() if routing_id is None else routing_id
-        self.sock = dealer(ctx, endpoint, self.routing_id, cert, keys)
-
-    def send(self, type_: str, **fields) -> protocol.Message:
-        msg = protocol.make(type_, self.uuid, **fields)
-        try:
-            self.sock.send_multipart(protocol.encode(msg), zmq.NOBLOCK)
-        except zmq.Again:          # no connection (a refused handshake): as good as lost
-            pass
-        return msg
-
-    def hello_msg(self) -> protocol.Message:
-        extra = {"instance": self.instance} if self.instance else {}
-        return self.send("HELLO", hostname="h", heartbeat=5.0, **extra)
-
-    def answer(self, timeout: float = 5.0, resend: float = 0.5) -> protocol.Message | None:
-        """HELLO (again every ``resend`` s) until WELCOME or ERROR; None if nothing came."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.hello_msg()
-            end = min(deadline, time.monotonic() + resend)
-            while (left := end - time.monotonic()) > 0 and self.sock.poll(left * 1000):
-                frames = self.sock.recv_multipart()
-                if frames[1] in (b"WELCOME", b"ERROR"):
-                    return protocol.decode(frames)
-        return None
-
-    def welcome(self, timeout: float = 10.0) -> protocol.Message:
-        got = self.answer(timeout)
-        assert got is not None and got.type == "WELCOME", got
-        return got
-
-
-def backend_pull(ctx, endpoint, cert, keys) -> zmq.Socket:
-    sock = ctx.socket(zmq.PULL)
-    sock.linger = 0
-    security.client(sock, cert, keys.router)
-    sock.connect(endpoint)
-    return sock
-
-
-def relayed_notify(sock, predicate, timeout=10.0):
-    frames = recv_until(sock, lambda f: len(f) == 3 and f[1].startswith(b"NOTIFY/")
-                        and predicate(protocol.decode_relayed(f)), timeout, "NOTIFY")
-    return protocol.decode_relayed(frames)
-
-
-def keep_relaying(agent: Agent, sink: zmq.Socket, tag: str) -> None:
-    """``agent`` is still relayed: a NOTIFY it sends now reaches ``sink``."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        sent = fleetwatch.cli.send("NOTIFY", severity="info", text=tag)
-        end = time.monotonic() + 0.3
-        while (left := end - time.monotonic()) > 0 and sink.poll(left * 1000):
-            got = protocol.decode_relayed(sink.recv_multipart())
-            if got.message.msg_id == sent.msg_id:
-                assert got.uuid == agent.uuid
-                return
-    raise AssertionError(f"{agent.uuid} is no longer relayed ({tag})")
-
-
-def asked_for_hello(agent: Agent, timeout: float = 5.0) -> None:
-    """``agent``'s messages are answered 401 (the router answers once a second per peer)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        fleetwatch.cli.send("HEARTBEAT")
-        end = time.monotonic() + 0.3
-        while (left := end - time.monotonic()) > 0 and agent.sock.poll(left * 1000):
-            frames = agent.sock.recv_multipart()
-            if frames[1] == b"ERROR":
-                assert protocol.decode(frames).body["status"] == protocol.HELLO_REQUIRED
-                return
-    raise AssertionError(f"{agent.uuid} was not asked for HELLO")
-
-
-def secure_router(fleet, keys, **extra):
-    return fleet.router(security=keys.config(), **extra)
+from support.fleet import wait_for
+from support.keys import Keys
+from support.routerclients import (Agent, asked_for_hello, backend_pull, dealer, relayed_notify,
+                                   secure_router, still_relayed)
+from support.zmqio import recv_until, stats_from
 
 
 # ---------------------------------------------------------------- refusals
@@ -167,7 +34,7 @@ def test_every_foreign_or_misused_key_is_refused_and_counted(fleet, zctx, keys):
     graphite = backend_pull(zctx, ep["sinks"]["graphite"], sink_cert, keys)
     good = Agent(zctx, ep["agents"], good_uuid, good_cert, keys)
     good.welcome()
-    keep_relaying(good, alerting, "before")
+    still_relayed(good, alerting, "before")
 
     # an unknown key and a plain client: no answer at all (the handshake fails)
     assert Agent(zctx, ep["agents"], "agent-stranger", stranger_cert, keys).answer(1.0) is None
@@ -188,7 +55,7 @@ def test_every_foreign_or_misused_key_is_refused_and_counted(fleet, zctx, keys):
     text = event.message.body["text"]
     assert other_uuid in text and good_uuid in text and "127.0.0.1" in text, text
 
-    keep_relaying(good, alerting, "after")
+    still_relayed(good, alerting, "after")
     metrics = stats_from(graphite, lambda m: all(
         m.get(f"router.refused.{k}", 0) >= 1 for k in
         ("unknown_key", "handshake", "uuid_mismatch", "backend_key_on_agents",
@@ -205,7 +72,7 @@ def test_every_foreign_or_misused_key_is_refused_and_counted(fleet, zctx, keys):
 
 
 def test_a_missing_server_key_stops_the_router_with_78(fleet, keys):
-    cfg = {**keys.config(), "server_key": str(keys.root / "nowhere.key_secret")}
+    cfg = {**keys.router_security(), "server_key": str(keys.dir / "nowhere.key_secret")}
     path = fleet.write("bad.yaml", {"id": "r", "security": cfg})
     res = fleet.cli("router", "--config", str(path), check=False)
     assert res.returncode == 78 and "nowhere.key_secret: no such certificate" in res.stderr
@@ -226,25 +93,23 @@ def test_allowlist_changes_apply_without_restart_and_on_sighup(fleet, zctx, keys
     wait_for(lambda: Agent(zctx, ep["agents"], "agent-late", late_cert, keys).answer(0.5),
              timeout=10, what="WELCOME once the key is allowed")
     allowed.unlink()                                # removed: a new connection is refused
-    time.sleep(1.5)                                 # the check runs at most once a second
-    again = Agent(zctx, ep["agents"], "agent-late", late_cert, keys)
-    assert again.answer(1.5) is None
+    wait_for(lambda: Agent(zctx, ep["agents"], "agent-late", late_cert, keys).answer(1.0)
+             is None, timeout=10, what="a new connection refused once the key is removed")
 
     # SIGHUP re-reads even what the periodic check cannot see: the same file name, size and
-    # modification time, another key inside
+    # modification time, another key inside (that the periodic check misses it:
+    # tests/unit/test_keyring.py)
     first_cert, first_public = keys.mint("agent", "hup-1", "agent-hup", allow=True)
     second_cert, second_public = keys.mint("agent", "hup-2", "agent-hup", allow=False)
     target = keys.agents_dir / Path(first_public).name
-    time.sleep(1.5)
-    Agent(zctx, ep["agents"], "agent-hup", first_cert, keys).welcome()
+    wait_for(lambda: getattr(Agent(zctx, ep["agents"], "agent-hup", first_cert, keys)
+                             .answer(0.5), "type", None) == "WELCOME",
+             timeout=10, what="WELCOME once the first key is allowed")
     st = target.stat()
     text = Path(second_public).read_text().replace("hup-2", "hup-1")
     assert len(text) == st.st_size
     target.write_text(text)
     os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
-    time.sleep(1.5)
-    second = Agent(zctx, ep["agents"], "agent-hup", second_cert, keys)
-    assert second.answer(1.0) is None               # the periodic check saw no change
     r["proc"].signal(signal.SIGHUP)
     wait_for(lambda: Agent(zctx, ep["agents"], "agent-hup", second_cert, keys).answer(0.5),
              timeout=10, what="WELCOME after SIGHUP")
@@ -265,7 +130,7 @@ def test_an_admitted_key_cannot_get_one_message_relayed_as_another_agent(fleet, 
     graphite = backend_pull(zctx, ep["sinks"]["graphite"], sink_cert, keys)
     a = Agent(zctx, ep["agents"], "agent-a", a_cert, keys)
     a.welcome()
-    keep_relaying(a, alerting, "before")
+    still_relayed(a, alerting, "before")
     seen: list[tuple[str, dict]] = []       # (stamped uuid, body) of what the sink got
 
     def forge(impostor: Agent, refused: bool = True, n: int = 40) -> None:
@@ -309,7 +174,7 @@ def test_an_admitted_key_cannot_get_one_message_relayed_as_another_agent(fleet, 
     forged = [(stamp, body) for stamp, body in seen if body.get("text", "").startswith("forged")]
     assert {stamp for stamp, _ in forged} == {"agent-b"}, {stamp for stamp, _ in forged}
     assert len(forged) == 40                         # B's own, stamped B (sinks refuse them)
-    keep_relaying(a, alerting, "after")
+    still_relayed(a, alerting, "after")
     metrics = stats_from(graphite, lambda m: m.get("router.refused.uuid_mismatch", 0) >= 5)
     assert metrics["router.agents"] == 2 and r["proc"].alive()
 
@@ -372,9 +237,8 @@ def test_two_real_agent_processes_on_one_key_and_uuid_are_reported(fleet):
     """A cloned machine, for real: two agent processes with the same uuid file and key. Each
     one's HELLO moves the uuid to its connection, the other's next heartbeat gets 401 and it
     says HELLO again: the alternation the router reports."""
-    from support.fleet import Keys as FleetKeys
     from support.fleet import agent_uuid_for
-    keys = FleetKeys(fleet.root)
+    keys = Keys(fleet.root)
     uuid = agent_uuid_for(fleet, "vm")
     (fleet.root / "clone-state").mkdir()
     shutil.copy(fleet.root / "vm-state" / "uuid", fleet.root / "clone-state" / "uuid")
@@ -402,13 +266,13 @@ def test_a_flooding_agent_is_rate_limited_while_another_is_relayed(fleet, zctx):
     flood = Agent(zctx, ep["agents"], "agent-flood", None, None)
     calm.welcome()
     flood.welcome()
-    keep_relaying(calm, alerting, "warm-up")
+    still_relayed(calm, alerting, "warm-up")
     frames = protocol.encode(protocol.make("NOTIFY", flood.uuid, severity="info", text="x"))
     for _ in range(5000):
         flood.sock.send_multipart(frames)
     err = recv_until(flood.sock, lambda f: f[1] == b"ERROR", what="429")
     assert protocol.decode(err).body["status"] == protocol.RATE_LIMITED
-    keep_relaying(calm, alerting, "during the flood")
+    still_relayed(calm, alerting, "during the flood")
     metrics = stats_from(graphite, lambda m: m.get("router.rate_limited", 0) >= 3000)
     assert metrics["router.received.NOTIFY"] < 2000, metrics
     assert metrics["router.agents"] == 2

@@ -3,7 +3,7 @@
 One fleet serves the module: two routers, the alerting and registry sinks on both, and an
 agent (hostname ``web-1``) attached to router-1 only, so router-2 answers every RUN for it
 with 404 and the command must still succeed through router-1. The cases with a declared
-plugin run once the agent has its plugin runner (agent/runner.py, BRIEF point 4).
+plugin run once the agent has its plugin runner (agent/runner.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from support.fleet import Fleet, Proc, agent_uuid_for, wait_for
 from fleetwatch.ask import ask_all
 
 pytest.importorskip("sqlalchemy")
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(120)
 
 CHECKS = [{"name": "boom", "command": "check_dummy", "args": ["2", "boom"], "interval": 3600,
            "timeout": 5},
@@ -113,7 +113,7 @@ def test_without_wait_says_which_routers_forwarded_it(world):
 
 
 def test_an_undeclared_plugin_is_refused_before_sending(world):
-    """Issue 14 item 13: the registry knows web-1 and its plugins; a RUN of one it did not
+    """The registry knows web-1 and its plugins; a RUN of one it did not
     declare is not sent (exit 3, one line naming host, plugin and what it declared), with
     or without --wait; a declared one still goes."""
     for extra in ((), ("--wait",), ("--json",)):
@@ -218,7 +218,7 @@ def test_status_shows_the_declared_checks(world):
 
 def test_run_wait_over_curve(fleet):
     """Control DEALERs and the tail SUB present the operator's back-end key."""
-    from support.fleet import Keys
+    from support.keys import Keys
     keys = Keys(fleet.root)
     uuid = agent_uuid_for(fleet)
     operator = keys.backend("operator")

@@ -17,6 +17,7 @@ from agent.declared import Declared, Plugin, Refused
 from agent.execute import Finished, Launch, Workers, execute
 from agent.plugins_config import CheckConfig, PluginsConfig
 from agent.runner import RESULT_BUDGET, Runner, outcome, resolve
+from support.clock import Clock
 from support.fleet import wait_for
 from fleetwatch import config, protocol
 
@@ -120,14 +121,6 @@ def test_resolve_inside_the_plugin_dirs_only(tmp_path):
 
 # ---------------------------------------------------------------- runner logic
 
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
 @pytest.fixture
 def plugin_dir(tmp_path):
     d = tmp_path / "plugins"
@@ -143,7 +136,7 @@ def make_runner(plugin_dir, checks=None, clock=None, **extra):
         calls.append(launch)
         return Finished(0, b"OK - fine | x=1;2;3\n", started=5.0, duration=0.25)
 
-    clock = clock or Clock()
+    clock = clock or Clock(1000.0)
     runner = Runner("agent-1", Declared(checks), cfg([plugin_dir], **cfg_extra(extra)),
                     launcher=launcher,
                     clock=clock, wall=clock, **{k: v for k, v in extra.items()
@@ -244,7 +237,7 @@ def test_at_most_max_running_then_a_bounded_queue_then_busy(plugin_dir):
 
 
 def test_command_id_cache_is_bounded_by_count_and_age(plugin_dir):
-    clock = Clock()
+    clock = Clock(1000.0)
     runner, calls = make_runner(plugin_dir, clock=clock, cache_size=3, cache_age=60.0)
     for i in range(5):
         runner.submit(run_msg(f"c{i}", "ok"), "r1")

@@ -16,9 +16,9 @@ import stat
 from pathlib import Path
 
 import pytest
-import zmq
 
 from support.fleet import wait_for
+from support.tail import Tail
 from fleetwatch import protocol
 from scheduler import slots
 
@@ -28,12 +28,6 @@ pytestmark = pytest.mark.timeout(120)
 
 PLUGIN = "tick"
 RUNS = 5        # slots to see before the schedulers are stopped
-
-
-def runner_ready() -> bool:
-    """Whether the agent runs declared plugins yet (agent/runner.py, issue 4)."""
-    import agent
-    return (Path(agent.__file__).parent / "runner.py").exists()
 
 
 def tick_plugin(fleet) -> tuple[Path, Path]:
@@ -53,31 +47,12 @@ def run_starts(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-class Tail:
-    """RESULTs published on the routers' tails."""
-
-    def __init__(self, routers: list[dict]):
-        self.sub = zmq.Context.instance().socket(zmq.SUB)
-        self.sub.linger = 0
-        self.sub.subscribe(protocol.topic("RESULT"))
-        for r in routers:
-            self.sub.connect(r["endpoints"]["tail"])
-        self.results: list[dict] = []
-
-    def pump(self) -> list[dict]:
-        while self.sub.poll(20):
-            self.results.append(protocol.decode_tail(self.sub.recv_multipart()).message.body)
-        return self.results
-
-    def close(self):
-        self.sub.close()
-
-
 def declared(fleet, uuid: str) -> bool:
+    from sinks.state import reads
     from sinks.state.reader import StateError, read
     try:
         return any(p["uuid"] == uuid and p["name"] == PLUGIN
-                   for p in read(fleet.state_url, "plugins"))
+                   for p in read(fleet.state_url, reads.plugins))
     except StateError:
         return False
 
@@ -96,9 +71,7 @@ def counters(log: str) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"])
-def test_two_schedulers_two_routers_each_slot_runs_once(fleet, database, request):
-    if not runner_ready():
-        pytest.skip("agent/runner.py (the plugin runner) is not there yet")
+def test_two_schedulers_two_routers_each_slot_runs_once(fleet, zctx, database, request):
     if database == "postgresql":
         fleet.state_url = request.getfixturevalue("pg_url")
     folder, runs_file = tick_plugin(fleet)
@@ -107,7 +80,7 @@ def test_two_schedulers_two_routers_each_slot_runs_once(fleet, database, request
     routers = [r1, r2]
     fleet.sink("registry", routers)
     fleet.sink("alerting", routers)
-    tail = Tail(routers)
+    tail = Tail(zctx, [r["endpoints"]["tail"] for r in routers], [protocol.topic("RESULT")])
     try:
         fleet.agent(routers, plugins={"dirs": [str(folder)], "checks": [
             {"name": PLUGIN, "command": "check_tick", "interval": 1, "timeout": 5}]})
@@ -116,7 +89,7 @@ def test_two_schedulers_two_routers_each_slot_runs_once(fleet, database, request
         a = fleet.scheduler(routers, "sched-a")
         b = fleet.scheduler(routers, "sched-b")
 
-        wait_for(lambda: len({r["command_id"] for r in tail.pump()}) >= RUNS, 40, 0.05,
+        wait_for(lambda: len({r.message.get("command_id") for r in tail.pump()}) >= RUNS, 40, 0.05,
                  f"{RUNS} slots run")
         for proc in (a, b):
             proc.signal(signal.SIGTERM)
@@ -124,13 +97,13 @@ def test_two_schedulers_two_routers_each_slot_runs_once(fleet, database, request
             assert proc.popen.wait(10) == 0, proc.log()
 
         def settled():
-            ids = {r["command_id"] for r in tail.pump()}
+            ids = {r.message.get("command_id") for r in tail.pump()}
             return len(run_starts(runs_file)) == len(ids) and ids
         wait_for(settled, 10, 0.2, "every run answered")
     finally:
         tail.close()
 
-    results = [r for r in tail.results if r["plugin"] == PLUGIN]
+    results = [r.message.body for r in tail.seen if r.message.get("plugin") == PLUGIN]
     starts = run_starts(runs_file)
     by_id: dict[str, set[str]] = {}
     for r in results:
@@ -193,7 +166,7 @@ def test_list_prints_the_job_table(fleet, tmp_path):
 def test_scheduler_speaks_curve_with_a_backend_key(fleet):
     """With CURVE on, a scheduler's back-end key gets it WELCOMEd and its RUNs answered; an
     agent's key stops it at start (78), before any socket."""
-    from support.fleet import Keys
+    from support.keys import Keys
     from sinks.state import db
     from sinks.registry import RegistrySink
     keys = Keys(fleet.root)

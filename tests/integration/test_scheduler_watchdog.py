@@ -1,22 +1,20 @@
 """The scheduler's watchdog follows its sender thread: the main loop pings systemd only while
 the sender's loop keeps turning, so a sender that hangs (a bug, a blocked call) gets the
 process restarted, as a hung main loop would. Against a real datagram socket standing in
-for NOTIFY_SOCKET (tests/integration/test_sdnotify.py's Listener), with the real Service and Dispatcher."""
+for NOTIFY_SOCKET (tests/support/notifysocket.py), with the real Service and Dispatcher."""
 
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-from support.fleet import wait_for
 from fleetwatch import sdnotify
 from fleetwatch.config import build
+from support.fleet import wait_for
+from support.notifysocket import NotifySocket
 
 pytest.importorskip("sqlalchemy")
 pytest.importorskip("apscheduler")
@@ -27,12 +25,9 @@ WATCHDOG = 0.6          # systemd's WatchdogSec: pings every 0.3 s, the sender m
 
 @pytest.fixture
 def listener():
-    from test_sdnotify import Listener
-    folder = Path(tempfile.mkdtemp(prefix="fwsd", dir="/tmp"))
-    listener = Listener(str(folder / "notify.sock"))
-    yield listener
-    listener.close()
-    shutil.rmtree(folder, ignore_errors=True)
+    sd = NotifySocket()
+    yield sd.listener
+    sd.close()
 
 
 def test_a_hung_sender_thread_stops_the_watchdog_pings(tmp_path, zctx, listener, caplog):

@@ -22,51 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from support.clock import Clock
 from support.fleet import wait_for
+from support.notifysocket import Listener
 from fleetwatch import logs, sdnotify
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Listener:
-    """The service manager's end: a bound datagram socket and a thread recording each
-    datagram with its arrival time and what ``probe()`` said at that moment."""
-
-    def __init__(self, address: str, probe=lambda: None):
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(address)
-        self.sock.settimeout(0.1)
-        self.probe = probe
-        self.got: list[tuple[float, dict, object]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.is_set():
-            try:
-                data = self.sock.recv(4096)
-            except socket.timeout:
-                continue
-            fields = dict(line.split("=", 1) for line in data.decode().splitlines())
-            try:
-                seen = self.probe()
-            except Exception as e:  # recorded for the test to see; the thread goes on
-                seen = e
-            self.got.append((time.monotonic(), fields, seen))
-
-    def first(self, key: str, timeout: float = 15.0):
-        def find():
-            return next((g for g in list(self.got) if key in g[1]), None)
-        return wait_for(find, timeout, what=f"{key} on the notify socket")
-
-    def times(self, key: str) -> list[float]:
-        return [t for t, fields, _ in list(self.got) if key in fields]
-
-    def close(self):
-        self._stop.set()
-        self._thread.join(2)
-        self.sock.close()
 
 
 @pytest.fixture
@@ -89,14 +50,6 @@ def listen(sockdir):
     yield make
     for listener in made:
         listener.close()
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
 
 
 # ---------------------------------------------------------------- the module
@@ -163,7 +116,7 @@ def test_a_failed_send_is_counted_not_raised(sockdir, caplog):
 
 def test_watchdog_pings_at_half_the_period_only_when_the_loop_ticks(listen):
     listener, path = listen()
-    clock = FakeClock()
+    clock = Clock(100.0)
     n = sdnotify.Notifier(path, watchdog=2.0, clock=clock)
     assert n.interval == 1.0 and n.watchdog_timeout() == 0.0
     n.tick()                                  # due at once: the first ping
@@ -309,8 +262,8 @@ def test_agent_notifies_ready_watchdog_stopping(fleet, listen):
 
 def test_sink_notifies_ready_watchdog_stopping_and_acks_before_exit(fleet, listen):
     pytest.importorskip("sqlalchemy")
-    from support.fakerouter import FakeRouter, relayed
-    router = FakeRouter("fake-1")
+    from support.fakerouter import BackendFacingRouter, relayed
+    router = BackendFacingRouter("fake-1")
     try:
         listener, path = listen()
         cfg = fleet.write("sink-alerting.yaml", {
@@ -340,8 +293,8 @@ def test_sink_acks_the_batch_in_hand_when_stopped_mid_stream(fleet):
     """SIGTERM while NOTIFYs stream in: each one committed is acknowledged before exit."""
     pytest.importorskip("sqlalchemy")
     import zmq
-    from support.fakerouter import FakeRouter, relayed
-    router = FakeRouter("fake-1")
+    from support.fakerouter import BackendFacingRouter, relayed
+    router = BackendFacingRouter("fake-1")
     done = threading.Event()
 
     def pump():

@@ -18,8 +18,9 @@ import stat
 
 import pytest
 
-from support.fleet import Keys, agent_uuid_for, wait_for
-from test_agent import intake_path, routers, ctx, start_agent  # noqa: F401 (fixtures)
+from support.agentrouter import intake_path, start_agent
+from support.fleet import agent_uuid_for, wait_for
+from support.keys import Keys
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -105,10 +106,11 @@ def test_intake_group_makes_the_socket_0660_for_that_group(fleet, routers):
     group = others[0] if os.geteuid() == 0 and others else grp.getgrgid(os.getgid())
     r1 = routers()
     start_agent(fleet, [r1], intake_group=group.gr_name)
-    r1.until(lambda: intake_path(fleet).exists(), what="intake socket")
-    st = os.stat(intake_path(fleet))
-    assert stat.S_IMODE(st.st_mode) == 0o660
-    assert st.st_gid == group.gr_gid
+    # the socket is made with its mode (umask), then given its group: wait for the group
+    r1.until(lambda: intake_path(fleet).exists()
+              and os.stat(intake_path(fleet)).st_gid == group.gr_gid,
+              what=f"intake socket of group {group.gr_name}")
+    assert stat.S_IMODE(os.stat(intake_path(fleet)).st_mode) == 0o660
 
 
 def test_unknown_intake_group_exits_78(fleet):
@@ -245,7 +247,7 @@ def test_curve_fleet_end_to_end(fleet):
 # ---------------------------------------------------------------- operator diagnostics
 
 @pytest.fixture
-def curve_server(ctx):
+def curve_server(zctx):
     """A CURVE ROUTER with the routers' key whose ZAP handler admits no client key."""
     from zmq.auth.thread import ThreadAuthenticator
     from fleetwatch.security import read_certificate
@@ -255,10 +257,10 @@ def curve_server(ctx):
     def make(keys: Keys, curve: bool = True):
         import zmq
         auth = None
-        sock = ctx.socket(zmq.ROUTER)
+        sock = zctx.socket(zmq.ROUTER)
         sock.linger = 0
         if curve:
-            auth = ThreadAuthenticator(ctx)
+            auth = ThreadAuthenticator(zctx)
             auth.start()
             empty = keys.dir / "empty"
             empty.mkdir(exist_ok=True)

@@ -22,7 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from support.fleet import Keys, Proc, agent_uuid_for, wait_for
+from support.fleet import Proc, agent_uuid_for, wait_for
+from support.keys import Keys
 from fleetwatch.cli import reach, units
 from fleetwatch.cli import service as svc
 from fleetwatch.config import load
@@ -41,8 +42,8 @@ def all_services() -> list[units.Service]:
 
 SERVICES = all_services()
 IDS = [s.name for s in SERVICES]
-#: the exposure each unit must stay under (systemd-analyze security, 0 to 10); README has
-#: the measured scores
+#: the exposure each unit must stay under (systemd-analyze security, 0 to 10);
+#: docs/operating/systemd.md has the measured scores
 MAX_EXPOSURE = {"agent": 2.0}
 DEFAULT_MAX_EXPOSURE = 1.5
 
@@ -90,7 +91,7 @@ def test_verify_would_catch_a_typo_and_a_missing_executable(tmp_path):
 
 @needs_analyze
 def test_the_documented_capability_drop_in_verifies(tmp_path):
-    """README: a drop-in giving plugins CAP_NET_RAW (check_icmp); a drop-in is read as if
+    """docs/operating/systemd.md: a drop-in giving plugins CAP_NET_RAW (check_icmp); a drop-in is read as if
     appended to the unit, so verify the two together."""
     dropin = ("\n[Service]\nAmbientCapabilities=CAP_NET_RAW\n"
               "CapabilityBoundingSet=CAP_NET_RAW\n")
@@ -443,7 +444,7 @@ def test_the_fleet_runs_with_memory_deny_write_execute(fleet):
     uuid = agent_uuid_for(fleet)
     router = fleet.router(security=keys.router_security())
     # the sink's key is made after the router started: the router reloads its allowlist and
-    # the sink dials again after unanswered HELLOs (sinks.loop.SinkLoop._redial)
+    # the sink dials again after its refused handshake (fleetwatch.link.Links)
     fleet.sink("registry", [router], security=keys.client(keys.backend("sink-registry")))
     fleet.agent([router], security=keys.client(keys.agent(uuid)))
 

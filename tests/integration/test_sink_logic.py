@@ -12,10 +12,12 @@ from fleetwatch.config import ConfigError
 
 pytest.importorskip("sqlalchemy")
 
+from support.clock import Clock
 from support.fakerouter import relayed  # noqa: E402
+from support.zmqio import recv  # noqa: E402
 from fleetwatch.optional import MissingDependency  # noqa: E402
 from sinks import SINKS, UnknownSink, load_sink
-from sinks.state import db  # noqa: E402
+from sinks.state import db, reads  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
 from sinks.base import WriteError  # noqa: E402
 from sinks.dedupe import Dedupe  # noqa: E402
@@ -26,14 +28,6 @@ from sinks.registry import RegistrySink, plugin_rows  # noqa: E402
 pytestmark = pytest.mark.timeout(30)
 
 UUID = "a" * 32
-
-
-class Clock:
-    def __init__(self, now: float = 1_700_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def rows(path, sql):
@@ -213,16 +207,14 @@ def test_loop_acks_only_what_was_committed(tmp_path):
         assert loop.counts["write_failed"] == 2 and not control.poll(0)
         drain(f1, f2, f1, f3)                           # resent: written once each, ACKed once
         assert sink.written == [m1.msg_id, m2.msg_id, m3.msg_id]
-        assert control.poll(2000)
-        ident, sig, type_, target, body = control.recv_multipart()
+        ident, sig, type_, target, body = recv(control, 2.0)
         ack = protocol.decode_body("ACK", body)
         assert (type_, target) == (b"ACK", UUID.encode())
         assert ack.body["msg_ids"] == [m1.msg_id, m2.msg_id] and ack.body["sink"] == "alerting"
         assert loop.counts["ack_unroutable"] == 1       # no control link to "r-unknown"
         drain(f2)                                       # a duplicate: not written, ACKed again
         assert sink.written == [m1.msg_id, m2.msg_id, m3.msg_id]
-        assert control.poll(2000)
-        assert protocol.decode_body("ACK", control.recv_multipart()[-1]).body["msg_ids"] == [
+        assert protocol.decode_body("ACK", recv(control, 2.0)[-1]).body["msg_ids"] == [
             m2.msg_id]
     finally:
         loop.close()
@@ -331,7 +323,7 @@ def test_readers_tolerate_a_fresh_database(url, tmp_path):
     assert not db.exists(url)
     eng = db.engine(url)
     with eng.connect() as conn:
-        assert db.read_agents(conn) == [] and db.read_alerts(conn) == []
+        assert reads.agents(conn) == [] and reads.alerts(conn) == []
 
 
 def test_read_alerts_fills_hostname_from_the_registry(url):
@@ -349,8 +341,8 @@ def test_read_alerts_fills_hostname_from_the_registry(url):
         ids.append(msg.msg_id)
         alerting.write([decoded(frames)])
     with eng.connect() as conn:
-        latest = db.read_alerts(conn, limit=2)
-        serious = db.read_alerts(conn, severities=["error", "critical"])
+        latest = reads.alerts(conn, limit=2)
+        serious = reads.alerts(conn, severities=["error", "critical"])
     assert [a["msg_id"] for a in latest] == [ids[2], ids[1]]
     assert {a["hostname"] for a in latest} == {"web-1"}
     assert [a["severity"] for a in serious] == ["critical", "error"]
@@ -368,7 +360,7 @@ def result(uuid=UUID, router="r1", ts=None, **fields):
 
 def checks_of(eng):
     with eng.connect() as conn:
-        return {(r["uuid"], r["plugin"]): r for r in db.read_checks(conn)}
+        return {(r["uuid"], r["plugin"]): r for r in reads.checks(conn)}
 
 
 def record_results(url):

@@ -19,7 +19,7 @@ import yaml
 import support.nspawn as nspawn
 from support.fleet import wait_for
 
-pytestmark = [pytest.mark.systemd, pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.systemd, pytest.mark.timeout(300)]
 
 SINK_TYPES = ("alerting", "graphite", "history", "registry")
 SERVICES = [("router",), ("agent",), *(("sink", t) for t in SINK_TYPES), ("scheduler",)]

@@ -22,7 +22,7 @@ import time
 
 import zmq
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 from fleetwatch import protocol  # noqa: E402
 
 PER_CONTEXT = 1000

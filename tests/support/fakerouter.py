@@ -1,4 +1,5 @@
-"""A fake router for sink and operator tests: real sockets on 127.0.0.1, no router code.
+"""The back-ends' side of a router, faked for sink and operator tests (the agents' side is
+tests/support/agentrouter.py): real sockets on 127.0.0.1, no router code.
 
 It binds what a router binds for back-ends -- control (ROUTER), one PUSH per sink type and a
 tail XPUB -- and a thread answers control requests as SPEC 4.3 says: HELLO with WELCOME
@@ -37,7 +38,9 @@ def tailed(type_: str, uuid: str, router: str = "fake-1", msg_id: str | None = N
                  protocol.encode_body(msg)]
 
 
-class FakeRouter:
+class BackendFacingRouter:
+    """What sinks, the scheduler and operator commands talk to: control, sink PUSHes, tail."""
+
     def __init__(self, router_id: str = "fake-1", control: str | None = None,
                  agents: list[dict] | None = None, on_ack=None, ack_error: int | None = None):
         self.id = router_id

@@ -107,7 +107,8 @@ class Fleet:
         return res
 
     def db_rows(self, sql: str, args=()) -> list[tuple]:
-        """Rows of ``sql`` in the sinks' SQLite state database (none before it exists)."""
+        """Rows of ``sql`` in the sinks' SQLite state database: none before the database or
+        the queried table of the sinks' schema exists; any other SQL error raises."""
         path = self.root / "state.db"
         if not path.exists():
             return []
@@ -196,40 +197,6 @@ class Fleet:
         return self.start(name, "scheduler", "--config", str(path))
 
 
-# ---------------------------------------------------------------- CURVE keys (issue 3)
-
-class Keys:
-    """A key tree like the demo's, ``ROOT/keys/{routers,agents,backends}``, and the
-    ``security`` sections that use it. The routers' shared key is made at once."""
-
-    def __init__(self, root: Path):
-        self.dir = Path(root) / "keys"
-        for sub in ("agents", "backends"):      # allowlists, maybe empty
-            (self.dir / sub).mkdir(parents=True, exist_ok=True)
-        self.router_public, self.router_secret = self.make(
-            "routers", "fleet", {"role": "router", "name": "fleet"})
-
-    def make(self, sub: str, name: str, metadata: dict) -> tuple[str, str]:
-        from fleetwatch.security import write_certificates
-        return write_certificates(str(self.dir / sub), name, metadata)
-
-    def agent(self, uuid: str, sub: str = "agents") -> str:
-        """A key bound to ``uuid`` (in the allowlist unless ``sub`` says otherwise): its
-        secret file."""
-        return self.make(sub, uuid, {"role": "agent", "uuid": uuid, "name": uuid})[1]
-
-    def backend(self, name: str, sub: str = "backends") -> str:
-        return self.make(sub, name, {"role": "backend", "name": name})[1]
-
-    def router_security(self) -> dict:
-        return {"curve": True, "server_key": self.router_secret,
-                "agent_keys": str(self.dir / "agents"),
-                "backend_keys": str(self.dir / "backends")}
-
-    def client(self, secret: str) -> dict:
-        return {"curve": True, "key": secret, "router_key": self.router_public}
-
-
 def agent_uuid_for(fleet: Fleet, name: str = "agent") -> str:
     """Create (or read) the uuid agent ``name`` will have, so that a key can be bound to it
     before the agent starts (as the demo does)."""
@@ -239,11 +206,10 @@ def agent_uuid_for(fleet: Fleet, name: str = "agent") -> str:
 
 def _not_created_yet(error: sqlite3.OperationalError) -> bool:
     """Whether ``error`` names a table of the sinks' schema that no sink has created yet."""
-    from sinks.state import db   # noqa: F401  (outbox's tables join db.metadata)
-    from sinks.alerting import outbox
+    from sinks.state import schema
     prefix = "no such table: "
     text = str(error)
-    return text.startswith(prefix) and text[len(prefix):] in db.metadata.tables
+    return text.startswith(prefix) and text[len(prefix):] in schema.metadata.tables
 
 
 def landed(lake: Path) -> list[dict]:

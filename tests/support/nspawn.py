@@ -1,5 +1,5 @@
 """This machine's own root booted under systemd-nspawn, for running the units under a real
-systemd (DEPENDENCY-NOTES 10): read-only underneath, a throwaway overlay on top, no
+systemd (docs/development/decisions.md#a-real-systemd): read-only underneath, a throwaway overlay on top, no
 network (``--private-network``), gone at poweroff. Root only.
 
 fleetwatch is built for the container on the host before booting (the container has no
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from support.fleet import wait_for
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 #: the virtualenvs and the mount points; outside /tmp, /root and /home on purpose
 BASE = Path(os.environ.get("FLEETWATCH_NSPAWN_DIR", "/var/lib/fleetwatch-nspawn-test"))
 SYSTEM_PYTHON = "/usr/bin/python3"

@@ -3,7 +3,7 @@
 Debian's ``postgresql`` package (installed by ``make install``) provides the binaries in
 ``/usr/lib/postgresql/VERSION/bin``; :func:`find_bindir` returns None when they are absent
 and the ``pg_cluster`` fixture then skips. initdb refuses to run as root, so as root the
-server runs as the ``postgres`` user in a private directory it owns (DEPENDENCY-NOTES 9):
+server runs as the ``postgres`` user in a private directory it owns:
 trust authentication, listening on 127.0.0.1 only on a free port, its unix socket in that
 directory, durability off (a test cluster: fsync, synchronous_commit and full-page writes
 cost time and buy nothing). :meth:`PgCluster.stop` stops it and removes the directory.

@@ -9,23 +9,13 @@ from collections import namedtuple
 
 import pytest
 
+from support.clock import Clock
 from agent import identity
 from agent.collectors import Collectors, mount_name
 from agent.intake import Intake
 from agent.links import ALIVE, CONNECTING, DEAD, Link, Links
 from agent.spool import Spool
 from fleetwatch import protocol
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def notify(text: str, clock) -> protocol.Message:
@@ -36,7 +26,7 @@ def notify(text: str, clock) -> protocol.Message:
 
 @pytest.fixture
 def clock():
-    return FakeClock()
+    return Clock(1000.0)
 
 
 @pytest.fixture

@@ -9,19 +9,12 @@ import sqlite3
 
 import pytest
 
+from support.clock import Clock
 from agent.spool import Spool
 from fleetwatch import protocol
 
 FULL = "cannot write to the spool"
 AGAIN = "spool writable again"
-
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Disk:
@@ -59,7 +52,7 @@ def on_file(path) -> dict[str, tuple[int, str]]:
 
 @pytest.fixture
 def clock():
-    return FakeClock()
+    return Clock(1000.0)
 
 
 @pytest.fixture

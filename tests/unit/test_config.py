@@ -7,11 +7,8 @@ A config error is one line, ``FILE: KEY: EXPECTATION``, and the command line exi
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
-import subprocess
 import sys
-import textwrap
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,14 +17,13 @@ import pytest
 import yaml
 
 from agent.config import COLLECTORS, AgentConfig, SpoolConfig
-from fleetwatch import __version__
 from fleetwatch import config as fwconfig
 from fleetwatch.config import EX_CONFIG, ConfigError, build, load, setting
 from fleetwatch.cli.operator import OperatorConfig
 from router.config import DEFAULT_ROUTES, RouterBind, RouterConfig, RouterLimits
 from sinks.config import SinkConfig
+from support.configs import write, write_data
 
-ROOT = Path(__file__).resolve().parent.parent
 ENDPOINT = "tcp://127.0.0.1:5555"
 
 #: class -> the least a file must say for it to load (everything else has a default).
@@ -39,18 +35,6 @@ MINIMAL = {
 }
 CLASSES = list(MINIMAL)
 IDS = [c.__name__ for c in CLASSES]
-
-
-def write(tmp_path: Path, text: str, name: str = "proc.yaml") -> str:
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
-    return str(path)
-
-
-def write_data(tmp_path: Path, data: dict, name: str = "proc.yaml") -> str:
-    path = tmp_path / name
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return str(path)
 
 
 def config_error(cls, path: str) -> ConfigError:
@@ -483,75 +467,6 @@ def test_config_error_is_one_line_whatever_it_is_given():
 
 # ---------------------------------------------------------------- the command line
 
-def fleetwatch(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fleetwatch", *args], capture_output=True,
-                          text=True, timeout=60, cwd=cwd or ROOT)
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ImportError:
-        return False
-
-
-BAD_CONFIGS = {
-    # command, its module, the arguments before --config, a bad file, the key it must name
-    "router": ("router.main", [], "id: r1\nlimits:\n  drain: lots\n", "limits.drain"),
-    "agent": ("agent.main", [], f"routers: ['{ENDPOINT}']\nspool:\n  ack_timeout: soon\n",
-              "spool.ack_timeout"),
-    "sink": ("sinks.main", ["alerting"], f"routers: ['{ENDPOINT}']\nbatchsize: 5\n",
-             "batchsize"),
-}
-
-
-@pytest.mark.parametrize("command", sorted(BAD_CONFIGS))
-def test_cli_bad_config_exits_78_with_one_line(tmp_path, command):
-    module, before, text, key = BAD_CONFIGS[command]
-    if not _importable(module):
-        pytest.skip(f"{module} is not written yet (the stand-in test covers the CLI path)")
-    path = write(tmp_path, text, "BAD.yaml")
-    res = fleetwatch(command, *before, "--config", path)
-    assert res.returncode == EX_CONFIG, res.stderr
-    lines = res.stderr.splitlines()
-    assert len(lines) == 1, res.stderr
-    assert lines[0].startswith(f"fleetwatch {command}: {path}: {key}: "), lines[0]
-
-
-STAND_IN = """
-import runpy, sys, types
-from fleetwatch.config import load
-from router.config import RouterConfig
-
-def add_arguments(parser):
-    parser.add_argument("--config", required=True)
-
-def run(args):
-    load(RouterConfig, args.config)
-    return 0
-
-stand_in = types.ModuleType("router.main")
-stand_in.add_arguments, stand_in.run = add_arguments, run
-sys.modules["router.main"] = stand_in
-sys.argv = ["fleetwatch", *sys.argv[1:]]
-runpy.run_module("fleetwatch", run_name="__main__")
-"""
-
-
-def test_cli_config_error_path_with_a_stand_in_router(tmp_path):
-    """The CLI's ConfigError -> 78 path, through ``python -m fleetwatch``'s __main__, with a
-    stand-in ``router.main`` that only loads its config (independent of the real router)."""
-    path = write(tmp_path, "id: r1\nbind:\n  agent: tcp://*:1\n", "BAD.yaml")
-    res = subprocess.run([sys.executable, "-c", STAND_IN, "router", "--config", path],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert res.returncode == EX_CONFIG, res.stderr
-    assert res.stderr.count("\n") == 1 and res.stderr.endswith("\n"), res.stderr
-    assert res.stderr.startswith(f"fleetwatch router: {path}: bind.agent: unknown setting")
-    ok = write(tmp_path, "id: r1\n", "ok.yaml")
-    res = subprocess.run([sys.executable, "-c", STAND_IN, "router", "--config", ok],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert (res.returncode, res.stderr) == (0, "")
-
 
 def test_cli_main_in_process_with_a_stand_in(tmp_path, monkeypatch, capsys):
     from types import ModuleType
@@ -568,29 +483,3 @@ def test_cli_main_in_process_with_a_stand_in(tmp_path, monkeypatch, capsys):
     assert err.splitlines() == [
         f"fleetwatch router: {path}: routes.NOTIFY: sink type 'pager' has no endpoint "
         f"in bind.sinks"]
-
-
-def test_cli_without_arguments_exits_2_with_usage():
-    res = fleetwatch()
-    assert res.returncode == 2
-    assert "usage: fleetwatch" in res.stdout + res.stderr
-
-
-def test_cli_unknown_command_exits_2_with_usage():
-    res = fleetwatch("bogus")
-    assert res.returncode == 2
-    assert "usage: fleetwatch" in res.stderr and "invalid choice" in res.stderr
-
-
-def test_cli_version():
-    res = fleetwatch("--version")
-    assert (res.returncode, res.stdout.strip()) == (0, f"fleetwatch {__version__}")
-
-
-def test_cli_help_lists_every_command():
-    from fleetwatch.cli import COMMANDS
-
-    res = fleetwatch("--help")
-    assert res.returncode == 0
-    for name in COMMANDS:
-        assert f"  {name} " in res.stdout

@@ -14,7 +14,8 @@ from fleetwatch.config import ConfigError, build
 from sinks import SINKS, load_sink
 from fleetwatch.optional import MissingDependency
 from sinks.graphite.sender import CarbonSender, LineBuffer
-from sinks.config import GraphiteSettings, SinkConfig
+from sinks.config import SinkConfig
+from sinks.graphite.config import GraphiteSettings
 from sinks.graphite.paths import MAX_NODE, Namer, Point, dotted, node, normalise, tag_value
 
 pytestmark = pytest.mark.timeout(30)

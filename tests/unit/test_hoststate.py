@@ -5,17 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from support.clock import Clock
 from sinks.alerting.hosts import (HostState, Policy, delivered, deadline, expire, heard)
 
 POLICY = Policy(timeout=0, intervals=3, minimum=10)
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def drive(events, policy=POLICY, silenced=lambda t: False):
@@ -140,7 +133,7 @@ def test_an_up_held_back_by_a_silence_goes_out_at_a_later_tick():
 
 
 def test_a_fake_clock_drives_a_whole_day_of_flaky_heartbeats():
-    clock = Clock()
+    clock = Clock(1000.0)
     state, sent = None, []
     gaps = [2] * 10 + [25] + [2] * 10 + [9] + [2] * 5 + [40] + [2] * 3
     for gap in gaps:

@@ -1,24 +1,20 @@
 """plugins/output.py: table-driven tests over real plugin output and awkward fixtures.
 
 The ``REAL`` table holds stdout captured from Debian's monitoring-plugins-basic
-(/usr/lib/nagios/plugins, version 2.3.3) on a test machine; ``test_live_debian_plugins``
-runs some of them again, so a change in their output shape shows up here too.
+(/usr/lib/nagios/plugins, version 2.3.3) on a test machine;
+tests/integration/test_debian_plugins.py runs some of them again, so a change in their
+output shape shows up there.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
 import time
 
 import pytest
 
 from plugins.output import (MAX_LONG, MAX_PERFDATA, MAX_TEXT, PluginOutput, parse,
                             parse_perfdata)
-
-DEBIAN = "/usr/lib/nagios/plugins"
 
 
 def pd(label, value, uom="", warn=None, crit=None, min=None, max=None):
@@ -178,44 +174,3 @@ def test_pathological_perfdata_is_fast(data):
     items, bad = parse_perfdata(data.decode())
     assert time.perf_counter() - start < 1.0
     assert items == [] and bad >= 1
-
-
-# ---------------------------------------------------------------- live Debian plugins
-
-def _run(*argv) -> tuple[int, bytes]:
-    res = subprocess.run([os.path.join(DEBIAN, argv[0]), *argv[1:]], capture_output=True,
-                         timeout=30)
-    return res.returncode, res.stdout
-
-
-@pytest.fixture
-def listening_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(8)
-        yield s.getsockname()[1]
-
-
-@pytest.mark.skipif(not os.path.isdir(DEBIAN), reason="monitoring-plugins-basic not installed")
-def test_live_debian_plugins(listening_port):
-    cases = [
-        (("check_load", "-w", "500,400,300", "-c", "1000,800,600"), "LOAD OK",
-         {"load1", "load5", "load15"}),
-        (("check_disk", "-w", "1%", "-c", "1%", "-p", "/"), "DISK", {"/"}),
-        (("check_procs", "-w", "100000", "-c", "200000"), "PROCS OK", {"procs"}),
-        (("check_users", "-w", "1000", "-c", "2000"), "USERS OK", {"users"}),
-        (("check_swap", "-w", "20%", "-c", "10%"), "SWAP", {"swap"}),
-        (("check_tcp", "-H", "127.0.0.1", "-p", str(listening_port)), "TCP OK", {"time"}),
-        (("check_file_age", "-f", "/etc/hostname", "-w", "1000000000", "-c", "2000000000"),
-         "FILE_AGE OK", {"age", "size"}),
-    ]
-    for argv, prefix, labels in cases:
-        code, out = _run(*argv)
-        got = parse(out)
-        assert got.text.startswith(prefix), (argv, out)
-        assert got.bad_perfdata == 0, (argv, out)
-        assert {p["label"] for p in got.perfdata} == labels, (argv, out)
-        assert all(isinstance(p["value"], float) for p in got.perfdata), (argv, out)
-    for status in range(4):
-        code, out = _run("check_dummy", str(status), "some text")
-        assert code == status and parse(out).text.endswith(": some text")

@@ -248,7 +248,6 @@ def test_deliverer_takes_new_channels_between_rounds(tmp_path):
     """sinks/alerting/deliverer.py: a reloaded delivery config replaces the senders only when the
     deliverer's thread looks for it, before a round (here called by hand)."""
     from sinks.state import db
-    from sinks.alerting import outbox
     from sinks.alerting.deliverer import Deliverer
     from sinks.alerting.delivery import DeliveryConfig
 
@@ -257,7 +256,7 @@ def test_deliverer_takes_new_channels_between_rounds(tmp_path):
             n: {"type": "webhook", "url": f"http://127.0.0.1:9/{n}", "timeout": 2}
             for n in names}, "rules": [{"channels": list(names)}]})
     engine = db.engine(f"sqlite:///{tmp_path / 'state.db'}")
-    outbox.create(engine)
+    db.create(engine, "alerting")
     try:
         d = Deliverer(engine, delivery("old", "kept"))
         d.resting = {"old": (2, 1e12), "kept": (1, 1e12)}

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
+from support.clock import Clock
 from router.guard import CLONE_WINDOW, CloneDetector, Once, Pacer, refill
 from router.peers import Peers
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # ---------------------------------------------------------------- clone detector
 
 def test_alternating_instances_are_a_clone_reported_once_per_window():
-    clock = Clock()
+    clock = Clock(1000.0)
     clones = CloneDetector(clock=clock)
     assert clones.hello("u1", "a") is None
     clock.now += 5
@@ -38,7 +31,7 @@ def test_alternating_instances_are_a_clone_reported_once_per_window():
 
 
 def test_restarts_and_reconnects_are_not_clones():
-    clock = Clock()
+    clock = Clock(1000.0)
     clones = CloneDetector(clock=clock)
     for instance in ("a", "a", "b", "b", "b", "c", "d", "d"):   # reconnects and restarts
         clock.now += 30
@@ -48,7 +41,7 @@ def test_restarts_and_reconnects_are_not_clones():
 
 
 def test_an_instance_back_after_the_window_is_not_a_clone():
-    clock = Clock()
+    clock = Clock(1000.0)
     clones = CloneDetector(clock=clock)
     clones.hello("u1", "a")
     clock.now += 10
@@ -58,7 +51,7 @@ def test_an_instance_back_after_the_window_is_not_a_clone():
 
 
 def test_clone_detector_memory_is_bounded():
-    clock = Clock()
+    clock = Clock(1000.0)
     clones = CloneDetector(clock=clock, max_uuids=100)
     for i in range(1000):
         clones.hello(f"u{i}", "a")
@@ -75,7 +68,7 @@ def test_clone_detector_memory_is_bounded():
 # ---------------------------------------------------------------- buckets
 
 def test_token_bucket_refill_caps_at_burst():
-    peers = Peers(clock=Clock())
+    peers = Peers(clock=Clock(1000.0))
     peers.burst = 10.0
     peer, new = peers.hello(b"u1", "u1", "h", 1.0)
     assert new and peer.tokens == 10.0
@@ -89,7 +82,7 @@ def test_token_bucket_refill_caps_at_burst():
 
 
 def test_pacer_admits_per_second_and_counts_the_rest():
-    clock = Clock()
+    clock = Clock(1000.0)
     pacer = Pacer(5, clock)
     assert [pacer.allow() for _ in range(8)] == [True] * 5 + [False] * 3
     assert pacer.deferred == 3
@@ -102,7 +95,7 @@ def test_pacer_admits_per_second_and_counts_the_rest():
 
 
 def test_once_per_key_per_period():
-    clock = Clock()
+    clock = Clock(1000.0)
     once = Once(60.0, clock)
     assert once.allow("u1") and not once.allow("u1") and once.allow("u2")
     clock.now += 61
@@ -110,7 +103,7 @@ def test_once_per_key_per_period():
 
 
 def test_a_hello_from_a_new_routing_id_moves_the_agent_and_forgets_the_old_one():
-    clock = Clock()
+    clock = Clock(1000.0)
     peers = Peers(3.0, clock, b"r1")
     first, new = peers.hello(b"c1", "u1", "h1", 1.0, "i1")
     assert new and peers.by_uuid("u1") is first and peers.get(b"c1") is first
@@ -134,7 +127,7 @@ def test_a_hello_from_a_new_routing_id_moves_the_agent_and_forgets_the_old_one()
 
 
 def test_forget_and_expire_keep_the_uuid_index_consistent():
-    clock = Clock()
+    clock = Clock(1000.0)
     peers = Peers(3.0, clock)
     peers.hello(b"c1", "u1", "h1", 1.0)
     peers.hello(b"c2", "u2", "h2", 1.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from support.clock import Clock
 from fleetwatch import protocol
 from fleetwatch.protocol import AGENT_TYPES
 from router.config import DEFAULT_ROUTES
@@ -14,21 +15,10 @@ from router.replies import ReplyLimiter
 from router.routes import RoutingTable
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
 # ---------------------------------------------------------------- peers
 
 def test_hello_attaches_and_refreshes():
-    clock = FakeClock()
+    clock = Clock(1_000_000.0)
     peers = Peers(3, clock)
     peer, new = peers.hello(b"a1", "a1", "host-a", 2.0)
     assert new and peer.since == clock.now and peer.last_heard == clock.now
@@ -43,7 +33,7 @@ def test_hello_attaches_and_refreshes():
 
 def test_hello_builds_the_envelopes_of_every_relayed_type():
     """The hot path stamps with ``peer.envelopes[type frame]``: TYPE/UUID/ROUTER, built once."""
-    clock = FakeClock()
+    clock = Clock(1_000_000.0)
     peers = Peers(3, clock, b"router-1")
     peer, _ = peers.hello(b"a1", "a1", "host-a", 2.0)
     assert set(peer.envelopes) == {t.encode() for t in AGENT_TYPES}
@@ -65,7 +55,7 @@ def test_envelopes_helper():
 
 
 def test_expiry_after_intervals_of_silence():
-    clock = FakeClock()
+    clock = Clock(1_000_000.0)
     peers = Peers(3, clock)
     peers.hello(b"slow", "slow", "h", 10.0)
     peers.hello(b"fast", "fast", "h", 1.0)
@@ -83,7 +73,7 @@ def test_expiry_after_intervals_of_silence():
 
 
 def test_listing_reports_epoch_times():
-    clock = FakeClock(1_700_000_000.0)
+    clock = Clock(1_700_000_000.0)
     peers = Peers(3, clock)
     peers.hello(b"a", "a", "ha", 1)
     clock.advance(1)
@@ -95,7 +85,7 @@ def test_listing_reports_epoch_times():
 
 
 def test_peers_after_lists_in_uuid_order_from_a_cursor():
-    peers = Peers(3, FakeClock())
+    peers = Peers(3, Clock(1_000_000.0))
     for uuid in ("c", "a", "d", "b"):
         peers.hello(uuid.encode(), uuid, "h" + uuid, 1)
     assert [p.uuid for p in peers.after()] == ["a", "b", "c", "d"]
@@ -104,7 +94,7 @@ def test_peers_after_lists_in_uuid_order_from_a_cursor():
 
 
 def test_a_peers_entry_cuts_a_long_hostname():
-    peers = Peers(3, FakeClock())
+    peers = Peers(3, Clock(1_000_000.0))
     peers.hello(b"a", "a", "x" * 100_000, 1)
     assert len(peers.listing()[0]["hostname"]) == PEERS_HOSTNAME == 255
 
@@ -196,7 +186,7 @@ def test_counters_metrics_names():
 # ---------------------------------------------------------------- replies, endpoints
 
 def test_reply_limiter_one_per_second_per_peer():
-    clock = FakeClock()
+    clock = Clock(1_000_000.0)
     lim = ReplyLimiter(1.0, clock)
     assert lim.allow(b"p") and not lim.allow(b"p") and lim.allow(b"q")
     clock.advance(1.0)
@@ -207,7 +197,7 @@ def test_reply_limiter_one_per_second_per_peer():
 
 
 def test_reply_limiter_bounded():
-    clock = FakeClock()
+    clock = Clock(1_000_000.0)
     lim = ReplyLimiter(1.0, clock, max_peers=2)
     assert lim.allow(b"a") and lim.allow(b"b") and not lim.allow(b"c")
     clock.advance(2)

@@ -113,7 +113,7 @@ def test_jobs_from_rows_takes_intervals_and_timeouts():
 
 def test_an_interval_no_date_can_follow_is_lowered_and_its_slots_are_dates():
     """A declared interval of 1e15 s (any sender may REGISTER one) would put the next slot
-    past year 9999: the job table lowers it to MAX_INTERVAL, counted (issue 14)."""
+    past year 9999: the job table lowers it to MAX_INTERVAL, counted."""
     from datetime import datetime, timezone
 
     from scheduler.jobs import MAX_INTERVAL

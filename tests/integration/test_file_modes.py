@@ -1,4 +1,4 @@
-"""Issue 14 item 7: files that hold secrets or private data are created 0600 (0640 where the
+"""Files that hold secrets or private data are created 0600 (0640 where the
 service group reads them), whatever the umask, through the code paths that make them.
 
 The umask is set to 0022 (the common default, which would give 0644) around each creation.

@@ -70,7 +70,7 @@ def test_an_existing_key_is_never_overwritten(fleet):
 
 
 def test_new_backend_with_several_name_dir_pairs_as_its_usage_says(fleet):
-    """Issue 14 item 17: ``keys new backend A DIR B DIR`` is what ``--help`` shows; it makes
+    """``keys new backend A DIR B DIR`` is what ``--help`` shows; it makes
     both keys, and ``--help`` shows exactly the forms the parser takes."""
     a, b = fleet.root / "a", fleet.root / "b"
     res = fleet.cli("keys", "new", "backend", "A", str(a), "B", str(b))

@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= .demo
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench docs clean
 
 install: $(VENV)/.installed
 
@@ -56,6 +56,11 @@ test: install
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+# docs/reference/ from the code (settings' help, the command registry); tests/unit/
+# test_docs_reference.py fails while the committed files differ from what this writes
+docs: install
+	$(BIN)/python docs/generate.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info

@@ -7,7 +7,7 @@ router process (a ROUTER answering HELLO, HEARTBEAT and ACKing NOTIFY/REGISTER),
 same run, a baseline: a bare python process that imports zmq, psutil and yaml and sleeps.
 Samples RSS and CPU time of both with psutil; CPU is counted after a warm-up (start-up
 imports excluded). Targets: agent RSS < 35 MiB, CPU < 0.5 % of one core. ``--write`` puts
-the figures under "## Agent footprint (issue 2)" in bench/RESULTS.md.
+the figures under "## Agent footprint" in bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "RESULTS.md"
-HEADING = "## Agent footprint (issue 2)"
+HEADING = "## Agent footprint"
 RSS_TARGET_MB = 35.0
 CPU_TARGET = 0.5
 MB = 1024 * 1024

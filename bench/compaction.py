@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from results import write_section  # noqa: E402  (bench/results.py)
 
-HEADING = "## History compaction (issue 6)"
+HEADING = "## History compaction"
 MIDNIGHT = 1_795_046_400.0          # 2026-11-19 00:00 UTC
 
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import relay as relay_bench  # noqa: E402  (bench/relay.py)
 from results import write_section  # noqa: E402  (bench/results.py)
 
-HEADING = "## CURVE (issue 3)"
+HEADING = "## CURVE"
 
 
 def make_keys(root: Path, uuids: list[str]) -> dict:

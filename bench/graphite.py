@@ -42,10 +42,10 @@ import graphyte  # noqa: E402
 from fleetwatch import protocol  # noqa: E402
 from fleetwatch.cli.demo.carbon import Carbon, read_points  # noqa: E402
 from results import wait, write_section  # noqa: E402  (bench/results.py)
-from sinks.config import GraphiteSettings  # noqa: E402
+from sinks.graphite.config import GraphiteSettings  # noqa: E402
 from sinks.graphite.sink import GraphiteSink  # noqa: E402
 
-HEADING = "## Graphite sink (issue 5)"
+HEADING = "## Graphite sink"
 UUID = "b" * 32
 BATCH = 5000
 LOOP_BATCH = 100

@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from compaction import MIDNIGHT, generate_landing, lake_arguments  # noqa: E402
 from results import write_section  # noqa: E402  (bench/results.py)
 
-HEADING = "## History queries (issue 6)"
+HEADING = "## History queries"
 METRIC, BUCKET = "cpu.percent", "5m"
 #: the heartbeat interval every synthetic HEARTBEAT announces: given to ``uptime`` on both
 #: sides, so neither makes an extra pass to find the shortest one

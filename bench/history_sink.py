@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from relay import counter, pin, pin_process  # noqa: E402  (bench/relay.py)
 from results import write_section  # noqa: E402  (bench/results.py)
 
-HEADING = "## History sink (issue 6)"
+HEADING = "## History sink"
 METRICS = {f"cpu{i}.percent": 12.5 + i for i in range(8)}
 
 

@@ -7,7 +7,7 @@ rate, which is what two hops of ZeroMQ cost with no fleetwatch code in the path.
 
     .venv/bin/python bench/notify_rtt.py [--rate 1000] [--seconds 10]
 
-Target (issue 2): p99 under 5 ms on loopback at 1,000/s.
+Target: p99 under 5 ms on loopback at 1,000/s.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import MethodType
 from typing import NamedTuple
 
-HEADING = "## Router relay (issue 2)"
+HEADING = "## Router relay"
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))

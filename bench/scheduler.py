@@ -308,7 +308,7 @@ def write_results(path: Path, command: str, rows: list[tuple[str, dict, dict]],
              f"sending from a heap of slots, no APScheduler, threads, queue or registry. "
              f"RUN/s counts distinct command ids that arrived for slots in the window; CPU is "
              f"the sender process's, in % of one core.")
-    write_section(path, "## Scheduler dispatch (issue 4)", command, "\n".join(body), notes)
+    write_section(path, "## Scheduler dispatch", command, "\n".join(body), notes)
 
 
 def main() -> int:

@@ -1,4 +1,4 @@
-"""`fleetwatch status` with 10,000 agents attached: how long the answer takes (issue 14).
+"""`fleetwatch status` with 10,000 agents attached: how long the answer takes.
 
 Processes on 127.0.0.1: two real routers, one with ``--agents`` real connections (plain TCP
 DEALERs from tests/support/dealers.py, in two processes, each said HELLO), one with none; rounds
@@ -13,7 +13,7 @@ machine. Figures per round:
 
     python bench/status_scale.py [--agents 10000] [--rounds 5] [--results bench/RESULTS.md]
 
-Target (issue 14, item 18): status answers in under a second with 10,000 agents attached.
+Target: status answers in under a second with 10,000 agents attached.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from fleetwatch import protocol  # noqa: E402
 from fleetwatch.ask import ask_all  # noqa: E402
 from results import wait, write_section  # noqa: E402  (bench/results.py)
 
-HEADING = "## fleetwatch status at 10,000 agents (issue 14)"
-DEALERS = ROOT / "tests" / "dealers.py"
+HEADING = "## fleetwatch status at 10,000 agents"
+DEALERS = ROOT / "tests" / "support" / "dealers.py"
 PROCESSES = 2
 
 

@@ -35,7 +35,12 @@ class ConfigError(Exception):
 
 
 def setting(default: Any = dataclasses.MISSING, help: str = "", factory: Any = None, **meta):
-    """A dataclass field with help text (shown in docs) and a default or default factory."""
+    """A dataclass field with help text (shown in docs) and a default or default factory.
+
+    ``meta`` is more for the configuration reference (docs/generate.py): ``doc_default``,
+    the default as the reference shows it when the real one depends on the machine;
+    ``key``, the YAML key when it is not the field's name; ``variants``, type -> dataclass
+    of a mapping's values that are checked later by their ``type``."""
     metadata = {"help": help, **meta}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)

@@ -1,10 +1,11 @@
 """Presentation helpers of the operator commands: times, tables, compact bodies, plugin output.
 
-The one place where what senders wrote meets the operator's terminal (README "Looking at
-the fleet"): every table shows control characters visibly (:func:`escape`), and every time in
-one human format, UTC with the zone said (:data:`HUMAN`); ``--json`` keeps exact text and ISO
-8601 UTC (:func:`iso`). Any number survives as a time: one that no calendar date can show is
-printed as the number, marked ``out of range`` in tables.
+The one place where what senders wrote meets the operator's terminal
+(docs/operating/status.md, "What the commands print"): every table shows control characters
+visibly (:func:`escape`), and every time in one human format, UTC with the zone said
+(:data:`HUMAN`); ``--json`` keeps exact text and ISO 8601 UTC (:func:`iso`). Any number
+survives as a time: one that no calendar date can show is printed as the number, marked
+``out of range`` in tables.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 pyzmq 27's ``Socket.get(zmq.RCVMORE)`` builds a ``SocketOption`` enum on every call and costs
 1 to 2 us, the largest single cost of relaying a three-frame message frame by frame
-(PERF-NOTES). :func:`rcvmore_reader` returns a function that asks the very libzmq pyzmq has
+(docs/development/decisions.md#reading-frames-on-the-hot-path). :func:`rcvmore_reader`
+returns a function that asks the very libzmq pyzmq has
 loaded (found in ``/proc/self/maps``) through ``ctypes.PyDLL`` (no GIL release, the call never
 blocks), about 0.4 us. It checks itself against ``Socket.get`` on the socket before use, and
 falls back to ``Socket.get`` where the library cannot be found (another OS, a static build).

@@ -2,7 +2,8 @@
 ``recv_multipart``.
 
 In pyzmq 27 ``recv_multipart`` pays for an enum built at every internal RCVMORE read
-(PERF-NOTES); :class:`Receiver` reads each frame with integer flags instead. A router always
+(docs/development/decisions.md#reading-frames-on-the-hot-path); :class:`Receiver` reads each
+frame with integer flags instead. A router always
 relays three frames (SIGNATURE, ENVELOPE, BODY), so three are read, then RCVMORE once
 (through :mod:`fleetwatch.rcvmore`; a check after every frame cost the history sink about 1.3 us
 more per message, a sixth of its time, bench/RESULTS.md "History sink"). A longer message is

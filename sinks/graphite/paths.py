@@ -1,6 +1,6 @@
 """Graphite names for what agents and routers report: plain logic, no sockets.
 
-Paths (``<prefix>.`` is added by the sender; README "Metric paths" is the user's view):
+Paths (``<prefix>.`` is added by the sender; docs/operating/graphite.md is the user's view):
 
 - an agent's STATS metric ``M``: ``<hostname>.M`` (the hostname of the agent's HELLO, chosen
   by :mod:`sinks.graphite.sink`, never a body's claim);

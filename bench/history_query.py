@@ -18,7 +18,7 @@ landing files are kept in landing/done/), then times, in alternating order per r
   runs before it adds hostnames), which reads the ``heartbeat_spans`` compaction keeps;
   on the JSON ``uptime`` over the HEARTBEAT lines.
 
-Both sources go through the query functions of sinks/history/query.py and must give the
+Both sources go through the query functions of sinks/history/ and must give the
 same answer (checked). The JSON side is given its cheapest correct plan for this data: the
 synthetic lines have no duplicate msg_ids, so it skips the per-msg_id deduplication a real
 landing area would need (which would only slow it further). Timed: from building the query
@@ -82,7 +82,10 @@ def queries(spark, lake: str, paths: list[str], since: float, until: float) -> d
     """(query, source) -> a function running it and returning its rows; and the host."""
     from pyspark.sql import functions as F
 
-    from sinks.history.query import History, downsample, seconds, uptime, window
+    from sinks.history.availability import uptime
+    from sinks.history.metrics import downsample
+    from sinks.history.query import History
+    from sinks.history.times import seconds, window
     h = History(spark, lake)
     beats = History(spark, lake, use_spans=False)
     bucket = seconds(BUCKET)
@@ -227,7 +230,7 @@ Spark's fixed cost for a query: building the DataFrame (about 0.15 s of driver c
 shuffle for the per-host window and the final sort. From every heartbeat
 (`use_spans=False`, the row for comparison) it reads and reduces 2.5M rows (each (uuid,
 3 x interval) bucket to its first and last heartbeat before the per-host sort:
-sinks/history/query.py `uptime`), about 0.4 s more, with a second shuffle. Folding the
+sinks/history/availability.py `uptime`), about 0.4 s more, with a second shuffle. Folding the
 spans costs compaction 4 s of 129 s (bench/RESULTS.md "History compaction").
 
 Method: the same Spark session (the compaction ran in it), then an untimed warm-up run of

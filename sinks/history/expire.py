@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from sinks.history.compact import locked
 from sinks.history.landing import fsync_dir
 from sinks.history.manifest import Lake
-from sinks.history.query import DAY
 from sinks.history.schema import PARTITION, TABLE_NAMES
+from sinks.history.times import DAY
 
 _PARTITION = re.compile(rf"^{PARTITION}=(\d{{4}}-\d{{2}}-\d{{2}})$")
 

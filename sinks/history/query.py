@@ -34,245 +34,29 @@ time-in-state differently:
   of the day inside the window (default window: first to last heartbeat of the selection).
   The answer is read from ``heartbeat_spans`` (sinks/history/spans.py) whenever they give
   exactly this one, else from every heartbeat.
+
+This module is the facade (the lake, its tables, host names, the query methods); the
+queries are built from sinks/history/times.py (times and windows), metrics.py (buckets,
+percentiles), timelines.py (check state segments) and availability.py (uptime from
+heartbeats or spans).
 """
 
 from __future__ import annotations
 
 import os
-import re
-import time
-from datetime import date, datetime, timezone
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from fleetwatch import protocol
 from sinks.history import hostnames, spans
+from sinks.history.availability import bounds, spans_in, tile, uptime
+from sinks.history.metrics import aggregate, downsample, not_internal
 from sinks.history.schema import PARTITION, TABLE_NAMES, TABLES
 from sinks.history.spans import counted_interval
-from sinks.alerting.hosts import DEFAULT_INTERVAL
-from sinks.graphite.paths import INTERNAL_SOURCES
+from sinks.history.timelines import segments, state_changes, state_name
+from sinks.history.times import epoch, seconds, secs, window
 
-DAY = 86400
-STATES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
-#: percentile_approx accuracy: exact below this many values per group
-ACCURACY = 10000
-AGGREGATES = ("avg", "max", "min", "p95", "last")
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([smhdw]?)\s*$")
-_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": DAY, "w": 7 * DAY}
-
-
-# ---------------------------------------------------------------- times
-
-def seconds(text) -> float:
-    """A duration: a number of seconds or ``90s``, ``5m``, ``12h``, ``400d``, ``2w``."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return float(text)
-    match = _DURATION.match(str(text))
-    if match is None:
-        raise ValueError(f"expected a duration like 90s, 5m, 12h, 7d or 2w, got {text!r}")
-    return float(match.group(1)) * _UNIT[match.group(2)]
-
-
-def epoch(value, now: float | None = None) -> float | None:
-    """Epoch seconds of a time given as a number, datetime, date, ISO 8601 text or a
-    duration back from ``now`` (``7d``); None stays None. A time outside the range the
-    protocol takes (1970 to 9999, SPEC 4) is a ValueError."""
-    ts = _epoch(value, now)
-    if ts is not None and not protocol.TS_MIN <= ts < protocol.TS_END:     # NaN too
-        raise ValueError(f"expected a time from 1970 to 9999, got {value!r:.40}")
-    return ts
-
-
-def _epoch(value, now: float | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"expected a time, got {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, datetime):
-        return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).timestamp()
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day, tzinfo=timezone.utc).timestamp()
-    text = str(value).strip()
-    if _DURATION.match(text) and text[-1:].isalpha():
-        return (time.time() if now is None else now) - seconds(text)
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        return _epoch(datetime.fromisoformat(text), now)
-    except ValueError:
-        raise ValueError(f"expected a time (epoch seconds, ISO 8601 like 2026-11-20T10:00Z, "
-                         f"or a duration back from now like 7d), got {text!r}") from None
-
-
-def day_of(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d")
-
-
-def _instant(ts: float):
-    return F.lit(datetime.fromtimestamp(ts, timezone.utc))
-
-
-def secs(column: str = "ts"):
-    """Epoch seconds (double) of a timestamp column."""
-    return F.unix_micros(column) / 1e6
-
-
-def window(df: DataFrame, since: float | None, until: float | None) -> DataFrame:
-    """Rows with ``since <= ts < until``, reading only the date partitions that can hold them."""
-    if since is not None:
-        df = df.filter((F.col(PARTITION) >= day_of(since)) & (F.col("ts") >= _instant(since)))
-    if until is not None:
-        df = df.filter((F.col(PARTITION) <= day_of(until)) & (F.col("ts") < _instant(until)))
-    return df
-
-
-def state_name(status):
-    names = F.array(*[F.lit(s) for s in STATES])
-    return F.when(status.between(0, 3), F.element_at(names, status + 1)).otherwise("UNKNOWN")
-
-
-def not_internal():
-    """Agents' STATS only: a router's or sink's own counters are not a host's metrics."""
-    return F.col("source").isNull() | ~F.col("source").isin(*sorted(INTERNAL_SOURCES))
-
-
-# ---------------------------------------------------------------- pure queries
-
-def downsample(metrics: DataFrame, bucket: float) -> DataFrame:
-    """count, avg, max and p95 of ``value`` per epoch-aligned bucket of ``bucket`` seconds."""
-    start = F.floor(secs() / bucket) * bucket
-    return (metrics.groupBy(F.timestamp_seconds(start).alias("bucket"))
-            .agg(F.count("value").alias("count"), F.avg("value").alias("avg"),
-                 F.max("value").alias("max"),
-                 F.percentile_approx("value", 0.95, ACCURACY).alias("p95"))
-            .orderBy("bucket"))
-
-
-def uptime(spark: SparkSession, heartbeats: DataFrame, since: float, until: float,
-           interval: float | None = None, intervals: float = 3.0,
-           shortest: float | None = None) -> DataFrame:
-    """seconds, up_seconds, down_seconds and uptime_pct per (uuid, UTC day) of
-    ``heartbeats`` (already limited to the window); the rule is in the module docstring.
-
-    Only the gaps longer than the shortest allowed one (``intervals`` x the shortest
-    interval: ``interval``, else ``shortest``, else read from the data) can be down, and two
-    heartbeats in one bucket of that width are closer than that. So each (uuid, bucket)
-    is first reduced to its first and last heartbeat, which is a map-side aggregation,
-    and only those runs are sorted per uuid (:func:`tile`): about 2 per bucket instead of
-    every heartbeat.
-    """
-    if interval:    # every heartbeat counts with it: nothing to carry but the times
-        hb = heartbeats.select("uuid", secs().alias("t"))
-        shortest = interval
-        said = [F.lit(float(interval)).alias("eff_first"), F.lit(float(interval)).alias("eff")]
-    else:
-        hb = heartbeats.select("uuid", secs().alias("t"), counted_interval().alias("eff"))
-        if shortest is None:
-            shortest = hb.agg(F.min("eff")).first()[0] or DEFAULT_INTERVAL
-        said = [F.min_by("eff", "t").alias("eff_first"), F.max_by("eff", "t").alias("eff")]
-    width = intervals * shortest
-    runs = (hb.groupBy("uuid", F.floor(F.col("t") / width).alias("b"))
-            .agg(F.min("t").alias("first"), F.max("t").alias("last"), *said))
-    return tile(spark, runs, since, until, intervals)
-
-
-def spans_in(table: DataFrame, since: float | None, until: float | None,
-             interval: float | None = None) -> DataFrame:
-    """``heartbeat_spans`` rows as runs for :func:`tile` (uuid, first, last, eff_first,
-    eff, and min_eff, the shortest interval counted): those with a heartbeat in
-    ``since <= ts < until``, cut at ``since`` and ``until`` (why that is exact, and when:
-    sinks/history/spans.py)."""
-    first, last = secs("first"), secs("last")
-    if since is not None:
-        table = table.filter((F.col(PARTITION) >= day_of(since)) & (last >= since))
-        first = F.greatest(first, F.lit(float(since)))
-    if until is not None:
-        table = table.filter((F.col(PARTITION) <= day_of(until)) & (secs("first") < until))
-        last = F.least(last, F.lit(float(until)))
-    if interval:
-        said = [F.lit(float(interval)).alias(c) for c in ("eff_first", "eff", "min_eff")]
-    else:
-        said = [F.col("first_interval").alias("eff_first"),
-                F.col("last_interval").alias("eff"), F.col("min_interval").alias("min_eff")]
-    return table.select("uuid", first.alias("first"), last.alias("last"), *said)
-
-
-def tile(spark: SparkSession, runs: DataFrame, since: float, until: float,
-         intervals: float = 3.0) -> DataFrame:
-    """The availability of runs of heartbeats (uuid, first, last, eff_first: the interval
-    the first counts with, eff: the one the last counts with; the heartbeats of a run
-    closer together than any gap the rule can call down): per (uuid, UTC day) over
-    ``since`` .. ``until``. Each run gives its segments: [first, last) up,
-    [last, next first) (to ``until`` for the last), and for a uuid's first run
-    [since, first); they tile the window, so summing their overlap with each day gives the
-    day's seconds and its up seconds."""
-    if until <= since:
-        return spark.createDataFrame([], "uuid string, date string, seconds double, "
-                                         "up_seconds double, down_seconds double, "
-                                         "uptime_pct double")
-    order = Window.partitionBy("uuid").orderBy("first")
-    runs = runs.select("*", F.coalesce(F.lead("first").over(order), F.lit(float(until)))
-                       .alias("next"), F.lag("first").over(order).isNull().alias("is_first"))
-
-    def segment(start, end, limit):
-        up = F.lit(True) if limit is None else end - start <= limit * intervals
-        return F.struct(start.alias("start"), end.alias("end"), up.alias("up"))
-    inside = segment(F.col("first"), F.col("last"), None)
-    gap = segment(F.col("last"), F.col("next"), F.col("eff"))
-    head = segment(F.lit(float(since)), F.col("first"), F.col("eff_first"))
-    segments = (runs.select("uuid", F.explode(
-                    F.when(F.col("is_first"), F.array(head, inside, gap))
-                    .otherwise(F.array(inside, gap))).alias("s"))
-                .select("uuid", "s.*").filter(F.col("end") > F.col("start")))
-    day = F.explode(F.sequence(F.floor(F.col("start") / DAY).cast("long"),
-                               (F.ceil(F.col("end") / DAY) - 1).cast("long")))
-    overlap = (F.least(F.col("end"), (F.col("d") + 1) * DAY)
-               - F.greatest(F.col("start"), F.col("d") * DAY))
-    return (segments.select("uuid", "start", "end", "up", day.alias("d"))
-            .select("uuid", "d", "up", overlap.alias("overlap"))
-            .groupBy("uuid", "d")
-            .agg(F.sum("overlap").alias("seconds"),
-                 F.sum(F.when(F.col("up"), F.col("overlap")).otherwise(0.0))
-                 .alias("up_seconds"))
-            .select("uuid", F.date_from_unix_date("d").cast("string").alias("date"),
-                    "seconds", "up_seconds",
-                    (F.col("seconds") - F.col("up_seconds")).alias("down_seconds"),
-                    (F.col("up_seconds") * 100.0 / F.col("seconds")).alias("uptime_pct")))
-
-
-def state_changes(results: DataFrame) -> DataFrame:
-    """Results with ``t`` (epoch s) and ``prev`` (the check's previous status), keeping only
-    those whose status differs from the previous one (a check's first result too)."""
-    order = Window.partitionBy("uuid", "plugin").orderBy("t", "msg_id")
-    return (results.select("uuid", "plugin", secs().alias("t"), "ts", "msg_id", "output",
-                           F.coalesce(F.col("status"), F.lit(3)).alias("status"))
-            .withColumn("prev", F.lag("status").over(order))
-            .filter(F.col("prev").isNull() | (F.col("prev") != F.col("status"))))
-
-
-def segments(results: DataFrame, since: float | None, until: float) -> DataFrame:
-    """One row per run of a status: uuid, plugin, status, state, start, end, seconds, output."""
-    order = Window.partitionBy("uuid", "plugin").orderBy("t")
-    seg = (state_changes(results)
-           .withColumn("end", F.coalesce(F.lead("t").over(order), F.lit(float(until))))
-           .withColumn("start", F.greatest(F.col("t"), F.lit(float(since))) if since is not None
-                       else F.col("t"))
-           .withColumn("end", F.least(F.col("end"), F.lit(float(until))))
-           .filter(F.col("end") > F.col("start")))
-    return seg.select("uuid", "plugin", "status", state_name(F.col("status")).alias("state"),
-                      F.timestamp_seconds("start").alias("start"),
-                      F.timestamp_seconds("end").alias("end"),
-                      (F.col("end") - F.col("start")).alias("seconds"), "output")
-
-
-# ---------------------------------------------------------------- the lake
 
 class History:
     """One lake, its tables as DataFrames, and the ready-made queries (module docstring)."""
@@ -408,15 +192,11 @@ class History:
                   by: str = "avg") -> DataFrame:
         """The ``n`` hosts with the highest ``by`` (avg, max, min, p95, last) of ``metric``:
         hostname, uuid, value, samples."""
-        values = {"avg": F.avg("value"), "max": F.max("value"), "min": F.min("value"),
-                  "p95": F.percentile_approx("value", 0.95, ACCURACY),
-                  "last": F.max_by("value", "ts")}
-        if by not in values:
-            raise ValueError(f"by: expected one of {', '.join(AGGREGATES)}, got {by!r}")
+        value = aggregate(by)
         df = window(self.metrics, epoch(since), epoch(until))
         df = df.filter((F.col("metric") == metric) & not_internal())
         return (df.groupBy("uuid")
-                .agg(F.max_by("hostname", "ts").alias("hostname"), values[by].alias("value"),
+                .agg(F.max_by("hostname", "ts").alias("hostname"), value.alias("value"),
                      F.count("value").alias("samples"))
                 .select(F.coalesce("hostname", "uuid").alias("hostname"), "uuid", "value",
                         "samples")
@@ -497,25 +277,13 @@ class History:
         stored = None if short or not self.use_spans else self._stored(spans.NAME)
         if stored is not None:
             runs = spans_in(self._of(stored, host).filter(sender), since, until, every)
-            window_, shortest = self._bounds(runs, "first", "last", "min_eff", since, until,
-                                             every)
+            window_, shortest = bounds(runs, "first", "last", "min_eff", since, until, every)
             if intervals * shortest >= spans.GAP:
                 return tile(self.spark, runs.drop("min_eff"), *window_, intervals)
         df = self._of(window(self.heartbeats, since, until), host).filter(sender)
         beats = df.select(secs().alias("t"), counted_interval(every).alias("eff"))
-        (since, until), shortest = self._bounds(beats, "t", "t", "eff", since, until, every)
+        (since, until), shortest = bounds(beats, "t", "t", "eff", since, until, every)
         return uptime(self.spark, df, since, until, every, intervals, shortest)
-
-    @staticmethod
-    def _bounds(df, first, last, interval, since, until, every):
-        """((since, until), shortest interval): the window's missing ends and, unless
-        ``every`` is given, the shortest interval, from ``df`` in one pass."""
-        if since is not None and until is not None and every is not None:
-            return (since, until), every
-        low, high, shortest = df.agg(F.min(first), F.max(last), F.min(interval)).first()
-        since = (low or 0.0) if since is None else since
-        until = (high or 0.0) if until is None else until
-        return (since, until), every or shortest or DEFAULT_INTERVAL
 
     def notification_history(self, host=None, severity=None, since=None,
                              until=None) -> DataFrame:

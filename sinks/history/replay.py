@@ -40,7 +40,8 @@ from pyspark.sql import functions as F
 
 from sinks.graphite.sender import deliver
 from sinks.history import hostnames
-from sinks.history.query import History, epoch, secs, window
+from sinks.history.query import History
+from sinks.history.times import epoch, secs, window
 from sinks.graphite.paths import INTERNAL_SOURCES, Namer, Point
 
 

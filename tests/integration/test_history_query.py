@@ -15,7 +15,8 @@ from support.lakegen import DAY, make_lake, midnight_days_ago  # noqa: E402
 from sinks.history.compact import EX_TEMPFAIL, Busy, locked  # noqa: E402
 from sinks.history.expire import cutoff, expire  # noqa: E402
 from sinks.history.manifest import Lake  # noqa: E402
-from sinks.history.query import History, epoch, seconds  # noqa: E402
+from sinks.history.query import History  # noqa: E402
+from sinks.history.times import epoch, seconds  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -275,7 +276,7 @@ def random_beats(seed: int, since: float, until: float) -> list[tuple]:
 
 def beats_frame(spark, beats):
     """Heartbeats as rows of the heartbeats table (the columns the queries read)."""
-    from sinks.history.query import day_of
+    from sinks.history.times import day_of
     rows_ = [(day_of(t), u, None, datetime.fromtimestamp(t, timezone.utc), iv)
              for u, t, iv in beats]
     return spark.createDataFrame(rows_, "date string, uuid string, name string, ts timestamp, "
@@ -296,7 +297,7 @@ def assert_same(got: dict, want: dict) -> None:
 
 def test_uptime_matches_the_rule_on_random_heartbeats(spark):
     """The bucketed computation against the plain rule."""
-    from sinks.history.query import uptime
+    from sinks.history.availability import uptime
     since, until = 2 * DAY - 5000.0, 4 * DAY + 3000.0
     beats = random_beats(7, since, until)
     df = beats_frame(spark, beats)
@@ -310,7 +311,7 @@ def test_spans_give_the_rule_exactly(spark):
     overlapping the one before), then cut to windows that start and end inside spans,
     between them and at midnight: the same answer as the plain rule over the heartbeats
     of the window."""
-    from sinks.history.query import spans_in, tile
+    from sinks.history.availability import spans_in, tile
     from sinks.history.spans import GAP, fold, of_heartbeats
     since, until = 2 * DAY - 5000.0, 4 * DAY + 3000.0
     beats = sorted(random_beats(11, since, until), key=lambda b: b[1])

@@ -26,6 +26,8 @@ from support.fleet import Proc, agent_uuid_for, wait_for
 from support.keys import Keys
 from fleetwatch.cli import reach, units
 from fleetwatch.cli import service as svc
+from fleetwatch.cli.service.install import Install
+from fleetwatch.cli.service.task import EX_NOPERM
 from fleetwatch.config import load
 
 pytestmark = pytest.mark.timeout(120)
@@ -300,7 +302,7 @@ def args(**kw):
 @pytest.mark.parametrize("action", ["install", "uninstall"])
 def test_not_root_without_root_prefix_is_a_clear_error(action, capsys):
     system = FakeSystem(euid=1000)
-    assert svc.run(args(action=action), system) == svc.EX_NOPERM
+    assert svc.run(args(action=action), system) == EX_NOPERM
     err = capsys.readouterr().err
     assert err.startswith(f"fleetwatch service: {action}ing a system service needs root")
     assert "--root DIR" in err and system.ran == []
@@ -309,7 +311,7 @@ def test_not_root_without_root_prefix_is_a_clear_error(action, capsys):
 def test_the_service_user_is_created_once_as_a_system_user():
     out = io.StringIO()
     system = FakeSystem()
-    task = svc.Task(units.Service("agent"), args(), system, out)
+    task = Install(units.Service("agent"), args(), system, out)
     task.ensure_user("fleetwatch")
     assert system.ran == [["useradd", "--system", "--user-group", "--home-dir",
                            "/var/lib/fleetwatch", "--no-create-home", "--shell",

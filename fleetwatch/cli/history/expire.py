@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args, settings) -> int:
     from sinks.history.compact import EX_TEMPFAIL, Busy
     from sinks.history.expire import expire
-    from sinks.history.query import seconds
+    from sinks.history.times import seconds
     try:
         older_than = seconds(args.older_than)
         expire(settings.lake, older_than, dry_run=args.dry_run)

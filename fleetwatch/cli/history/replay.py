@@ -55,7 +55,8 @@ def target_from(args):
 
 
 def run(args, settings) -> int:
-    from sinks.history.query import History, epoch
+    from sinks.history.query import History
+    from sinks.history.times import epoch
     from sinks.history.replay import CarbonGone, Replay
     from sinks.history.spark import from_settings
     try:

@@ -1,0 +1,44 @@
+"""Metric queries of the history lake: which STATS are a host's, per-bucket aggregates, and
+the aggregate a ranking of hosts is by.
+
+Buckets are aligned to the epoch (a ``1d`` bucket is a UTC day); ``p95`` is the smallest
+value with at least 95 % of the bucket at or below it (nearest rank: Spark's
+``percentile_approx``, exact for buckets under :data:`ACCURACY` points).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from sinks.graphite.paths import INTERNAL_SOURCES
+from sinks.history.times import secs
+
+#: percentile_approx accuracy: exact below this many values per group
+ACCURACY = 10000
+AGGREGATES = ("avg", "max", "min", "p95", "last")
+
+
+def not_internal():
+    """Agents' STATS only: a router's or sink's own counters are not a host's metrics."""
+    return F.col("source").isNull() | ~F.col("source").isin(*sorted(INTERNAL_SOURCES))
+
+
+def aggregate(by: str) -> Column:
+    """The aggregate of ``value`` named ``by`` (one of :data:`AGGREGATES`), per group."""
+    values = {"avg": F.avg("value"), "max": F.max("value"), "min": F.min("value"),
+              "p95": F.percentile_approx("value", 0.95, ACCURACY),
+              "last": F.max_by("value", "ts")}
+    if by not in values:
+        raise ValueError(f"by: expected one of {', '.join(AGGREGATES)}, got {by!r}")
+    return values[by]
+
+
+def downsample(metrics: DataFrame, bucket: float) -> DataFrame:
+    """count, avg, max and p95 of ``value`` per epoch-aligned bucket of ``bucket`` seconds."""
+    start = F.floor(secs() / bucket) * bucket
+    return (metrics.groupBy(F.timestamp_seconds(start).alias("bucket"))
+            .agg(F.count("value").alias("count"), F.avg("value").alias("avg"),
+                 F.max("value").alias("max"),
+                 F.percentile_approx("value", 0.95, ACCURACY).alias("p95"))
+            .orderBy("bucket"))

@@ -2,7 +2,9 @@
 ``spool.ack_from`` requires for it has ACKed (SPEC.md 4.2).
 
 Unit tests of the spool and the config with a fake clock; then real fleets (router, sinks and
-agent as processes) where the history sink ACKs a NOTIFY that no alerting sink has yet.
+agent as processes) where the history sink ACKs a NOTIFY that no alerting sink has yet, seen
+as an operator sees them: the NOTIFY's resends and the agent's STATS on the router's tail
+(``fleetwatch tail``), ``fleetwatch alerts``, the history sink's files.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from agent.config import ACK_OWNERS, ACKING_SINKS, AgentConfig, SpoolConfig
 from agent.spool import Spool
 from support.clock import Clock
 from support.fleet import landed, wait_for
+from support.tail import Tail
 from fleetwatch import protocol
 from fleetwatch.config import ConfigError, build
 
@@ -263,14 +266,28 @@ def test_acking_table_matches_the_sinks():
 
 # ---------------------------------------------------------------- real fleets
 
-def spool_row(fleet, msg_id: str):
-    """(sends, acked) of ``msg_id`` in the agent's spool, None once it left."""
-    db = sqlite3.connect(f"file:{fleet.root / 'agent-state' / 'spool.db'}?mode=ro", uri=True)
-    try:
-        return db.execute("SELECT sends, acked FROM messages WHERE msg_id = ?",
-                          (msg_id,)).fetchone()
-    finally:
-        db.close()
+class Watch:
+    """The router's tail (``fleetwatch tail``): every NOTIFY and STATS through the router."""
+
+    def __init__(self, zctx, router):
+        self.tail = Tail(zctx, [router["endpoints"]["tail"]],
+                         [protocol.topic("NOTIFY"), protocol.topic("STATS")])
+
+    def sends(self, msg_id: str) -> int:
+        """How many times the NOTIFY ``msg_id`` went through the router (first send and
+        resends)."""
+        return sum(1 for r in self.tail.pump()
+                   if r.message.type == "NOTIFY" and r.message.msg_id == msg_id)
+
+    def spool_acked(self, uuid: str) -> int | None:
+        """The agent's latest ``agent.spool.acked`` (messages out of its spool, every sink
+        type they need having ACKed them), None before its first STATS."""
+        counts = [r.message.get("metrics", {}).get("agent.spool.acked")
+                  for r in self.tail.pump() if r.message.type == "STATS" and r.uuid == uuid]
+        return counts[-1] if counts else None
+
+    def from_sink(self, name: str) -> bool:
+        return any(r.message.type == "STATS" and r.uuid == name for r in self.tail.pump())
 
 
 def alerted(fleet, router, uuid: str, msg_id: str) -> tuple[int, int] | None:
@@ -308,51 +325,57 @@ def send_notify(fleet, text: str) -> str:
     return res.stdout.strip()
 
 
-def test_history_ack_keeps_the_notify_until_alerting_has_it(fleet, tmp_path):
+def test_history_ack_keeps_the_notify_until_alerting_has_it(fleet, tmp_path, zctx):
     router = fleet.router()
+    watch = Watch(zctx, router)
     lake = tmp_path / "lake"
-    history = fleet.sink("history", [router], history={"lake": str(lake),
-                                                       "rotate_seconds": 0.5})
-    wait_for(lambda: "welcomed us" in history.log(), 15, what="the history sink connected")
+    fleet.sink("history", [router], stats_interval=0.5,
+               history={"lake": str(lake), "rotate_seconds": 0.5})
+    wait_for(lambda: watch.from_sink("sink-history"), 15,
+             what="the history sink connected (its STATS on the tail)")
     uuid = start_agent(fleet, router)
     msg_id = send_notify(fleet, "disk on fire")
 
     wait_for(lambda: msg_id in {ln["msg"]["msg_id"] for ln in landed(lake)
                                 if ln["type"] == "NOTIFY"}, 15, what="the NOTIFY in history")
     # history has it and ACKed it (again at each resend, dropping the duplicate), and still
-    # the agent resends it: no alerting sink has it
-    wait_for(lambda: spool_row(fleet, msg_id)[0] >= 4, 15, what="the NOTIFY resent")
-    assert spool_row(fleet, msg_id)[1] == ""               # history's ACKs not recorded
+    # the agent resends it: no alerting sink has it; history's ACKs are counted as ignored
+    wait_for(lambda: watch.sends(msg_id) >= 4 and watch.spool_acked(uuid) is not None, 15,
+             what="the NOTIFY resent")
     ignored = wait_for(lambda: [ln["msg"]["metrics"]["agent.spool.acks_ignored"]
                                 for ln in landed(lake) if ln["type"] == "STATS"
                                 and ln["msg"]["metrics"].get("agent.spool.acks_ignored")],
                        15, what="agent.spool.acks_ignored in the agent's STATS")
     assert max(ignored) >= 1
+    assert watch.spool_acked(uuid) == 0
     # the alerting tables made empty (as the sink would make them): nothing recorded the alert
     create_alerting_tables(fleet)
     assert alerted(fleet, router, uuid, msg_id) == (0, 0)
 
+    # the NOTIFY is the only message the alerting sink can take out of the spool here (the
+    # agent's REGISTER waits for a registry sink)
     fleet.sink("alerting", [router])
-    wait_for(lambda: spool_row(fleet, msg_id) is None, 20,
+    wait_for(lambda: watch.spool_acked(uuid) == 1, 20,
              what="the NOTIFY ACKed by the alerting sink and out of the spool")
     assert alerted(fleet, router, uuid, msg_id) == (1, 1)           # exactly once
 
 
-def test_required_history_keeps_the_notify_until_both_acked(fleet, tmp_path):
+def test_required_history_keeps_the_notify_until_both_acked(fleet, tmp_path, zctx):
     router = fleet.router()
+    watch = Watch(zctx, router)
     fleet.sink("alerting", [router])
     uuid = start_agent(fleet, router, ack_from={"NOTIFY": ["alerting", "history"]})
     msg_id = send_notify(fleet, "both must have it")
     wait_for(lambda: alerted(fleet, router, uuid, msg_id) == (1, 1), 20, what="the alert")
-    row = wait_for(lambda: (spool_row(fleet, msg_id) or (0, ""))[1] == "alerting"
-                   and spool_row(fleet, msg_id), 10, what="the alerting ACK recorded")
-    # still resent after the alerting sink ACKed: history has not
-    wait_for(lambda: spool_row(fleet, msg_id)[0] >= row[0] + 2, 15,
-             what="two more resends")
+    # still resent after the alerting sink recorded (then ACKed) it: history has not
+    sent = watch.sends(msg_id)
+    wait_for(lambda: watch.sends(msg_id) >= sent + 2 and watch.spool_acked(uuid) is not None,
+             15, what="two more resends")
+    assert watch.spool_acked(uuid) == 0
 
     lake = tmp_path / "lake"
     fleet.sink("history", [router], history={"lake": str(lake), "rotate_seconds": 0.5})
-    wait_for(lambda: spool_row(fleet, msg_id) is None, 20,
+    wait_for(lambda: watch.spool_acked(uuid) == 1, 20,
              what="the NOTIFY ACKed by history too and out of the spool")
     assert msg_id in {ln["msg"]["msg_id"] for ln in landed(lake) if ln["type"] == "NOTIFY"}
     assert alerted(fleet, router, uuid, msg_id) == (1, 1)           # the resends alerted once

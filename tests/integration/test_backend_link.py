@@ -3,9 +3,10 @@ registry sink and a scheduler started with back-end keys the router does not kno
 
 libzmq does not retry a connection whose CURVE handshake the router refused (SPEC 7.4), so a
 back-end must dial again by itself (:class:`fleetwatch.link.Link`). Once their keys are in
-the router's allowlist directory, both must connect with no restart: the registry sink
-writes the agent's row (what ``fleetwatch status`` reads) and publishes its counters through
-the router, and the scheduler's RUNs come back as RESULTs on the router's tail.
+the router's allowlist directory, both must connect with no restart, as an operator sees
+it: ``fleetwatch status --json`` shows the agent's check (the registry sink recorded its
+REGISTER) answering a RUN of the scheduler (command id ``s:...``; the alerting sink, allowed
+from the start, recorded the RESULT), and the sink's counters come through the router's tail.
 """
 
 from __future__ import annotations
@@ -45,8 +46,7 @@ class Tail:
         self.sub.linger = 0
         own = security.read_certificate(secret, need_secret=True)
         security.client(self.sub, own, security.read_certificate(keys.router_public))
-        for type_ in ("STATS", "RESULT"):
-            self.sub.subscribe(protocol.topic(type_))
+        self.sub.subscribe(protocol.topic("STATS"))
         self.sub.connect(endpoint)
         self.seen: list[protocol.Relayed] = []
 
@@ -65,10 +65,6 @@ class Tail:
     def from_sink(self, name: str) -> bool:
         return any(r.message.type == "STATS" and r.uuid == name for r in self.pump())
 
-    def scheduled_results(self, uuid: str) -> list[dict]:
-        return [r.message.body for r in self.pump() if r.message.type == "RESULT"
-                and r.uuid == uuid and r.message.get("command_id", "").startswith("s:")]
-
 
 def allow(keys: Keys, secret: str) -> None:
     """Put the public half of the pending key ``secret`` into the back-end allowlist."""
@@ -80,33 +76,50 @@ def test_a_scheduler_and_a_sink_connect_once_their_keys_are_allowed(fleet, zctx)
     keys = Keys(fleet.root)
     uuid = agent_uuid_for(fleet)
     agent_key, operator_key = keys.agent(uuid), keys.backend("operator")   # allowed at start
+    alerting_key = keys.backend("sink-alerting")
     router = fleet.router(security=keys.router_security())
+    op = fleet.write("fleetwatch.yaml", {
+        "routers": [router["endpoints"]["control"]], "state_url": fleet.state_url,
+        "timeout": 1.0, "security": keys.client(operator_key)})
     tail = Tail(zctx, keys, operator_key, router["endpoints"]["tail"])
+    fleet.sink("alerting", [router], security=keys.client(alerting_key))
     fleet.agent([router], security=keys.client(agent_key), plugins={
         "dirs": [str(tick_plugin(fleet.root))],
         "checks": [{"name": PLUGIN, "command": "check_tick", "interval": 1, "timeout": 5}]})
+
+    def check() -> dict | None:
+        """The agent's check as ``fleetwatch status --json`` shows it, with the agent's
+        ``version`` (the registry's: PEERS has none); None while not declared."""
+        status = fleet.status(op)
+        version = next((a["version"] for a in status["agents"] if a["uuid"] == uuid), None)
+        return next(({**c, "version": version} for c in status["checks"]
+                     if c["uuid"] == uuid and c["plugin"] == PLUGIN), None)
 
     # both back-ends start with keys the router does not know, and are refused
     sink_key = keys.backend("sink-registry", sub="pending")
     sched_key = keys.backend("scheduler", sub="pending")
     sink = fleet.sink("registry", [router], security=keys.client(sink_key), stats_interval=0.5)
     scheduler = fleet.scheduler([router], security=keys.client(sched_key))
+    # nothing an operator reads says that a back-end process is up but refused: its log does
     wait_for(lambda: "started" in sink.log() and "started" in scheduler.log(), 15, 0.1,
              "both back-ends started")
     wait_for(lambda: tail.router_refusals() >= 2, 15, 0.1, "the router refusing both keys")
-    assert not fleet.db_rows("SELECT uuid FROM agents")
+    # the registry has no agent (only it gives status a version) and no declared check
+    status = fleet.status(op)
+    assert not [a for a in status["agents"] if a["version"]] and not status["checks"], status
 
     allow(keys, sink_key)
     allow(keys, sched_key)
 
-    # the sink: the agent's row in the registry, and the sink's own STATS through the router
-    wait_for(lambda: fleet.db_rows("SELECT hostname FROM agents WHERE uuid = ?", (uuid,)),
-             20, 0.1, "the registry sink connected (the agent's row)")
+    # the sink: the agent's check declared in the registry, and the sink's own STATS
+    # through the router
+    wait_for(check, 20, 0.1, "the registry sink connected (the agent's check in status)")
     wait_for(lambda: tail.from_sink("sink-registry"), 10, 0.1, "the sink's STATS on the tail")
-    # the scheduler: a RESULT of one of its RUNs (command ids "s:...")
-    results = wait_for(lambda: tail.scheduled_results(uuid), 20, 0.1,
-                       "a RESULT of a RUN sent by the scheduler")
-    assert results[0]["plugin"] == PLUGIN and results[0]["status"] == 0
+    # the scheduler: the check's latest RESULT answers one of its RUNs (command ids "s:...")
+    latest = wait_for(lambda: (c := check()) and (c["command_id"] or "").startswith("s:") and c,
+                      20, 0.1, "a RESULT of a RUN sent by the scheduler in status")
+    assert (latest["status"], latest["state"], latest["output"]) == (0, "OK", "TICK OK")
+    assert latest["version"], latest
     for proc in (sink, scheduler):       # and each closes its links and exits promptly
         assert proc.alive(), proc.log()
         assert proc.stop(timeout=10) == 0, proc.log()

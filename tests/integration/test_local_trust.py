@@ -76,6 +76,7 @@ def test_a_local_process_cannot_make_the_agent_run_a_command(fleet, tmp_path):
     out = answered(fleet, op, uuid, "x")
     assert out["status"] == 3 and "not declared" in out["output"]
     assert not marker.exists()
+    # the sender reads the refusal (above); the agent's operator, only in the agent's log
     assert "intake: refused a REGISTER from x: plugins[0].command: 'negate' runs its " \
            "arguments" in (fleet.root / "agent.log").read_text()
 

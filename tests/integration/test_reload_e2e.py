@@ -41,19 +41,30 @@ def reconfigure(fleet, proc, routers, **settings) -> None:
     proc.signal(signal.SIGHUP)
 
 
-def test_agent_sighup_declares_a_new_check_and_warns_what_needs_a_restart(fleet):
+def test_agent_sighup_declares_a_new_check_and_warns_what_needs_a_restart(fleet, zctx):
     r = fleet.router()
     fleet.sink("registry", [r])
     plugins = {"dirs": [DEBIAN], "checks": [check("first")]}
     agent = fleet.agent([r], plugins=plugins)
+    uuid = uuid_of(fleet)
     wait_for(lambda: declared(fleet, r) == {"first"}, 20, what="the first REGISTER")
+    tail = Tail(zctx, [r["endpoints"]["tail"]],
+                [protocol.topic("REGISTER", uuid), protocol.topic("HEARTBEAT", uuid)])
+    tail.next(lambda m: m.type == "HEARTBEAT", what="the tail subscribed (a HEARTBEAT)")
 
     reconfigure(fleet, agent, [r], heartbeat_interval=0.5, log_level="DEBUG",
                 plugins={**plugins, "checks": [check("first"), check("second", 30)]})
     wait_for(lambda: declared(fleet, r) == {"first", "second"}, 20,
              what="the new check in the registry")
-    spec = fleet.db_rows("SELECT spec FROM plugins WHERE name = 'second'")[0][0]
-    assert '"interval": 30' in spec and "check_dummy" not in spec    # wire form only
+    second = [c for c in fleet.status(fleet.operator_config([r]))["checks"]
+              if c["plugin"] == "second"]
+    assert [(c["interval"], c["timeout"]) for c in second] == [(30, 5)]
+    register = tail.next(lambda m: m.type == "REGISTER" and "second" in json.dumps(m.body),
+                         what="the new REGISTER on the tail")
+    assert [p["name"] for p in register.get("plugins")] == ["first", "second"]
+    assert "check_dummy" not in json.dumps(register.body)         # wire form only
+    tail.close()
+    # what a reload applied, and what waits for a restart, only the agent's log says
     log = agent.log()
     assert "applied plugins.checks, log_level" in log
     assert "heartbeat_interval changed: takes effect at restart" in log
@@ -109,6 +120,8 @@ def test_scheduler_sighup_picks_up_a_new_job_at_once(fleet, zctx):
     uuid = uuid_of(fleet)
     wait_for(lambda: declared(fleet, r) == {"first"}, 20, what="the first REGISTER")
     sched = fleet.scheduler([r], refresh_interval=3600, jitter=0.0)
+    # the running scheduler's job table is in its log only (``scheduler --list`` reads the
+    # registry, not the process)
     wait_for(lambda: "jobs: 1 (1 added" in sched.log(), 20, what="the scheduler's first job")
 
     results = Tail(zctx, [r["endpoints"]["tail"]], [protocol.topic("RESULT", uuid)])
@@ -147,7 +160,12 @@ def test_alerting_sink_sighup_takes_new_thresholds_and_channels(fleet):
                 "name": "sink-alerting", "hello_interval": 0.2}
         cfg = fleet.write("sink-alerting.yaml", base)
         sink = fleet.start("sink-alerting", "sink", "alerting", "--config", str(cfg))
-        wait_for(lambda: router.pullers("alerting") >= 1, 15, what="the sink's PULL")
+        fleet.sink("registry", [router.info])          # so that status lists the checks
+        op = fleet.operator_config([router.info])
+        wait_for(lambda: router.pullers("alerting") >= 1 and router.pullers("registry") >= 1,
+                 15, what="the sinks' PULLs")
+        router.push("registry", relayed("REGISTER", uuid, name="agent", hostname="web-1",
+                                        plugins=[{"name": "before"}, {"name": "after"}])[1])
 
         def result(plugin: str):
             router.push("alerting", relayed(
@@ -156,12 +174,13 @@ def test_alerting_sink_sighup_takes_new_thresholds_and_channels(fleet):
                 perfdata=[])[1])
 
         def state(plugin: str):
-            rows = fleet.db_rows("SELECT hard, attempt FROM check_state WHERE plugin = ?",
-                                 (plugin,))
-            return rows[0] if rows else None
+            """(state type, attempt) of the check in ``fleetwatch status --json``."""
+            found = [(c["state_type"], c["attempt"]) for c in fleet.status(op)["checks"]
+                     if c["plugin"] == plugin and c["state_type"]]
+            return found[0] if found else None
 
         result("before")
-        assert wait_for(lambda: state("before"), 15, what="a soft state") == (0, 1)
+        assert wait_for(lambda: state("before"), 15, what="a soft state") == ("SOFT", 1)
 
         fleet.write("sink-alerting.yaml", {
             **base, "routers": [router.control_endpoint, "tcp://127.0.0.1:9"],
@@ -170,6 +189,7 @@ def test_alerting_sink_sighup_takes_new_thresholds_and_channels(fleet):
                 "channels": {"hook": {"type": "webhook", "url": receiver.url, "timeout": 2}},
                 "rules": [{"channels": ["hook"]}]}}})
         sink.signal(signal.SIGHUP)
+        # the reload's report is in the sink's log only (and "after" must wait for it)
         wait_for(lambda: "config reloaded from" in sink.log(), 10, what="the reload")
         log = sink.log()
         assert "routers changed: takes effect at restart" in log
@@ -177,7 +197,7 @@ def test_alerting_sink_sighup_takes_new_thresholds_and_channels(fleet):
         assert "graphite" not in log.split("config reloaded from")[-1]     # not its section
 
         result("after")
-        assert wait_for(lambda: state("after"), 15, what="a hard state") == (1, 1)
+        assert wait_for(lambda: state("after"), 15, what="a hard state") == ("HARD", 1)
         post = wait_for(lambda: receiver.posts, 15, what="the alert at the new webhook")[0]
         assert "after CRITICAL" in str(post)
         assert sink.alive()

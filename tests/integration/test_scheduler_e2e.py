@@ -47,14 +47,9 @@ def run_starts(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-def declared(fleet, uuid: str) -> bool:
-    from sinks.state import reads
-    from sinks.state.reader import StateError, read
-    try:
-        return any(p["uuid"] == uuid and p["name"] == PLUGIN
-                   for p in read(fleet.state_url, reads.plugins))
-    except StateError:
-        return False
+def declared(fleet, op: Path, uuid: str) -> bool:
+    """Whether ``fleetwatch status --json`` lists the agent's check (the registry has it)."""
+    return any(c["uuid"] == uuid and c["plugin"] == PLUGIN for c in fleet.status(op)["checks"])
 
 
 def agent_uuid(fleet, name: str = "agent") -> str:
@@ -63,7 +58,7 @@ def agent_uuid(fleet, name: str = "agent") -> str:
 
 
 def counters(log: str) -> dict[str, int]:
-    """The last ``counters:`` line a scheduler logged."""
+    """The last ``counters:`` line a scheduler logged (its counters are in its log only)."""
     lines = [ln for ln in log.splitlines() if "counters:" in ln]
     if not lines:
         return {}
@@ -85,7 +80,8 @@ def test_two_schedulers_two_routers_each_slot_runs_once(fleet, zctx, database, r
         fleet.agent(routers, plugins={"dirs": [str(folder)], "checks": [
             {"name": PLUGIN, "command": "check_tick", "interval": 1, "timeout": 5}]})
         uuid = agent_uuid(fleet)
-        wait_for(lambda: declared(fleet, uuid), 20, 0.1, "the plugin in the registry")
+        op = fleet.operator_config(routers)
+        wait_for(lambda: declared(fleet, op, uuid), 20, 0.1, "the plugin in the registry")
         a = fleet.scheduler(routers, "sched-a")
         b = fleet.scheduler(routers, "sched-b")
 

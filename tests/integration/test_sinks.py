@@ -7,8 +7,6 @@ test at the end uses the real router and is skipped until ``router.main`` exists
 
 from __future__ import annotations
 
-import re
-
 import pytest
 import zmq
 from hypothesis import HealthCheck, given, settings
@@ -32,15 +30,19 @@ def router():
     fake.close()
 
 
-def notified(fleet, msg_ids=None):
-    got = [m for (m,) in fleet.db_rows("SELECT msg_id FROM notifications")]
-    return got if msg_ids is None else [m for m in got if m in set(msg_ids)]
+def notified(fleet, operator) -> list[str]:
+    """The msg_ids of the notifications ``fleetwatch alerts`` lists, oldest first."""
+    return [a["msg_id"] for a in reversed(fleet.alerts(operator)) if a["kind"] == "notify"]
 
 
 def committed_at_ack(fleet):
-    """An on_ack hook: how many of the ACKed msg_ids are committed when the ACK arrives."""
+    """An on_ack hook: how many of the ACKed msg_ids are committed when the ACK arrives.
+
+    It reads the table itself: the observation is of that very moment, and a command started
+    then would see rows committed after the ACK as well."""
     def hook(target, msg_ids):
-        return len(notified(fleet, msg_ids)), len(msg_ids)
+        rows = fleet.db_rows("SELECT msg_id FROM notifications")
+        return len({m for (m,) in rows} & set(msg_ids)), len(msg_ids)
     return hook
 
 
@@ -48,16 +50,22 @@ def welcomed(fake, n=1):
     return len({r["ident"] for r in fake.received("HELLO")}) >= n
 
 
-def counters(proc) -> dict[str, int]:
-    """The last counters line a sink logged."""
-    found = re.findall(r"counters: (.*)", proc.log())
-    return {k: int(v) for k, v in (kv.split("=") for kv in found[-1].split()
-                                   if "=" in kv)} if found else {}
+def published(router) -> dict[bytes, dict[str, int]]:
+    """Per sink (its control socket), the counters of the last STATS it sent: what a real
+    router relays to its tail and to the graphite and history sinks (``sink.`` left off)."""
+    return {r["ident"]: {k.removeprefix("sink."): v for k, v in r["body"]["metrics"].items()}
+            for r in router.received("STATS")}
+
+
+def counters(router) -> dict[str, int]:
+    """The counters of the last STATS the test's one sink sent."""
+    return next(iter(published(router).values()), {})
 
 
 def test_notify_is_recorded_once_and_acked_after_commit(fleet, router):
     router.on_ack = committed_at_ack(fleet)
-    sink = fleet.sink("alerting", [router.info])
+    sink = fleet.sink("alerting", [router.info], stats_interval=0.2)
+    op = fleet.operator_config([router.info])
     wait_for(lambda: welcomed(router), what="the sink's HELLO")
     hello = router.received("HELLO")[0]["body"]
     assert hello["role"] == "sink" and hello["sink"] == "alerting"
@@ -69,23 +77,25 @@ def test_notify_is_recorded_once_and_acked_after_commit(fleet, router):
     assert acks[0]["body"]["msg_ids"] == [msg.msg_id]
     assert acks[0]["body"]["sink"] == "alerting"
     assert acks[0]["observed"] == (1, 1), "ACK sent before the row was committed"
-    assert fleet.db_rows("SELECT uuid, severity, text, source, router FROM notifications") == [
-        (UUID, "error", "disk on fire", "df", "fake-1")]
 
     # A resend (duplicate msg_id) is ACKed again and not written again.
     router.push("alerting", protocol.encode_relayed(protocol.resend(msg, 1), UUID, "fake-1"))
     wait_for(lambda: len(router.received("ACK")) == 2, what="the second ACK")
     assert router.acked() == [msg.msg_id, msg.msg_id]
-    assert notified(fleet) == [msg.msg_id]
+    assert [(a["msg_id"], a["uuid"], a["severity"], a["text"], a["source"], a["router"])
+            for a in fleet.alerts(op)] == [
+        (msg.msg_id, UUID, "error", "disk on fire", "df", "fake-1")]
+    final = wait_for(lambda: (lambda c: c.get("acked", 0) >= 2 and c)(counters(router)),
+                     what="both ACKs in the sink's STATS")
+    assert final["written"] == 1 and final["duplicate"] == 1 and final["acked"] == 2, final
 
     sink.signal(15)
     sink.popen.wait(10)
     assert sink.popen.returncode == 0, sink.log()
-    final = counters(sink)
-    assert final["written"] == 1 and final["duplicate"] == 1 and final["acked"] == 2
 
 
 def test_register_fills_the_registry_and_is_acked(fleet, router):
+    # The table itself: what is committed the moment the ACK arrives (see committed_at_ack).
     router.on_ack = lambda target, ids: len(fleet.db_rows(
         "SELECT name FROM plugins WHERE uuid = ?", (target,)))
     fleet.sink("registry", [router.info])
@@ -97,8 +107,13 @@ def test_register_fills_the_registry_and_is_acked(fleet, router):
     acks = wait_for(lambda: router.received("ACK"), what="the REGISTER ACK")
     assert [(a["target"], a["body"]["msg_ids"]) for a in acks] == [(UUID, [reg.msg_id])]
     assert acks[0]["observed"] == 2
-    assert fleet.db_rows("SELECT uuid, hostname, version FROM agents") == [
+    status = fleet.status(fleet.operator_config([router.info]))
+    assert [(a["uuid"], a["hostname"], a["version"]) for a in status["agents"]] == [
         (UUID, "web-1", "0.1.0")]
+    assert [(c["uuid"], c["plugin"], c["state"]) for c in status["checks"]] == [
+        (UUID, "check_disk", "PENDING"), (UUID, "check_load", "PENDING")]
+    # status shows the routers an agent is attached to now (their PEERS answers), not the
+    # registry's record of the routers it came through: no command prints that.
     assert fleet.db_rows("SELECT router FROM agent_routers") == [("fake-1",)]
 
 
@@ -111,6 +126,7 @@ FRAME = st.binary(max_size=64) | st.sampled_from(
 
 def test_garbage_frames_do_not_stop_the_sink(fleet, router):
     sink = fleet.sink("alerting", [router.info], stats_interval=0.2)
+    op = fleet.operator_config([router.info])
     wait_for(lambda: welcomed(router), what="the sink's HELLO")
     sig = protocol.SIGNATURE
 
@@ -146,31 +162,39 @@ def test_garbage_frames_do_not_stop_the_sink(fleet, router):
 
     msg, frames = relayed("NOTIFY", UUID, severity="warning", text="still here")
     router.push("alerting", frames)
-    wait_for(lambda: notified(fleet) == [msg.msg_id], what="the valid message recorded")
+    wait_for(router.acked, what="the valid message ACKed")     # after its commit
+    assert notified(fleet, op) == [msg.msg_id]
     assert sink.alive(), sink.log()
     assert router.acked() == [msg.msg_id]
-    wait_for(lambda: sum(v for k, v in counters(sink).items() if k.startswith("bad_"))
-             >= len(nasty), what="bad frames counted in the sink's logged counters")
+    wait_for(lambda: sum(v for k, v in counters(router).items() if k.startswith("bad_"))
+             >= len(nasty), what="bad frames counted in the sink's STATS")
 
 
 def test_two_sinks_share_the_work(fleet, router):
-    a = fleet.sink("alerting", [router.info], name="sink-a")
-    b = fleet.sink("alerting", [router.info], name="sink-b")
+    a = fleet.sink("alerting", [router.info], name="sink-a", stats_interval=0.2)
+    b = fleet.sink("alerting", [router.info], name="sink-b", stats_interval=0.2)
+    op = fleet.operator_config([router.info])
     wait_for(lambda: router.pullers("alerting") == 2, what="both sinks pulling")
     sent = []
     for i in range(40):
         msg, frames = relayed("NOTIFY", f"agent-{i % 4}", severity="info", text=f"n{i}")
         router.push("alerting", frames)
         sent.append(msg.msg_id)
-    wait_for(lambda: len(notified(fleet)) == 40, what="all 40 recorded")
-    assert sorted(notified(fleet)) == sorted(sent)
     wait_for(lambda: sorted(router.acked()) == sorted(sent), what="all 40 acked")
+    assert sorted(notified(fleet, op)) == sorted(sent)              # ACKed after their commit
+
+    def after_the_acks():
+        """Both sinks' STATS once they count every ACK: each one's written is final then."""
+        stats = published(router)
+        return len(stats) == 2 and sum(c.get("acked", 0) for c in stats.values()) >= 40 \
+            and stats
+    stats = wait_for(after_the_acks, what="both sinks' STATS after the 40 ACKs")
+    written = [c.get("written", 0) for c in stats.values()]
+    assert sum(written) == 40 and all(written), written
     for proc in (a, b):
         proc.signal(15)
-        proc.popen.wait(10)     # not Proc.stop(): it closes the log file we read below
+        proc.popen.wait(10)
         assert proc.popen.returncode == 0, proc.log()
-    written = [counters(p).get("written", 0) for p in (a, b)]
-    assert sum(written) == 40 and all(written), written
     senders = {r["ident"] for r in router.received("ACK")}
     assert len(senders) == 2, "each sink ACKs through its own control socket"
 
@@ -178,6 +202,7 @@ def test_two_sinks_share_the_work(fleet, router):
 def test_sink_started_before_its_router_connects_when_it_appears(fleet, tmp_path):
     control = f"ipc://{tmp_path / 'control.sock'}"
     sink = fleet.sink("alerting", [{"endpoints": {"control": control}}])
+    # Its log is all a sink without a router shows.
     wait_for(lambda: "started" in sink.log(), what="the sink started")
     late = BackendFacingRouter("late-1", control=control)
     try:
@@ -185,7 +210,7 @@ def test_sink_started_before_its_router_connects_when_it_appears(fleet, tmp_path
         msg, frames = relayed("NOTIFY", UUID, router="late-1", severity="critical", text="late")
         late.push("alerting", frames)
         wait_for(lambda: late.acked() == [msg.msg_id], what="the ACK from the late router")
-        assert notified(fleet) == [msg.msg_id]
+        assert notified(fleet, fleet.operator_config([late.info])) == [msg.msg_id]
     finally:
         late.close()
 
@@ -196,9 +221,10 @@ def test_error_404_from_the_router_is_counted_not_fatal(fleet, router):
     wait_for(lambda: welcomed(router), what="the sink's HELLO")
     msg, frames = relayed("NOTIFY", UUID, severity="info", text="agent left")
     router.push("alerting", frames)
-    wait_for(lambda: counters(sink).get("router_error_404") == 1, what="the 404 counted")
+    wait_for(lambda: counters(router).get("router_error_404") == 1,
+             what="the 404 counted in the sink's STATS")
     assert "agent gone" in sink.log() and sink.alive()
-    assert notified(fleet) == [msg.msg_id]
+    assert notified(fleet, fleet.operator_config([router.info])) == [msg.msg_id]
 
 
 def test_bad_sink_config_exits_78_with_one_line(fleet):
@@ -236,11 +262,10 @@ def test_end_to_end_with_the_real_router(fleet):
                     acked.extend(reply.body["msg_ids"])
             return msg.msg_id in acked
         wait_for(ack_arrived, 20, interval=0.1, what="the ACK through the real router")
-        assert notified(fleet) == [msg.msg_id]
-
         op = fleet.operator_config([r])
-        import json
-        status = json.loads(fleet.cli("status", "--config", str(op), "--json").stdout)
+        assert notified(fleet, op) == [msg.msg_id]
+
+        status = fleet.status(op)
         entry = next(a for a in status["agents"] if a["uuid"] == UUID)
         assert entry["alive"] and entry["routers"] == ["router-1"]
         assert entry["hostname"] == "e2e-host"
@@ -250,22 +275,43 @@ def test_end_to_end_with_the_real_router(fleet):
 
 def test_results_become_the_latest_check_and_are_not_acked(fleet, router):
     fleet.sink("alerting", [router.info], stats_interval=0.2)
-    wait_for(lambda: router.pullers("alerting") >= 1, what="the sink's PULL")
+    # status shows the results of the checks an agent declared: the registry records those.
+    fleet.sink("registry", [router.info])
+    op = fleet.operator_config([router.info])
+    wait_for(lambda: router.pullers("alerting") >= 1 and router.pullers("registry") >= 1,
+             what="the sinks' PULLs")
+    _, hello = relayed("HELLO", UUID, hostname="web-1", heartbeat=1.0, version="0.1.0")
+    reg, frames = relayed("REGISTER", UUID, name="agent", plugins=["disk", "load"])
+    router.push("registry", hello)
+    router.push("registry", frames)
+    wait_for(lambda: router.acked() == [reg.msg_id], what="the REGISTER ACK")
+
+    def checks():
+        return {c["plugin"]: (c["uuid"], c["status"], c["output"], c["command_id"],
+                              c["last_run"], c["router"])
+                for c in fleet.status(op)["checks"] if c["status"] is not None}
     perf = [{"label": "load1", "value": 0.5, "uom": "", "warn": "4", "crit": "8", "min": 0.0,
              "max": None}]
     _, new = relayed("RESULT", UUID, command_id="s:" + "a" * 24, plugin="load", status=1,
                      output="WARNING - load 5", perfdata=perf, started=2000.0, duration=0.1)
     _, old = relayed("RESULT", UUID, command_id="s:" + "b" * 24, plugin="load", status=0,
                      output="OK - load 0.1", started=1000.0)
+
+    def handled(n: int):
+        """Whether the alerting sink's STATS count ``n`` RESULTs (each batch is committed
+        before the sink reports again)."""
+        return lambda: any(c.get("alerting.result", 0) >= n for c in published(router).values())
     router.push("alerting", new)
-    wait_for(lambda: fleet.db_rows("SELECT output FROM checks"), what="the checks row")
+    wait_for(handled(1), what="the first RESULT handled")
     router.push("alerting", old)                 # late: must not replace the newer one
     _, marker = relayed("RESULT", UUID, command_id="cli:" + "c" * 24, plugin="disk", status=0,
                         output="DISK OK")
     router.push("alerting", marker)              # after old in the same PUSH pipe
-    wait_for(lambda: len(fleet.db_rows("SELECT 1 FROM checks")) == 2, what="the disk row")
-    assert fleet.db_rows("SELECT uuid, plugin, status, output, command_id, started, router "
-                          "FROM checks ORDER BY plugin") == [
-        (UUID, "disk", 0, "DISK OK", "cli:" + "c" * 24, None, "fake-1"),
-        (UUID, "load", 1, "WARNING - load 5", "s:" + "a" * 24, 2000.0, "fake-1")]
-    assert router.received("ACK") == []
+    wait_for(handled(3), what="the three RESULTs handled")
+    shown = wait_for(lambda: (lambda c: "disk" in c and c)(checks()), interval=0.2,
+                     what="the disk check in status")
+    assert shown["load"] == (UUID, 1, "WARNING - load 5", "s:" + "a" * 24,
+                             "1970-01-01T00:33:20.000Z", "fake-1")     # started=2000.0
+    assert shown["disk"][:4] == (UUID, 0, "DISK OK", "cli:" + "c" * 24)
+    assert shown["disk"][5] == "fake-1"
+    assert router.acked() == [reg.msg_id], "a RESULT was ACKed"

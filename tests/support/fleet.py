@@ -185,6 +185,17 @@ class Fleet:
             "routers": [r["endpoints"]["control"] for r in routers],
             "state_url": self.state_url, "timeout": 1.0})
 
+    def alerts(self, operator: Path) -> list[dict]:
+        """Every alert, newest first, as ``fleetwatch alerts --json --limit 0`` lists them."""
+        res = self.cli("alerts", "--config", str(operator), "--json", "--limit", "0")
+        return json.loads(res.stdout)["alerts"]
+
+    def status(self, operator: Path, check: bool = True) -> dict:
+        """What ``fleetwatch status --json`` prints (agents, checks, routers); with ``check``,
+        every router must have answered (exit status 0)."""
+        return json.loads(self.cli("status", "--config", str(operator), "--json",
+                                   check=check).stdout)
+
     # ---------------------------------------------------------------- schedulers
     def scheduler_config(self, routers: list[dict], name: str = "scheduler", **extra) -> Path:
         return self.write(f"{name}.yaml", {

@@ -2,15 +2,15 @@
 
 Only a declared plugin runs (SPEC.md 4.5). The config's checks are the agent's own (its
 REGISTER ``name: agent`` and its HELLO list them). A local process declares its plugins by
-sending REGISTER ``{name: PROCESS, plugins: [{name, command, args, interval, timeout}]}``
-through the intake; a REGISTER with ``plugins`` replaces what that process declared before,
-one without leaves it alone. A process cannot take a name the config or another process
-declared, and may only name a command the config lists in ``local.plugins`` (never an
-exec-wrapper such as ``negate``): the agent runs nothing its config did not allow, and
-:meth:`Declared.local_problem` says so again at every RUN. The agent forwards the REGISTER
-with the plugins' wire form (``name``, ``interval``, ``timeout``: command and arguments stay
-on the machine), and keeps the local declarations in ``STATE_DIR/plugins.json`` so that they
-survive a restart.
+sending REGISTER ``{name: PROCESS, plugins: [{name, command, args, interval, timeout,
+freshness}]}`` through the intake; a REGISTER with ``plugins`` replaces what that process
+declared before, one without leaves it alone. A process cannot take a name the config or
+another process declared, and may only name a command the config lists in ``local.plugins``
+(never an exec-wrapper such as ``negate``): the agent runs nothing its config did not
+allow, and :meth:`Declared.local_problem` says so again at every RUN. The agent forwards the
+REGISTER with the plugins' wire form (``name``, ``interval``, ``timeout``, and ``freshness``
+when set: command and arguments stay on the machine), and keeps the local declarations in
+``STATE_DIR/plugins.json`` so that they survive a restart.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from fleetwatch import protocol
 
-from agent.plugins_config import local_command_problem, plugin_problem
+from agent.plugins_config import freshness_problem, local_command_problem, plugin_problem
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +44,26 @@ class Plugin:
     interval: float = DEFAULT_INTERVAL
     timeout: float = DEFAULT_TIMEOUT
     owner: str = OWN
+    freshness: float = 0.0          # seconds without a result before stale; 0: automatic
 
     def wire(self) -> dict:
-        return {"name": self.name, "interval": self.interval, "timeout": self.timeout}
+        spec = {"name": self.name, "interval": self.interval, "timeout": self.timeout}
+        if self.freshness > 0:
+            spec["freshness"] = self.freshness
+        return spec
 
     def local(self) -> dict:
-        return {"name": self.name, "command": self.command, "args": list(self.args),
-                "interval": self.interval, "timeout": self.timeout}
+        entry = {"name": self.name, "command": self.command, "args": list(self.args),
+                 "interval": self.interval, "timeout": self.timeout}
+        if self.freshness > 0:
+            entry["freshness"] = self.freshness
+        return entry
+
+
+def _own(check) -> Plugin:
+    """The plugin a config check (:class:`agent.plugins_config.CheckConfig`) declares."""
+    return Plugin(check.name, check.command, tuple(check.args), check.interval, check.timeout,
+                  freshness=check.freshness)
 
 
 class Refused(Exception):
@@ -71,17 +84,20 @@ def local_plugins(process: str, entries) -> list[Plugin]:
     for i, entry in enumerate(entries):
         if not isinstance(entry, dict) or "name" not in entry or "command" not in entry:
             raise Refused(protocol.BAD_REQUEST, f"plugins[{i}]: expected an object with name, "
-                                                f"command, and optional args, interval, timeout")
+                                                f"command, and optional args, interval, "
+                                                f"timeout, freshness")
         args = entry.get("args", [])
         interval = entry.get("interval", DEFAULT_INTERVAL)
         timeout = entry.get("timeout", DEFAULT_TIMEOUT)
-        problem = plugin_problem(entry["name"], entry["command"], args, interval, timeout)
+        freshness = entry.get("freshness", 0.0)
+        problem = plugin_problem(entry["name"], entry["command"], args, interval, timeout) \
+            or freshness_problem(freshness)
         if problem:
             raise Refused(protocol.BAD_REQUEST, f"plugins[{i}].{problem[0]}: {problem[1]}")
         if entry["name"] in out:
             raise Refused(protocol.BAD_REQUEST, f"plugins[{i}]: {entry['name']!r} given twice")
         out[entry["name"]] = Plugin(entry["name"], entry["command"], tuple(args),
-                                    float(interval), float(timeout), process)
+                                    float(interval), float(timeout), process, float(freshness))
     return list(out.values())
 
 
@@ -92,8 +108,7 @@ class Declared:
         self.path = path
         #: the config's ``local.plugins``: the commands local processes' plugins may run
         self.local_commands = frozenset(local_commands)
-        self.own = {c.name: Plugin(c.name, c.command, tuple(c.args), c.interval, c.timeout)
-                    for c in checks}
+        self.own = {c.name: _own(c) for c in checks}
         #: process -> {plugin name -> Plugin}
         self.local: dict[str, dict[str, Plugin]] = {}
         self.save_errors = 0
@@ -103,8 +118,7 @@ class Declared:
     def replace_own(self, checks) -> bool:
         """The config's checks after a reload; True if they changed. A local process's
         plugin whose name the config now declares is dropped (as at start)."""
-        own = {c.name: Plugin(c.name, c.command, tuple(c.args), c.interval, c.timeout)
-               for c in checks}
+        own = {c.name: _own(c) for c in checks}
         if own == self.own:
             return False
         self.own = own

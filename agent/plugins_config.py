@@ -5,6 +5,7 @@
       max_running: 4
       checks:
         - {name: load, command: check_fw_load, args: ["-w", "4", "-c", "8"], interval: 60}
+        - {name: backup, command: check_backup, interval: 3600, freshness: 90000}
 
 A check's ``command`` is a file name (or a relative path) looked up in ``dirs``, in order,
 at each run; it never names a file outside them (see :mod:`agent.runner`).
@@ -83,6 +84,14 @@ def plugin_problem(name, command, args, interval, timeout) -> tuple[str, str] | 
     return None
 
 
+def freshness_problem(freshness) -> tuple[str, str] | None:
+    """(the key, what was expected) when a declared ``freshness`` is not valid, else None."""
+    if isinstance(freshness, bool) or not isinstance(freshness, (int, float)) or \
+            not 0 <= freshness < float("inf"):
+        return "freshness", "expected 0 (automatic) or a positive number of seconds"
+    return None
+
+
 @dataclass(frozen=True)
 class CheckConfig:
     """One plugin this agent declares and runs on RUN."""
@@ -92,15 +101,21 @@ class CheckConfig:
     args: list[str] = setting(factory=list, help="arguments, passed as a list (no shell)")
     interval: float = setting(60.0, "seconds between scheduled runs")
     timeout: float = setting(10.0, "seconds before the plugin's process group is killed")
+    freshness: float = setting(0.0, "seconds without a result before the alerting sinks call "
+                                    "the check stale (UNKNOWN); 0: twice the interval plus "
+                                    "the timeout")
 
     def validate(self):
         problem = plugin_problem(self.name, self.command, self.args, self.interval,
-                                 self.timeout)
+                                 self.timeout) or freshness_problem(self.freshness)
         if problem:
             raise ValueError(": ".join(problem))
 
     def wire(self) -> dict:
-        return {"name": self.name, "interval": self.interval, "timeout": self.timeout}
+        spec = {"name": self.name, "interval": self.interval, "timeout": self.timeout}
+        if self.freshness > 0:
+            spec["freshness"] = self.freshness
+        return spec
 
 
 @dataclass(frozen=True)

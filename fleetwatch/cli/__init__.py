@@ -41,6 +41,8 @@ COMMANDS = {
                                           "(silence add|list|remove)"),
     "silences": ("fleetwatch.cli.silence", "alias of 'silence list' "
                                            "(--remove ID: 'silence remove ID')"),
+    "ack": ("fleetwatch.cli.ack", "acknowledge a problem: no more reminders; list and end "
+                                  "acknowledgements (ack add|list|remove)"),
     "tail": ("fleetwatch.cli.tail", "print live traffic from the routers"),
     "demo": ("fleetwatch.cli.demo", "start a whole fleet on this machine"),
     "keys": ("fleetwatch.cli.keys", "create and list CURVE certificates (keys new|list)"),

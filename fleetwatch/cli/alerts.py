@@ -5,6 +5,8 @@ An alert is an event of the outbox (``alert_events``: a check's HARD state chang
 recovery, a host DOWN/UP, flapping, a notification) or a recorded NOTIFY that no event was
 made of (before evaluation ran, or an older database). A NOTIFY and its event are shown as
 one entry, with the notification's own fields (``msg_id``, ``text``, ``received_at``...).
+A problem's trigger that a running acknowledgement covers carries it (``ack``: by, comment,
+until; :mod:`fleetwatch.cli.ack`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import sys
 
 from fleetwatch.config import load
 from fleetwatch.display import iso, table
-from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig
+from fleetwatch.cli.ack import cell as ack_cell, on_alerts
+from fleetwatch.cli.operator import OperatorConfig, add_config
 from fleetwatch.protocol import SEVERITIES
 
 FIELDS = ("msg_id", "uuid", "hostname", "severity", "text", "source", "router", "sent_at",
@@ -25,8 +28,7 @@ RANK = {**{s: i for i, s in enumerate(SEVERITIES)}, "ok": 1, "unknown": 3}
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
-                        help=f"operator config (default {DEFAULT_PATH})")
+    add_config(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--limit", type=_count, default=50, metavar="N",
                         help="show the N latest (default 50; 0: all); --json says how many "
@@ -96,12 +98,14 @@ def run(args) -> int:
             notifications = reader.read(reads.alerts, limit=limit, severities=severities)
             events = reader.read(reads.alert_events, limit=limit, severities=severities)
             total = reader.read(reads.alert_total, severities=severities) or 0
+            acks = reader.read(reads.acknowledgements)
         finally:
             reader.close()
     except (MissingDependency, StateError) as e:
         print(f"fleetwatch alerts: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     alerts = [{k: row.get(k) for k in FIELDS} for row in merge(notifications, events, limit)]
+    on_alerts(alerts, acks)
     for alert in alerts:
         alert["sent_at"], alert["received_at"] = iso(alert["sent_at"]), iso(alert["received_at"])
         alert["deliveries"] = [{**d, "sent_at": iso(d.get("sent_at")),
@@ -115,7 +119,8 @@ def run(args) -> int:
     for alert in alerts:
         alert["what"] = alert["check"] or alert["kind"]
         alert["delivery"] = delivery_cell(alert["deliveries"])
-        alert["text"] = " ".join(str(alert["text"] or "").split())[:80]
+        handled = f"[{ack_cell(alert['ack'])}] " if alert["ack"] else ""
+        alert["text"] = " ".join(f"{handled}{alert['text'] or ''}".split())[:80]
     print(table(alerts, ["received_at", "severity", "hostname", "what", "text", "delivery"]))
     if total > len(alerts):
         print(f"(the latest {len(alerts)} of {total} alerts; --limit 0 for all)",

@@ -26,6 +26,12 @@ class OperatorConfig:
             raise ValueError("routers: expected at least one router control endpoint")
 
 
+def add_config(parser) -> None:
+    """The ``--config PATH`` option every operator command takes."""
+    parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
+                        help=f"operator config (default {DEFAULT_PATH})")
+
+
 def client_keys(config: OperatorConfig):
     """The operator's CURVE keys, checked: a missing or unreadable key, or one of another
     role than ``backend``, raises SecurityError (the command exits 78), never plain text."""

@@ -29,7 +29,7 @@ import time
 from fleetwatch.config import load
 from fleetwatch.display import human, iso, table
 from fleetwatch.optional import EX_UNAVAILABLE
-from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig
+from fleetwatch.cli.operator import OperatorConfig, add_config
 
 VERBS = ("add", "list", "remove")
 #: the verb of the spelling without one: ``fleetwatch silence HOST --for 2h``
@@ -44,11 +44,6 @@ class Unavailable(Exception):
 
 # ---------------------------------------------------------------- arguments
 
-def _config(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
-                        help=f"operator config (default {DEFAULT_PATH})")
-
-
 def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("host", metavar="HOST", help="hostname, uuid or glob (web-*)")
     parser.add_argument("check", nargs="?", metavar="CHECK",
@@ -56,18 +51,18 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--for", dest="duration", required=True, metavar="DURATION",
                         help="how long: 90s, 30m, 2h, 1d, 1h30m")
     parser.add_argument("--reason", default="", metavar="TEXT", help="why (shown in listings)")
-    _config(parser)
+    add_config(parser)
 
 
 def _list_options(parser: argparse.ArgumentParser) -> None:
-    _config(parser)
+    add_config(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--all", action="store_true", help="also the silences that ended")
 
 
 def _remove_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("id", type=int, metavar="ID", help="the silence's id (silence list)")
-    _config(parser)
+    add_config(parser)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,8 +91,9 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def writer(url: str):
-    """A writing engine on the state database, its ``silences`` table created if missing."""
+def writer(url: str, owner: str = "silences"):
+    """A writing engine on the state database, ``owner``'s tables (the ``silences`` table)
+    created if missing."""
     from fleetwatch.optional import MissingDependency
     from sinks.state import state_db
     try:
@@ -110,7 +106,7 @@ def writer(url: str):
     from sinks.base import WriteError
     try:
         eng = db.engine(url)
-        db.create(eng, "silences")
+        db.create(eng, owner)
     except (WriteError, ImportError) as e:
         raise Unavailable(f"cannot use the state database {safe_url(url)}: "
                           f"{(str(e).splitlines() or [''])[0]}") from None

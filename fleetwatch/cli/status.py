@@ -15,7 +15,9 @@ Each agent's checks are the plugins the registry has it declaring (``plugins``),
 latest result the alerting sink recorded (``checks``): its state, PENDING while it has
 never run, the first line of its output and when it ran; and what the alerting sinks judged
 (``check_state``, ``host_state``): each check's HARD/SOFT state type, attempt and flapping,
-and each agent's UP/DOWN by its heartbeats.
+and each agent's UP/DOWN by its heartbeats; a check with no result for its freshness
+threshold is ``stale`` (UNKNOWN, type STALE); and what is handled: a problem's running
+acknowledgement (``ack``: by, comment, until; :mod:`fleetwatch.cli.ack`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import time
 from fleetwatch.ask import Answer, ask_all
 from fleetwatch.config import load
 from fleetwatch.display import ago, first_line, iso, state, table
-from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig, client_keys
+from fleetwatch.cli.ack import cell as ack_cell, with_acks
+from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +48,7 @@ EXIT_STATUSES = {EXIT_OK: "every router answered",
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
-                        help=f"operator config (default {DEFAULT_PATH})")
+    add_config(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = "exit status (the output is printed all the same):\n" + "\n".join(
@@ -187,27 +189,49 @@ def _read_state(url: str) -> tuple[list[dict], ...]:
         reader = Reader(url)
         return tuple(reader.read(fn) for fn in
                      (reads.agents, reads.plugins, reads.checks, reads.check_state,
-                      reads.host_state))
+                      reads.host_state, reads.acknowledgements, reads.check_freshness))
     except (MissingDependency, StateError) as e:
         print(f"fleetwatch status: {e}; showing the routers' view only", file=sys.stderr)
-        return [], [], [], [], []
+        return [], [], [], [], [], [], []
     finally:
         if reader is not None:
             reader.close()
 
 
+def with_freshness(checks: list[dict], rows: list[dict], now: float) -> None:
+    """Mark the checks the alerting sinks judged stale (``check_freshness``: stale since a
+    time it has not been heard after): ``stale`` true, ``stale_since``, state UNKNOWN and
+    the stale text as their output (the last real result's other fields stay)."""
+    marks = {(r["uuid"], r["plugin"]): r for r in rows}
+    for check in checks:
+        row = marks.get((check["uuid"], check["plugin"])) or {}
+        stale_at, heard = _number(row.get("stale_at")), _number(row.get("heard"))
+        stale = stale_at is not None and (heard is None or stale_at >= heard)
+        check.update(stale=stale, stale_since=iso(stale_at) if stale else None)
+        if stale:
+            silent = f"for {max(0, int(now - heard))} s" if heard is not None else \
+                "since it was declared"
+            check.update(state="UNKNOWN", status=3, output=f"stale: no result {silent}")
+
+
 def _type(check: dict) -> str | None:
-    return "FLAPPING" if check.get("flapping") else check.get("state_type")
+    kind = "FLAPPING" if check.get("flapping") else check.get("state_type")
+    if check.get("stale"):
+        return f"STALE {kind}" if kind else "STALE"
+    return kind
 
 
 def run(args, clock=time.time) -> int:
     config = load(OperatorConfig, args.config)
     answers = ask_all(config.routers, ("PEERS",), config.timeout, keys=client_keys(config))
-    db_agents, declared, results, check_states, host_states = _read_state(config.state_url)
+    db_agents, declared, results, check_states, host_states, acks, fresh = \
+        _read_state(config.state_url)
     agents = merge(db_agents, answers)
     now = clock()
     checks = checks_of(agents, declared, results, now)
     with_states(agents, checks, check_states, host_states, now)
+    with_freshness(checks, fresh, now)
+    with_acks(agents, checks, acks)
     for entry in agents:
         entry["last_seen"] = iso(entry["last_seen"])
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
@@ -234,6 +258,11 @@ def run(args, clock=time.time) -> int:
     if processes:
         print()
         print(table(processes, ["agent", "process", "state", "last_heartbeat"]))
+    handled = [{"agent": x["hostname"] or x["uuid"], "problem": x.get("plugin") or "DOWN",
+                "handled": ack_cell(x["ack"])} for x in [*agents, *checks] if x.get("ack")]
+    if handled:
+        print()
+        print(table(handled, ["agent", "problem", "handled"]))
     print()
     print(table(routers, ["endpoint", "id", "reachable", "problem"]))
     print()

@@ -21,7 +21,7 @@ from fleetwatch import protocol
 from fleetwatch.ask import ask_all
 from fleetwatch.config import load
 from fleetwatch.display import compact, escape, human, iso
-from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig, client_keys
+from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
 from fleetwatch.protocol import ProtocolError, Relayed
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,7 @@ EX_UNAVAILABLE = 69
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
-                        help=f"operator config (default {DEFAULT_PATH})")
+    add_config(parser)
     parser.add_argument("--type", action="append", default=[], metavar="T",
                         type=str.upper, choices=sorted(protocol.AGENT_TYPES),
                         help="only messages of this type (repeatable)")

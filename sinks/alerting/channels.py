@@ -6,7 +6,7 @@ answer into sent, :class:`SendError` to retry, or :class:`SendError` ``permanent
 would give the same answer: a 4xx from a webhook other than 408/429, a 5xx SMTP reply).
 
 The webhook body follows the PagerDuty Events API v2 (``routing_key``, ``event_action``
-trigger/resolve, ``dedup_key``, ``payload``), which other pager services and generic
+trigger/acknowledge/resolve, ``dedup_key``, ``payload``), which other pager services and generic
 receivers accept too; the event key is the dedup key, so a resend never opens a second
 incident.
 """
@@ -53,10 +53,12 @@ def label(event: dict) -> str:
     """The word an operator reads first: CRITICAL, RECOVERY, DOWN, UP, FLAPPING..."""
     resolve = event.get("action") == "resolve"
     kind = event.get("kind")
-    if kind == "host":
+    if kind == "host" and event.get("action") != "acknowledge":
         return "UP" if resolve else "DOWN"
     if kind == "flapping":
         return "FLAPPING STOP" if resolve else "FLAPPING START"
+    if event.get("action") == "acknowledge":
+        return "ACKNOWLEDGED"
     return "RECOVERY" if resolve else str(event.get("severity") or "alert").upper()
 
 
@@ -125,7 +127,8 @@ def webhook_payload(event: dict, channel: WebhookChannel) -> dict:
     """A PagerDuty Events API v2 event for ``event``."""
     return {
         "routing_key": channel.routing_key,
-        "event_action": "resolve" if event.get("action") == "resolve" else "trigger",
+        "event_action": event["action"] if event.get("action") in ("resolve", "acknowledge")
+        else "trigger",
         "dedup_key": dedup_key(str(event.get("key"))),
         "payload": {
             "summary": headline(event),

@@ -12,7 +12,7 @@
       host_timeout: 0            # seconds of silence before DOWN; 0: from the heartbeat
       host_timeout_intervals: 3  #   interval: this many of the host's own intervals,
       host_timeout_min: 10       #   at least this many seconds
-      tick_interval: 1           # seconds between looks for silent hosts
+      tick_interval: 1           # seconds between looks for silent hosts and stale checks
       delivery: {...}            # channels and rules (sinks.alerting.delivery)
 
 Only the alerting sink reads it; other sink types accept and ignore it.
@@ -43,7 +43,8 @@ class AlertingConfig:
                                                  "(when host_timeout is 0)")
     host_timeout_min: float = setting(10.0, "the least silence, in seconds, that is DOWN "
                                             "(when host_timeout is 0)")
-    tick_interval: float = setting(1.0, "seconds between two looks for silent hosts")
+    tick_interval: float = setting(1.0, "seconds between two looks for silent hosts and "
+                                        "stale checks")
     delivery: DeliveryConfig = setting(factory=DeliveryConfig,
                                        help="channels (email, webhook) and routing rules")
 

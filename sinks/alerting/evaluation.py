@@ -6,7 +6,8 @@ every result through the Nagios state machine (:mod:`sinks.alerting.checks`) and
 heard router through the host state (:mod:`sinks.alerting.hosts`), on state rows it locks
 first (:mod:`sinks.alerting.state`); and turns what changed into alert events
 (:mod:`sinks.alerting.events`), enqueued unless an active silence mutes them
-(:mod:`sinks.alerting.silences`), then recorded as suppressed. Its counts are the sink's
+(:mod:`sinks.alerting.silences`), then recorded as suppressed; a problem's alerts an
+acknowledgement covers are held back (:mod:`sinks.alerting.ackstore`). Its counts are the sink's
 counters for that batch; the clock is the sink's, read once per transaction (``now``).
 """
 
@@ -17,7 +18,8 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from sinks.alerting import checks as checkstate, events as alertevents, hosts as hoststate
-from sinks.alerting import state as alertstate
+from sinks.alerting import staleness, state as alertstate
+from sinks.alerting.ackstore import Cover
 from sinks.alerting.rows import newest, order
 from sinks.alerting.silences import Subject, first_match
 from sinks.state import db, schema
@@ -91,6 +93,7 @@ class Pass:
         self.counts["result_recorded"] += stored
         self.counts["result_not_newer"] += len(rows) - stored
         changed: dict = {}
+        acked = Cover(self.conn, keys, self.now)
         for row in rows:
             key = (row["uuid"], row["plugin"])
             policy = self.config.check_policy(declared.get(key))
@@ -99,7 +102,11 @@ class Pass:
             if not step.applied:
                 continue
             state = step.state
+            acked.step(key, state.status)
             for alert in step.alerts:
+                if acked.holds(key, alert.kind, alert.action):
+                    self.counts["alert_acknowledged"] += 1
+                    continue
                 event = alertevents.check_event(
                     alert, row["uuid"], self.hostname(row["uuid"]), row["plugin"], state,
                     policy.max_attempts, row["output"], row["long_output"], self.now)
@@ -108,6 +115,7 @@ class Pass:
             states[key] = state
             changed[key] = (state, policy.max_attempts)
         alertstate.save_checks(self.conn, changed, self.now)
+        staleness.heard(self.conn, keys, self.now)
 
     def heartbeats(self, beats: dict) -> None:
         if not beats:
@@ -145,6 +153,8 @@ class Pass:
             timeout = policy.timeout_for(state.interval)
             if state.up and self.now - (self.sink.started_at or self.now) < timeout:
                 continue        # just started: heartbeats may be on their way to us
+            if name and staleness.process_held(self, uuid, state, timeout):
+                continue        # its agent went quiet too: the agent's DOWN says it
             state, alerts = hoststate.expire(state, self.now, policy)
             state = self._host_alerts(uuid, name, state, alerts)
             changed[key] = (state, hoststate.deadline(state, policy))

@@ -7,9 +7,12 @@ more routers. It is DOWN when it has been heard through *no* router for its time
 router while another has not relayed it for the timeout was lost by that router, not by
 us: no alert, the caller logs and counts it (:attr:`Heard.lost`).
 
-The timeout is ``timeout`` when set, else ``intervals`` of the host's own heartbeat interval
-(the HEARTBEAT's ``interval``), at least ``minimum``. A local process that never said its
-interval is recorded but never timed out.
+Silence is judged by the rule checks share (:func:`sinks.alerting.freshness.overdue`:
+strictly past the timeout). The timeout is ``timeout`` when set, else ``intervals`` of the
+host's own heartbeat interval (the HEARTBEAT's ``interval``), at least ``minimum``. A
+local process that never said its interval is recorded but never timed out; one whose
+agent went quiet too is held back by the caller, as a stale check is
+(:func:`sinks.alerting.staleness.process_held`).
 
 Like :mod:`sinks.alerting.checks`, what the outside world was told (``notified``) is state:
 an alert held back by a silence is not :func:`delivered`, ``pending`` stays true, and the
@@ -19,6 +22,8 @@ sink's tick raises it again until it goes out, so the pager ends up right.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+
+from sinks.alerting.freshness import overdue
 
 #: heartbeat interval assumed when an agent's HEARTBEAT does not say
 DEFAULT_INTERVAL = 2.0
@@ -112,7 +117,7 @@ def heard(state: HostState | None, router: str, now: float, interval: float | No
 
 def expire(state: HostState, now: float, policy: Policy) -> tuple[HostState, tuple[Alert, ...]]:
     """The state at ``now`` with nothing heard: DOWN past the deadline; the alerts owed."""
-    if state.up and now > deadline(state, policy):
+    if state.up and overdue(state.last_heard, policy.timeout_for(state.interval), now):
         state = replace(state, up=False, since=now)
     if not state.pending:
         return state, ()

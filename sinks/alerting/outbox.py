@@ -34,6 +34,8 @@ from sinks.alerting.delivery import route
 log = logging.getLogger(__name__)
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
+#: an event's actions: a problem, its acknowledgement (:mod:`.acks`), its end
+ACTIONS = ("trigger", "acknowledge", "resolve")
 
 
 def _text(value, limit: int | None = None) -> str | None:
@@ -50,7 +52,7 @@ def event_row(event: dict, now: float) -> dict:
     return {
         "key": _text(event.get("key"), KEY.length) or "?",
         "kind": _text(event.get("kind"), 16) or "notify",
-        "action": "resolve" if event.get("action") == "resolve" else "trigger",
+        "action": event["action"] if event.get("action") in ACTIONS else "trigger",
         "severity": _text(event.get("severity"), 16) or "error",
         "uuid": _text(event.get("uuid"), ID.length),
         "hostname": _text(event.get("hostname"), 255),
@@ -68,8 +70,9 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
     the transaction that changed the state behind the event. Return those channels.
 
     ``rules`` is the :class:`sinks.alerting.delivery.DeliveryConfig` (or a list of rules). A
-    resolve also goes to every channel its key's last trigger went to, so a pager that was
-    told of a problem hears of its recovery even when the rules route "ok" nowhere.
+    resolve (or an acknowledge) also goes to every channel its key's last trigger went to, so
+    a pager that was told of a problem hears of its recovery even when the rules route "ok"
+    nowhere.
     """
     now = time.time() if now is None else now
     row = event_row(event, now)
@@ -77,7 +80,7 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
     # would build a new one per event, about 0.5 ms)
     event_id = conn.execute(alert_events.insert(), row).inserted_primary_key[0]
     channels = route(event, rules)
-    if row["action"] == "resolve":
+    if row["action"] in ("resolve", "acknowledge"):
         for channel in _last_trigger_channels(conn, row["key"], event_id):
             if channel not in channels:
                 channels.append(channel)

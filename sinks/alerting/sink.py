@@ -40,7 +40,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
-from sinks.alerting import state as alertstate
+from sinks.alerting import ackstore, staleness, state as alertstate
 from sinks.alerting.config import AlertingConfig
 from sinks.alerting.evaluation import Pass
 from sinks.alerting.rows import check_row, heartbeats, notification_row
@@ -74,6 +74,7 @@ class AlertingSink(db.DatabaseSink):
         #: (uuid, plugin) and (uuid, name) keys known to have a state row
         self.known_checks: set = set()
         self.known_hosts: set = set()
+        self.scheduled = staleness.Scheduled()      # the checks that must report
         self.throttle = Throttle(log)
         self._enqueue = enqueue
         self._deliver = deliver
@@ -136,10 +137,14 @@ class AlertingSink(db.DatabaseSink):
 
     def tick(self) -> None:
         """Hosts heard through no router for their timeout turn DOWN; alerts a silence held
-        back are raised again. Called by the loop every ``tick_interval``."""
+        back are raised again; scheduled checks with no result for their freshness
+        threshold get an UNKNOWN stale result (:mod:`sinks.alerting.staleness`). Called
+        by the loop every ``tick_interval``."""
         now = self.clock()
         run = self._transaction(lambda p: p.expire(), now)
         self.counts.update(run.counts)
+        self.counts.update(self._transaction(ackstore.tick, now).counts)   # acknowledgements
+        self.counts.update(self._transaction(staleness.look, now).counts)  # freshness
 
     def _transaction(self, work, now: float) -> Pass:
         for attempt in range(1, ATTEMPTS + 1):

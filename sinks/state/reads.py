@@ -175,3 +175,26 @@ def silences(conn: Connection, now: float | None = None, ended: bool = False) ->
     for row in rows:
         row["suppressed"] = counts.get(row["id"], 0)
     return rows
+
+
+def acknowledgements(conn: Connection, now: float | None = None,
+                     ended: bool = False) -> list[dict]:
+    """Acknowledgements, newest first: those running at ``now`` (all if ``ended``). One
+    whose expiry has passed counts as ended even before a sink's tick has marked it."""
+    if not has_tables(conn, "acknowledgements"):
+        return []
+    t = schema.acknowledgements
+    stmt = select(t).order_by(t.c.id.desc())
+    if not ended:
+        now = time.time() if now is None else now
+        stmt = stmt.where(t.c.ended.is_(None), (t.c.expire.is_(None)) | (t.c.expire > now))
+    return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def check_freshness(conn: Connection) -> list[dict]:
+    """When each check was last heard (the alerting sinks' clock) and since when it is
+    stale (``stale_at``; None: not stale), from ``check_freshness``."""
+    if not has_tables(conn, "check_freshness"):
+        return []
+    t = schema.check_freshness
+    return [dict(r._mapping) for r in conn.execute(select(t).order_by(t.c.uuid, t.c.plugin))]

@@ -1,20 +1,23 @@
 """The state database's schema: every table, and which owner creates and writes it.
 
-=================  ==========  =====================================================
-table              owner       rows
-=================  ==========  =====================================================
-``agents``         registry    one per agent uuid: hostname, version, first/last seen
-``agent_routers``  registry    (uuid, router): when a router last relayed for it
-``plugins``        registry    (uuid, source, name): plugins declared in REGISTER
-``notifications``  alerting    one per NOTIFY msg_id
-``checks``         alerting    (uuid, plugin): the latest RESULT of each check
-``check_state``    alerting    (uuid, plugin): Nagios state (SOFT/HARD, flapping, told)
-``host_state``     alerting    (uuid, name): UP/DOWN of an agent ("") or local process
-``silences``       operator    muted hosts/checks (``fleetwatch silence``); sinks read
-``suppressed``     alerting    (silence_id, key, action, severity): alerts a silence muted
-``alert_events``   alerting    one per alert event, whatever its channels
-``outbox``         alerting    (event, channel): delivery state and claims
-=================  ==========  =====================================================
+====================  ==========  =====================================================
+table                 owner       rows
+====================  ==========  =====================================================
+``agents``            registry    one per agent uuid: hostname, version, first/last seen
+``agent_routers``     registry    (uuid, router): when a router last relayed for it
+``plugins``           registry    (uuid, source, name): plugins declared in REGISTER
+``notifications``     alerting    one per NOTIFY msg_id
+``checks``            alerting    (uuid, plugin): the latest RESULT of each check
+``check_state``       alerting    (uuid, plugin): Nagios state (SOFT/HARD, flapping, told)
+``host_state``        alerting    (uuid, name): UP/DOWN of an agent ("") or local process
+``check_freshness``   alerting    (uuid, plugin): when a check was last heard, stale since
+``silences``          operator    muted hosts/checks (``fleetwatch silence``); sinks read
+``suppressed``        alerting    (silence_id, key, action, severity): alerts a silence muted
+``acknowledgements``  operator    problems an operator is on (``fleetwatch ack``);
+                                  the sinks end and announce them
+``alert_events``      alerting    one per alert event, whatever its channels
+``outbox``            alerting    (event, channel): delivery state and claims
+====================  ==========  =====================================================
 
 :data:`OWNED` says which tables an owner creates (:func:`sinks.state.db.create`); the
 alerting sink's outbox (``alert_events``, ``outbox``) is worked by
@@ -131,6 +134,18 @@ host_state = Table(
     Index("ix_host_state_pending", "pending"),
 )
 
+#: The sink's clock, not the agent's: a check is stale when no result has been *received*
+#: for its threshold (:mod:`sinks.alerting.staleness`); written under the check's
+#: ``check_state`` lock.
+check_freshness = Table(
+    "check_freshness", metadata,
+    Column("uuid", ID, primary_key=True),
+    Column("plugin", String(255), primary_key=True),
+    Column("heard", Float),
+    Column("stale_at", Float),
+    Column("updated", Float, nullable=False),
+)
+
 silences = Table(
     "silences", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -156,6 +171,27 @@ suppressed = Table(
     Column("check_name", String(255)),
     Column("summary", Text, nullable=False),
     Column("created", Float, nullable=False),
+)
+
+#: Written by ``fleetwatch ack`` (a new row, or ``ended`` by ``ack remove``); the alerting
+#: sinks set ``announced`` (the notice enqueued) and end rows (:mod:`sinks.alerting.ackstore`).
+acknowledgements = Table(
+    "acknowledgements", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("key", KEY, nullable=False),
+    Column("uuid", ID, nullable=False),
+    Column("check_name", String(255)),
+    Column("status", Integer, nullable=False),
+    Column("sticky", Boolean, nullable=False),
+    Column("notify", Boolean, nullable=False),
+    Column("comment", Text, nullable=False),
+    Column("author", String(255), nullable=False),
+    Column("created", Float, nullable=False),
+    Column("expire", Float),
+    Column("announced", Float),
+    Column("ended", Float),
+    Column("end_reason", String(16)),
+    Index("ix_acknowledgements_ended", "ended"),
 )
 
 #: The alert outbox (:mod:`sinks.alerting.outbox`): an alert event is recorded in the
@@ -200,11 +236,12 @@ outbox = Table(
     Index("ix_outbox_event", "event_id"),
 )
 
-#: owner (a sink type, or the ``fleetwatch silence`` command) -> the tables it creates
+#: owner (a sink type, or the ``fleetwatch silence`` / ``ack`` command) -> the tables it creates
 OWNED = {
     "registry": (agents, agent_routers, plugins),
-    "alerting": (notifications, checks, check_state, host_state, silences, suppressed,
-                 alert_events, outbox),
+    "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,
+                 suppressed, acknowledgements, alert_events, outbox),
     "silences": (silences,),
+    "acks": (acknowledgements,),
 }
 

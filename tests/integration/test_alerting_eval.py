@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 
 import pytest
@@ -22,6 +21,7 @@ import zmq
 from support.clock import Clock
 from support.fleet import wait_for
 from support.zmqio import recv
+from support.threads import in_threads
 from fleetwatch import protocol
 from fleetwatch.config import build
 from fleetwatch.protocol import Relayed
@@ -86,23 +86,6 @@ def hello(url, uuid=WEB, hostname="web-1", plugins=None):
         batch.append(msg("REGISTER", uuid, name="agent", plugins=plugins))
     registry.write(batch)
     registry.close()
-
-
-def in_threads(*work):
-    errors: list[BaseException] = []
-
-    def guarded(fn):
-        try:
-            fn()
-        except BaseException as e:      # re-raised below, in the test's thread
-            errors.append(e)
-    threads = [threading.Thread(target=guarded, args=(fn,)) for fn in work]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    if errors:
-        raise errors[0]
 
 
 # ---------------------------------------------------------------- sink objects, shared state

@@ -9,27 +9,12 @@ import re
 import pytest
 
 from fleetwatch import cli
+from support.cli import fw, operator_config
 
 
 @pytest.fixture
 def op(tmp_path):
-    """An operator config whose state database is an (empty) SQLite file."""
-    db = tmp_path / "state.db"
-    db.touch()
-    path = tmp_path / "fleetwatch.yaml"
-    path.write_text(f"routers: [tcp://127.0.0.1:9]\nstate_url: sqlite:///{db}\n")
-    return str(path)
-
-
-def fw(capsys, *argv: str) -> tuple[int, str, str]:
-    """(exit status, stdout, stderr) of ``fleetwatch ARGV``, usage errors included."""
-    capsys.readouterr()
-    try:
-        code = cli.main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    return operator_config(tmp_path)
 
 
 def added(out: str) -> int:

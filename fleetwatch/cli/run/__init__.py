@@ -42,7 +42,7 @@ from fleetwatch.ask import ask_all, cli_id
 from fleetwatch.config import load
 from fleetwatch.display import escape, iso, state
 from plugins.output import plugin_text
-from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig, client_keys
+from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
 from fleetwatch.cli.run.exchange import Desk, ResultWatch, command_id, tails, wait_result
 from fleetwatch.cli.run.target import (Usage, attached, declared_timeout, refusal, resolve,
                                        state_db, undeclared)
@@ -68,8 +68,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--force", action="store_true",
                         help="send even a plugin the registry says the agent did not declare")
-    parser.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
-                        help=f"operator config (default {DEFAULT_PATH})")
+    add_config(parser)
 
 
 def check(args) -> None:

@@ -1,0 +1,302 @@
+"""``fleetwatch ack add|list|remove``: acknowledge a problem, list and end acknowledgements.
+
+    fleetwatch ack add HOST [CHECK] [--comment TEXT] [--sticky] [--expire DURATION]
+                       [--no-notify] [--by NAME]       # print the new acknowledgement's id
+    fleetwatch ack list [--json] [--all]               # running (or all) acknowledgements
+    fleetwatch ack remove ID                           # end acknowledgement ID now
+
+An acknowledgement is a row in the state database's ``acknowledgements`` table, which every
+alerting sink reads (:mod:`sinks.alerting.acks` says what it holds back and when it ends).
+HOST is a hostname (any case) or a uuid; with CHECK it acknowledges that check's problem
+(its latest result not OK), without it the host's DOWN. ``ack add`` refuses when there is no
+such problem now.
+
+Exit status: 2 for a usage error, 1 when ``add`` finds no current problem or ``remove`` no
+running acknowledgement of that id, 69 (EX_UNAVAILABLE) when the state database cannot be
+used, 78 for a bad config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+import time
+
+from fleetwatch.config import load
+from fleetwatch.display import human, iso, state, table
+from fleetwatch.optional import EX_UNAVAILABLE
+from fleetwatch.cli.operator import OperatorConfig, add_config
+from fleetwatch.cli.silence import Unavailable, database_error, writer
+
+VERBS = ("add", "list", "remove")
+FIELDS = ("id", "key", "uuid", "hostname", "check", "status", "state", "by", "comment",
+          "sticky", "notify", "created", "until", "announced", "ended", "end_reason", "active")
+#: the status of a host DOWN (a host's acknowledgement)
+HOST_DOWN = 2
+
+
+class NoProblem(Exception):
+    """``ack add`` found nothing to acknowledge: one line on stderr, exit status 1."""
+
+
+# ---------------------------------------------------------------- arguments
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("host", metavar="HOST", help="hostname or uuid")
+    parser.add_argument("check", nargs="?", metavar="CHECK",
+                        help="plugin (default: the host's DOWN)")
+    parser.add_argument("--comment", default="", metavar="TEXT",
+                        help="what is being done (told to the channels, shown in listings)")
+    parser.add_argument("--sticky", action="store_true",
+                        help="last until recovery (default: until any state change)")
+    parser.add_argument("--expire", metavar="DURATION",
+                        help="end it after this long (90s, 30m, 2h, 1d): reminders resume")
+    parser.add_argument("--no-notify", dest="notify", action="store_false",
+                        help="do not tell the channels")
+    parser.add_argument("--by", metavar="NAME", help="who acknowledges (default: your login)")
+    add_config(parser)
+
+
+def _list_options(parser: argparse.ArgumentParser) -> None:
+    add_config(parser)
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--all", action="store_true",
+                        help="also the acknowledgements that ended")
+
+
+def _remove_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", type=int, metavar="ID", help="the acknowledgement's id (ack list)")
+    add_config(parser)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    for verb, options, help_ in (
+            ("add", _add_options, "acknowledge a current problem: no more reminders"),
+            ("list", _list_options, "the running acknowledgements (--all: also those ended)"),
+            ("remove", _remove_options, "end an acknowledgement now")):
+        options(verbs.add_parser(verb, help=help_, description=help_))
+
+
+def login() -> str:
+    """The operator's login name."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):     # no name for this uid (a container)
+        return "uid-unknown"
+
+
+# ---------------------------------------------------------------- the state database
+
+def problems(conn, host: str, check: str | None) -> list[tuple[str, int]]:
+    """(uuid, status) of each current problem of ``host`` (a hostname or uuid) and ``check``
+    (None: the host DOWN)."""
+    from sqlalchemy import func, select
+    from sinks.state import schema
+    from sinks.state.db import has_tables
+    uuids = {host}
+    if has_tables(conn, "agents"):
+        a = schema.agents
+        uuids.update(conn.scalars(select(a.c.uuid).where(
+            func.lower(a.c.hostname) == host.lower())))
+    if check is not None:
+        if not has_tables(conn, "check_state"):
+            return []
+        c = schema.check_state
+        rows = conn.execute(select(c.c.uuid, c.c.status).where(
+            c.c.uuid.in_(sorted(uuids)), c.c.plugin == check, c.c.status != 0,
+            c.c.last_result.is_not(None)).order_by(c.c.uuid))
+        return [(r.uuid, r.status) for r in rows]
+    if not has_tables(conn, "host_state"):
+        return []
+    h = schema.host_state
+    rows = conn.scalars(select(h.c.uuid).where(h.c.uuid.in_(sorted(uuids)), h.c.name == "",
+                                               h.c.up.is_(False)).order_by(h.c.uuid))
+    return [(uuid, HOST_DOWN) for uuid in rows]
+
+
+def create(url: str, host: str, check: str | None, now: float, by: str, comment: str,
+           sticky: bool, notify: bool, expire: float | None) -> list[tuple[int, str, int]]:
+    """Acknowledge the problems of ``host`` [``check``]: (id, uuid, status) of each."""
+    from sqlalchemy.exc import SQLAlchemyError
+    from sinks.alerting import acks, ackstore
+    eng = writer(url, "acks")
+    try:
+        with eng.begin() as conn:
+            found = problems(conn, host, check)
+            if not found:
+                why = "its latest result is OK or it never ran" if check else "it is not DOWN"
+                raise NoProblem(f"no current problem for {host}"
+                                f"{' ' + check if check else ''} ({why})")
+            return [(ackstore.add(conn, acks.check_key(uuid, check) if check else
+                                  acks.host_key(uuid), uuid, check, status, now, by, comment,
+                                  sticky, notify, expire), uuid, status)
+                    for uuid, status in found]
+    except SQLAlchemyError as e:
+        raise database_error(url, e) from None
+    finally:
+        eng.dispose()
+
+
+def remove(url: str, ack_id: int, now: float) -> bool:
+    from sqlalchemy.exc import SQLAlchemyError
+    from sinks.alerting import acks, ackstore
+    eng = writer(url, "acks")
+    try:
+        with eng.begin() as conn:
+            return ackstore.end(conn, ack_id, now, acks.REMOVED)
+    except SQLAlchemyError as e:
+        raise database_error(url, e) from None
+    finally:
+        eng.dispose()
+
+
+# ---------------------------------------------------------------- the verbs
+
+def add(args, clock=time.time) -> int:
+    from sinks.alerting.acks import check_comment
+    from sinks.alerting.silences import check_pattern, parse_duration
+    try:
+        host = check_pattern(args.host, "HOST")
+        check = check_pattern(args.check, "CHECK") if args.check is not None else None
+        comment = check_comment(args.comment)
+        seconds = parse_duration(args.expire) if args.expire is not None else None
+        by = check_pattern(args.by, "--by") if args.by is not None else login()
+    except ValueError as e:
+        print(f"fleetwatch ack: {e}", file=sys.stderr)
+        return 2
+    config = load(OperatorConfig, args.config)
+    now = clock()
+    expire = now + seconds if seconds is not None else None
+    try:
+        made = create(config.state_url, host, check, now, by, comment, args.sticky,
+                      args.notify, expire)
+    except NoProblem as e:
+        print(f"fleetwatch ack: {e}", file=sys.stderr)
+        return 1
+    except Unavailable as e:
+        print(f"fleetwatch ack: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    for ack_id, uuid, status in made:
+        what = f"{host} {check} ({state(status)})" if check else f"{host} (DOWN)"
+        if uuid != host:
+            what += f" [{uuid}]"
+        lasts = "until recovery" if args.sticky or not check else "until its state changes"
+        if expire is not None:
+            lasts += f", at most until {human(expire)}"
+        print(f"ack {ack_id}: {what} by {by} {lasts}" + (f": {comment}" if comment else ""))
+    return 0
+
+
+def end(args, clock=time.time) -> int:
+    """``ack remove ID``: 0 when ended, 1 when no acknowledgement ``ID`` was running."""
+    config = load(OperatorConfig, args.config)
+    try:
+        ended = remove(config.state_url, args.id, clock())
+    except Unavailable as e:
+        print(f"fleetwatch ack: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    if not ended:
+        print(f"fleetwatch ack: no running acknowledgement {args.id}", file=sys.stderr)
+        return 1
+    print(f"ack {args.id} removed")
+    return 0
+
+
+def listing(args, clock=time.time) -> int:
+    config = load(OperatorConfig, args.config)
+    now = clock()
+    from fleetwatch.optional import MissingDependency
+    from sinks.state import state_reads
+    from sinks.state.reader import Reader, StateError
+    reader = None
+    try:
+        reads = state_reads()
+        reader = Reader(config.state_url)
+        rows = reader.read(reads.acknowledgements, now=now, ended=args.all)
+        names = {a["uuid"]: a["hostname"] for a in reader.read(reads.agents)}
+    except (MissingDependency, StateError) as e:
+        print(f"fleetwatch ack: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    finally:
+        if reader is not None:
+            reader.close()
+    out = [entry(row, now, names.get(row["uuid"])) for row in rows]
+    if args.json:
+        print(json.dumps({"acks": out}, indent=2, ensure_ascii=False))
+        return 0
+    for x in out:
+        x["host"] = x["hostname"] or x["uuid"]
+        x["ends"] = x["ended"] or x["until"]
+    print(table(out, ["id", "host", "check", "state", "by", "sticky", "ends", "comment"]))
+    return 0
+
+
+def entry(row: dict, now: float, hostname: str | None = None) -> dict:
+    """An ``acknowledgements`` row as ``ack list`` shows it: :data:`FIELDS`, times in ISO
+    8601, ``active``; one past its expiry that no sink has ended yet is shown ended then."""
+    expire, ended, reason = row.get("expire"), row.get("ended"), row.get("end_reason")
+    if ended is None and expire is not None and now >= expire:
+        ended, reason = expire, "expired"
+    check = row.get("check_name")
+    return {"id": row["id"], "key": row["key"], "uuid": row["uuid"], "hostname": hostname,
+            "check": check, "status": row["status"],
+            "state": state(row["status"]) if check else "DOWN", "by": row["author"],
+            "comment": row["comment"], "sticky": bool(row["sticky"]),
+            "notify": bool(row["notify"]), "created": iso(row["created"]),
+            "until": iso(expire), "announced": iso(row.get("announced")), "ended": iso(ended),
+            "end_reason": reason, "active": ended is None and row["created"] <= now}
+
+
+VERB_RUNS = {"add": add, "list": listing, "remove": end}
+
+
+def run(args, clock=time.time) -> int:
+    return VERB_RUNS[args.verb](args, clock)
+
+
+# ---------------------------------------------------------------- status and alerts
+
+def shown(row: dict) -> dict:
+    """What ``status`` and ``alerts`` show of an acknowledgement (``ack`` in ``--json``)."""
+    return {"id": row["id"], "by": row["author"], "comment": row["comment"],
+            "sticky": bool(row["sticky"]), "created": iso(row["created"]),
+            "until": iso(row.get("expire"))}
+
+
+def cell(ack: dict | None) -> str | None:
+    """``ACK alice: on it (until 2026-...)`` for a table, or None."""
+    if not ack:
+        return None
+    text = f"ACK {ack['by']}" + (f": {ack['comment']}" if ack["comment"] else "")
+    return text + (f" (until {human(ack['until'])})" if ack["until"] else "")
+
+
+def with_acks(agents: list[dict], checks: list[dict], rows: list[dict]) -> None:
+    """``ack`` on each check and each agent: the running acknowledgement of its problem (a
+    check's, an agent's DOWN), None when there is none."""
+    by_key = {}
+    for row in sorted(rows, key=lambda r: r["id"]):
+        by_key[row["key"]] = shown(row)
+    for check in checks:
+        check["ack"] = by_key.get(f"{check['uuid']}/check/{check['plugin']}")
+    for agent in agents:
+        agent["ack"] = by_key.get(f"{agent['uuid']}/host")
+
+
+def on_alerts(alerts: list[dict], rows: list[dict]) -> None:
+    """``ack`` on each alert (a trigger since its key's last resolve) an acknowledgement
+    covers; None on the others."""
+    by_key = {r["key"]: shown(r) for r in sorted(rows, key=lambda r: r["id"])}
+    resolved: dict[str, float] = {}
+    for alert in alerts:
+        if alert.get("action") == "resolve" and alert.get("key") in by_key:
+            at = alert.get("received_at") or 0
+            resolved[alert["key"]] = max(resolved.get(alert["key"], 0), at)
+    for alert in alerts:
+        key = alert.get("key")
+        covered = key in by_key and alert.get("action") == "trigger" and \
+            (alert.get("received_at") or 0) > resolved.get(key, -1)
+        alert["ack"] = by_key[key] if covered else None

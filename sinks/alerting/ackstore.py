@@ -1,0 +1,133 @@
+"""The SQL side of acknowledgements: the ``acknowledgements`` rows read, added and ended.
+
+``fleetwatch ack`` adds and removes rows (:func:`add`, :func:`remove`); every alerting sink
+reads the active ones. A :class:`Cover` is made by a :class:`sinks.alerting.evaluation.Pass`
+for the checks of a batch, on check state rows it has locked: it ends an acknowledgement
+at its check's state change in the same transaction (:func:`sinks.alerting.acks.ends`) and
+says which alerts it holds back. :func:`tick` (the sinks' periodic call) ends acknowledgements
+past their expiry or whose problem is gone, and enqueues each owed notice once: the row's
+``announced`` is set by a conditional UPDATE, so of two sinks only one enqueues it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from sqlalchemy import and_, exists, or_, select, update
+from sqlalchemy.engine import Connection
+
+from fleetwatch.display import iso
+from sinks.alerting import acks
+from sinks.alerting.acks import Ack
+from sinks.alerting.checks import OK, SEVERITY
+from sinks.state import schema
+
+log = logging.getLogger(__name__)
+
+
+def _ack(r) -> Ack:
+    return Ack(r.id, r.key, r.uuid, r.check_name, r.status, r.created, r.author, r.comment,
+               bool(r.sticky), bool(r.notify), r.expire, r.announced, r.ended)
+
+
+def current(conn: Connection, keys: Iterable[str] | None = None) -> list[Ack]:
+    """The acknowledgements not ended (of ``keys`` only, if given), oldest first."""
+    t = schema.acknowledgements
+    stmt = select(t).where(t.c.ended.is_(None)).order_by(t.c.id)
+    if keys is not None:
+        keys = sorted(set(keys))
+        if not keys:
+            return []
+        stmt = stmt.where(t.c.key.in_(keys))
+    return [_ack(r) for r in conn.execute(stmt)]
+
+
+def end(conn: Connection, ack_id: int, now: float, reason: str) -> bool:
+    """End acknowledgement ``ack_id`` now; False if it had already ended."""
+    t = schema.acknowledgements
+    result = conn.execute(update(t).where(t.c.id == ack_id, t.c.ended.is_(None))
+                          .values(ended=now, end_reason=reason))
+    return bool(result.rowcount)
+
+
+def add(conn: Connection, key: str, uuid: str, check: str | None, status: int, now: float,
+        author: str, comment: str, sticky: bool, notify: bool, expire: float | None) -> int:
+    """A new acknowledgement of ``key``; one still running for the key is replaced."""
+    t = schema.acknowledgements
+    conn.execute(update(t).where(t.c.key == key, t.c.ended.is_(None))
+                 .values(ended=now, end_reason=acks.REPLACED))
+    result = conn.execute(t.insert().values(
+        key=key, uuid=uuid, check_name=check, status=status, sticky=sticky, notify=notify,
+        comment=comment, author=author[:255], created=now, expire=expire))
+    return int(result.inserted_primary_key[0])
+
+
+class Cover:
+    """The acknowledgements of a batch's checks, in a transaction that locked their rows."""
+
+    def __init__(self, conn: Connection, keys: Iterable[tuple[str, str]], now: float):
+        self.conn, self.now = conn, now
+        self.by_key: dict[tuple[str, str], Ack] = {}
+        wanted = {acks.check_key(u, p): (u, p) for u, p in keys}
+        for ack in current(conn, wanted):      # (the sink created the table at its start)
+            self.by_key[wanted[ack.key]] = ack
+        self.ended: list[tuple[Ack, str]] = []
+
+    def step(self, key: tuple[str, str], status: int) -> None:
+        """The check ``key`` has a new latest ``status``: end its acknowledgement if due."""
+        ack = self.by_key.get(key)
+        reason = acks.ends(ack, status, self.now) if ack is not None else None
+        if reason is None:
+            return
+        end(self.conn, ack.id, self.now, reason)
+        del self.by_key[key]
+        self.ended.append((ack, reason))
+        log.info("acknowledgement %d of %s ended: %s", ack.id, ack.key, reason)
+
+    def holds(self, key: tuple[str, str], kind: str, action: str) -> bool:
+        return acks.holds(self.by_key.get(key), kind, action, self.now)
+
+
+# ---------------------------------------------------------------- the tick
+
+def tick(run) -> None:
+    """End expired acknowledgements and those whose problem is gone; enqueue owed notices.
+
+    ``run`` is the sink's :class:`sinks.alerting.evaluation.Pass` for this transaction."""
+    conn, now = run.conn, run.now
+    t, c, h = schema.acknowledgements, schema.check_state, schema.host_state
+    expired = conn.execute(update(t).where(t.c.ended.is_(None), t.c.expire <= now)
+                           .values(ended=t.c.expire, end_reason=acks.EXPIRED)).rowcount
+    recovered_check = exists().where(c.c.uuid == t.c.uuid, c.c.plugin == t.c.check_name,
+                                     c.c.status == OK)
+    recovered_host = exists().where(h.c.uuid == t.c.uuid, h.c.name == "", h.c.up.is_(True))
+    recovered = conn.execute(update(t).where(t.c.ended.is_(None), or_(
+        and_(t.c.check_name.is_not(None), recovered_check),
+        and_(t.c.check_name.is_(None), recovered_host)))
+        .values(ended=now, end_reason=acks.RECOVERED)).rowcount
+    run.counts["ack_expired"] += expired or 0
+    run.counts["ack_recovered"] += recovered or 0
+    owed = conn.execute(select(t).where(t.c.ended.is_(None), t.c.notify.is_(True),
+                                        t.c.announced.is_(None)).order_by(t.c.id)).all()
+    for ack in map(_ack, owed):
+        taken = conn.execute(update(t).where(t.c.id == ack.id, t.c.announced.is_(None),
+                                             t.c.ended.is_(None))
+                             .values(announced=now)).rowcount
+        if taken:
+            run.deliver(notice(ack, run.hostname(ack.uuid), now), ack.check)
+            run.counts["ack_announced"] += 1
+
+
+def notice(ack: Ack, hostname: str | None, now: float) -> dict:
+    """The ``acknowledge`` event of ``ack``: its problem's key, severity and check."""
+    what = f"check {ack.check}" if ack.check else "host DOWN"
+    lasts = "until recovery" if ack.sticky or not ack.check else "until its state changes"
+    if ack.expire is not None:
+        lasts += f", at most until {iso(ack.expire)}"
+    text = f"The {what} is acknowledged {lasts}; reminders are held back while it lasts."
+    return {"key": ack.key, "kind": "check" if ack.check else "host", "action": "acknowledge",
+            "severity": SEVERITY[ack.status] if 0 <= ack.status < len(SEVERITY) else "unknown",
+            "uuid": ack.uuid, "hostname": hostname or ack.uuid, "check": ack.check,
+            "status": ack.status if ack.check else None, "summary": acks.summary(ack)[:500],
+            "text": text, "created": now, "ack_id": ack.id, "acknowledged_by": ack.author}

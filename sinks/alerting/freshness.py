@@ -1,0 +1,114 @@
+"""Freshness: a scheduled check that stopped reporting is UNKNOWN "stale", not green.
+
+Pure logic with the times passed in; no SQL (the tick's side is
+:mod:`sinks.alerting.staleness`). The semantics are Icinga 2's check freshness: a check
+declared with an ``interval`` is expected to report; with no result for its **threshold**
+(twice its interval plus its timeout, or its own declared ``freshness`` seconds) it gets an
+UNKNOWN result "stale: no result for N s", which goes through the check state machine
+(:mod:`sinks.alerting.checks`) like any result: SOFT, then HARD after ``max_attempts``
+(one stale result per interval while it lasts), and a real result that arrives later
+recovers it the usual way. An agent whose heartbeats keep coming while a check of its
+stopped reporting is exactly the case to catch: a green keepalive over a silent check.
+
+One rule for everything that must be heard from (:func:`overdue`): an agent's heartbeats
+and a local process's (:mod:`sinks.alerting.hosts`), and a check's results. Silence is
+counted from the latest of: the last time it was heard, when it was declared, and when this
+sink started (results may be on their way to a sink that just started); it is a problem
+strictly past its threshold.
+
+A check is not judged stale while its host is held (:func:`held`): DOWN, or not heard since
+the check's deadline (the agent went quiet, which is the host rule's business: it pages once
+as DOWN, not once per check). Later reasons (UNREACHABLE, a downtime) belong there too.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+#: the output of a stale result (N: whole seconds without a result)
+STALE_TEXT = "stale: no result for {seconds} s"
+
+
+def overdue(last: float, limit: float, now: float) -> bool:
+    """Silent for more than ``limit`` seconds since ``last``: the one rule of silence."""
+    return now - last > limit
+
+
+def threshold(interval: float, timeout: float | None, setting: float | None = None) -> float:
+    """Seconds without a result before a check is stale: ``setting`` when positive, else
+    twice the interval plus the timeout."""
+    if setting is not None and setting > 0:
+        return float(setting)
+    return 2.0 * interval + (timeout or 0.0)
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the freshness rule needs of a check's host (its ``host_state`` row)."""
+
+    up: bool = True
+    heard: float = 0.0          # its last heartbeat
+
+
+def held(host: Host | None, deadline: float) -> str | None:
+    """Why a check of ``host`` past ``deadline`` is not judged stale now (None: it is)."""
+    if host is None:
+        return None             # not timed by heartbeats: nothing holds the check back
+    if not host.up:
+        return "host down"
+    if host.heard <= deadline:
+        return "host not heard since the deadline"
+    return None
+
+
+@dataclass(frozen=True)
+class Watch:
+    """One scheduled check as the freshness rule sees it."""
+
+    interval: float
+    timeout: float | None = None
+    setting: float | None = None        # the declared ``freshness``, if any
+    declared: float = 0.0               # when its plugin was (last) declared
+    heard: float | None = None          # its last result, on the sink's clock
+    stale_at: float | None = None       # its last stale result (None: not stale)
+
+    @property
+    def limit(self) -> float:
+        return threshold(self.interval, self.timeout, self.setting)
+
+    def since(self, floor: float = 0.0) -> float:
+        """When its silence started: the latest of its result, its declaration, ``floor``."""
+        return max(self.declared, self.heard or 0.0, floor)
+
+    def stale(self) -> bool:
+        """Marked stale and not heard since."""
+        return self.stale_at is not None and self.stale_at >= self.since()
+
+
+def due(watch: Watch, now: float, host: Host | None = None, floor: float = 0.0) -> bool:
+    """Whether ``watch`` gets a stale result at ``now``: past its threshold and its host not
+    held; once stale, again each interval while nothing is heard."""
+    since = watch.since(floor)
+    if not overdue(since, watch.limit, now):
+        return False
+    if held(host, since + watch.limit) is not None:
+        return False
+    if watch.stale():
+        return now - watch.stale_at >= watch.interval      # the next attempt
+    return True
+
+
+def silent_for(watch: Watch, now: float) -> int:
+    """Whole seconds without a result (from its declaration when it never reported)."""
+    return max(0, int(now - watch.since()))
+
+
+def stale_text(watch: Watch, now: float) -> str:
+    return STALE_TEXT.format(seconds=silent_for(watch, now))
+
+
+def stale_order(last_result: float | None) -> float:
+    """The order key a stale result is applied with: just after the last real result, so a
+    real result, however late, is newer (the caller keeps ``last_result`` unchanged)."""
+    return math.nextafter(last_result or 0.0, math.inf)

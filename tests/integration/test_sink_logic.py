@@ -446,23 +446,15 @@ def test_sinks_opening_one_new_sqlite_file_at_once_all_start(tmp_path):
     switch to WAL could refuse one at once ("database is locked") before the busy timeout
     applied (seen as a sink exiting at start in the two-sinks test)."""
     import multiprocessing as mp
-    ctx = mp.get_context("fork")
-    for attempt in range(40):     # before the fix: about one attempt in ten failed
-        url = f"sqlite:///{tmp_path / f'state-{attempt}.db'}"
-        start = ctx.Barrier(4)
-        procs = [ctx.Process(target=_create_at_once, args=(url, owner, start))
-                 for owner in ("alerting", "registry", "alerting", "registry")]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(30)
-        assert [p.exitcode for p in procs] == [0] * 4, attempt
 
-
-def _create_at_once(url: str, owner: str, start) -> None:
-    start.wait(10)
-    eng = db.engine(url)
-    try:
-        db.create(eng, owner)
-    finally:
-        eng.dispose()
+    from support.sqliterace import create_each_at_once
+    ctx = mp.get_context("spawn")  # not fork: this process runs threads (Spark's, servers')
+    urls = [f"sqlite:///{tmp_path / f'state-{attempt}.db'}" for attempt in range(40)]
+    start = ctx.Barrier(4)          # before the fix: about one attempt in ten failed
+    procs = [ctx.Process(target=create_each_at_once, args=(urls, owner, start))
+             for owner in ("alerting", "registry", "alerting", "registry")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0] * 4

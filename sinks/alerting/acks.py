@@ -84,12 +84,6 @@ def holds(ack: Ack | None, kind: str, action: str, now: float) -> bool:
         and action == "trigger"
 
 
-def covering(acks, key: str, now: float) -> Ack | None:
-    """The active acknowledgement of ``key`` (the newest if several), or None."""
-    found = [a for a in acks if a.key == key and a.active(now)]
-    return max(found, key=lambda a: (a.created, a.id)) if found else None
-
-
 def summary(ack: Ack) -> str:
     """What the channels are told: ``acknowledged by NAME: COMMENT``."""
     text = f"acknowledged by {ack.author or 'someone'}"

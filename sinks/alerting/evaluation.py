@@ -101,21 +101,29 @@ class Pass:
                                        policy)
             if not step.applied:
                 continue
-            state = step.state
-            acked.step(key, state.status)
-            for alert in step.alerts:
-                if acked.holds(key, alert.kind, alert.action):
-                    self.counts["alert_acknowledged"] += 1
-                    continue
-                event = alertevents.check_event(
-                    alert, row["uuid"], self.hostname(row["uuid"]), row["plugin"], state,
-                    policy.max_attempts, row["output"], row["long_output"], self.now)
-                if self.deliver(event, row["plugin"]):
-                    state = checkstate.delivered(state, alert, self.now)
+            state = self.check_alerts(key, step.state, step.alerts, policy.max_attempts,
+                                      row["output"], row["long_output"], acked)
             states[key] = state
             changed[key] = (state, policy.max_attempts)
         alertstate.save_checks(self.conn, changed, self.now)
         staleness.heard(self.conn, keys, self.now)
+
+    def check_alerts(self, key: tuple[str, str], state, alerts, max_attempts: int,
+                     output: str, long_output: str, acked: Cover):
+        """Check ``key``'s ``alerts`` from a result that left it in ``state``: its
+        acknowledgement sees the new status first, then each alert it does not hold back is
+        delivered; the state as told (a reminder's clock restarts when one went out)."""
+        uuid, plugin = key
+        acked.step(key, state.status)
+        for alert in alerts:
+            if acked.holds(key, alert.kind, alert.action):
+                self.counts["alert_acknowledged"] += 1
+                continue
+            event = alertevents.check_event(alert, uuid, self.hostname(uuid), plugin, state,
+                                            max_attempts, output, long_output, self.now)
+            if self.deliver(event, plugin):
+                state = checkstate.delivered(state, alert, self.now)
+        return state
 
     def heartbeats(self, beats: dict) -> None:
         if not beats:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import bindparam, func, select, text, tuple_
 
-from sinks.alerting import checks as checkstate, events as alertevents
+from sinks.alerting import checks as checkstate
 from sinks.alerting import freshness, state as alertstate
 from sinks.alerting.ackstore import Cover
 from sinks.state import db, schema
@@ -231,16 +231,7 @@ def _stale_result(run: Pass, key: Key, state: checkstate.CheckState,
     new = replace(step.state, last_result=state.last_result)
     log.info("check %s of %s stale: %s (%s attempt %d/%d)", plugin, uuid, output,
              checkstate.state_type(new), new.attempt, policy.max_attempts)
-    acked.step(key, new.status)                 # as any result: acknowledgements see it
-    for alert in step.alerts:
-        if acked.holds(key, alert.kind, alert.action):
-            run.counts["alert_acknowledged"] += 1
-            continue
-        event = alertevents.check_event(alert, uuid, run.hostname(uuid), plugin, new,
-                                        policy.max_attempts, output, "", run.now)
-        if run.deliver(event, plugin):
-            new = checkstate.delivered(new, alert, run.now)
-    return new
+    return run.check_alerts(key, new, step.alerts, policy.max_attempts, output, "", acked)
 
 
 @functools.lru_cache(maxsize=1)

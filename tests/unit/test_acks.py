@@ -61,14 +61,6 @@ def test_what_is_held_back(kind, action, held):
     assert acks.holds(None, kind, action, T0 + 1) is False
 
 
-def test_covering_is_the_newest_active_of_the_key():
-    old, new = ack(id_=1), ack(id_=2, created=T0 + 5)
-    other = replace(ack(id_=3), key=acks.check_key(UUID, "disk"))
-    assert acks.covering([old, new, other], new.key, T0 + 10) == new
-    assert acks.covering([old, new], new.key, T0 + 1) == old      # new not begun
-    assert acks.covering([other], new.key, T0 + 10) is None
-
-
 def test_summary_and_comment():
     assert acks.summary(ack()) == "acknowledged by alice: on it"
     assert acks.summary(replace(ack(), comment="")) == "acknowledged by alice"

@@ -19,7 +19,6 @@ used, 78 for a bad config file.
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import sys
 import time
@@ -27,8 +26,8 @@ import time
 from fleetwatch.config import load
 from fleetwatch.display import human, iso, state, table
 from fleetwatch.optional import EX_UNAVAILABLE
-from fleetwatch.cli.operator import OperatorConfig, add_config
-from fleetwatch.cli.silence import Unavailable, database_error, writer
+from fleetwatch.cli.operator import OperatorConfig, add_config, login
+from fleetwatch.cli.silence import Unavailable, write
 
 VERBS = ("add", "list", "remove")
 FIELDS = ("id", "key", "uuid", "hostname", "check", "status", "state", "by", "comment",
@@ -80,14 +79,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         options(verbs.add_parser(verb, help=help_, description=help_))
 
 
-def login() -> str:
-    """The operator's login name."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):     # no name for this uid (a container)
-        return "uid-unknown"
-
-
 # ---------------------------------------------------------------- the state database
 
 def problems(conn, host: str, check: str | None) -> list[tuple[str, int]]:
@@ -120,37 +111,24 @@ def problems(conn, host: str, check: str | None) -> list[tuple[str, int]]:
 def create(url: str, host: str, check: str | None, now: float, by: str, comment: str,
            sticky: bool, notify: bool, expire: float | None) -> list[tuple[int, str, int]]:
     """Acknowledge the problems of ``host`` [``check``]: (id, uuid, status) of each."""
-    from sqlalchemy.exc import SQLAlchemyError
     from sinks.alerting import acks, ackstore
-    eng = writer(url, "acks")
-    try:
-        with eng.begin() as conn:
-            found = problems(conn, host, check)
-            if not found:
-                why = "its latest result is OK or it never ran" if check else "it is not DOWN"
-                raise NoProblem(f"no current problem for {host}"
-                                f"{' ' + check if check else ''} ({why})")
-            return [(ackstore.add(conn, acks.check_key(uuid, check) if check else
-                                  acks.host_key(uuid), uuid, check, status, now, by, comment,
-                                  sticky, notify, expire), uuid, status)
-                    for uuid, status in found]
-    except SQLAlchemyError as e:
-        raise database_error(url, e) from None
-    finally:
-        eng.dispose()
+
+    def change(conn):
+        found = problems(conn, host, check)
+        if not found:
+            why = "its latest result is OK or it never ran" if check else "it is not DOWN"
+            raise NoProblem(f"no current problem for {host}"
+                            f"{' ' + check if check else ''} ({why})")
+        return [(ackstore.add(conn, acks.check_key(uuid, check) if check else
+                              acks.host_key(uuid), uuid, check, status, now, by, comment,
+                              sticky, notify, expire), uuid, status)
+                for uuid, status in found]
+    return write(url, change, "acks")
 
 
 def remove(url: str, ack_id: int, now: float) -> bool:
-    from sqlalchemy.exc import SQLAlchemyError
     from sinks.alerting import acks, ackstore
-    eng = writer(url, "acks")
-    try:
-        with eng.begin() as conn:
-            return ackstore.end(conn, ack_id, now, acks.REMOVED)
-    except SQLAlchemyError as e:
-        raise database_error(url, e) from None
-    finally:
-        eng.dispose()
+    return write(url, lambda conn: ackstore.end(conn, ack_id, now, acks.REMOVED), "acks")
 
 
 # ---------------------------------------------------------------- the verbs

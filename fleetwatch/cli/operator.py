@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 from dataclasses import dataclass
 
 from fleetwatch.config import DEFAULT_STATE_URL, OPERATOR_CONFIG, setting
@@ -24,6 +25,14 @@ class OperatorConfig:
     def validate(self):
         if not self.routers:
             raise ValueError("routers: expected at least one router control endpoint")
+
+
+def login() -> str:
+    """The operator's login name (recorded with what they change: a silence, an ack)."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):     # no name for this uid (a container)
+        return "uid-unknown"
 
 
 def add_config(parser) -> None:

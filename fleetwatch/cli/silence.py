@@ -20,7 +20,6 @@ Exit status: 2 for a usage error, 1 when ``remove`` finds no running silence of 
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import socket
 import sys
@@ -29,7 +28,7 @@ import time
 from fleetwatch.config import load
 from fleetwatch.display import human, iso, table
 from fleetwatch.optional import EX_UNAVAILABLE
-from fleetwatch.cli.operator import OperatorConfig, add_config
+from fleetwatch.cli.operator import OperatorConfig, add_config, login
 
 VERBS = ("add", "list", "remove")
 #: the verb of the spelling without one: ``fleetwatch silence HOST --for 2h``
@@ -84,11 +83,7 @@ def add_alias_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- the state database
 
 def who() -> str:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):     # no name for this uid (a container)
-        user = "uid-unknown"
-    return f"{user}@{socket.gethostname()}"
+    return f"{login()}@{socket.gethostname()}"
 
 
 def writer(url: str, owner: str = "silences"):
@@ -119,10 +114,11 @@ def database_error(url: str, e: Exception) -> Unavailable:
                        f"{e.__class__.__name__}: {(str(e).splitlines() or [''])[0]}")
 
 
-def _write(url: str, change):
-    """``change(conn)`` in one transaction on the state database; its answer."""
+def write(url: str, change, owner: str = "silences"):
+    """``change(conn)`` in one transaction on the state database (``owner``'s tables made if
+    missing); its answer. A database error is :class:`Unavailable`."""
     from sqlalchemy.exc import SQLAlchemyError
-    eng = writer(url)
+    eng = writer(url, owner)
     try:
         with eng.begin() as conn:
             return change(conn)
@@ -135,13 +131,13 @@ def _write(url: str, change):
 def create(url: str, host: str, check: str | None, seconds: float, reason: str,
            now: float) -> int:
     from sinks.alerting import state as alertstate
-    return _write(url, lambda conn: alertstate.add_silence(conn, host, check, now, now + seconds,
-                                                           reason, who()))
+    return write(url, lambda conn: alertstate.add_silence(conn, host, check, now, now + seconds,
+                                                          reason, who()))
 
 
 def remove(url: str, silence_id: int, now: float) -> bool:
     from sinks.alerting import state as alertstate
-    return _write(url, lambda conn: alertstate.end_silence(conn, silence_id, now))
+    return write(url, lambda conn: alertstate.end_silence(conn, silence_id, now))
 
 
 # ---------------------------------------------------------------- the verbs

@@ -103,7 +103,8 @@ CREATE_LOCK = 0x66776462
 
 
 def create(eng: Engine, owner: str) -> None:
-    """Create the tables ``owner`` writes (and nothing else), if missing.
+    """Create the tables ``owner`` writes (and nothing else), if missing, and add the columns
+    an older version's tables lack (:func:`upgrade`).
 
     On PostgreSQL, sinks starting at once on a new database would race between "does the
     table exist" and CREATE TABLE (a unique violation in ``pg_type``): each takes a
@@ -116,8 +117,38 @@ def create(eng: Engine, owner: str) -> None:
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CREATE_LOCK})
             metadata.create_all(conn, tables=list(OWNED[owner]))
+            added = upgrade(conn, OWNED[owner])
     except SQLAlchemyError as e:
         raise WriteError(f"cannot create the {owner} tables: {e}") from e
+    for name in added:
+        log.info("state database upgraded: added column %s", name)
+
+
+def upgrade(conn: Connection, tables: Iterable[Table]) -> list[str]:
+    """Add to existing ``tables`` the columns a newer fleetwatch declares and the database
+    lacks (``ALTER TABLE ... ADD COLUMN``), so a database made by an older version keeps
+    working after an upgrade. Such a column must be nullable or have a server default, so
+    rows already there stay valid (RuntimeError otherwise: a mistake in the schema, not
+    in the database). Returns the ``table.column`` names added."""
+    found = inspect(conn)
+    quote = conn.dialect.identifier_preparer.quote
+    added = []
+    for table in tables:
+        have = {c["name"] for c in found.get_columns(table.name)}
+        for column in table.columns:
+            if column.name in have:
+                continue
+            if not column.nullable and column.server_default is None:
+                raise RuntimeError(f"{table.name}.{column.name}: a column added to an existing "
+                                   f"table must be nullable or have a server default")
+            kind = column.type.compile(dialect=conn.dialect)
+            default = ""
+            if column.server_default is not None:
+                default = f" DEFAULT {column.server_default.arg}"
+            conn.execute(text(f"ALTER TABLE {quote(table.name)} ADD COLUMN "
+                              f"{quote(column.name)} {kind}{default}"))
+            added.append(f"{table.name}.{column.name}")
+    return added
 
 
 # ---------------------------------------------------------------- writing

@@ -12,6 +12,9 @@ from fleetwatch.security import ClientSecurity
 from agent.plugins_config import PluginsConfig, command_problem, local_command_problem
 
 _ENDPOINT = re.compile(r"^(tcp://[^\s:]+:\d+|(ipc|inproc)://\S+)$")
+#: a parent reference (SPEC.md: HELLO's ``parents``), checked here without the sinks' parser
+_PARENT = re.compile(r"^(?=.{1,512}$)[^/\s](?:[^/]*[^/\s])?(?:/[^/\s](?:[^/]*[^/\s])?)?$")
+MAX_PARENTS = 64
 COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs", "uptime")
 
 #: The sink type owning each spooled message type: the default of ``spool.ack_from``, and the
@@ -94,6 +97,13 @@ class AgentConfig:
                                     "this group); empty: the agent's user only (0600)")
     local: LocalConfig = setting(factory=LocalConfig, help="what local processes may send")
     hostname: str = setting("", "name reported for this machine (default: its host name)")
+    parents: list[str] = setting(
+        factory=list, help="what this machine can only be reached through, sent to the "
+                           "sinks in HELLO and REGISTER: HOST (another agent's hostname, e.g. "
+                           "its switch's poller) or HOST/CHECK (a check on any host, e.g. "
+                           "poller-1/ping_sw3). While a parent is DOWN (or its check in a "
+                           "HARD problem) this machine going silent is UNREACHABLE and pages "
+                           "nobody")
     heartbeat_interval: float = setting(2.0, "seconds between heartbeats to each router")
     liveness: int = setting(3, "heartbeat intervals of silence before a router is dropped")
     reconnect_min: float = setting(0.5, "first reconnect delay to a dropped router (seconds)")
@@ -125,6 +135,11 @@ class AgentConfig:
                 raise ValueError(f"{name}: expected a positive number of seconds")
         if self.liveness < 1:
             raise ValueError("liveness: expected at least 1")
+        if len(self.parents) > MAX_PARENTS:
+            raise ValueError(f"parents: expected at most {MAX_PARENTS}")
+        for parent in self.parents:
+            if not _PARENT.match(parent):
+                raise ValueError(f"parents: {parent[:60]!r} is not HOST or HOST/CHECK")
 
     @property
     def intake_endpoint(self) -> str:

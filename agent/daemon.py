@@ -35,7 +35,7 @@ from agent.intake import Intake, IntakeSocket, group_id
 from agent.links import Link, Links, Sockets
 from agent.outbox import Outbox
 from agent.reception import Reception
-from agent.routers import Routers
+from agent.routers import Routers, parents as routers_parents
 from agent.runner import Runner
 from agent.runs import Runs
 from agent.wakeup import Wakeup
@@ -87,6 +87,7 @@ class Agent:
         self.routers = Routers(uuid, hostname, self.instance, cfg.heartbeat_interval,
                                self.links, self.sockets, self.outbox, self.declared,
                                self.counters, self.runs.submit, clock, wall)
+        self.routers.parents = tuple(cfg.parents)
         self.reception = Reception(uuid, self.intake, self.declared, self.outbox, clock)
         self.selfstats = selfstats.SelfStats(self.counters, spool, self.links, self.intake,
                                              collectors, self.runner, clock, self.started)
@@ -179,12 +180,13 @@ class Agent:
         self.notifier.tick()
 
     def register(self) -> protocol.Message:
-        """The agent's own REGISTER: its plugins, hostname and version (at start, and when
-        a config reload changes the plugins)."""
+        """The agent's own REGISTER: its plugins, hostname, version and parents (at start,
+        and when a config reload changes the plugins or the parents)."""
         return protocol.make("REGISTER", self.uuid, clock=self.wall, name="agent",
                              plugins=self.declared.own_wire(),
                              heartbeat=self.cfg.heartbeat_interval,
-                             hostname=self.hostname, version=fleetwatch.__version__)
+                             hostname=self.hostname, version=fleetwatch.__version__,
+                             **routers_parents(self.routers.parents))
 
     def _deadline(self) -> float:
         now = self.clock()

@@ -32,6 +32,11 @@ FROM_ROUTER = frozenset({"WELCOME", "HEARTBEAT", "ACK", "RUN", "ERROR"})
 DRAIN = 256
 
 
+def parents(declared) -> dict:
+    """The ``parents`` field of HELLO and REGISTER: only when some are declared."""
+    return {"parents": list(declared)} if declared else {}
+
+
 class Routers:
     """Timers and traffic of every router link."""
 
@@ -46,6 +51,8 @@ class Routers:
         self.on_run = on_run
         self.clock, self.wall = clock, wall
         self.throttle = Throttle(log, 10.0, clock)
+        #: the agent's declared parents (its config's ``parents``), sent in HELLO
+        self.parents: tuple[str, ...] = ()
 
     def deadline(self) -> float:
         return min((link.deadline() for link in self.links), default=float("inf"))
@@ -84,7 +91,8 @@ class Routers:
                                              hostname=self.hostname, heartbeat=self.heartbeat,
                                              version=fleetwatch.__version__, role="agent",
                                              instance=self.instance,
-                                             plugins=self.declared.own_wire()))
+                                             plugins=self.declared.own_wire(),
+                                             **parents(self.parents)))
 
     # ---------------------------------------------------------------- arriving
     def drain(self, sock: zmq.Socket, link: Link, now: float) -> None:

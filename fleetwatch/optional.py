@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 
 #: optional module -> the extra that installs it
-EXTRAS = {"sqlalchemy": "sinks", "graphyte": "graphite", "pyspark": "history"}
+EXTRAS = {"sqlalchemy": "sinks", "croniter": "sinks", "graphyte": "graphite",
+          "pyspark": "history"}
 
 #: exit status when something a command needs is unavailable: an optional dependency, the
 #: state database, an agent, systemd (EX_UNAVAILABLE, sysexits.h)

@@ -9,6 +9,11 @@ duplicate that slips past the loop's msg_id set changes nothing.
 A declared plugin is a name (``"check_disk"``) or an object with a string ``name`` and any
 other fields (interval, arguments...), stored whole as ``spec``; other entries are skipped
 and counted (``bad_plugin``).
+
+The agent's ``parents`` (the hosts and checks it can only be reached through, ``HOST`` or
+``HOST/CHECK``, :mod:`sinks.alerting.dependencies`), from its HELLO and its own REGISTER,
+are kept in ``agents.parents`` (NULL when it declares none: a message without the field
+clears them); entries that are not a reference are skipped and counted (``bad_parent``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
+from sinks.alerting.dependencies import declared_refs
 from sinks.state import db, schema
 from sinks.base import WriteError
 
@@ -61,15 +67,20 @@ class RegistrySink(db.DatabaseSink):
             with self.engine.begin() as conn:
                 for relayed in batch:
                     if relayed.message.type == "HELLO":
-                        self._hello(conn, relayed, now)
+                        counts["bad_parent"] += self._hello(conn, relayed, now)
                     else:
-                        counts["bad_plugin"] += self._register(conn, relayed, now)
+                        bad_plugins, bad_parents = self._register(conn, relayed, now)
+                        counts["bad_plugin"] += bad_plugins
+                        counts["bad_parent"] += bad_parents
                     counts[relayed.message.type.lower()] += 1
         except SQLAlchemyError as e:
             raise WriteError(f"registry write failed: {e.__class__.__name__}: {e}") from e
         if counts["bad_plugin"]:
             self._throttle.warning("bad_plugin", "skipped %d malformed plugin declarations",
                                    counts["bad_plugin"])
+        if counts["bad_parent"]:
+            self._throttle.warning("bad_parent", "skipped %d parents that are not HOST or "
+                                   "HOST/CHECK", counts["bad_parent"])
         self.counts.update(counts)
 
     def _seen(self, conn, relayed: Relayed, now: float, **fields) -> None:
@@ -79,30 +90,36 @@ class RegistrySink(db.DatabaseSink):
                   {"uuid": relayed.uuid, "router": relayed.router, "last_seen": now},
                   update=["last_seen"])
 
-    def _hello(self, conn, relayed: Relayed, now: float) -> None:
-        self._seen(conn, relayed, now, **_identity(relayed.message))
+    def _hello(self, conn, relayed: Relayed, now: float) -> int:
+        fields, bad = _identity(relayed.message)
+        self._seen(conn, relayed, now, **fields)
+        return bad
 
-    def _register(self, conn, relayed: Relayed, now: float) -> int:
+    def _register(self, conn, relayed: Relayed, now: float) -> tuple[int, int]:
         msg = relayed.message
         # only the agent's own REGISTER names the machine (a local process's may not)
-        self._seen(conn, relayed, now, **(_identity(msg) if msg.get("name") == "agent" else {}))
+        fields, bad_parents = _identity(msg) if msg.get("name") == "agent" else ({}, 0)
+        self._seen(conn, relayed, now, **fields)
         source = msg.get("name")[:255]
         declared = msg.get("plugins")
         if declared is None:
-            return 0
+            return 0, bad_parents
         rows, bad = plugin_rows(relayed.uuid, source, declared, now)
         t = schema.plugins
         conn.execute(t.delete().where(t.c.uuid == relayed.uuid, t.c.source == source))
         if rows:
             conn.execute(t.insert(), rows)
-        return bad
+        return bad, bad_parents
 
 
-def _identity(msg) -> dict:
-    """hostname and version as a HELLO or the agent's own REGISTER gives them."""
+def _identity(msg) -> tuple[dict, int]:
+    """hostname, version and parents as a HELLO or the agent's own REGISTER gives them,
+    and how many parents were not a reference."""
     fields = {}
     if isinstance(msg.get("hostname"), str):
         fields["hostname"] = msg.get("hostname")[:255]
     if isinstance(msg.get("version"), str):
         fields["version"] = msg.get("version")[:64]
-    return fields
+    refs, bad = declared_refs(msg.get("parents"))
+    fields["parents"] = [str(r) for r in refs] or None
+    return fields, bad

@@ -35,7 +35,8 @@ COMMANDS = {
                                     "(--list: the job table)"),
     "send": ("fleetwatch.cli.send", "send a notification, stat or heartbeat through the local agent"),
     "run": ("fleetwatch.cli.run", "have an agent run a plugin now (--wait: its output and status)"),
-    "status": ("fleetwatch.cli.status", "show the agents of the fleet and their checks"),
+    "status": ("fleetwatch.cli.status", "show the agents of the fleet and their checks "
+                                        "(--problems: only the unhandled problems)"),
     "alerts": ("fleetwatch.cli.alerts", "list alerts and their delivery state per channel"),
     "silence": ("fleetwatch.cli.silence", "mute alerts for a while, list and end silences "
                                           "(silence add|list|remove)"),
@@ -43,6 +44,9 @@ COMMANDS = {
                                            "(--remove ID: 'silence remove ID')"),
     "ack": ("fleetwatch.cli.ack", "acknowledge a problem: no more reminders; list and end "
                                   "acknowledgements (ack add|list|remove)"),
+    "downtime": ("fleetwatch.cli.downtime", "plan work, once or recurring: alerts held, what "
+                                            "outlives it delivered at its end; list and end "
+                                            "downtimes (downtime add|list|remove)"),
     "tail": ("fleetwatch.cli.tail", "print live traffic from the routers"),
     "demo": ("fleetwatch.cli.demo", "start a whole fleet on this machine"),
     "keys": ("fleetwatch.cli.keys", "create and list CURVE certificates (keys new|list)"),

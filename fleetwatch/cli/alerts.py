@@ -5,8 +5,10 @@ An alert is an event of the outbox (``alert_events``: a check's HARD state chang
 recovery, a host DOWN/UP, flapping, a notification) or a recorded NOTIFY that no event was
 made of (before evaluation ran, or an older database). A NOTIFY and its event are shown as
 one entry, with the notification's own fields (``msg_id``, ``text``, ``received_at``...).
-A problem's trigger that a running acknowledgement covers carries it (``ack``: by, comment,
-until; :mod:`fleetwatch.cli.ack`).
+A problem's trigger since its last recovery carries how the problem is handled now
+(``handled``: ack, downtime, unreachable, host, stale; :mod:`fleetwatch.cli.problems`), and
+the running acknowledgement that covers it (``ack``: by, comment, until;
+:mod:`fleetwatch.cli.ack`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from fleetwatch.config import load
 from fleetwatch.display import iso, table
-from fleetwatch.cli.ack import cell as ack_cell, on_alerts
+from fleetwatch.cli import status
+from fleetwatch.cli.ack import on_alerts, with_acks
+from fleetwatch.cli import problems as handling
 from fleetwatch.cli.operator import OperatorConfig, add_config
 from fleetwatch.protocol import SEVERITIES
 
@@ -85,8 +90,33 @@ def delivery_cell(deliveries: list[dict]) -> str:
     return "; ".join(parts) or "-"
 
 
-def run(args) -> int:
+def handled_by_key(alerts: list[dict], acks: list[dict], check_states: list[dict],
+                   host_states: list[dict], freshness: list[dict], downtimes: list,
+                   agent_rows: list[dict], now: float) -> dict[str, dict]:
+    """key -> how the problem of that key is handled now (a check's, an agent's, a local
+    process's), judged as ``status`` judges it (:mod:`fleetwatch.cli.problems`)."""
+    names = {r["uuid"]: r.get("hostname") for r in agent_rows}
+    names.update({a["uuid"]: a["hostname"] for a in alerts if a.get("uuid") and a["hostname"]})
+    agents = [{"uuid": u, "hostname": names.get(u), "last_seen": None}
+              for u in sorted({r["uuid"] for r in host_states})]
+    checks = [{"uuid": r["uuid"], "plugin": r["plugin"], "hostname": names.get(r["uuid"]),
+               "state": None, "status": r["status"], "output": None} for r in check_states]
+    status.with_states(agents, checks, check_states, host_states, now)
+    status.with_freshness(checks, freshness, now)
+    with_acks(agents, checks, acks)
+    handling.with_handling(agents, checks, check_states, host_states,
+                           handling.downtime_of(downtimes, now, agent_rows))
+    out = {f"{c['uuid']}/check/{c['plugin']}": c["handled"] for c in checks}
+    for agent in agents:
+        out[f"{agent['uuid']}/host"] = agent["handled"]
+        for process in agent.get("processes", []):
+            out[f"{agent['uuid']}/process/{process['name']}"] = process["handled"]
+    return out
+
+
+def run(args, clock=time.time) -> int:
     config = load(OperatorConfig, args.config)
+    now = clock()
     from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency
     from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
@@ -99,6 +129,11 @@ def run(args) -> int:
             events = reader.read(reads.alert_events, limit=limit, severities=severities)
             total = reader.read(reads.alert_total, severities=severities) or 0
             acks = reader.read(reads.acknowledgements)
+            check_states = reader.read(reads.check_state)
+            host_states = reader.read(reads.host_state)
+            fresh = reader.read(reads.check_freshness)
+            downtime_rows = reader.read(handling.read_downtimes, now=now)
+            agent_rows = reader.read(reads.agents) if downtime_rows else []
         finally:
             reader.close()
     except (MissingDependency, StateError) as e:
@@ -106,6 +141,8 @@ def run(args) -> int:
         return EX_UNAVAILABLE
     alerts = [{k: row.get(k) for k in FIELDS} for row in merge(notifications, events, limit)]
     on_alerts(alerts, acks)
+    handling.on_alerts(alerts, handled_by_key(alerts, acks, check_states, host_states, fresh,
+                                              downtime_rows, agent_rows, now))
     for alert in alerts:
         alert["sent_at"], alert["received_at"] = iso(alert["sent_at"]), iso(alert["received_at"])
         alert["deliveries"] = [{**d, "sent_at": iso(d.get("sent_at")),
@@ -119,7 +156,8 @@ def run(args) -> int:
     for alert in alerts:
         alert["what"] = alert["check"] or alert["kind"]
         alert["delivery"] = delivery_cell(alert["deliveries"])
-        handled = f"[{ack_cell(alert['ack'])}] " if alert["ack"] else ""
+        how = handling.cell(alert["handled"])
+        handled = f"[{how}] " if how else ""
         alert["text"] = " ".join(f"{handled}{alert['text'] or ''}".split())[:80]
     print(table(alerts, ["received_at", "severity", "hostname", "what", "text", "delivery"]))
     if total > len(alerts):

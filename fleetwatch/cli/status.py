@@ -16,8 +16,10 @@ latest result the alerting sink recorded (``checks``): its state, PENDING while 
 never run, the first line of its output and when it ran; and what the alerting sinks judged
 (``check_state``, ``host_state``): each check's HARD/SOFT state type, attempt and flapping,
 and each agent's UP/DOWN by its heartbeats; a check with no result for its freshness
-threshold is ``stale`` (UNKNOWN, type STALE); and what is handled: a problem's running
-acknowledgement (``ack``: by, comment, until; :mod:`fleetwatch.cli.ack`).
+threshold is ``stale`` (UNKNOWN, type STALE); and what is handled and how (``handled``:
+acknowledged, in a downtime, UNREACHABLE behind a parent, on an agent DOWN;
+:mod:`fleetwatch.cli.problems`), an agent DOWN behind a parent being UNREACHABLE.
+``--problems`` prints only the problems nothing handles, worst first.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import time
 from fleetwatch.ask import Answer, ask_all
 from fleetwatch.config import load
 from fleetwatch.display import ago, first_line, iso, state, table
-from fleetwatch.cli.ack import cell as ack_cell, with_acks
+from fleetwatch.cli.ack import with_acks
+from fleetwatch.cli import problems as handling
 from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,10 @@ EXIT_STATUSES = {EXIT_OK: "every router answered",
 def add_arguments(parser) -> None:
     add_config(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.add_argument("--problems", action="store_true",
+                        help="only the unhandled problems, worst first: agents DOWN, then "
+                             "checks CRITICAL, UNKNOWN, WARNING not acknowledged, not in a "
+                             "downtime, not unreachable, not on an agent DOWN")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = "exit status (the output is printed all the same):\n" + "\n".join(
         f"  {code:<3} {text}" for code, text in EXIT_STATUSES.items()) + \
@@ -177,9 +184,10 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
                     agent["last_seen"] = heard
 
 
-def _read_state(url: str) -> tuple[list[dict], ...]:
-    """agents, plugins, checks, check states and host states from the state database;
-    empty (and said) if unreadable."""
+def _read_state(url: str, now: float) -> tuple[list, ...]:
+    """agents, plugins, checks, check states, host states, acknowledgements, freshness and
+    the downtimes that may cover something at ``now`` from the state database; empty (and
+    said) if unreadable."""
     from fleetwatch.optional import MissingDependency
     from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
@@ -187,12 +195,13 @@ def _read_state(url: str) -> tuple[list[dict], ...]:
     try:
         reads = state_reads()
         reader = Reader(url)
-        return tuple(reader.read(fn) for fn in
-                     (reads.agents, reads.plugins, reads.checks, reads.check_state,
-                      reads.host_state, reads.acknowledgements, reads.check_freshness))
+        return (*(reader.read(fn) for fn in
+                  (reads.agents, reads.plugins, reads.checks, reads.check_state,
+                   reads.host_state, reads.acknowledgements, reads.check_freshness)),
+                reader.read(handling.read_downtimes, now=now))
     except (MissingDependency, StateError) as e:
         print(f"fleetwatch status: {e}; showing the routers' view only", file=sys.stderr)
-        return [], [], [], [], [], [], []
+        return [], [], [], [], [], [], [], []
     finally:
         if reader is not None:
             reader.close()
@@ -205,9 +214,9 @@ def with_freshness(checks: list[dict], rows: list[dict], now: float) -> None:
     marks = {(r["uuid"], r["plugin"]): r for r in rows}
     for check in checks:
         row = marks.get((check["uuid"], check["plugin"])) or {}
-        stale_at, heard = _number(row.get("stale_at")), _number(row.get("heard"))
-        stale = stale_at is not None and (heard is None or stale_at >= heard)
-        check.update(stale=stale, stale_since=iso(stale_at) if stale else None)
+        heard, stale_at = _number(row.get("heard")), handling.stale_since(row)
+        stale = stale_at is not None
+        check.update(stale=stale, stale_since=iso(stale_at))
         if stale:
             silent = f"for {max(0, int(now - heard))} s" if heard is not None else \
                 "since it was declared"
@@ -224,14 +233,17 @@ def _type(check: dict) -> str | None:
 def run(args, clock=time.time) -> int:
     config = load(OperatorConfig, args.config)
     answers = ask_all(config.routers, ("PEERS",), config.timeout, keys=client_keys(config))
-    db_agents, declared, results, check_states, host_states, acks, fresh = \
-        _read_state(config.state_url)
-    agents = merge(db_agents, answers)
     now = clock()
+    db_agents, declared, results, check_states, host_states, acks, fresh, downtimes = \
+        _read_state(config.state_url, now)
+    agents = merge(db_agents, answers)
     checks = checks_of(agents, declared, results, now)
     with_states(agents, checks, check_states, host_states, now)
     with_freshness(checks, fresh, now)
     with_acks(agents, checks, acks)
+    handling.with_handling(agents, checks, check_states, host_states,
+                           handling.downtime_of(downtimes, now, db_agents))
+    found = handling.problems(agents, checks)
     for entry in agents:
         entry["last_seen"] = iso(entry["last_seen"])
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
@@ -241,6 +253,8 @@ def run(args, clock=time.time) -> int:
         missing = sum(1 for a in answers if a.get("PEERS") is None)
         what = "no router answered" if code == EXIT_UNREACHABLE else "some routers did not answer"
         print(f"fleetwatch status: {what} ({missing} of {len(answers)})", file=sys.stderr)
+    if args.problems:
+        return _problems(found, routers, args.json, code)
     if args.json:
         print(json.dumps({"agents": agents, "checks": checks, "routers": routers}, indent=2,
                          ensure_ascii=False))
@@ -258,8 +272,9 @@ def run(args, clock=time.time) -> int:
     if processes:
         print()
         print(table(processes, ["agent", "process", "state", "last_heartbeat"]))
-    handled = [{"agent": x["hostname"] or x["uuid"], "problem": x.get("plugin") or "DOWN",
-                "handled": ack_cell(x["ack"])} for x in [*agents, *checks] if x.get("ack")]
+    handled = [{"agent": p["hostname"] or p["uuid"], "problem": handling.what(p),
+                "handled": handling.cell(p["handled"])}
+               for p in found if handling.is_handled(p["handled"])]
     if handled:
         print()
         print(table(handled, ["agent", "problem", "handled"]))
@@ -268,6 +283,32 @@ def run(args, clock=time.time) -> int:
     print()
     print(summary(agents))
     return code
+
+
+def _problems(found: list[dict], routers: list[dict], as_json: bool, code: int) -> int:
+    """``status --problems``: the unhandled problems, worst first; the exit status is the
+    routers' all the same (:data:`EXIT_STATUSES`)."""
+    shown = handling.unhandled(found)
+    if as_json:
+        print(json.dumps({"problems": shown, "handled": len(found) - len(shown),
+                          "routers": routers}, indent=2, ensure_ascii=False))
+        return code
+    if shown:
+        print(table([{**p, "agent": p["hostname"] or p["uuid"], "problem": handling.what(p),
+                      "type": _problem_type(p), "output": first_line(p["output"], 60) or None}
+                     for p in shown],
+                    ["agent", "problem", "state", "type", "since", "output"]))
+        print()
+    print(handling.summary(shown, len(found) - len(shown)))
+    return code
+
+
+def _problem_type(problem: dict) -> str | None:
+    """TYPE as the checks table shows it (:func:`_type`), a SOFT one with its attempt."""
+    kind = _type({**problem, "stale": bool(problem["handled"]["stale"])})
+    if problem["state_type"] == "SOFT" and not problem["flapping"] and problem["attempt"]:
+        kind += f" {problem['attempt']}/{problem['max_attempts']}"
+    return kind
 
 
 def summary(agents: list[dict]) -> str:

@@ -43,6 +43,14 @@ def current(conn: Connection, keys: Iterable[str] | None = None) -> list[Ack]:
     return [_ack(r) for r in conn.execute(stmt)]
 
 
+def since(conn: Connection, ended_after: float) -> list[Ack]:
+    """The acknowledgements not ended, and those ended after ``ended_after``, oldest first
+    (what escalation looks at: :mod:`sinks.alerting.escalation`)."""
+    t = schema.acknowledgements
+    return [_ack(r) for r in conn.execute(select(t).where(
+        or_(t.c.ended.is_(None), t.c.ended > ended_after)).order_by(t.c.id))]
+
+
 def end(conn: Connection, ack_id: int, now: float, reason: str) -> bool:
     """End acknowledgement ``ack_id`` now; False if it had already ended."""
     t = schema.acknowledgements

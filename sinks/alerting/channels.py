@@ -1,6 +1,8 @@
-"""Alert channels: an email over SMTP and a JSON webhook, one message per alert per channel.
+"""Alert channels: an email over SMTP and a JSON webhook, one message per alert per channel
+(or, for an email channel with ``group_wait``, one message per group of alerts).
 
-Building what is sent (:func:`subject`, :func:`email_message`, :func:`webhook_payload`) is
+Building what is sent (:func:`subject`, :func:`email_message`, :func:`group_message`,
+:func:`webhook_payload`) is
 pure; :class:`EmailSender` and :class:`WebhookSender` only talk to the server and sort its
 answer into sent, :class:`SendError` to retry, or :class:`SendError` ``permanent`` (retrying
 would give the same answer: a 4xx from a webhook other than 408/429, a 5xx SMTP reply).
@@ -23,16 +25,20 @@ import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections import Counter
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
 from fleetwatch import __version__
-from fleetwatch.display import iso, state
+from fleetwatch.display import escape, iso, state
+from sinks.alerting import grouping
 from sinks.alerting.delivery import DeliveryConfig, EmailChannel, WebhookChannel
 
 log = logging.getLogger(__name__)
 
 SUBJECT_MAX = 200
+#: the longest line of one alert in a grouped message
+LISTED_MAX = 300
 #: PagerDuty limits
 SUMMARY_MAX, DEDUP_MAX = 1024, 255
 PD_SEVERITY = {"critical": "critical", "error": "error", "unknown": "error",
@@ -63,7 +69,9 @@ def label(event: dict) -> str:
 
 
 def _one_line(text, limit: int) -> str:
-    return " ".join(str(text or "").split())[:limit]
+    """One line of ``text``: whitespace runs as one space, other control characters shown
+    as escapes (``\\x1b``: a mail reader or a pager's console never acts on them)."""
+    return escape(" ".join(str(text or "").split()))[:limit]
 
 
 def headline(event: dict, limit: int = SUMMARY_MAX) -> str:
@@ -113,6 +121,46 @@ def email_message(event: dict, channel: EmailChannel, sender: str, ref: str) -> 
     msg["X-Fleetwatch-Key"] = _one_line(event.get("key"), 300)
     msg["X-Fleetwatch-Action"] = str(event.get("action"))
     msg.set_content(body(event))
+    return msg
+
+
+def group_subject(events: list[dict], title: str = "") -> str:
+    """``[fleetwatch] 500 alerts (severity critical): 498 DOWN, 2 CRITICAL``: how many, and
+    of what, most first."""
+    counts = Counter(label(e) for e in events)
+    what = ", ".join(f"{n} {name}" for name, n in counts.most_common())
+    shared = f" ({title})" if title else ""
+    return _one_line(f"[fleetwatch] {len(events)} alerts{shared}: {what}", SUBJECT_MAX)
+
+
+def _listed(event: dict) -> str:
+    return f"{headline(event, LISTED_MAX)} ({iso(event.get('created'))})"
+
+
+def group_body(events: list[dict], cap: int, title: str = "") -> str:
+    """A group's alerts, one line each (as the single alert's headline), at most ``cap`` of
+    them: problems, acknowledgements, recoveries."""
+    times = [e["created"] for e in events if isinstance(e.get("created"), (int, float))]
+    span = f", raised from {iso(min(times))} to {iso(max(times))}" if times else ""
+    lines = [f"{len(events)} alerts{f' ({_one_line(title, 300)})' if title else ''}{span}.",
+             "", *grouping.listing(events, cap, _listed), "",
+             "Each alert in full: fleetwatch alerts"]
+    return "\n".join(lines) + "\n"
+
+
+def group_message(events: list[dict], channel: EmailChannel, sender: str, ref: str,
+                  title: str = "") -> EmailMessage:
+    """The one message of a group of alerts for one channel."""
+    msg = EmailMessage()
+    msg["Subject"] = group_subject(events, title)
+    msg["From"] = sender
+    msg["To"] = ", ".join(channel.to)
+    msg["Date"] = formatdate(max((e.get("created") or 0) for e in events) or None, usegmt=True)
+    msg["Message-ID"] = make_msgid(f"fleetwatch.{ref}", sender.rpartition("@")[2] or None)
+    actions = {str(e.get("action")) for e in events}
+    msg["X-Fleetwatch-Action"] = actions.pop() if len(actions) == 1 else "mixed"
+    msg["X-Fleetwatch-Count"] = str(len(events))
+    msg.set_content(group_body(events, channel.group_list, title))
     return msg
 
 
@@ -167,8 +215,14 @@ class EmailSender:
                             f"{getattr(e, 'strerror', None) or e.__class__.__name__}") from None
 
     def send(self, event: dict, ref: str) -> None:
+        self._deliver(email_message(event, self.channel, self.sender, ref))
+
+    def send_group(self, events: list[dict], ref: str, title: str = "") -> None:
+        """One message listing ``events`` (a group, :mod:`sinks.alerting.grouping`)."""
+        self._deliver(group_message(events, self.channel, self.sender, ref, title))
+
+    def _deliver(self, msg: EmailMessage) -> None:
         c = self.channel
-        msg = email_message(event, c, self.sender, ref)
         try:
             with self.smtp(c.host, c.port, timeout=c.timeout) as smtp:
                 smtp.ehlo()

@@ -63,6 +63,9 @@ class CheckState:
     notified: int = OK            # the problem status last sent (OK: nothing open)
     last_notified: float | None = None  # when a problem alert last went out
     flap_notified: bool = False   # "flapping started" sent and not yet stopped
+    #: the parent whose problem holds this check's problem alerts back (its host UNREACHABLE
+    #: behind it, or a parent check in a HARD problem); None when none does
+    unreachable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,19 @@ def _state_alerts(state: CheckState, now: float, policy: Policy) -> list[Alert]:
             or now - state.last_notified >= policy.renotify_interval):
         return [Alert("check", "trigger", target, "reminder")]
     return []
+
+
+def owed(state: CheckState) -> tuple[Alert, ...]:
+    """The alerts ``state`` is owed without a new result: what was held back (by a silence
+    or a downtime) and is still true; not a reminder (that waits for its result)."""
+    alerts = []
+    if state.flapping != state.flap_notified:
+        alerts.append(Alert("flapping", "trigger" if state.flapping else "resolve",
+                            state.status,
+                            "flapping started" if state.flapping else "flapping stopped"))
+    if not state.flapping:
+        alerts.extend(_state_alerts(state, 0.0, Policy(renotify_interval=0)))
+    return tuple(alerts)
 
 
 def delivered(state: CheckState, alert: Alert, now: float) -> CheckState:

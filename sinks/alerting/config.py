@@ -13,6 +13,9 @@
       host_timeout_intervals: 3  #   interval: this many of the host's own intervals,
       host_timeout_min: 10       #   at least this many seconds
       tick_interval: 1           # seconds between looks for silent hosts and stale checks
+      dependencies:              # parents (sinks.alerting.dependencies)
+        - {hosts: "rack3-*", parents: [sw-3]}
+        - {hosts: "*", checks: "http*", parents: [nginx_proc]}
       delivery: {...}            # channels and rules (sinks.alerting.delivery)
 
 Only the alerting sink reads it; other sink types accept and ignore it.
@@ -23,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetwatch.config import setting
-from sinks.alerting import checks as checkstate, hosts as hoststate
+from sinks.alerting import checks as checkstate, dependencies as deps, hosts as hoststate
 from sinks.alerting.delivery import DeliveryConfig
 
 
@@ -47,6 +50,11 @@ class AlertingConfig:
                                         "stale checks")
     delivery: DeliveryConfig = setting(factory=DeliveryConfig,
                                        help="channels (email, webhook) and routing rules")
+    dependencies: list[deps.Dependency] = setting(
+        factory=list, help="parents of hosts and checks: a child that goes silent while a "
+                           "parent is DOWN (or a parent check in a HARD problem) is "
+                           "UNREACHABLE and pages nobody; agents may declare their own "
+                           "(parents: in the agent config)")
 
     def validate(self):
         if not 1 <= self.max_check_attempts <= 100:
@@ -61,6 +69,9 @@ class AlertingConfig:
             raise ValueError("host_timeout_intervals: expected at least 1")
         if self.tick_interval <= 0:
             raise ValueError("tick_interval: expected a positive number of seconds")
+        cycle = deps.config_cycle(self.dependencies)
+        if cycle is not None:
+            raise ValueError(f"dependencies: cycle {deps.path_text(cycle)}")
 
     def check_policy(self, max_attempts: int | None = None) -> checkstate.Policy:
         """The check policy, with a plugin's own ``max_check_attempts`` if it declared one."""

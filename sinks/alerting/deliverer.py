@@ -2,7 +2,9 @@
 
 Each round (:meth:`Deliverer.run_once`) claims a batch of due rows in one short
 transaction (:func:`sinks.alerting.outbox.claim`), sends them one by one outside any transaction and
-records each outcome in its own (:func:`sinks.alerting.outbox.mark`):
+records each outcome in its own (:func:`sinks.alerting.outbox.mark`). A channel with
+``group_wait`` (:mod:`sinks.alerting.grouping`) has its rows claimed group by group; an email
+channel sends a group as one message, and its outcome is the outcome of every row in it:
 
 - sent: the row is done;
 - :class:`sinks.alerting.channels.SendError` ``permanent`` (a 4xx webhook answer, a 5xx SMTP reply):
@@ -36,7 +38,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetwatch.logs import Throttle
-from sinks.alerting import outbox
+from sinks.alerting import grouping, outbox
 from sinks.alerting.channels import SendError, senders as build_senders
 from sinks.alerting.delivery import DeliveryConfig
 
@@ -77,80 +79,102 @@ class Deliverer:
         now = self.clock()
         if now >= self.next_purge:
             self._housekeeping(now)
+        waits = grouping.waits(self.config.parsed_channels())
         with self.engine.begin() as conn:
             rows = outbox.claim(conn, self.worker, now, self.config.lease, self.config.batch,
-                                self._usable(now))
-        for i, row in enumerate(rows):
-            sender = self.senders[row["channel"]]
+                                self._usable(now), waits)
+        # channels whose sender makes a group one message (email); others send each row
+        grouped = {name: by for name, (_, by) in waits.items()
+                   if hasattr(self.senders.get(name), "send_group")}
+        sends = grouping.sends(rows, grouped)
+        for i, send in enumerate(sends):
+            channel = send[0]["channel"]
+            sender = self.senders[channel]
             now = self.clock()
-            if now + 2 * sender.timeout > row["lease_until"] or self._stop.is_set():
-                self._give_back(rows[i:])    # the lease would not cover the send: later
+            if now + 2 * sender.timeout > send[0]["lease_until"] or self._stop.is_set():
+                # the lease would not cover the send: later
+                self._give_back([r for later in sends[i:] for r in later])
                 break
-            if self.resting.get(row["channel"], (0, 0.0))[1] > now:
-                self._give_back([row])       # its channel just failed in this batch
+            if self.resting.get(channel, (0, 0.0))[1] > now:
+                self._give_back(send)        # its channel just failed in this batch
                 continue
-            self._attempt(row, sender)
+            by = grouped.get(channel, ())
+            self._attempt(send, sender, grouping.title(by, grouping.group_of(send[0]["event"], by)))
         return len(rows)
 
-    def _attempt(self, row: dict, sender) -> None:
-        channel, event = row["channel"], row["event"]
+    def _attempt(self, rows: list[dict], sender, title: str = "") -> None:
+        """Send one alert, or a group of them as one message."""
+        channel, first = rows[0]["channel"], rows[0]
         try:
-            sender.send(event, ref=str(row["id"]))
+            if len(rows) == 1:
+                sender.send(first["event"], ref=str(first["id"]))
+            else:
+                sender.send_group([r["event"] for r in rows], ref=f"{first['id']}+{len(rows)}",
+                                  title=title)
         except SendError as e:
-            self._failed(row, e)
+            self._failed(rows, e)
             return
         except Exception as e:  # a bug in a sender must not stop delivery: retried, logged
-            log.exception("channel %s crashed on alert %s", channel, row["id"])
-            self._failed(row, SendError(f"{e.__class__.__name__}: {e}"))
+            log.exception("channel %s crashed on alert %s", channel, first["id"])
+            self._failed(rows, SendError(f"{e.__class__.__name__}: {e}"))
             return
         self.resting.pop(channel, None)
-        self.counts[f"sent.{channel}"] += 1
-        log.info("alert sent to %s: %s %s (attempt %d)", channel, event.get("action"),
-                 event.get("key"), row["attempts"] + 1)
-        self._mark(row, outbox.SENT)
+        self.counts[f"sent.{channel}"] += len(rows)
+        if len(rows) == 1:
+            log.info("alert sent to %s: %s %s (attempt %d)", channel,
+                     first["event"].get("action"), first["event"].get("key"),
+                     first["attempts"] + 1)
+        else:
+            self.counts[f"grouped.{channel}"] += 1
+            log.info("%d alerts sent to %s in one message (%s)", len(rows), channel,
+                     title or "the channel's group")
+        self._mark(rows, outbox.SENT)
 
-    def _failed(self, row: dict, e: SendError) -> None:
-        channel, now = row["channel"], self.clock()
-        attempts = row["attempts"] + 1
-        if e.permanent or now - row["created"] >= self.config.retry.max_age:
+    def _failed(self, rows: list[dict], e: SendError) -> None:
+        channel, now = rows[0]["channel"], self.clock()
+        attempts = max(r["attempts"] for r in rows) + 1
+        old = [r for r in rows if now - r["created"] >= self.config.retry.max_age]
+        done = rows if e.permanent else old
+        if done:
             why = "refused" if e.permanent else f"undelivered after {attempts} attempts"
-            self.counts[f"failed.{channel}"] += 1
-            log.error("alert %s (%s) to channel %s failed, %s: %s", row["id"],
-                      row["event"].get("key"), channel, why, e)
-            self._mark(row, outbox.FAILED, error=str(e))
+            self.counts[f"failed.{channel}"] += len(done)
+            log.error("%s to channel %s failed, %s: %s", _which(done), channel, why, e)
+            self._mark(done, outbox.FAILED, error=str(e))
+        retry = [r for r in rows if r not in done]
+        if not retry:
             return
         failures = self.resting.get(channel, (0, 0.0))[0] + 1
         wait = max(self.backoff(failures), e.retry_after or 0.0)
         self.resting[channel] = (failures, now + wait)
-        self.counts[f"retry.{channel}"] += 1
+        self.counts[f"retry.{channel}"] += len(retry)
         self.throttle.warning(f"retry.{channel}", "channel %s: %s; alerts to it wait, next "
                               "try in %.0f s", channel, e, wait)
+        # a group is retried as a group: one next attempt for all its rows
         retry_at = now + max(self.backoff(attempts), e.retry_after or 0.0)
-        self._mark(row, outbox.PENDING, error=str(e), next_attempt=retry_at)
+        self._mark(retry, outbox.PENDING, error=str(e), next_attempt=retry_at)
 
-    def _mark(self, row: dict, state: str, error: str | None = None,
+    def _mark(self, rows: list[dict], state: str, error: str | None = None,
               next_attempt: float | None = None) -> None:
         try:
             with self.engine.begin() as conn:
-                ours = outbox.mark(conn, row["id"], self.worker, self.clock(), state,
-                                   error=error, next_attempt=next_attempt)
+                ours = outbox.mark(conn, [r["id"] for r in rows], self.worker, self.clock(),
+                                   state, error=error, next_attempt=next_attempt)
         except SQLAlchemyError as e:
             self.counts["mark_failed"] += 1
-            self.throttle.warning("mark_failed", "cannot record the outcome of alert %s "
-                                  "(%s); its lease expires and it is tried again: %s",
-                                  row["id"], state, e)
+            self.throttle.warning("mark_failed", "cannot record the outcome of %s (%s); "
+                                  "the lease expires and it is tried again: %s",
+                                  _which(rows), state, e)
             return
-        if not ours:
+        if ours < len(rows):
             self.counts["lease_lost"] += 1
-            self.throttle.warning("lease_lost", "alert %s: our claim had expired when "
-                                  "marking it %s", row["id"], state)
+            self.throttle.warning("lease_lost", "%s: our claim had expired when marking "
+                                  "it %s", _which(rows), state)
 
     def _give_back(self, rows: list[dict]) -> None:
         try:
             with self.engine.begin() as conn:
-                for row in rows:
-                    outbox.mark(conn, row["id"], self.worker, self.clock(), outbox.PENDING,
-                                attempted=False)
+                outbox.mark(conn, [r["id"] for r in rows], self.worker, self.clock(),
+                            outbox.PENDING, attempted=False)
         except SQLAlchemyError as e:
             self.throttle.warning("give_back", "cannot give back %d alert(s) (their lease "
                                   "expires): %s", len(rows), e)
@@ -222,3 +246,11 @@ class Deliverer:
             if not busy:
                 self._wake.wait(self.config.poll_interval)
                 self._wake.clear()
+
+
+def _which(rows: list[dict]) -> str:
+    """``alert 17 (KEY)`` or ``3 alerts (17, 18, 20)``, for log lines."""
+    if len(rows) == 1:
+        return f"alert {rows[0]['id']} ({rows[0]['event'].get('key')})"
+    ids = ", ".join(str(r["id"]) for r in rows[:5])
+    return f"{len(rows)} alerts ({ids}{', ...' if len(rows) > 5 else ''})"

@@ -9,10 +9,19 @@ Part of the alerting sink's config (``alerting.delivery``, see :mod:`sinks.alert
                    from: fleetwatch@example.com, to: [ops@example.com]}
         pager:    {type: webhook, url: "https://events.pagerduty.com/v2/enqueue",
                    routing_key: R0UT1NGKEY, timeout: 10}
+        digest:   {type: email, to: [noc@example.com], group_wait: 30, group_by: [severity]}
       rules:
         - {severity: [critical], channels: [pager, ops-mail]}
         - {host: "db-*", check: "check_disk*", channels: [ops-mail]}
+        - {severity: [critical], after: 30m, channels: [second-tier]}     # escalation
+        - {from_notification: 3, channels: [team-lead]}
       retry: {initial: 5, max: 300, max_age: 86400}
+
+A rule with conditions (``after``, ``from_notification``) is the escalation of a problem
+(:mod:`sinks.alerting.escalation`): ``from_notification: N`` matches a problem's Nth
+notification and later (the alert event's ``notification``), ``after`` is not matched when
+an alert is routed but by the sinks' tick, which sends the rule's channels one escalation
+event once the problem has lasted that long unacknowledged.
 
 A channel's settings depend on its ``type``; a channel is a mapping checked against the
 dataclass of its type, so a wrong or misspelt key stops the sink at start like any other
@@ -20,20 +29,28 @@ setting. ``from`` is a Python keyword, hence the field ``sender`` behind it.
 Secrets are never in the file: SMTP reads its password from ``password_file`` when it sends.
 SMTP AUTH (``username``) needs ``starttls: true``, or ``allow_plaintext_auth: true`` to send
 the password in clear anyway (the sender warns when it is made).
+``group_wait`` and ``group_by`` make a channel collect alerts into groups
+(:mod:`sinks.alerting.grouping`); 0, the default, sends each alert at once.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from fleetwatch.config import ConfigError, build, setting
+from sinks.alerting.silences import parse_duration
 
 #: event kinds and severities a rule may name (docs/concepts/alerts.md, "The alert event")
 KINDS = ("check", "host", "notify", "flapping")
 SEVERITIES = ("critical", "error", "warning", "unknown", "info", "ok", "debug")
+#: what a channel may group its alerts by (``group_by``), :mod:`sinks.alerting.grouping`
+GROUP_KEYS = ("host", "severity", "check", "kind")
+#: the longest ``group_wait``: an hour (alerts held longer are no longer news)
+GROUP_WAIT_MAX = 3600.0
 
 
 @dataclass(frozen=True)
@@ -49,8 +66,17 @@ class EmailChannel:
                                                 "crosses the network in clear (warned at start)")
     sender: str = setting("", "the From address (YAML key `from`; default fleetwatch@HOST)",
                           key="from")
-    to: list[str] = setting(factory=list, help="recipients: one message per alert to all")
+    to: list[str] = setting(factory=list, help="recipients: one message per alert (or per "
+                                               "group, with group_wait) to all")
     timeout: float = setting(10.0, "seconds for the whole SMTP conversation step")
+    group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
+                                     "one message lists them all (0: one message per alert, "
+                                     "at once)")
+    group_by: list[str] = setting(factory=list, help=f"what makes a group: some of "
+                                                      f"{', '.join(GROUP_KEYS)} (empty: one "
+                                                      f"group for the channel)")
+    group_list: int = setting(50, "alerts a grouped message lists one per line; the rest "
+                                  "are counted (\"... and 480 more\")")
 
     def validate(self):
         if not self.to:
@@ -70,6 +96,9 @@ class EmailChannel:
                              "accepts that)")
         if self.timeout <= 0:
             raise ValueError("timeout: expected a positive number of seconds")
+        check_grouping(self)
+        if self.group_list < 1:
+            raise ValueError("group_list: expected at least 1")
 
 
 @dataclass(frozen=True)
@@ -79,6 +108,12 @@ class WebhookChannel:
     routing_key: str = setting("", "the receiver's integration key (PagerDuty routing_key)")
     timeout: float = setting(10.0, "seconds to wait for the receiver's answer")
     headers: dict[str, str] = setting(factory=dict, help="extra HTTP headers (e.g. Authorization)")
+    group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
+                                     "the group's events are POSTed, still one per alert key "
+                                     "(0: each at once)")
+    group_by: list[str] = setting(factory=list, help=f"what makes a group: some of "
+                                                      f"{', '.join(GROUP_KEYS)} (empty: one "
+                                                      f"group for the channel)")
 
     def validate(self):
         parts = urlsplit(self.url)
@@ -89,6 +124,19 @@ class WebhookChannel:
         for name, value in self.headers.items():
             if not name or any(c in name + value for c in "\r\n") or ":" in name:
                 raise ValueError(f"headers: bad header {name[:40]!r}")
+        check_grouping(self)
+
+
+def check_grouping(channel) -> None:
+    """The ``group_wait`` and ``group_by`` of a channel (:mod:`sinks.alerting.grouping`)."""
+    if not 0 <= channel.group_wait <= GROUP_WAIT_MAX:
+        raise ValueError(f"group_wait: expected 0 to {GROUP_WAIT_MAX:g} seconds")
+    for key in channel.group_by:
+        if key not in GROUP_KEYS:
+            raise ValueError(f"group_by: expected some of {', '.join(GROUP_KEYS)}, "
+                             f"got {str(key)[:40]!r}")
+    if len(set(channel.group_by)) != len(channel.group_by):
+        raise ValueError("group_by: a key is named twice")
 
 
 CHANNEL_TYPES = {"email": EmailChannel, "webhook": WebhookChannel}
@@ -104,8 +152,37 @@ class Rule:
                                                  "(empty: any)")
     channels: list[str] = setting(factory=list, help="channels an event matching this rule "
                                                      "goes to")
+    after: Any = setting(None, "escalation: once a check or host problem has lasted this long "
+                               "unacknowledged, its channels get one escalation event (seconds, "
+                               "or a duration like 30m); null: route alerts as they are raised")
+    from_notification: int = setting(0, "only a problem's Nth notification and later (its "
+                                        "first trigger is 1, each change or reminder counts); "
+                                        "0: any alert")
+
+    def __post_init__(self):
+        try:
+            seconds, error = after_seconds(self.after), None
+        except ValueError as e:
+            seconds, error = None, e
+        object.__setattr__(self, "_after", seconds)
+        object.__setattr__(self, "_error", error)
+
+    @property
+    def after_seconds(self) -> float | None:
+        """``after`` in seconds (None: not an escalation rule)."""
+        if self._error is not None:
+            raise self._error
+        return self._after
 
     def validate(self):
+        if self._error is not None:
+            raise self._error
+        if not 0 <= self.from_notification <= 1_000_000:
+            raise ValueError("from_notification: expected 0 (any alert) or a notification "
+                             "number from 1")
+        if self._after is not None and any(k not in ("check", "host") for k in self.kind):
+            raise ValueError("kind: an `after` rule escalates check and host problems only "
+                             "(expected check, host or nothing)")
         for s in self.severity:
             if s not in SEVERITIES:
                 raise ValueError(f"severity: expected some of {', '.join(SEVERITIES)}, got {s!r}")
@@ -114,6 +191,25 @@ class Rule:
                 raise ValueError(f"kind: expected some of {', '.join(KINDS)}, got {k!r}")
         if not self.channels:
             raise ValueError("channels: expected at least one channel name")
+
+
+def after_seconds(value) -> float | None:
+    """A rule's ``after`` in seconds: a YAML number is seconds (like every duration of this
+    file), a string a duration like ``90s``, ``30m``, ``1h30m``; ValueError("after: ...")."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return parse_duration(value)
+        except ValueError as e:
+            raise ValueError(f"after: {e}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        got = str(value).lower() if isinstance(value, bool) else \
+            {dict: "a mapping", list: "a list"}.get(type(value), type(value).__name__)
+        raise ValueError(f"after: expected seconds or a duration like 30m, got {got}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError("after: expected a positive number of seconds (or omit it)")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -175,6 +271,10 @@ class DeliveryConfig:
             if unknown:
                 raise ValueError(f"rules[{i}].channels: no channel named {unknown[0]!r} "
                                  f"(known: {', '.join(sorted(self._parsed)) or 'none'})")
+        for name, channel in self._parsed.items():
+            if channel.group_wait >= self.retry.max_age:
+                raise ValueError(f"channels.{name}.group_wait: expected less than "
+                                 f"retry.max_age ({self.retry.max_age:g} s)")
         longest = max((c.timeout for c in self._parsed.values()), default=0)
         if self.lease < 3 * longest:
             raise ValueError(f"lease: expected at least 3 times the longest channel timeout "
@@ -216,7 +316,14 @@ def parse_channel(name: str, raw: dict) -> Channel:
 
 def matches(rule: Rule, event: dict) -> bool:
     """Whether ``event`` (an alert event dict, :mod:`sinks.alerting.events`) matches every
-    condition of ``rule``."""
+    condition of ``rule`` but ``after`` (the escalation pass judges that one). An event
+    without a ``notification`` number (a resolve, a notice, a NOTIFY) matches no rule with
+    ``from_notification``."""
+    if rule.from_notification:
+        number = event.get("notification")
+        if isinstance(number, bool) or not isinstance(number, int) \
+                or number < rule.from_notification:
+            return False
     if rule.severity and event.get("severity") not in rule.severity:
         return False
     if rule.kind and event.get("kind") not in rule.kind:
@@ -235,12 +342,13 @@ def matches(rule: Rule, event: dict) -> bool:
 def route(event: dict, rules) -> list[str]:
     """The channels ``event`` goes to: those of every matching rule, each once, in order.
 
-    ``rules`` is a :class:`DeliveryConfig` or a list of :class:`Rule`.
+    ``rules`` is a :class:`DeliveryConfig` or a list of :class:`Rule`. Rules with ``after``
+    are left out: their channels get the escalation events of the sinks' tick only.
     """
     rules = getattr(rules, "rules", rules)
     out: list[str] = []
     for rule in rules:
-        if matches(rule, event):
+        if rule.after_seconds is None and matches(rule, event):
             out.extend(c for c in rule.channels if c not in out)
     return out
 

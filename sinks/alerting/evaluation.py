@@ -5,9 +5,12 @@ connection. It records new notifications, stores the newest result of each check
 every result through the Nagios state machine (:mod:`sinks.alerting.checks`) and every
 heard router through the host state (:mod:`sinks.alerting.hosts`), on state rows it locks
 first (:mod:`sinks.alerting.state`); and turns what changed into alert events
-(:mod:`sinks.alerting.events`), enqueued unless an active silence mutes them
-(:mod:`sinks.alerting.silences`), then recorded as suppressed; a problem's alerts an
-acknowledgement covers are held back (:mod:`sinks.alerting.ackstore`). Its counts are the sink's
+(:mod:`sinks.alerting.events`), enqueued unless an active silence or a downtime mutes them
+(:mod:`sinks.alerting.silences`, :mod:`sinks.alerting.downtimes`), then recorded as
+suppressed or held (:mod:`sinks.alerting.downtimestore`); a problem's alerts an
+acknowledgement covers are held back (:mod:`sinks.alerting.ackstore`), and so are those of a
+host UNREACHABLE behind a parent, or of a check whose parent check is in a HARD problem
+(:mod:`sinks.alerting.reachability`). Its counts are the sink's
 counters for that batch; the clock is the sink's, read once per transaction (``now``).
 """
 
@@ -15,10 +18,13 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sinks.alerting import checks as checkstate, events as alertevents, hosts as hoststate
-from sinks.alerting import staleness, state as alertstate
+from sinks.alerting import downtimes as downtimerules, downtimestore, escalation, freshness
+from sinks.alerting import reachability, staleness
+from sinks.alerting import state as alertstate
 from sinks.alerting.ackstore import Cover
 from sinks.alerting.rows import newest, order
 from sinks.alerting.silences import Subject, first_match
@@ -39,13 +45,30 @@ class Pass:
         self.counts: Counter = Counter()
         self.enqueued = 0
         self._silences = None
+        self._downtimes = None
+        #: uuid -> the parent it is UNREACHABLE behind, read once (reachability.check_blocker)
+        self.unreachable_hosts: dict[str, str] | None = None
+        #: parents' states read in this transaction, by their references (reachability)
+        self.parents_seen: dict = {}
 
     # ---------------------------------------------------------------- alerts
     def hostname(self, uuid: str) -> str | None:
         return self.sink.lookups.hostnames(self.conn, [uuid]).get(uuid)
 
-    def deliver(self, event: dict, check: str | None) -> bool:
-        """Enqueue ``event`` unless a silence mutes it (then record it as suppressed)."""
+    def downtimes(self) -> list:
+        """The downtimes that may cover a subject now (read once per transaction)."""
+        if self._downtimes is None:
+            self._downtimes = downtimestore.current(self.conn, self.now)
+        return self._downtimes
+
+    def deliver(self, event: dict, check: str | None, since: float | None = None,
+                rules=None) -> bool:
+        """Enqueue ``event`` unless a silence or a downtime mutes it (then record it as
+        suppressed, or as held by the downtime: :mod:`sinks.alerting.downtimes`). ``since``:
+        when the subject's problem began (a flexible downtime covers only a problem that
+        began in one of its windows); a notification's is now. A problem's trigger is
+        numbered and counted first (:func:`sinks.alerting.escalation.told`); ``rules``: the
+        routing rules instead of the configured ones (an escalation's own rule)."""
         if self._silences is None:
             self._silences = alertstate.active_silences(self.conn, self.now)
         subject = Subject(event["uuid"], event.get("hostname"), check)
@@ -56,7 +79,18 @@ class Pass:
             log.info("alert muted by silence %d: %s %s %s", silence.id, event["action"],
                      event["severity"], event["key"])
             return False
-        self.sink._enqueue(self.conn, event, self.config.delivery)
+        downtime = downtimerules.covering(
+            self.downtimes(), subject, self.now,
+            self.now if event["kind"] == "notify" else since, self.sink.tz,
+            lambda host: self.sink.ancestors(self.conn, host)) if self.downtimes() else None
+        if downtime is not None:
+            downtimestore.record_held(self.conn, downtime, event)
+            self.counts["alert_downtime"] += 1
+            log.info("alert held by downtime %d: %s %s %s", downtime.id, event["action"],
+                     event["severity"], event["key"])
+            return False
+        escalation.told(self, event)
+        self.sink._enqueue(self.conn, event, rules or self.config.delivery)
         self.enqueued += 1
         self.counts[f"alert_{event['kind']}_{event['action']}"] += 1
         # every NOTIFY is an alert: those at DEBUG, state changes at INFO
@@ -115,13 +149,20 @@ class Pass:
         delivered; the state as told (a reminder's clock restarts when one went out)."""
         uuid, plugin = key
         acked.step(key, state.status)
+        parent = reachability.check_blocker(self, key) if state.status != checkstate.OK \
+            else None
+        if parent != state.unreachable:
+            state = replace(state, unreachable=parent)
         for alert in alerts:
             if acked.holds(key, alert.kind, alert.action):
                 self.counts["alert_acknowledged"] += 1
                 continue
+            if parent is not None and alert.action == "trigger":
+                self.counts["alert_held_by_parent"] += 1     # not told: raised again later
+                continue
             event = alertevents.check_event(alert, uuid, self.hostname(uuid), plugin, state,
                                             max_attempts, output, long_output, self.now)
-            if self.deliver(event, plugin):
+            if self.deliver(event, plugin, problem_since(state)):
                 state = checkstate.delivered(state, alert, self.now)
         return state
 
@@ -163,15 +204,31 @@ class Pass:
                 continue        # just started: heartbeats may be on their way to us
             if name and staleness.process_held(self, uuid, state, timeout):
                 continue        # its agent went quiet too: the agent's DOWN says it
-            state, alerts = hoststate.expire(state, self.now, policy)
-            state = self._host_alerts(uuid, name, state, alerts)
+            new, alerts = hoststate.expire(state, self.now, policy)
+            if not name and not new.up and not new.notified:     # a DOWN to tell
+                blocked = reachability.judge_host(self, uuid, state.last_heard + timeout)
+                if blocked is not None and blocked[1] == freshness.QUIET:
+                    self.counts["host_held"] += 1       # its parent is not decided yet
+                    changed[key] = (state, hoststate.deadline(state, policy))
+                    continue
+                new = reachability.unreachable(self, uuid, new, blocked)
+            state = self._host_alerts(uuid, name, new, alerts)
             changed[key] = (state, hoststate.deadline(state, policy))
         alertstate.save_hosts(self.conn, changed, self.now)
 
     def _host_alerts(self, uuid: str, name: str, state, alerts):
         for alert in alerts:
+            if state.unreachable is not None and alert.action == "trigger":
+                self.counts["alert_unreachable"] += 1        # pages nobody; still owed
+                continue
             event = alertevents.host_event(alert, uuid, self.hostname(uuid), name, state,
                                            self.now)
-            if self.deliver(event, name or None):
+            if self.deliver(event, name or None, None if state.up else state.since):
                 state = hoststate.delivered(state, alert)
         return state
+
+
+def problem_since(state) -> float | None:
+    """When a check's problem began, as a flexible downtime sees it: its HARD problem's
+    start (or last change of status while HARD); None while it has none."""
+    return state.since if state.hard and state.hard_status != checkstate.OK else None

@@ -16,9 +16,16 @@ counted from the latest of: the last time it was heard, when it was declared, an
 sink started (results may be on their way to a sink that just started); it is a problem
 strictly past its threshold.
 
-A check is not judged stale while its host is held (:func:`held`): DOWN, or not heard since
-the check's deadline (the agent went quiet, which is the host rule's business: it pages once
-as DOWN, not once per check). Later reasons (UNREACHABLE, a downtime) belong there too.
+A check is not judged stale while its host is held (:func:`held`): DOWN (or UNREACHABLE),
+or not heard since the check's deadline (the agent went quiet, which is the host rule's
+business: it pages once as DOWN, not once per check), or in a downtime of the whole host
+(:mod:`sinks.alerting.downtimes`: planned work, whose end the check is judged after).
+
+The same rule judges a host gone silent against its parents (:func:`blocking`,
+:mod:`sinks.alerting.dependencies`): a parent DOWN makes the child UNREACHABLE (it pages
+nobody); a parent not heard since the child's deadline, or a parent check in a SOFT
+problem, is undecided, and holds the child until the parent is decided. A parent check is
+seen as a host (:meth:`Host.of_check`): a HARD problem is down, a SOFT one undecided.
 """
 
 from __future__ import annotations
@@ -43,22 +50,51 @@ def threshold(interval: float, timeout: float | None, setting: float | None = No
     return 2.0 * interval + (timeout or 0.0)
 
 
+#: the reasons of :func:`held`: the host is decided DOWN; it is not decided yet; planned
+DOWN = "host down"
+QUIET = "host not heard since the deadline"
+DOWNTIME = "host in a downtime"
+
+
 @dataclass(frozen=True)
 class Host:
-    """What the freshness rule needs of a check's host (its ``host_state`` row)."""
+    """What the freshness rule needs of a check's host (its ``host_state`` row), or of a
+    child host's parent."""
 
     up: bool = True
     heard: float = 0.0          # its last heartbeat
+    downtime: bool = False      # a downtime of the whole host covers it now
+
+    @classmethod
+    def of_check(cls, problem: bool, hard: bool) -> Host:
+        """A parent check as the rule sees it: a HARD problem is down, a SOFT one is not
+        decided (never heard since any deadline), OK is heard all along."""
+        if not problem:
+            return cls(True, math.inf)
+        return cls(False, 0.0) if hard else cls(True, 0.0)
 
 
 def held(host: Host | None, deadline: float) -> str | None:
     """Why a check of ``host`` past ``deadline`` is not judged stale now (None: it is)."""
     if host is None:
         return None             # not timed by heartbeats: nothing holds the check back
+    if host.downtime:
+        return DOWNTIME
     if not host.up:
-        return "host down"
+        return DOWN
     if host.heard <= deadline:
-        return "host not heard since the deadline"
+        return QUIET
+    return None
+
+
+def blocking(parents: dict[str, Host | None], deadline: float) -> tuple[str, str] | None:
+    """What holds a child silent past ``deadline``: ``(parent, reason)``, a parent
+    DOWN before one not decided (by reference order among each), or None (it is DOWN)."""
+    reasons = {ref: held(host, deadline) for ref, host in sorted(parents.items())}
+    for wanted in (DOWN, QUIET):
+        for ref, reason in reasons.items():
+            if reason == wanted:
+                return ref, reason
     return None
 
 

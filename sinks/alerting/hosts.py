@@ -58,6 +58,9 @@ class HostState:
     since: float = 0.0                   # when it last went UP or DOWN (or was first heard)
     routers: dict[str, float] = field(default_factory=dict)   # router -> last heard
     notified: bool = False               # a DOWN alert went out and no UP since
+    #: the parent this silent host is UNREACHABLE behind (its DOWN is held, pages nobody);
+    #: None when it is not (:mod:`sinks.alerting.dependencies`)
+    unreachable: str | None = None
 
     @property
     def pending(self) -> bool:
@@ -108,7 +111,8 @@ def heard(state: HostState | None, router: str, now: float, interval: float | No
     else:
         routers = {router: routers[router]}
     silent_for = max(0.0, now - state.last_heard) if state.last_heard else 0.0
-    new = replace(state, routers=routers, last_heard=max(now, state.last_heard))
+    new = replace(state, routers=routers, last_heard=max(now, state.last_heard),
+                  unreachable=None)
     if not state.up:
         new = replace(new, up=True, since=now)
     alerts = (Alert("resolve", "up", silent_for),) if new.pending and new.up else ()

@@ -13,6 +13,8 @@ alert commit together or not at all. The deliverer (:mod:`sinks.alerting.deliver
 and ``lease_until``, so two sinks on one database never hold the same row, and a crashed
 sink's claim simply expires. Rows of one (key, channel) go out in order: a row waits while
 an earlier one of its key and channel is pending, so a resolve never overtakes its trigger.
+A channel with ``group_wait`` (:mod:`sinks.alerting.grouping`) has its rows claimed with the
+rest of their group, all in the one transaction.
 
 Marking a row (:func:`mark`) requires the claim to still be ours; the deliverer sends only
 while its lease has room for the channel's timeout, so a row is sent once unless a sink dies
@@ -21,14 +23,16 @@ between the server's "accepted" and the commit of "sent" (then at least once).
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
-from sqlalchemy import and_, delete, exists, func, or_, select, update
+from sqlalchemy import and_, bindparam, delete, exists, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
 from sinks.state.reads import EVENT_FIELDS, as_event
 from sinks.state.schema import ID, KEY, alert_events, outbox
+from sinks.alerting import grouping
 from sinks.alerting.delivery import route
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,8 @@ log = logging.getLogger(__name__)
 PENDING, SENT, FAILED = "pending", "sent", "failed"
 #: an event's actions: a problem, its acknowledgement (:mod:`.acks`), its end
 ACTIONS = ("trigger", "acknowledge", "resolve")
+#: the PostgreSQL advisory lock under which sinks claim grouped channels' rows
+GROUP_LOCK = 0x666C6F7767727031
 
 
 def _text(value, limit: int | None = None) -> str | None:
@@ -70,9 +76,9 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
     the transaction that changed the state behind the event. Return those channels.
 
     ``rules`` is the :class:`sinks.alerting.delivery.DeliveryConfig` (or a list of rules). A
-    resolve (or an acknowledge) also goes to every channel its key's last trigger went to, so
-    a pager that was told of a problem hears of its recovery even when the rules route "ok"
-    nowhere.
+    resolve (or an acknowledge) also goes to every channel a trigger of its key went to since
+    its last resolve, so a pager that was told of a problem hears of its recovery even when
+    the rules route "ok" nowhere.
     """
     now = time.time() if now is None else now
     row = event_row(event, now)
@@ -81,7 +87,7 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
     event_id = conn.execute(alert_events.insert(), row).inserted_primary_key[0]
     channels = route(event, rules)
     if row["action"] in ("resolve", "acknowledge"):
-        for channel in _last_trigger_channels(conn, row["key"], event_id):
+        for channel in _told_channels(conn, row["key"], event_id):
             if channel not in channels:
                 channels.append(channel)
     known = getattr(rules, "channels", None)
@@ -94,40 +100,58 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
     return channels
 
 
-def _last_trigger_channels(conn: Connection, key: str, before: int) -> list[str]:
-    last = conn.execute(select(func.max(alert_events.c.id)).where(
-        alert_events.c.key == key, alert_events.c.action == "trigger",
-        alert_events.c.id < before)).scalar()
-    if last is None:
-        return []
-    return list(conn.scalars(select(outbox.c.channel).where(outbox.c.event_id == last)
-                             .order_by(outbox.c.id)))
+def _told_channels(conn: Connection, key: str, before: int) -> list[str]:
+    """The channels any trigger of ``key`` since its last resolve went to (events before
+    ``before``), in the order they were first told: a change of severity routed elsewhere,
+    a later notification or an escalation (:mod:`sinks.alerting.escalation`) leaves no
+    channel with a problem it never hears the end of."""
+    return list(conn.scalars(_told_stmt(), {"key": key, "before": before}))
+
+
+@functools.lru_cache(maxsize=1)
+def _told_stmt():
+    e = alert_events
+    last_resolve = select(func.coalesce(func.max(e.c.id), 0)).where(
+        e.c.key == bindparam("key"), e.c.action == "resolve",
+        e.c.id < bindparam("before")).scalar_subquery()
+    triggers = select(e.c.id).where(e.c.key == bindparam("key"), e.c.action == "trigger",
+                                    e.c.id < bindparam("before"), e.c.id > last_resolve)
+    return select(outbox.c.channel).where(outbox.c.event_id.in_(triggers)) \
+        .group_by(outbox.c.channel).order_by(func.min(outbox.c.id))
 
 
 # ---------------------------------------------------------------- the deliverer's side
 
 def claim(conn: Connection, worker: str, now: float, lease: float, limit: int,
-          channels) -> list[dict]:
-    """Take up to ``limit`` due rows of ``channels`` for ``worker`` until ``now + lease``.
+          channels, groups: dict | None = None) -> list[dict]:
+    """Take up to ``limit`` due rows of ``channels`` for ``worker`` until ``now + lease``,
+    with the rest of their groups.
 
     Returns the claimed rows (outbox columns plus ``event``). A row is due when pending,
     its ``next_attempt`` has come, nobody holds a live lease on it, and no earlier row of
-    its (key, channel) is pending.
+    its (key, channel) is pending. ``groups`` (:func:`sinks.alerting.grouping.waits`) names
+    the channels that group, ``{channel: (group_wait, group_by)}``: a row of one is due
+    only ``group_wait`` after it was recorded, and with a due row comes every row of its
+    group that is pending, free, not waiting for its key's earlier row, and either due or
+    never tried (at most :data:`sinks.alerting.grouping.MAX_SIZE`): the whole group is
+    claimed in this one transaction, so it is one deliverer's.
     """
     channels = list(channels)
     if not channels:
         return []
-    earlier = outbox.alias("earlier")
-    waiting = exists().where(earlier.c.key == outbox.c.key,
-                             earlier.c.channel == outbox.c.channel,
-                             earlier.c.state == PENDING, earlier.c.id < outbox.c.id)
+    groups = {c: g for c, g in (groups or {}).items() if c in channels and g[0] > 0}
+    if groups and conn.dialect.name == "postgresql":
+        # Sinks claiming groups take turns (SQLite's writers always do): otherwise two
+        # could each lock part of one group's due rows and send it as two messages.
+        conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": GROUP_LOCK})
     free = or_(outbox.c.lease_until.is_(None), outbox.c.lease_until < now)
-    due = and_(outbox.c.state == PENDING, outbox.c.next_attempt <= now, free)
-    stmt = select(outbox.c.id).where(due, outbox.c.channel.in_(channels), ~waiting) \
+    ready = or_(outbox.c.channel.in_([c for c in channels if c not in groups]),
+                *(and_(outbox.c.channel == c, outbox.c.created <= now - wait)
+                  for c, (wait, _) in groups.items()))
+    due = and_(outbox.c.state == PENDING, outbox.c.next_attempt <= now, free, ready)
+    stmt = select(outbox.c.id).where(due, outbox.c.channel.in_(channels), ~_waiting()) \
         .order_by(outbox.c.next_attempt, outbox.c.id).limit(limit)
-    if conn.dialect.name == "postgresql":
-        stmt = stmt.with_for_update(skip_locked=True, of=outbox)
-    ids = list(conn.scalars(stmt))
+    ids = list(conn.scalars(_locked(conn, stmt)))
     if not ids:
         return []
     until = now + lease
@@ -135,6 +159,12 @@ def claim(conn: Connection, worker: str, now: float, lease: float, limit: int,
     # side, but its writers are serialised; PostgreSQL re-checks the WHERE) is not taken.
     conn.execute(update(outbox).where(outbox.c.id.in_(ids), due)
                  .values(claimed_by=worker, lease_until=until))
+    if groups:
+        rest = _group_rest(conn, ids, groups, now, free)
+        if rest:
+            conn.execute(update(outbox).where(outbox.c.id.in_(rest), outbox.c.state == PENDING,
+                                              free).values(claimed_by=worker, lease_until=until))
+            ids += rest
     rows = conn.execute(select(outbox, alert_events).join(
         alert_events, alert_events.c.id == outbox.c.event_id).where(
         outbox.c.id.in_(ids), outbox.c.claimed_by == worker)
@@ -149,14 +179,60 @@ def claim(conn: Connection, worker: str, now: float, lease: float, limit: int,
     return out
 
 
-def mark(conn: Connection, row_id: int, worker: str, now: float, state: str,
+def _waiting():
+    """An earlier row of the same key and channel is pending (the row must wait for it)."""
+    earlier = outbox.alias("earlier")
+    return exists().where(earlier.c.key == outbox.c.key, earlier.c.channel == outbox.c.channel,
+                          earlier.c.state == PENDING, earlier.c.id < outbox.c.id)
+
+
+def _locked(conn: Connection, stmt):
+    if conn.dialect.name == "postgresql":
+        return stmt.with_for_update(skip_locked=True, of=outbox)
+    return stmt
+
+
+#: ``group_by`` key -> the ``alert_events`` column it compares
+_GROUP_COLUMNS = {"host": alert_events.c.hostname, "severity": alert_events.c.severity,
+                  "check": alert_events.c.check_name, "kind": alert_events.c.kind}
+
+
+def _group_rest(conn: Connection, ids: list[int], groups: dict, now: float, free) -> list[int]:
+    """The ids of the other rows of the groups of the claimed rows ``ids``."""
+    leads = conn.execute(select(outbox.c.channel, *_GROUP_COLUMNS.values()).join(
+        alert_events, alert_events.c.id == outbox.c.event_id).where(
+        outbox.c.id.in_(ids), outbox.c.channel.in_(list(groups)))).all()
+    seen, rest = set(), []
+    for lead in leads:
+        channel = lead[0]
+        by = groups[channel][1]
+        values = dict(zip(_GROUP_COLUMNS, lead[1:]))
+        name = (channel, *(values[k] for k in by))
+        if name in seen:
+            continue
+        seen.add(name)
+        same = [_GROUP_COLUMNS[k].is_(None) if values[k] is None else _GROUP_COLUMNS[k] == values[k]
+                for k in by]
+        stmt = select(outbox.c.id).join(alert_events, alert_events.c.id == outbox.c.event_id) \
+            .where(outbox.c.channel == channel, outbox.c.state == PENDING, free,
+                   or_(outbox.c.attempts == 0, outbox.c.next_attempt <= now),
+                   outbox.c.id.not_in(ids + rest), ~_waiting(), *same) \
+            .order_by(outbox.c.id).limit(grouping.MAX_SIZE)
+        rest += conn.scalars(_locked(conn, stmt))
+    return rest
+
+
+def mark(conn: Connection, row_id: int | list[int], worker: str, now: float, state: str,
          error: str | None = None, next_attempt: float | None = None,
-         attempted: bool = True) -> bool:
-    """Record the outcome of an attempt on a row ``worker`` holds; release the claim.
+         attempted: bool = True) -> int:
+    """Record the outcome of an attempt on a row (or on the rows of a group) ``worker``
+    holds; release the claim.
 
     ``state`` SENT or FAILED ends the row; PENDING schedules it again at ``next_attempt``
-    (``attempted`` False: given back untried). False if the claim was no longer ours.
+    (``attempted`` False: given back untried). Returns how many rows were still ours
+    (0, false: the claim had expired).
     """
+    ids = row_id if isinstance(row_id, list) else [row_id]
     values = {"state": state, "claimed_by": None, "lease_until": None}
     if attempted:
         values["attempts"] = outbox.c.attempts + 1
@@ -166,9 +242,9 @@ def mark(conn: Connection, row_id: int, worker: str, now: float, state: str,
     if next_attempt is not None:
         values["next_attempt"] = next_attempt
     result = conn.execute(update(outbox).where(
-        outbox.c.id == row_id, outbox.c.claimed_by == worker, outbox.c.state == PENDING)
+        outbox.c.id.in_(ids), outbox.c.claimed_by == worker, outbox.c.state == PENDING)
         .values(**values))
-    return bool(result.rowcount)
+    return result.rowcount or 0
 
 
 def release(conn: Connection, worker: str) -> int:

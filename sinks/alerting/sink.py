@@ -18,8 +18,9 @@ everything in ONE transaction, so that a state change and its alert commit toget
   periodic :meth:`AlertingSink.tick` turns hosts heard through no router for their
   timeout DOWN.
 
-Alerts go to :func:`sinks.alerting.outbox.enqueue` unless an active silence mutes them
-(:mod:`sinks.alerting.silences`): then they are recorded in ``suppressed`` instead. State rows are
+Alerts go to :func:`sinks.alerting.outbox.enqueue` unless an active silence or a downtime
+mutes them (:mod:`sinks.alerting.silences`, :mod:`sinks.alerting.downtimes`): then they are
+recorded in ``suppressed`` (``downtime_suppressed``) instead. State rows are
 shared by every alerting sink and locked while evaluated (:mod:`sinks.alerting.state`), so two
 sinks never both act on one transition. The deliverer thread (:mod:`sinks.alerting.deliverer`)
 sends the outbox when channels are configured.
@@ -40,7 +41,9 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
-from sinks.alerting import ackstore, staleness, state as alertstate
+from sinks.alerting import ackstore, downtimes, downtimestore, escalation, reachability
+from sinks.alerting import staleness
+from sinks.alerting import state as alertstate
 from sinks.alerting.config import AlertingConfig
 from sinks.alerting.evaluation import Pass
 from sinks.alerting.rows import check_row, heartbeats, notification_row
@@ -55,6 +58,11 @@ ATTEMPTS = 3
 RETRYABLE = ("40P01", "40001")
 
 
+#: at its first tick, a sink looks for the downtimes and silences that ended this long
+#: before it started (while no sink ran, their held alerts were owed)
+COVERS_LOOKBACK = 86400.0
+
+
 def _retryable(e: DBAPIError) -> bool:
     return getattr(getattr(e, "orig", None), "sqlstate", None) in RETRYABLE
 
@@ -65,7 +73,8 @@ class AlertingSink(db.DatabaseSink):
     acks = frozenset({"NOTIFY"})
 
     def __init__(self, engine, clock=time.time, config: AlertingConfig | None = None,
-                 name: str = "alerting", enqueue=None, deliver: bool = True):
+                 name: str = "alerting", enqueue=None, deliver: bool = True, tz=None,
+                 ancestors=None):
         super().__init__(engine, clock)
         self.config = config or AlertingConfig()
         self.tick_interval = self.config.tick_interval
@@ -75,11 +84,17 @@ class AlertingSink(db.DatabaseSink):
         self.known_checks: set = set()
         self.known_hosts: set = set()
         self.scheduled = staleness.Scheduled()      # the checks that must report
+        self.topology = reachability.Topology()     # parents: the config's and the agents'
         self.throttle = Throttle(log)
         self._enqueue = enqueue
         self._deliver = deliver
         self.deliverer = None
         self.started_at: float | None = None
+        #: the time zone of recurring downtimes' wall-clock windows (default: local)
+        self.tz = tz or downtimes.local_zone()
+        self._ancestors = ancestors
+        #: until when the ends of downtimes and silences were looked at (the tick)
+        self.covers_seen: float | None = None
 
     @classmethod
     def from_config(cls, config, clock=time.time):
@@ -138,13 +153,34 @@ class AlertingSink(db.DatabaseSink):
     def tick(self) -> None:
         """Hosts heard through no router for their timeout turn DOWN; alerts a silence held
         back are raised again; scheduled checks with no result for their freshness
-        threshold get an UNKNOWN stale result (:mod:`sinks.alerting.staleness`). Called
-        by the loop every ``tick_interval``."""
+        threshold get an UNKNOWN stale result (:mod:`sinks.alerting.staleness`); checks
+        held back by a parent that is fine again get their owed alert
+        (:mod:`sinks.alerting.reachability`), and so do those a downtime or a silence that
+        ended since the last tick held back (:func:`sinks.alerting.downtimestore.ends`);
+        problems unacknowledged for a rule's ``after`` are escalated
+        (:mod:`sinks.alerting.escalation`). Called by the loop every ``tick_interval``."""
         now = self.clock()
         run = self._transaction(lambda p: p.expire(), now)
         self.counts.update(run.counts)
         self.counts.update(self._transaction(ackstore.tick, now).counts)   # acknowledgements
         self.counts.update(self._transaction(staleness.look, now).counts)  # freshness
+        self.counts.update(self._transaction(reachability.release, now).counts)  # parents
+        since = self.covers_seen if self.covers_seen is not None else \
+            (self.started_at or now) - COVERS_LOOKBACK
+        self.counts.update(self._transaction(lambda p: downtimestore.ends(p, since),
+                                             now).counts)          # downtimes ended
+        self.covers_seen = now
+        if escalation.wanted(self.config.delivery):
+            self.counts.update(self._transaction(escalation.look, now).counts)
+
+    def ancestors(self, conn, hostname: str) -> set[str]:
+        """The hosts ``hostname`` depends on, however far (a downtime's ``children``): the
+        injected callable's answer, else the dependency graph's
+        (:class:`sinks.alerting.dependencies.Graph`)."""
+        if self._ancestors is not None:
+            return set(self._ancestors(hostname))
+        return self.topology.graph(conn, self.config.dependencies, self.throttle) \
+            .ancestors(hostname)
 
     def _transaction(self, work, now: float) -> Pass:
         for attempt in range(1, ATTEMPTS + 1):

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import bindparam, func, select, text, tuple_
 
 from sinks.alerting import checks as checkstate
-from sinks.alerting import freshness, state as alertstate
+from sinks.alerting import downtimestore, freshness, state as alertstate
 from sinks.alerting.ackstore import Cover
 from sinks.state import db, schema
 
@@ -199,6 +199,8 @@ def look(run: Pass) -> None:
     if not watches:
         return
     known = hosts(conn, (u for u, _ in watches))
+    for uuid in downtimestore.hosts_in_downtime(run, (u for u, _ in watches)):
+        known[uuid] = replace(known.get(uuid) or freshness.Host(), downtime=True)
     due = sorted(k for k, w in watches.items()
                  if freshness.due(w, now, known.get(k[0]), floor))[:LIMIT]
     if not due:

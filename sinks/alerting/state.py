@@ -30,10 +30,13 @@ HostKey = tuple[str, str]       # (uuid, name); name "" is the agent itself
 
 _CHECK_FIELDS = ("status", "hard", "attempt", "hard_status", "since", "last_change",
                  "last_result", "history", "percent", "flapping", "notified", "last_notified",
-                 "flap_notified")
-_HOST_FIELDS = ("up", "last_heard", "interval", "since", "routers", "notified")
+                 "flap_notified", "unreachable")
+_HOST_FIELDS = ("up", "last_heard", "interval", "since", "routers", "notified", "unreachable")
 #: keys remembered as having a row, per sink, at most
 KNOWN_MAX = 1_000_000
+#: seconds a uuid without a hostname is remembered as such (its HELLO may be on its way
+#: to the registry: a child's parents are found by its hostname)
+UNKNOWN_TTL = 2.0
 
 
 # Statements on the hot path are built once: SQLAlchemy caches their compiled form, but
@@ -65,9 +68,13 @@ def _active_silences():
 @functools.lru_cache(maxsize=1)
 def _due_hosts():
     t = schema.host_state
+    # least recently looked at first: hosts held (behind a parent not decided, or
+    # UNREACHABLE) are looked at again each tick, and must not keep the others waiting
     late = select(t.c.uuid, t.c.name).where(t.c.up.is_(True), t.c.deadline < bindparam("now"),
-                                            t.c.last_heard > 0).limit(bindparam("limit"))
-    owed = select(t.c.uuid, t.c.name).where(t.c.pending.is_(True)).limit(bindparam("limit"))
+                                            t.c.last_heard > 0) \
+        .order_by(t.c.updated).limit(bindparam("limit"))
+    owed = select(t.c.uuid, t.c.name).where(t.c.pending.is_(True)) \
+        .order_by(t.c.updated).limit(bindparam("limit"))
     return late, owed
 
 
@@ -156,10 +163,12 @@ def lock_hosts(conn: Connection, keys: Iterable[HostKey], now: float,
     rows = _lock(conn, schema.host_state, ("uuid", "name"), keys,
                  lambda k: {"uuid": k[0], "name": k[1], "up": True, "last_heard": 0.0,
                             "interval": None, "deadline": 0.0, "since": now, "routers": {},
-                            "notified": False, "pending": False, "updated": now}, known)
+                            "notified": False, "pending": False, "updated": now,
+                            "unreachable": None}, known)
     return {k: None if not r.last_heard else HostState(
         up=r.up, last_heard=r.last_heard, interval=r.interval, since=r.since,
-        routers=dict(r.routers or {}), notified=r.notified) for k, r in rows.items()}
+        routers=dict(r.routers or {}), notified=r.notified, unreachable=r.unreachable)
+        for k, r in rows.items()}
 
 
 def save_hosts(conn: Connection, states: dict[HostKey, tuple[HostState, float]],
@@ -238,10 +247,10 @@ class Lookups:
         now = self.clock()
         return [k for k in keys if k not in cache or cache[k][0] < now]
 
-    def _store(self, cache: dict, key, value) -> None:
+    def _store(self, cache: dict, key, value, ttl: float | None = None) -> None:
         if len(cache) >= self.size:
             cache.clear()
-        cache[key] = (self.clock() + self.ttl, value)
+        cache[key] = (self.clock() + (self.ttl if ttl is None else ttl), value)
 
     def hostnames(self, conn: Connection, uuids: Iterable[str]) -> dict[str, str | None]:
         uuids = sorted(set(uuids))
@@ -252,8 +261,9 @@ class Lookups:
                 t = schema.agents
                 found = dict(conn.execute(select(t.c.uuid, t.c.hostname)
                                           .where(t.c.uuid.in_(missing))).all())
-            for u in missing:
-                self._store(self._hostnames, u, found.get(u))
+            for u in missing:       # not known yet: its HELLO may be on its way
+                self._store(self._hostnames, u, found.get(u),
+                            None if found.get(u) else min(self.ttl, UNKNOWN_TTL))
         return {u: self._hostnames.get(u, (0, None))[1] for u in uuids}
 
     def max_attempts(self, conn: Connection,

@@ -7,7 +7,8 @@ heartbeats of that rule (a host first heard 10 minutes after ``since`` was down 
 minutes). The interval is the heartbeat's own ``interval`` unless given (a heartbeat without
 one counts with 2 s, the agent's default). Per UTC day:
 ``uptime_pct = 100 * up_seconds / seconds``, where ``seconds`` is the part of the day inside
-the window.
+the window. With downtimes to excuse (:func:`downtime_windows`, from the ``lifecycle``
+table), the down time inside a downtime of the host counts as up.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sinks.history.times import DAY, day_of, secs
 
 def uptime(spark: SparkSession, heartbeats: DataFrame, since: float, until: float,
            interval: float | None = None, intervals: float = 3.0,
-           shortest: float | None = None) -> DataFrame:
+           shortest: float | None = None, excused: DataFrame | None = None) -> DataFrame:
     """seconds, up_seconds, down_seconds and uptime_pct per (uuid, UTC day) of
     ``heartbeats`` (already limited to the window); the rule is in the module docstring.
 
@@ -46,7 +47,7 @@ def uptime(spark: SparkSession, heartbeats: DataFrame, since: float, until: floa
     width = intervals * shortest
     runs = (hb.groupBy("uuid", F.floor(F.col("t") / width).alias("b"))
             .agg(F.min("t").alias("first"), F.max("t").alias("last"), *said))
-    return tile(spark, runs, since, until, intervals)
+    return tile(spark, runs, since, until, intervals, excused)
 
 
 def spans_in(table: DataFrame, since: float | None, until: float | None,
@@ -71,14 +72,15 @@ def spans_in(table: DataFrame, since: float | None, until: float | None,
 
 
 def tile(spark: SparkSession, runs: DataFrame, since: float, until: float,
-         intervals: float = 3.0) -> DataFrame:
+         intervals: float = 3.0, excused: DataFrame | None = None) -> DataFrame:
     """The availability of runs of heartbeats (uuid, first, last, eff_first: the interval
     the first counts with, eff: the one the last counts with; the heartbeats of a run
     closer together than any gap the rule can call down): per (uuid, UTC day) over
     ``since`` .. ``until``. Each run gives its segments: [first, last) up,
     [last, next first) (to ``until`` for the last), and for a uuid's first run
     [since, first); they tile the window, so summing their overlap with each day gives the
-    day's seconds and its up seconds."""
+    day's seconds and its up seconds. ``excused`` (uuid, start, end: a host's downtimes,
+    not overlapping each other): the down time inside them counts as up."""
     if until <= since:
         return spark.createDataFrame([], "uuid string, date string, seconds double, "
                                          "up_seconds double, down_seconds double, "
@@ -101,16 +103,67 @@ def tile(spark: SparkSession, runs: DataFrame, since: float, until: float,
                                (F.ceil(F.col("end") / DAY) - 1).cast("long")))
     overlap = (F.least(F.col("end"), (F.col("d") + 1) * DAY)
                - F.greatest(F.col("start"), F.col("d") * DAY))
-    return (segments.select("uuid", "start", "end", "up", day.alias("d"))
-            .select("uuid", "d", "up", overlap.alias("overlap"))
+    # excused: a down stretch's part in a downtime, counted up (and not again in seconds)
+    segments = (segments.withColumn("excused", F.lit(False)) if excused is None
+                else _excuse(segments, excused))
+    return (segments.select("uuid", "start", "end", "up", "excused", day.alias("d"))
+            .select("uuid", "d", "up", "excused", overlap.alias("overlap"))
             .groupBy("uuid", "d")
-            .agg(F.sum("overlap").alias("seconds"),
+            .agg(F.sum(F.when(~F.col("excused"), F.col("overlap")).otherwise(0.0))
+                 .alias("seconds"),
                  F.sum(F.when(F.col("up"), F.col("overlap")).otherwise(0.0))
                  .alias("up_seconds"))
             .select("uuid", F.date_from_unix_date("d").cast("string").alias("date"),
                     "seconds", "up_seconds",
                     (F.col("seconds") - F.col("up_seconds")).alias("down_seconds"),
                     (F.col("up_seconds") * 100.0 / F.col("seconds")).alias("uptime_pct")))
+
+
+def _excuse(segments: DataFrame, excused: DataFrame) -> DataFrame:
+    """The parts of the down ``segments`` inside ``excused``, as segments of their own
+    (``excused`` true; the others false): counted as up, and not again in the seconds."""
+    w = excused.select("uuid", F.col("start").alias("w_start"), F.col("end").alias("w_end"))
+    inside = (segments.filter(~F.col("up")).join(F.broadcast(w), "uuid")
+              .filter((F.col("w_start") < F.col("end")) & (F.col("w_end") > F.col("start")))
+              .select("uuid", F.greatest("start", "w_start").alias("start"),
+                      F.least("end", "w_end").alias("end"), F.lit(True).alias("up"),
+                      F.lit(True).alias("excused")))
+    return segments.withColumn("excused", F.lit(False)).unionByName(inside)
+
+
+def downtime_windows(rows, hosts, since: float, until: float) -> list[tuple[str, float, float]]:
+    """(uuid, start, end) of the time each host spent in a downtime of the host (not of a
+    check) within ``since`` .. ``until``, overlaps merged: from the ``lifecycle`` table's
+    downtime rows (id, hostname: the host glob, start, end; a ``start`` row's end is the
+    planned one, an ``end`` row's the actual one, so the earliest wins) and ``hosts``
+    ((uuid, hostname) pairs, matched as the alerting sinks match:
+    :func:`sinks.alerting.downtimes.names`)."""
+    from sinks.alerting.downtimes import Downtime, names
+    from sinks.alerting.silences import Subject
+    ends: dict[tuple, float] = {}
+    for r in rows:
+        key = (r["id"], r["hostname"], r["start"])
+        end = until if r["end"] is None else r["end"]
+        ends[key] = min(end, ends.get(key, end))
+    found: dict[str, list[tuple[float, float]]] = {}
+    for (id_, glob, start), end in ends.items():
+        start, end = max(start, since), min(end, until)
+        if end <= start:
+            continue
+        probe = Downtime(id_, glob, None, start, end)
+        for uuid, hostname in hosts:
+            if names(probe, Subject(uuid, hostname)):
+                found.setdefault(uuid, []).append((start, end))
+    out = []
+    for uuid, spans_ in sorted(found.items()):
+        merged: list[list[float]] = []
+        for start, end in sorted(spans_):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        out += [(uuid, start, end) for start, end in merged]
+    return out
 
 
 def bounds(df: DataFrame, first: str, last: str, interval: str, since: float | None,

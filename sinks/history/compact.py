@@ -16,7 +16,11 @@ One run, holding the lake's compaction lock (``_compaction/lock``, flock):
    files are rewritten together with the new rows;
 4. spans: the dates that got heartbeats get their ``heartbeat_spans`` folded again
    (:mod:`sinks.history.spans`), staged like the rest;
-5. commit: intent, apply, manifest, settle (:mod:`sinks.history.manifest`).
+5. lifecycle (with ``state_url`` set): the alert lifecycle recorded in the state database
+   since the watermark (:mod:`sinks.history.lifecycle`), minus the event ids the
+   ``lifecycle`` table holds for those dates, staged like the rest; the new watermark goes
+   into the intent and is kept when the run settles;
+6. commit: intent, apply, manifest, settle (:mod:`sinks.history.manifest`).
 
 Progress goes to ``out`` (stdout in the CLI), one line per step, and a summary at the end.
 ``FLEETWATCH_HISTORY_CRASH=STEP`` (staged, intent, applied, committed) makes the process
@@ -34,15 +38,18 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from pyspark import StorageLevel
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
 
-from sinks.history import manifest, spans, tables
+from sinks.history import lifecycle, manifest, spans, tables
 from sinks.history.manifest import Lake
 from sinks.history.schema import ORDER, PARTITION, TABLE_NAMES, TABLE_OF_TYPE, TABLES
 from sinks.history.sink import recover_stale
+from sinks.history.times import day_of
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +142,8 @@ def compact(spark, settings, out=print, hook=crash_hook, wall=time.time) -> Summ
         names = lake.closed_landing()
         if settings.max_files_per_run:
             names = names[:settings.max_files_per_run]
-        if not names and not spans.missing(lake):
+        export = lifecycle.read(lake, settings.state_url, wall(), out)
+        if not names and not spans.missing(lake) and not (export and export.news):
             out(summary.line())
             return summary
         summary.run = run = manifest.new_run_id(wall)
@@ -152,8 +160,13 @@ def compact(spark, settings, out=print, hook=crash_hook, wall=time.time) -> Summ
             summary.steps["spans"] = time.monotonic() - t
             out(f"{spans.NAME}: {n} spans of heartbeats into {len(folded)} dates "
                 f"in {summary.steps['spans']:.1f}s")
+        if export is not None:
+            staged = _lifecycle(spark, lake, settings, run, export.rows, summary, out)
+            if staged:
+                changes[lifecycle.NAME] = staged
         hook("staged")
-        _commit(lake, settings, run, names, changes, summary, out, hook)
+        _commit(lake, settings, run, names, changes, summary, out, hook,
+                None if export is None else export.mark)
     out(summary.line())
     return summary
 
@@ -242,15 +255,7 @@ def _table(spark, lake: Lake, settings, run: str, name: str, batch: Batch,
     """Stage table ``name``'s new rows (and merged partitions); return its intent entry."""
     t = time.monotonic()
     result = summary.tables[name] = TableResult()
-    small_limit = settings.target_file_mb * 1024 * 1024
-    existing, small = [], {}
-    for date in dates:
-        files = lake.partition_files(name, date)
-        if files:
-            existing.append(lake.partition(name, date))
-        smalls = sorted(f for f, size in files.items() if size < small_limit)
-        if len(smalls) >= settings.max_small_files:
-            small[date] = smalls
+    existing, small = _partitions(lake, settings, name, dates)
     lines = sum(r["count"] for r in summary.stats
                 if not r["bad"] and TABLE_OF_TYPE.get(r["type"]) == name)
     msgs = tables.messages(batch.landing, name, batch.dups, batch.dedupe_all)
@@ -268,9 +273,7 @@ def _table(spark, lake: Lake, settings, run: str, name: str, batch: Batch,
     msgs = msgs.observe(counted_msgs, F.count(F.lit(1)).alias("n"))
     new = tables.rows(msgs, name).observe(counted_rows, F.count(F.lit(1)).alias("n"))
     if small:
-        old = reader.parquet(*(os.path.join(lake.partition(name, d), f)
-                               for d, fs in small.items() for f in fs))
-        new = new.unionByName(old)
+        new = new.unionByName(_small_rows(reader, lake, name, small))
     # a bounded number of files per date and run (one per task, as many tasks as cores),
     # each sorted so that a host's rows lie together (schema.ORDER)
     output = (new.coalesce(int(spark.conf.get("spark.sql.shuffle.partitions")))
@@ -293,12 +296,73 @@ def _table(spark, lake: Lake, settings, run: str, name: str, batch: Batch,
             for date, files in staged.items()}
 
 
+def _partitions(lake: Lake, settings, name: str, dates) -> tuple[list[str], dict]:
+    """The partitions of ``dates`` table ``name`` already has (paths), and those to merge:
+    date -> its small files, where it holds ``max_small_files`` of them."""
+    small_limit = settings.target_file_mb * 1024 * 1024
+    existing, small = [], {}
+    for date in dates:
+        files = lake.partition_files(name, date)
+        if files:
+            existing.append(lake.partition(name, date))
+        smalls = sorted(f for f, size in files.items() if size < small_limit)
+        if len(smalls) >= settings.max_small_files:
+            small[date] = smalls
+    return existing, small
+
+
+def _small_rows(reader, lake: Lake, name: str, small: dict):
+    return reader.parquet(*(os.path.join(lake.partition(name, d), f)
+                            for d, fs in small.items() for f in fs))
+
+
+def _lifecycle(spark, lake: Lake, settings, run: str, rows: list[dict], summary: Summary,
+               out) -> dict:
+    """Stage the lifecycle rows the table does not hold yet (by ``event_id``, in the dates
+    they fall in); return the intent's entry for the table."""
+    t = time.monotonic()
+    name = lifecycle.NAME
+    result = summary.tables[name] = TableResult()
+    dated = [{**r, PARTITION: day_of(r["ts"])} for r in rows]
+    dates = sorted({r[PARTITION] for r in dated})
+    existing, small = _partitions(lake, settings, name, dates)
+    reader = spark.read.schema(TABLES[name]).option("basePath", lake.table(name))
+    stored = set()
+    if existing:
+        stored = {r[0] for r in reader.parquet(*existing).select("event_id").collect()}
+    new = [r for r in dated if r["event_id"] not in stored]
+    result.messages = result.rows = len(new)
+    result.duplicates = len(rows) - len(new)
+    if new:
+        data = [tuple(_utc(r[f.name]) if isinstance(f.dataType, TimestampType) else r[f.name]
+                      for f in TABLES[name].fields) for r in new]
+        df = spark.createDataFrame(data, TABLES[name])
+        if small:
+            df = df.unionByName(_small_rows(reader, lake, name, small))
+        (df.coalesce(1).sortWithinPartitions(PARTITION, *ORDER[name])
+         .write.partitionBy(PARTITION).parquet(os.path.join(lake.staging(run), name)))
+    staged = lake.staged_files(run, name)
+    result.dates = len(staged)
+    result.merged = sum(1 for d in small if d in staged)
+    result.seconds = time.monotonic() - t
+    out(f"{name}: {result.rows} rows from the state database ({result.duplicates} "
+        f"already stored) into {result.dates} dates in {result.seconds:.1f}s")
+    return {date: {"add": files, "remove": small.get(date, [])}
+            for date, files in staged.items()}
+
+
+def _utc(t: float | None) -> datetime | None:
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc)
+
+
 def _commit(lake: Lake, settings, run: str, names: list[str], changes: dict,
-            summary: Summary, out, hook) -> None:
+            summary: Summary, out, hook, mark: lifecycle.Mark | None = None) -> None:
     t = time.monotonic()
     intent = {"run": run, "landing": names, "tables": changes,
               "counts": {"events": summary.events, "bad": summary.bad,
                          "rows": {k: v.rows for k, v in summary.tables.items()}}}
+    if mark is not None:
+        intent["lifecycle"] = mark.to_json()
     manifest.write_intent(lake, intent)
     hook("intent")
     manifest.apply(lake, intent)

@@ -52,6 +52,9 @@ class HistorySettings:
     target_file_mb: int = setting(128, "files smaller than this many MB count as small")
     max_files_per_run: int = setting(0, "landing files compacted per run at most (0: all "
                                         "closed files)")
+    state_url: str = setting("", "SQLAlchemy URL of the state database whose alert "
+                                 "lifecycle (alert events, mutes, acks, downtimes) each "
+                                 "compaction copies into the lifecycle table; empty: none")
 
     def validate(self):
         if not self.lake:
@@ -68,6 +71,14 @@ class HistorySettings:
                              "at least 1")
         if self.max_files_per_run < 0:
             raise ValueError("max_files_per_run: expected 0 (all) or more")
+        if self.state_url:
+            from sqlalchemy.engine import make_url
+            from sqlalchemy.exc import ArgumentError
+            try:
+                make_url(self.state_url)
+            except ArgumentError:
+                raise ValueError("state_url: expected a SQLAlchemy URL such as "
+                                 "sqlite:////var/lib/fleetwatch/state.db") from None
 
     def spark_conf(self) -> dict[str, str]:
         return dict(self.conf)

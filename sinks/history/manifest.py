@@ -14,7 +14,8 @@ of the next one, so every landing file ends up in the tables exactly once:
    files removed. Every step is idempotent (a file already moved or removed is skipped).
 4. **manifest** ``_compaction/manifest/RUN.json``: the intent renamed. This rename is the
    commit: the run's landing files are processed.
-5. **settle**: landing files moved to ``landing/done/`` (or deleted), the staging directory
+5. **settle**: landing files moved to ``landing/done/`` (or deleted), the lifecycle
+   watermark the run carries written to ``_compaction/lifecycle.json``, the staging directory
    removed, the manifest moved to ``manifest/settled/``. Compaction never reads a landing
    file named by a manifest; after settling none is left in ``landing/``.
 
@@ -53,6 +54,8 @@ class Lake:
         self.manifests = os.path.join(self.work, "manifest")
         self.settled = os.path.join(self.manifests, "settled")
         self.lock_path = os.path.join(self.work, "lock")
+        #: the lifecycle export's watermark, from the last settled run that carried one
+        self.lifecycle_mark = os.path.join(self.work, "lifecycle.json")
 
     def make_dirs(self) -> None:
         for path in (self.landing, self.tables, self.staging_root, self.settled):
@@ -185,6 +188,8 @@ def settle(lake: Lake, run: str, processed: str = "move") -> int:
         except FileNotFoundError:
             pass
     fsync_dir(lake.landing)
+    if "lifecycle" in manifest:     # the lifecycle export's watermark (sinks/history/lifecycle.py)
+        write_json(lake.lifecycle_mark, manifest["lifecycle"])
     shutil.rmtree(lake.staging(run), ignore_errors=True)
     os.rename(lake.manifest_path(run), os.path.join(lake.settled, f"{run}.json"))
     fsync_dir(lake.manifests)

@@ -2,11 +2,11 @@
 
 :class:`History` opens a lake (a path, or the operator config's ``history:`` section) and
 gives one DataFrame per table (``h.metrics``, ``h.heartbeats``, ``h.results``,
-``h.notifications``, ``h.registrations``, ``h.heartbeat_spans``) plus the queries operators
-ask for again and again. Every query returns a lazy DataFrame (``.show()``, ``.toPandas()``,
-``.collect()``); the rules that decide their numbers are written down here and in
-docs/concepts/history.md, because two reasonable people would compute availability or
-time-in-state differently:
+``h.notifications``, ``h.registrations``, ``h.heartbeat_spans``; ``h.table("lifecycle")``)
+plus the queries operators ask for again and again. Every query returns a lazy DataFrame
+(``.show()``, ``.toPandas()``, ``.collect()``); the rules that decide their numbers are
+written down here and in docs/concepts/history.md, because two reasonable people would
+compute availability or time-in-state differently:
 
 - Times (``since``, ``until``) are epoch seconds, datetimes (naive ones are UTC), ISO 8601
   strings (``2026-11-20``, ``2026-11-20T10:00:00Z``) or a duration back from now (``90m``,
@@ -33,7 +33,11 @@ time-in-state differently:
   Per UTC day: ``uptime_pct = 100 * up_seconds / seconds``, where ``seconds`` is the part
   of the day inside the window (default window: first to last heartbeat of the selection).
   The answer is read from ``heartbeat_spans`` (sinks/history/spans.py) whenever they give
-  exactly this one, else from every heartbeat.
+  exactly this one, else from every heartbeat. ``exclude_downtime=True``: the down time
+  inside a downtime of the host (the ``lifecycle`` table: fixed and recurring downtimes of
+  the host, not of a check, cut at their removal) counts as up, as in Checkmk's reports.
+- ``lifecycle()``: what compaction copied from the state database (alert events, mutes,
+  acks, downtime windows: sinks/history/lifecycle.py), in time order.
 
 This module is the facade (the lake, its tables, host names, the query methods); the
 queries are built from sinks/history/times.py (times and windows), metrics.py (buckets,
@@ -49,13 +53,13 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sinks.history import hostnames, spans
-from sinks.history.availability import bounds, spans_in, tile, uptime
+from sinks.history import hostnames, lifecycle, spans
+from sinks.history.availability import bounds, downtime_windows, spans_in, tile, uptime
 from sinks.history.metrics import aggregate, downsample, not_internal
 from sinks.history.schema import PARTITION, TABLE_NAMES, TABLES
 from sinks.history.spans import counted_interval
 from sinks.history.timelines import segments, state_changes, state_name
-from sinks.history.times import epoch, seconds, secs, window
+from sinks.history.times import day_of, epoch, seconds, secs, window
 
 
 class History:
@@ -126,7 +130,8 @@ class History:
     def register(self) -> list[str]:
         """Each table (and ``hosts``) as a temporary view under its name, for :meth:`sql`."""
         for name in TABLE_NAMES:
-            getattr(self, name).createOrReplaceTempView(name)
+            (self.metrics if name == "metrics" else self.table(name)) \
+                .createOrReplaceTempView(name)
         self._hosts_query().createOrReplaceTempView("hosts")
         return [*TABLE_NAMES, "hosts"]
 
@@ -256,17 +261,21 @@ class History:
 
     # ------------------------------------------------------------ heartbeats, notifications
     def availability(self, host=None, since=None, until=None, interval=None,
-                     intervals: float = 3.0, process: str | None = None) -> DataFrame:
+                     intervals: float = 3.0, process: str | None = None,
+                     exclude_downtime: bool = False) -> DataFrame:
         """Uptime per host and UTC day: hostname, uuid, date, seconds, up_seconds,
         down_seconds, uptime_pct (rule in the module docstring). ``process``: a local
-        process's heartbeats instead of the agent's."""
-        return (self._named(self.uptime(host, since, until, interval, intervals, process))
+        process's heartbeats instead of the agent's. ``exclude_downtime``: time down
+        inside a downtime of the host (the ``lifecycle`` table) counts as up."""
+        return (self._named(self.uptime(host, since, until, interval, intervals, process,
+                                        exclude_downtime))
                 .select("hostname", "uuid", "date", "seconds", "up_seconds", "down_seconds",
                         "uptime_pct")
                 .orderBy("hostname", "uuid", "date"))
 
     def uptime(self, host=None, since=None, until=None, interval=None,
-               intervals: float = 3.0, process: str | None = None) -> DataFrame:
+               intervals: float = 3.0, process: str | None = None,
+               exclude_downtime: bool = False) -> DataFrame:
         """:meth:`availability` by uuid only (no hostnames, no order): uuid, date, seconds,
         up_seconds, down_seconds, uptime_pct. Read from ``heartbeat_spans`` when they give
         the exact answer (sinks/history/spans.py), else from every heartbeat."""
@@ -279,11 +288,60 @@ class History:
             runs = spans_in(self._of(stored, host).filter(sender), since, until, every)
             window_, shortest = bounds(runs, "first", "last", "min_eff", since, until, every)
             if intervals * shortest >= spans.GAP:
-                return tile(self.spark, runs.drop("min_eff"), *window_, intervals)
+                excused = self._downtimes(host, *window_) if exclude_downtime else None
+                return tile(self.spark, runs.drop("min_eff"), *window_, intervals, excused)
         df = self._of(window(self.heartbeats, since, until), host).filter(sender)
         beats = df.select(secs().alias("t"), counted_interval(every).alias("eff"))
         (since, until), shortest = bounds(beats, "t", "t", "eff", since, until, every)
-        return uptime(self.spark, df, since, until, every, intervals, shortest)
+        excused = self._downtimes(host, since, until) if exclude_downtime else None
+        return uptime(self.spark, df, since, until, every, intervals, shortest, excused)
+
+    def _downtimes(self, host, since: float, until: float) -> DataFrame | None:
+        """(uuid, start, end): the hosts' time in their downtimes within the window, or
+        None for none (:func:`sinks.history.availability.downtime_windows`). A flexible
+        downtime's windows are not counted: the lake does not say when it began to cover."""
+        stored = self._stored(lifecycle.NAME)
+        if stored is None or until <= since:
+            return None
+        rows = (stored.filter((F.col("kind") == "downtime") & F.col("check_name").isNull()
+                              & (F.col(PARTITION) <= day_of(until)) & (secs("start") < until)
+                              & F.get_json_object("details", "$.flexible").isNull())
+                .select("id", "hostname", secs("start").alias("start"),
+                        secs("end").alias("end")).collect())
+        hosts = [(r["uuid"], r["hostname"]) for r in self._host_rows()]
+        if host is not None:
+            hosts += [(u, None) for u in self.uuids(host) if u not in {h for h, _ in hosts}]
+        found = downtime_windows(rows, hosts, since, until)
+        if not found:
+            return None
+        return self.spark.createDataFrame(found, "uuid string, start double, end double")
+
+    def lifecycle(self, host=None, kind=None, since=None, until=None) -> DataFrame:
+        """The alert lifecycle in time order (the ``lifecycle`` table, copied by compaction
+        from the state database): ts, kind (alert, muted, held, ack, downtime), action,
+        hostname, uuid, check_name, severity, status, text, author, comment, start, end,
+        reason, id, key, event_id, details. ``kind``: one or a list. ``host``: its alerts,
+        mutes and acks (by uuid or hostname), and the downtimes whose host glob names it."""
+        df = window(self.table(lifecycle.NAME), epoch(since), epoch(until))
+        if kind is not None:
+            df = df.filter(F.col("kind").isin(*([kind] if isinstance(kind, str) else kind)))
+        names = F.broadcast(self.hosts().select("uuid", F.col("hostname").alias("named")))
+        df = (df.join(names, "uuid", "left")
+              .withColumn("hostname", F.coalesce("hostname", "named", "uuid")))
+        if host is not None:
+            globs = [r["hostname"] for r in df.filter(F.col("kind") == "downtime")
+                     .select("hostname").distinct().collect()]
+            uuids = self.uuids(host)
+            hosts = [(r["uuid"], r["hostname"]) for r in self._host_rows()
+                     if r["uuid"] in uuids] or [(host, host)]
+            naming = [g for g in globs if downtime_windows(
+                [{"id": 0, "hostname": g, "start": 0.0, "end": 1.0}], hosts, 0.0, 1.0)]
+            df = df.filter(F.col("uuid").isin(*uuids) | (F.col("hostname") == host)
+                           | ((F.col("kind") == "downtime") & F.col("hostname").isin(*naming)))
+        return (df.select("ts", "kind", "action", "hostname", "uuid", "check_name", "severity",
+                          "status", "text", "author", "comment", "start", "end", "reason",
+                          "id", "key", "event_id", "details")
+                .orderBy("ts", "event_id"))
 
     def notification_history(self, host=None, severity=None, since=None,
                              until=None) -> DataFrame:

@@ -72,7 +72,8 @@ LANDING = StructType([
     StructField(CORRUPT, StringType()),
 ])
 
-_S, _D, _I, _T = StringType(), DoubleType(), IntegerType(), TimestampType()
+_S, _D, _I, _L, _T = (StringType(), DoubleType(), IntegerType(), LongType(),
+                      TimestampType())
 _DATE = ("date", _S, "partition: YYYY-MM-DD (UTC) of ts")
 _TS = ("ts", _T, "the message's ts (sender clock), UTC")
 _UUID = ("uuid", _S, "the agent, as stamped by the router")
@@ -126,10 +127,38 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
                                "else 2 s)"),
         ("last_interval", _D, "the interval its last heartbeat counts with"),
         ("min_interval", _D, "the shortest interval among its heartbeats")],
+    # copied by compaction from the state database (sinks/history/lifecycle.py)
+    "lifecycle": [
+        ("date", _S, "partition: YYYY-MM-DD (UTC) of ts"),
+        ("ts", _T, "when it happened (the alerting sink's or the operator's clock), UTC"),
+        ("event_id", _S, "what it is, for good (alert/ID, ack/ID/start...): a row is "
+                         "stored once"),
+        ("kind", _S, "alert, muted (by a silence), held (by a downtime), ack or downtime"),
+        ("action", _S, "alert, muted, held: trigger, resolve, reminder...; ack and "
+                       "downtime: start or end"),
+        ("id", _L, "the row's id in the state database (muted, held: the silence's, the "
+                   "downtime's)"),
+        ("key", _S, "the alert's key (UUID/check/PLUGIN, UUID/host...); null for a downtime"),
+        ("uuid", _S, "the agent; null for a downtime"),
+        ("hostname", _S, "alert, muted, held: the host's name; downtime: its host glob"),
+        ("check_name", _S, "the check (a downtime's: a glob); null for the host"),
+        ("severity", _S, "alert, muted, held: critical, warning, info...; else null"),
+        ("status", _I, "alert: the check's status; ack: the status acknowledged"),
+        ("text", _S, "alert, muted, held: the one-line summary"),
+        ("author", _S, "ack and downtime: who"),
+        ("comment", _S, "ack and downtime: the operator's comment"),
+        ("start", _T, "ack: created; downtime: the occurrence's start"),
+        ("end", _T, "ack: its expiry (start) or end (end); downtime: the occurrence's "
+                    "planned end (start) or actual end (end)"),
+        ("reason", _S, "why an ack ended (changed, recovered, expired, removed, replaced), "
+                       "a downtime ended or was removed"),
+        ("details", _S, "the rest as a JSON object text (the alert's kind; sticky, notify; "
+                        "every, duration, flexible, children)")],
 }
 
-#: the tables compaction derives from other tables rather than from messages
-DERIVED = ("heartbeat_spans",)
+#: the tables compaction writes from something other than messages: from other tables
+#: (``heartbeat_spans``) or from the state database (``lifecycle``)
+DERIVED = ("heartbeat_spans", "lifecycle")
 
 #: the table names, in the order compaction writes them
 TABLE_NAMES: tuple[str, ...] = tuple(COLUMNS)
@@ -149,6 +178,7 @@ ORDER: dict[str, tuple[str, ...]] = {
     "notifications": ("uuid", "ts"),
     "registrations": ("uuid", "ts"),
     "heartbeat_spans": ("uuid", "name", "first"),
+    "lifecycle": ("kind", "ts"),
 }
 
 #: table -> the columns that identify a row: a duplicate key is dropped (a STATS message

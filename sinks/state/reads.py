@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import and_, exists, func, select
+from sqlalchemy import and_, exists, func, inspect, select
 from sqlalchemy.engine import Connection
 
 from sinks.state import schema
@@ -25,12 +25,29 @@ EVENT_FIELDS = ("key", "kind", "action", "severity", "uuid", "hostname", "check"
                 "summary", "text", "created")
 
 
+def present(conn: Connection, table) -> tuple[list, list[str]]:
+    """The columns of ``table`` the database has, and the names of those it lacks yet (a
+    database an older version made, before an owner started and added them): a reader
+    selects the first and reads the others as None."""
+    have = {c["name"] for c in inspect(conn).get_columns(table.name)}
+    return ([c for c in table.columns if c.name in have],
+            [c.name for c in table.columns if c.name not in have])
+
+
+def _rows(conn: Connection, table, where=None, order=()) -> list[dict]:
+    columns, missing = present(conn, table)
+    stmt = select(*columns).order_by(*order)
+    if where is not None:
+        stmt = stmt.where(where)
+    return [{**dict(r._mapping), **dict.fromkeys(missing)} for r in conn.execute(stmt)]
+
+
 def agents(conn: Connection) -> list[dict]:
-    """Every agent the registry knows: uuid, hostname, version, first/last seen, routers."""
+    """Every agent the registry knows: uuid, hostname, version, first/last seen, the parents
+    it declared, routers."""
     if not has_tables(conn, "agents"):
         return []
-    t = schema.agents
-    out = {r.uuid: dict(r._mapping, routers={}) for r in conn.execute(select(t))}
+    out = {r["uuid"]: dict(r, routers={}) for r in _rows(conn, schema.agents)}
     if has_tables(conn, "agent_routers"):
         for r in conn.execute(select(schema.agent_routers)):
             if r.uuid in out:
@@ -139,20 +156,23 @@ def checks(conn: Connection, uuid: str | None = None) -> list[dict]:
 
 
 def check_state(conn: Connection) -> list[dict]:
-    """The Nagios state of every check the alerting sinks evaluated (``check_state``)."""
+    """The Nagios state of every check the alerting sinks evaluated (``check_state``);
+    ``unreachable``: the parent holding its problem back, None when none (or not recorded
+    by this database yet)."""
     if not has_tables(conn, "check_state"):
         return []
     t = schema.check_state
-    return [dict(r._mapping) for r in conn.execute(select(t).order_by(t.c.uuid, t.c.plugin))]
+    return _rows(conn, t, order=(t.c.uuid, t.c.plugin))
 
 
 def host_state(conn: Connection) -> list[dict]:
-    """UP/DOWN of every agent ("" name) and heartbeating local process (``host_state``)."""
+    """UP/DOWN of every agent ("" name) and heartbeating local process (``host_state``);
+    ``unreachable``: the parent that makes a silent agent UNREACHABLE, as in
+    :func:`check_state`."""
     if not has_tables(conn, "host_state"):
         return []
     t = schema.host_state
-    stmt = select(t).where(t.c.last_heard > 0).order_by(t.c.uuid, t.c.name)
-    return [dict(r._mapping) for r in conn.execute(stmt)]
+    return _rows(conn, t, t.c.last_heard > 0, (t.c.uuid, t.c.name))
 
 
 def silences(conn: Connection, now: float | None = None, ended: bool = False) -> list[dict]:
@@ -198,3 +218,26 @@ def check_freshness(conn: Connection) -> list[dict]:
         return []
     t = schema.check_freshness
     return [dict(r._mapping) for r in conn.execute(select(t).order_by(t.c.uuid, t.c.plugin))]
+
+
+def downtimes(conn: Connection, now: float | None = None, ended: bool = False) -> list[dict]:
+    """Downtimes, newest first: those not removed and not over at ``now`` (all if
+    ``ended``), each with ``held``: how many distinct alerts it held back."""
+    if not has_tables(conn, "downtimes"):
+        return []
+    t, held = schema.downtimes, schema.downtime_suppressed
+    now = time.time() if now is None else now
+    stmt = select(t).order_by(t.c.id.desc())
+    if not ended:
+        stmt = stmt.where(t.c.removed.is_(None), t.c.end.is_(None)
+                          | (t.c.end + func.coalesce(t.c.flexible, 0.0) > now))
+    rows = [dict(r._mapping) for r in conn.execute(stmt)]
+    counts: dict[int, int] = {}
+    if rows and has_tables(conn, "downtime_suppressed"):
+        counts = dict(conn.execute(
+            select(held.c.downtime_id, func.count())
+            .where(held.c.downtime_id.in_([r["id"] for r in rows]))
+            .group_by(held.c.downtime_id)).all())
+    for row in rows:
+        row["held"] = counts.get(row["id"], 0)
+    return rows

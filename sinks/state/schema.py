@@ -3,7 +3,8 @@
 ====================  ==========  =====================================================
 table                 owner       rows
 ====================  ==========  =====================================================
-``agents``            registry    one per agent uuid: hostname, version, first/last seen
+``agents``            registry    one per agent uuid: hostname, version, first/last seen,
+                                  the parents it declared
 ``agent_routers``     registry    (uuid, router): when a router last relayed for it
 ``plugins``           registry    (uuid, source, name): plugins declared in REGISTER
 ``notifications``     alerting    one per NOTIFY msg_id
@@ -15,6 +16,11 @@ table                 owner       rows
 ``suppressed``        alerting    (silence_id, key, action, severity): alerts a silence muted
 ``acknowledgements``  operator    problems an operator is on (``fleetwatch ack``);
                                   the sinks end and announce them
+``downtimes``         operator    planned work, once or recurring (``fleetwatch downtime``);
+                                  sinks read
+``downtime_suppressed`` alerting  (downtime_id, key, action, severity): alerts it held
+``notified_problems`` alerting    (key): problems told and not resolved yet: notifications
+                                  and escalations sent (:mod:`sinks.alerting.escalation`)
 ``alert_events``      alerting    one per alert event, whatever its channels
 ``outbox``            alerting    (event, channel): delivery state and claims
 ====================  ==========  =====================================================
@@ -42,6 +48,9 @@ agents = Table(
     Column("version", String(64)),
     Column("first_seen", Float, nullable=False),
     Column("last_seen", Float, nullable=False),
+    #: the parents the agent declared (``parents:`` in its config, sent in HELLO and
+    #: REGISTER): a list of "HOST" or "HOST/CHECK"; NULL when it declared none
+    Column("parents", JSON(none_as_null=True)),
 )
 
 agent_routers = Table(
@@ -115,6 +124,9 @@ check_state = Table(
     Column("last_notified", Float),
     Column("flap_notified", Boolean, nullable=False),
     Column("updated", Float, nullable=False),
+    #: the parent reference holding this check's problems back (its host UNREACHABLE
+    #: behind it, or a parent check in a HARD problem); NULL when none does
+    Column("unreachable", String(512)),
 )
 
 host_state = Table(
@@ -130,6 +142,9 @@ host_state = Table(
     Column("notified", Boolean, nullable=False),
     Column("pending", Boolean, nullable=False),
     Column("updated", Float, nullable=False),
+    #: the parent reference this DOWN host is UNREACHABLE behind (paged nobody); NULL
+    #: when it is not (up, or plainly DOWN)
+    Column("unreachable", String(512)),
     Index("ix_host_state_deadline", "deadline"),
     Index("ix_host_state_pending", "pending"),
 )
@@ -194,6 +209,63 @@ acknowledgements = Table(
     Index("ix_acknowledgements_ended", "ended"),
 )
 
+#: Written by ``fleetwatch downtime`` (a new row, or ``removed`` by ``downtime remove``);
+#: the alerting sinks read those that may cover now or just ended
+#: (:mod:`sinks.alerting.downtimestore`). ``end`` is None for a recurring one without an end;
+#: ``every`` its schedule (:mod:`sinks.alerting.downtimes`); ``duration`` a cron schedule's
+#: window length; ``flexible`` the seconds a flexible one lasts from a problem's start.
+downtimes = Table(
+    "downtimes", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("host", String(255), nullable=False),
+    Column("check_name", String(255)),
+    Column("start", Float, nullable=False),
+    Column("end", Float),
+    Column("every", String(255)),
+    Column("duration", Float),
+    Column("flexible", Float),
+    Column("children", Boolean, nullable=False),
+    Column("comment", Text, nullable=False),
+    Column("author", String(255), nullable=False),
+    Column("created", Float, nullable=False),
+    Column("removed", Float),
+    Index("ix_downtimes_end", "end"),
+)
+
+#: The alerts a downtime held back, as ``suppressed`` is for silences.
+downtime_suppressed = Table(
+    "downtime_suppressed", metadata,
+    Column("downtime_id", Integer, primary_key=True),
+    Column("key", String(512), primary_key=True),
+    Column("action", String(16), primary_key=True),
+    Column("severity", String(16), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("uuid", ID),
+    Column("hostname", String(255)),
+    Column("check_name", String(255)),
+    Column("summary", Text, nullable=False),
+    Column("created", Float, nullable=False),
+)
+
+#: One row per told problem (a check's HARD problem, a host DOWN) from its first
+#: notification until its resolve went out (:mod:`sinks.alerting.escalation`): written
+#: under the problem's ``check_state`` / ``host_state`` row lock, so its count is exact.
+notified_problems = Table(
+    "notified_problems", metadata,
+    Column("key", KEY, primary_key=True),
+    Column("uuid", ID, nullable=False),
+    Column("check_name", String(255)),
+    Column("kind", String(16), nullable=False),
+    Column("opened", Float, nullable=False),
+    Column("notifications", Integer, nullable=False),
+    Column("severity", String(16), nullable=False),
+    Column("status", Integer),
+    Column("summary", Text, nullable=False),
+    Column("escalated", JSON),
+    Column("updated", Float, nullable=False),
+    Index("ix_notified_problems_opened", "opened"),
+)
+
 #: The alert outbox (:mod:`sinks.alerting.outbox`): an alert event is recorded in the
 #: transaction that changed the state behind it, then delivered from ``outbox``, one row
 #: per channel (``pending`` until ``sent``, or ``failed``).
@@ -236,12 +308,14 @@ outbox = Table(
     Index("ix_outbox_event", "event_id"),
 )
 
-#: owner (a sink type, or the ``fleetwatch silence`` / ``ack`` command) -> the tables it creates
+#: owner (a sink type, or the ``fleetwatch silence`` / ``ack`` / ``downtime`` command) -> the tables it creates
 OWNED = {
     "registry": (agents, agent_routers, plugins),
     "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,
-                 suppressed, acknowledgements, alert_events, outbox),
+                 suppressed, acknowledgements, downtimes, downtime_suppressed,
+                 notified_problems, alert_events, outbox),
     "silences": (silences,),
     "acks": (acknowledgements,),
+    "downtimes": (downtimes,),
 }
 

@@ -6,8 +6,9 @@ reminders back, is announced once whichever sink ticks, ends at its expiry on th
 boundary), and a sticky one lasts over a change and ends at recovery. Then real processes:
 a failing check with reminders every second through a real router, a real alerting sink
 and a real HTTP receiver: ``ack add`` stops the reminders, the receiver gets
-``acknowledge`` with the trigger's dedup key, ``status`` and ``alerts`` show it, and after
-the recovery it is gone.
+``acknowledge`` with the trigger's dedup key, ``status`` and ``alerts`` show it,
+``status --problems`` drops it from the unhandled problems, and after the recovery it is
+gone.
 """
 
 from __future__ import annotations
@@ -240,6 +241,11 @@ def failing_plugin(fleet):
     return folder, flag
 
 
+def problems(fleet, op) -> dict:
+    """``fleetwatch status --problems --json``: the unhandled problems (exit status 0)."""
+    return json.loads(fleet.cli("status", "--problems", "--json", "--config", str(op)).stdout)
+
+
 def test_ack_stops_reminders_and_pages_acknowledge_with_the_trigger_key(fleet):
     hook = HttpReceiver().start()
     try:
@@ -265,6 +271,7 @@ def test_ack_stops_reminders_and_pages_acknowledge_with_the_trigger_key(fleet):
         wait_for(lambda: len(posts("trigger")) >= 2, 30, 0.1, "a trigger and a reminder")
         key = posts("trigger")[0]["dedup_key"]
         assert key.endswith("/check/check_flaky")
+        assert "check_flaky" in [p["check"] for p in problems(fleet, op)["problems"]]
         out = fleet.cli("ack", "add", "agent-host", "check_flaky", "--comment", "on it",
                         "--config", str(op)).stdout
         assert out.startswith("ack 1: agent-host check_flaky (CRITICAL) [")
@@ -293,6 +300,9 @@ def test_ack_stops_reminders_and_pages_acknowledge_with_the_trigger_key(fleet):
         shown = [a for a in fleet.alerts(op) if a["key"] == key and a["action"] == "trigger"]
         assert shown[0]["ack"]["comment"] == "on it"
         assert "ACK " in fleet.cli("status", "--config", str(op)).stdout
+        unhandled = problems(fleet, op)                               # the on-call view
+        assert "check_flaky" not in [p["check"] for p in unhandled["problems"]]
+        assert unhandled["handled"] == 1
 
         flag.write_text("OK")
         wait_for(lambda: posts("resolve"), 30, 0.1, "the recovery")

@@ -203,6 +203,11 @@ def test_availability(h, lake):
         ("web2-old", d1, last_day, 0.0, last_day)]
     pct = {(r["hostname"], r["date"]): r["uptime_pct"] for r in h.availability().collect()}
     assert pct[("db1", d0)] == 75.0 and pct[("web2-old", d1)] == 0.0
+    # web1's downtime (11:00 .. 13:00) covers the second half of its silence
+    planned = rows(h.availability(exclude_downtime=True), "hostname", "date", "seconds",
+                   "up_seconds", "down_seconds")
+    assert planned == [row if row[:2] != ("web1", d0) else ("web1", d0, DAY, DAY - 3600.0,
+                                                            3600.0) for row in got]
     assert pct[("web1", d0)] == pytest.approx(100 * (DAY - 7200) / DAY)
     # with a 1 h interval the 2 h gap is within 3 intervals: up
     assert rows(h.availability("web1", interval="1h", until=lake.at(DAY)), "up_seconds") \
@@ -433,8 +438,8 @@ def test_expire(spark, tmp_path, capsys):
     assert sorted((p.table, p.date) for p in dropped) == sorted(
         [("registrations", day[0])] + [(t, day[1]) for t in
                                        ("metrics", "heartbeats", "results", "notifications",
-                                        "registrations", "heartbeat_spans")])
-    assert "dropped 7 partitions older than " + day[2] in capsys.readouterr().out
+                                        "registrations", "heartbeat_spans", "lifecycle")])
+    assert "dropped 8 partitions older than " + day[2] in capsys.readouterr().out
     for table in ("metrics", "heartbeats", "results", "notifications", "heartbeat_spans"):
         assert _dates(spark, lake.path, table) == [day[2]]
     assert _dates(spark, lake.path, "registrations") == []

@@ -57,6 +57,9 @@ def test_notebook_runs(spark, history_lake, monkeypatch, capsys, plots):
     assert [r["hostname"] for r in ns["top"]] == ["web1", "web2-old", "db1"]
     assert len(ns["timeline"]) == 6 and len(ns["alerts"]) == 5 and len(ns["notes"]) == 3
     assert len(ns["availability"]) == 6
+    assert [r["kind"] for r in ns["lifecycle"]] == ["alert", "alert", "downtime", "downtime"]
+    assert sum(r["down_seconds"] for r in ns["availability"]) - \
+        sum(r["down_seconds"] for r in ns["planned"]) == 3600.0    # web1's downtime
     assert [(r["hostname"], r["plugin"], r["runs"], r["not_ok"]) for r in ns["by_check"]] == [
         ("web1", "load", 7, 3), ("db1", "disk", 2, 1), ("web2-old", "http", 1, 1)]
     assert "metrics                  57 rows" in out and "cpu.user on web1" in out

@@ -72,7 +72,9 @@ def test_status_merges_the_registry_and_live_routers(fleet, router):
     assert set(agents) == {KNOWN, ATTACHED, GONE}
     assert agents[KNOWN] == {"uuid": KNOWN, "hostname": "web-1", "version": None,
                              "alive": True, "last_seen": "2023-11-14T22:15:00.000Z",
-                             "routers": ["fake-1"], "ack": None}
+                             "routers": ["fake-1"], "ack": None, "handled": {
+                                 "ack": None, "downtime": None, "unreachable": None,
+                                 "host": None, "stale": None}}
     assert agents[ATTACHED]["alive"] and agents[ATTACHED]["hostname"] == "db-1"
     # attached to neither: not on the router that answered, unknown on the other
     assert agents[GONE]["alive"] is None and agents[GONE]["routers"] == []

@@ -86,6 +86,17 @@ def test_registry_and_alerting_writes_and_reads(pg_url):
         assert alert["text"] == "disk full" and alert["hostname"] == "web-1"
         (check,) = read(pg_url, reads.checks)
         assert check["command_id"] == "s:2" and check["status"] == 0
+        (judged,) = read(pg_url, reads.check_state)
+        assert judged["status"] == 0 and judged["unreachable"] is None
+        # an older version's database, before an owner added the new nullable columns
+        eng = db.engine(pg_url)
+        with eng.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE check_state DROP COLUMN unreachable")
+            conn.exec_driver_sql("ALTER TABLE agents DROP COLUMN parents")
+        eng.dispose()
+        (judged,) = read(pg_url, reads.check_state)
+        (agent,) = read(pg_url, reads.agents)
+        assert (judged["unreachable"], agent["parents"]) == (None, None)
     finally:
         registry.close()
         alerting.close()

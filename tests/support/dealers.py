@@ -1,15 +1,18 @@
 """Many agent connections from one process: for tests and benchmarks of fleets at scale.
 
     python tests/support/dealers.py ENDPOINT COUNT PREFIX [--heartbeat S] [--timeout S]
+                                    [--beat]
 
 Opens COUNT DEALER sockets (plain TCP, each with a random routing id as agents announce)
 to the router's agents ENDPOINT, across contexts of at most 1,000 sockets each, and says
 HELLO on each as agent ``PREFIX-N`` (uuid and hostname), resending a HELLO that got no
 WELCOME within a second (a router paces admissions). Prints ``ready COUNT`` once every
 connection got its WELCOME, then holds them until its standard input closes, and closes
-every socket (linger 0) before it exits. Exit status 1 with one line on stderr if not all
-are welcomed within ``--timeout``; 77 if the descriptor limit cannot cover COUNT sockets
-(about two descriptors each: the TCP connection and the socket's mailbox).
+every socket (linger 0) before it exits. With ``--beat`` each also sends a HEARTBEAT every
+``--heartbeat`` seconds while it holds them, as an agent does (silent once it exits).
+Exit status 1 with one line on stderr if not all are welcomed within ``--timeout``; 77 if
+the descriptor limit cannot cover COUNT sockets (about two descriptors each: the TCP
+connection and the socket's mailbox).
 """
 
 from __future__ import annotations
@@ -43,6 +46,19 @@ def hello(uuid: str, heartbeat: float) -> list[bytes]:
                                          role="agent"))
 
 
+def beat(socks: list, prefix: str, interval: float) -> None:
+    """HEARTBEATs every ``interval`` on each socket (what arrives is read and dropped)
+    until standard input closes."""
+    import select
+    while not select.select([sys.stdin], [], [], interval)[0]:
+        for n, sock in enumerate(socks):
+            while sock.poll(0):
+                sock.recv_multipart()
+            sock.send_multipart(protocol.encode(protocol.make(
+                "HEARTBEAT", f"{prefix}-{n}", interval=interval)), zmq.NOBLOCK)
+    sys.stdin.read()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("endpoint")
@@ -50,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("prefix")
     p.add_argument("--heartbeat", type=float, default=600.0)
     p.add_argument("--timeout", type=float, default=60.0)
+    p.add_argument("--beat", action="store_true", help="send HEARTBEATs while holding")
     args = p.parse_args(argv)
     needed = args.count * FDS_PER_SOCKET + 64
     limit = raise_fd_limit(needed)
@@ -92,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
                 socks[n].send_multipart(hello(f"{args.prefix}-{n}", args.heartbeat),
                                         zmq.NOBLOCK)
         print(f"ready {args.count}", flush=True)
-        sys.stdin.read()            # until the parent closes our standard input
+        if args.beat:
+            beat(socks, args.prefix, args.heartbeat)
+        else:
+            sys.stdin.read()        # until the parent closes our standard input
         return 0
     finally:
         for sock in socks:

@@ -30,6 +30,10 @@ critical "db down" at D1+100.
 
 registrations: HELLO web2-old at D-1 23:00; HELLO web1 and db1 at D0 00:00; REGISTER web1
 ``agent`` with the load plugin at 10.
+
+lifecycle (as compaction copies it from the state database): web1's ``load`` alert trigger
+at 1800 and resolve at 3000; a downtime of ``web1`` from D0 11:00 to 13:00 (the second half
+of its heartbeat gap: 3600 s of it are excused by ``availability(exclude_downtime=True)``).
 """
 
 from __future__ import annotations
@@ -144,11 +148,30 @@ def rows(base: float) -> dict[str, list[dict]]:
     return r.tables
 
 
+def lifecycle_rows(base: float) -> list[dict]:
+    alert = dict(kind="alert", id=None, key="u-web1/check/load", uuid="u-web1",
+                 hostname="web1", check_name="load", severity="critical", status=2,
+                 text="LOAD 2", details='{"kind": "check"}')
+    window = dict(kind="downtime", id=1, hostname="web1", author="ops", comment="reboot",
+                  start=_ts(base + 39600), end=_ts(base + 46800),
+                  details='{"every": null, "duration": null, "flexible": null, '
+                          '"children": false}')
+    rows = [{**alert, "id": 1, "action": "trigger", "ts": _ts(base + 1800),
+             "event_id": "alert/1"},
+            {**alert, "id": 2, "action": "resolve", "ts": _ts(base + 3000), "status": 0,
+             "event_id": "alert/2"},
+            {**window, "action": "start", "ts": _ts(base + 39600),
+             "event_id": f"downtime/1/{base + 39600:.3f}/start"},
+            {**window, "action": "end", "ts": _ts(base + 46800), "reason": "ended",
+             "event_id": f"downtime/1/{base + 39600:.3f}/end"}]
+    return [{**r, PARTITION: _day(base)} for r in rows]
+
+
 def make_lake(spark, root, base: float | None = None) -> Lake:
     """Write the lake under ``root`` (tables only) and return where and when it is."""
     root = Path(root)
     base = midnight_days_ago(3) if base is None else float(base)
-    for name, table in rows(base).items():
+    for name, table in {**rows(base), "lifecycle": lifecycle_rows(base)}.items():
         schema = TABLES[name]
         data = [tuple(row.get(f.name) for f in schema.fields) for row in table]
         (spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite")

@@ -1,0 +1,242 @@
+"""Dependencies at work in the alerting sink: UNREACHABLE hosts, checks held by a parent.
+
+The SQL side of :mod:`sinks.alerting.dependencies`, called from a
+:class:`sinks.alerting.evaluation.Pass` inside its transaction:
+
+- :class:`Topology` (one per sink): the :class:`~sinks.alerting.dependencies.Graph` from the
+  config's ``alerting.dependencies`` and the parents agents declared (``agents.parents``,
+  kept by the registry), built again when either changed (the declarations are looked at
+  every ``every`` seconds). A cycle the declarations make is broken and logged, throttled.
+- :func:`judge_host`, from the expiry pass, for an agent past its deadline: which parent,
+  if any, holds it (:func:`sinks.alerting.freshness.blocking`, the rule that holds a stale
+  check behind its host). A parent DOWN (or UNREACHABLE itself), or a parent check in a
+  HARD problem: the host is UNREACHABLE (``host_state.unreachable``), its DOWN is held and
+  pages nobody, and the tick looks at it again (it is ``pending``) until the parent is
+  back: then, still silent, it is DOWN and pages once. A parent not heard since the
+  child's deadline, or a parent check in a SOFT problem: the child is not judged yet.
+- :func:`check_blocker`, from every check evaluation: the parent that holds the check's
+  problem alerts back (its host UNREACHABLE, or a parent check in a HARD problem),
+  recorded as ``check_state.unreachable``; a held alert is not told to the state machine,
+  so it is raised again: by :func:`release` at the tick once the parent is fine.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from sqlalchemy import func, select, tuple_
+
+from sinks.alerting import checks as checkstate, freshness, state as alertstate
+from sinks.alerting.ackstore import Cover
+from sinks.alerting.dependencies import Graph, Ref, declared_refs, path_text
+from sinks.state import db, schema
+
+if TYPE_CHECKING:
+    from sinks.alerting.evaluation import Pass
+
+log = logging.getLogger(__name__)
+
+#: held checks looked at per tick, at most (the rest at the next tick)
+LIMIT = 1000
+#: seconds a silent host is held at most behind a parent not decided (longer than any
+#: parent's host timeout should be; a parent check stuck in a SOFT problem ends it)
+HOLD_MAX = 600.0
+
+
+class Topology:
+    """The dependency graph of one sink: the config's rules and the agents' declarations."""
+
+    def __init__(self, every: float = 2.0, clock=time.monotonic):
+        self.every, self.clock = every, clock
+        self._graph = Graph()
+        self._rules = None
+        self._mark = None
+        self._next = None
+
+    def graph(self, conn, rules, throttle=None) -> Graph:
+        rules = tuple(rules)
+        now = self.clock()
+        if self._next is not None and now < self._next and rules == self._rules:
+            return self._graph
+        self._next = now + self.every
+        mark, declared = self._declared(conn, rules)
+        if declared is None:
+            return self._graph
+        self._rules, self._mark = rules, mark
+        self._graph = Graph(rules, declared)
+        for cycle in self._graph.broken:
+            message = ("the parents agents declared make a cycle %s: its last declared edge "
+                       "is ignored")
+            if throttle is not None:
+                throttle.warning(f"cycle:{path_text(cycle)}", message, path_text(cycle))
+            else:
+                log.warning(message, path_text(cycle))
+        return self._graph
+
+    def _declared(self, conn, rules):
+        """The agents' declarations, read again only when they may have changed (a HELLO
+        or REGISTER of an agent that declares some moves the mark)."""
+        if not db.has_tables(conn, "agents"):
+            return None, {}
+        t = schema.agents
+        declaring = (t.c.parents.is_not(None), t.c.hostname.is_not(None))
+        mark = tuple(conn.execute(select(func.count(), func.max(t.c.last_seen))
+                                  .where(*declaring)).one())
+        if mark == self._mark and rules == self._rules:
+            return mark, None
+        declared = {}
+        for r in conn.execute(select(t.c.hostname, t.c.parents).where(*declaring)
+                              .order_by(t.c.last_seen)):
+            declared[r.hostname] = declared_refs(r.parents)[0]   # the latest agent wins
+        return mark, declared
+
+
+def uuids_of(conn, hostnames) -> dict[str, str]:
+    """The uuid of each hostname (the agent seen last, when several carry it)."""
+    hostnames = sorted(set(hostnames))
+    if not hostnames or not db.has_tables(conn, "agents"):
+        return {}
+    t = schema.agents
+    rows = conn.execute(select(t.c.hostname, t.c.uuid).where(t.c.hostname.in_(hostnames))
+                        .order_by(t.c.last_seen, t.c.uuid))
+    return {r.hostname: r.uuid for r in rows}
+
+
+def parent_states(conn, refs) -> dict[str, freshness.Host | None]:
+    """Each parent as the freshness rule sees it: a host's ``host_state`` (UNREACHABLE is
+    not up either), a check's ``check_state`` (:meth:`freshness.Host.of_check`); None for a
+    parent nobody has heard of (it holds nothing)."""
+    refs = sorted(set(refs), key=Ref.key)
+    uuids = uuids_of(conn, (r.host for r in refs))
+    out: dict[str, freshness.Host | None] = {str(r): None for r in refs}
+    hosts = [uuids[r.host] for r in refs if r.check is None and r.host in uuids]
+    if hosts:
+        known = {h.uuid: h for h in _host_rows(conn, hosts)}
+        for r in refs:
+            row = known.get(uuids.get(r.host)) if r.check is None else None
+            if row is not None:
+                out[str(r)] = freshness.Host(bool(row.up), row.last_heard)
+    checks = [(uuids[r.host], r.check) for r in refs if r.check is not None and r.host in uuids]
+    if checks:
+        t = schema.check_state
+        known = {(c.uuid, c.plugin): c for c in conn.execute(
+            select(t.c.uuid, t.c.plugin, t.c.status, t.c.hard)
+            .where(tuple_(t.c.uuid, t.c.plugin).in_(checks)))}
+        for r in refs:
+            row = known.get((uuids.get(r.host), r.check)) if r.check is not None else None
+            if row is not None:
+                out[str(r)] = freshness.Host.of_check(row.status != checkstate.OK, bool(row.hard))
+    return out
+
+
+def _host_rows(conn, uuids):
+    t = schema.host_state
+    return conn.execute(select(t.c.uuid, t.c.up, t.c.last_heard).where(
+        t.c.name == "", t.c.last_heard > 0, t.c.uuid.in_(sorted(set(uuids)))))
+
+
+def _graph(run: Pass) -> Graph:
+    return run.sink.topology.graph(run.conn, run.config.dependencies, run.sink.throttle)
+
+
+def judge_host(run: Pass, uuid: str, deadline: float) -> tuple[str, str] | None:
+    """What holds agent ``uuid``, silent past ``deadline``: ``(parent, reason)``, reason
+    :data:`freshness.DOWN` (it is UNREACHABLE) or :data:`freshness.QUIET` (not judged
+    yet); None: nothing, it is DOWN. Not judged is for :data:`HOLD_MAX` seconds at most
+    (a parent check left in a SOFT problem by a plugin that stopped must not hold its
+    children for ever)."""
+    graph = _graph(run)
+    hostname = run.hostname(uuid) if graph else None
+    refs = graph.parents(Ref(hostname)) if hostname else ()
+    if not refs:
+        return None
+    seen = run.parents_seen.get(refs)
+    if seen is None:                    # (children behind one parent: read it once)
+        seen = run.parents_seen[refs] = parent_states(run.conn, refs)
+    blocked = freshness.blocking(seen, deadline)
+    if blocked is not None and blocked[1] == freshness.QUIET \
+            and run.now - deadline > HOLD_MAX:
+        run.sink.throttle.warning(f"hold:{blocked[0]}", "parent %s still not decided %d s "
+                                  "after a child's deadline: the child is judged without it",
+                                  blocked[0], HOLD_MAX)
+        return None
+    return blocked
+
+
+def unreachable(run: Pass, uuid: str, state, blocked: tuple[str, str] | None):
+    """``state`` (a silent agent's, DOWN) with the parent it is UNREACHABLE behind, or none."""
+    parent = blocked[0] if blocked is not None else None
+    if parent != state.unreachable:
+        if parent is not None:
+            run.counts["host_unreachable"] += 1
+            log.info("host %s (%s) UNREACHABLE behind %s: held, no page", run.hostname(uuid),
+                     uuid, parent)
+        else:
+            log.info("host %s (%s): parent %s is fine, the host is DOWN", run.hostname(uuid),
+                     uuid, state.unreachable)
+    return replace(state, unreachable=parent)
+
+
+def check_blocker(run: Pass, key: tuple[str, str]) -> str | None:
+    """The parent holding check ``key``'s problem alerts back: its host's, when the host is
+    UNREACHABLE; else the first parent check in a HARD problem; None when none."""
+    graph = _graph(run)
+    if not graph:
+        return None
+    uuid, plugin = key
+    if run.unreachable_hosts is None:
+        t = schema.host_state
+        run.unreachable_hosts = dict(run.conn.execute(select(t.c.uuid, t.c.unreachable).where(
+            t.c.name == "", t.c.unreachable.is_not(None))).all())
+    parent = run.unreachable_hosts.get(uuid)
+    if parent is not None:
+        return parent
+    hostname = run.hostname(uuid)
+    refs = graph.parents(Ref(hostname, plugin)) if hostname else ()
+    if not refs:
+        return None
+    for ref, host in sorted(parent_states(run.conn, refs).items()):
+        if freshness.held(host, run.now) == freshness.DOWN:
+            return ref
+    return None
+
+
+def release(run: Pass) -> None:
+    """The tick's pass: checks held by a parent that is fine again get their owed alert now
+    (not at their next result), one across every alerting sink (under the check locks)."""
+    conn = run.conn
+    if not _graph(run) or not db.has_tables(conn, "check_state"):
+        return
+    t = schema.check_state
+    keys = [(r.uuid, r.plugin) for r in conn.execute(
+        select(t.c.uuid, t.c.plugin).where(t.c.unreachable.is_not(None))
+        .order_by(t.c.updated).limit(LIMIT))]
+    if not keys:
+        return
+    states = alertstate.lock_checks(conn, keys, run.now, run.sink.known_checks)
+    declared = run.sink.lookups.max_attempts(conn, keys)
+    latest = _latest(conn, keys)
+    acked = Cover(conn, keys, run.now)
+    changed = {}
+    for key in keys:
+        state = states[key]
+        if state.unreachable is None:
+            continue                    # another sink got there first
+        policy = run.config.check_policy(declared.get(key))
+        output, long_output = latest.get(key, ("", ""))
+        state = run.check_alerts(key, state, checkstate.owed(state),
+                                 policy.max_attempts, output, long_output, acked)
+        changed[key] = (state, policy.max_attempts)
+        if state.unreachable is None:
+            run.counts["check_released"] += 1
+    alertstate.save_checks(conn, changed, run.now)
+
+
+def _latest(conn, keys) -> dict[tuple[str, str], tuple[str, str]]:
+    t = schema.checks
+    return {(r.uuid, r.plugin): (r.output, r.long_output) for r in conn.execute(
+        select(t.c.uuid, t.c.plugin, t.c.output, t.c.long_output)
+        .where(tuple_(t.c.uuid, t.c.plugin).in_(keys)))}

@@ -1,0 +1,137 @@
+"""The lifecycle export (sinks/history/lifecycle.py): rows from the state database, the
+watermark, and the overlap compaction deduplicates. SQLite here; the Spark side and
+PostgreSQL are in tests/integration/test_history_lifecycle.py."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import insert, update
+
+from sinks.history.lifecycle import LAG, Mark, export
+from sinks.state import db, schema
+
+T0 = 1_795_000_000.0
+DAY = 86400.0
+
+
+@pytest.fixture
+def conn(tmp_path):
+    eng = db.engine(f"sqlite:///{tmp_path / 'state.db'}")
+    db.create(eng, "alerting")
+    with eng.begin() as c:
+        yield c
+    eng.dispose()
+
+
+def alert(conn, created, action="trigger", key="u1/check/load"):
+    conn.execute(insert(schema.alert_events).values(
+        key=key, kind="check", action=action, severity="critical", uuid="u1",
+        hostname="web1", check_name="load", status=2, summary="LOAD 9", text="",
+        created=created))
+
+
+def ack(conn, created, **kw):
+    values = dict(key="u1/check/load", uuid="u1", check_name="load", status=2,
+                  sticky=False, notify=True, comment="on it", author="ann",
+                  created=created, **kw)
+    return conn.execute(insert(schema.acknowledgements).values(**values)).inserted_primary_key[0]
+
+
+def downtime(conn, start, end, every=None, duration=None, created=None, **kw):
+    values = dict(host="web*", check_name=None, start=start, end=end, every=every,
+                  duration=duration, flexible=None, children=False, comment="patching",
+                  author="bob", created=start if created is None else created, **kw)
+    return conn.execute(insert(schema.downtimes).values(**values)).inserted_primary_key[0]
+
+
+def ids(rows):
+    return sorted(r["event_id"] for r in rows)
+
+
+def test_first_export_takes_everything_up_to_now(conn):
+    alert(conn, T0)
+    alert(conn, T0 + 100, "resolve")
+    alert(conn, T0 + 900)                                   # after now: next time
+    a = ack(conn, T0 + 10, expire=T0 + 50, ended=T0 + 50, end_reason="expired")
+    d = downtime(conn, T0 + 20, T0 + 200)
+    out = export(conn, Mark(), now=T0 + 500)
+    assert ids(out.rows) == sorted(["alert/1", "alert/2", f"ack/{a}/start", f"ack/{a}/end",
+                                    f"downtime/{d}/{T0 + 20:.3f}/start",
+                                    f"downtime/{d}/{T0 + 20:.3f}/end"])
+    by = {r["event_id"]: r for r in out.rows}
+    assert by[f"ack/{a}/end"]["reason"] == "expired" and by[f"ack/{a}/end"]["ts"] == T0 + 50
+    assert by[f"ack/{a}/start"]["author"] == "ann" and by[f"ack/{a}/start"]["end"] == T0 + 50
+    end = by[f"downtime/{d}/{T0 + 20:.3f}/end"]
+    assert (end["start"], end["end"], end["reason"], end["hostname"]) == \
+        (T0 + 20, T0 + 200, "ended", "web*")
+    assert out.mark == Mark(T0 + 500, (), ())
+
+
+def test_open_acks_and_downtimes_are_followed_until_they_end(conn):
+    a = ack(conn, T0, expire=T0 + 100)
+    d = downtime(conn, T0, T0 + 10 * LAG)
+    first = export(conn, Mark(), now=T0 + 50)
+    assert ids(first.rows) == sorted([f"ack/{a}/start", f"downtime/{d}/{T0:.3f}/start"])
+    assert first.mark == Mark(T0 + 50, (a,), (d,))
+    # much later the sink's tick ends the ack at its expiry, long before the watermark,
+    # and the downtime is removed
+    later = T0 + 5 * LAG
+    conn.execute(update(schema.acknowledgements).values(ended=T0 + 100, end_reason="expired"))
+    conn.execute(update(schema.downtimes).values(removed=later - 10))
+    second = export(conn, Mark(T0 + 3 * LAG, (a,), (d,)), now=later)
+    assert ids(second.rows) == sorted([f"ack/{a}/start", f"ack/{a}/end",
+                                       f"downtime/{d}/{T0:.3f}/start",
+                                       f"downtime/{d}/{T0:.3f}/end"])
+    end = {r["event_id"]: r for r in second.rows}[f"downtime/{d}/{T0:.3f}/end"]
+    assert (end["ts"], end["reason"]) == (later - 10, "removed")
+    assert second.mark == Mark(later, (), ())
+
+
+def test_the_overlap_and_nothing_older(conn):
+    alert(conn, T0)                     # before the watermark less LAG: stored long ago
+    alert(conn, T0 + 2 * LAG)           # in the overlap: read again, dropped by compaction
+    alert(conn, T0 + 3 * LAG + 5)       # new
+    out = export(conn, Mark(T0 + 3 * LAG), now=T0 + 4 * LAG)
+    assert ids(out.rows) == ["alert/2", "alert/3"]
+
+
+def test_recurring_downtime_windows_and_a_removal_before_one_starts(conn, monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    midnight = 1_794_960_000.0          # a UTC midnight (2026-11-18, a Wednesday)
+    d = downtime(conn, midnight, None, every="daily 02:00-03:00")
+    gone = downtime(conn, midnight + 5 * 3600, midnight + 9 * 3600,
+                    removed=midnight + 4 * 3600)
+    out = export(conn, Mark(), now=midnight + DAY + 2.5 * 3600)
+    starts = [midnight + 2 * 3600, midnight + DAY + 2 * 3600]
+    assert ids(out.rows) == sorted([f"downtime/{d}/{starts[0]:.3f}/start",
+                                    f"downtime/{d}/{starts[0]:.3f}/end",
+                                    f"downtime/{d}/{starts[1]:.3f}/start"])
+    assert out.mark.downtimes == (d,) and gone not in out.mark.downtimes
+
+
+def test_held_and_muted_alerts(conn):
+    row = dict(key="u1/check/load", action="trigger", severity="critical", kind="check",
+               uuid="u1", hostname="web1", check_name="load", summary="LOAD 9",
+               created=T0)
+    conn.execute(insert(schema.suppressed).values(silence_id=3, **row))
+    conn.execute(insert(schema.downtime_suppressed).values(downtime_id=4, **row))
+    out = export(conn, Mark(), now=T0 + 1)
+    assert sorted((r["kind"], r["id"], r["action"]) for r in out.rows) == \
+        [("held", 4, "trigger"), ("muted", 3, "trigger")]
+
+
+def test_a_database_without_the_tables_gives_nothing(tmp_path):
+    eng = db.engine(f"sqlite:///{tmp_path / 'empty.db'}")
+    with eng.connect() as c:
+        out = export(c, Mark(), now=T0)
+    eng.dispose()
+    assert out.rows == [] and out.mark == Mark(T0)
+
+
+
+def test_history_state_url_must_be_a_url():
+    from sinks.history.config import HistorySettings
+    HistorySettings(state_url="").validate()                # the default: no lifecycle
+    HistorySettings(state_url="postgresql+psycopg://fw@db/fleetwatch").validate()
+    with pytest.raises(ValueError, match="^state_url: expected a SQLAlchemy URL"):
+        HistorySettings(state_url="state.db").validate()

@@ -166,6 +166,29 @@ class Pass:
                 state = checkstate.delivered(state, alert, self.now)
         return state
 
+    def owed(self, keys: list[tuple[str, str]], wanted) -> list:
+        """Checks ``keys``, locked, that are still ``wanted(state)`` under the lock (another
+        sink may have just done it) go through :meth:`check_alerts` with the alerts their
+        state is owed (:func:`sinks.alerting.checks.owed`: held back by a silence, a
+        downtime or a parent, and not told since) and the output of their latest result.
+        Returns their states, as saved."""
+        states = alertstate.lock_checks(self.conn, keys, self.now, self.sink.known_checks)
+        declared = self.sink.lookups.max_attempts(self.conn, keys)
+        outputs = alertstate.latest_outputs(self.conn, keys)
+        acked = Cover(self.conn, keys, self.now)
+        changed = {}
+        for key in keys:
+            state = states[key]
+            if not wanted(state):
+                continue
+            policy = self.config.check_policy(declared.get(key))
+            output, long_output = outputs.get(key, ("", ""))
+            changed[key] = (self.check_alerts(key, state, checkstate.owed(state),
+                                              policy.max_attempts, output, long_output,
+                                              acked), policy.max_attempts)
+        alertstate.save_checks(self.conn, changed, self.now)
+        return [state for state, _ in changed.values()]
+
     def heartbeats(self, beats: dict) -> None:
         if not beats:
             return

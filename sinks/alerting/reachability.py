@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select, tuple_
 
-from sinks.alerting import checks as checkstate, freshness, state as alertstate
-from sinks.alerting.ackstore import Cover
+from sinks.alerting import checks as checkstate, freshness
 from sinks.alerting.dependencies import Graph, Ref, declared_refs, path_text
 from sinks.state import db, schema
 
@@ -216,27 +215,5 @@ def release(run: Pass) -> None:
         .order_by(t.c.updated).limit(LIMIT))]
     if not keys:
         return
-    states = alertstate.lock_checks(conn, keys, run.now, run.sink.known_checks)
-    declared = run.sink.lookups.max_attempts(conn, keys)
-    latest = _latest(conn, keys)
-    acked = Cover(conn, keys, run.now)
-    changed = {}
-    for key in keys:
-        state = states[key]
-        if state.unreachable is None:
-            continue                    # another sink got there first
-        policy = run.config.check_policy(declared.get(key))
-        output, long_output = latest.get(key, ("", ""))
-        state = run.check_alerts(key, state, checkstate.owed(state),
-                                 policy.max_attempts, output, long_output, acked)
-        changed[key] = (state, policy.max_attempts)
-        if state.unreachable is None:
-            run.counts["check_released"] += 1
-    alertstate.save_checks(conn, changed, run.now)
-
-
-def _latest(conn, keys) -> dict[tuple[str, str], tuple[str, str]]:
-    t = schema.checks
-    return {(r.uuid, r.plugin): (r.output, r.long_output) for r in conn.execute(
-        select(t.c.uuid, t.c.plugin, t.c.output, t.c.long_output)
-        .where(tuple_(t.c.uuid, t.c.plugin).in_(keys)))}
+    looked = run.owed(keys, lambda state: state.unreachable is not None)  # (else done)
+    run.counts["check_released"] += sum(state.unreachable is None for state in looked)

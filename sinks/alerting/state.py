@@ -155,6 +155,14 @@ def save_checks(conn: Connection, states: dict[CheckKey, tuple[CheckState, int]]
                   for (u, p), (state, attempts) in sorted(states.items())])
 
 
+def latest_outputs(conn: Connection, keys: list[CheckKey]) -> dict[CheckKey, tuple[str, str]]:
+    """(output, long_output) of each check's latest result (``checks``)."""
+    t = schema.checks
+    return {(r.uuid, r.plugin): (r.output, r.long_output) for r in conn.execute(
+        select(t.c.uuid, t.c.plugin, t.c.output, t.c.long_output)
+        .where(tuple_(t.c.uuid, t.c.plugin).in_(keys)))}
+
+
 # ---------------------------------------------------------------- hosts
 
 def lock_hosts(conn: Connection, keys: Iterable[HostKey], now: float,

@@ -13,10 +13,8 @@ gone.
 
 from __future__ import annotations
 
-import contextlib
-import io
+import functools
 import json
-import stat
 
 import pytest
 
@@ -24,74 +22,23 @@ from support.channelservers import HttpReceiver
 from support.clock import Clock
 from support.fleet import wait_for
 from support.threads import in_threads
-from fleetwatch import cli, protocol
-from fleetwatch.config import build
-from fleetwatch.protocol import Relayed
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
-from sinks.alerting.config import AlertingConfig  # noqa: E402
-from sinks.alerting.sink import AlertingSink  # noqa: E402
-from sinks.registry import RegistrySink  # noqa: E402
-from sinks.state import db, reads, schema  # noqa: E402
+from sinks.state import db, reads  # noqa: E402
+from support import alertsink  # noqa: E402
+from support.alertsink import (  # noqa: E402
+    QUICK, T0, WEB, alert_events, failing_plugins, hello, result, rows)
 
-WEB = "a1" * 16
-T0 = 1_700_000_000.0
-LOAD = f"{WEB}/check/load"
-
-
-def sink(url, clock, **settings) -> AlertingSink:
-    s = AlertingSink(db.engine(url), clock, build(AlertingConfig, {
-        "max_check_attempts": 1, "renotify_interval": 600, "flap_detection": False,
-        **settings}), deliver=False)
-    s.start()
-    return s
-
-
-def result(status, started, plugin="load") -> Relayed:
-    return Relayed(WEB, "r1", protocol.make(
-        "RESULT", WEB, command_id=f"s:{plugin}{int(started)}", plugin=plugin, status=status,
-        output=f"{plugin} status {status}", started=started))
-
-
-def hello(url):
-    registry = RegistrySink(db.engine(url))
-    registry.start()
-    registry.write([Relayed(WEB, "r1", protocol.make("HELLO", WEB, hostname="web-1",
-                                                     heartbeat=1.0))])
-    registry.close()
+sink = functools.partial(alertsink.sink, **QUICK, renotify_interval=600)
+ack = functools.partial(alertsink.command, "ack")
+ack_rows = functools.partial(rows, table="acknowledgements")
 
 
 def events(url) -> list[tuple[str, str]]:
     """(action, summary) of every alert event of the load check, in order."""
-    eng = db.engine(url, writer=False)
-    try:
-        with eng.connect() as conn:
-            return [(e["action"], e["summary"]) for e in
-                    reversed(reads.alert_events(conn, limit=100)) if e["key"] == LOAD]
-    finally:
-        eng.dispose()
-
-
-def ack_rows(url) -> list[dict]:
-    eng = db.engine(url, writer=False)
-    try:
-        with eng.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(
-                schema.acknowledgements.select().order_by(schema.acknowledgements.c.id))]
-    finally:
-        eng.dispose()
-
-
-def ack(op, clock, *argv) -> tuple[int, str]:
-    """``fleetwatch ack ARGV --config OP`` in-process on ``clock``: (exit status, stdout)."""
-    from fleetwatch.cli import ack as command
-    out = io.StringIO()
-    args = cli.parser_for("ack").parse_args([*argv, "--config", str(op)])
-    with contextlib.redirect_stdout(out):
-        code = command.run(args, clock)
-    return code, out.getvalue()
+    return [(e["action"], e["summary"]) for e in alert_events(url)]
 
 
 @pytest.fixture
@@ -200,7 +147,7 @@ def test_a_host_down_acknowledged_is_told_and_ends_when_it_is_up(url, op):
     hello(url)
     clock = Clock(T0)
     s = sink(url, clock)
-    beat = Relayed(WEB, "r1", protocol.make("HEARTBEAT", WEB, interval=1.0))
+    beat = alertsink.beat()
     try:
         s.write([beat])
         assert ack(op, clock, "add", "web-1")[0] == 1                # UP: nothing to ack
@@ -213,33 +160,13 @@ def test_a_host_down_acknowledged_is_told_and_ends_when_it_is_up(url, op):
         s.tick()
     finally:
         s.close()
-    eng = db.engine(url, writer=False)
-    try:
-        with eng.connect() as conn:
-            told = [(e["action"], e["summary"]) for e in
-                    reversed(reads.alert_events(conn, limit=100)) if e["key"] == f"{WEB}/host"]
-    finally:
-        eng.dispose()
+    told = [(e["action"], e["summary"]) for e in alert_events(url, f"{WEB}/host")]
     assert [x for x, _ in told] == ["trigger", "acknowledge", "resolve"]
     assert told[1][1].endswith(": rebooting")
     assert ack_rows(url)[0]["end_reason"] == "recovered"
 
 
 # ---------------------------------------------------------------- real processes
-
-def failing_plugin(fleet):
-    """``check_flaky``: CRITICAL until the file ``state`` says OK."""
-    folder = fleet.root / "plugins"
-    folder.mkdir(exist_ok=True)
-    flag = fleet.root / "state"
-    flag.write_text("CRITICAL")
-    script = folder / "check_flaky"
-    script.write_text("#!/bin/sh\n"
-                      f"if [ \"$(cat '{flag}')\" = OK ]; then echo 'FLAKY OK'; exit 0; fi\n"
-                      "echo 'FLAKY CRITICAL - on fire'; exit 2\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return folder, flag
-
 
 def problems(fleet, op) -> dict:
     """``fleetwatch status --problems --json``: the unhandled problems (exit status 0)."""
@@ -249,7 +176,7 @@ def problems(fleet, op) -> dict:
 def test_ack_stops_reminders_and_pages_acknowledge_with_the_trigger_key(fleet):
     hook = HttpReceiver().start()
     try:
-        folder, flag = failing_plugin(fleet)
+        folder, flags = failing_plugins(fleet, ["flaky"])
         router = fleet.router()
         fleet.sink("registry", [router])
         alerting = {
@@ -304,7 +231,7 @@ def test_ack_stops_reminders_and_pages_acknowledge_with_the_trigger_key(fleet):
         assert "check_flaky" not in [p["check"] for p in unhandled["problems"]]
         assert unhandled["handled"] == 1
 
-        flag.write_text("OK")
+        flags["flaky"].write_text("OK")
         wait_for(lambda: posts("resolve"), 30, 0.1, "the recovery")
         listed = json.loads(fleet.cli("ack", "list", "--json", "--config", str(op)).stdout)
         assert listed["acks"] == []

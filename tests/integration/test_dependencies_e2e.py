@@ -11,6 +11,7 @@ agent whose ``parents:`` reach the registry through a real router.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import signal
@@ -24,19 +25,15 @@ from support.channelservers import HttpReceiver
 from support.clock import Clock
 from support.fleet import wait_for
 from support.threads import in_threads
-from fleetwatch import protocol
-from fleetwatch.config import build
-from fleetwatch.protocol import Relayed
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
-from sinks.alerting.config import AlertingConfig  # noqa: E402
-from sinks.alerting.sink import AlertingSink  # noqa: E402
 from sinks.registry import RegistrySink  # noqa: E402
-from sinks.state import db, schema  # noqa: E402
+from sinks.state import db  # noqa: E402
+from support import alertsink  # noqa: E402
+from support.alertsink import QUICK, T0, beat, result, rows  # noqa: E402
 
-T0 = 1_700_000_000.0
 SW = "5a" * 16
 CHILDREN = [f"{i:02d}" * 16 for i in range(10, 30)]          # 20 uuids
 DEALERS = str(Path(__file__).parents[1] / "support" / "dealers.py")
@@ -47,40 +44,10 @@ def name_of(uuid: str) -> str:
 
 
 def hello(url, uuids, **fields):
-    registry = RegistrySink(db.engine(url))
-    registry.start()
-    registry.write([Relayed(u, "r1", protocol.make("HELLO", u, hostname=name_of(u),
-                                                   heartbeat=1.0, **fields)) for u in uuids])
-    registry.close()
+    alertsink.hello(url, {u: name_of(u) for u in uuids}, **fields)
 
 
-def beat(uuid: str) -> Relayed:
-    return Relayed(uuid, "r1", protocol.make("HEARTBEAT", uuid, interval=1.0))
-
-
-def result(uuid, plugin, status, started) -> Relayed:
-    return Relayed(uuid, "r1", protocol.make(
-        "RESULT", uuid, command_id=f"s:{plugin}{started}", plugin=plugin, status=status,
-        output=f"{plugin} status {status}", started=started))
-
-
-def sink(url, clock, **settings) -> AlertingSink:
-    s = AlertingSink(db.engine(url), clock, build(AlertingConfig, {
-        "host_timeout": 10, "renotify_interval": 0, "flap_detection": False,
-        "max_check_attempts": 1, **settings}, "sink.yaml", "alerting"), deliver=False)
-    s.start()
-    return s
-
-
-def rows(url, table) -> list[dict]:
-    eng = db.engine(url, writer=False)
-    try:
-        with eng.connect() as conn:
-            t = schema.metadata.tables[table]
-            order = t.c.id if "id" in t.c else list(t.primary_key.columns)[0]
-            return [dict(r._mapping) for r in conn.execute(t.select().order_by(order))]
-    finally:
-        eng.dispose()
+sink = functools.partial(alertsink.sink, **QUICK, renotify_interval=0, host_timeout=10)
 
 
 def events(url) -> list[tuple[str, str, str | None]]:
@@ -168,7 +135,7 @@ def test_declared_parents_and_a_parent_check_soft_then_hard(url):
             clock.now = T0 + i
             batch = [beat(poller)] + ([beat(child)] if i < 5 else [])
             if i >= 14:                         # CRITICAL from T0+14: HARD at the third
-                batch.append(result(poller, "ping_rack", 2, clock.now))
+                batch.append(result(2, clock.now, "ping_rack", poller))
             s.write(batch)
             s.tick()
             if i == 15:                         # past the child's deadline, the check SOFT
@@ -190,7 +157,7 @@ def test_a_parent_check_left_soft_holds_a_child_for_hold_max_at_most(url):
     clock = Clock(T0)
     s = sink(url, clock, max_check_attempts=3)
     try:
-        s.write([beat(poller), beat(child), result(poller, "ping_rack", 2, T0)])   # SOFT 1
+        s.write([beat(poller), beat(child), result(2, T0, "ping_rack", poller)])   # SOFT 1
         for now in (T0 + 11, T0 + 10 + HOLD_MAX, T0 + 10 + HOLD_MAX + 1):
             clock.now = now
             s.write([beat(poller)])
@@ -209,12 +176,12 @@ def test_a_check_held_by_its_parent_check_is_told_at_the_tick_when_it_recovers(u
     clock = Clock(T0)
     a, b = sink(url, clock, dependencies=rules), sink(url, clock, dependencies=rules)
     try:
-        a.write([result(web, "nginx_proc", 2, clock.advance(1))])         # HARD: paged
-        b.write([result(web, "http", 2, clock.advance(1))])               # held
+        a.write([result(2, clock.advance(1), "nginx_proc", web)])         # HARD: paged
+        b.write([result(2, clock.advance(1), "http", web)])               # held
         (held,) = [r for r in rows(url, "check_state") if r["plugin"] == "http"]
         assert held["unreachable"] == "rack-10/nginx_proc"
-        a.write([result(web, "http", 2, clock.advance(1))])               # still held
-        b.write([result(web, "nginx_proc", 0, clock.advance(1))])         # recovers
+        a.write([result(2, clock.advance(1), "http", web)])               # still held
+        b.write([result(0, clock.advance(1), "nginx_proc", web)])         # recovers
         in_threads(a.tick, b.tick)                                        # http told, once
         in_threads(a.tick, b.tick)
     finally:
@@ -252,8 +219,7 @@ def test_the_registry_keeps_the_parents_of_hello_and_the_agents_own_register(url
     def parents():
         return [r["parents"] for r in rows(url, "agents") if r["uuid"] == child]
 
-    def msg(type_, **fields):
-        return Relayed(child, "r1", protocol.make(type_, child, **fields))
+    msg = functools.partial(alertsink.msg, uuid=child)
     registry = RegistrySink(db.engine(url))
     registry.start()
     try:

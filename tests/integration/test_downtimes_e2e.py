@@ -12,10 +12,8 @@ real HTTP receiver: nothing while the downtime lasts, one trigger on each channe
 
 from __future__ import annotations
 
-import contextlib
-import io
+import functools
 import json
-import stat
 import time
 
 import pytest
@@ -24,71 +22,20 @@ from support.channelservers import HttpReceiver, SmtpServer
 from support.clock import Clock
 from support.fleet import wait_for
 from support.threads import in_threads
-from fleetwatch import cli, protocol
-from fleetwatch.config import build
-from fleetwatch.protocol import Relayed
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
 from sinks.alerting import state as alertstate  # noqa: E402
-from sinks.alerting.config import AlertingConfig  # noqa: E402
-from sinks.alerting.sink import AlertingSink  # noqa: E402
-from sinks.registry import RegistrySink  # noqa: E402
-from sinks.state import db, reads  # noqa: E402
+from sinks.state import db  # noqa: E402
+from support import alertsink  # noqa: E402
+from support.alertsink import QUICK, T0, WEB, failing_plugins, msg, result, told  # noqa: E402
 
-WEB = "a1" * 16
-T0 = 1_700_000_000.0
-LOAD = f"{WEB}/check/load"
 HOST = f"{WEB}/host"
 
-
-def sink(url, clock, ancestors=None, **settings) -> AlertingSink:
-    s = AlertingSink(db.engine(url), clock, build(AlertingConfig, {
-        "max_check_attempts": 1, "renotify_interval": 0, "flap_detection": False,
-        **settings}), deliver=False, ancestors=ancestors)
-    s.start()
-    return s
-
-
-def msg(type_, **fields) -> Relayed:
-    return Relayed(WEB, "r1", protocol.make(type_, WEB, **fields))
-
-
-def result(status, started, plugin="load") -> Relayed:
-    return msg("RESULT", command_id=f"s:{plugin}{int(started * 10)}", plugin=plugin,
-               status=status, output=f"{plugin} status {status}", started=started)
-
-
-def hello(url, clock=None, plugins=()):
-    registry = RegistrySink(db.engine(url), clock or (lambda: T0))
-    registry.start()
-    batch = [msg("HELLO", hostname="web-1", heartbeat=1.0)]
-    if plugins:
-        batch.append(msg("REGISTER", name="agent", plugins=list(plugins)))
-    registry.write(batch)
-    registry.close()
-
-
-def told(url, key=LOAD) -> list[str]:
-    """The actions of every alert event of ``key``, oldest first."""
-    eng = db.engine(url, writer=False)
-    try:
-        with eng.connect() as conn:
-            return [e["action"] for e in reversed(reads.alert_events(conn, limit=1000))
-                    if e["key"] == key]
-    finally:
-        eng.dispose()
-
-
-def downtime(op, clock, *argv) -> tuple[int, str]:
-    """``fleetwatch downtime ARGV --config OP`` in-process on ``clock``: (status, stdout)."""
-    from fleetwatch.cli import downtime as command
-    out = io.StringIO()
-    args = cli.parser_for("downtime").parse_args([*argv, "--config", str(op)])
-    with contextlib.redirect_stdout(out):
-        code = command.run(args, clock)
-    return code, out.getvalue()
+sink = functools.partial(alertsink.sink, **QUICK, renotify_interval=0)
+downtime = functools.partial(alertsink.command, "downtime")
+hello = functools.partial(alertsink.hello, clock=lambda: T0)
 
 
 @pytest.fixture
@@ -152,10 +99,8 @@ def test_a_recurring_window_in_the_sinks_time_zone_delivers_at_its_end(url, op):
     from zoneinfo import ZoneInfo
     hello(url)
     clock = Clock(T0)                           # 2023-11-14 22:13:20 UTC, 23:13:20 in Berlin
-    s = AlertingSink(db.engine(url), clock, build(AlertingConfig, {
-        "max_check_attempts": 1, "renotify_interval": 0}), deliver=False,
-        tz=ZoneInfo("Europe/Berlin"))
-    s.start()
+    s = alertsink.sink(url, clock, tz=ZoneInfo("Europe/Berlin"), max_check_attempts=1,
+                       renotify_interval=0)
     try:
         assert downtime(op, clock, "add", "web-1", "--every", "daily 23:00-00:30")[0] == 0
         s.write([result(2, clock.advance(10))])                 # held
@@ -291,7 +236,7 @@ def test_children_come_from_the_dependency_graph_of_the_config(url, op):
 
 def test_a_host_downtime_holds_its_checks_freshness(url, op):
     clock = Clock(T0)
-    hello(url, clock, [{"name": "load", "interval": 1, "timeout": 1}])    # stale after 3 s
+    hello(url, clock=clock, plugins=[{"name": "load", "interval": 1, "timeout": 1}])  # stale: 3 s
     s = sink(url, clock)
     try:
         assert downtime(op, clock, "add", "web-1", "--for", "30s")[0] == 0
@@ -309,24 +254,10 @@ def test_a_host_downtime_holds_its_checks_freshness(url, op):
 
 # ---------------------------------------------------------------- real processes
 
-def failing_plugin(fleet):
-    """``check_flaky``: CRITICAL until the file ``state`` says OK."""
-    folder = fleet.root / "plugins"
-    folder.mkdir(exist_ok=True)
-    flag = fleet.root / "state"
-    flag.write_text("CRITICAL")
-    script = folder / "check_flaky"
-    script.write_text("#!/bin/sh\n"
-                      f"if [ \"$(cat '{flag}')\" = OK ]; then echo 'FLAKY OK'; exit 0; fi\n"
-                      "echo 'FLAKY CRITICAL - on fire'; exit 2\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return folder, flag
-
-
 def test_a_downtime_over_a_real_failure_delivers_nothing_then_once_at_its_end(fleet):
     smtp, hook = SmtpServer().start(), HttpReceiver().start()
     try:
-        folder, _ = failing_plugin(fleet)
+        folder, _ = failing_plugins(fleet, ["flaky"])
         router = fleet.router()
         fleet.sink("registry", [router])
         fleet.sink("alerting", [router], alerting={

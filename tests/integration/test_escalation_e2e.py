@@ -15,9 +15,7 @@ nobody acknowledged only, and hears its recovery.
 
 from __future__ import annotations
 
-import contextlib
-import io
-import stat
+import functools
 import time
 from datetime import datetime
 
@@ -27,78 +25,35 @@ from support.channelservers import HttpReceiver
 from support.clock import Clock
 from support.fleet import wait_for
 from support.threads import in_threads
-from fleetwatch import cli, protocol
-from fleetwatch.config import build
-from fleetwatch.protocol import Relayed
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
 from sinks.alerting import state as alertstate  # noqa: E402
-from sinks.alerting.config import AlertingConfig  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
-from sinks.registry import RegistrySink  # noqa: E402
-from sinks.state import db, reads, schema  # noqa: E402
+from sinks.state import db, schema  # noqa: E402
+from support import alertsink  # noqa: E402
+from support.alertsink import (  # noqa: E402
+    LOAD, QUICK, T0, WEB, alert_events, failing_plugins, hello, result, rows)
 
-WEB = "a1" * 16
-T0 = 1_700_000_000.0
-LOAD = f"{WEB}/check/load"
 CHANNELS = {c: {"type": "webhook", "url": f"http://127.0.0.1:9/{c}"}
             for c in ("pager", "lead", "tier2")}
 RULES = [{"severity": ["critical"], "channels": ["pager"]},
          {"from_notification": 3, "channels": ["lead"]},
          {"after": "30m", "channels": ["tier2"]}]
+ack = functools.partial(alertsink.command, "ack")
+open_problems = functools.partial(rows, table="notified_problems")
 
 
 def sink(url, clock, rules=RULES) -> AlertingSink:
-    s = AlertingSink(db.engine(url), clock, build(AlertingConfig, {
-        "max_check_attempts": 1, "renotify_interval": 600, "flap_detection": False,
-        "delivery": {"channels": CHANNELS, "rules": rules}}), deliver=False)
-    s.start()
-    return s
-
-
-def result(status, started, plugin="load") -> Relayed:
-    return Relayed(WEB, "r1", protocol.make(
-        "RESULT", WEB, command_id=f"s:{plugin}{int(started)}", plugin=plugin, status=status,
-        output=f"{plugin} status {status}", started=started))
-
-
-def hello(url):
-    registry = RegistrySink(db.engine(url))
-    registry.start()
-    registry.write([Relayed(WEB, "r1", protocol.make("HELLO", WEB, hostname="web-1",
-                                                     heartbeat=1.0))])
-    registry.close()
+    return alertsink.sink(url, clock, **QUICK, renotify_interval=600,
+                          delivery={"channels": CHANNELS, "rules": rules})
 
 
 def told(url, key=LOAD) -> list[tuple]:
     """(action, notification, channels) of every alert event of ``key``, in order."""
-    eng = db.engine(url, writer=False)
-    try:
-        with eng.connect() as conn:
-            return [(e["action"], e.get("notification"),
-                     [d["channel"] for d in e["deliveries"]])
-                    for e in reversed(reads.alert_events(conn, limit=100)) if e["key"] == key]
-    finally:
-        eng.dispose()
-
-
-def open_problems(url) -> list[dict]:
-    eng = db.engine(url, writer=False)
-    try:
-        with eng.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(schema.notified_problems.select())]
-    finally:
-        eng.dispose()
-
-
-def ack(op, clock, *argv) -> int:
-    """``fleetwatch ack ARGV --config OP`` in-process on ``clock``: its exit status."""
-    from fleetwatch.cli import ack as command
-    args = cli.parser_for("ack").parse_args([*argv, "--config", str(op)])
-    with contextlib.redirect_stdout(io.StringIO()):
-        return command.run(args, clock)
+    return [(e["action"], e.get("notification"), [d["channel"] for d in e["deliveries"]])
+            for e in alert_events(url, key)]
 
 
 @pytest.fixture
@@ -147,12 +102,12 @@ def test_an_ack_stops_the_escalation_and_its_removal_restarts_the_clock(url, op)
     try:
         s.write([result(2, clock.advance(1))])
         clock.now = T0 + 1799                                        # just before after
-        assert ack(op, clock, "add", "web-1", "load") == 0
+        assert ack(op, clock, "add", "web-1", "load")[0] == 0
         for at in (T0 + 1801, T0 + 5000):
             clock.now = at
             s.tick()                                                 # acknowledged: none
         assert [x for x, _, _ in told(url)] == ["trigger", "acknowledge"]
-        assert ack(op, clock, "remove", "1") == 0                    # at +5000
+        assert ack(op, clock, "remove", "1")[0] == 0                 # at +5000
         clock.now = T0 + 5000 + 1800 - 0.001
         s.tick()
         assert len(told(url)) == 2
@@ -191,7 +146,7 @@ def test_a_host_down_escalates_and_its_tier_hears_it_is_up(url):
     clock = Clock(T0)
     s = sink(url, clock, rules=[{"channels": ["pager"]},
                                 {"after": 600, "kind": ["host"], "channels": ["tier2"]}])
-    beat = Relayed(WEB, "r1", protocol.make("HEARTBEAT", WEB, interval=1.0))
+    beat = alertsink.beat()
     try:
         s.write([beat])
         s.write([result(2, clock.advance(1))])                       # a check: not host
@@ -261,23 +216,6 @@ def test_a_problem_row_its_state_does_not_back_is_dropped_not_escalated(url):
 
 # ---------------------------------------------------------------- real processes
 
-def failing_plugins(fleet, names):
-    """``check_NAME`` per name: CRITICAL until the file ``NAME.state`` says OK."""
-    folder = fleet.root / "plugins"
-    folder.mkdir(exist_ok=True)
-    flags = {}
-    for name in names:
-        flag = fleet.root / f"{name}.state"
-        flag.write_text("CRITICAL")
-        script = folder / f"check_{name}"
-        script.write_text("#!/bin/sh\n"
-                          f"if [ \"$(cat '{flag}')\" = OK ]; then echo '{name} OK'; exit 0; fi\n"
-                          f"echo '{name} CRITICAL - on fire'; exit 2\n")
-        script.chmod(script.stat().st_mode | stat.S_IXUSR)
-        flags[name] = flag
-    return folder, flags
-
-
 def when(post) -> float:
     return datetime.fromisoformat(post["payload"]["timestamp"]).timestamp()
 
@@ -311,7 +249,7 @@ def test_the_second_tier_is_paged_after_its_delay_and_not_after_an_ack(fleet):
         # db's problem is acknowledged as soon as the first tier is paged: the command
         # in-process (a new interpreter's start would eat much of ``after`` on a busy box)
         (db_page,) = wait_for(lambda: posts(first, "db"), 30, 0.05, "db paged")
-        assert ack(op, time.time, "add", "agent-host", "check_db") == 0
+        assert ack(op, time.time, "add", "agent-host", "check_db")[0] == 0
         assert time.time() - when(db_page) < after
         (web_page,) = wait_for(lambda: posts(first, "web"), 30, 0.05, "web paged")
         (escalated,) = wait_for(lambda: posts(second, "web"), 30, 0.1, "web escalated")

@@ -10,6 +10,7 @@ result: the agent is fine, its check is silent) and started again (it recovers).
 
 from __future__ import annotations
 
+import functools
 import signal
 import stat
 
@@ -17,29 +18,15 @@ import pytest
 
 from support.clock import Clock
 from support.fleet import wait_for
-from fleetwatch import protocol
-from fleetwatch.config import build
 from fleetwatch.protocol import Relayed
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
-from sinks.alerting.config import AlertingConfig  # noqa: E402
-from sinks.alerting.sink import AlertingSink  # noqa: E402
-from sinks.registry import RegistrySink  # noqa: E402
-from sinks.state import db, schema  # noqa: E402
+from support import alertsink  # noqa: E402
+from support.alertsink import T0, WEB, beat, msg, rows  # noqa: E402
 
-WEB = "a1" * 16
-T0 = 1_700_000_000.0
 CHECK = f"{WEB}/check/load"
-
-
-def msg(type_, router="r1", **fields) -> Relayed:
-    return Relayed(WEB, router, protocol.make(type_, WEB, **fields))
-
-
-def beat() -> Relayed:
-    return msg("HEARTBEAT", interval=1.0)
 
 
 def ok(started: float) -> Relayed:
@@ -48,28 +35,11 @@ def ok(started: float) -> Relayed:
 
 
 def declare(url, clock, **spec):
-    registry = RegistrySink(db.engine(url), clock)
-    registry.start()
-    registry.write([msg("HELLO", hostname="web-1", heartbeat=1.0),
-                    msg("REGISTER", name="agent", plugins=[{"name": "load", **spec}])])
-    registry.close()
+    alertsink.hello(url, clock=clock, plugins=[{"name": "load", **spec}])
 
 
-def sink(url, clock) -> AlertingSink:
-    s = AlertingSink(db.engine(url), clock, build(AlertingConfig, {"renotify_interval": 0}),
-                     deliver=False)
-    s.start()
-    return s
-
-
-def events(url) -> list[dict]:
-    eng = db.engine(url, writer=False)
-    try:
-        with eng.connect() as conn:
-            t = schema.alert_events
-            return [dict(r._mapping) for r in conn.execute(t.select().order_by(t.c.id))]
-    finally:
-        eng.dispose()
+sink = functools.partial(alertsink.sink, renotify_interval=0)
+events = functools.partial(rows, table="alert_events")
 
 
 def test_two_sinks_a_check_gone_silent_under_live_heartbeats_alerts_once(url):

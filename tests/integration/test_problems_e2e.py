@@ -8,27 +8,24 @@ real processes: tests/integration/test_acks_e2e.py.)"""
 
 from __future__ import annotations
 
-import contextlib
-import io
+import functools
 import json
 
 import pytest
 
 from support.clock import Clock
 from support.threads import in_threads
-from fleetwatch import cli, protocol
-from fleetwatch.config import build
+from fleetwatch import protocol
 from fleetwatch.protocol import Relayed
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
-from sinks.alerting.config import AlertingConfig  # noqa: E402
-from sinks.alerting.sink import AlertingSink  # noqa: E402
 from sinks.registry import RegistrySink  # noqa: E402
 from sinks.state import db  # noqa: E402
+from support import alertsink  # noqa: E402
+from support.alertsink import QUICK, T0, beat, command, result  # noqa: E402
 
-T0 = 1_700_000_000.0
 SW, RACK1, RACK2, WEB = "5a" * 16, "10" * 16, "11" * 16, "a1" * 16
 NAMES = {SW: "sw", RACK1: "rack-10", RACK2: "rack-11", WEB: "web-1"}
 
@@ -45,33 +42,8 @@ def hello(url):
     registry.close()
 
 
-def sink(url, clock) -> AlertingSink:
-    s = AlertingSink(db.engine(url), clock, build(AlertingConfig, {
-        "host_timeout": 10, "renotify_interval": 0, "flap_detection": False,
-        "max_check_attempts": 1, "dependencies": [{"hosts": "rack-*", "parents": ["sw"]}]},
-        "sink.yaml", "alerting"), deliver=False)
-    s.start()
-    return s
-
-
-def beat(uuid: str) -> Relayed:
-    return Relayed(uuid, "r1", protocol.make("HEARTBEAT", uuid, interval=1.0))
-
-
-def result(plugin: str, status: int, started: float) -> Relayed:
-    return Relayed(WEB, "r1", protocol.make(
-        "RESULT", WEB, command_id=f"s:{plugin}{int(started)}", plugin=plugin, status=status,
-        output=f"{plugin} status {status}", started=started))
-
-
-def command(name, op, clock, *argv) -> tuple[int, str]:
-    """``fleetwatch NAME ARGV --config OP`` in-process on ``clock``: (exit status, stdout)."""
-    module, _ = cli.entry(name)
-    out = io.StringIO()
-    args = cli.parser_for(name).parse_args([*argv, "--config", str(op)])
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = module.run(args, clock)
-    return code, out.getvalue()
+sink = functools.partial(alertsink.sink, **QUICK, renotify_interval=0, host_timeout=10,
+                         dependencies=[{"hosts": "rack-*", "parents": ["sw"]}])
 
 
 @pytest.fixture
@@ -89,8 +61,8 @@ def test_problems_leave_out_the_unreachable_the_acknowledged_and_the_downtimed(u
         for i in range(5):                                  # everyone heard until T0+4
             clock.now = T0 + i
             a.write([beat(u) for u in NAMES])
-        a.write([result("load", 2, clock.now), result("disk", 1, clock.now),
-                 result("cpu", 0, clock.now)])
+        a.write([result(2, clock.now, "load"), result(1, clock.now, "disk"),
+                 result(0, clock.now, "cpu")])
         for i in range(5, 30):                              # only web-1 still beats
             clock.now = T0 + i
             a.write([beat(WEB)])
@@ -99,7 +71,7 @@ def test_problems_leave_out_the_unreachable_the_acknowledged_and_the_downtimed(u
                        "--by", "alice")[0] == 0
         assert command("downtime", op, clock, "add", "web-1", "mem", "--for", "1h",
                        "--comment", "upgrade")[0] == 0
-        b.write([result("mem", 2, clock.now)])              # held by the downtime
+        b.write([result(2, clock.now, "mem")])              # held by the downtime
         code, out = command("status", op, clock, "--problems", "--json")
         doc = json.loads(out)
         assert code == 69                                   # the routers' exit status

@@ -178,6 +178,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         "",
         "Look at the fleet:",
         f"  {fw} status --config {op}",
+        f"  {fw} status --problems --config {op}   (unhandled problems, worst first)",
         f"  {fw} tail --config {op}",
         f"  {fw} send notify --config {agent_cfg} --severity error 'disk on fire'",
         f"  {fw} run --config {op} --wait {shlex.quote(socket.gethostname())} disk_root",
@@ -185,6 +186,8 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  {fw} history sql --config {op} 'SELECT metric, count(*) FROM metrics GROUP BY "
         f"metric'   (after the first compaction, every {COMPACT_EVERY}s)",
         f"  {fw} alerts --config {op}",
+        f"  {fw} downtime add {shlex.quote(socket.gethostname())} --for 30m --comment "
+        f"'planned work' --config {op}   (then: ack add, silence add, downtime list)",
         f"  {fw} agent --once --config {agent_cfg}",
         "",
     ]

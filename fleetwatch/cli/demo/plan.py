@@ -202,7 +202,8 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     }
     configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
                                   "history": {"lake": lake, "master": "local[1]",
-                                              "conf": {"spark.driver.memory": "1g"}}}
+                                              "conf": {"spark.driver.memory": "1g"},
+                                              "state_url": state_url}}   # the lifecycle
     if security:
         for r in routers:
             r["security"] = security["router"]

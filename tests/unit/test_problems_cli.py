@@ -7,6 +7,7 @@ side is tests/integration/test_acks_e2e.py)."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 import pytest
@@ -22,10 +23,18 @@ from sinks.alerting.downtimes import Downtime  # noqa: E402
 from sinks.state import db, schema  # noqa: E402
 
 WEB, DB, SW, APP = "a" * 32, "b" * 32, "c" * 32, "d" * 32
+#: when the test started: the commands read the real clock, so each test sets it again
+#: (a time taken at import would be minutes old by the end of a whole suite's run)
 NOW = time.time()
 
 
-def check_row(uuid, plugin, status, hard=True, since=NOW - 600, **extra):
+@pytest.fixture(autouse=True)
+def _now(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "NOW", time.time())
+
+
+def check_row(uuid, plugin, status, hard=True, since=None, **extra):
+    since = NOW - 600 if since is None else since
     return {"uuid": uuid, "plugin": plugin, "status": status, "hard": hard, "attempt": 3,
             "max_attempts": 3, "hard_status": status, "since": since, "last_change": since,
             "last_result": NOW - 10, "history": "", "percent": 0.0, "flapping": False,
@@ -33,7 +42,8 @@ def check_row(uuid, plugin, status, hard=True, since=NOW - 600, **extra):
             "updated": NOW - 10, **extra}
 
 
-def host_row(uuid, up, since=NOW - 300, **extra):
+def host_row(uuid, up, since=None, **extra):
+    since = NOW - 300 if since is None else since
     return {"uuid": uuid, "name": "", "up": up, "last_heard": NOW - (5 if up else 300),
             "interval": 1.0, "deadline": NOW + 60 if up else NOW - 290, "since": since,
             "routers": ["r1"], "notified": not up, "pending": False, "updated": NOW - 5,

@@ -141,6 +141,15 @@ def _graph(run: Pass) -> Graph:
     return run.sink.topology.graph(run.conn, run.config.dependencies, run.sink.throttle)
 
 
+def _seen(run: Pass, refs) -> dict[str, freshness.Host | None]:
+    """:func:`parent_states` of ``refs``, read once per transaction (the children behind
+    one parent share it)."""
+    seen = run.parents_seen.get(refs)
+    if seen is None:
+        seen = run.parents_seen[refs] = parent_states(run.conn, refs)
+    return seen
+
+
 def judge_host(run: Pass, uuid: str, deadline: float) -> tuple[str, str] | None:
     """What holds agent ``uuid``, silent past ``deadline``: ``(parent, reason)``, reason
     :data:`freshness.DOWN` (it is UNREACHABLE) or :data:`freshness.QUIET` (not judged
@@ -152,10 +161,7 @@ def judge_host(run: Pass, uuid: str, deadline: float) -> tuple[str, str] | None:
     refs = graph.parents(Ref(hostname)) if hostname else ()
     if not refs:
         return None
-    seen = run.parents_seen.get(refs)
-    if seen is None:                    # (children behind one parent: read it once)
-        seen = run.parents_seen[refs] = parent_states(run.conn, refs)
-    blocked = freshness.blocking(seen, deadline)
+    blocked = freshness.blocking(_seen(run, refs), deadline)
     if blocked is not None and blocked[1] == freshness.QUIET \
             and run.now - deadline > HOLD_MAX:
         run.sink.throttle.warning(f"hold:{blocked[0]}", "parent %s still not decided %d s "
@@ -197,7 +203,7 @@ def check_blocker(run: Pass, key: tuple[str, str]) -> str | None:
     refs = graph.parents(Ref(hostname, plugin)) if hostname else ()
     if not refs:
         return None
-    for ref, host in sorted(parent_states(run.conn, refs).items()):
+    for ref, host in sorted(_seen(run, refs).items()):
         if freshness.held(host, run.now) == freshness.DOWN:
             return ref
     return None

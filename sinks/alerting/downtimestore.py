@@ -26,10 +26,10 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from fleetwatch.logs import Throttle
-from sinks.alerting import checks as checkstate, downtimes
+from sinks.alerting import checks as checkstate, downtimes, state as alertstate
 from sinks.alerting.downtimes import Downtime
 from sinks.alerting.silences import Subject
-from sinks.state import db, schema
+from sinks.state import schema
 
 if TYPE_CHECKING:
     from sinks.alerting.evaluation import Pass
@@ -91,14 +91,9 @@ def remove(conn: Connection, downtime_id: int, now: float) -> bool:
 
 
 def record_held(conn: Connection, downtime: Downtime, event: dict) -> None:
-    """Record that ``downtime`` held ``event`` back (once per downtime, key, action,
-    severity)."""
-    db.upsert(conn, schema.downtime_suppressed, {
-        "downtime_id": downtime.id, "key": str(event["key"])[:512], "action": event["action"],
-        "severity": event["severity"], "kind": event["kind"], "uuid": event.get("uuid"),
-        "hostname": (event.get("hostname") or "")[:255] or None,
-        "check_name": (event.get("check") or "")[:255] or None,
-        "summary": event.get("summary") or "", "created": event["created"]}, update=())
+    """Record that ``downtime`` held ``event`` back."""
+    alertstate.record_muted(conn, schema.downtime_suppressed, {"downtime_id": downtime.id},
+                            event)
 
 
 def hosts_in_downtime(run: Pass, uuids: Iterable[str]) -> set[str]:

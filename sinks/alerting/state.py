@@ -224,14 +224,21 @@ def end_silence(conn: Connection, silence_id: int, now: float) -> bool:
     return bool(result.rowcount)
 
 
-def record_suppressed(conn: Connection, silence: Silence, event: dict) -> None:
-    """Record that ``silence`` muted ``event`` (once per silence, key, action, severity)."""
-    db.upsert(conn, schema.suppressed, {
-        "silence_id": silence.id, "key": str(event["key"])[:512], "action": event["action"],
+def record_muted(conn: Connection, table, by: dict, event: dict) -> None:
+    """Record that a silence (``suppressed``, ``by`` {"silence_id": ID}) or a downtime
+    (``downtime_suppressed``, {"downtime_id": ID}) kept ``event`` back: once per silence or
+    downtime, key, action and severity."""
+    db.upsert(conn, table, {
+        **by, "key": str(event["key"])[:512], "action": event["action"],
         "severity": event["severity"], "kind": event["kind"], "uuid": event.get("uuid"),
         "hostname": (event.get("hostname") or "")[:255] or None,
         "check_name": (event.get("check") or "")[:255] or None,
         "summary": event.get("summary") or "", "created": event["created"]}, update=())
+
+
+def record_suppressed(conn: Connection, silence: Silence, event: dict) -> None:
+    """Record that ``silence`` muted ``event``."""
+    record_muted(conn, schema.suppressed, {"silence_id": silence.id}, event)
 
 
 # ---------------------------------------------------------------- lookups (tables of others)

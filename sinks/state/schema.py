@@ -174,19 +174,26 @@ silences = Table(
     Index("ix_silences_until", "until"),
 )
 
-suppressed = Table(
-    "suppressed", metadata,
-    Column("silence_id", Integer, primary_key=True),
-    Column("key", String(512), primary_key=True),
-    Column("action", String(16), primary_key=True),
-    Column("severity", String(16), primary_key=True),
-    Column("kind", String(16), nullable=False),
-    Column("uuid", ID),
-    Column("hostname", String(255)),
-    Column("check_name", String(255)),
-    Column("summary", Text, nullable=False),
-    Column("created", Float, nullable=False),
-)
+
+def _kept_back(name: str, by: str) -> Table:
+    """Alerts a silence muted or a downtime held back (``by``: its id), once per silence or
+    downtime, key, action and severity."""
+    return Table(
+        name, metadata,
+        Column(by, Integer, primary_key=True),
+        Column("key", String(512), primary_key=True),
+        Column("action", String(16), primary_key=True),
+        Column("severity", String(16), primary_key=True),
+        Column("kind", String(16), nullable=False),
+        Column("uuid", ID),
+        Column("hostname", String(255)),
+        Column("check_name", String(255)),
+        Column("summary", Text, nullable=False),
+        Column("created", Float, nullable=False),
+    )
+
+
+suppressed = _kept_back("suppressed", "silence_id")
 
 #: Written by ``fleetwatch ack`` (a new row, or ``ended`` by ``ack remove``); the alerting
 #: sinks set ``announced`` (the notice enqueued) and end rows (:mod:`sinks.alerting.ackstore`).
@@ -233,19 +240,7 @@ downtimes = Table(
 )
 
 #: The alerts a downtime held back, as ``suppressed`` is for silences.
-downtime_suppressed = Table(
-    "downtime_suppressed", metadata,
-    Column("downtime_id", Integer, primary_key=True),
-    Column("key", String(512), primary_key=True),
-    Column("action", String(16), primary_key=True),
-    Column("severity", String(16), primary_key=True),
-    Column("kind", String(16), nullable=False),
-    Column("uuid", ID),
-    Column("hostname", String(255)),
-    Column("check_name", String(255)),
-    Column("summary", Text, nullable=False),
-    Column("created", Float, nullable=False),
-)
+downtime_suppressed = _kept_back("downtime_suppressed", "downtime_id")
 
 #: One row per told problem (a check's HARD problem, a host DOWN) from its first
 #: notification until its resolve went out (:mod:`sinks.alerting.escalation`): written

@@ -276,10 +276,11 @@ def test_a_downtime_over_a_real_failure_delivers_nothing_then_once_at_its_end(fl
         wait_for(lambda: any(c["plugin"] == "check_flaky" for c in fleet.status(op)["checks"]),
                  30, 0.2, "the plugin in the registry")
         before = time.time()
-        out = fleet.cli("downtime", "add", "agent-host", "check_flaky", "--for", "8s",
+        # long enough for the scheduler's start and the first failing run on a busy machine
+        out = fleet.cli("downtime", "add", "agent-host", "check_flaky", "--for", "15s",
                         "--comment", "planned", "--config", str(op)).stdout
         assert out.startswith("downtime 1: agent-host check_flaky from ")
-        ends = before + 8                                       # (it ends after this)
+        ends = before + 15                                      # (it ends after this)
         fleet.scheduler([router])
 
         def held():

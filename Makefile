@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= .demo
 
-.PHONY: install demo test bench docs clean
+.PHONY: install system-packages demo test bench docs clean
 
 install: $(VENV)/.installed
 
@@ -13,8 +13,11 @@ install: $(VENV)/.installed
 # the parser tests run them), PostgreSQL (a throwaway cluster for the shared-state tests) and
 # systemd (its systemd-analyze verifies the generated units; PID 1 need not be systemd),
 # systemd-container (systemd-nspawn boots this machine's root to run the units for real:
-# tests/integration/test_systemd.py). Skipped when already there, so no root is needed then.
-SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container
+# tests/integration/test_systemd.py), Prometheus' node_exporter (bench/agent_footprint.py
+# measures the agent beside it). Skipped when already there, so no root is needed then;
+# `make system-packages` installs only these.
+SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container \
+  prometheus-node-exporter
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 
@@ -37,8 +40,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	@v=$$($(PYTHON) $(VERSION_OF) 2>/dev/null); test "$$v" = $(PYTHON_VERSION) || { \
 	  echo "make install: fleetwatch needs Python $(PYTHON_VERSION) ($(PYTHON) is $${v:-not \
 	found}): make install PYTHON=python$(PYTHON_VERSION)" >&2; exit 1; }
-	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || $(APT_INSTALL) || \
-	  (apt-get update -q && $(APT_INSTALL))
+	@$(MAKE) --no-print-directory system-packages
 	@{ test -n "$$JAVA_HOME" && test -x "$$JAVA_HOME/bin/java"; } || command -v java \
 	  >/dev/null || $(APT_JAVA) || (apt-get update -q && $(APT_JAVA))
 	@v=$$($(BIN)/python $(VERSION_OF) 2>/dev/null); if test -e $(VENV) && \
@@ -47,6 +49,10 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[all,test]'
 	touch $@
+
+system-packages:
+	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || $(APT_INSTALL) || \
+	  (apt-get update -q && $(APT_INSTALL))
 
 demo: install
 	$(BIN)/fleetwatch demo --dir $(DEMO_DIR)

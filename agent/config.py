@@ -23,6 +23,8 @@ ACK_OWNERS = {"NOTIFY": "alerting", "REGISTER": "registry"}
 #: The sink types that ACK each spooled type (SPEC.md 4.2). Written out here because the agent
 #: does not import sinks/; tests/integration/test_agent_acks.py checks it against the sink classes.
 ACKING_SINKS = {"NOTIFY": ("alerting", "history"), "REGISTER": ("registry", "history")}
+#: The sink types whose ACKs a DEREGISTER waits for (SPEC.md 4.8): both end something.
+DEREGISTER_ACKS = ("registry", "alerting")
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,18 @@ class AgentConfig:
                            "poller-1/ping_sw3). While a parent is DOWN (or its check in a "
                            "HARD problem) this machine going silent is UNREACHABLE and pages "
                            "nobody")
+    ephemeral: bool = setting(
+        False, "this machine comes and goes (an autoscaled instance): silent, it is GONE, not "
+               "DOWN (no page), and it is forgotten after the alerting sinks' forget_after; "
+               "sent to the sinks in HELLO and REGISTER")
+    deregister_on_stop: bool = setting(
+        False, "at stop (SIGTERM: systemctl stop, an instance's shutdown) send a DEREGISTER "
+               "and wait for the registry's and the alerting sinks' ACKs (at most "
+               "deregister_timeout): its checks, RUNs and DOWN alerting end. For machines "
+               "that leave for good when stopped, not for a restart")
+    deregister_timeout: float = setting(
+        10.0, "seconds a deregistration waits for its ACKs (at stop, or fleetwatch agent "
+              "--deregister)")
     heartbeat_interval: float = setting(2.0, "seconds between heartbeats to each router")
     liveness: int = setting(3, "heartbeat intervals of silence before a router is dropped")
     reconnect_min: float = setting(0.5, "first reconnect delay to a dropped router (seconds)")
@@ -130,7 +144,8 @@ class AgentConfig:
             if c not in COLLECTORS:
                 raise ValueError(f"collectors: unknown collector {c!r} "
                                  f"(known: {', '.join(COLLECTORS)})")
-        for name in ("heartbeat_interval", "stats_interval", "reconnect_min", "reconnect_max"):
+        for name in ("heartbeat_interval", "stats_interval", "reconnect_min", "reconnect_max",
+                     "deregister_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}: expected a positive number of seconds")
         if self.liveness < 1:

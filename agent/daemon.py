@@ -18,7 +18,6 @@ import logging
 import math
 import os
 import random
-import secrets
 import sqlite3
 import time
 
@@ -35,7 +34,7 @@ from agent.intake import Intake, IntakeSocket, group_id
 from agent.links import Link, Links, Sockets
 from agent.outbox import Outbox
 from agent.reception import Reception
-from agent.routers import Routers, parents as routers_parents
+from agent.routers import Routers, ephemeral, parents as routers_parents
 from agent.runner import Runner
 from agent.runs import Runs
 from agent.wakeup import Wakeup
@@ -58,7 +57,8 @@ class Agent:
         from fleetwatch.security import ClientKeys
         self.cfg, self.uuid, self.hostname = cfg, uuid, hostname
         #: new at each start: two processes alternating on one uuid are a cloned machine
-        self.instance = secrets.token_hex(8)
+        #: (os.urandom, not secrets: see agent.links.connection_id)
+        self.instance = os.urandom(8).hex()
         self.keys = keys if keys is not None else ClientKeys(cfg.security)
         self.spool, self.collectors = spool, collectors
         #: systemd: READY once the intake is bound, the watchdog from :meth:`step`, STOPPING
@@ -88,6 +88,7 @@ class Agent:
                                self.links, self.sockets, self.outbox, self.declared,
                                self.counters, self.runs.submit, clock, wall)
         self.routers.parents = tuple(cfg.parents)
+        self.routers.ephemeral = cfg.ephemeral
         self.reception = Reception(uuid, self.intake, self.declared, self.outbox, clock)
         self.selfstats = selfstats.SelfStats(self.counters, spool, self.links, self.intake,
                                              collectors, self.runner, clock, self.started)
@@ -133,11 +134,52 @@ class Agent:
         try:
             while not self._stop:
                 self.step()
+            if self.cfg.deregister_on_stop:
+                self.depart()
         finally:
             self.notifier.stopping()
             self.close()
         log.info("agent stopped (%d messages left in the spool)", len(self.spool))
         return 0
+
+    def depart(self) -> bool:
+        """``deregister_on_stop``: the DEREGISTER, sent through a live router and resent
+        until the registry and the alerting sinks ACKed it or ``deregister_timeout`` passed
+        (:mod:`agent.departure`). Until it is out the links keep connecting; after, the agent
+        sends nothing else (no HEARTBEAT, no HELLO) and runs nothing. True when ACKed."""
+        from agent.departure import Departure, deregister
+        now = self.clock()
+        departure = Departure(deregister(self.uuid, "stop", self.wall),
+                              now + self.cfg.deregister_timeout, self.cfg.spool.ack_timeout,
+                              self.cfg.spool.max_backoff)
+        self.outbox.departure = departure
+        self.routers.on_run = lambda msg, endpoint: None      # leaving: no new runs
+        log.info("deregistering (deregister_on_stop), waiting at most %.0fs",
+                 self.cfg.deregister_timeout)
+        while not departure.done and (now := self.clock()) < departure.until:
+            if not departure.sends:
+                self.routers.timers(now)
+            if departure.due(now) and self.links.alive():
+                link = self.links.pick(departure.via)
+                departure.sent(now, link.endpoint, self.outbox.send(link, departure.outgoing()))
+                self.routers.leaving = bool(departure.sends)
+            if self.links.alive():
+                wait = departure.deadline(now)
+            elif not departure.sends:           # a router may still WELCOME us
+                wait = min(departure.until, self.routers.deadline())
+            else:
+                wait = departure.until
+            events = dict(self.poller.poll(max(0, math.ceil((wait - now) * 1000))))
+            self.wakeup.drain(events)
+            for sock, link in list(self.sockets.by_socket.items()):
+                if sock in events:
+                    self.routers.drain(sock, link, self.clock())
+            for monitor, link in list(self.sockets.monitors.items()):
+                if monitor in events:
+                    self.routers.handshake_failed(monitor, link)
+        (log.info if departure.done else log.warning)("deregistration %s",
+                                                      departure.summary())
+        return departure.done
 
     def close(self):
         if self.workers.threads:
@@ -186,7 +228,8 @@ class Agent:
                              plugins=self.declared.own_wire(),
                              heartbeat=self.cfg.heartbeat_interval,
                              hostname=self.hostname, version=fleetwatch.__version__,
-                             **routers_parents(self.routers.parents))
+                             **routers_parents(self.routers.parents),
+                             **ephemeral(self.routers.ephemeral))
 
     def _deadline(self) -> float:
         now = self.clock()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import uuid as uuidlib
 
 from fleetwatch import protocol
 
@@ -67,7 +66,13 @@ def read(state_dir: str) -> str | None:
     return text
 
 
-def load_or_create(state_dir: str, factory=uuidlib.uuid4) -> str:
+def uuid4() -> str:
+    """A new random uuid (``uuid`` imported here: an agent that has one never loads it)."""
+    import uuid
+    return str(uuid.uuid4())
+
+
+def load_or_create(state_dir: str, factory=uuid4) -> str:
     """The agent's uuid, created (``factory()``) and stored the first time."""
     ensure_state_dir(state_dir)
     current = read(state_dir)
@@ -79,7 +84,7 @@ def load_or_create(state_dir: str, factory=uuidlib.uuid4) -> str:
     return new
 
 
-def renew(state_dir: str, factory=uuidlib.uuid4) -> tuple[str | None, str]:
+def renew(state_dir: str, factory=uuid4) -> tuple[str | None, str]:
     """Mint a new uuid, keeping the old one as ``uuid.old``; return (old, new)."""
     ensure_state_dir(state_dir)
     path = os.path.join(state_dir, UUID_FILE)

@@ -3,6 +3,7 @@
     fleetwatch agent --config /etc/fleetwatch/agent.yaml
     fleetwatch agent --once            # one collection as a flat JSON object {name: number}
     fleetwatch agent --new-uuid        # for a cloned VM: new uuid, old kept as uuid.old
+    fleetwatch agent --deregister      # leave the fleet for good (the daemon stopped)
 """
 
 from __future__ import annotations
@@ -34,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--new-uuid", action="store_true",
                       help="replace this machine's agent uuid (for cloned VMs); the old one "
                            "is kept as STATE_DIR/uuid.old. Stop the agent first.")
+    mode.add_argument("--deregister", action="store_true",
+                      help="leave the fleet for good: send a DEREGISTER through the routers "
+                           "and wait for the registry's and the alerting sinks' ACKs (at most "
+                           "deregister_timeout); its checks, RUNs and DOWN alerting end. Stop "
+                           "the agent first (or set deregister_on_stop: true). Exit 0 when "
+                           f"acknowledged, {EX_TEMPFAIL} when not")
 
 
 def _check_group(cfg: AgentConfig, path: str) -> None:
@@ -76,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
             old, new = identity.renew(cfg.state_dir)
             print(f"old uuid: {old or '(none)'}\nnew uuid: {new}")
             return 0
+        if args.deregister:
+            return deregister(cfg, keys)
         hostname = cfg.hostname or socket.gethostname()
         uuid = identity.load_or_create(cfg.state_dir)
         check_own(keys, "agent", uuid)
@@ -84,6 +93,27 @@ def run(args: argparse.Namespace) -> int:
         return _fail(EX_CANTCREAT, str(e))
     finally:
         os.close(lock)
+
+
+def deregister(cfg: AgentConfig, keys) -> int:
+    """``--deregister``: one line on stdout when the sinks ACKed, on stderr (exit 75) when
+    not in ``deregister_timeout``."""
+    from agent import identity
+    from agent.departure import leave
+    from fleetwatch.security import check_own
+
+    uuid = identity.read(cfg.state_dir)
+    if uuid is None:
+        return _fail(EX_CANTCREAT, f"no uuid in {cfg.state_dir}: this agent never ran, "
+                                   f"there is nothing to deregister")
+    check_own(keys, "agent", uuid)
+    hostname = cfg.hostname or socket.gethostname()
+    departure = leave(cfg, uuid, hostname, keys)
+    if not departure.done:
+        return _fail(EX_TEMPFAIL, f"deregistration of {uuid} ({hostname}) "
+                                  f"{departure.summary()} within {cfg.deregister_timeout:g}s")
+    print(f"deregistered {uuid} ({hostname}): {departure.summary()}")
+    return 0
 
 
 def once(cfg: AgentConfig) -> int:

@@ -41,6 +41,8 @@ class Outbox:
         self.unreported_drops = 0
         self.next_drop_report = 0.0
         self.throttle = Throttle(log, 10.0, clock)
+        #: the DEREGISTER waiting for its ACKs while the agent stops (agent.departure)
+        self.departure = None
 
     def deadline(self, now: float) -> float:
         """When :meth:`timers` has work next (``math.inf``: nothing waits)."""
@@ -135,7 +137,9 @@ class Outbox:
                 self.counters["agent.spool.resent"] += 1
 
     def ack(self, msg: protocol.Message) -> None:
-        """A router's ACK: recorded in the spool, counted."""
+        """A router's ACK: recorded in the spool (and by a departure), counted."""
+        if self.departure is not None:
+            self.departure.acked(msg)
         acked = self.spool.ack(msg.get("msg_ids"), msg.get("sink"))
         for msg_id in acked.removed:
             self.last_via.pop(msg_id, None)

@@ -2,8 +2,9 @@
 
 Live: ``log_level``; ``stats_interval`` and ``collectors``; the whole ``plugins`` section
 (directories, limits, the declared checks: a changed set of checks is announced at once in a
-new REGISTER, spooled like the first); the ``local`` intake limits; ``parents`` (announced
-in a new REGISTER, and in every HELLO after). Everything else (routers,
+new REGISTER, spooled like the first); the ``local`` intake limits; ``parents`` and
+``ephemeral`` (announced in a new REGISTER, and in every HELLO after); ``deregister_on_stop``
+and ``deregister_timeout`` (read at stop). Everything else (routers,
 state_dir and the intake socket, hostname, heartbeat and reconnect timing, the STATS buffer,
 the spool, the CURVE keys) takes effect at restart, which keeps the uuid and the spool.
 The mechanism, and how a bad file is handled, is :mod:`fleetwatch.reload`'s.
@@ -19,7 +20,8 @@ from fleetwatch.reload import LIVE, Reloader
 log = logging.getLogger(__name__)
 
 POLICY = {"log_level": LIVE, "stats_interval": LIVE, "collectors": LIVE, "plugins": LIVE,
-          "local": LIVE, "parents": LIVE}
+          "local": LIVE, "parents": LIVE, "ephemeral": LIVE, "deregister_on_stop": LIVE,
+          "deregister_timeout": LIVE}
 
 
 def reloader(agent, path: str) -> Reloader:
@@ -43,8 +45,9 @@ def apply(agent, old, new, changed: list[str]) -> None:
         agent.intake.allow = frozenset(new.local.allow)
         agent.intake.names = tuple(new.local.names)
         agent.declared.replace_local_commands(new.local.plugins)
-    if "parents" in changed:
+    if "parents" in changed or "ephemeral" in changed:
         agent.routers.parents = tuple(new.parents)
+        agent.routers.ephemeral = new.ephemeral
         agent.outbox.spool_messages([agent.register()])
     if any(p.startswith("plugins.") for p in changed):
         agent.runner.cfg = new.plugins

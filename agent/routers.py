@@ -37,6 +37,11 @@ def parents(declared) -> dict:
     return {"parents": list(declared)} if declared else {}
 
 
+def ephemeral(flag: bool) -> dict:
+    """The ``ephemeral`` field of HELLO and REGISTER: only when true."""
+    return {"ephemeral": True} if flag else {}
+
+
 class Routers:
     """Timers and traffic of every router link."""
 
@@ -53,6 +58,10 @@ class Routers:
         self.throttle = Throttle(log, 10.0, clock)
         #: the agent's declared parents (its config's ``parents``), sent in HELLO
         self.parents: tuple[str, ...] = ()
+        #: its config's ``ephemeral``, sent in HELLO
+        self.ephemeral = False
+        #: its DEREGISTER is out (agent.departure): no HELLO any more
+        self.leaving = False
 
     def deadline(self) -> float:
         return min((link.deadline() for link in self.links), default=float("inf"))
@@ -92,7 +101,8 @@ class Routers:
                                              version=fleetwatch.__version__, role="agent",
                                              instance=self.instance,
                                              plugins=self.declared.own_wire(),
-                                             **parents(self.parents)))
+                                             **parents(self.parents),
+                                             **ephemeral(self.ephemeral)))
 
     # ---------------------------------------------------------------- arriving
     def drain(self, sock: zmq.Socket, link: Link, now: float) -> None:
@@ -131,7 +141,8 @@ class Routers:
             if msg.get("status") == protocol.HELLO_REQUIRED:
                 log.info("router %s asks for HELLO again", link.endpoint)
                 link.hello_required(now)
-                self._hello(link)
+                if not self.leaving:            # a HELLO after a DEREGISTER would undo it
+                    self._hello(link)
             else:
                 self.throttle.warning(f"error.{link.endpoint}", "router %s: ERROR %s %s (%s)",
                                       link.endpoint, msg.get("status"), msg.get("reason"),

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 
 from fleetwatch import protocol
 from fleetwatch.logs import Throttle
-from plugins.output import parse
 
 from agent.declared import Plugin
 from agent.execute import Finished, Launch, execute
@@ -101,6 +100,9 @@ def resolve(command: str, dirs) -> tuple[str, str] | str:
 
 def outcome(plugin: str, launch: Launch, done: Finished) -> Outcome:
     """The RESULT fields for a finished process (pure: no I/O)."""
+    # imported at the first result: an agent that runs no plugin never loads the parser
+    from plugins.output import parse
+
     parsed = parse(done.stdout)
     stderr = done.stderr.decode("utf-8", errors="replace").strip()
     text, long_output = parsed.text, parsed.long_output

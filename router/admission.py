@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 #: at most one security event per claimed uuid per this many seconds
 EVENT_PERIOD = 60.0
+#: the sweep forgets old clone sightings and security events this often (each a pass over
+#: every uuid seen; their own caps bound them in between)
+PRUNE_PERIOD = 60.0
 CLONE_TEXT = ("uuid {uuid} is used by two agents at once (instances {a}, {b}): a cloned "
               "machine? mint a new uuid with fleetwatch agent --new-uuid")
 
@@ -69,6 +72,7 @@ class Admission:
         self.last_refill = monotonic()
         self.pacer = Pacer(limits.hellos_per_second, monotonic)
         self.clones = CloneDetector(clock=monotonic)
+        self.next_prune = monotonic() + PRUNE_PERIOD
         self.mismatch_events = Once(EVENT_PERIOD, monotonic)
         self.throttle = Throttle(log, 10.0, monotonic)
         self.own_notify = protocol.envelope("NOTIFY", router_id, router_id)
@@ -171,14 +175,13 @@ class Admission:
 
     def set_limits(self, rate: float, burst: float, hellos_per_second: float) -> None:
         """New limits (a config reload): every bucket above the new burst is cut to it now,
-        the sweep refills at the new rate; the admission pace changes at once too."""
+        the sweep refills at the new rate; the admission pace's ceiling changes at once too."""
         self.rate, self.burst = rate, burst
         self.peers.burst = burst
         for peer in self.peers.table.values():
             if peer.tokens > burst:
                 peer.tokens = burst
-        self.pacer.rate = float(hellos_per_second)
-        self.pacer.tokens = min(self.pacer.tokens, self.pacer.rate)
+        self.pacer.set_ceiling(hellos_per_second)
 
     # ---------------------------------------------------------------- reports
     def rate_limited(self, peer: Peer) -> None:
@@ -202,14 +205,17 @@ class Admission:
         self.port.relay(self.own_notify, b"NOTIFY", protocol.encode_body(msg))
 
     # ---------------------------------------------------------------- periodic
-    def sweep(self) -> None:
-        """Refill the rate buckets and the admission pace, forget old events and clones."""
+    def sweep(self, busy: float | None = None) -> None:
+        """Refill the rate buckets and the admission pace (moved by ``busy``, the share of
+        the period the relay's loop worked: :class:`router.guard.Pacer`), forget old events
+        and clones."""
         now = self.monotonic()
         elapsed, self.last_refill = now - self.last_refill, now
         refill(self.peers.table.values(), self.rate, self.burst, elapsed)
-        self.pacer.refill()
-        self.mismatch_events.prune(now)
-        if len(self.clones) > 10_000:
+        self.pacer.refill(busy)
+        if now >= self.next_prune:          # O(agents): not at every sweep
+            self.next_prune = now + PRUNE_PERIOD
+            self.mismatch_events.prune(now)
             self.clones.prune(now)
 
 

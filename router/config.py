@@ -15,6 +15,7 @@ DEFAULT_ROUTES = {
     "HEARTBEAT": ["alerting", "history"],
     "NOTIFY": ["alerting", "history"],
     "RESULT": ["alerting", "graphite", "history"],
+    "DEREGISTER": ["registry", "alerting"],
 }
 
 
@@ -42,8 +43,9 @@ class RouterLimits:
     rate: float = setting(1000.0, "messages per second one agent may send (token bucket)")
     burst: float = setting(5000.0, "messages one agent may send at once above its rate")
     hellos_per_second: float = setting(
-        500.0, "new agent attachments processed per second; HELLOs above are dropped and the "
-               "agents retry (admission pacing for reconnect storms)")
+        2000.0, "most new agent attachments processed per second; the pace follows the "
+                "router's load below it (at least 500/s); HELLOs above are dropped and the "
+                "agents retry (admission pacing for reconnect storms)")
     careful_seconds: float = setting(
         10.0, "after a malformed or refused agent message, check every frame boundary for "
               "this long (SPEC 8)")
@@ -63,6 +65,11 @@ class RouterConfig:
         help="message type -> sink types it is relayed to")
     expiry_intervals: float = setting(
         3.0, "an agent silent for this many of its heartbeat intervals is forgotten")
+    max_agents: int = setting(
+        10000, "agents this router is sized for: its unit (`fleetwatch service install "
+               "router`) allows it 2 file descriptors per agent and 1,024 more "
+               "(LimitNOFILE=); started outside a unit it raises its soft limit that far if "
+               "the hard limit allows. Its STATS report the descriptors used (router.fd_*)")
     stats_interval: float = setting(10.0, "seconds between the router's own STATS")
     limits: RouterLimits = setting(factory=RouterLimits, help="sizes and queue bounds")
     security: ServerSecurity = setting(factory=ServerSecurity, help="CURVE and allowlists")
@@ -86,5 +93,8 @@ class RouterConfig:
                 raise ValueError(f"limits.{name}: expected a positive number")
         if self.expiry_intervals < 1:
             raise ValueError("expiry_intervals: expected a number of at least 1")
+        from router.descriptors import MAX_AGENTS
+        if not 1 <= self.max_agents <= MAX_AGENTS:
+            raise ValueError(f"max_agents: expected 1 to {MAX_AGENTS:,} (more: another router)")
         if self.stats_interval <= 0:
             raise ValueError("stats_interval: expected a positive number of seconds")

@@ -18,6 +18,9 @@ into the flat ``{name: number}`` of the router's own STATS:
   reported), ``router.events`` (security NOTIFYs the router made), ``router.acks.own``
   (ACKs of those, swallowed);
 - ``router.agents``: attached agents, a gauge;
+- ``router.fd_used``, ``router.fd_limit``, ``router.fd_headroom_pct``: file descriptors open,
+  the limit, and the share of it left (gauges kept by router/descriptors.py, which warns
+  when under 20 % is left);
 - ``router.config.reloads`` / ``router.config.reload_failed``: config reloads on SIGHUP
   applied / refused (router/reload.py).
 """

@@ -1,4 +1,5 @@
-"""The router's limits and alarms: rate buckets, admission pacing, clone detection, event throttling.
+"""The router's limits and alarms: rate buckets, admission pacing by load, clone detection,
+event throttling.
 
 Pure logic with an injected clock; :mod:`router.admission` calls these from the relay's slow
 path and its periodic sweep. The per-agent token bucket itself lives on :class:`router.peers.Peer`
@@ -17,6 +18,13 @@ log = logging.getLogger(__name__)
 CLONE_WINDOW = 600.0
 #: at most this many instances remembered per uuid (the most recent)
 CLONE_INSTANCES = 4
+#: admission pacing: the pace never goes below this many HELLOs per second (nor above the
+#: ceiling), it falls while the loop works more than this share of the time, and the bucket
+#: holds this many seconds of the current pace
+PACE_FLOOR = 500.0
+PACE_TARGET = 0.7
+PACE_BURST = 0.05
+PACE_MIN_BURST = 16.0
 
 
 def refill(peers, rate: float, burst: float, elapsed: float) -> None:
@@ -28,31 +36,93 @@ def refill(peers, rate: float, burst: float, elapsed: float) -> None:
 
 
 class Pacer:
-    """A global token bucket: at most ``per_second`` events per second, ``per_second`` burst.
+    """Admission pacing (SPEC 7.6): a global token bucket whose rate follows the relay's load.
 
-    The relay asks :meth:`allow` before admitting a new agent and refills from its sweep,
-    so a reconnect storm is admitted at a bounded pace while attached agents keep being
-    served (SPEC 7.6).
+    The relay asks :meth:`allow` before admitting a new agent and, from its sweep, calls
+    :meth:`refill` with the share of the last period its loop spent working rather than
+    waiting for messages (:class:`Busy`). After a period it worked at most ``target`` of
+    the time the pace doubles, up to ``ceiling`` (``limits.hellos_per_second``), where an
+    idle router stays: it has time to spare, so a reconnect storm is over sooner. After one
+    above ``target`` it halves, down to ``floor``: the attached agents' traffic comes first,
+    yet a storm always moves on. Tokens accrue continuously and the bucket holds ``burst``
+    seconds of the pace (at least PACE_MIN_BURST, or the whole pace when lower): admissions
+    are spread over time, never a sweep period's worth at once (each costs the loop a few
+    hundred microseconds, which the attached agents' answers wait for).
     """
 
-    def __init__(self, per_second: float, clock=time.monotonic):
-        self.rate = float(per_second)
+    def __init__(self, ceiling: float, clock=time.monotonic, floor: float = PACE_FLOOR,
+                 target: float = PACE_TARGET, burst: float = PACE_BURST):
+        self.ceiling = float(ceiling)
+        self.floor = min(float(floor), self.ceiling)
+        self.target, self.burst = target, burst
         self.clock = clock
-        self.tokens = self.rate
+        #: the current pace (HELLOs per second), between floor and ceiling
+        self.rate = self.ceiling
+        self._sizes()
+        self.tokens = self.capacity
         self.stamp = clock()
         self.deferred = 0
 
-    def refill(self) -> None:
+    def _sizes(self) -> None:
+        self.capacity = max(min(self.rate, PACE_MIN_BURST), self.rate * self.burst)
+
+    def _accrue(self) -> float:
         now = self.clock()
-        self.tokens = min(self.rate, self.tokens + (now - self.stamp) * self.rate)
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
+        return self.tokens
+
+    def refill(self, busy: float | None = None) -> None:
+        """Add the tokens of the time since the last call; with ``busy`` (0 to 1, the loop's
+        working share since the previous sweep) then move the pace."""
+        self._accrue()
+        if busy is not None:
+            if busy > self.target:
+                self.rate = max(self.floor, self.rate / 2)
+            else:
+                self.rate = min(self.ceiling, self.rate * 2)
+            self._sizes()
+            self.tokens = min(self.tokens, self.capacity)
+
+    def set_ceiling(self, ceiling: float) -> None:
+        """A new ``limits.hellos_per_second`` (a reload): applies at once."""
+        self._accrue()
+        self.ceiling = float(ceiling)
+        self.floor = min(PACE_FLOOR, self.ceiling)
+        self.rate = min(max(self.rate, self.floor), self.ceiling)
+        self._sizes()
+        self.tokens = min(self.tokens, self.capacity)
 
     def allow(self) -> bool:
-        if self.tokens >= 1.0:
+        if self.tokens >= 1.0 or self._accrue() >= 1.0:
             self.tokens -= 1.0
             return True
         self.deferred += 1
         return False
+
+
+class Busy:
+    """The share of wall time a loop spends working rather than waiting in its poll.
+
+    The loop adds each wait (:meth:`waited`); :meth:`share` gives the share of the time
+    since its previous call that was not waiting (0 to 1) and starts a new period.
+    """
+
+    def __init__(self, clock=time.monotonic):
+        self.clock = clock
+        self.since = clock()
+        self.idle = 0.0
+
+    def waited(self, seconds: float) -> None:
+        self.idle += seconds
+
+    def share(self) -> float:
+        now = self.clock()
+        elapsed, idle = now - self.since, self.idle
+        self.since, self.idle = now, 0.0
+        if elapsed <= 0.0:
+            return 0.0
+        return min(1.0, max(0.0, 1.0 - idle / elapsed))
 
 
 class CloneDetector:

@@ -18,6 +18,7 @@ from fleetwatch import logs, sdnotify
 from fleetwatch.config import EX_CONFIG
 from fleetwatch.security import SecurityError
 from router.config import RouterConfig
+from router.descriptors import RESERVED, nofile, raise_limit
 from router.endpoints import write_ready_file
 from router.relay import Relay
 from router.reload import reloader
@@ -30,6 +31,20 @@ EX_UNAVAILABLE = 69
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", default="/etc/fleetwatch/router.yaml",
                         help="router config file (YAML; default %(default)s)")
+
+
+def descriptors(max_agents: int) -> None:
+    """The descriptor limit ``max_agents`` wants (the unit sets it: ``LimitNOFILE=``),
+    raised to if the hard limit allows; a warning when it cannot even give each of
+    ``max_agents`` one connection, a line of information when it falls short of the margin."""
+    wanted = nofile(max_agents)
+    before, after = raise_limit(wanted)
+    if after > before:
+        log.info("descriptor limit raised from %d to %d", before, after)
+    if after < wanted:
+        (log.warning if after < max_agents + RESERVED else log.info)(
+            "descriptor limit %d, below the %d max_agents %d wants (LimitNOFILE=, ulimit -n)",
+            after, wanted, max_agents)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
         except zmq.ZMQError as e:
             log.error("%s", e)
             return EX_UNAVAILABLE
+        descriptors(cfg.max_agents)     # (once bound: a start that fails says one line)
         if cfg.ready_file:
             write_ready_file(cfg.ready_file, cfg.id, relay.endpoints)
         notifier.ready(f"router {cfg.id}: agents {relay.endpoints['agents']}")

@@ -7,7 +7,9 @@ RESULT from an attached agent) neither decodes the body nor allocates a message 
 reads the frames one by one with integer flags, compares the signature frame, looks the type
 frame up in the routing table and sends the stamped frames (SIGNATURE, ENVELOPE, BODY) to
 each sink type's PUSH socket with ``NOBLOCK``, counting a ``zmq.Again`` as a drop.
-Everything else (HELLO, HEARTBEAT, bad frames, unknown peers) is read here and handed as
+An attached agent's HEARTBEAT, well framed, is answered and relayed here too
+(:meth:`Relay._heartbeat`: one a second from every agent, the bulk of a big fleet's traffic).
+Everything else (HELLO, bad frames, unknown peers) is read here and handed as
 frames to the slow path, :class:`router.admission.Admission` (key-bound uuids, the limits);
 control requests to :class:`router.control.ControlDesk`. Neither sees a socket or this
 class: each gets the peers, the counters, its clocks and a :class:`router.port.RelayPort`
@@ -34,8 +36,10 @@ from router.admission import Admission
 from router.config import RouterConfig
 from router.control import ControlDesk
 from router.counters import Counters
+from router.descriptors import Descriptors
 from router.doorman import Doorman
 from router.endpoints import advertised
+from router.guard import Busy
 from router.peers import Peers
 from router.port import RelayPort
 from fleetwatch.rcvmore import rcvmore_reader
@@ -50,7 +54,10 @@ NOBLOCK = zmq.NOBLOCK
 MORE_NB = zmq.SNDMORE | zmq.NOBLOCK
 #: Types that need an answer or a decode, so never take the hot path.
 SLOW_TYPES = frozenset({b"HELLO", b"HEARTBEAT"})
+HEARTBEAT = b"HEARTBEAT"
 SWEEP_PERIOD = 0.25
+#: the agents socket's listen backlog (the kernel caps it at net.core.somaxconn)
+AGENTS_BACKLOG = 65535
 MAX_POLL = 0.25
 
 
@@ -71,7 +78,11 @@ class Relay:
         self.ctx = context or zmq.Context(io_threads=2 if config.security.curve else 1)
         self.peers = Peers(config.expiry_intervals, clock, self.id_frame)
         self.counters = Counters(AGENT_TYPES)
+        #: descriptors used against the limit, reported in STATS (warns when few are left)
+        self.descriptors = Descriptors(clock=monotonic)
         self.limiter = ReplyLimiter(1.0, monotonic)
+        #: how much of its time the loop works (admission paces itself by it)
+        self.busy = Busy(monotonic)
         self.throttle = Throttle(log, 10.0, monotonic)
         #: distinct topics subscribed on the tail (XPUB passes each topic's first subscribe
         #: and last unsubscribe): a count, since the relay only asks "anyone listening?"
@@ -127,7 +138,10 @@ class Relay:
             self.doorman = Doorman(self.ctx, cfg.security, self.counters.refused,
                                    self.monotonic)
         # no ROUTER_HANDOVER: a routing id stays with its connection (SPEC 7.3)
-        self.agents = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1, SNDHWM=limits.agent_hwm)
+        # a restart's thousands of reconnects at once: with libzmq's listen backlog of 100
+        # the kernel drops the SYNs above it and their clients retry 1, 3, 7, 15, 31 s later
+        self.agents = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1, SNDHWM=limits.agent_hwm,
+                                   BACKLOG=AGENTS_BACKLOG)
         self.control = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1)
         self.tail = self._socket(zmq.XPUB, SNDHWM=limits.tail_hwm)
         self.sinks = {name: self._socket(zmq.PUSH, SNDHWM=limits.sink_hwm)
@@ -145,6 +159,7 @@ class Relay:
         }
         self.endpoints = endpoints
         self.agents_rcvmore = rcvmore_reader(self.agents)
+        self.agents_send = MethodType(zmq.backend.Socket.send, self.agents)
         self.control_rcvmore = rcvmore_reader(self.control)
         self.hostname = self.fqdn()
         # The base class's send: the same call without pyzmq's Python wrapper (routing_id and
@@ -183,11 +198,14 @@ class Relay:
             zap = doorman.zap
             poller.register(zap, zmq.POLLIN)
         mono = self.monotonic
+        waited = self.busy.waited
         next_sweep = mono() + SWEEP_PERIOD
         next_stats = mono() + self.config.stats_interval
         while not self.stopping:
-            timeout = min(next_sweep, next_stats) - mono()
+            before = mono()
+            timeout = min(next_sweep, next_stats) - before
             events = dict(poller.poll(max(0.0, min(timeout, MAX_POLL)) * 1000))
+            waited(mono() - before)
             if self.reload_requested:
                 # between two wake-ups: what the loops below read into locals, they read
                 # again at their next call; this loop's own local is next_stats
@@ -266,6 +284,9 @@ class Relay:
                 return
             route = fast.get(type_frame)
             if route is None or sig != signature:
+                if type_frame == HEARTBEAT and sig == signature:
+                    self._heartbeat(rid, peer, body, now)
+                    continue
                 self.guarded(self._agent_message, rid, [sig, type_frame, body], now)
                 continue
             tokens = peer.tokens - 1.0
@@ -287,6 +308,28 @@ class Relay:
                 relayed[slot] += 1
             if tail:
                 self._publish(envelope, body)
+
+    def _heartbeat(self, rid: bytes, peer, body: bytes, now: float) -> None:
+        """An attached agent's HEARTBEAT read the fast way (three frames, the signature
+        checked): what the slow path does with it, without its checks and message objects
+        (a rate-limit token, a sign of life, the answer, the relay)."""
+        tokens = peer.tokens - 1.0
+        peer.tokens = tokens
+        if tokens < 0.0:
+            self._rate_limited(peer)
+            return
+        peer.last_heard = now
+        self.counters.received[HEARTBEAT] += 1
+        send = self.agents_send
+        answer = protocol.encode_body(protocol.make("HEARTBEAT", self.id, self.clock))
+        try:
+            send(rid, MORE_NB)
+            send(SIGNATURE, MORE_NB)
+            send(HEARTBEAT, MORE_NB)
+            send(answer, NOBLOCK)
+        except zmq.ZMQError:    # Again (its queue is full) or EHOSTUNREACH (gone)
+            self.counters.replies_failed += 1
+        self.relay(peer.envelopes[HEARTBEAT], HEARTBEAT, body)
 
     def _misframed(self, rid: bytes, parts: list[bytes], now: float) -> None:
         """A message with the wrong number of frames: refuse it and drain carefully."""
@@ -440,7 +483,7 @@ class Relay:
     def sweep(self) -> None:
         """Refill the limits, re-read changed allowlists, count failed handshakes, expire
         silent agents, forget old answers."""
-        self.admission.sweep()
+        self.admission.sweep(self.busy.share())
         if self.doorman is not None:
             self.doorman.refresh()
             self.doorman.drain_monitors()
@@ -449,7 +492,8 @@ class Relay:
 
     def stats(self) -> Message:
         return protocol.make("STATS", self.id, self.clock,
-                             metrics=self.counters.metrics(len(self.peers)),
+                             metrics={**self.counters.metrics(len(self.peers)),
+                                      **self.descriptors.metrics()},
                              hostname=self.hostname, source="router")
 
     def send_stats(self) -> None:

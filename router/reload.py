@@ -23,7 +23,8 @@ At restart: ``id`` (stamped in the envelopes built at each HELLO), ``bind``,
 paths; the allowlists' contents are what SIGHUP re-reads), ``ready_file``, and the limits
 that are socket options (``max_message_bytes``, ``sink_hwm``, ``agent_hwm``, ``tail_hwm``:
 libzmq copies them into each connection as it is made, so a change would hold for new
-connections only).
+connections only), and ``max_agents`` (the descriptor limit is set when the process starts:
+by its unit, which ``fleetwatch service install router`` rewrites for the new value).
 """
 
 from __future__ import annotations

@@ -55,11 +55,15 @@ STALLED_WAIT = 0.25
 
 
 def read_registry(reader: Reader) -> list[dict]:
-    """The registry's ``plugins`` rows, each with its agent's ``hostname`` (or None)."""
+    """The registry's ``plugins`` rows, each with its agent's ``hostname`` (or None); none of
+    an agent that left (deregistered, or ephemeral and gone silent: ``reads.gone``), so its
+    jobs are dropped at the next refresh."""
     from sinks.state import reads
     plugins = reader.read(reads.plugins)
     if not plugins:
         return []
+    gone = reader.read(reads.gone)
+    plugins = [row for row in plugins if row["uuid"] not in gone]
     hostnames = {a["uuid"]: a.get("hostname") for a in reader.read(reads.agents)}
     return [{**row, "hostname": hostnames.get(row["uuid"])} for row in plugins]
 

@@ -14,6 +14,16 @@ The agent's ``parents`` (the hosts and checks it can only be reached through, ``
 ``HOST/CHECK``, :mod:`sinks.alerting.dependencies`), from its HELLO and its own REGISTER,
 are kept in ``agents.parents`` (NULL when it declares none: a message without the field
 clears them); entries that are not a reference are skipped and counted (``bad_parent``).
+Its ``ephemeral`` flag (the same messages) goes to ``agents.ephemeral``: the alerting sinks
+call such an agent GONE, not DOWN, when it goes silent (:mod:`sinks.alerting.hosts`).
+
+DEREGISTER (the agent leaves for good, SPEC 4.8) is ACKed once committed: the agent's
+``plugins`` and ``agent_routers`` rows are removed (so the scheduler drops its jobs) and its
+``agents`` row is marked ``gone`` with the DEREGISTER's ``ts``, which readers take as not
+there; a HELLO or REGISTER of that uuid sent before it (relayed late, or by another registry
+sink) is ignored and counted (``after_deregister``), a later one registers the agent again.
+The alerting sinks forget the row with the rest after ``alerting.forget_after``
+(:mod:`sinks.state.forget`).
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import logging
 import time
 from collections import Counter
 
+from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetwatch.logs import Throttle
@@ -53,8 +64,8 @@ def plugin_rows(uuid: str, source: str, declared: list, now: float) -> tuple[lis
 
 class RegistrySink(db.DatabaseSink):
     type = "registry"
-    handles = frozenset({"HELLO", "REGISTER"})
-    acks = frozenset({"REGISTER"})
+    handles = frozenset({"HELLO", "REGISTER", "DEREGISTER"})
+    acks = frozenset({"REGISTER", "DEREGISTER"})
 
     def __init__(self, engine, clock=time.time):
         super().__init__(engine, clock)
@@ -65,10 +76,19 @@ class RegistrySink(db.DatabaseSink):
         counts: Counter = Counter()
         try:
             with self.engine.begin() as conn:
+                gone = _gone(conn, {r.uuid for r in batch})
                 for relayed in batch:
-                    if relayed.message.type == "HELLO":
+                    msg = relayed.message
+                    if msg.type == "DEREGISTER":
+                        self._deregister(conn, relayed, now)
+                        gone[relayed.uuid] = max(gone.get(relayed.uuid, msg.ts), msg.ts)
+                    elif relayed.uuid in gone and msg.ts <= gone[relayed.uuid]:
+                        counts["after_deregister"] += 1      # sent before it left
+                    elif msg.type == "HELLO":
+                        gone.pop(relayed.uuid, None)
                         counts["bad_parent"] += self._hello(conn, relayed, now)
                     else:
+                        gone.pop(relayed.uuid, None)
                         bad_plugins, bad_parents = self._register(conn, relayed, now)
                         counts["bad_plugin"] += bad_plugins
                         counts["bad_parent"] += bad_parents
@@ -84,8 +104,8 @@ class RegistrySink(db.DatabaseSink):
         self.counts.update(counts)
 
     def _seen(self, conn, relayed: Relayed, now: float, **fields) -> None:
-        row = {"uuid": relayed.uuid, "first_seen": now, "last_seen": now, **fields}
-        db.upsert(conn, schema.agents, row, update=["last_seen", *fields])
+        row = {"uuid": relayed.uuid, "first_seen": now, "last_seen": now, "gone": None, **fields}
+        db.upsert(conn, schema.agents, row, update=["last_seen", "gone", *fields])
         db.upsert(conn, schema.agent_routers,
                   {"uuid": relayed.uuid, "router": relayed.router, "last_seen": now},
                   update=["last_seen"])
@@ -94,6 +114,15 @@ class RegistrySink(db.DatabaseSink):
         fields, bad = _identity(relayed.message)
         self._seen(conn, relayed, now, **fields)
         return bad
+
+    def _deregister(self, conn, relayed: Relayed, now: float) -> None:
+        uuid = relayed.uuid
+        for t in (schema.plugins, schema.agent_routers):
+            conn.execute(t.delete().where(t.c.uuid == uuid))
+        db.upsert(conn, schema.agents, {"uuid": uuid, "first_seen": now, "last_seen": now,
+                                        "gone": relayed.message.ts}, update=["gone"])
+        log.info("agent %s deregistered (%s)", uuid,
+                 str(relayed.message.get("reason") or "no reason given")[:200])
 
     def _register(self, conn, relayed: Relayed, now: float) -> tuple[int, int]:
         msg = relayed.message
@@ -122,4 +151,12 @@ def _identity(msg) -> tuple[dict, int]:
         fields["version"] = msg.get("version")[:64]
     refs, bad = declared_refs(msg.get("parents"))
     fields["parents"] = [str(r) for r in refs] or None
+    fields["ephemeral"] = msg.get("ephemeral") is True
     return fields, bad
+
+
+def _gone(conn, uuids: set[str]) -> dict[str, float]:
+    """uuid -> the ``ts`` of its DEREGISTER, for the deregistered agents among ``uuids``."""
+    t = schema.agents
+    return dict(conn.execute(select(t.c.uuid, t.c.gone).where(
+        t.c.uuid.in_(sorted(uuids)), t.c.gone.is_not(None))).all()) if uuids else {}

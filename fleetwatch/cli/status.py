@@ -148,7 +148,8 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
     flapping (None while never evaluated); each agent's ``state`` UP/DOWN since when, and
     its heartbeating local ``processes`` -- these keys only for agents the alerting sinks
     have heard heartbeats from. An agent's last heartbeat counts for its ``last_seen``
-    (epoch seconds here).
+    (epoch seconds here). An agent that left (ephemeral and silent, or deregistered while
+    the registry still lists it) is GONE: no problem, pages nobody.
 
     A host still UP past the deadline the sinks stored (no alerting sink has run its tick
     since: stopped, or behind) is DOWN since that deadline, by the sinks' own rule
@@ -172,7 +173,10 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
             deadline = _number(row.get("deadline"))
             if up and now is not None and deadline and now > deadline:
                 up, since = False, deadline
-            entry = {"state": "UP" if up else "DOWN", "state_since": iso(since),
+            name = "UP" if up else "DOWN"
+            if row.get("gone") is not None:     # deregistered, or ephemeral gone silent
+                name, since = "GONE", row["gone"]
+            entry = {"state": name, "state_since": iso(since),
                      "last_heartbeat": iso(row["last_heard"])}
             if row["name"]:
                 agent.setdefault("processes", []).append({"name": row["name"], **entry})

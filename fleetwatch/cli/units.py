@@ -141,8 +141,10 @@ def _quote(arg: str) -> str:
 
 
 def render(service: Service, exe: str, config_path: str | None = None,
-           user: str = DEFAULT_USER, groups: typing.Sequence[str] = ()) -> str:
-    """The unit file text. ``groups``: supplementary groups (the agent's ``intake_group``)."""
+           user: str = DEFAULT_USER, groups: typing.Sequence[str] = (),
+           max_agents: int | None = None) -> str:
+    """The unit file text. ``groups``: supplementary groups (the agent's ``intake_group``);
+    ``max_agents``: the agents a router is sized for (its config's; None: the default)."""
     config_path = config_path or service.config_path
     agent = service.process == "agent"
     command = " ".join(_quote(a) for a in [exe, *service.argv(config_path)])
@@ -180,8 +182,13 @@ def render(service: Service, exe: str, config_path: str | None = None,
         f"SyslogIdentifier=fleetwatch-{service.name}",
     ]
     if service.process == "router":
-        unit.append("# one file descriptor per connected agent")
-        unit.append("LimitNOFILE=65536")
+        from router.config import RouterConfig
+        from router.descriptors import nofile
+        agents = RouterConfig().max_agents if max_agents is None else max_agents
+        unit.append(f"# sized for {agents} agents (max_agents in its config): a descriptor "
+                    f"per agent connection,")
+        unit.append("# as many again for reconnections, 1024 for the rest")
+        unit.append(f"LimitNOFILE={nofile(agents)}")
     unit += [
         "",
         "# Hardening (systemd.exec(5)); `systemd-analyze security` scores it.",

@@ -13,6 +13,8 @@
       host_timeout_intervals: 3  #   interval: this many of the host's own intervals,
       host_timeout_min: 10       #   at least this many seconds
       tick_interval: 1           # seconds between looks for silent hosts and stale checks
+      forget_after: 86400        # an agent GONE (deregistered, ephemeral and silent) this
+                                 # long is forgotten: its registry and state rows removed
       dependencies:              # parents (sinks.alerting.dependencies)
         - {hosts: "rack3-*", parents: [sw-3]}
         - {hosts: "*", checks: "http*", parents: [nginx_proc]}
@@ -48,6 +50,9 @@ class AlertingConfig:
                                             "(when host_timeout is 0)")
     tick_interval: float = setting(1.0, "seconds between two looks for silent hosts and "
                                         "stale checks")
+    forget_after: float = setting(86400.0, "seconds an agent stays GONE (deregistered, or "
+                                           "ephemeral and silent) before it is forgotten: "
+                                           "its registry and state rows removed")
     delivery: DeliveryConfig = setting(factory=DeliveryConfig,
                                        help="channels (email, webhook) and routing rules")
     dependencies: list[deps.Dependency] = setting(
@@ -67,6 +72,8 @@ class AlertingConfig:
             raise ValueError("host_timeout: expected 0 (automatic) or more seconds")
         if self.host_timeout_intervals < 1:
             raise ValueError("host_timeout_intervals: expected at least 1")
+        if self.forget_after < 0:
+            raise ValueError("forget_after: expected 0 (at the next tick) or more seconds")
         if self.tick_interval <= 0:
             raise ValueError("tick_interval: expected a positive number of seconds")
         cycle = deps.config_cycle(self.dependencies)

@@ -10,8 +10,11 @@ first (:mod:`sinks.alerting.state`); and turns what changed into alert events
 suppressed or held (:mod:`sinks.alerting.downtimestore`); a problem's alerts an
 acknowledgement covers are held back (:mod:`sinks.alerting.ackstore`), and so are those of a
 host UNREACHABLE behind a parent, or of a check whose parent check is in a HARD problem
-(:mod:`sinks.alerting.reachability`). Its counts are the sink's
-counters for that batch; the clock is the sink's, read once per transaction (``now``).
+(:mod:`sinks.alerting.reachability`). An agent that leaves (its DEREGISTER, or ephemeral
+and silent: GONE, :mod:`sinks.alerting.hosts`) has its checks and problems ended, and is
+forgotten ``forget_after`` later (:mod:`sinks.alerting.departures`). Its counts are the
+sink's counters for that batch; the clock is the sink's, read once per transaction
+(``now``).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from sinks.alerting import checks as checkstate, events as alertevents, hosts as hoststate
 from sinks.alerting import downtimes as downtimerules, downtimestore, escalation, freshness
-from sinks.alerting import reachability, staleness
+from sinks.alerting import departures, reachability, staleness
 from sinks.alerting import state as alertstate
 from sinks.alerting.ackstore import Cover
 from sinks.alerting.rows import newest, order
@@ -34,7 +37,6 @@ if TYPE_CHECKING:
     from sinks.alerting.sink import AlertingSink
 
 log = logging.getLogger(__name__)
-
 
 class Pass:
     """One transaction's evaluation: the rows it locked, the silences it read, its counts."""
@@ -50,6 +52,9 @@ class Pass:
         self.unreachable_hosts: dict[str, str] | None = None
         #: parents' states read in this transaction, by their references (reachability)
         self.parents_seen: dict = {}
+        #: uuid -> its DEREGISTER's ts (None: ephemeral and silent) of the agents this pass
+        #: found GONE, whose checks and problems :func:`departures.depart` ends next
+        self.departed: dict[str, float | None] = {}
 
     # ---------------------------------------------------------------- alerts
     def hostname(self, uuid: str) -> str | None:
@@ -100,9 +105,12 @@ class Pass:
         return True
 
     # ---------------------------------------------------------------- a batch
-    def write(self, notes: list[dict], results: list[dict], beats: dict) -> None:
+    def write(self, notes: list[dict], results: list[dict], beats: dict,
+              leaving: dict | None = None) -> None:
         self.notifications(notes)
         self.results(results)
+        if leaving:
+            departures.depart(self, leaving)
         self.heartbeats(beats)
 
     def notifications(self, rows: list[dict]) -> None:
@@ -198,8 +206,14 @@ class Pass:
             uuid, name = key
             policy = self.config.host_policy(per_router=not name)
             state = states.get(key)
-            for router, interval in beats[key]:
-                step = hoststate.heard(state, router, self.now, interval, policy)
+            for router, interval, sent in beats[key]:
+                step = hoststate.heard(state, router, self.now, interval, policy, sent)
+                if step.state.gone is not None:
+                    self.counts["heartbeat_after_deregister"] += 1    # sent before it left
+                elif state is not None and state.gone is not None:
+                    self.counts["host_back"] += 1
+                    log.info("%s%s is back (it was gone)", uuid, f" process {name}" if name
+                             else "")
                 state = step.state
                 for lost in step.lost:
                     self.counts["host_router_lost"] += 1
@@ -216,6 +230,9 @@ class Pass:
         if not keys:
             return
         changed: dict = {}
+        agents = sorted({uuid for uuid, name in keys if not name})
+        ephemeral = self.sink.lookups.ephemeral(self.conn, agents)
+        self.sink.lookups.hostnames(self.conn, agents)      # (read once, not one by one)
         for key, state in alertstate.lock_hosts(self.conn, keys, self.now,
                                                 self.sink.known_hosts).items():
             uuid, name = key
@@ -227,8 +244,14 @@ class Pass:
                 continue        # just started: heartbeats may be on their way to us
             if name and staleness.process_held(self, uuid, state, timeout):
                 continue        # its agent went quiet too: the agent's DOWN says it
-            new, alerts = hoststate.expire(state, self.now, policy)
-            if not name and not new.up and not new.notified:     # a DOWN to tell
+            new, alerts = hoststate.expire(state, self.now, policy,
+                                           not name and uuid in ephemeral)
+            if new.gone is not None and state.gone is None:
+                self.counts["host_gone"] += 1           # ephemeral: GONE, not DOWN
+                log.info("ephemeral agent %s (%s) silent for %.0fs: gone, not DOWN", uuid,
+                         self.hostname(uuid), self.now - state.last_heard)
+                self.departed[uuid] = None
+            elif not name and not new.up and not new.notified:     # a DOWN to tell
                 blocked = reachability.judge_host(self, uuid, state.last_heard + timeout)
                 if blocked is not None and blocked[1] == freshness.QUIET:
                     self.counts["host_held"] += 1       # its parent is not decided yet

@@ -74,6 +74,17 @@ def host_event(alert: hoststate.Alert, uuid: str, hostname: str | None, name: st
                   None, summary, text, now)
 
 
+def gone_event(problem, hostname: str | None, why: str, now: float) -> dict:
+    """The resolve that closes a told problem (a ``notified_problems`` row) of an agent
+    GONE (``why``: ``deregistered`` or ``ephemeral and silent``): it pages nobody, and
+    ends the pager's incident."""
+    summary = f"closed: the agent is gone ({why})"
+    text = (f"The agent left the fleet ({why}); this problem, told since "
+            f"{iso(problem.opened)}, is closed without a recovery.")
+    return _event(problem.key, problem.kind, "resolve", "ok", problem.uuid, hostname,
+                  problem.check_name, None, summary, text, now)
+
+
 def notify_event(row: dict, hostname: str | None, now: float) -> dict:
     """The event of a newly recorded NOTIFY (a ``notifications`` row); ``hostname`` is the
     caller's choice (the registry's for the uuid, else the row's)."""

@@ -14,6 +14,14 @@ local process that never said its interval is recorded but never timed out; one 
 agent went quiet too is held back by the caller, as a stale check is
 (:func:`sinks.alerting.staleness.process_held`).
 
+A host can also be GONE (:func:`gone`): its agent deregistered (its DEREGISTER), or it is
+ephemeral (``ephemeral: true`` in its agent's config, an autoscaled instance) and went
+silent past its timeout. A GONE host is not timed and owes no alert: it never turns DOWN,
+and its going pages nobody (the caller closes the problems it had told, logs it and counts
+it). A heartbeat brings it back UP without an alert, unless it was sent before the
+DEREGISTER (its ``ts`` is not after the DEREGISTER's: relayed late, it is ignored). The caller
+forgets a host GONE for ``forget_after`` (:mod:`sinks.state.forget`).
+
 Like :mod:`sinks.alerting.checks`, what the outside world was told (``notified``) is state:
 an alert held back by a silence is not :func:`delivered`, ``pending`` stays true, and the
 sink's tick raises it again until it goes out, so the pager ends up right.
@@ -61,11 +69,15 @@ class HostState:
     #: the parent this silent host is UNREACHABLE behind (its DOWN is held, pages nobody);
     #: None when it is not (:mod:`sinks.alerting.dependencies`)
     unreachable: str | None = None
+    #: when it was judged GONE (:func:`gone`); None while it is not
+    gone: float | None = None
+    #: the ``ts`` of its DEREGISTER (the agent's clock); None if it did not deregister
+    deregistered: float | None = None
 
     @property
     def pending(self) -> bool:
-        """An alert is owed: DOWN not yet told, or UP not yet told."""
-        return self.up == self.notified
+        """An alert is owed: DOWN not yet told, or UP not yet told (never while GONE)."""
+        return self.gone is None and self.up == self.notified
 
 
 @dataclass(frozen=True)
@@ -91,11 +103,27 @@ def deadline(state: HostState, policy: Policy) -> float:
     return state.last_heard + policy.timeout_for(state.interval)
 
 
+def gone(state: HostState | None, now: float, deregistered: float | None = None) -> HostState:
+    """The host GONE at ``now``: deregistered (``deregistered``: its DEREGISTER's ``ts``), or
+    ephemeral and silent past its timeout. Nothing is owed or told any more."""
+    state = state or HostState(since=now)
+    if state.gone is not None:
+        return replace(state, deregistered=max(deregistered or 0.0,
+                                               state.deregistered or 0.0) or None)
+    return replace(state, up=False, since=now, notified=False, unreachable=None, gone=now,
+                   deregistered=deregistered)
+
+
 def heard(state: HostState | None, router: str, now: float, interval: float | None,
-          policy: Policy) -> Heard:
-    """A heartbeat through ``router`` at ``now`` (the sink's clock)."""
+          policy: Policy, sent: float | None = None) -> Heard:
+    """A heartbeat through ``router`` at ``now`` (the sink's clock), ``sent`` at its
+    sender's ``ts``: a heartbeat sent before the host deregistered changes nothing."""
     if state is None:
         state = HostState(since=now)
+    if state.gone is not None:
+        if state.deregistered is not None and (sent is None or sent <= state.deregistered):
+            return Heard(state)
+        state = replace(state, gone=None, deregistered=None, notified=False)
     if interval is not None and interval > 0:
         state = replace(state, interval=float(interval))
     timeout = policy.timeout_for(state.interval)
@@ -119,9 +147,15 @@ def heard(state: HostState | None, router: str, now: float, interval: float | No
     return Heard(new, alerts, tuple(sorted(lost)))
 
 
-def expire(state: HostState, now: float, policy: Policy) -> tuple[HostState, tuple[Alert, ...]]:
-    """The state at ``now`` with nothing heard: DOWN past the deadline; the alerts owed."""
+def expire(state: HostState, now: float, policy: Policy,
+           ephemeral: bool = False) -> tuple[HostState, tuple[Alert, ...]]:
+    """The state at ``now`` with nothing heard: DOWN past the deadline (GONE if
+    ``ephemeral``); the alerts owed."""
+    if state.gone is not None:
+        return state, ()
     if state.up and overdue(state.last_heard, policy.timeout_for(state.interval), now):
+        if ephemeral:
+            return gone(state, now), ()
         state = replace(state, up=False, since=now)
     if not state.pending:
         return state, ()

@@ -76,15 +76,18 @@ def newest(rows: list[dict]) -> list[dict]:
     return list(out.values())
 
 
-def heartbeats(batch: list[Relayed]) -> dict[tuple[str, str], list[tuple[str, float | None]]]:
-    """(uuid, name) -> [(router, interval)] of a batch's HEARTBEATs, each router once."""
-    out: dict[tuple[str, str], dict[str, float | None]] = {}
+def heartbeats(batch: list[Relayed]) -> dict[tuple[str, str],
+                                              list[tuple[str, float | None, float]]]:
+    """(uuid, name) -> [(router, interval, sent)] of a batch's HEARTBEATs, each router once
+    (its latest ``ts``, ``sent``, and the interval it gave)."""
+    out: dict[tuple[str, str], dict[str, tuple[float | None, float]]] = {}
     for r in batch:
         if r.message.type != "HEARTBEAT":
             continue
         name = r.message.get("name")
         name = name[:255] if isinstance(name, str) else ""
         interval = _number(r.message.get("interval"))
-        out.setdefault((r.uuid, name), {})[r.router] = interval if interval and interval > 0 \
-            else None
-    return {k: list(v.items()) for k, v in out.items()}
+        routers = out.setdefault((r.uuid, name), {})
+        sent = max(r.message.ts, routers.get(r.router, (None, r.message.ts))[1])
+        routers[r.router] = (interval if interval and interval > 0 else None, sent)
+    return {k: [(router, i, sent) for router, (i, sent) in v.items()] for k, v in out.items()}

@@ -16,7 +16,9 @@ everything in ONE transaction, so that a state change and its alert commit toget
 - HEARTBEAT: the ``host_state`` row of the agent (or of the local process named in it)
   records when and through which router it was heard (:mod:`sinks.alerting.hosts`); the loop's
   periodic :meth:`AlertingSink.tick` turns hosts heard through no router for their
-  timeout DOWN.
+  timeout DOWN (GONE when the agent is ephemeral).
+- DEREGISTER: the agent left for good: GONE, its checks and told problems ended without a
+  page (:func:`sinks.alerting.departures.depart`); ACKed after the commit like NOTIFY.
 
 Alerts go to :func:`sinks.alerting.outbox.enqueue` unless an active silence or a downtime
 mutes them (:mod:`sinks.alerting.silences`, :mod:`sinks.alerting.downtimes`): then they are
@@ -41,7 +43,8 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
-from sinks.alerting import ackstore, downtimes, downtimestore, escalation, reachability
+from sinks.alerting import ackstore, departures, downtimes, downtimestore, escalation
+from sinks.alerting import reachability
 from sinks.alerting import staleness
 from sinks.alerting import state as alertstate
 from sinks.alerting.config import AlertingConfig
@@ -61,6 +64,8 @@ RETRYABLE = ("40P01", "40001")
 #: at its first tick, a sink looks for the downtimes and silences that ended this long
 #: before it started (while no sink ran, their held alerts were owed)
 COVERS_LOOKBACK = 86400.0
+#: seconds between two looks for agents to forget, at most
+FORGET_EVERY = 60.0
 
 
 def _retryable(e: DBAPIError) -> bool:
@@ -69,8 +74,8 @@ def _retryable(e: DBAPIError) -> bool:
 
 class AlertingSink(db.DatabaseSink):
     type = "alerting"
-    handles = frozenset({"NOTIFY", "HEARTBEAT", "RESULT"})
-    acks = frozenset({"NOTIFY"})
+    handles = frozenset({"NOTIFY", "HEARTBEAT", "RESULT", "DEREGISTER"})
+    acks = frozenset({"NOTIFY", "DEREGISTER"})
 
     def __init__(self, engine, clock=time.time, config: AlertingConfig | None = None,
                  name: str = "alerting", enqueue=None, deliver: bool = True, tz=None,
@@ -95,6 +100,8 @@ class AlertingSink(db.DatabaseSink):
         self._ancestors = ancestors
         #: until when the ends of downtimes and silences were looked at (the tick)
         self.covers_seen: float | None = None
+        #: when the tick looks next for agents GONE long enough to be forgotten
+        self.next_forget = 0.0
 
     @classmethod
     def from_config(cls, config, clock=time.time):
@@ -144,14 +151,19 @@ class AlertingSink(db.DatabaseSink):
         results = [check_row(r) for r in batch if r.message.type == "RESULT"]
         good = [r for r in results if r is not None]
         beats = heartbeats(batch)
+        leaving: dict[str, float] = {}
+        for r in batch:
+            if r.message.type == "DEREGISTER":
+                leaving[r.uuid] = max(r.message.ts, leaving.get(r.uuid, r.message.ts))
         counts["result_bad"] = len(results) - len(good)
-        if notes or good or beats:
-            run = self._transaction(lambda p: p.write(notes, good, beats), now)
+        if notes or good or beats or leaving:
+            run = self._transaction(lambda p: p.write(notes, good, beats, leaving), now)
             counts.update(run.counts)
         self.counts.update(counts)
 
     def tick(self) -> None:
-        """Hosts heard through no router for their timeout turn DOWN; alerts a silence held
+        """Hosts heard through no router for their timeout turn DOWN (ephemeral ones GONE,
+        their checks ended; those GONE for ``forget_after`` are forgotten); alerts a silence held
         back are raised again; scheduled checks with no result for their freshness
         threshold get an UNKNOWN stale result (:mod:`sinks.alerting.staleness`); checks
         held back by a parent that is fine again get their owed alert
@@ -162,6 +174,12 @@ class AlertingSink(db.DatabaseSink):
         now = self.clock()
         run = self._transaction(lambda p: p.expire(), now)
         self.counts.update(run.counts)
+        if run.departed:                # ephemeral agents gone silent: their checks end
+            self.counts.update(self._transaction(
+                lambda p: departures.depart(p, run.departed), now).counts)
+        if now >= self.next_forget:
+            self.counts.update(self._transaction(departures.forget, now).counts)
+            self.next_forget = now + min(FORGET_EVERY, self.config.forget_after)
         self.counts.update(self._transaction(ackstore.tick, now).counts)   # acknowledgements
         self.counts.update(self._transaction(staleness.look, now).counts)  # freshness
         self.counts.update(self._transaction(reachability.release, now).counts)  # parents

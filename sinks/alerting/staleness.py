@@ -28,7 +28,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from sqlalchemy import bindparam, func, select, text, tuple_
+from sqlalchemy import bindparam, exists, func, select, text, tuple_
 
 from sinks.alerting import checks as checkstate
 from sinks.alerting import downtimestore, freshness, state as alertstate
@@ -69,14 +69,16 @@ def _positive(value) -> float | None:
 
 
 def declared(conn) -> dict[Key, freshness.Watch]:
-    """Every scheduled check (declared with a positive ``interval``, ``plugins``); a plugin
+    """Every scheduled check (declared with a positive ``interval``, ``plugins``) of an
+    agent that is not GONE (:mod:`sinks.alerting.hosts`: it expects nothing of it); a plugin
     declared by several sources of one agent is one check (the first source's spec, the
     latest declaration)."""
     if not db.has_tables(conn, "plugins"):
         return {}
-    t = schema.plugins
+    t, h = schema.plugins, schema.host_state
     watches: dict[Key, freshness.Watch] = {}
-    rows = conn.execute(select(t.c.uuid, t.c.name, t.c.spec, t.c.declared_at)
+    gone = exists().where(h.c.uuid == t.c.uuid, h.c.name == "", h.c.gone.is_not(None))
+    rows = conn.execute(select(t.c.uuid, t.c.name, t.c.spec, t.c.declared_at).where(~gone)
                         .order_by(t.c.uuid, t.c.name, t.c.source))
     for r in rows:
         spec = r.spec if isinstance(r.spec, dict) else {}

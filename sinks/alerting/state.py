@@ -31,7 +31,8 @@ HostKey = tuple[str, str]       # (uuid, name); name "" is the agent itself
 _CHECK_FIELDS = ("status", "hard", "attempt", "hard_status", "since", "last_change",
                  "last_result", "history", "percent", "flapping", "notified", "last_notified",
                  "flap_notified", "unreachable")
-_HOST_FIELDS = ("up", "last_heard", "interval", "since", "routers", "notified", "unreachable")
+_HOST_FIELDS = ("up", "last_heard", "interval", "since", "routers", "notified", "unreachable",
+                "gone", "deregistered")
 #: keys remembered as having a row, per sink, at most
 KNOWN_MAX = 1_000_000
 #: seconds a uuid without a hostname is remembered as such (its HELLO may be on its way
@@ -167,15 +168,16 @@ def latest_outputs(conn: Connection, keys: list[CheckKey]) -> dict[CheckKey, tup
 
 def lock_hosts(conn: Connection, keys: Iterable[HostKey], now: float,
                known: set | None = None) -> dict[HostKey, HostState | None]:
-    """The state of each host, locked; None for a host never heard before."""
+    """The state of each host, locked; None for a host never heard before (nor GONE)."""
     rows = _lock(conn, schema.host_state, ("uuid", "name"), keys,
                  lambda k: {"uuid": k[0], "name": k[1], "up": True, "last_heard": 0.0,
                             "interval": None, "deadline": 0.0, "since": now, "routers": {},
                             "notified": False, "pending": False, "updated": now,
-                            "unreachable": None}, known)
-    return {k: None if not r.last_heard else HostState(
+                            "unreachable": None, "gone": None, "deregistered": None}, known)
+    return {k: None if not r.last_heard and r.gone is None else HostState(
         up=r.up, last_heard=r.last_heard, interval=r.interval, since=r.since,
-        routers=dict(r.routers or {}), notified=r.notified, unreachable=r.unreachable)
+        routers=dict(r.routers or {}), notified=r.notified, unreachable=r.unreachable,
+        gone=r.gone, deregistered=r.deregistered)
         for k, r in rows.items()}
 
 
@@ -188,6 +190,13 @@ def save_hosts(conn: Connection, states: dict[HostKey, tuple[HostState, float]],
                  [{"k_uuid": u, "k_name": n, "deadline": deadline, "pending": state.pending,
                    "updated": now, **{f: getattr(state, f) for f in _HOST_FIELDS}}
                   for (u, n), (state, deadline) in sorted(states.items())])
+
+
+def keys_of(conn: Connection, table, uuids: list[str]) -> list[tuple[str, str]]:
+    """The keys of the rows of ``uuids`` in ``check_state`` or ``host_state``."""
+    a, b = [c.name for c in table.primary_key.columns]
+    return sorted((r[0], r[1]) for r in conn.execute(
+        select(table.c[a], table.c[b]).where(table.c[a].in_(uuids))))
 
 
 def due_hosts(conn: Connection, now: float, limit: int = 1000) -> list[HostKey]:
@@ -244,13 +253,15 @@ def record_suppressed(conn: Connection, silence: Silence, event: dict) -> None:
 # ---------------------------------------------------------------- lookups (tables of others)
 
 class Lookups:
-    """Hostnames (``agents``) and declared ``max_check_attempts`` (``plugins``), both
+    """Hostnames and ephemeral agents (``agents``) and declared ``max_check_attempts``
+    (``plugins``), all
     written by the registry sink: read when needed and cached for ``ttl`` seconds."""
 
     def __init__(self, ttl: float = 60.0, clock=time.monotonic, size: int = 100_000):
         self.ttl, self.clock, self.size = ttl, clock, size
         self._hostnames: dict[str, tuple[float, str | None]] = {}
         self._attempts: dict[CheckKey, tuple[float, int | None]] = {}
+        self._ephemeral: dict[str, tuple[float, bool]] = {}
         self._tables: set[str] = set()
 
     def _has(self, conn: Connection, name: str) -> bool:
@@ -280,6 +291,20 @@ class Lookups:
                 self._store(self._hostnames, u, found.get(u),
                             None if found.get(u) else min(self.ttl, UNKNOWN_TTL))
         return {u: self._hostnames.get(u, (0, None))[1] for u in uuids}
+
+    def ephemeral(self, conn: Connection, uuids: Iterable[str]) -> set[str]:
+        """Those of ``uuids`` whose agent said ``ephemeral: true`` (``agents.ephemeral``)."""
+        uuids = sorted(set(uuids))
+        missing = self._fresh(self._ephemeral, uuids)
+        if missing:
+            found = set()
+            if self._has(conn, "agents"):
+                t = schema.agents
+                found = set(conn.execute(select(t.c.uuid).where(
+                    t.c.uuid.in_(missing), t.c.ephemeral.is_(True))).scalars())
+            for u in missing:
+                self._store(self._ephemeral, u, u in found)
+        return {u for u in uuids if self._ephemeral.get(u, (0, False))[1]}
 
     def max_attempts(self, conn: Connection,
                      keys: Iterable[CheckKey]) -> dict[CheckKey, int | None]:

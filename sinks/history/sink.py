@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 
 class HistorySink:
     type = "history"
-    handles = frozenset(protocol.AGENT_TYPES)
+    #: every agent type but DEREGISTER (not routed here: the lake has no table for it)
+    handles = frozenset(protocol.AGENT_TYPES - {"DEREGISTER"})
     acks = frozenset({"NOTIFY", "REGISTER"})
     #: the loop's raw hook: :meth:`sort_raw` and :meth:`write_raw` (sinks/base.py)
     raw = True

@@ -42,12 +42,14 @@ def _rows(conn: Connection, table, where=None, order=()) -> list[dict]:
     return [{**dict(r._mapping), **dict.fromkeys(missing)} for r in conn.execute(stmt)]
 
 
-def agents(conn: Connection) -> list[dict]:
+def agents(conn: Connection, gone: bool = False) -> list[dict]:
     """Every agent the registry knows: uuid, hostname, version, first/last seen, the parents
-    it declared, routers."""
+    it declared, ephemeral, routers; not those deregistered (``agents.gone``) unless
+    ``gone``."""
     if not has_tables(conn, "agents"):
         return []
-    out = {r["uuid"]: dict(r, routers={}) for r in _rows(conn, schema.agents)}
+    rows = _rows(conn, schema.agents)
+    out = {r["uuid"]: dict(r, routers={}) for r in rows if gone or r.get("gone") is None}
     if has_tables(conn, "agent_routers"):
         for r in conn.execute(select(schema.agent_routers)):
             if r.uuid in out:
@@ -142,6 +144,21 @@ def plugins(conn: Connection) -> list[dict]:
     t = schema.plugins
     stmt = select(t).order_by(t.c.uuid, t.c.name, t.c.source)
     return [dict(r._mapping) for r in conn.execute(stmt)]
+
+
+def gone(conn: Connection) -> set[str]:
+    """The uuids of the agents that left: deregistered (``agents.gone``), or judged GONE by
+    the alerting sinks (``host_state.gone``: also ephemeral ones gone silent). Nothing is
+    scheduled for them (:func:`scheduler.service.read_registry`)."""
+    out: set[str] = set()
+    for table, where in ((schema.agents, None), (schema.host_state, "")):
+        if not has_tables(conn, table.name) or present(conn, table)[1].count("gone"):
+            continue
+        stmt = select(table.c.uuid).where(table.c.gone.is_not(None))
+        if where is not None:
+            stmt = stmt.where(table.c.name == where)
+        out.update(conn.execute(stmt).scalars())
+    return out
 
 
 def checks(conn: Connection, uuid: str | None = None) -> list[dict]:

@@ -4,7 +4,7 @@
 table                 owner       rows
 ====================  ==========  =====================================================
 ``agents``            registry    one per agent uuid: hostname, version, first/last seen,
-                                  the parents it declared
+                                  the parents it declared, ephemeral, deregistered
 ``agent_routers``     registry    (uuid, router): when a router last relayed for it
 ``plugins``           registry    (uuid, source, name): plugins declared in REGISTER
 ``notifications``     alerting    one per NOTIFY msg_id
@@ -51,6 +51,12 @@ agents = Table(
     #: the parents the agent declared (``parents:`` in its config, sent in HELLO and
     #: REGISTER): a list of "HOST" or "HOST/CHECK"; NULL when it declared none
     Column("parents", JSON(none_as_null=True)),
+    #: ``ephemeral: true`` in its HELLO or its own REGISTER: silent, it is GONE, not DOWN
+    Column("ephemeral", Boolean),
+    #: the ``ts`` of its DEREGISTER (the agent's clock) while it is deregistered: its
+    #: plugins and routers are removed, an older HELLO or REGISTER no longer revives it;
+    #: NULL while it is registered
+    Column("gone", Float),
 )
 
 agent_routers = Table(
@@ -145,6 +151,12 @@ host_state = Table(
     #: the parent reference this DOWN host is UNREACHABLE behind (paged nobody); NULL
     #: when it is not (up, or plainly DOWN)
     Column("unreachable", String(512)),
+    #: when the host was judged GONE (deregistered, or ephemeral and silent past its
+    #: timeout: never DOWN; :func:`sinks.alerting.hosts.gone`); NULL while it is not
+    Column("gone", Float),
+    #: the ``ts`` of its DEREGISTER (the agent's clock): a heartbeat sent before it does not
+    #: bring the host back
+    Column("deregistered", Float),
     Index("ix_host_state_deadline", "deadline"),
     Index("ix_host_state_pending", "pending"),
 )

@@ -263,6 +263,8 @@ def test_the_files_written(deployed):
         unit = (d.root(name) / "etc/systemd/system/fleetwatch-router.service").read_text()
         assert "ExecStart=/opt/fleetwatch/venv/bin/fleetwatch router --config " \
                "/etc/fleetwatch/router.yaml" in unit
+        # sized for fleetwatch_router_max_agents: 2 descriptors per agent and 1,024 more
+        assert cfg.max_agents == 10000 and "\nLimitNOFILE=21024\n" in unit
 
     # the agent: config, uuid-bound key, the unit
     cfg = _load("agent.config:AgentConfig", d.etc(AGENT) / "agent.yaml")

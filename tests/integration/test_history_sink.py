@@ -57,15 +57,16 @@ def make_sink(tmp_path, clock=None, **kw) -> HistorySink:
 
 def test_every_type_lands_as_one_line_with_envelope(tmp_path):
     sink = make_sink(tmp_path)
-    assert sink.handles == frozenset(protocol.AGENT_TYPES)
+    # every agent type but DEREGISTER (routed to the registry and alerting only)
+    assert sink.handles == frozenset(protocol.AGENT_TYPES) - {"DEREGISTER"}
     assert sink.acks == {"NOTIFY", "REGISTER"}
-    batch = [relayed(t, i) for i, t in enumerate(sorted(protocol.AGENT_TYPES))]
+    batch = [relayed(t, i) for i, t in enumerate(sorted(sink.handles))]
     sink.write(batch)
     sink.close()
     (path,) = files(tmp_path / "lake" / "landing")
     assert path.name.startswith("20261118T110820-") and "history_test" in path.name
     lines = read_lines([path])
-    assert [ln["type"] for ln in lines] == sorted(protocol.AGENT_TYPES)
+    assert [ln["type"] for ln in lines] == sorted(sink.handles)
     for line, r in zip(lines, batch):
         assert set(line) == {"type", "uuid", "router", "received", "msg"}
         assert (line["uuid"], line["router"], line["received"]) == ("agent-1", "r1",

@@ -49,7 +49,7 @@ def test_policy_field_by_field():
     assert {p for p, a in got.items() if a != LIVE} == {
         "id", "bind.agents", "bind.control", "bind.tail", "bind.sinks", "advertise_host",
         "routes", "security", "ready_file", "limits.max_message_bytes", "limits.sink_hwm",
-        "limits.agent_hwm", "limits.tail_hwm"}
+        "limits.agent_hwm", "limits.tail_hwm", "max_agents"}
     assert action("security.agent_keys", reload.POLICY) == RESTART
 
 

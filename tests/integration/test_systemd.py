@@ -11,6 +11,7 @@ this module share one container and run in order; the last one stops every unit.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import pytest
@@ -133,6 +134,30 @@ def test_the_agent_is_attached_to_the_router(fleet):
     assert status(fleet)["routers"] == [{"endpoint": "tcp://127.0.0.1:5556",
                                           "id": fleet.router_id, "reachable": True,
                                           "problem": None}]
+
+
+def test_the_router_has_the_descriptors_it_is_sized_for(fleet):
+    """LimitNOFILE= from max_agents (the default 10,000: 2 per agent and 1,024 more); the
+    router reads its descriptors inside its sandbox and reports them in its STATS."""
+    unit = "fleetwatch-router.service"
+    assert fleet.show(unit, "LimitNOFILE", "LimitNOFILESoft") == {
+        "LimitNOFILE": "21024", "LimitNOFILESoft": "21024"}
+    def open_files(pid) -> tuple[int, int]:
+        limits = fleet.sh(f"cat /proc/{pid}/limits", check=True).stdout
+        soft, hard = re.search(r"^Max open files\s+(\d+)\s+(\d+)\s", limits, re.M).groups()
+        return int(soft), int(hard)
+
+    # what systemd can give: no more than its own hard limit (20,000 in this machine's
+    # containers, where the router then has less than its unit asks)
+    expected = min(21024, open_files(1)[1])
+    assert open_files(fleet.show(unit, "MainPID")["MainPID"]) == (expected, expected)
+    res = fleet.sh(f"{fleet.fleetwatch} tail --config {OPERATOR} --type STATS "
+                   f"--agent {fleet.router_id} --json --count 1 --timeout 30", timeout=60)
+    assert res.returncode == 0 and res.stdout, res.stderr
+    metrics = json.loads(res.stdout.splitlines()[0])["body"]["metrics"]
+    assert metrics["router.fd_limit"] == expected and 0 < metrics["router.fd_used"] < 1000
+    assert metrics["router.fd_headroom_pct"] > 95
+    assert not logged(fleet, unit, 4, "descriptor")
 
 
 def test_reload_applies_and_journald_keeps_the_priorities(fleet):

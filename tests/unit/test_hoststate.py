@@ -149,3 +149,40 @@ def test_a_fake_clock_drives_a_whole_day_of_flaky_heartbeats():
             sent.append(a.reason)
     # the 25 s and 40 s gaps are DOWN/UP; the 9 s one is within the 10 s timeout
     assert sent == ["down", "up", "down", "up"]
+
+
+# ---------------------------------------------------------------- GONE
+
+def test_an_ephemeral_host_silent_past_its_timeout_is_gone_not_down():
+    state = heard(None, "r1", 100.0, 2.0, POLICY).state
+    assert expire(state, 110.0, POLICY, ephemeral=True) == (state, ())    # not past yet
+    gone_state, alerts = expire(state, 110.5, POLICY, ephemeral=True)
+    assert alerts == () and gone_state.gone == 110.5 and not gone_state.up
+    assert not gone_state.pending
+    assert expire(gone_state, 1e6, POLICY, ephemeral=True) == (gone_state, ())
+    assert expire(gone_state, 1e6, POLICY) == (gone_state, ())     # whatever it says now
+    back = heard(gone_state, "r1", 200.0, 2.0, POLICY)
+    assert back.alerts == () and back.state.up and back.state.gone is None
+    assert expire(back.state, 211.0, POLICY)[1][0].action == "trigger"    # timed again
+
+
+def test_a_deregistered_host_ignores_heartbeats_sent_before_it_left():
+    from sinks.alerting.hosts import gone
+    state = heard(None, "r1", 100.0, 2.0, POLICY).state
+    left = gone(state, 101.0, deregistered=100.5)
+    assert (left.gone, left.deregistered, left.up, left.pending) == (101.0, 100.5, False,
+                                                                      False)
+    late = heard(left, "r2", 102.0, 2.0, POLICY, sent=100.4)
+    assert late.state == left and late.alerts == ()
+    assert heard(left, "r2", 102.0, 2.0, POLICY).state == left      # no ts: not after it
+    again = heard(left, "r2", 300.0, 2.0, POLICY, sent=299.0)
+    assert again.state.up and again.state.gone is None and again.alerts == ()
+
+
+def test_a_host_down_and_told_that_leaves_owes_nothing():
+    from sinks.alerting.hosts import gone
+    state, sent, _ = drive([("beat", 100.0, "r1"), ("tick", 111.0)])
+    assert sent == [(111.0, "down")] and state.notified
+    left = gone(state, 120.0, deregistered=119.0)
+    assert not left.notified and not left.pending and expire(left, 500.0, POLICY)[1] == ()
+    assert gone(left, 130.0, deregistered=125.0).gone == 120.0      # a resend: still then

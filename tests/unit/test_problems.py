@@ -221,3 +221,13 @@ def test_a_host_problem_has_no_type():
     from fleetwatch.cli.status import _problem_type
     (row,) = judged([agent(state="DOWN")], [])
     assert _problem_type(row) is None
+
+
+def test_an_agent_gone_is_shown_gone_and_is_no_problem():
+    from fleetwatch.cli.status import with_states
+    host = {"uuid": "u1", "name": "", "up": False, "since": 100.0, "deadline": 50.0,
+            "last_heard": 40.0, "gone": 60.0}
+    agents = [{"uuid": "u1", "hostname": "i-1", "last_seen": None}]
+    with_states(agents, [], [], [host], now=200.0)
+    assert (agents[0]["state"], agents[0]["state_since"]) == ("GONE", iso(60.0))
+    assert p.problems(agents, []) == []

@@ -34,7 +34,7 @@ ROUTER = "router-1"
 SAMPLES = {
     "HELLO": {"hostname": "web-1", "heartbeat": 2.0, "version": "0.1.0", "role": "agent",
               "sink": "alerting", "plugins": ["check_disk", "check_load"],
-              "instance": "5f0c2b9e41d3a7c8"},
+              "instance": "5f0c2b9e41d3a7c8", "ephemeral": True},
     "WELCOME": {"router": ROUTER, "routers": ["tcp://r1:5555", "tcp://r2:5555"],
                 "endpoints": {"agents": "tcp://r1:5555", "control": "tcp://r1:5556",
                               "tail": "tcp://r1:5557", "sinks": {"alerting": "tcp://r1:5561"}}},
@@ -45,7 +45,8 @@ SAMPLES = {
                "source": "cron"},
     "ACK": {"msg_ids": ["a" * 32, "b" * 32], "sink": "alerting@h"},
     "REGISTER": {"name": "agent", "plugins": ["check_backup"], "heartbeat": 3600,
-                 "hostname": "web-1", "version": "0.1.0"},
+                 "hostname": "web-1", "version": "0.1.0", "ephemeral": False},
+    "DEREGISTER": {"reason": "stop"},
     "RUN": {"command_id": "c-1", "plugin": "check_disk", "timeout": 10.5, "slot": 1.7e9},
     "RESULT": {"command_id": "c-1", "plugin": "check_disk", "status": 2,
                "output": "DISK CRITICAL - /var 97%", "long_output": "line 2\nline 3",

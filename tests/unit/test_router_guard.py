@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from support.clock import Clock
-from router.guard import CLONE_WINDOW, CloneDetector, Once, Pacer, refill
+from router.guard import (CLONE_WINDOW, PACE_BURST, PACE_FLOOR, Busy, CloneDetector,
+                          Once, Pacer, refill)
 from router.peers import Peers
 
 
@@ -92,6 +93,79 @@ def test_pacer_admits_per_second_and_counts_the_rest():
     clock.now += 100
     pacer.refill()
     assert sum(pacer.allow() for _ in range(10)) == 5
+
+
+def storm_period(pacer: Pacer, clock: Clock, busy: float, turns: int = 25,
+                 asked: int = 1000) -> int:
+    """One sweep period (a quarter second) of a storm: ``turns`` wake-ups of the loop, each
+    asking ``asked`` HELLOs, then the sweep's refill with the loop's working share; the
+    number admitted."""
+    admitted = 0
+    for _ in range(turns):
+        clock.advance(0.25 / turns)
+        admitted += sum(pacer.allow() for _ in range(asked))
+    pacer.refill(busy)
+    return admitted
+
+
+def test_the_pace_falls_to_the_floor_while_the_loop_is_behind_and_never_stops():
+    clock = Clock(1000.0)
+    pacer = Pacer(8000, clock)
+    assert pacer.rate == 8000           # an idle router admits at its ceiling
+    rates = []
+    for _ in range(6):
+        storm_period(pacer, clock, busy=0.95)
+        rates.append(pacer.rate)
+    assert rates == [4000, 2000, 1000, 500, 500, 500]
+    assert storm_period(pacer, clock, busy=1.0) == PACE_FLOOR * 0.25
+
+
+def test_the_pace_rises_to_the_ceiling_while_the_loop_has_time_to_spare():
+    clock = Clock(1000.0)
+    pacer = Pacer(8000, clock)
+    for _ in range(8):
+        storm_period(pacer, clock, busy=1.0)
+    assert pacer.rate == PACE_FLOOR
+    rates = []
+    for _ in range(6):
+        storm_period(pacer, clock, busy=0.3)
+        rates.append(pacer.rate)
+    assert rates == [1000, 2000, 4000, 8000, 8000, 8000]
+    assert storm_period(pacer, clock, busy=0.3) == 8000 * 0.25
+
+
+def test_tokens_accrue_between_sweeps_so_admissions_spread_over_the_period():
+    clock = Clock(1000.0)
+    pacer = Pacer(1024, clock)
+    assert sum(pacer.allow() for _ in range(1000)) == int(1024 * PACE_BURST)
+    admitted = []
+    for _ in range(16):                 # a quarter second in steps of 1/64 s, no sweep
+        clock.advance(1 / 64)
+        admitted.append(sum(pacer.allow() for _ in range(1000)))
+    assert admitted == [16] * 16        # the pace, spread
+
+
+def test_a_new_ceiling_bounds_the_pace_and_the_bucket_at_once():
+    clock = Clock(1000.0)
+    pacer = Pacer(8000, clock)
+    pacer.set_ceiling(10)
+    assert pacer.rate == 10 and pacer.floor == 10 and pacer.tokens <= 10
+    pacer.set_ceiling(5000)             # back to the floor, then up as the load allows
+    assert pacer.rate == pacer.floor == PACE_FLOOR
+    pacer.refill(busy=0.0)
+    assert pacer.rate == 2 * PACE_FLOOR
+
+
+def test_busy_is_the_share_of_the_period_not_spent_waiting():
+    clock = Clock(1000.0)
+    busy = Busy(clock)
+    busy.waited(0.75)
+    clock.advance(1.0)
+    assert busy.share() == 0.25
+    clock.advance(0.5)              # a new period: no wait at all
+    assert busy.share() == 1.0
+    busy.waited(0.1)
+    assert busy.share() == 0.0      # no time passed: nothing known, nothing busy
 
 
 def test_once_per_key_per_period():

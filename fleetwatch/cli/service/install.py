@@ -15,6 +15,18 @@ from fleetwatch.cli.service.task import EX_CANTCREAT, Failure, Task
 from fleetwatch.config import EX_CONFIG, ConfigError, load
 
 
+def max_agents(service: units.Service, path: str) -> int | None:
+    """A router's ``max_agents`` from its config at ``path`` (sizing the unit's
+    ``LimitNOFILE=``); None for another process, or a config missing or broken (the default
+    then: :meth:`Install.ensure_config` has said what is wrong with it)."""
+    if service.process != "router":
+        return None
+    try:
+        return load(service.config_class(), path).max_agents
+    except ConfigError:
+        return None
+
+
 class Install(Task):
     """One install: :meth:`run` takes the steps in order."""
 
@@ -29,7 +41,8 @@ class Install(Task):
         self.ensure_state(owner)
         self.ensure_config(config_path, (0, owner[1]) if owner else None)
         groups = self.intake_groups(config_path)
-        unit = units.render(service, exe, config_path, args.user, groups)
+        unit = units.render(service, exe, config_path, args.user, groups,
+                            max_agents(service, self.path(config_path)))
         unit_changed = self.write(f"{units.UNIT_DIR}/{service.unit}", unit, 0o644)
         if args.enable:
             self.enable(unit_changed)

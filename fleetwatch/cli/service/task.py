@@ -41,7 +41,12 @@ class Task:
 
     def path(self, target: str) -> str:
         """Where a target-system path is written: under ``--root`` if given."""
-        return os.path.join(self.root, target.lstrip("/")) if self.root else target
+        return self.at(self.root, target)
+
+    @staticmethod
+    def at(root: str | None, target: str) -> str:
+        """``target`` (a path of the target system) under ``root``, if one is given."""
+        return os.path.join(root, target.lstrip("/")) if root else target
 
     def say(self, text: str, changed: bool = False) -> None:
         self.changed += changed

@@ -27,7 +27,8 @@ from fleetwatch.cli.operator import OperatorConfig, add_config
 from fleetwatch.protocol import SEVERITIES
 
 FIELDS = ("msg_id", "uuid", "hostname", "severity", "text", "source", "router", "sent_at",
-          "received_at", "kind", "action", "key", "check", "status", "summary", "deliveries")
+          "received_at", "kind", "action", "key", "check", "status", "summary", "deliveries",
+          "kept_back")
 #: Nagios states among the NOTIFY severities, for --severity
 RANK = {**{s: i for i, s in enumerate(SEVERITIES)}, "ok": 1, "unknown": 3}
 
@@ -72,13 +73,18 @@ def merge(notifications: list[dict], events: list[dict], limit: int | None) -> l
                 entry.update({k: v for k, v in n.items() if v is not None or k not in entry})
         out.append(entry)
     for n in by_msg.values():
-        out.append({**n, "kind": "notify", "action": "trigger", "deliveries": []})
+        out.append({**n, "kind": "notify", "action": "trigger", "deliveries": [],
+                    "key": f"{n['uuid']}/notify/{n['msg_id']}"})
     out.sort(key=lambda a: a.get("received_at") or 0, reverse=True)
     return out[:limit]
 
 
-def delivery_cell(deliveries: list[dict]) -> str:
-    """``pager: sent; mail: pending (3 attempts: connection refused)``; ``-`` if routed nowhere."""
+def delivery_cell(deliveries: list[dict], kept_back: dict | None = None) -> str:
+    """``pager: sent; mail: pending (3 attempts: connection refused)``; ``muted by silence
+    3`` or ``held by downtime 1`` for a notification one kept back; ``-`` if routed nowhere."""
+    if kept_back:
+        (what, number), = kept_back.items()
+        return f"{'muted' if what == 'silence' else 'held'} by {what} {number}"
     parts = []
     for d in deliveries:
         part = f"{d['channel']}: {d['state']}"
@@ -134,12 +140,17 @@ def run(args, clock=time.time) -> int:
             fresh = reader.read(reads.check_freshness)
             downtime_rows = reader.read(handling.read_downtimes, now=now)
             agent_rows = reader.read(reads.agents) if downtime_rows else []
+            merged = merge(notifications, events, limit)
+            kept = reader.read(reads.kept_back, keys=[a["key"] for a in merged
+                                                      if a["kind"] == "notify"
+                                                      and not a["deliveries"]]) or {}
         finally:
             reader.close()
     except (MissingDependency, StateError) as e:
         print(f"fleetwatch alerts: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
-    alerts = [{k: row.get(k) for k in FIELDS} for row in merge(notifications, events, limit)]
+    alerts = [{**{k: row.get(k) for k in FIELDS}, "kept_back": kept.get(row["key"])}
+              for row in merged]
     on_alerts(alerts, acks)
     handling.on_alerts(alerts, handled_by_key(alerts, acks, check_states, host_states, fresh,
                                               downtime_rows, agent_rows, now))
@@ -155,7 +166,7 @@ def run(args, clock=time.time) -> int:
         return 0
     for alert in alerts:
         alert["what"] = alert["check"] or alert["kind"]
-        alert["delivery"] = delivery_cell(alert["deliveries"])
+        alert["delivery"] = delivery_cell(alert["deliveries"], alert["kept_back"])
         how = handling.cell(alert["handled"])
         handled = f"[{how}] " if how else ""
         alert["text"] = " ".join(f"{handled}{alert['text'] or ''}".split())[:80]

@@ -116,6 +116,22 @@ def alert_events(conn: Connection, limit: int = 50,
     return events
 
 
+def kept_back(conn: Connection, keys: Sequence[str]) -> dict[str, dict]:
+    """key -> what kept that alert back, for the keys a silence muted (``suppressed``:
+    {"silence": ID}) or a downtime held (``downtime_suppressed``: {"downtime": ID})."""
+    out: dict[str, dict] = {}
+    keys = sorted(set(keys))
+    for name, by, what in (("suppressed", "silence_id", "silence"),
+                           ("downtime_suppressed", "downtime_id", "downtime")):
+        if not keys or not has_tables(conn, name):
+            continue
+        t = schema.metadata.tables[name]
+        for r in conn.execute(select(t.c.key, t.c[by]).where(t.c.key.in_(keys))
+                              .order_by(t.c[by])):
+            out.setdefault(r.key, {what: r[1]})
+    return out
+
+
 def alert_total(conn: Connection, severities: Sequence[str] | None = None) -> int:
     """How many alerts ``fleetwatch alerts --limit 0`` lists: every alert event, and every
     notification that no event was made of (``key`` ``UUID/notify/MSG_ID``)."""

@@ -231,3 +231,28 @@ def test_alerts_show_the_handling_of_their_problem(op, state, capsys):
     assert "[UNREACHABLE (because of sw-3)] host down" in text["host"]
     assert "[" not in text["load"]
 
+
+
+def test_alerts_say_which_silence_or_downtime_kept_a_notification_back(op, state, capsys):
+    eng = db.engine(state)
+    with eng.begin() as conn:
+        for msg_id, kept in (("m1", ("suppressed", "silence_id", 7)),
+                             ("m2", ("downtime_suppressed", "downtime_id", 1)), ("m3", None)):
+            conn.execute(schema.notifications.insert().values(
+                msg_id=msg_id, uuid=WEB, hostname="web-1", severity="error", text=msg_id,
+                source=None, sent_at=NOW - 30, received_at=NOW - 30, router="r1"))
+            if kept is not None:
+                table, column, number = kept
+                conn.execute(schema.metadata.tables[table].insert().values(
+                    **{column: number}, key=f"{WEB}/notify/{msg_id}", action="trigger",
+                    severity="error", kind="notify", uuid=WEB, hostname="web-1",
+                    summary=msg_id, created=NOW - 30))
+    eng.dispose()
+    code, out, _ = fw(capsys, "alerts", "--json", "--config", op)
+    kept = {a["msg_id"]: a["kept_back"] for a in json.loads(out)["alerts"]}
+    assert code == 0 and kept == {"m1": {"silence": 7}, "m2": {"downtime": 1}, "m3": None}
+    code, out, _ = fw(capsys, "alerts", "--config", op)
+    lines = {line.split()[6]: line for line in out.splitlines()[1:]}
+    assert lines["m1"].endswith("muted by silence 7")
+    assert lines["m2"].endswith("held by downtime 1")
+    assert lines["m3"].rstrip().endswith("-")

@@ -27,7 +27,7 @@ from fleetwatch.config import load
 from fleetwatch.display import human, iso, state, table
 from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import OperatorConfig, add_config, login
-from fleetwatch.cli.silence import Unavailable, write
+from fleetwatch.cli.silence import Unavailable, removed, write
 
 VERBS = ("add", "list", "remove")
 FIELDS = ("id", "key", "uuid", "hostname", "check", "status", "state", "by", "comment",
@@ -170,17 +170,8 @@ def add(args, clock=time.time) -> int:
 
 def end(args, clock=time.time) -> int:
     """``ack remove ID``: 0 when ended, 1 when no acknowledgement ``ID`` was running."""
-    config = load(OperatorConfig, args.config)
-    try:
-        ended = remove(config.state_url, args.id, clock())
-    except Unavailable as e:
-        print(f"fleetwatch ack: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
-    if not ended:
-        print(f"fleetwatch ack: no running acknowledgement {args.id}", file=sys.stderr)
-        return 1
-    print(f"ack {args.id} removed")
-    return 0
+    return removed(args, "ack", "ack", "running acknowledgement",
+                   lambda url: remove(url, args.id, clock()))
 
 
 def listing(args, clock=time.time) -> int:

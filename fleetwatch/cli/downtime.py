@@ -33,7 +33,7 @@ from fleetwatch.config import load
 from fleetwatch.display import human, iso, table
 from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import OperatorConfig, add_config, login
-from fleetwatch.cli.silence import Unavailable, write
+from fleetwatch.cli.silence import Unavailable, removed, write
 
 VERBS = ("add", "list", "remove")
 #: how far ahead ``list`` looks for a recurring downtime's next window
@@ -207,19 +207,10 @@ def end(args, clock=time.time) -> int:
     """``downtime remove ID``: 0 when ended, 1 when no downtime ``ID`` was running or
     planned."""
     from sinks.alerting import downtimestore
-    config = load(OperatorConfig, args.config)
-    try:
-        ended = write(config.state_url,
-                      lambda conn: downtimestore.remove(conn, args.id, clock()), "downtimes")
-    except Unavailable as e:
-        print(f"fleetwatch downtime: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
-    if not ended:
-        print(f"fleetwatch downtime: no running or planned downtime {args.id}",
-              file=sys.stderr)
-        return 1
-    print(f"downtime {args.id} removed")
-    return 0
+    return removed(args, "downtime", "downtime", "running or planned downtime",
+                   lambda url: write(url, lambda conn: downtimestore.remove(conn, args.id,
+                                                                            clock()),
+                                     "downtimes"))
 
 
 def listing(args, clock=time.time, tz=None) -> int:

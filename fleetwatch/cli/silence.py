@@ -166,19 +166,27 @@ def add(args, clock=time.time, name: str = "silence") -> int:
     return 0
 
 
-def end(args, clock=time.time, name: str = "silence") -> int:
-    """``silence remove ID``: 0 when ended, 1 when no silence ``ID`` was running."""
+def removed(args, name: str, noun: str, missing: str, remove) -> int:
+    """``NAME remove ID`` of silence, ack and downtime: ``remove(url)`` ends row ``args.id``
+    (True) or finds none ``missing`` (1, one line on stderr: "no MISSING ID"); 0 when
+    ended ("NOUN ID removed"); 69 when the state database cannot be used."""
     config = load(OperatorConfig, args.config)
     try:
-        ended = remove(config.state_url, args.id, clock())
+        ended = remove(config.state_url)
     except Unavailable as e:
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     if not ended:
-        print(f"fleetwatch {name}: no running silence {args.id}", file=sys.stderr)
+        print(f"fleetwatch {name}: no {missing} {args.id}", file=sys.stderr)
         return 1
-    print(f"silence {args.id} removed")
+    print(f"{noun} {args.id} removed")
     return 0
+
+
+def end(args, clock=time.time, name: str = "silence") -> int:
+    """``silence remove ID``: 0 when ended, 1 when no silence ``ID`` was running."""
+    return removed(args, name, "silence", "running silence",
+                   lambda url: remove(url, args.id, clock()))
 
 
 def listing(args, clock=time.time, name: str = "silence") -> int:

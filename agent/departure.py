@@ -28,6 +28,7 @@ import zmq
 
 import fleetwatch
 from fleetwatch import protocol
+from fleetwatch.link import replies
 
 from agent.config import DEREGISTER_ACKS
 from agent.links import Link, Links, Sockets
@@ -153,16 +154,9 @@ def leave(cfg, uuid: str, hostname: str, keys=None, clock=time.monotonic,
 
 def _drain(sock, link: Link, departure: Departure, sockets: Sockets,
            hello: protocol.Message, now: float) -> None:
-    while True:
-        try:
-            frames = sock.recv_multipart(zmq.NOBLOCK)
-        except zmq.Again:
-            return
-        try:
-            msg = protocol.decode(frames, FROM_ROUTER)
-        except protocol.ProtocolError as e:
-            log.warning("router %s: bad message: %s", link.endpoint, e)
-            continue
+    def bad(e: protocol.ProtocolError) -> None:
+        log.warning("router %s: bad message: %s", link.endpoint, e)
+    for msg in replies(sock, bad, FROM_ROUTER):
         link.heard(now)
         if msg.type == "WELCOME":
             link.welcomed(now, msg.get("router"))

@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fleetsim_report import checks, render, summary  # noqa: E402
-from fleetsim_watch import TailStats, Usage, db_latencies, log_counters  # noqa: E402
+from fleetsim_watch import TailStats, Usage, db_figures, log_counters  # noqa: E402
 from support.dealers import FDS_PER_SOCKET, raise_fd_limit  # noqa: E402
 from support.fleet import Fleet  # noqa: E402
 
@@ -132,7 +132,12 @@ class Run:
         self.fleet = Fleet(root)
         self.usage, self.tail = Usage(), TailStats()
         self.routers: list[dict] = []
-        self.sinks: dict[str, object] = {}
+        #: sink type -> its processes (``--alerting N``: several alerting sinks)
+        self.sinks: dict[str, list] = {}
+        self.names = {t: ([f"sink-{t}-{i + 1}" for i in range(args.alerting)]
+                          if t == "alerting" and args.alerting > 1 else [f"sink-{t}"])
+                      for t in SINK_TYPES}
+        self.pg = None
         self.scheduler = None
         self.carbon = None
         self.sims: list[Agents] = []
@@ -153,9 +158,12 @@ class Run:
             self.tail = TailStats((own, self.keys.router))
             # every key before the routers start: they re-read changed allowlists as they run
             self.backend_keys = {name: self.keys.backend(name)
-                                 for name in [f"sink-{t}" for t in SINK_TYPES] + ["scheduler"]}
+                                 for name in [n for t in SINK_TYPES for n in self.names[t]]
+                                 + ["scheduler"]}
             for n in range(a.agents):
                 self.keys.agent(f"sim-{n:05d}")
+        if a.postgres:
+            self.fleet.state_url = self.postgres()
         router_extra = {"stats_interval": 1.0, "log_level": "WARNING"}
         if self.keys:
             router_extra["security"] = self.keys.router_security()
@@ -174,11 +182,12 @@ class Run:
                 extra["history"] = {"lake": str(self.root / "lake")}
             if type_ == "graphite":
                 extra["graphite"] = {"port": self.carbon.port, "prefix": "sim"}
-            if self.keys:
-                extra["security"] = self.keys.client(self.backend_keys[f"sink-{type_}"])
-            proc = self.fleet.sink(type_, self.routers, **extra)
-            self.sinks[type_] = proc
-            self.usage.add(f"sink-{type_}", proc.pid)
+            for name in self.names[type_]:
+                if self.keys:
+                    extra["security"] = self.keys.client(self.backend_keys[name])
+                proc = self.fleet.sink(type_, self.routers, name=name, **extra)
+                self.sinks.setdefault(type_, []).append(proc)
+                self.usage.add(f"sink-{type_}", proc.pid)     # one row per type, summed
         if self.keys:
             client = {"security": self.keys.client(self.backend_keys["scheduler"])}
         if a.jitter is not None:
@@ -186,7 +195,7 @@ class Run:
         self.scheduler = self.fleet.scheduler(self.routers, refresh_interval=10.0,
                                               stats_interval=5.0, **client)
         self.usage.add("scheduler", self.scheduler.pid)
-        senders = [r["id"] for r in self.routers] + [f"sink-{t}" for t in self.sinks]
+        senders = [r["id"] for r in self.routers] + [n for t in self.sinks for n in self.names[t]]
         for info in self.routers:
             self.tail.connect(info["endpoints"]["tail"], senders)
         deadline = time.monotonic() + 30
@@ -277,8 +286,19 @@ class Run:
         return {"router": info["id"], "restarted_after_s": round(ready - stopped, 2),
                 "all_attached_after_s": None if took is None else round(done - stopped, 2)}
 
+    def drops(self) -> dict:
+        """The routers' drop counters (``router.dropped.TYPE.SINK``) summed, as they stand."""
+        out: dict = {}
+        for info in self.routers:
+            for k, v in self.tail.totals(info["id"]).items():
+                if k.startswith("router.dropped."):
+                    key = k[len("router.dropped."):]
+                    out[key] = out.get(key, 0) + v
+        return out
+
     def drain(self) -> dict:
         """Quiet the agents, let spools empty and counters settle; then the final figures."""
+        quiet_at = time.time()      # from now on no agent beats: DOWNs are the run's end
         for sim in self.sims:
             sim.tell("quiet")
         deadline = time.monotonic() + 15
@@ -294,16 +314,21 @@ class Run:
         for sim in self.sims:
             sim.stop()
         sinks_counts = {}
-        for type_, proc in self.sinks.items():
-            proc.stop(15)
-            sinks_counts[type_] = log_counters(proc.log()) or {
-                k[5:]: v for k, v in self.tail.latest.get(f"sink-{type_}", {}).items()}
+        for type_, procs in self.sinks.items():
+            total: dict = {}
+            for proc in procs:
+                proc.stop(15)
+                counts = log_counters(proc.log()) or {
+                    k[5:]: v for k, v in self.tail.latest.get(proc.name, {}).items()}
+                for k, v in counts.items():
+                    total[k] = total.get(k, 0) + v
+            sinks_counts[type_] = total
         self.scheduler.stop(15)
         return {"settled": settled,
                 "routers": {r: self.tail.totals(r) for r in routers}, "sinks": sinks_counts,
                 "scheduler": log_counters(self.scheduler.log()),
                 "agents": [s.final or {} for s in self.sims],
-                "db": db_latencies(self.root / "state.db", summary)}
+                "db": db_figures(self.fleet.state_url, summary, quiet_at)}
 
     def caught_up(self, routers: list[str], timeout: float) -> None:
         """Wait until each sink received what the routers relayed to it (but the STATS,
@@ -315,7 +340,8 @@ class Run:
                 relayed = sum(v for r in routers for k, v in self.tail.latest.get(r, {}).items()
                               if k.startswith("router.relayed.") and k.endswith("." + type_)
                               and not k.startswith("router.relayed.STATS."))
-                got = self.tail.latest.get(f"sink-{type_}", {}).get("sink.received", 0)
+                got = sum(self.tail.latest.get(name, {}).get("sink.received", 0)
+                          for name in self.names[type_])
                 if got < relayed:
                     behind.append(type_)
             if not behind:
@@ -331,6 +357,20 @@ class Run:
         if self.carbon:
             self.carbon.stop()
         self.tail.close()
+        if self.pg is not None:
+            self.pg.stop()
+
+    def postgres(self) -> str:
+        """A throwaway PostgreSQL cluster (tests/support/pg.py) for the sinks' state."""
+        from support.pg import PgCluster, find_bindir
+        bindir = find_bindir()
+        if bindir is None:
+            raise SystemExit("fleetsim: --postgres needs PostgreSQL's binaries "
+                             "(apt-get install postgresql, as `make system-packages` does)")
+        self.pg = PgCluster(bindir).start()
+        pid = int((self.pg.data / "postmaster.pid").read_text().split()[0])
+        self.usage.add_tree("postgres", pid)        # the server and its backends
+        return self.pg.create_database("fleetsim")
 
 
 def simulate(args, root: Path) -> dict:
@@ -345,6 +385,7 @@ def simulate(args, root: Path) -> dict:
         run.hold(args.settle)
         run.phase("steady")
         run.usage.start_window()
+        dropped_before = run.drops()
         window = args.seconds if args.seconds else args.minutes * 60
         storm = None
         if args.storm:
@@ -355,7 +396,12 @@ def simulate(args, root: Path) -> dict:
         else:
             run.hold(window)
         run.usage.end_window()
+        run.tail.pump(1.5)          # the routers' last report of the window (every second)
+        after = run.drops()
+        window_drops = {k: v - dropped_before.get(k, 0) for k, v in after.items()
+                        if v - dropped_before.get(k, 0)}
         final = run.drain()
+        final["window_drops"] = window_drops
         usage = {name: run.usage.figures(name) for name in run.usage.procs}
         return {"settings": {k: v for k, v in vars(args).items() if k not in ("results",)},
                 "attach_s": None if attach is None else round(attach, 2), "window_s": round(window, 1), "storm": storm,
@@ -393,6 +439,10 @@ def parse(argv=None):
     ap.add_argument("--storm-timeout", type=float, default=120.0)
     ap.add_argument("--attach-timeout", type=float, default=180.0)
     ap.add_argument("--no-carbon", action="store_true", help="no carbon, no graphite sink")
+    ap.add_argument("--alerting", type=int, default=1,
+                    help="alerting sinks (they share the work and the state database)")
+    ap.add_argument("--postgres", action="store_true",
+                    help="the sinks' state in PostgreSQL (a throwaway cluster), not SQLite")
     ap.add_argument("--keep", help="run in this directory and keep it (logs, configs, lake)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--results", help="write the figures into this markdown file")

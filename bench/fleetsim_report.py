@@ -98,6 +98,21 @@ def checks(doc: dict, args, restarted: bool) -> list[dict]:
     c = agents["counts"]
     add("NOTIFY: spooled = ACKed by alerting + not ACKed", c["spooled.NOTIFY"],
         c["acked.NOTIFY"] + agents["unacked"]["NOTIFY"])
+    counts = doc.get("db", {}).get("counts")
+    if counts:
+        unacked = agents["unacked"]["NOTIFY"]
+        add("NOTIFY: spooled = recorded by alerting (none lost, none twice)",
+            c["spooled.NOTIFY"], counts["notifications"], strict=unacked == 0,
+            note=f"{unacked} still not ACKed at the end" if unacked else "")
+        add("NOTIFY: recorded = alerts raised, one per NOTIFY", counts["notifications"],
+            counts["notify_alerts"], note=f"{counts['notify_alert_keys']} distinct")
+        add("host DOWN alerts while the agents beat (no false DOWN) = 0", counts["host_down_alerts"], 0,
+            note="a restarted router's agents may pass their timeout" if restarted else "")
+    if "window_drops" in doc:
+        drops = doc["window_drops"]
+        lost = drops.get("HEARTBEAT.alerting", 0)
+        add("HEARTBEAT: dropped to alerting in the measured window = 0", lost, 0,
+            note=", ".join(f"{k} {v}" for k, v in sorted(drops.items())) or "nothing dropped")
     sched = doc.get("scheduler", {})
     add("RUN: scheduler sent = routers forwarded + answered 404 + other errors",
         sched.get("sent", 0), forwarded["RUN"] + sched.get("not_found", 0) + sum(
@@ -128,7 +143,9 @@ def component_rows(doc: dict) -> list[list[str]]:
                 or k in ("write_failed", "write_crashed", "ack_dropped", "ack_unroutable",
                          "misframed"))}
         out = m.get("acked", 0) if type_ != "graphite" else m.get("graphite.datapoints", 0)
-        rows.append([f"sink-{type_}", *cost(f"sink-{type_}"), str(m.get("received", 0)),
+        n = usage.get(f"sink-{type_}", {}).get("processes", 1)
+        rows.append([f"sink-{type_}" + (f" (x{n})" if n > 1 else ""), *cost(f"sink-{type_}"),
+                     str(m.get("received", 0)),
                      f"{out} {'points' if type_ == 'graphite' else 'acked'}",
                      (", ".join(f"{k} {v}" for k, v in lost.items()) or "none")
                      + (f" (duplicates {m['duplicate']})" if m.get("duplicate") else "")])
@@ -139,6 +156,9 @@ def component_rows(doc: dict) -> list[list[str]]:
     if "carbon" in usage:
         points = doc["sinks"].get("graphite", {}).get("graphite.datapoints", 0)
         rows.append(["carbon", *cost("carbon"), f"{points} points", "-", "-"])
+    if "postgres" in usage:
+        rows.append([f"postgres ({usage['postgres'].get('processes', 1)} proc)",
+                     *cost("postgres"), "-", "-", "-"])
     c = agents["counts"]
     rows.append([f"agents ({len(doc['agents'])} proc)", *cost("agents"),
                  str(sum(agents["received"].values())), str(sum(agents["sent"].values())),
@@ -208,6 +228,9 @@ losses count the whole run (attach and drain included); latencies are per phase.
 def write_results(path: Path, command: str, doc: dict, notes: str = "") -> None:
     s = doc["settings"]
     heading = (f"## Fleet simulator, {s['agents']} agents, heartbeat {s['heartbeat']:g} s, "
-               + ("CURVE, " if s["curve"] else "") + ("router restart" if s["storm"] else "steady"))
+               + ("CURVE, " if s["curve"] else "") + ("no carbon, " if s.get("no_carbon") else "")
+               + (f"{s['alerting']} alerting sinks, " if s.get("alerting", 1) > 1 else "")
+               + ("PostgreSQL, " if s.get("postgres") else "")
+               + ("router restart" if s["storm"] else "steady"))
     from results import write_section  # bench/results.py
     write_section(path, heading, command, render(doc), METHOD + ("\n\n" + notes if notes else ""))

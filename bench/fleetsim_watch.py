@@ -8,16 +8,15 @@
 - :class:`Usage`: CPU seconds, RSS and run-queue wait (the time the main thread was ready
   but had no CPU: what the machine's other load cost it) of each process, sampled; a
   component may have several processes in turn (a restarted router), whose CPU adds up;
-- :func:`db_latencies`: from the sinks' state database, NOTIFY sent -> written at the
+- :func:`db_figures`: from the sinks' state database, NOTIFY sent -> written at the
   alerting sink, and RUN slot -> the check's state saved by the alerting sink (the latest
-  result of each check).
+  result of each check); NOTIFYs recorded and the NOTIFY and host DOWN alerts raised.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import time
 from pathlib import Path
 
@@ -118,6 +117,8 @@ class Usage:
         self.wait_last: dict[int, float] = {}
         self.rss: dict[str, list[tuple[float, float]]] = {}   # name -> (time, MiB)
         self.window = (0.0, 0.0)
+        #: name -> a process whose children join it as they start (PostgreSQL's backends)
+        self.trees: dict[str, psutil.Process] = {}
 
     def add(self, name: str, pid: int) -> None:
         proc = psutil.Process(pid)
@@ -126,7 +127,27 @@ class Usage:
             self.cpu_at[pid] = _cpu(proc) or 0.0
             self.wait_at[pid] = _waited(pid) or 0.0
 
+    def add_tree(self, name: str, pid: int) -> None:
+        """``pid`` and, from each sample on, its children."""
+        self.add(name, pid)
+        self.trees[name] = psutil.Process(pid)
+
+    def _grow_trees(self) -> None:
+        for name, root in self.trees.items():
+            known = {p.pid for p in self.procs[name]}
+            try:
+                children = root.children(recursive=True)
+            except psutil.Error:
+                continue
+            for child in children:
+                if child.pid not in known:
+                    try:
+                        self.add(name, child.pid)
+                    except psutil.Error:
+                        pass
+
     def start_window(self) -> None:
+        self._grow_trees()
         self.window = (time.monotonic(), 0.0)
         for procs in self.procs.values():
             for proc in procs:
@@ -135,6 +156,7 @@ class Usage:
         self.sample()
 
     def sample(self) -> None:
+        self._grow_trees()
         now = time.monotonic()
         for name, procs in self.procs.items():
             rss = 0.0
@@ -189,22 +211,41 @@ def _waited(pid: int) -> float | None:
         return None
 
 
-def db_latencies(db: Path, summary) -> dict:
-    """Latencies the sinks recorded in the state database (milliseconds), by ``summary``."""
-    if not db.exists():
+def db_figures(url: str, summary, quiet_at: float | None = None) -> dict:
+    """From the sinks' state database (SQLite or PostgreSQL): latencies the sinks recorded
+    (milliseconds, by ``summary``), and the counts the checks compare: NOTIFYs recorded,
+    NOTIFY alerts raised (and for how many distinct NOTIFYs), host DOWN alerts raised before
+    ``quiet_at`` (when the agents stopped beating at the run's end: the DOWNs after it are
+    right)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import SQLAlchemyError
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
         return {}
-    conn = sqlite3.connect(db, timeout=10)
+    engine = create_engine(url)
+    out: dict = {}
     try:
-        out = {}
-        rows = conn.execute("SELECT received_at - sent_at FROM notifications").fetchall()
-        out["notify_to_written"] = summary([r[0] for r in rows])
-        try:
-            rows = conn.execute(
-                "SELECT s.updated - c.slot FROM checks c JOIN check_state s "
-                "ON s.uuid = c.uuid AND s.plugin = c.plugin WHERE c.slot IS NOT NULL").fetchall()
-            out["slot_to_result_saved"] = summary([r[0] for r in rows])
-        except sqlite3.OperationalError as e:
-            out["slot_to_result_saved"] = {"n": 0, "error": str(e)}
-        return out
+        with engine.connect() as conn:
+            def one(sql: str):
+                return conn.execute(text(sql)).scalar() or 0
+            rows = conn.execute(text("SELECT received_at - sent_at FROM notifications"))
+            out["notify_to_written"] = summary([r[0] for r in rows])
+            try:
+                rows = conn.execute(text(
+                    "SELECT s.updated - c.slot FROM checks c JOIN check_state s "
+                    "ON s.uuid = c.uuid AND s.plugin = c.plugin WHERE c.slot IS NOT NULL"))
+                out["slot_to_result_saved"] = summary([r[0] for r in rows])
+            except SQLAlchemyError as e:
+                conn.rollback()
+                out["slot_to_result_saved"] = {"n": 0, "error": str(e).splitlines()[0]}
+            before = f" AND created < {float(quiet_at)!r}" if quiet_at else ""
+            out["counts"] = {
+                "notifications": one("SELECT count(*) FROM notifications"),
+                "notify_alerts": one("SELECT count(*) FROM alert_events WHERE kind = 'notify' "
+                                     "AND action = 'trigger'"),
+                "notify_alert_keys": one("SELECT count(DISTINCT key) FROM alert_events "
+                                         "WHERE kind = 'notify' AND action = 'trigger'"),
+                "host_down_alerts": one("SELECT count(*) FROM alert_events WHERE kind = 'host' "
+                                        "AND action = 'trigger'" + before)}
     finally:
-        conn.close()
+        engine.dispose()
+    return out

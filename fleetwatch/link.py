@@ -57,16 +57,18 @@ def handshake_problem(event: dict) -> str:
            "router_key its key?"
 
 
-def replies(sock: zmq.Socket, on_bad) -> Iterator[Message]:
+def replies(sock: zmq.Socket, on_bad, allowed: frozenset[str] = protocol.TYPES
+            ) -> Iterator[Message]:
     """The messages waiting on ``sock``, decoded, without blocking; one that does not decode
-    goes to ``on_bad(error)`` and is skipped (a router's answer never stops a reader)."""
+    (or is not of the ``allowed`` types) goes to ``on_bad(error)`` and is skipped (a router's
+    answer never stops a reader)."""
     while True:
         try:
             frames = sock.recv_multipart(zmq.NOBLOCK)
         except zmq.Again:
             return
         try:
-            msg = protocol.decode(frames)
+            msg = protocol.decode(frames, allowed)
         except ProtocolError as e:
             on_bad(e)
             continue

@@ -22,6 +22,9 @@ class SinkConfig:
     name: str = setting("", "this sink's name in logs and counters (default TYPE@HOST)")
     state_url: str = setting(DEFAULT_STATE_URL, "SQLAlchemy URL of the state database")
     batch: int = setting(500, "messages written per transaction at most")
+    batch_wait: float = setting(
+        0.05, "seconds a write waits for more messages to fill its batch: fewer, larger "
+              "transactions under load, at most this much added delay; 0: write what is there")
     dedupe_window: int = setting(100000, "recent msg_ids remembered to drop duplicates")
     hello_interval: float = setting(1.0, "seconds between HELLOs to a router not yet answering")
     stats_interval: float = setting(10.0, "seconds between the sink's own counter reports in logs")
@@ -43,3 +46,5 @@ class SinkConfig:
                              "(starting with a letter or digit)")
         if self.batch < 1:
             raise ValueError("batch: expected at least 1")
+        if not 0 <= self.batch_wait <= 5:
+            raise ValueError("batch_wait: expected 0 to 5 seconds")

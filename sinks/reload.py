@@ -1,6 +1,6 @@
 """What SIGHUP (``systemctl reload fleetwatch-sink-TYPE``) changes in a running sink.
 
-Every sink: ``log_level``, ``stats_interval``, ``hello_interval`` and ``batch`` (the loop reads
+Every sink: ``log_level``, ``stats_interval``, ``hello_interval``, ``batch`` and ``batch_wait`` (the loop reads
 them from its config at each turn). A sink type may add its own live settings with a
 ``live_settings`` policy and a ``reconfigure(config, changed)`` method, called in the loop's
 thread between two batches: the alerting sink takes its whole ``alerting`` section but
@@ -18,7 +18,7 @@ from fleetwatch.reload import IGNORE, LIVE, Reloader
 from sinks.config import SinkConfig
 
 LOOP_POLICY = {"log_level": LIVE, "stats_interval": LIVE, "hello_interval": LIVE,
-               "batch": LIVE}
+               "batch": LIVE, "batch_wait": LIVE}
 #: the config sections that belong to one sink type each
 SECTIONS = ("graphite", "alerting", "history")
 

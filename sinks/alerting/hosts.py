@@ -120,13 +120,14 @@ def heard(state: HostState | None, router: str, now: float, interval: float | No
     sender's ``ts``: a heartbeat sent before the host deregistered changes nothing."""
     if state is None:
         state = HostState(since=now)
+    changes: dict = {}
     if state.gone is not None:
         if state.deregistered is not None and (sent is None or sent <= state.deregistered):
             return Heard(state)
-        state = replace(state, gone=None, deregistered=None, notified=False)
-    if interval is not None and interval > 0:
-        state = replace(state, interval=float(interval))
-    timeout = policy.timeout_for(state.interval)
+        changes.update(gone=None, deregistered=None, notified=False)
+    if interval is not None and interval > 0 and interval != state.interval:
+        changes["interval"] = float(interval)
+    timeout = policy.timeout_for(changes.get("interval", state.interval))
     lost: list[str] = []
     routers = dict(state.routers)
     routers[router] = max(now, routers.get(router, 0.0))
@@ -139,10 +140,11 @@ def heard(state: HostState | None, router: str, now: float, interval: float | No
     else:
         routers = {router: routers[router]}
     silent_for = max(0.0, now - state.last_heard) if state.last_heard else 0.0
-    new = replace(state, routers=routers, last_heard=max(now, state.last_heard),
-                  unreachable=None)
     if not state.up:
-        new = replace(new, up=True, since=now)
+        changes.update(up=True, since=now)
+    # one replace: a heartbeat is the alerting sink's most frequent message
+    new = replace(state, routers=routers, last_heard=max(now, state.last_heard),
+                  unreachable=None, **changes)
     alerts = (Alert("resolve", "up", silent_for),) if new.pending and new.up else ()
     return Heard(new, alerts, tuple(sorted(lost)))
 

@@ -46,6 +46,9 @@ def test_every_strict_count_adds_up(run):
         assert f"{type_}: agents sent = routers received" in names
     assert "sink-alerting: routers relayed = sink received" in names
     assert "sink-registry: routers relayed = sink received" in names
+    assert "NOTIFY: spooled = recorded by alerting (none lost, none twice)" in names
+    assert "host DOWN alerts while the agents beat (no false DOWN) = 0" in names
+    assert "HEARTBEAT: dropped to alerting in the measured window = 0" in names
 
 
 def test_every_kind_of_traffic_ran(run):

@@ -122,6 +122,38 @@ def test_jitter_holds_a_run_until_due_and_stale_runs_are_dropped(stubs, dispatch
     assert dispatcher.counts["stale"] == 1
 
 
+def test_a_submitted_run_wakes_the_sender_only_if_due_before_its_wake_up(zctx):
+    """The sender polls until its next due run (or MAX_WAIT); a run due after that is taken
+    at that wake-up anyway, so submitting it costs no wake-up; one due before must wake it."""
+    import os
+    d = Dispatcher(["tcp://127.0.0.1:9"], "sched-test", ctx=zctx)     # not started
+    try:
+        d._polling, d._wake_at = True, 1000.0
+        d.submit(run_for(due=1500.0))
+        with pytest.raises(BlockingIOError):
+            os.read(d._rfd, 16)
+        d.submit(run_for(plugin="soon", due=500.0))
+        assert os.read(d._rfd, 16) == b"!"
+        d._polling = False                  # busy: it looks at the queue before it polls
+        d.submit(run_for(plugin="busy", due=0.0))
+        with pytest.raises(BlockingIOError):
+            os.read(d._rfd, 16)
+    finally:
+        d.stop()
+
+
+def test_runs_due_close_together_all_go_out_each_once(stubs, dispatcher):
+    a, _ = stubs
+    a.wait(lambda: a.hellos, what="HELLO")
+    now = time.time()
+    for i in range(200):
+        dispatcher.submit(run_for(plugin=f"p{i}", due=now + 0.2 + i * 0.001))
+    a.wait(lambda: len(a.runs) == 200, what="200 RUNs")
+    assert sorted(m.body["plugin"] for _, _, m in a.runs) == sorted(f"p{i}" for i in range(200))
+    assert all(t >= now + 0.2 for t, _, _ in a.runs)         # none before it is due
+    assert dispatcher.counts["runs"] == 200
+
+
 def test_an_absent_router_costs_unsent_not_a_queue(zctx):
     with socket.socket() as held:           # bound, never listening: connections refused
         held.bind(("127.0.0.1", 0))

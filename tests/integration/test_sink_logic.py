@@ -223,6 +223,86 @@ def test_loop_acks_only_what_was_committed(tmp_path):
         ctx.term()
 
 
+class BatchesSink:
+    """Records the size of each batch it is given."""
+    type = "alerting"
+    handles = frozenset({"HEARTBEAT"})
+    acks = frozenset()
+
+    def __init__(self):
+        self.counts, self.batches = Counter(), []
+
+    def write(self, batch):
+        self.batches.append(len(batch))
+
+
+@pytest.fixture
+def batches_loop():
+    """``make(batch, batch_wait)``: a sink loop over a :class:`BatchesSink`, its PULL fed
+    by the PUSH it returns with it, on inproc sockets."""
+    import zmq
+    from sinks.config import SinkConfig
+    from sinks.loop import SinkLoop
+    ctx = zmq.Context()
+    made = []
+
+    def make(batch: int, batch_wait: float):
+        push = ctx.socket(zmq.PUSH)
+        push.linger = 0
+        push.bind("inproc://sink-batches")
+        loop = SinkLoop(BatchesSink(), SinkConfig(routers=["inproc://control-batches"],
+                                                  batch=batch, batch_wait=batch_wait),
+                        ctx=ctx, hostname="test")
+        loop.open()
+        loop.pull.connect("inproc://sink-batches")
+        made.append((loop, push))
+        return loop, push
+    yield make
+    for loop, push in made:
+        loop.close()
+        push.close(0)
+    ctx.term()
+
+
+def heartbeat_frames():
+    return relayed("HEARTBEAT", UUID, "r1", interval=1.0)[1]
+
+
+@pytest.mark.parametrize("batch_wait, expected", [(0.5, [3]), (0.0, [2, 1])])
+def test_loop_waits_batch_wait_for_more_messages(batches_loop, batch_wait, expected):
+    """Messages arriving within ``batch_wait`` join the batch (one transaction for all
+    three); with 0, each wake-up writes what is there."""
+    import threading
+    loop, push = batches_loop(10, batch_wait)
+    push.send_multipart(heartbeat_frames())
+    push.send_multipart(heartbeat_frames())
+    assert loop.pull.poll(2000)
+    late = threading.Timer(0.1, push.send_multipart, (heartbeat_frames(),))
+    late.start()
+    loop.drain()                    # the third arrives 0.1 s later
+    while sum(loop.sink.batches) < 3 and loop.pull.poll(2000):
+        loop.drain()
+    late.join()
+    assert loop.sink.batches == expected and not loop.backlog
+
+
+def test_loop_writes_a_full_batch_at_once_and_says_it_is_behind(batches_loop):
+    loop, push = batches_loop(2, 5.0)
+    for _ in range(3):
+        push.send_multipart(heartbeat_frames())
+    assert loop.pull.poll(2000)
+    loop.drain()                    # two were waiting: written without waiting 5 s
+    assert loop.sink.batches == [2] and loop.backlog
+
+
+def test_batch_wait_is_bounded():
+    from sinks.config import SinkConfig
+    with pytest.raises(ValueError, match="batch_wait"):
+        SinkConfig(routers=["tcp://r:1"], batch_wait=-1).validate()
+    with pytest.raises(ValueError, match="batch_wait"):
+        SinkConfig(routers=["tcp://r:1"], batch_wait=60).validate()
+
+
 # ---------------------------------------------------------------- alerting
 
 def test_alerting_records_each_notification_once(url, tmp_path):

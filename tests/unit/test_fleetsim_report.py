@@ -62,6 +62,50 @@ def test_a_message_lost_on_the_way_fails():
     assert check["strict"] and not check["ok"]
 
 
+def with_db(notifications: int = 1, alerts: int = 1, keys: int = 1, downs: int = 0) -> dict:
+    doc = document()
+    doc["db"] = {"counts": {"notifications": notifications, "notify_alerts": alerts,
+                            "notify_alert_keys": keys, "host_down_alerts": downs}}
+    return doc
+
+
+def test_every_notify_recorded_and_alerted_once_passes():
+    found = by_name(checks(with_db(), Args, restarted=False))
+    assert found["NOTIFY: spooled = recorded by alerting (none lost, none twice)"]["ok"]
+    assert found["NOTIFY: recorded = alerts raised, one per NOTIFY"]["ok"]
+    assert found["host DOWN alerts while the agents beat (no false DOWN) = 0"]["ok"]
+
+
+def test_a_notify_lost_or_alerted_twice_fails():
+    lost = by_name(checks(with_db(notifications=0, alerts=0, keys=0), Args, restarted=False))
+    check = lost["NOTIFY: spooled = recorded by alerting (none lost, none twice)"]
+    assert check["strict"] and not check["ok"]
+    twice = by_name(checks(with_db(alerts=2), Args, restarted=False))
+    check = twice["NOTIFY: recorded = alerts raised, one per NOTIFY"]
+    assert check["strict"] and not check["ok"] and check["note"] == "1 distinct"
+
+
+def test_a_host_paged_down_fails_unless_its_router_restarted():
+    check = by_name(checks(with_db(downs=1), Args, restarted=False))[
+        "host DOWN alerts while the agents beat (no false DOWN) = 0"]
+    assert check["strict"] and not check["ok"]
+    check = by_name(checks(with_db(downs=1), Args, restarted=True))[
+        "host DOWN alerts while the agents beat (no false DOWN) = 0"]
+    assert not check["strict"]
+
+
+def test_a_heartbeat_dropped_to_alerting_in_the_window_fails():
+    doc = document()
+    doc["window_drops"] = {"STATS.graphite": 5}
+    check = by_name(checks(doc, Args, restarted=False))[
+        "HEARTBEAT: dropped to alerting in the measured window = 0"]
+    assert check["ok"] and check["note"] == "STATS.graphite 5"
+    doc["window_drops"]["HEARTBEAT.alerting"] = 2
+    check = by_name(checks(doc, Args, restarted=False))[
+        "HEARTBEAT: dropped to alerting in the measured window = 0"]
+    assert check["strict"] and not check["ok"]
+
+
 def test_after_a_restart_nothing_is_strict():
     found = checks(document(heartbeats_received=9), Args, restarted=True)
     assert not any(c["strict"] for c in found)

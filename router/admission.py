@@ -12,7 +12,10 @@ when the connection's key (its ZAP User-Id, read from the connection's propertie
 connection) is bound to that uuid; the hot path then trusts the routing id for the life of
 the binding. Admission also keeps the limits and alarms of :mod:`router.guard`: rate
 buckets, admission pacing, clone detection and the security events the router relays as
-its own NOTIFYs.
+its own NOTIFYs. A HELLO the admission pace defers waits for at most ``WAITING_SECONDS``
+(:meth:`Admission.admit_waiting`, from each of the relay's wake-ups), newest first: its
+connection is kept, so an agent pays one handshake (with CURVE, the costly part of a
+reconnect storm) instead of one per retry.
 
 No sockets here: :class:`Admission` is given the identity map, the counters, the limits, a
 clock and a :class:`router.port.Port` (answer, refuse, relay to sinks and tail). The relay
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 
 import zmq
 
@@ -46,6 +50,12 @@ EVENT_PERIOD = 60.0
 #: the sweep forgets old clone sightings and security events this often (each a pass over
 #: every uuid seen; their own caps bound them in between)
 PRUNE_PERIOD = 60.0
+#: a deferred HELLO waits this long at most: an agent whose HELLO is not answered within its
+#: liveness (3 heartbeat intervals, 6 s by default) reconnects, and a WELCOME after that
+#: would go to a connection it closed
+WAITING_SECONDS = 4.0
+#: HELLOs waiting at most (beyond, they are dropped unanswered, as they all were before)
+WAITING_MAX = 50_000
 CLONE_TEXT = ("uuid {uuid} is used by two agents at once (instances {a}, {b}): a cloned "
               "machine? mint a new uuid with fleetwatch agent --new-uuid")
 
@@ -71,6 +81,8 @@ class Admission:
         self.peers.burst = self.burst
         self.last_refill = monotonic()
         self.pacer = Pacer(limits.hellos_per_second, monotonic)
+        #: routing id -> (frames, connection, monotonic arrival) of HELLOs the pace deferred
+        self.waiting: OrderedDict[bytes, tuple[list[bytes], object, float]] = OrderedDict()
         self.clones = CloneDetector(clock=monotonic)
         self.next_prune = monotonic() + PRUNE_PERIOD
         self.mismatch_events = Once(EVENT_PERIOD, monotonic)
@@ -82,10 +94,40 @@ class Admission:
         """A message from a routing id not attached, read frame by frame: only a HELLO gets
         anywhere (others: 401), and new agents at most at the admission pace."""
         if len(parts) == 3 and parts[1] == b"HELLO" and parts[0] == SIGNATURE:
-            if not self.pacer.allow():      # admission pacing (SPEC 7.6): no answer
-                self.counters.admission_deferred += 1
+            # admission pacing (SPEC 7.6): with those waiting, and within the pace
+            if self.waiting or not self.pacer.allow():
+                self.defer(rid, parts, conn)
                 return
         self.agent_message(rid, parts, now, conn)
+
+    def defer(self, rid: bytes, parts: list[bytes], conn) -> None:
+        """Put a HELLO to wait for the pace (its routing id's latest HELLO, in its place)."""
+        self.counters.admission_deferred += 1
+        waiting = self.waiting
+        if rid in waiting:
+            waiting[rid] = (parts, conn, waiting[rid][2])
+        elif len(waiting) >= WAITING_MAX:
+            self.counters.admission_expired += 1
+        else:
+            waiting[rid] = (parts, conn, self.monotonic())
+            self.counters.admission_waiting = len(waiting)
+
+    def admit_waiting(self, now: float) -> None:
+        """Drop, unanswered, the HELLOs that waited more than ``WAITING_SECONDS``; admit
+        those the pace allows, newest first (``now``: epoch seconds): under a storm the
+        newest have the most time left before their agents give up and reconnect."""
+        waiting, pacer = self.waiting, self.pacer
+        oldest = self.monotonic() - WAITING_SECONDS
+        while waiting:
+            rid = next(iter(waiting))
+            if waiting[rid][2] >= oldest:
+                break
+            del waiting[rid]
+            self.counters.admission_expired += 1
+        while waiting and pacer.take():
+            rid, (parts, conn, _) = waiting.popitem()
+            self.agent_message(rid, parts, now, conn)
+        self.counters.admission_waiting = len(waiting)
 
     def bound(self, rid: bytes, conn, claimed: str, ref: str) -> bool:
         """With CURVE, whether the connection's key (its User-Id) is bound to ``claimed``;

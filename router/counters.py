@@ -14,7 +14,9 @@ into the flat ``{name: number}`` of the router's own STATS:
 - ``router.refused.REASON``: connections and HELLOs refused by the security checks (ZAP
   reasons such as ``unknown_key``, ``handshake`` for failed handshakes, ``uuid_mismatch``);
 - ``router.rate_limited`` (agent messages above the agent's rate), ``router.admission_deferred``
-  (HELLOs of new agents above the admission pace), ``router.clones`` (cloned uuids
+  (HELLOs of new agents above the admission pace, put to wait), ``router.admission_expired``
+  (of those, dropped unanswered: waited too long or no room), ``router.admission_waiting``
+  (HELLOs waiting, a gauge), ``router.clones`` (cloned uuids
   reported), ``router.events`` (security NOTIFYs the router made), ``router.acks.own``
   (ACKs of those, swallowed);
 - ``router.agents``: attached agents, a gauge;
@@ -58,6 +60,9 @@ class Counters:
         self.refused: Counter[str] = Counter()
         self.rate_limited = 0
         self.admission_deferred = 0
+        self.admission_expired = 0
+        #: HELLOs waiting for the admission pace (a gauge, kept by the admission)
+        self.admission_waiting = 0
         self.clones = 0
         self.events = 0
         self.own_acks = 0
@@ -111,6 +116,8 @@ class Counters:
             out[f"router.refused.{reason}"] = n
         out["router.rate_limited"] = self.rate_limited
         out["router.admission_deferred"] = self.admission_deferred
+        out["router.admission_expired"] = self.admission_expired
+        out["router.admission_waiting"] = self.admission_waiting
         out["router.clones"] = self.clones
         out["router.events"] = self.events
         out["router.acks.own"] = self.own_acks

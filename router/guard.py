@@ -94,10 +94,16 @@ class Pacer:
         self.tokens = min(self.tokens, self.capacity)
 
     def allow(self) -> bool:
+        if self.take():
+            return True
+        self.deferred += 1
+        return False
+
+    def take(self) -> bool:
+        """A token if there is one (:meth:`allow` without counting a refusal)."""
         if self.tokens >= 1.0 or self._accrue() >= 1.0:
             self.tokens -= 1.0
             return True
-        self.deferred += 1
         return False
 
 

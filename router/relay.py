@@ -59,6 +59,8 @@ SWEEP_PERIOD = 0.25
 #: the agents socket's listen backlog (the kernel caps it at net.core.somaxconn)
 AGENTS_BACKLOG = 65535
 MAX_POLL = 0.25
+#: longest poll while HELLOs wait for the admission pace (its tokens accrue continuously)
+WAITING_POLL = 0.01
 
 
 class Relay:
@@ -204,6 +206,8 @@ class Relay:
         while not self.stopping:
             before = mono()
             timeout = min(next_sweep, next_stats) - before
+            if self.admission.waiting:      # HELLOs wait for the pace: look again soon
+                timeout = min(timeout, WAITING_POLL)
             events = dict(poller.poll(max(0.0, min(timeout, MAX_POLL)) * 1000))
             waited(mono() - before)
             if self.reload_requested:
@@ -220,6 +224,8 @@ class Relay:
                 self._drain_agents(self.clock())
             if control in events:
                 self._drain_control()
+            if self.admission.waiting:
+                self.admission.admit_waiting(self.clock())
             now = mono()
             if now >= next_sweep:
                 self.sweep()

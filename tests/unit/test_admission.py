@@ -148,18 +148,50 @@ def test_new_limits_cut_every_bucket_at_once():
     assert r.admission.pacer.rate == 2.0 and r.admission.pacer.tokens == 2.0
 
 
-def test_new_agents_are_admitted_at_the_pace_and_the_rest_silently_deferred():
+def test_new_agents_are_admitted_at_the_pace_and_the_rest_wait_their_turn():
     r = Router(hellos_per_second=2.0)
     for rid in (RID, RID2, RID3):
         r.stranger(rid, hello(rid.hex()))
-    assert r.port.types_replied() == ["WELCOME", "WELCOME"]       # no answer: it retries
+    assert r.port.types_replied() == ["WELCOME", "WELCOME"]       # the third waits
     assert r.counters.admission_deferred == 1 and r.peers.get(RID3) is None
+    assert r.counters.admission_waiting == 1
     r.stranger(RID3, notify(RID3.hex()))                          # others are not paced
     assert r.port.statuses() == [protocol.HELLO_REQUIRED]
+    r.admission.admit_waiting(r.clock())                          # no token yet
+    assert r.peers.get(RID3) is None
     r.advance(1.0)
-    r.admission.sweep()
-    r.stranger(RID3, hello(RID3.hex()))
+    r.admission.admit_waiting(r.clock())    # on its first connection: no new handshake
     assert r.peers.get(RID3) is not None and len(r.peers) == 3
+    assert r.port.types_replied()[-1] == "WELCOME" and r.counters.admission_waiting == 0
+
+
+def test_the_newest_waiting_hello_goes_first_and_too_long_a_wait_drops_it():
+    """Under a storm the newest HELLO's agent has the most time left before it gives up
+    and reconnects; one that waited more than WAITING_SECONDS is dropped unanswered."""
+    from router.admission import WAITING_SECONDS
+    r = Router(hellos_per_second=1.0)
+    r.stranger(RID, hello(RID.hex()))
+    r.stranger(RID2, hello(RID2.hex()))                 # waits
+    r.advance(WAITING_SECONDS / 2)
+    r.stranger(RID3, hello(RID3.hex()))                 # waits
+    r.stranger(RID2, hello(RID2.hex()))                 # its HELLO again: in its place
+    assert list(r.admission.waiting) == [RID2, RID3] and r.counters.admission_deferred == 3
+    r.advance(1.0)                                      # one token: the newest
+    r.admission.admit_waiting(r.clock())
+    assert r.peers.get(RID3) is not None and r.peers.get(RID2) is None
+    r.advance(WAITING_SECONDS)                          # RID2's agent has reconnected
+    r.admission.admit_waiting(r.clock())
+    assert r.peers.get(RID2) is None and not r.admission.waiting
+    assert r.counters.admission_expired == 1 and r.counters.admission_waiting == 0
+
+
+def test_the_waiting_room_is_bounded(monkeypatch):
+    monkeypatch.setattr(router.admission, "WAITING_MAX", 1)
+    r = Router(hellos_per_second=1.0)
+    for rid in (RID, RID2, RID3):
+        r.stranger(rid, hello(rid.hex()))
+    assert list(r.admission.waiting) == [RID2]          # RID3: no room, no answer
+    assert r.counters.admission_expired == 1 and r.port.types_replied() == ["WELCOME"]
 
 
 def test_two_processes_alternating_on_one_uuid_are_reported_once_as_a_clone():

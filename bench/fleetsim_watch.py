@@ -225,8 +225,8 @@ def db_figures(url: str, summary, quiet_at: float | None = None) -> dict:
     out: dict = {}
     try:
         with engine.connect() as conn:
-            def one(sql: str):
-                return conn.execute(text(sql)).scalar() or 0
+            def one(sql: str, **params):
+                return conn.execute(text(sql), params).scalar() or 0
             rows = conn.execute(text("SELECT received_at - sent_at FROM notifications"))
             out["notify_to_written"] = summary([r[0] for r in rows])
             try:
@@ -237,7 +237,6 @@ def db_figures(url: str, summary, quiet_at: float | None = None) -> dict:
             except SQLAlchemyError as e:
                 conn.rollback()
                 out["slot_to_result_saved"] = {"n": 0, "error": str(e).splitlines()[0]}
-            before = f" AND created < {float(quiet_at)!r}" if quiet_at else ""
             out["counts"] = {
                 "notifications": one("SELECT count(*) FROM notifications"),
                 "notify_alerts": one("SELECT count(*) FROM alert_events WHERE kind = 'notify' "
@@ -245,7 +244,8 @@ def db_figures(url: str, summary, quiet_at: float | None = None) -> dict:
                 "notify_alert_keys": one("SELECT count(DISTINCT key) FROM alert_events "
                                          "WHERE kind = 'notify' AND action = 'trigger'"),
                 "host_down_alerts": one("SELECT count(*) FROM alert_events WHERE kind = 'host' "
-                                        "AND action = 'trigger'" + before)}
+                                        "AND action = 'trigger' AND created < :quiet",
+                                        quiet=quiet_at if quiet_at else float("inf"))}
     finally:
         engine.dispose()
     return out

@@ -110,7 +110,6 @@ class Admission:
             self.counters.admission_expired += 1
         else:
             waiting[rid] = (parts, conn, self.monotonic())
-            self.counters.admission_waiting = len(waiting)
 
     def admit_waiting(self, now: float) -> None:
         """Drop, unanswered, the HELLOs that waited more than ``WAITING_SECONDS``; admit
@@ -127,7 +126,6 @@ class Admission:
         while waiting and pacer.take():
             rid, (parts, conn, _) = waiting.popitem()
             self.agent_message(rid, parts, now, conn)
-        self.counters.admission_waiting = len(waiting)
 
     def bound(self, rid: bytes, conn, claimed: str, ref: str) -> bool:
         """With CURVE, whether the connection's key (its User-Id) is bound to ``claimed``;

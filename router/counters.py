@@ -61,8 +61,6 @@ class Counters:
         self.rate_limited = 0
         self.admission_deferred = 0
         self.admission_expired = 0
-        #: HELLOs waiting for the admission pace (a gauge, kept by the admission)
-        self.admission_waiting = 0
         self.clones = 0
         self.events = 0
         self.own_acks = 0
@@ -95,9 +93,10 @@ class Counters:
         index = self._slots.get((type_, sink))
         return 0 if index is None else self.dropped[index]
 
-    def metrics(self, agents: int) -> dict[str, int]:
-        """The flat STATS metrics; ``agents`` is the number of attached agents."""
-        out: dict[str, int] = {"router.agents": agents}
+    def metrics(self, agents: int, waiting: int = 0) -> dict[str, int]:
+        """The flat STATS metrics; ``agents`` is the number of attached agents, ``waiting``
+        the number of HELLOs waiting for the admission pace."""
+        out: dict[str, int] = {"router.agents": agents, "router.admission_waiting": waiting}
         for type_frame, n in self.received.items():
             out[f"router.received.{type_frame.decode('ascii', 'replace')}"] = n
         for (type_, sink), index in self._slots.items():
@@ -117,7 +116,6 @@ class Counters:
         out["router.rate_limited"] = self.rate_limited
         out["router.admission_deferred"] = self.admission_deferred
         out["router.admission_expired"] = self.admission_expired
-        out["router.admission_waiting"] = self.admission_waiting
         out["router.clones"] = self.clones
         out["router.events"] = self.events
         out["router.acks.own"] = self.own_acks

@@ -498,7 +498,8 @@ class Relay:
 
     def stats(self) -> Message:
         return protocol.make("STATS", self.id, self.clock,
-                             metrics={**self.counters.metrics(len(self.peers)),
+                             metrics={**self.counters.metrics(len(self.peers),
+                                                              len(self.admission.waiting)),
                                       **self.descriptors.metrics()},
                              hostname=self.hostname, source="router")
 

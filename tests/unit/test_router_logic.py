@@ -173,8 +173,8 @@ def test_counters_metrics_names():
     c.count_bad(401)
     c.count_bad(401)
     c.forwarded["ACK"] += 1
-    m = c.metrics(agents=7)
-    assert m["router.agents"] == 7
+    m = c.metrics(agents=7, waiting=2)
+    assert m["router.agents"] == 7 and m["router.admission_waiting"] == 2
     assert m["router.received.NOTIFY"] == 3 and m["router.received.STATS"] == 0
     assert m["router.relayed.NOTIFY.alerting"] == 2
     assert m["router.dropped.NOTIFY.alerting"] == 1

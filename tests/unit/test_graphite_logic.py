@@ -131,6 +131,21 @@ def test_too_long_names_are_counted_not_sent():
     assert [p.name for p in points] == ["h.ok"] and counts == Counter(bad_name=1)
 
 
+
+def test_owner_and_name_are_judged_apart_and_memories_stay_bounded():
+    namer = Namer(cache_size=3)
+    long_owner = "h" * (MAX_NODE + 1)
+    points, counts = namer.stats({"ok": 1}, TS, long_owner)
+    assert points == [] and counts == Counter(bad_name=1)
+    # a name longer than MAX_NAME only once joined to its owner
+    metric = ".".join(["m" * 100] * 9)
+    assert [p.name for p in namer.stats({metric: 1}, TS, "h")[0]] == [f"h.{metric}"]
+    assert namer.stats({metric: 1}, TS, "h" * 100)[1] == Counter(bad_name=1)
+    for host in range(10):          # more owners and names than the memories hold
+        points, _ = namer.stats({"a.b": 1, f"n{host}": 2}, TS, f"web{host}")
+        assert [p.name for p in points] == [f"web{host}.a.b", f"web{host}.n{host}"]
+    assert len(namer._owners) <= 3 and len(namer._metrics) <= 3
+
 # ---------------------------------------------------------------- the sink's translation
 
 def relayed(type_, uuid="a" * 32, router="r1", **fields):

@@ -111,6 +111,16 @@ def history_lake(spark, tmp_path_factory):
     return make_lake(spark, tmp_path_factory.mktemp("history-lake"))
 
 
+@pytest.fixture
+def history_config(tmp_path, history_lake) -> str:
+    """An operator config (fleetwatch.yaml) whose ``history:`` names the generated lake, for
+    the ``fleetwatch history`` commands run in-process."""
+    path = tmp_path / "fleetwatch.yaml"
+    path.write_text(f"routers: [tcp://127.0.0.1:5556]\nhistory:\n  lake: {history_lake.path}\n"
+                    f"  master: local[2]\n")
+    return str(path)
+
+
 INTEGRATION = Path(__file__).parent / "integration"
 
 

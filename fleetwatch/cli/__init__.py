@@ -54,7 +54,7 @@ COMMANDS = {
     "keys": ("fleetwatch.cli.keys", "create and list CURVE certificates (keys new|list)"),
     "service": ("fleetwatch.cli.service", "install or remove a process's systemd unit "
                                       "(service install|uninstall)"),
-    "history": ("fleetwatch.cli.history", "the history lake on Spark (history compact|sql|replay|expire)"),
+    "history": ("fleetwatch.cli.history", "the history lake on Spark (history compact|sql|gaps|replay|expire)"),
 }
 
 

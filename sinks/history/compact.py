@@ -7,7 +7,8 @@ One run, holding the lake's compaction lock (``_compaction/lock``, flock):
    ``.open`` files of history sinks that died and never came back;
 2. read: the closed landing files (``max_files_per_run`` at most), parsed once with the
    explicit landing schema and cached; one aggregation counts events, bad lines and the
-   dates each table gets;
+   dates each table gets (and, when routers reported drops, one more counts their bad
+   entries and the dates of the good ones: :mod:`sinks.history.drops`);
 3. per table, in parallel: one line per msg_id (:func:`sinks.history.tables.messages`),
    minus the msg_ids the table already holds for those dates, into rows; written under the
    run's staging directory, partitioned by date, at most one file per date per core, its
@@ -45,9 +46,10 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from sinks.history import lifecycle, manifest, spans, tables
+from sinks.history import drops, lifecycle, manifest, spans, tables
 from sinks.history.manifest import Lake
-from sinks.history.schema import ORDER, PARTITION, TABLE_NAMES, TABLE_OF_TYPE, TABLES
+from sinks.history.schema import (ORDER, PARTITION, SOURCE_TYPES, TABLE_NAMES, TABLE_OF_TYPE,
+                                   TABLES)
 from sinks.history.sink import recover_stale
 from sinks.history.times import day_of
 
@@ -84,11 +86,15 @@ class Summary:
     bytes: int = 0
     events: int = 0
     bad: int = 0
+    #: entries of routers' ``drops`` that are not exactly an entry (sinks/history/drops.py)
+    bad_drops: int = 0
     tables: dict[str, TableResult] = field(default_factory=dict)
     steps: dict[str, float] = field(default_factory=dict)   # step -> seconds
     recovered: list[str] = field(default_factory=list)
-    #: the read step's counts: rows of (type, date, bad, count)
+    #: the read step's counts: rows of (type, date, bad, count, drops: lines with drops)
     stats: list = field(default_factory=list, repr=False)
+    #: the dates the good ``drops`` entries go to
+    drop_dates: set = field(default_factory=set, repr=False)
 
     @property
     def rows(self) -> int:
@@ -100,9 +106,14 @@ class Summary:
         total = sum(self.steps.values())
         dups = sum(t.duplicates for t in self.tables.values())
         return (f"compact: run {self.run} done in {total:.1f}s: {self.files} files, "
-                f"{self.events} events ({self.bad} bad lines, {dups} duplicates dropped), "
+                f"{self.events} events ({self.bad} bad lines, {self.bad_entries()}"
+                f"{dups} duplicates dropped), "
                 f"{self.rows} rows into {len(self.tables)} tables, "
                 f"{self.events / total if total else 0:.0f} events/s")
+
+    def bad_entries(self) -> str:
+        """``N bad drop entries, `` when there are some (else nothing)."""
+        return f"{self.bad_drops} bad drop entries, " if self.bad_drops else ""
 
 
 def crash_hook(step: str) -> None:
@@ -177,7 +188,7 @@ def _tables(spark, lake: Lake, settings, run: str, paths: list[str], summary: Su
     table entries."""
     batch = _read(spark, paths, summary, out)
     try:
-        dates = _dates_by_table(summary.stats)
+        dates = _dates_by_table(summary)
         t = time.monotonic()
         todo = [name for name in TABLE_NAMES if dates.get(name)]
         # One thread per table: Spark runs their jobs side by side, so the fixed cost of
@@ -216,12 +227,20 @@ def _read(spark, paths, summary: Summary, out) -> Batch:
     try:
         landing = tables.read_landing(spark, paths).persist(StorageLevel.MEMORY_AND_DISK)
         batch = Batch(landing)
-        stats = (landing.groupBy("type", "date", "bad").count().collect())
+        stats = (landing.groupBy("type", "date", "bad")
+                 .agg(F.count(F.lit(1)).alias("count"), F.count("drops").alias("drops"))
+                 .collect())
     finally:
         spark.conf.set(CACHE_COMPRESSED, compressed)
     summary.events = sum(r["count"] for r in stats)
     summary.bad = sum(r["count"] for r in stats if r["bad"])
     summary.stats = stats
+    if _lines_of(stats, "drops"):
+        for r in drops.counts(tables.lines(landing, "drops")):
+            if r["ok"]:
+                summary.drop_dates.add(r[PARTITION])
+            else:
+                summary.bad_drops += r["count"]
     dups = tables.duplicated_ids(landing).persist(StorageLevel.MEMORY_AND_DISK)
     ndups = dups.count()
     if ndups > MAX_BROADCAST_IDS:
@@ -238,16 +257,25 @@ def _read(spark, paths, summary: Summary, out) -> Batch:
             by_type[r["type"]] = by_type.get(r["type"], 0) + r["count"]
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(by_type.items())) or "none"
     out(f"read: {summary.events} events in {summary.steps['read']:.1f}s "
-        f"({summary.bad} bad lines, {ndups} msg_ids on several lines); {kinds}")
+        f"({summary.bad} bad lines, {summary.bad_entries()}{ndups} msg_ids on several "
+        f"lines); {kinds}")
     return batch
 
 
-def _dates_by_table(stats) -> dict[str, set[str]]:
+def _dates_by_table(summary: Summary) -> dict[str, set[str]]:
     dates: dict[str, set[str]] = {}
-    for r in stats:
+    for r in summary.stats:
         if not r["bad"]:
             dates.setdefault(TABLE_OF_TYPE[r["type"]], set()).add(r["date"])
+    if summary.drop_dates:
+        dates["drops"] = set(summary.drop_dates)
     return dates
+
+
+def _lines_of(stats, name: str) -> int:
+    """Good lines table ``name`` takes rows from (for ``drops``: the STATS with drops)."""
+    return sum(r["drops" if name == "drops" else "count"] for r in stats
+               if not r["bad"] and r["type"] in SOURCE_TYPES[name])
 
 
 def _table(spark, lake: Lake, settings, run: str, name: str, batch: Batch,
@@ -256,8 +284,7 @@ def _table(spark, lake: Lake, settings, run: str, name: str, batch: Batch,
     t = time.monotonic()
     result = summary.tables[name] = TableResult()
     existing, small = _partitions(lake, settings, name, dates)
-    lines = sum(r["count"] for r in summary.stats
-                if not r["bad"] and TABLE_OF_TYPE.get(r["type"]) == name)
+    lines = _lines_of(summary.stats, name)
     msgs = tables.messages(batch.landing, name, batch.dups, batch.dedupe_all)
     reader = spark.read.schema(TABLES[name]).option("basePath", lake.table(name))
     known = None
@@ -360,6 +387,7 @@ def _commit(lake: Lake, settings, run: str, names: list[str], changes: dict,
     t = time.monotonic()
     intent = {"run": run, "landing": names, "tables": changes,
               "counts": {"events": summary.events, "bad": summary.bad,
+                         "bad_drops": summary.bad_drops,
                          "rows": {k: v.rows for k, v in summary.tables.items()}}}
     if mark is not None:
         intent["lifecycle"] = mark.to_json()

@@ -38,16 +38,23 @@ compute availability or time-in-state differently:
   the host, not of a check, cut at their removal) counts as up, as in Checkmk's reports.
 - ``lifecycle()``: what compaction copied from the state database (alert events, mutes,
   acks, downtime windows: sinks/history/lifecycle.py), in time order.
+- ``drops()``: what routers dropped per agent, message type and sink type (the ``drops``
+  table, from the routers' own STATS: sinks/history/drops.py), each entry from its first
+  to its last drop; ``gaps()`` puts them beside what landed, per bucket, with a verdict
+  (``ok``, ``no data``, ``dropped``), a drop entry's count spread evenly over the time it
+  spans (an estimate: sinks/history/gaps.py).
 
 This module is the facade (the lake, its tables, host names, the query methods); the
 queries are built from sinks/history/times.py (times and windows), metrics.py (buckets,
-percentiles), timelines.py (check state segments) and availability.py (uptime from
-heartbeats or spans).
+percentiles), timelines.py (check state segments), availability.py (uptime from
+heartbeats or spans) and gaps.py (landed beside dropped).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+from datetime import datetime, timezone
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -55,11 +62,12 @@ from pyspark.sql import functions as F
 
 from sinks.history import hostnames, lifecycle, spans
 from sinks.history.availability import bounds, downtime_windows, spans_in, tile, uptime
+from sinks.history.gaps import LANDED, Drop, buckets, report
 from sinks.history.metrics import aggregate, downsample, not_internal
 from sinks.history.schema import PARTITION, TABLE_NAMES, TABLES
 from sinks.history.spans import counted_interval
 from sinks.history.timelines import segments, state_changes, state_name
-from sinks.history.times import day_of, epoch, seconds, secs, window
+from sinks.history.times import day_of, epoch, overlapping, seconds, secs, window
 
 
 class History:
@@ -127,11 +135,20 @@ class History:
     registrations = property(lambda self: self.table("registrations"))
     heartbeat_spans = property(lambda self: self.table("heartbeat_spans"))
 
+    def _drops_named(self, df: DataFrame | None = None) -> DataFrame:
+        """The ``drops`` table (or ``df``, rows of it) with ``hostname`` after ``uuid``: the
+        agent's latest HELLO's, null if the lake holds none."""
+        df = self.table("drops") if df is None else df
+        names = F.broadcast(hostnames.latest(self.registrations))
+        cols = [c for name in df.columns
+                for c in ((name, "hostname") if name == "uuid" else (name,))]
+        return df.join(names, "uuid", "left").select(*cols)
+
     def register(self) -> list[str]:
         """Each table (and ``hosts``) as a temporary view under its name, for :meth:`sql`."""
+        views = {"metrics": lambda: self.metrics, "drops": lambda: self._drops_named()}
         for name in TABLE_NAMES:
-            (self.metrics if name == "metrics" else self.table(name)) \
-                .createOrReplaceTempView(name)
+            views.get(name, lambda: self.table(name))().createOrReplaceTempView(name)
         self._hosts_query().createOrReplaceTempView("hosts")
         return [*TABLE_NAMES, "hosts"]
 
@@ -343,6 +360,56 @@ class History:
                           "id", "key", "event_id", "details")
                 .orderBy("ts", "event_id"))
 
+    # ------------------------------------------------------------ drops and gaps
+    def drops(self, host=None, since=None, until=None, sink=None) -> DataFrame:
+        """What routers dropped, in time order: router, uuid, hostname (its latest HELLO's,
+        null if unknown), type, sink, count, first, last, reported; the entries whose
+        ``[first, last]`` meets ``[since, until)``. ``sink``: one sink type or a list."""
+        df = overlapping(self.table("drops"), epoch(since), epoch(until))
+        df = self._of(df, host)
+        if sink is not None:
+            df = df.filter(F.col("sink").isin(*([sink] if isinstance(sink, str) else sink)))
+        return (self._drops_named(df)
+                .select("router", "uuid", "hostname", "type", "sink", "count", "first", "last",
+                        "reported")
+                .orderBy("first", "uuid", "type", "sink", "router"))
+
+    def gaps(self, host: str, since, until, every="1h", sink=None) -> DataFrame:
+        """"No data or dropped?" for ``host`` over ``[since, until)``, per bucket of
+        ``every`` (aligned to the epoch, cut to the window): start, end, the messages that
+        landed (heartbeats, results, stats: STATS messages, notifications), ``dropped``
+        (what routers dropped for the host, for ``sink`` only if given: an *estimate*, each
+        drop entry's count spread evenly from its first drop to its last), ``verdict`` (ok,
+        no data, dropped) and ``drops`` (per type and sink: type, sink, count). The rules
+        are sinks/history/gaps.py's. ValueError for a window or a bucket size that does not
+        make buckets (at most 10,000)."""
+        since, until, every = epoch(since), epoch(until), seconds(every)
+        if since is None or until is None:
+            raise ValueError("gaps: expected both since and until")
+        buckets(since, until, every)            # a bad window or size: before any Spark job
+        uuids = self.uuids(host)
+        counted = [(r["kind"], int(r["bucket"]), r["n"])
+                   for r in self._landed(uuids, since, until, every).collect()]
+        entries = (self.drops(host, since, until, sink)
+                   .select("type", "sink", "count", secs("first").alias("first"),
+                           secs("last").alias("last")).collect())
+        rows = report(since, until, every, {(k, b): n for k, b, n in counted},
+                      [Drop(*r) for r in entries])
+        columns = ["start", "end", *LANDED, "dropped", "verdict", "drops"]
+        return self.spark.createDataFrame(
+            [tuple(_utc(r[c]) if c in ("start", "end") else r[c] for c in columns)
+             for r in rows], GAPS_SCHEMA)
+
+    def _landed(self, uuids: list[str], since: float, until: float, every: float) -> DataFrame:
+        """kind (of gaps.LANDED), bucket (floor(ts / every)), n: the messages of ``uuids``
+        that landed in ``[since, until)`` (a STATS is one message of several metric rows)."""
+        parts = [window(self.table(table), since, until).filter(F.col("uuid").isin(*uuids))
+                 .select(F.lit(kind).alias("kind"), F.floor(secs() / every).alias("bucket"),
+                         "msg_id")
+                 for kind, table in LANDED.items()]
+        return (functools.reduce(DataFrame.unionByName, parts).groupBy("kind", "bucket")
+                .agg(F.count_distinct("msg_id").alias("n")))
+
     def notification_history(self, host=None, severity=None, since=None,
                              until=None) -> DataFrame:
         """NOTIFYs in time order: ts, hostname, uuid, severity, source, text. ``severity``:
@@ -359,6 +426,17 @@ class History:
         df = window(self.notifications, epoch(since), epoch(until))
         return (df.groupBy(PARTITION, "severity").count()
                 .withColumnRenamed(PARTITION, "date").orderBy("date", "severity"))
+
+
+#: the columns of :meth:`History.gaps`
+GAPS_SCHEMA = ("start timestamp, end timestamp, "
+               + "".join(f"{kind} bigint, " for kind in LANDED)
+               + "dropped double, verdict string, "
+               "drops array<struct<type: string, sink: string, count: double>>")
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, timezone.utc)
 
 
 def uncompacted(lake: str) -> int:

@@ -8,11 +8,13 @@ the tables without listing their files first.
 
 Every table column is described in ``COLUMNS`` (name, type, meaning); the table in
 ``sinks/history/README.md`` is the same information for readers, and a test checks that
-the two agree. Fields of a landing ``msg`` that hold nested JSON (``plugins``, ``perfdata``)
-are declared as strings: Spark's JSON reader then keeps their raw JSON text, which the
-tables store as is (a JSON string column). ``metrics`` is a map of strings so that one
-non-numeric value costs only that metric (``try_cast`` to double, skipped when null), not the
-whole line; a line that is not JSON at all lands in ``_corrupt_record`` and is counted.
+the two agree. Fields of a landing ``msg`` that hold nested JSON (``plugins``, ``perfdata``,
+a router's ``drops``) are declared as strings: Spark's JSON reader then keeps their raw JSON
+text, which the tables store as is (a JSON string column) or compaction reads entry by
+entry (``drops``: a bad entry costs that entry, not the line). ``metrics`` is a map of
+strings so that one non-numeric value costs only that metric (``try_cast`` to double,
+skipped when null), not the whole line; a line that is not JSON at all lands in
+``_corrupt_record`` and is counted.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ MSG = StructType([
     # STATS
     StructField("metrics", MapType(StringType(), StringType())),
     StructField("source", StringType()),
+    StructField("drops", StringType()),            # JSON text: a router's (sinks/history/drops.py)
     # NOTIFY
     StructField("severity", StringType()),
     StructField("text", StringType()),
@@ -154,6 +157,21 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
                        "a downtime ended or was removed"),
         ("details", _S, "the rest as a JSON object text (the alert's kind; sticky, notify; "
                         "every, duration, flexible, children)")],
+    # the drops routers report in their own STATS (sinks/history/drops.py)
+    "drops": [
+        ("date", _S, "partition: YYYY-MM-DD (UTC) of last"),
+        ("uuid", _S, "the agent whose messages were dropped"),
+        ("type", _S, "their type: HELLO, REGISTER, STATS, HEARTBEAT, NOTIFY, RESULT or "
+                     "DEREGISTER"),
+        ("sink", _S, "the sink type they were not handed to (registry, alerting, graphite, "
+                     "history...)"),
+        ("count", _L, "how many were dropped between first and last"),
+        ("first", _T, "the first of them (the router's clock), UTC"),
+        ("last", _T, "the last of them (the router's clock), UTC"),
+        ("router", _S, "the router that dropped them (its STATS's stamped uuid)"),
+        ("reported", _T, "the ts of the router's STATS that reported them, UTC"),
+        ("msg_id", _S, "that STATS's msg_id: with position, what identifies a row"),
+        ("position", _I, "the entry's place in that STATS's drops (from 0)")],
 }
 
 #: the tables compaction writes from something other than messages: from other tables
@@ -163,10 +181,15 @@ DERIVED = ("heartbeat_spans", "lifecycle")
 #: the table names, in the order compaction writes them
 TABLE_NAMES: tuple[str, ...] = tuple(COLUMNS)
 
-#: message type -> the table its rows go to
+#: message type -> the table its rows go to (a router's own STATS also feeds ``drops``)
 TABLE_OF_TYPE = {"STATS": "metrics", "HEARTBEAT": "heartbeats", "RESULT": "results",
                  "NOTIFY": "notifications", "HELLO": "registrations",
                  "REGISTER": "registrations"}
+#: table -> the message types its rows come from
+SOURCE_TYPES: dict[str, tuple[str, ...]] = {
+    **{name: tuple(t for t, table in TABLE_OF_TYPE.items() if table == name)
+       for name in TABLE_NAMES if name not in DERIVED and name != "drops"},
+    "drops": ("STATS",)}
 
 #: table -> the order of the rows inside each file compaction writes: a host's rows (and a
 #: metric's, a check's) lie together, so Parquet's statistics let a query for one host or
@@ -179,6 +202,7 @@ ORDER: dict[str, tuple[str, ...]] = {
     "registrations": ("uuid", "ts"),
     "heartbeat_spans": ("uuid", "name", "first"),
     "lifecycle": ("kind", "ts"),
+    "drops": ("uuid", "first", "type", "sink"),
 }
 
 #: table -> the columns that identify a row: a duplicate key is dropped (a STATS message
@@ -186,6 +210,7 @@ ORDER: dict[str, tuple[str, ...]] = {
 KEYS: dict[str, tuple[str, ...]] = {name: ("msg_id",) for name in TABLE_NAMES
                                     if name not in DERIVED}
 KEYS["metrics"] = ("msg_id", "metric")
+KEYS["drops"] = ("msg_id", "position")
 
 
 def table_schema(name: str) -> StructType:

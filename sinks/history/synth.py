@@ -3,7 +3,8 @@ notebooks). Deterministic for a seed; lines exactly as the history sink writes t
 
 The mix per 100 consecutive events: 60 STATS (``metrics_per_stats`` metrics), 25 HEARTBEAT,
 10 RESULT, 4 NOTIFY, 1 HELLO or REGISTER; hosts ``host-000``... with uuids ``u000...``; timestamps
-spread evenly over ``days`` UTC days from ``start``.
+spread evenly over ``days`` UTC days from ``start``. :func:`router_stats` makes a router's own
+STATS line, with the ``drops`` it reports (sinks/history/drops.py).
 """
 
 from __future__ import annotations
@@ -74,6 +75,20 @@ def lines(events: int, hosts: int = 50, days: int = 1, start: float = 1_795_000_
         msg = body(kind, n, host, ts, rng, metrics_per_stats)
         yield (f'{{"type":"{kind}","uuid":"{msg["uuid"]}","router":"r{n % routers}",'
                f'"received":{ts + 0.01:.3f},"msg":{_encode(msg)}}}\n')
+
+
+def router_stats(router: str, msg_id: str, ts: float, drops=None, received: float | None = None,
+                 **fields) -> str:
+    """A router's own STATS as a landing line (stamped with its own id, ``source`` router,
+    one metric), with ``drops`` (a list of entries, or anything else to try) unless None;
+    ``fields`` are added to the body (or replace its fields: ``source=...``)."""
+    msg = {"msg_id": msg_id, "uuid": router, "ts": ts, "source": "router",
+           "metrics": {"router.agents": 1}, **fields}
+    if drops is not None:
+        msg["drops"] = drops
+    return (f'{{"type":"STATS","uuid":"{router}","router":"{router}",'
+            f'"received":{(ts + 0.01 if received is None else received):.3f},'
+            f'"msg":{_encode(msg)}}}\n')
 
 
 def write_files(directory: str, events: int, files: int = 1, name: str = "synth",

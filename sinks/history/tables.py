@@ -11,7 +11,7 @@ the lowest router id), so a rerun picks the same copy of a resent message as a c
 Duplicates are rare (resends after a sink crash, replays), so they are found first by their
 ids alone and only those lines are resolved; the rest flows through without a shuffle.
 :func:`rows` turns messages into a table's columns (a STATS into one row per numeric
-metric).
+metric; a router's STATS into one ``drops`` row per good entry: sinks/history/drops.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from fleetwatch.protocol import TS_END, TS_MIN
-from sinks.history.schema import CORRUPT, COLUMNS, LANDING, TABLE_OF_TYPE
+from sinks.history import drops
+from sinks.history.schema import CORRUPT, COLUMNS, LANDING, SOURCE_TYPES, TABLE_OF_TYPE
 
 
 #: table -> the flattened landing columns it needs (besides msg_id, ts, date, uuid, router)
@@ -31,6 +32,7 @@ NEEDS = {
                 "slot", "started", "duration"),
     "notifications": ("severity", "text", "source"),
     "registrations": ("type", "name", "hostname", "version", "plugins"),
+    "drops": ("source", "drops"),
 }
 
 
@@ -69,9 +71,8 @@ def messages(landing: DataFrame, table: str, dups: DataFrame | None = None,
     the lowest router id). ``dups`` (small, broadcast) are the msg_ids to resolve, the
     other lines pass through without a shuffle; ``dedupe_all`` resolves every msg_id (one
     shuffle of the rows, for a landing area made mostly of duplicates)."""
-    types = [t for t, name in TABLE_OF_TYPE.items() if name == table]
     cols = ("ts", "date", "uuid", "router", *NEEDS[table])
-    good = landing.where(~F.col("bad") & F.col("type").isin(*types))
+    good = lines(landing, table)
     order = F.struct(F.col("received"), F.col("router"))
     first = F.min_by(F.struct(*cols), order).alias("m")
     if dedupe_all:
@@ -85,6 +86,13 @@ def messages(landing: DataFrame, table: str, dups: DataFrame | None = None,
     return single.unionByName(resolved)
 
 
+def lines(landing: DataFrame, table: str) -> DataFrame:
+    """The good lines of ``landing`` that ``table`` takes rows from: those of its types
+    (for ``drops``, the STATS that hold a ``drops``)."""
+    good = landing.where(~F.col("bad") & F.col("type").isin(*SOURCE_TYPES[table]))
+    return good.where(F.col("drops").isNotNull()) if table == "drops" else good
+
+
 def already_stored(stored: DataFrame, msgs: DataFrame) -> DataFrame:
     """The msg_ids of ``msgs`` that ``stored`` (a table's affected partitions) holds: a scan
     of the stored msg_id column against the broadcast new ids, no shuffle of either."""
@@ -94,6 +102,8 @@ def already_stored(stored: DataFrame, msgs: DataFrame) -> DataFrame:
 
 def rows(msgs: DataFrame, table: str) -> DataFrame:
     """``msgs`` (from :func:`messages`) as rows of ``table``, columns in table order."""
+    if table == "drops":
+        return drops.rows(msgs)
     if table == "metrics":
         value = F.col("raw").try_cast("double")
         finite = F.when(~F.isnan(value) & (F.abs(value) != float("inf")), value)

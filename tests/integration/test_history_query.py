@@ -360,55 +360,47 @@ def test_notifications(h, lake):
 
 # ---------------------------------------------------------------- fleetwatch history sql
 
-@pytest.fixture
-def operator_config(tmp_path, lake):
-    path = tmp_path / "fleetwatch.yaml"
-    path.write_text(f"routers: [tcp://127.0.0.1:5556]\nhistory:\n  lake: {lake.path}\n"
-                    f"  master: local[2]\n")
-    return str(path)
-
-
-def test_history_open_from_operator_config(spark, operator_config, lake):
-    h = History.open(operator_config)
+def test_history_open_from_operator_config(spark, history_config, lake):
+    h = History.open(history_config)
     assert h.lake == str(lake.path) and h.notifications.count() == 3
 
 
-def test_sql_table_and_json(spark, operator_config, capsys):
+def test_sql_table_and_json(spark, history_config, capsys):
     query = ("SELECT h.hostname, count(*) AS n, max(m.ts) AS last FROM metrics m "
              "JOIN hosts h USING (uuid) GROUP BY h.hostname ORDER BY h.hostname")
-    assert cli.main(["history", "sql", "--config", operator_config, query]) == 0
+    assert cli.main(["history", "sql", "--config", history_config, query]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["HOSTNAME", "N", "LAST"]
     assert [line.split()[:2] for line in lines[1:]] == [["db1", "5"], ["web1", "41"],
                                                         ["web2-old", "10"]]
     assert lines[1].index(" 5 ") == lines[0].index(" N ")        # aligned columns
-    assert cli.main(["history", "sql", "--config", operator_config, "--json", query]) == 0
+    assert cli.main(["history", "sql", "--config", history_config, "--json", query]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data[0]["hostname"] == "db1" and data[0]["n"] == 5
     assert data[0]["last"].endswith("Z")
 
 
-def test_sql_table_escapes_and_shows_times_with_the_zone(spark, operator_config, lake, capsys):
+def test_sql_table_escapes_and_shows_times_with_the_zone(spark, history_config, lake, capsys):
     from fleetwatch.display import human
     query = ("SELECT concat(text, char(27), ']0;t', char(7), char(27), '[2J', char(13), "
              "char(10), 'forged') AS `te\x1bxt`, ts FROM notifications ORDER BY ts LIMIT 1")
-    assert cli.main(["history", "sql", "--config", operator_config, query]) == 0
+    assert cli.main(["history", "sql", "--config", history_config, query]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and len(out.splitlines()) == 2
     assert out.splitlines()[0].split() == ["TE\\x1bXT", "TS"]
     assert out.splitlines()[1].split("  ")[0] == "deployed\\x1b]0;t\\x07\\x1b[2J\\r\\nforged"
     assert out.splitlines()[1].endswith(human(lake.at(200)))
-    assert cli.main(["history", "sql", "--config", operator_config, "--json", query]) == 0
+    assert cli.main(["history", "sql", "--config", history_config, "--json", query]) == 0
     assert json.loads(capsys.readouterr().out)[0]["te\x1bxt"] == \
         "deployed\x1b]0;t\x07\x1b[2J\r\nforged"
 
 
-def test_sql_limit_and_errors(spark, operator_config, capsys):
-    assert cli.main(["history", "sql", "--config", operator_config, "--limit", "2",
+def test_sql_limit_and_errors(spark, history_config, capsys):
+    assert cli.main(["history", "sql", "--config", history_config, "--limit", "2",
                      "SELECT msg_id FROM heartbeats ORDER BY msg_id"]) == 0
     out, err = capsys.readouterr()
     assert len(out.splitlines()) == 3 and "first 2 rows" in err
-    assert cli.main(["history", "sql", "--config", operator_config,
+    assert cli.main(["history", "sql", "--config", history_config,
                      "SELECT nope FROM metrics"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("fleetwatch history sql: ") and len(err.splitlines()) == 1
@@ -438,9 +430,11 @@ def test_expire(spark, tmp_path, capsys):
     assert sorted((p.table, p.date) for p in dropped) == sorted(
         [("registrations", day[0])] + [(t, day[1]) for t in
                                        ("metrics", "heartbeats", "results", "notifications",
-                                        "registrations", "heartbeat_spans", "lifecycle")])
-    assert "dropped 8 partitions older than " + day[2] in capsys.readouterr().out
-    for table in ("metrics", "heartbeats", "results", "notifications", "heartbeat_spans"):
+                                        "registrations", "heartbeat_spans", "lifecycle",
+                                        "drops")])
+    assert "dropped 9 partitions older than " + day[2] in capsys.readouterr().out
+    for table in ("metrics", "heartbeats", "results", "notifications", "heartbeat_spans",
+                  "drops"):
         assert _dates(spark, lake.path, table) == [day[2]]
     assert _dates(spark, lake.path, "registrations") == []
     assert History(spark, str(lake.path)).metrics.count() == 6    # db1's 5 and mem.used

@@ -4,6 +4,7 @@ server: its code cells are executed in order in one namespace, as a kernel would
 import importlib.util
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,12 @@ def test_notebook_runs(spark, history_lake, monkeypatch, capsys, plots):
     assert [(r["hostname"], r["plugin"], r["runs"], r["not_ok"]) for r in ns["by_check"]] == [
         ("web1", "load", 7, 3), ("db1", "disk", 2, 1), ("web2-old", "http", 1, 1)]
     assert "metrics                  57 rows" in out and "cpu.user on web1" in out
+    # no data or dropped: web1's D0, hour by hour (tests/support/lakegen.py "drops")
+    assert ns["DAY"] == datetime.fromtimestamp(history_lake.base, timezone.utc).strftime(
+        "%Y-%m-%d")
+    assert [i for i, r in enumerate(ns["gaps"]) if r["verdict"] != "ok"] == [0, 10, 11]
+    assert "web1 on " + ns["DAY"] + ": 21 ok, 0 no data, 3 dropped" in out
+    assert "11:00 UTC dropped: HEARTBEAT for history ~5.5" in out
     if plots:
         import matplotlib.pyplot as plt
         assert plt.get_fignums()      # the plot cells drew

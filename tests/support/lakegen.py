@@ -34,6 +34,11 @@ registrations: HELLO web2-old at D-1 23:00; HELLO web1 and db1 at D0 00:00; REGI
 lifecycle (as compaction copies it from the state database): web1's ``load`` alert trigger
 at 1800 and resolve at 3000; a downtime of ``web1`` from D0 11:00 to 13:00 (the second half
 of its heartbeat gap: 3600 s of it are excused by ``availability(exclude_downtime=True)``).
+
+drops (as routers report them, sinks/history/drops.py): router-a dropped web1's 11 missing
+heartbeats for the history sink from D0 10:10 to 11:50 (``gaps`` with 1h buckets: 5.5 in
+10:00 and 5.5 in 11:00, where nothing landed), 2 of web1's STATS for graphite at D0 00:50
+exactly, and 4 of db1's STATS for graphite from D0 23:30 to D1 00:30 (in the D1 partition).
 """
 
 from __future__ import annotations
@@ -80,7 +85,7 @@ class _Rows:
 
     def __init__(self):
         self.tables: dict[str, list[dict]] = {name: [] for name in TABLES
-                                              if name not in DERIVED}
+                                              if name not in (*DERIVED, "drops")}
         self.n = 0
 
     def add(self, table: str, t: float, uuid: str, **fields) -> None:
@@ -167,11 +172,25 @@ def lifecycle_rows(base: float) -> list[dict]:
     return [{**r, PARTITION: _day(base)} for r in rows]
 
 
+def drops_rows(base: float) -> list[dict]:
+    rows = []
+    for i, (uuid, type_, sink, count, first, last) in enumerate((
+            ("u-web1", "HEARTBEAT", "history", 11, 36600, 42600),
+            ("u-web1", "STATS", "graphite", 2, 3000, 3000),
+            ("u-db1", "STATS", "graphite", 4, DAY - 1800, DAY + 1800))):
+        rows.append({PARTITION: _day(base + last), "uuid": uuid, "type": type_, "sink": sink,
+                     "count": count, "first": _ts(base + first), "last": _ts(base + last),
+                     "router": ROUTER, "reported": _ts(base + last + 5),
+                     "msg_id": f"d{i}", "position": 0})
+    return rows
+
+
 def make_lake(spark, root, base: float | None = None) -> Lake:
     """Write the lake under ``root`` (tables only) and return where and when it is."""
     root = Path(root)
     base = midnight_days_ago(3) if base is None else float(base)
-    for name, table in {**rows(base), "lifecycle": lifecycle_rows(base)}.items():
+    tables = {**rows(base), "lifecycle": lifecycle_rows(base), "drops": drops_rows(base)}
+    for name, table in tables.items():
         schema = TABLES[name]
         data = [tuple(row.get(f.name) for f in schema.fields) for row in table]
         (spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite")

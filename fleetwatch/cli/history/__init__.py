@@ -1,4 +1,4 @@
-"""``fleetwatch history compact|sql|replay|expire``: the history lake's operator commands.
+"""``fleetwatch history compact|sql|gaps|replay|expire``: the history lake's operator commands.
 
 Every verb reads the operator config's ``history:`` section (lake, Spark master and settings;
 ``--config``, default /etc/fleetwatch/fleetwatch.yaml), which ``--lake`` and ``--master``
@@ -10,7 +10,8 @@ extra, like a missing Java, is one clear line (exit 69), and ``--help`` works wi
 Adding a verb: a module here with ``HELP``, ``add_arguments(parser)`` for its own options
 and ``run(args, settings) -> int`` (``settings``: the loaded
 :class:`sinks.history.config.HistorySettings`), importing PySpark only inside ``run``; and
-one entry in :data:`VERBS`.
+one entry in :data:`VERBS`. A verb that queries the lake opens it with :func:`open_lake` and
+ends with :func:`tell_uncompacted`, as ``sql`` and ``gaps`` do.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import shlex
 import sys
 
 from fleetwatch.config import load
@@ -27,6 +29,7 @@ from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig
 VERBS = {
     "compact": "fleetwatch.cli.history.compact",
     "sql": "fleetwatch.cli.history.sql",
+    "gaps": "fleetwatch.cli.history.gaps",
     "replay": "fleetwatch.cli.history.replay",
     "expire": "fleetwatch.cli.history.expire",
 }
@@ -62,3 +65,31 @@ def run(args) -> int:
         print(f"fleetwatch history: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     return importlib.import_module(VERBS[args.subcommand]).run(args, settings)
+
+
+def open_lake(settings):
+    """The lake's :class:`sinks.history.query.History` on a Spark session of ``settings``;
+    on a terminal stderr says ``starting Spark...`` meanwhile (7-12 s before the first word
+    otherwise), erased once Spark runs."""
+    from sinks.history.query import History
+    from sinks.history.spark import from_settings
+    tty = sys.stderr.isatty()
+    if tty:
+        print("starting Spark...", end="", file=sys.stderr, flush=True)
+    history = History(from_settings(settings), settings.lake)
+    if tty:
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    return history
+
+
+def tell_uncompacted(args, settings) -> None:
+    """Before the first compaction the tables are empty: say on stderr how many lines the
+    landing area holds, and the command that compacts them."""
+    from sinks.history.query import uncompacted
+    waiting = uncompacted(settings.lake)
+    if waiting:
+        command = f"fleetwatch history compact --config {shlex.quote(args.config)}"
+        if args.lake:
+            command += f" --lake {shlex.quote(args.lake)}"
+        print(f"fleetwatch history {args.subcommand}: nothing compacted yet: the landing area "
+              f"holds {waiting} lines not in the tables ({command})", file=sys.stderr)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shlex
 import sys
 
+from fleetwatch.cli.history import open_lake, tell_uncompacted
 from fleetwatch.display import table
 
 HELP = "run Spark SQL over the tables and print a table (or --json)"
@@ -19,8 +19,8 @@ HELP = "run Spark SQL over the tables and print a table (or --json)"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", metavar="QUERY",
                    help="Spark SQL over the views metrics, heartbeats, results, "
-                        "notifications, registrations, heartbeat_spans, lifecycle and "
-                        "hosts")
+                        "notifications, registrations, heartbeat_spans, lifecycle, drops "
+                        "and hosts")
     p.add_argument("--json", action="store_true",
                    help="print a JSON array of rows (timestamps as ISO 8601 UTC)")
     p.add_argument("--limit", type=int, default=1000, metavar="N",
@@ -41,17 +41,10 @@ def printable(df, iso: bool = False):
 
 def run(args, settings) -> int:
     from pyspark.errors import PySparkException
-    from sinks.history.query import History, uncompacted
-    from sinks.history.spark import from_settings
 
     # PySpark 4 logs each failed query on stderr as JSON before raising: one line is enough
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    tty = sys.stderr.isatty()
-    if tty:     # 7-12 s before the first word otherwise; erased once Spark runs
-        print("starting Spark...", end="", file=sys.stderr, flush=True)
-    history = History(from_settings(settings), settings.lake)
-    if tty:
-        print("\r\033[K", end="", file=sys.stderr, flush=True)
+    history = open_lake(settings)
     try:
         df = printable(history.sql(args.query), iso=args.json)
         rows = df.limit(args.limit + 1).collect() if args.limit else df.collect()
@@ -66,11 +59,5 @@ def run(args, settings) -> int:
         print(table(rows, df.columns) if df.columns else "")
     if cut:
         print(f"(first {args.limit} rows; --limit 0 for all)", file=sys.stderr)
-    waiting = uncompacted(settings.lake)
-    if waiting:
-        command = f"fleetwatch history compact --config {shlex.quote(args.config)}"
-        if args.lake:
-            command += f" --lake {shlex.quote(args.lake)}"
-        print(f"fleetwatch history sql: nothing compacted yet: the landing area holds "
-              f"{waiting} lines not in the tables ({command})", file=sys.stderr)
+    tell_uncompacted(args, settings)
     return 0

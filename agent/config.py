@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 
 from fleetwatch.config import setting
+from fleetwatch.protocol import ACK_OWNERS, ACKING_SINKS
 from fleetwatch.security import ClientSecurity
 
 from agent.plugins_config import PluginsConfig, command_problem, local_command_problem
@@ -17,12 +18,8 @@ _PARENT = re.compile(r"^(?=.{1,512}$)[^/\s](?:[^/]*[^/\s])?(?:/[^/\s](?:[^/]*[^/
 MAX_PARENTS = 64
 COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs", "uptime")
 
-#: The sink type owning each spooled message type: the default of ``spool.ack_from``, and the
-#: type an ACK without ``sink`` (a sink older than that field) is taken to come from.
-ACK_OWNERS = {"NOTIFY": "alerting", "REGISTER": "registry"}
-#: The sink types that ACK each spooled type (SPEC.md 4.2). Written out here because the agent
-#: does not import sinks/; tests/integration/test_agent_acks.py checks it against the sink classes.
-ACKING_SINKS = {"NOTIFY": ("alerting", "history"), "REGISTER": ("registry", "history")}
+# ACK_OWNERS (the default of ``spool.ack_from``) and ACKING_SINKS are the protocol's (SPEC 4.2);
+# tests/integration/test_agent_acks.py checks ACKING_SINKS against the sink classes.
 #: The sink types whose ACKs a DEREGISTER waits for (SPEC.md 4.8): both end something.
 DEREGISTER_ACKS = ("registry", "alerting")
 
@@ -36,8 +33,9 @@ class SpoolConfig:
     ack_from: dict[str, list[str]] = setting(
         factory=lambda: {t: [s] for t, s in ACK_OWNERS.items()},
         help="message type -> the sink types that must each ACK a message before it leaves "
-             "the spool (a type not given keeps its default: NOTIFY [alerting], REGISTER "
-             "[registry]); e.g. NOTIFY: [alerting, history] so that history misses none either")
+             "the spool, used only with routers older than durable routes: the routers' "
+             "WELCOME says it (router `durable`; a type not given keeps its default: NOTIFY "
+             "[alerting], REGISTER [registry])")
 
     def validate(self):
         for type_, sinks in self.ack_from.items():

@@ -122,9 +122,9 @@ class Agent:
         self.notifier.ready(f"agent {self.uuid} ({self.hostname})")
         log.info("agent %s (%s) started, routers: %s", self.uuid, self.hostname,
                  ", ".join(self.cfg.routers))
-        log.info("spool keeps %s", "; ".join(
-            f"{t} until ACKed by {' and '.join(sorted(s))}"
-            for t, s in sorted(self.spool.required.items())))
+        log.info("spool keeps %s (until a router's WELCOME tells its durable routes)",
+                 "; ".join(f"{t} until ACKed by {' and '.join(sorted(s)) or 'none'}"
+                           for t, s in sorted(self.spool.required.items())))
         if self.keys.enabled:
             from fleetwatch.security import key_hint
             log.info("CURVE on: key %s (public %s), routers' key %s", self.keys.own.path,

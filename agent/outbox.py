@@ -20,6 +20,7 @@ from fleetwatch import protocol
 from fleetwatch.logs import Throttle
 
 from agent.links import Link, Links, Sockets
+from agent.spool.acks import FleetRoutes
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ class Outbox:
         self.throttle = Throttle(log, 10.0, clock)
         #: the DEREGISTER waiting for its ACKs while the agent stops (agent.departure)
         self.departure = None
+        #: what the routers' WELCOMEs say each spooled type waits for
+        self.routes = FleetRoutes(spool.fallback)
 
     def deadline(self, now: float) -> float:
         """When :meth:`timers` has work next (``math.inf``: nothing waits)."""
@@ -95,10 +98,29 @@ class Outbox:
                 self.counters["agent.stats.dropped"] += 1
 
     # ---------------------------------------------------------------- spooled
+    def durable(self, router: str, durable) -> None:
+        """Router ``router``'s WELCOME said ``durable`` (SPEC 4.1; None from a router older
+        than it): the spool waits for what the routers say together from now on."""
+        before = self.spool.required
+        required = self.routes.tell(router, durable)
+        self.spool.retarget(required)       # (last_via forgets what left as it fills)
+        if self.spool.required != before:
+            log.info("router %s: the spool keeps %s", router, "; ".join(
+                f"{t} until ACKed by {' and '.join(sorted(s)) or 'none'}"
+                for t, s in sorted(self.spool.required.items())))
+
     def spool_messages(self, messages, own: bool = True) -> None:
         """Commit ``messages`` to the spool. When it cannot (a full disk), the agent's own
         (``own``) are sent at most once, through the STATS queue; a local process's raise
-        sqlite3.Error (the intake answers 500)."""
+        sqlite3.Error (the intake answers 500). A type no durable route takes (no sink type
+        must ACK it, SPEC 4.1) is sent at most once, like STATS."""
+        once = [m for m in messages if self.spool.needs_none(m.type)]
+        if once:
+            for msg in once:
+                self.enqueue(msg)
+            messages = [m for m in messages if not self.spool.needs_none(m.type)]
+            if not messages:
+                return
         try:
             dropped = self.spool.add(messages)
         except sqlite3.Error as e:

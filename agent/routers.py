@@ -21,6 +21,7 @@ import zmq
 import fleetwatch
 from fleetwatch import protocol
 from fleetwatch.logs import Throttle
+from fleetwatch.protocol import ACK_OWNERS
 
 from agent.links import Link, Links, Sockets
 from agent.outbox import Outbox
@@ -143,6 +144,12 @@ class Routers:
                 link.hello_required(now)
                 if not self.leaving:            # a HELLO after a DEREGISTER would undo it
                     self._hello(link)
+            elif msg.get("status") == protocol.UNAVAILABLE and msg.get("ref") in ACK_OWNERS:
+                # a durable route's sink type could not take it (SPEC 4.1): it stays spooled
+                self.counters["agent.spool.durable_unavailable"] += 1
+                self.throttle.warning(f"durable.{link.endpoint}", "router %s: %s (kept in the "
+                                      "spool, resent later)", link.endpoint,
+                                      str(msg.get("reason"))[:200])
             else:
                 self.throttle.warning(f"error.{link.endpoint}", "router %s: ERROR %s %s (%s)",
                                       link.endpoint, msg.get("status"), msg.get("reason"),
@@ -152,6 +159,7 @@ class Routers:
 
     def _welcome(self, link: Link, msg: protocol.Message, now: float) -> None:
         link.welcomed(now, msg.get("router"))
+        self.outbox.durable(link.router_id or link.endpoint, msg.get("durable"))
         other = self.links.duplicate_of(link)
         if other is not None:
             log.info("%s is router %s, already linked through %s: dropping it",

@@ -111,9 +111,11 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "router": (_STR, True),
         "routers": (_LIST, True),
         "endpoints": (_DICT, False),
+        "durable": (_DICT, False),
     },
     "HEARTBEAT": {"name": (_STR, False), "interval": (_NUMBER, False)},
-    "STATS": {"metrics": (_DICT, True), "hostname": (_STR, False), "source": (_STR, False)},
+    "STATS": {"metrics": (_DICT, True), "hostname": (_STR, False), "source": (_STR, False),
+              "drops": (_LIST, False)},
     "NOTIFY": {"severity": (_STR, True), "text": (_STR, True), "source": (_STR, False)},
     "ACK": {"msg_ids": (_LIST, True), "sink": (_STR, False)},
     "REGISTER": {
@@ -139,7 +141,8 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "duration": (_NUMBER, False),
     },
     "PEERS": {"agents": (_LIST, False), "router": (_STR, False), "after": (_STR, False),
-              "limit": ((int,), False), "total": ((int,), False), "next": (_STR, False)},
+              "limit": ((int,), False), "total": ((int,), False), "next": (_STR, False),
+              "sinks": (_DICT, False), "durable": (_DICT, False)},
     "ERROR": {"status": ((int,), True), "reason": (_STR, True), "ref": (_STR, False)},
 }
 TYPES = frozenset(SCHEMAS)
@@ -153,6 +156,13 @@ AGENT_TYPES = frozenset({"HELLO", "HEARTBEAT", "STATS", "NOTIFY", "REGISTER", "R
                          "DEREGISTER"})
 #: What a back-end client may send on the control socket.
 CONTROL_TYPES = frozenset({"HELLO", "ACK", "RUN", "PEERS", "STATS"})
+
+#: The sink type owning each type an agent spools until ACKed (SPEC 4.2): what it waits for
+#: when no router said otherwise, and the type an ACK without ``sink`` is taken to come from.
+ACK_OWNERS = {"NOTIFY": "alerting", "REGISTER": "registry"}
+#: The sink types that ACK each spooled type (SPEC 4.2): the ones a route can make durable.
+#: By default each is durable wherever the routing table sends the type (SPEC 4.1).
+ACKING_SINKS = {"NOTIFY": ("alerting", "history"), "REGISTER": ("registry", "history")}
 
 
 class ProtocolError(Exception):
@@ -350,11 +360,12 @@ def _check_values(type_: str, body: dict) -> None:
 
 
 def peers_page(router: str, entries, total: int, limit: int = PEERS_PAGE, clock=time.time,
-               max_body: int = MAX_BODY) -> Message:
+               max_body: int = MAX_BODY, fleet: dict | None = None) -> Message:
     """A PEERS answer (SPEC 4.3): the first of ``entries`` (PEERS entries in uuid order,
     an iterator read no further than needed) up to ``limit`` (at most PEERS_PAGE) and as
     many as keep the body within ``max_body``; ``next`` names the last one listed when
-    more follow. ``total`` is the number of agents attached.
+    more follow. ``total`` is the number of agents attached. ``fleet``: the router's
+    ``sinks`` and ``durable`` (4.3), added as they are.
 
     The page is encoded once to learn its size; one over ``max_body`` (long hostnames) is
     cut in proportion and encoded again, so a page costs a few encodings at most.
@@ -365,7 +376,7 @@ def peers_page(router: str, entries, total: int, limit: int = PEERS_PAGE, clock=
     del page[limit:]
     while True:
         msg = make("PEERS", router, clock, router=router, total=total, agents=page,
-                   next=page[-1]["uuid"] if more and page else None)
+                   next=page[-1]["uuid"] if more and page else None, **(fleet or {}))
         size = len(encode_body(msg))
         if size <= max_body or len(page) <= 1:
             return msg

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetwatch.config import setting
+from fleetwatch.protocol import ACKING_SINKS
 from fleetwatch.security import ServerSecurity
 
 #: The default routing table (docs/concepts/architecture.md): message type -> sink types.
@@ -63,6 +64,12 @@ class RouterConfig:
     routes: dict[str, list[str]] = setting(
         factory=lambda: {k: list(v) for k, v in DEFAULT_ROUTES.items()},
         help="message type -> sink types it is relayed to")
+    durable: dict[str, list[str]] = setting(
+        factory=lambda: {k: list(v) for k, v in ACKING_SINKS.items()},
+        help="spooled message type -> the sink types that must each ACK it before an agent "
+             "lets it go, where `routes` sends it there (told to agents in WELCOME; a type "
+             "not given keeps its default: NOTIFY [alerting, history], REGISTER [registry, "
+             "history]). A route left out is best effort")
     expiry_intervals: float = setting(
         3.0, "an agent silent for this many of its heartbeat intervals is forgotten")
     max_agents: int = setting(
@@ -88,6 +95,14 @@ class RouterConfig:
                 if sink not in self.bind.sinks:
                     raise ValueError(f"routes.{type_}: sink type {sink!r} has no endpoint "
                                      f"in bind.sinks")
+        for type_, sinks in self.durable.items():
+            if type_ not in ACKING_SINKS:
+                raise ValueError(f"durable.{str(type_)[:40]}: expected one of "
+                                 f"{', '.join(ACKING_SINKS)} (the types agents spool)")
+            for sink in sinks:
+                if sink not in ACKING_SINKS[type_]:
+                    raise ValueError(f"durable.{type_}: {str(sink)[:40]!r} does not ACK {type_} "
+                                     f"(those that do: {', '.join(ACKING_SINKS[type_])})")
         for name in ("rate", "burst", "hellos_per_second"):
             if getattr(self.limits, name) <= 0:
                 raise ValueError(f"limits.{name}: expected a positive number")
@@ -98,3 +113,10 @@ class RouterConfig:
             raise ValueError(f"max_agents: expected 1 to {MAX_AGENTS:,} (more: another router)")
         if self.stats_interval <= 0:
             raise ValueError("stats_interval: expected a positive number of seconds")
+
+    def durable_routes(self) -> dict[str, list[str]]:
+        """Every spooled type -> the sink types it must be ACKed by (SPEC 4.1): those of
+        ``durable`` (defaults filled in) that ``routes`` relays it to, in the routes' order."""
+        wanted = {**ACKING_SINKS, **self.durable}
+        return {t: [s for s in dict.fromkeys(self.routes.get(t, ())) if s in wanted[t]]
+                for t in ACKING_SINKS}

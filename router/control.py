@@ -61,13 +61,13 @@ class ControlDesk:
     def peers_page(self, rid: bytes, msg: Message) -> None:
         """One page of the attached agents (SPEC 4.3): those after the request's ``after``
         in uuid order, at most its ``limit`` (PEERS_PAGE by default and at most) and 256 KiB,
-        with ``total`` and, when more follow, ``next``. A page costs the relay loop at most
+        with ``total``, the router's ``sinks`` and ``durable`` and, when more follow, ``next``. A page costs the relay loop at most
         one sort of the uuids and PEERS_PAGE entries, whatever the fleet's size."""
         after = msg.get("after") or ""
         limit = msg.get("limit", protocol.PEERS_PAGE)
         entries = (peer.as_dict() for peer in self.peers.after(after))
         self.port.reply(rid, protocol.peers_page(self.id, entries, len(self.peers), limit,
-                                                 self.clock))
+                                                 self.clock, fleet=self.port.fleet()))
 
     def stats(self, rid: bytes, parts: list[bytes], msg: Message) -> None:
         """A back-end process's own counters (SPEC 4.3): relayed through the STATS route

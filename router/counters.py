@@ -20,6 +20,12 @@ into the flat ``{name: number}`` of the router's own STATS:
   reported), ``router.events`` (security NOTIFYs the router made), ``router.acks.own``
   (ACKs of those, swallowed);
 - ``router.agents``: attached agents, a gauge;
+- ``router.durable_unavailable``: agent messages of a durable route (SPEC 4.1) that its
+  sink type could not take, each answered ``503`` at most once a second per connection;
+  beside these the relay reports ``router.sinks.TYPE`` (sink connections, gauges),
+  ``router.durable_missing`` (durable routes with no sink connected, a gauge) and the drop
+  ledger's ``router.drops.pending``, ``.reported``, ``.unledgered`` (router/presence.py,
+  router/drops.py);
 - ``router.fd_used``, ``router.fd_limit``, ``router.fd_headroom_pct``: file descriptors open,
   the limit, and the share of it left (gauges kept by router/descriptors.py, which warns
   when under 20 % is left);
@@ -64,6 +70,8 @@ class Counters:
         self.clones = 0
         self.events = 0
         self.own_acks = 0
+        #: agent messages a durable route's sink type could not take, answered 503
+        self.durable_unavailable = 0
         #: STATS of back-end processes relayed from the control socket
         self.control_stats = 0
         #: metric name -> count, kept by the config reloader (router/reload.py)
@@ -119,6 +127,7 @@ class Counters:
         out["router.clones"] = self.clones
         out["router.events"] = self.events
         out["router.acks.own"] = self.own_acks
+        out["router.durable_unavailable"] = self.durable_unavailable
         out["router.control.stats"] = self.control_stats
         out.update(self.reloads)
         return out

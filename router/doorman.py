@@ -57,13 +57,15 @@ class Doorman:
         self.zap.bind(ZAP_ENDPOINT)
         self.monitors: list[zmq.Socket] = []
 
-    def secure(self, sock: zmq.Socket, domain: str) -> None:
-        """Make ``sock`` a CURVE server in ZAP ``domain`` and monitor its failed handshakes.
-        Call before ``bind``."""
+    def secure(self, sock: zmq.Socket, domain: str, watch: bool = True) -> None:
+        """Make ``sock`` a CURVE server in ZAP ``domain`` and monitor its failed handshakes
+        (``watch``; else the caller's own monitor hands them to :meth:`handshake_failed`:
+        libzmq allows one monitor per socket). Call before ``bind``."""
         server(sock, self.cert, domain)
-        monitor = sock.get_monitor_socket(FAILED)
-        monitor.linger = 0
-        self.monitors.append(monitor)
+        if watch:
+            monitor = sock.get_monitor_socket(FAILED)
+            monitor.linger = 0
+            self.monitors.append(monitor)
 
     # ---------------------------------------------------------------- ZAP
     def answer(self, budget: int = ZAP_BUDGET) -> int:
@@ -109,11 +111,14 @@ class Doorman:
                 continue
             if event & FAILED:
                 failed += 1
-                self.refused["handshake"] += 1
-                self.throttle.warning("handshake", "a connection failed its handshake on %s "
-                                      "(a plain or misconfigured client)",
-                                      frames[1].decode("ascii", "replace")[:64])
+                self.handshake_failed(frames[1].decode("ascii", "replace")[:64])
         return failed
+
+    def handshake_failed(self, endpoint: str) -> None:
+        """A connection to ``endpoint`` failed its handshake: counted, logged (throttled)."""
+        self.refused["handshake"] += 1
+        self.throttle.warning("handshake", "a connection failed its handshake on %s "
+                              "(a plain or misconfigured client)", endpoint)
 
     # ---------------------------------------------------------------- allowlists
     def refresh(self, force: bool = False) -> bool:

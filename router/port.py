@@ -49,6 +49,9 @@ class Port(Protocol):
     def welcome(self) -> Message:
         """A WELCOME naming this router, the routers agents may use and the endpoints."""
 
+    def fleet(self) -> dict:
+        """The router's sink connections per type and its durable routes (PEERS, 4.3)."""
+
 
 class DeskPort(Port, Protocol):
     """A control socket's :class:`Port`, which also sends to agents."""
@@ -94,6 +97,9 @@ class RelayPort:
 
     def welcome(self) -> Message:
         return self.owner.welcome(endpoints=True)
+
+    def fleet(self) -> dict:
+        return self.owner.fleet()
 
     def to_agent(self, rid: bytes, type_frame: bytes, body: bytes) -> str:
         send = self.owner.agents.send

@@ -37,11 +37,13 @@ from router.config import RouterConfig
 from router.control import ControlDesk
 from router.counters import Counters
 from router.descriptors import Descriptors
-from router.doorman import Doorman
+from router.doorman import FAILED, Doorman
+from router.drops import DropLedger
 from router.endpoints import advertised
 from router.guard import Busy
 from router.peers import Peers
 from router.port import RelayPort
+from router.presence import SinkPresence
 from fleetwatch.rcvmore import rcvmore_reader
 from router.reload import sighup
 from router.replies import ReplyLimiter
@@ -83,6 +85,8 @@ class Relay:
         #: descriptors used against the limit, reported in STATS (warns when few are left)
         self.descriptors = Descriptors(clock=monotonic)
         self.limiter = ReplyLimiter(1.0, monotonic)
+        #: the 503s of durable routes have their own (they must not hold back a 401)
+        self.durable_limiter = ReplyLimiter(1.0, monotonic)
         #: how much of its time the loop works (admission paces itself by it)
         self.busy = Busy(monotonic)
         self.throttle = Throttle(log, 10.0, monotonic)
@@ -103,8 +107,20 @@ class Relay:
         self.notifier = None
         #: CURVE server keys, ZAP and handshake monitors (made at bind, with CURVE only)
         self.doorman: Doorman | None = None
+        #: spooled type -> the sink types agents must have its ACK from (SPEC 4.1)
+        self.durable = config.durable_routes()
+        #: counter slot of each durable (type, sink) route -> (type, sink) (made at bind)
+        self.durable_slots: dict[int, tuple[str, str]] = {}
+        #: counter slot -> (type, sink): whose drop the ledger notes
+        self.slot_names: dict[int, tuple[str, str]] = {}
+        #: the sinks connected per type (made at bind)
+        self.presence = SinkPresence(self.durable, monotonic)
+        #: drops per agent until a history sink has them (only if STATS go to history)
+        self.ledger = DropLedger()
+        self.ledger_on = False
+        self.agents_port = RelayPort(self, "agents")
         # key-bound uuids and limits (SPEC 7), and the control socket's requests
-        self.admission = Admission(self.peers, self.counters, RelayPort(self, "agents"),
+        self.admission = Admission(self.peers, self.counters, self.agents_port,
                                    config.id, config.limits, config.security.curve,
                                    clock, monotonic)
         self.desk = ControlDesk(self.peers, self.counters, RelayPort(self, "control"),
@@ -150,8 +166,13 @@ class Relay:
                       for name in cfg.bind.sinks}
         if self.doorman is not None:
             self.doorman.secure(self.agents, "agents")
-            for sock in (self.control, self.tail, *self.sinks.values()):
+            for sock in (self.control, self.tail):
                 self.doorman.secure(sock, "backends")
+            for sock in self.sinks.values():     # (watched below, with their connections)
+                self.doorman.secure(sock, "backends", watch=False)
+            self.presence.on_failed = self.doorman.handshake_failed
+        for name, sock in self.sinks.items():
+            self.presence.watch(name, sock, FAILED if self.doorman is not None else 0)
         endpoints = {
             "agents": self._bind(self.agents, cfg.bind.agents),
             "control": self._bind(self.control, cfg.bind.control),
@@ -172,6 +193,12 @@ class Relay:
         self.table = {t: tuple((send, self.counters.slot(t.decode(), name)) for name, send in entries)
                       for t, entries in self.routes.table.items()}
         self.fast = {t: r for t, r in self.table.items() if t not in SLOW_TYPES}
+        self.slot_names = {self.counters.slot(t, s): (t, s) for t, s in self.routes.pairs()}
+        self.durable_slots = {self.counters.slot(t, s): (t, s)
+                              for t, sinks in self.durable.items() for s in sinks}
+        self.ledger_on = "history" in self.routes.sinks_of("STATS")
+        log.info("durable routes (agents keep these until each sink type ACKs them): %s",
+                 "; ".join(f"{t} -> {', '.join(s) or 'none'}" for t, s in self.durable.items()))
         self.routers = list(dict.fromkeys([endpoints["agents"], *cfg.peers]))
         log.info("router %s: agents %s, control %s, tail %s, sinks %s", self.id,
                  endpoints["agents"], endpoints["control"], endpoints["tail"],
@@ -237,6 +264,7 @@ class Relay:
                 next_stats = now + self.config.stats_interval
 
     def close(self) -> None:
+        self.presence.close(getattr(self, "sinks", {}))
         if self.doorman is not None:
             self.doorman.close(self.sockets)
         for sock in self.sockets:
@@ -308,6 +336,7 @@ class Relay:
                     send(signature, MORE_NB)
                 except zmq.Again:
                     dropped[slot] += 1
+                    self._lost(rid, peer, slot, now)
                     continue
                 send(envelope, MORE_NB)
                 send(body, NOBLOCK)
@@ -335,7 +364,7 @@ class Relay:
             send(answer, NOBLOCK)
         except zmq.ZMQError:    # Again (its queue is full) or EHOSTUNREACH (gone)
             self.counters.replies_failed += 1
-        self.relay(peer.envelopes[HEARTBEAT], HEARTBEAT, body)
+        self.relay(peer.envelopes[HEARTBEAT], HEARTBEAT, body, rid, peer, now)
 
     def _misframed(self, rid: bytes, parts: list[bytes], now: float) -> None:
         """A message with the wrong number of frames: refuse it and drain carefully."""
@@ -390,7 +419,7 @@ class Relay:
             peer.last_heard = now
             received[type_frame] += 1
             # not the hot path: the send loop inlined in _drain_agents is relay()'s
-            self.relay(peer.envelopes[type_frame], type_frame, body)
+            self.relay(peer.envelopes[type_frame], type_frame, body, rid, peer, now)
 
     def _stranger(self, rid: bytes, now: float) -> None:
         """A message from a routing id not in the hot path's table: read it frame by frame
@@ -422,23 +451,52 @@ class Relay:
     def welcome(self, endpoints: bool) -> Message:
         return protocol.make("WELCOME", self.id, self.clock, router=self.id,
                              routers=list(self.routers),
-                             endpoints=self.endpoints if endpoints else None)
+                             endpoints=self.endpoints if endpoints else None,
+                             durable=self.durable)
+
+    def fleet(self) -> dict:
+        """What PEERS answers carry besides the agents (SPEC 4.3): sink connections per
+        type and the durable routes."""
+        return {"sinks": self.presence.counts(), "durable": self.durable}
 
     # ---------------------------------------------------------------- relay and tail
-    def relay(self, envelope: bytes, type_frame: bytes, body: bytes) -> None:
-        """Send a stamped message to each sink type of its route, and to the tail."""
+    def relay(self, envelope: bytes, type_frame: bytes, body: bytes, rid: bytes = b"",
+              peer=None, now: float = 0.0) -> set[str]:
+        """Send a stamped message to each sink type of its route, and to the tail; the sink
+        types that took it. ``peer`` (at ``rid``): the agent it came from, whose drops are
+        noted (:meth:`_lost`)."""
         relayed, dropped = self.counters.relayed, self.counters.dropped
+        took = set()
         for send, slot in self.table.get(type_frame, ()):
             try:
                 send(SIGNATURE, MORE_NB)
             except zmq.Again:
                 dropped[slot] += 1
+                if peer is not None:
+                    self._lost(rid, peer, slot, now)
                 continue
             send(envelope, MORE_NB)
             send(body, NOBLOCK)
             relayed[slot] += 1
+            took.add(self.slot_names[slot][1])
         if self.tail_topics:
             self._publish(envelope, body)
+        return took
+
+    def _lost(self, rid: bytes, peer, slot: int, now: float) -> None:
+        """An agent's message its route's sink type ``slot`` could not take (counted by the
+        caller): noted in the ledger for the lake, and on a durable route answered ``503``
+        (at most once a second per connection): the agent keeps it and sends it again."""
+        type_, sink = self.slot_names[slot]
+        if self.ledger_on:
+            self.ledger.add(peer.uuid, type_, sink, now)
+        if slot in self.durable_slots and self.durable_limiter.allow(rid):
+            self.counters.durable_unavailable += 1
+            why = (f"no {sink} sink is connected to router {self.id}"
+                   if not self.presence.connected(sink) else f"the {sink} sinks' queues are full")
+            self.agents_port.reply(rid, protocol.error(
+                protocol.UNAVAILABLE, f"{why}: keep the {type_} and send it again", type_,
+                self.id))
 
     def _publish(self, envelope: bytes, body: bytes) -> None:
         """Publish ENVELOPE, SIGNATURE, BODY: the envelope is the topic subscribers match."""
@@ -493,18 +551,41 @@ class Relay:
         if self.doorman is not None:
             self.doorman.refresh()
             self.doorman.drain_monitors()
+        self.presence.drain()
+        self.presence.check()
         self.peers.expire()
         self.limiter.prune()
+        self.durable_limiter.prune()
 
-    def stats(self) -> Message:
+    def stats(self, drops: list | None = None) -> Message:
+        ledger, presence = self.ledger, self.presence
+        sinks = {f"router.sinks.{name}": n for name, n in presence.counts().items()}
         return protocol.make("STATS", self.id, self.clock,
                              metrics={**self.counters.metrics(len(self.peers),
                                                               len(self.admission.waiting)),
-                                      **self.descriptors.metrics()},
-                             hostname=self.hostname, source="router")
+                                      **self.descriptors.metrics(), **sinks,
+                                      "router.durable_missing": len(presence.missing()),
+                                      "router.drops.pending": len(ledger),
+                                      "router.drops.reported": ledger.reported_entries,
+                                      "router.drops.unledgered": ledger.unledgered},
+                             hostname=self.hostname, source="router", drops=drops or None)
 
     def send_stats(self) -> None:
-        """Relay the router's own STATS through the STATS route and the tail."""
+        """Relay the router's own STATS through the STATS route and the tail, with the
+        ledger's oldest drops (:mod:`router.drops`); more of them, if any, in STATS of no
+        metrics that follow, as long as a history sink takes them."""
         envelope = protocol.envelope("STATS", self.id, self.id)
-        self.relay(envelope, b"STATS", protocol.encode_body(self.stats()))
+        chunks = self.ledger.chunks() if self.ledger_on else []
+        first = chunks[0] if chunks else []
+        took = self.relay(envelope, b"STATS",
+                          protocol.encode_body(self.stats([d for _, d in first])))
+        for n, chunk in enumerate(chunks):
+            if "history" not in took:
+                return
+            self.ledger.reported(chunk)
+            if n + 1 < len(chunks):
+                more = chunks[n + 1]
+                took = self.relay(envelope, b"STATS", protocol.encode_body(protocol.make(
+                    "STATS", self.id, self.clock, metrics={}, hostname=self.hostname,
+                    source="router", drops=[d for _, d in more])))
 

@@ -6,7 +6,8 @@ now, :meth:`Spool.ack` records an ACK. The parts it is made of:
 
 - :mod:`agent.spool.store`: the SQLite file (STATE_DIR/spool.db, WAL, ``synchronous=FULL``),
   its schema and transactions;
-- :mod:`agent.spool.acks`: which sink types' ACKs each message waits for (``spool.ack_from``),
+- :mod:`agent.spool.acks`: which sink types' ACKs each message waits for (the routers'
+  durable routes, told in WELCOME and kept in the file's ``settings``; else ``spool.ack_from``),
   recorded in the message's ``acked`` column until it is complete and deleted;
 - :mod:`agent.spool.schedule`: the resend schedule (``ack_timeout`` doubling up to
   ``max_backoff``); the first send is the message as created, later ones are
@@ -16,7 +17,7 @@ now, :meth:`Spool.ack` records an ACK. The parts it is made of:
   is still sent and resent.
 
 After a restart every message is due at once, and one complete under the current
-``ack_from`` leaves at open. Past ``max_messages`` the oldest are deleted; the number deleted
+requirement leaves at open. Past ``max_messages`` the oldest are deleted; the number deleted
 is kept in the database and returned to the caller, which reports it.
 """
 
@@ -60,12 +61,16 @@ class Spool:
         self.backoff = Backoff(ack_timeout, max_backoff)
         self.ack_timeout, self.max_backoff = self.backoff.base, self.backoff.cap
         self.clock = clock
-        self.acks = AckRule(required)
+        self.db = store.connect(path)
+        #: what to wait for when no router says (the config's ``spool.ack_from``)
+        self.fallback = AckRule(required).required
+        # what the routers last said (WELCOME's ``durable``), else that
+        told = self._told()
+        self.acks = AckRule(told if told is not None else required)
         #: spooled type -> the sink types that must all ACK a message of it
         self.required = self.acks.required
-        self.db = store.connect(path)
         self.held = Held(self.db, path, self.backoff)
-        # ``ack_from`` may have changed: what it no longer waits for is complete.
+        # the requirement may have changed: what it no longer waits for is complete.
         done = [(seq,) for seq, type_, acked in self.db.execute(
                     "SELECT seq, type, acked FROM messages WHERE acked != ''")
                 if self.acks.complete(type_, acked.split())]
@@ -80,10 +85,54 @@ class Spool:
         #: older REGISTERs of a source replaced by a newer one before they were ACKed
         self.superseded = 0
         if done:
-            log.info("spool %s: %d messages complete under the current ack_from removed",
+            log.info("spool %s: %d messages complete under the current requirement removed",
                      path, len(done))
         if self._size:
             log.info("spool %s holds %d unacknowledged messages", path, self._size)
+
+    def _told(self) -> dict[str, list[str]] | None:
+        """The requirement the routers last set (:meth:`retarget`), if the file has one."""
+        row = self.db.execute("SELECT value FROM settings WHERE name = 'durable'").fetchone()
+        try:
+            told = json.loads(row[0]) if row else None
+        except ValueError:
+            return None
+        if not isinstance(told, dict) or not all(
+                isinstance(v, list) and all(isinstance(x, str) for x in v)
+                for v in told.values()):
+            return None
+        return told
+
+    def retarget(self, required: dict[str, Iterable[str]]) -> int:
+        """From now on each spooled type waits for the sink types ``required`` names (the
+        routers' durable routes, SPEC 4.1), kept on disk for the next start; the messages
+        this completes leave the spool. Returns how many left."""
+        rule = AckRule(required)
+        if rule.required == self.acks.required:
+            return 0
+        self.acks, self.required = rule, rule.required
+        try:
+            with store.Transaction(self.db):
+                self.db.execute(
+                    "INSERT INTO settings (name, value) VALUES ('durable', ?) "
+                    "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                    (json.dumps({t: sorted(s) for t, s in sorted(rule.required.items())}),))
+        except sqlite3.Error as e:       # (a full disk: it holds in memory all the same)
+            log.warning("spool %s: cannot keep the routers' durable routes on disk: %s",
+                        self.path, e)
+        done = [(seq,) for seq, type_, acked in self.db.execute(
+                    f"SELECT seq, type, acked FROM {self.held.table}")
+                if rule.complete(type_, acked.split())]
+        if done:
+            self.held.write(done, [], "acked", self.clock())
+            self._size -= len(done)
+            log.info("spool %s: %d messages complete under the routers' durable routes "
+                     "removed", self.path, len(done))
+        return len(done)
+
+    def needs_none(self, type_: str) -> bool:
+        """Whether no sink type's ACK is wanted for ``type_`` (no durable route takes it)."""
+        return self.acks.needs_none(type_)
 
     @property
     def write_errors(self) -> int:
@@ -173,8 +222,9 @@ class Spool:
             for seq, msg_id, type_, acked in rows:
                 by = self.acks.sender(type_, sink)
                 if not self.acks.waits_for(type_, by):
-                    ignored += 1
-                    continue
+                    ignored += 1            # not needed now; noted if it is a type that
+                    if not self.acks.acks(type_, by):   # ACKs it (the routes may change)
+                        continue
                 have = acked.split()
                 if by in have:
                     continue                # the same sink type again (a resend's ACK)

@@ -4,7 +4,8 @@ STATE_DIR/spool.db, mode 0640 from creation (SQLite gives ``-wal`` and ``-shm`` 
 journal, ``synchronous=FULL``: a committed transaction is on the disk. The WAL is checkpointed
 every ``WAL_PAGES`` pages and truncated to ``WAL_LIMIT`` bytes after, so that it does not take
 a small disk for itself (SQLite's default lets it grow to 4 MiB first). ``messages`` holds the
-spool, ``counters`` what must survive a restart (``dropped``); the TEMP table ``held`` and the
+spool, ``counters`` what must survive a restart (``dropped``), ``settings`` what the
+routers told that must too (``durable``: the sink types each spooled type waits for); the TEMP table ``held`` and the
 view ``spooled`` are in memory (``temp_store=MEMORY``), for :mod:`agent.spool.held`. A file
 from before the ``acked`` column gets it (empty) at open and keeps its messages.
 """
@@ -34,6 +35,10 @@ CREATE INDEX IF NOT EXISTS messages_next_at ON messages (next_at);
 CREATE TABLE IF NOT EXISTS counters (
     name  TEXT PRIMARY KEY,
     value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 );
 """
 

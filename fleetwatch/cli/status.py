@@ -20,6 +20,10 @@ threshold is ``stale`` (UNKNOWN, type STALE); and what is handled and how (``han
 acknowledged, in a downtime, UNREACHABLE behind a parent, on an agent DOWN;
 :mod:`fleetwatch.cli.problems`), an agent DOWN behind a parent being UNREACHABLE.
 ``--problems`` prints only the problems nothing handles, worst first.
+
+Under the routers, a line says the fleet's durability (:mod:`fleetwatch.durability`): ok, or
+DEGRADED when a durable route has no sink of its type connected to any router (agents keep
+those messages in their spools until one is); ``--json`` has it as ``durability``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import time
 
 from fleetwatch.ask import Answer, ask_all
 from fleetwatch.config import load
-from fleetwatch.display import ago, first_line, iso, state, table
+from fleetwatch import durability
+from fleetwatch.display import ago, escape, first_line, iso, state, table
 from fleetwatch.cli.ack import with_acks
 from fleetwatch.cli import problems as handling
 from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
@@ -252,16 +257,17 @@ def run(args, clock=time.time) -> int:
         entry["last_seen"] = iso(entry["last_seen"])
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
                 "problem": a.problem or None} for a in answers]
+    durable = durability.assess(answers)
     code = exit_status(answers)
     if code != EXIT_OK:
         missing = sum(1 for a in answers if a.get("PEERS") is None)
         what = "no router answered" if code == EXIT_UNREACHABLE else "some routers did not answer"
         print(f"fleetwatch status: {what} ({missing} of {len(answers)})", file=sys.stderr)
     if args.problems:
-        return _problems(found, routers, args.json, code)
+        return _problems(found, routers, durable, args.json, code)
     if args.json:
-        print(json.dumps({"agents": agents, "checks": checks, "routers": routers}, indent=2,
-                         ensure_ascii=False))
+        print(json.dumps({"agents": agents, "checks": checks, "routers": routers,
+                          "durability": durable}, indent=2, ensure_ascii=False))
         return code
     print(table(agents, ["hostname", "uuid", "alive", "state", "last_seen", "routers"]))
     if checks:
@@ -284,19 +290,28 @@ def run(args, clock=time.time) -> int:
         print(table(handled, ["agent", "problem", "handled"]))
     print()
     print(table(routers, ["endpoint", "id", "reachable", "problem"]))
+    for line in durability.lines(durable):
+        print(escape(line))
     print()
     print(summary(agents))
     return code
 
 
-def _problems(found: list[dict], routers: list[dict], as_json: bool, code: int) -> int:
-    """``status --problems``: the unhandled problems, worst first; the exit status is the
-    routers' all the same (:data:`EXIT_STATUSES`)."""
+def _problems(found: list[dict], routers: list[dict], durable: dict, as_json: bool,
+              code: int) -> int:
+    """``status --problems``: the unhandled problems, worst first (and the fleet's
+    durability when degraded); the exit status is the routers' all the same
+    (:data:`EXIT_STATUSES`)."""
     shown = handling.unhandled(found)
     if as_json:
         print(json.dumps({"problems": shown, "handled": len(found) - len(shown),
-                          "routers": routers}, indent=2, ensure_ascii=False))
+                          "routers": routers, "durability": durable}, indent=2,
+                         ensure_ascii=False))
         return code
+    if durable["state"] == durability.DEGRADED:
+        for line in durability.lines(durable):
+            print(escape(line))
+        print()
     if shown:
         print(table([{**p, "agent": p["hostname"] or p["uuid"], "problem": handling.what(p),
                       "type": _problem_type(p), "output": first_line(p["output"], 60) or None}

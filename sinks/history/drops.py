@@ -3,15 +3,15 @@
 
 A router counts, per (agent uuid, message type, sink type), the messages it could not hand to
 a sink, and reports them in its own STATS (``source: "router"``, stamped with its own id) as
-``drops``: a list of at most :data:`MAX_ENTRIES` objects, each exactly
+``drops``: a list of at most :data:`MAX_ENTRIES` objects, each
 
     {"uuid": "<agent uuid>", "type": "HEARTBEAT", "sink": "history", "count": 17,
      "first": 1795000000.12, "last": 1795000009.87}
 
 with ``uuid`` and ``sink`` ids (:data:`fleetwatch.protocol.ID_PATTERN`), ``type`` an agent
 message type, ``count`` an integer above 0, ``first <= last`` times the codec takes (epoch
-seconds, router clock). Nothing else is an entry: another key, a key missing, a value of
-another JSON type (``"17"``, ``17.0`` or ``true`` for ``count``; a number for ``uuid``),
+seconds, router clock); other keys are ignored (a later router may add some). Nothing else
+is an entry: a key missing, a value of another JSON type (``"17"``, ``17.0`` or ``true`` for ``count``; a number for ``uuid``),
 an entry past the 1,000th, or ``drops`` on a STATS that is not a router's own (its stamped
 uuid is not the router that relayed it, or its ``source`` is not ``router``): each is a *bad
 entry*, counted by compaction and skipped; the STATS's metrics land as ever. A ``drops``
@@ -65,8 +65,9 @@ def _json_type(field: str) -> Column:
 
 def valid() -> Column:
     """True for an entry (row of :func:`_entries`, with its line's ``uuid``, ``router`` and
-    ``source``) that is exactly the shape of the module docstring; never null."""
-    shaped = F.size(F.try_variant_get("e", "$", "map<string,variant>")) == len(FIELDS)
+    ``source``) of the shape of the module docstring; never null."""
+    # an object with each field (other keys are ignored, as in any body: SPEC 4)
+    shaped = F.try_variant_get("e", "$", "map<string,variant>").isNotNull()
     for field, kinds in FIELDS.items():
         shaped &= _json_type(field).isin(*kinds)
     first, last = _get("first", "double"), _get("last", "double")

@@ -14,7 +14,8 @@ import sqlite3
 
 import pytest
 
-from agent.config import ACK_OWNERS, ACKING_SINKS, AgentConfig, SpoolConfig
+from agent.config import AgentConfig, SpoolConfig
+from fleetwatch.protocol import ACK_OWNERS, ACKING_SINKS
 from agent.spool import Spool
 from support.clock import Clock
 from support.fleet import landed, wait_for
@@ -173,10 +174,11 @@ def test_partial_acks_survive_a_restart_and_a_relaxed_config_applies(tmp_path, c
     assert len(spool) == 0                 # history alone: d is complete at open
     e = notify("e")
     spool.add([e])
-    assert spool.ack([e.msg_id], "alerting").ignored == 1   # not required: not recorded
+    assert spool.ack([e.msg_id], "alerting").ignored == 1   # not required: counted...
+    assert spool.pending() == [e.msg_id]                     # ...never removes it...
     spool.close()
-    spool = open_spool(path, clock)        # so alerting alone still waits for e
-    assert spool.pending() == [e.msg_id]
+    spool = open_spool(path, clock)        # ...but noted: alerting alone has it at open
+    assert spool.pending() == []
     spool.close()
 
 
@@ -319,6 +321,17 @@ def start_agent(fleet, router, **spool):
     return uuid_file.read_text().strip()
 
 
+def acked_by(fleet, msg_id: str) -> str | None:
+    """The sink types the agent's spool has noted ACKs from for ``msg_id`` (its file, read
+    only); None once it left the spool."""
+    db = sqlite3.connect(f"file:{fleet.root / 'agent-state' / 'spool.db'}?mode=ro", uri=True)
+    try:
+        row = db.execute("SELECT acked FROM messages WHERE msg_id = ?", (msg_id,)).fetchone()
+    finally:
+        db.close()
+    return None if row is None else row[0]
+
+
 def send_notify(fleet, text: str) -> str:
     res = fleet.cli("send", "notify", "--config", str(fleet.root / "agent.yaml"),
                     "--severity", "critical", text)
@@ -339,14 +352,10 @@ def test_history_ack_keeps_the_notify_until_alerting_has_it(fleet, tmp_path, zct
     wait_for(lambda: msg_id in {ln["msg"]["msg_id"] for ln in landed(lake)
                                 if ln["type"] == "NOTIFY"}, 15, what="the NOTIFY in history")
     # history has it and ACKed it (again at each resend, dropping the duplicate), and still
-    # the agent resends it: no alerting sink has it; history's ACKs are counted as ignored
+    # the agent resends it: the routes make it durable for alerting too, which has it not
+    wait_for(lambda: acked_by(fleet, msg_id) == "history", 15, what="history's ACK noted")
     wait_for(lambda: watch.sends(msg_id) >= 4 and watch.spool_acked(uuid) is not None, 15,
              what="the NOTIFY resent")
-    ignored = wait_for(lambda: [ln["msg"]["metrics"]["agent.spool.acks_ignored"]
-                                for ln in landed(lake) if ln["type"] == "STATS"
-                                and ln["msg"]["metrics"].get("agent.spool.acks_ignored")],
-                       15, what="agent.spool.acks_ignored in the agent's STATS")
-    assert max(ignored) >= 1
     assert watch.spool_acked(uuid) == 0
     # the alerting tables made empty (as the sink would make them): nothing recorded the alert
     create_alerting_tables(fleet)
@@ -360,11 +369,12 @@ def test_history_ack_keeps_the_notify_until_alerting_has_it(fleet, tmp_path, zct
     assert alerted(fleet, router, uuid, msg_id) == (1, 1)           # exactly once
 
 
-def test_required_history_keeps_the_notify_until_both_acked(fleet, tmp_path, zctx):
+def test_durable_history_keeps_the_notify_until_both_acked(fleet, tmp_path, zctx):
+    """No agent config: the routers' default durable routes want alerting and history."""
     router = fleet.router()
     watch = Watch(zctx, router)
     fleet.sink("alerting", [router])
-    uuid = start_agent(fleet, router, ack_from={"NOTIFY": ["alerting", "history"]})
+    uuid = start_agent(fleet, router)
     msg_id = send_notify(fleet, "both must have it")
     wait_for(lambda: alerted(fleet, router, uuid, msg_id) == (1, 1), 20, what="the alert")
     # still resent after the alerting sink recorded (then ACKed) it: history has not

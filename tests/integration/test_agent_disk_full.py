@@ -90,7 +90,8 @@ def cpu_share(pid: int, seconds: float) -> float:
 
 @pytest.mark.timeout(300)
 def test_a_full_disk_still_delivers_the_spool_without_spinning(fleet, small_disk):
-    router = fleet.router()
+    # no history sink here: the fleet wants the alerting sink's ACK alone (SPEC 4.1)
+    router = fleet.router(durable={"NOTIFY": ["alerting"], "REGISTER": ["registry"]})
     operator = fleet.operator_config([router])
     agent = fleet.agent([router], state_dir=str(small_disk),
                         spool={"ack_timeout": 0.5, "max_backoff": 2.0})

@@ -255,6 +255,10 @@ def test_the_files_written(deployed):
         cfg = _load("router.config:RouterConfig", etc / "router.yaml")
         other = "router-2" if name == "router-1" else "router-1"
         assert cfg.id == name and cfg.peers == [agents_ep[other]]
+        # the example fleet has no history sink: nothing is routed there, so no agent
+        # waits for a history ACK (durable routes, SPEC 4.1)
+        assert all("history" not in sinks for sinks in cfg.routes.values())
+        assert cfg.durable_routes() == {"NOTIFY": ["alerting"], "REGISTER": ["registry"]}
         assert cfg.bind.agents == agents_ep[name] and cfg.advertise_host == "127.0.0.1"
         assert cfg.security.curve and Path(cfg.security.server_key).is_relative_to(d.root(name))
         assert _mode(Path(cfg.security.server_key)) == 0o600

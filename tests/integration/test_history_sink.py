@@ -217,15 +217,14 @@ def test_sink_killed_mid_stream_every_acked_notify_lands_and_compacts_once(fleet
     from sinks.history.compact import compact
     from sinks.history.config import HistorySettings
 
-    router = fleet.router()
+    # the only sink: the fleet makes NOTIFY and REGISTER durable for it alone (SPEC 4.1)
+    router = fleet.router(durable={"NOTIFY": ["history"], "REGISTER": ["history"]})
     lake = tmp_path / "lake"
-    history = {"lake": str(lake), "rotate_seconds": 0.5, "ack": True}   # the only sink
+    history = {"lake": str(lake), "rotate_seconds": 0.5, "ack": True}
     sink = fleet.sink("history", [router], history=history, batch=20)
     wait_for(lambda: "welcomed us" in sink.log(), 15, what="the sink connected")
-    only_history = {"NOTIFY": ["history"], "REGISTER": ["history"]}   # the agent's ACKs too
     # started after the sink: its HELLO lands
-    agent = fleet.agent([router], spool={"ack_timeout": 0.5, "max_backoff": 2.0,
-                                         "ack_from": only_history})
+    agent = fleet.agent([router], spool={"ack_timeout": 0.5, "max_backoff": 2.0})
     cfg = fleet.root / "agent.yaml"
     total, sent, errors = 300, [], []
 

@@ -21,7 +21,8 @@ from fleetwatch import protocol, security
 from fleetwatch.protocol import SIGNATURE
 from support.agentrouter import intake_path, raw_intake, start_agent
 from support.garbage import GARBAGE, HUGE, RAW, tcp_address
-from support.routerclients import Agent, backend_pull, dealer, secure_router, still_relayed
+from support.routerclients import (Agent, backend_pull, dealer, rate_limited, secure_router,
+                                   still_relayed)
 from support.zmqio import expect_error, recv, recv_until, stats_from
 
 
@@ -303,7 +304,7 @@ def test_a_flood_is_rate_limited_while_another_agent_is_fully_served(fleet, zctx
     assert metrics["router.received.NOTIFY"] < 0.5 * flooded, metrics
     assert metrics["router.agents"] == 2
     no_internal_errors(metrics)
-    err = recv_until(flood.sock, lambda f: f[1] == b"ERROR", what="429")
+    err = recv_until(flood.sock, rate_limited, what="429")
     assert protocol.decode(err).body["status"] == protocol.RATE_LIMITED
     grown = rss(r) - before
     assert grown < 30 * MiB, f"router RSS grew by {grown / MiB:.1f} MiB"

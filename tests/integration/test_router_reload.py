@@ -20,7 +20,7 @@ from router.config import RouterConfig
 from router.relay import Relay
 from support.fleet import refused_twice, wait_for
 from support.notifysocket import NotifySocket
-from support.routerclients import FakeAgent, relay_until_received
+from support.routerclients import FakeAgent, rate_limited, relay_until_received
 from support.zmqio import pull, recv_until, stats_from
 
 pytestmark = pytest.mark.timeout(60)
@@ -48,7 +48,7 @@ def test_policy_field_by_field():
     assert {p for p, a in got.items() if a == LIVE} == LIVE_PATHS
     assert {p for p, a in got.items() if a != LIVE} == {
         "id", "bind.agents", "bind.control", "bind.tail", "bind.sinks", "advertise_host",
-        "routes", "security", "ready_file", "limits.max_message_bytes", "limits.sink_hwm",
+        "routes", "durable", "security", "ready_file", "limits.max_message_bytes", "limits.sink_hwm",
         "limits.agent_hwm", "limits.tail_hwm", "max_agents"}
     assert action("security.agent_keys", reload.POLICY) == RESTART
 
@@ -184,7 +184,7 @@ def test_sighup_tightens_the_rate_limit_lowers_the_log_level_and_warns_of_bind(f
     assert before["router.rate_limited"] == 0 and before["router.config.reload_failed"] == 0
 
     flood(agent, 300)
-    err = recv_until(agent.sock, lambda f: f[1] == b"ERROR", what="429")
+    err = recv_until(agent.sock, rate_limited, what="429")
     assert protocol.decode(err).body["status"] == protocol.RATE_LIMITED
     after = stats_from(graphite, lambda m: m["router.rate_limited"] >= 280, timeout=10)
     assert after["router.received.NOTIFY"] - before["router.received.NOTIFY"] <= 20, after

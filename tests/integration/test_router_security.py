@@ -15,8 +15,8 @@ import zmq
 from fleetwatch import protocol, security
 from support.fleet import wait_for
 from support.keys import Keys
-from support.routerclients import (Agent, asked_for_hello, backend_pull, dealer, relayed_notify,
-                                   secure_router, still_relayed)
+from support.routerclients import (Agent, asked_for_hello, backend_pull, dealer, rate_limited,
+                                   relayed_notify, secure_router, still_relayed)
 from support.zmqio import recv_until, stats_from
 
 
@@ -270,7 +270,7 @@ def test_a_flooding_agent_is_rate_limited_while_another_is_relayed(fleet, zctx):
     frames = protocol.encode(protocol.make("NOTIFY", flood.uuid, severity="info", text="x"))
     for _ in range(5000):
         flood.sock.send_multipart(frames)
-    err = recv_until(flood.sock, lambda f: f[1] == b"ERROR", what="429")
+    err = recv_until(flood.sock, rate_limited, what="429")
     assert protocol.decode(err).body["status"] == protocol.RATE_LIMITED
     still_relayed(calm, alerting, "during the flood")
     metrics = stats_from(graphite, lambda m: m.get("router.rate_limited", 0) >= 3000)

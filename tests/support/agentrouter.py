@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from agent.config import ACK_OWNERS
+from fleetwatch.protocol import ACK_OWNERS
 from fleetwatch import protocol
 from support.fleet import wait_for
 

@@ -57,6 +57,10 @@ class RecordingPort:
         return protocol.make("WELCOME", self.id, router=self.id,
                              routers=["tcp://router-1.example:5555"])
 
+    def fleet(self) -> dict:
+        return {"sinks": {"alerting": 1, "history": 0},
+                "durable": {"NOTIFY": ["alerting", "history"], "REGISTER": ["registry"]}}
+
     def to_agent(self, rid: bytes, type_frame: bytes, body: bytes) -> str:
         if self.agent_outcome == SENT:
             self.sent.append((rid, type_frame, body))

@@ -12,12 +12,12 @@ compute availability or time-in-state differently:
   strings (``2026-11-20``, ``2026-11-20T10:00:00Z``) or a duration back from now (``90m``,
   ``12h``, ``7d``). A window is ``since <= ts < until``; the ``date`` partitions outside it are
   never read.
-- A host is named by hostname or uuid. Hostnames come from the agents' HELLOs, keyed by the
-  stamped uuid, never from a body's claim (sinks/history/hostnames.py): a ``metrics`` row
-  is named by the HELLO of its uuid at or before it (its STATS's own ``hostname`` is
-  ``claimed_hostname``), a uuid as a whole (``hosts``, timelines, availability) by its
-  latest HELLO; tables without a hostname (results, heartbeats, notifications) are matched
-  through the uuid.
+- A host is named by hostname or uuid. Hostnames come from the agents' HELLOs and their own
+  REGISTERs (``name`` ``agent``), keyed by the stamped uuid, never from a body's claim
+  (sinks/history/hostnames.py): a ``metrics`` row is named by the latest of them at or
+  before it (its STATS's own ``hostname`` is ``claimed_hostname``), a uuid as a whole
+  (``hosts``, timelines, availability) by its latest; tables without a hostname (results,
+  heartbeats, notifications) are matched through the uuid.
 - ``metric()`` buckets are aligned to the epoch (a ``1d`` bucket is a UTC day); ``p95`` is
   the smallest value with at least 95 % of the bucket at or below it (nearest rank: Spark's
   ``percentile_approx``, exact for buckets under 10,000 points).
@@ -120,8 +120,9 @@ class History:
 
     @property
     def metrics(self) -> DataFrame:
-        """The ``metrics`` table with ``hostname`` bound to the agents' HELLOs
-        (:func:`sinks.history.hostnames.bind`) and the STATS's own as ``claimed_hostname``."""
+        """The ``metrics`` table with ``hostname`` bound to the agents' HELLOs and own
+        REGISTERs (:func:`sinks.history.hostnames.bind`) and the STATS's own as
+        ``claimed_hostname``."""
         stored = self.table("metrics")
         bound = hostnames.bind(stored.withColumn("claimed_hostname", F.col("hostname")),
                                self.registrations)
@@ -137,7 +138,7 @@ class History:
 
     def _drops_named(self, df: DataFrame | None = None) -> DataFrame:
         """The ``drops`` table (or ``df``, rows of it) with ``hostname`` after ``uuid``: the
-        agent's latest HELLO's, null if the lake holds none."""
+        agent's latest HELLO's or own REGISTER's, null if the lake holds none."""
         df = self.table("drops") if df is None else df
         names = F.broadcast(hostnames.latest(self.registrations))
         cols = [c for name in df.columns
@@ -171,8 +172,8 @@ class History:
         return self._hosts
 
     def hosts(self) -> DataFrame:
-        """uuid, hostname (its latest HELLO's; null if the lake holds none), last_seen; read
-        once per :class:`History` (:meth:`refresh` forgets it)."""
+        """uuid, hostname (its latest HELLO's or own REGISTER's; null if the lake holds
+        none), last_seen; read once per :class:`History` (:meth:`refresh` forgets it)."""
         return self.spark.createDataFrame(self._host_rows(),
                                           "uuid string, hostname string, last_seen timestamp")
 
@@ -193,8 +194,9 @@ class History:
 
     def named_rows(self, df: DataFrame, host: str) -> DataFrame:
         """The rows of ``df`` (its ``hostname`` bound by :func:`hostnames.bind`) named
-        ``host``, or of uuid ``host``. Only the uuids some HELLO named ``host`` are read:
-        files are sorted by uuid, so Parquet skips the other hosts' pages."""
+        ``host``, or of uuid ``host``. Only the uuids some HELLO or own REGISTER named
+        ``host`` are read: files are sorted by uuid, so Parquet skips the other hosts'
+        pages."""
         ever = [r["uuid"] for r in hostnames.named(self.registrations, host).collect()]
         return df.filter(F.col("uuid").isin(*ever, host)
                          & ((F.col("hostname") == host) | (F.col("uuid") == host)))
@@ -205,7 +207,8 @@ class History:
     # ------------------------------------------------------------ metrics
     def metric(self, host: str, metric: str, bucket="5m", since=None, until=None) -> DataFrame:
         """``metric`` of ``host`` downsampled: bucket, count, avg, max, p95. ``host``: a
-        uuid, or a hostname: the rows its HELLOs named (at or before each row)."""
+        uuid, or a hostname: the rows its HELLOs and REGISTERs named (at or before each
+        row)."""
         df = window(self.metrics, epoch(since), epoch(until))
         df = self.named_rows(df.filter(F.col("metric") == metric), host)
         return downsample(df, seconds(bucket))
@@ -362,9 +365,10 @@ class History:
 
     # ------------------------------------------------------------ drops and gaps
     def drops(self, host=None, since=None, until=None, sink=None) -> DataFrame:
-        """What routers dropped, in time order: router, uuid, hostname (its latest HELLO's,
-        null if unknown), type, sink, count, first, last, reported; the entries whose
-        ``[first, last]`` meets ``[since, until)``. ``sink``: one sink type or a list."""
+        """What routers dropped, in time order: router, uuid, hostname (its latest HELLO's
+        or own REGISTER's, null if unknown), type, sink, count, first, last, reported; the
+        entries whose ``[first, last]`` meets ``[since, until)``. ``sink``: one sink type or
+        a list."""
         df = overlapping(self.table("drops"), epoch(since), epoch(until))
         df = self._of(df, host)
         if sink is not None:

@@ -13,12 +13,12 @@ whisper keeps one value per metric and second.
 
 Rows come from the ``metrics`` and ``results`` tables within ``--since``/``--until`` (and
 ``--host``: a hostname or uuid). Each row is named as the live sink named it: after the
-HELLO (or the agent's own REGISTER) of its uuid at or before the row
-(:func:`sinks.history.hostnames.bind`, the rule the history queries use too), never after
-a STATS's claimed hostname; ``--host`` picks
-the rows so named. Before a uuid's first HELLO the lake uses that HELLO's name where the
-live sink used the first STATS's claim; a uuid with no HELLO in the lake is named by its
-uuid (a result so named is counted ``result_no_host``, as in the sink).
+HELLO or the agent's own REGISTER (which says what that run's HELLOs say) of its uuid
+latest at or before the row (:func:`sinks.history.hostnames.bind`, the rule the history
+queries use too), never after a STATS's claimed hostname; ``--host`` picks the rows so
+named. Before a uuid's first HELLO or REGISTER the lake uses its name where the live sink
+used the first STATS's claim; a uuid with neither in the lake is named by its uuid (a
+result so named is counted ``result_no_host``, as in the sink).
 
 Carbon down: the batch is retried with a backoff doubling from 0.5 s to 30 s for at most
 ``retry_for`` seconds, then the replay stops with status 1 and says how far it got; rows
@@ -64,16 +64,16 @@ class CarbonGone(Exception):
 # ---------------------------------------------------------------- rows -> points (no Spark)
 
 def metric_points(namer: Namer, row) -> tuple[list[Point], Counter]:
-    """A ``metrics`` row (uuid, hostname bound to a HELLO, source, metric, value, t) as the
-    sink names it."""
+    """A ``metrics`` row (uuid, hostname bound by ``hostnames.bind``, source, metric, value,
+    t) as the sink names it."""
     if row["source"] in INTERNAL_SOURCES:
         return namer.stats({row["metric"]: row["value"]}, row["t"], row["uuid"], True)
     return namer.stats({row["metric"]: row["value"]}, row["t"], row["hostname"] or row["uuid"])
 
 
 def result_points(namer: Namer, row) -> tuple[list[Point], Counter]:
-    """A ``results`` row (uuid, hostname bound to a HELLO, plugin, status, perfdata JSON
-    text, t) as the sink names it."""
+    """A ``results`` row (uuid, hostname bound by ``hostnames.bind``, plugin, status,
+    perfdata JSON text, t) as the sink names it."""
     perfdata, bad = [], Counter()
     if row["perfdata"]:
         try:
@@ -94,7 +94,7 @@ def of_host(history: History, df: DataFrame, host: str | None) -> DataFrame:
 
 
 def metric_rows(history: History, since, until, host) -> DataFrame:
-    df = of_host(history, window(history.metrics, since, until), host)  # bound to HELLOs
+    df = of_host(history, window(history.metrics, since, until), host)  # named by bind
     return df.select("uuid", "hostname", "source", "metric", "value", secs().alias("t"))
 
 

@@ -1,7 +1,8 @@
 """Gaps accounted for: the ``drops`` routers report in their own STATS reach the ``drops``
 table once (good entries), bad entries are counted and skipped without costing the STATS;
 ``History.drops``, ``History.gaps``, ``fleetwatch history gaps`` and the ``drops`` view of
-``history sql`` read them, and ``expire`` drops their old partitions.
+``history sql`` read them, and ``expire`` drops their old partitions. They name an agent
+by its HELLO or, when the lake missed that, its own REGISTER.
 
 Real PySpark (the session-scoped ``spark`` fixture of tests/conftest.py); compaction on tiny
 landing files, the queries on the generated lake of tests/support/lakegen.py.
@@ -68,10 +69,19 @@ CASES = [
 NOT_LISTS = [("oops", 1), ({"uuid": AGENT}, 1), (5, 1), ([], 0)]
 
 
+def line(kind: str, uuid: str, ts: float, **body) -> str:
+    """A landing line of ``kind`` from ``uuid`` (stamped so, relayed by ROUTER)."""
+    return json.dumps({"type": kind, "uuid": uuid, "router": ROUTER, "received": ts + 0.01,
+                       "msg": {"msg_id": f"{kind}-{uuid}-{ts}", "uuid": uuid, "ts": ts,
+                               **body}}) + "\n"
+
+
 def hello(uuid: str, hostname: str, ts: float) -> str:
-    return json.dumps({"type": "HELLO", "uuid": uuid, "router": ROUTER, "received": ts,
-                       "msg": {"msg_id": f"hello-{uuid}", "uuid": uuid, "ts": ts,
-                               "hostname": hostname, "heartbeat": 2.0}}) + "\n"
+    return line("HELLO", uuid, ts, hostname=hostname, heartbeat=2.0)
+
+
+def rows_of(df, *cols):
+    return [tuple(r[c] for c in cols) for r in df.collect()]
 
 
 def landing(lake: Path) -> dict:
@@ -144,6 +154,66 @@ def test_compaction_keeps_good_entries_once_and_counts_the_bad(spark, tmp_path):
     again = compact(spark, HistorySettings(lake=str(lake)), out=lambda line: None)
     assert again.tables["drops"].rows == 0 and again.tables["drops"].duplicates > 0
     assert spark.read.parquet(str(lake / "tables" / "drops")).count() == len(rows)
+
+
+def test_a_host_whose_hello_never_landed_is_named_by_its_register(spark, tmp_path, capsys):
+    """The history sink missed db9's HELLO (it connected after the agent); the agent's own
+    REGISTER, durable for history, landed: compaction, the queries, the drops view and
+    ``history gaps db9`` all know the host. A local process's REGISTER under the same uuid,
+    later and saying another hostname, names nothing, nor does one under a uuid no agent
+    REGISTER or HELLO named, nor a STATS's claim."""
+    from sinks.history.compact import compact
+    lake = tmp_path / "lake"
+    (lake / "landing").mkdir(parents=True)
+    local = {"name": "backup", "plugins": []}
+    lines = [line("REGISTER", "u-db9", T - 60, name="agent", hostname="db9", version="1.0",
+                  plugins=[]),
+             line("REGISTER", "u-db9", T - 30, hostname="evil", **local),
+             line("REGISTER", "u-lone", T - 30, hostname="lonely", **local),
+             line("STATS", "u-db9", T + 5, hostname="liar", metrics={"cpu.user": 3.0}),
+             line("STATS", "u-lone", T + 5, hostname="lonely", metrics={"cpu.user": 4.0})]
+    lines += [line("HEARTBEAT", "u-db9", T + i * 2.0, interval=2.0) for i in range(5)]
+    lines.append(synth.router_stats(ROUTER, "s-db9", T + 60, [
+        {**G, "uuid": "u-db9", "count": 3, "first": T + 10, "last": T + 20},
+        {**G, "uuid": "u-lone", "count": 2, "first": T + 10, "last": T + 20}]))
+    (lake / "landing" / "20000101T000000-h-0.jsonl").write_text("".join(lines))
+    summary = compact(spark, HistorySettings(lake=str(lake)), out=lambda text: None)
+    assert summary.bad == 0 and summary.tables["registrations"].rows == 3
+
+    h = History(spark, str(lake))
+    assert sorted(rows_of(h.hosts(), "uuid", "hostname")) == [("u-db9", "db9"),
+                                                             ("u-lone", None)]
+    assert h.uuids("db9") == ["u-db9"]
+    assert h.uuids("evil") == ["evil"] and h.uuids("lonely") == ["lonely"]
+    named = rows_of(h.metrics, "uuid", "hostname", "claimed_hostname")
+    assert sorted(row for row in named if row[0] != ROUTER) == [
+        ("u-db9", "db9", "liar"), ("u-lone", None, "lonely")]
+    assert rows_of(h.metric("db9", "cpu.user", bucket="1h"), "count", "avg") == [(1, 3.0)]
+    assert h.metric("evil", "cpu.user").count() == 0
+    assert rows_of(h.drops(), "uuid", "hostname", "count") == [("u-db9", "db9", 3),
+                                                              ("u-lone", None, 2)]
+    assert rows_of(h.sql("SELECT hostname, count FROM drops WHERE hostname IS NOT NULL"),
+                   "hostname", "count") == [("db9", 3)]
+    hour = T - T % 3600                                   # buckets are aligned to the epoch
+    (bucket,) = h.gaps("db9", hour, hour + 3600, "1h").collect()
+    assert (bucket["heartbeats"], bucket["stats"], bucket["dropped"], bucket["verdict"]) == \
+        (5, 1, 3.0, "dropped")
+
+    config = tmp_path / "fleetwatch.yaml"
+    config.write_text(f"routers: [tcp://127.0.0.1:5556]\nhistory:\n  lake: {lake}\n"
+                      f"  master: local[2]\n")
+    argv = ["history", "gaps", "--config", str(config), "--since", str(hour), "--until",
+            str(hour + 3600), "--json"]
+    assert cli.main(argv[:4] + ["db9"] + argv[4:]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert (doc["uuids"], err) == (["u-db9"], "")
+    assert [(b["heartbeats"], b["dropped"]) for b in doc["buckets"]] == [(5, 3.0)]
+    assert cli.main(argv[:4] + ["evil"] + argv[4:]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["uuids"] == ["evil"]
+    assert err == ("fleetwatch history gaps: no HELLO or agent REGISTER in the lake names "
+                   "evil and no agent has that uuid: taken as a uuid\n")
 
 
 # ---------------------------------------------------------------- queries (generated lake)
@@ -248,16 +318,16 @@ def test_gaps_command_errors_and_unknown_hosts(spark, history_config, capsys):
         assert cli.main(base + bad) == 2, bad
         err = capsys.readouterr().err
         assert err.startswith("fleetwatch history gaps: ") and len(err.splitlines()) == 1
-    # a name no HELLO gave: every bucket is "no data", and stderr says why; a sender's
-    # control characters are never printed
+    # a name no HELLO or agent REGISTER gave: every bucket is "no data", and stderr says
+    # why; a sender's control characters are never printed
     assert cli.main(base + ["we\x1b[2Jb9", "--since", "2h"]) == 0
     out, err = capsys.readouterr()
     assert "\x1b" not in out + err
     assert out.splitlines()[0] == "we\\x1b[2Jb9: 2 buckets of 1h" or \
         out.splitlines()[0] == "we\\x1b[2Jb9: 3 buckets of 1h"
     assert {line.split()[6] for line in out.splitlines()[2:]} == {"no"}      # "no data"
-    assert err == ("fleetwatch history gaps: no HELLO in the lake names we\\x1b[2Jb9 and no "
-                   "agent has that uuid: taken as a uuid\n")
+    assert err == ("fleetwatch history gaps: no HELLO or agent REGISTER in the lake names "
+                   "we\\x1b[2Jb9 and no agent has that uuid: taken as a uuid\n")
 
 
 def test_sql_sees_the_drops_table(spark, history_config, capsys):

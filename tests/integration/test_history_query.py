@@ -108,6 +108,47 @@ def test_a_row_is_named_by_the_hello_at_or_before_it(spark):
     assert rows(latest(registrations), "uuid", "hostname") == [("u1", "b"), ("u4", "y")]
 
 
+
+def test_a_later_hello_or_register_takes_over_from_its_ts(spark):
+    """HELLOs and the agent's own REGISTERs are one stream of namings per uuid: whichever
+    kind comes later with a new name takes over from its ts; consecutive namings with the
+    same name are one term; a local process's REGISTER is none, whatever it says."""
+    from sinks.history.hostnames import MAX_HOSTNAME, bind, latest, named, terms
+    from sinks.history.schema import TABLES
+
+    def at(t):
+        return datetime.fromtimestamp(t, timezone.utc)
+    # (ts, uuid, kind, REGISTER name, hostname)
+    said = [(100, "v1", "HELLO", None, "a"), (200, "v1", "REGISTER", "agent", "b"),
+            (210, "v1", "HELLO", None, "b"), (250, "v1", "REGISTER", "backup", "x"),
+            (300, "v1", "HELLO", None, "c"), (400, "v1", "REGISTER", "agent", "d"),
+            # named first by its REGISTER (its HELLO missed), then by a HELLO
+            (100, "v2", "REGISTER", "agent", "p"), (200, "v2", "HELLO", None, "q"),
+            (100, "v3", "REGISTER", "agent", "h" * 300)]
+    registrations = spark.createDataFrame(
+        [("d", at(t), uuid, kind, name, hostname, None, None, f"m{uuid}{t}", "r")
+         for t, uuid, kind, name, hostname in said], TABLES["registrations"])
+    claims = spark.createDataFrame([(uuid, at(t), "liar") for uuid, t in (
+        ("v1", 50), ("v1", 199), ("v1", 200), ("v1", 250), ("v1", 299), ("v1", 300),
+        ("v1", 399), ("v1", 400), ("v1", 900), ("v2", 50), ("v2", 199), ("v2", 200),
+        ("v3", 100))], "uuid string, ts timestamp, hostname string")
+    got = sorted((r["uuid"], r["ts"].timestamp(), r["hostname"])
+                 for r in bind(claims, registrations).collect())
+    assert got == [("v1", 50, "a"), ("v1", 199, "a"), ("v1", 200, "b"), ("v1", 250, "b"),
+                   ("v1", 299, "b"), ("v1", 300, "c"), ("v1", 399, "c"), ("v1", 400, "d"),
+                   ("v1", 900, "d"), ("v2", 50, "p"), ("v2", 199, "p"), ("v2", 200, "q"),
+                   ("v3", 100, "h" * MAX_HOSTNAME)]
+
+    def when(t):
+        return None if t is None else t.timestamp()
+    v1 = sorted((when(r["start"]) or 0, r["hostname"], when(r["end"]))
+                for r in terms(registrations).filter("uuid = 'v1'").collect())
+    assert v1 == [(0, "a", 200), (200, "b", 300), (300, "c", 400), (400, "d", None)]
+    assert rows(latest(registrations).orderBy("uuid"), "uuid", "hostname") == [
+        ("v1", "d"), ("v2", "q"), ("v3", "h" * MAX_HOSTNAME)]
+    assert named(registrations, "x").count() == 0
+    assert rows(named(registrations, "b"), "uuid") == [("v1",)]
+
 def test_missing_table_is_empty(spark, tmp_path):
     empty = History(spark, str(tmp_path))
     assert empty.results.count() == 0

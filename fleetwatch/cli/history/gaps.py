@@ -6,8 +6,9 @@ a verdict, ``ok``, ``no data`` or ``dropped``.
 
 Printed as a table (times in UTC, control characters escaped, counts of drops to one
 decimal) or with ``--json`` as one document (ISO 8601 UTC times, counts to three decimals).
-Exit status: 2 for a bad time, bucket size or window. A host the lake knows by no HELLO and
-no uuid is said on stderr (it is taken as a uuid, as every history query does).
+Exit status: 2 for a bad time, bucket size or window. A host the lake knows by no HELLO, no
+agent's own REGISTER and no uuid is said on stderr (it is taken as a uuid, as every history
+query does).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ COLUMNS = ["start", "end", "verdict", "heartbeats", "results", "stats", "notific
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("host", metavar="HOST", help="the host: a hostname (from its HELLOs) or a "
-                                                "uuid")
+    p.add_argument("host", metavar="HOST", help="the host: a hostname (from its agent's HELLOs "
+                                                "and REGISTERs) or a uuid")
     p.add_argument("--since", metavar="T", default="1d",
                    help="from T (epoch seconds, ISO 8601 UTC like 2026-11-20T10:00Z, or 7d "
                         "for 7 days ago; default 1d)")
@@ -72,8 +73,9 @@ def run(args, settings) -> int:
               + (f", drops for sink {escape(args.sink)}" if args.sink else ""))
         print(table([_cells(r) for r in rows], COLUMNS))
     if not known:
-        print(f"fleetwatch history gaps: no HELLO in the lake names {escape(args.host)!s} "
-              f"and no agent has that uuid: taken as a uuid", file=sys.stderr)
+        print(f"fleetwatch history gaps: no HELLO or agent REGISTER in the lake names "
+              f"{escape(args.host)!s} and no agent has that uuid: taken as a uuid",
+              file=sys.stderr)
     tell_uncompacted(args, settings)
     return 0
 

@@ -14,10 +14,11 @@ install: $(VENV)/.installed
 # systemd (its systemd-analyze verifies the generated units; PID 1 need not be systemd),
 # systemd-container (systemd-nspawn boots this machine's root to run the units for real:
 # tests/integration/test_systemd.py), Prometheus' node_exporter (bench/agent_footprint.py
-# measures the agent beside it). Skipped when already there, so no root is needed then;
+# measures the agent beside it) and Prometheus itself (a real server scrapes the prometheus
+# sink in tests/integration/test_prometheus.py). Skipped when already there, so no root is needed then;
 # `make system-packages` installs only these.
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container \
-  prometheus-node-exporter
+  prometheus-node-exporter prometheus
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 

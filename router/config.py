@@ -9,13 +9,15 @@ from fleetwatch.protocol import ACKING_SINKS
 from fleetwatch.security import ServerSecurity
 
 #: The default routing table (docs/concepts/architecture.md): message type -> sink types.
+#: A router uses it cut to the sink types its ``bind.sinks`` has (:meth:`RouterConfig.
+#: __post_init__`), so a router.yaml that binds its own list keeps working as types are added.
 DEFAULT_ROUTES = {
-    "HELLO": ["registry", "graphite", "history"],
+    "HELLO": ["registry", "graphite", "history", "prometheus"],
     "REGISTER": ["registry", "history"],
-    "STATS": ["graphite", "history"],
+    "STATS": ["graphite", "history", "prometheus"],
     "HEARTBEAT": ["alerting", "history"],
     "NOTIFY": ["alerting", "history"],
-    "RESULT": ["alerting", "graphite", "history"],
+    "RESULT": ["alerting", "graphite", "history", "prometheus"],
     "DEREGISTER": ["registry", "alerting"],
 }
 
@@ -28,7 +30,8 @@ class RouterBind:
     sinks: dict[str, str] = setting(
         help="one PUSH socket per sink type: type -> endpoint",
         factory=lambda: {"registry": "tcp://*:5560", "alerting": "tcp://*:5561",
-                         "graphite": "tcp://*:5562", "history": "tcp://*:5563"})
+                         "graphite": "tcp://*:5562", "history": "tcp://*:5563",
+                         "prometheus": "tcp://*:5564"})
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,8 @@ class RouterConfig:
         factory=list, help="agents endpoints of the other routers, told to agents in WELCOME")
     routes: dict[str, list[str]] = setting(
         factory=lambda: {k: list(v) for k, v in DEFAULT_ROUTES.items()},
-        help="message type -> sink types it is relayed to")
+        help="message type -> sink types it is relayed to (default: SPEC 4.1's table, cut to "
+             "the sink types bind.sinks has)")
     durable: dict[str, list[str]] = setting(
         factory=lambda: {k: list(v) for k, v in ACKING_SINKS.items()},
         help="spooled message type -> the sink types that must each ACK it before an agent "
@@ -82,6 +86,14 @@ class RouterConfig:
     security: ServerSecurity = setting(factory=ServerSecurity, help="CURVE and allowlists")
     ready_file: str = setting("", "if set, the bound endpoints are written here as JSON")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
+
+    def __post_init__(self):
+        # The default table names every sink type; a router binding fewer (its own
+        # bind.sinks, written before a type existed) routes to those it has. A table the
+        # config gives is kept as it is, and validate() refuses a type without an endpoint.
+        if self.routes == DEFAULT_ROUTES:
+            object.__setattr__(self, "routes", {
+                t: [s for s in sinks if s in self.bind.sinks] for t, sinks in self.routes.items()})
 
     def validate(self):
         from fleetwatch.protocol import AGENT_TYPES, ID_PATTERN, MAX_ID

@@ -16,6 +16,7 @@ SINKS = {
     "alerting": "sinks.alerting.sink:AlertingSink",
     "graphite": "sinks.graphite.sink:GraphiteSink",
     "history": "sinks.history.sink:HistorySink",
+    "prometheus": "sinks.prometheus.sink:PrometheusSink",
 }
 
 

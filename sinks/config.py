@@ -1,7 +1,8 @@
 """A sink's configuration file (``sink-TYPE.yaml``): the settings every sink type shares, and
 one section per sink type, each defined in its own package (``graphite:`` in
 :mod:`sinks.graphite.config`, ``alerting:`` in :mod:`sinks.alerting.config`, ``history:`` in
-:mod:`sinks.history.config`). A sink type reads its own section; the others accept and
+
+:mod:`sinks.history.config`, ``prometheus:`` in :mod:`sinks.prometheus.config`). A sink type reads its own section; the others accept and
 ignore theirs."""
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from fleetwatch.security import ClientSecurity
 from sinks.alerting.config import AlertingConfig
 from sinks.graphite.config import GraphiteSettings
 from sinks.history.config import HistorySinkSettings
+from sinks.prometheus.config import PrometheusSettings
 
 
 @dataclass(frozen=True)
 class SinkConfig:
-    type: str = setting("", "sink type (registry, alerting, graphite, history); the command line TYPE wins")
+    type: str = setting("", "sink type (registry, alerting, graphite, history, prometheus); the command "
+                                  "line TYPE wins")
     routers: list[str] = setting(factory=list, help="control endpoints of every router, e.g. tcp://r1:5556")
     name: str = setting("", "this sink's name in logs and counters (default TYPE@HOST)")
     state_url: str = setting(DEFAULT_STATE_URL, "SQLAlchemy URL of the state database")
@@ -35,6 +38,9 @@ class SinkConfig:
                                        help="check states, silent hosts, delivery (alerting sink only)")
     history: HistorySinkSettings = setting(factory=HistorySinkSettings,
                                            help="the lake and landing file rotation (history sink only)")
+    prometheus: PrometheusSettings = setting(
+        factory=PrometheusSettings,
+        help="the scrape endpoint and the series kept (prometheus sink only)")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 
     def validate(self):

@@ -70,6 +70,10 @@ def run(args) -> int:
         signal.signal(signal.SIGINT, loop.stop)
         signal.signal(signal.SIGHUP, loop.reloader.request)
         return loop.run()
-    except (WriteError, OSError) as e:  # at start: the database cannot be opened or created
+    except WriteError as e:  # at start: the database cannot be opened or created
         log.error("sink %s cannot use the state database %s: %s", type_, config.state_url, e)
+        return EX_UNAVAILABLE
+    except OSError as e:  # the database's file, or an address it serves on (prometheus)
+        log.error("sink %s cannot start (state database %s, or an address it listens on): "
+                  "%s", type_, config.state_url, e)
         return EX_UNAVAILABLE

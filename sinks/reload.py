@@ -7,7 +7,7 @@ thread between two batches: the alerting sink takes its whole ``alerting`` secti
 ``tick_interval`` (thresholds and flapping at the next batch, delivery rules at the next
 alert, channels and retry settings at the deliverer's next round). The sections of other
 sink types are ignored. Everything else (routers, name, state database, keys, dedupe window,
-the graphite and history sections) takes effect at restart. The mechanism, and how a bad
+the graphite, history and prometheus sections) takes effect at restart. The mechanism, and how a bad
 file is handled, is :mod:`fleetwatch.reload`'s.
 """
 
@@ -20,7 +20,7 @@ from sinks.config import SinkConfig
 LOOP_POLICY = {"log_level": LIVE, "stats_interval": LIVE, "hello_interval": LIVE,
                "batch": LIVE, "batch_wait": LIVE}
 #: the config sections that belong to one sink type each
-SECTIONS = ("graphite", "alerting", "history")
+SECTIONS = ("graphite", "alerting", "history", "prometheus")
 
 
 def policy(sink) -> dict[str, str]:

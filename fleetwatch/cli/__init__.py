@@ -30,7 +30,8 @@ EX_PIPE = 128 + signal.SIGPIPE
 COMMANDS = {
     "agent": ("agent.main", "run the agent daemon (or --once: print one stats collection)"),
     "router": ("router.main", "run a router"),
-    "sink": ("sinks.main", "run a sink of a type (registry, alerting, graphite, history)"),
+    "sink": ("sinks.main", "run a sink of a type (registry, alerting, graphite, history, "
+                           "prometheus)"),
     "scheduler": ("scheduler.main", "run the declared plugins on time through the routers "
                                     "(--list: the job table)"),
     "send": ("fleetwatch.cli.send", "send a notification, stat or heartbeat through the local agent"),

@@ -94,6 +94,30 @@ def number(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def perfdata_values(perfdata, counts: Counter, usable=bool):
+    """(label, value in base units) of each usable item of a RESULT's ``perfdata``: a label
+    that is a string ``usable`` accepts, a finite number, a string unit. The others are
+    counted in ``counts``: ``perfdata_unknown`` (a ``U`` value), ``perfdata_bad``; an unknown
+    unit passes unchanged and is counted ``unit_unknown``."""
+    for item in perfdata if isinstance(perfdata, list) else ():
+        label = item.get("label") if isinstance(item, dict) else None
+        if not isinstance(label, str) or not usable(label):
+            counts["perfdata_bad"] += 1
+            continue
+        if item.get("value") is None:
+            counts["perfdata_unknown"] += 1
+            continue
+        value = number(item.get("value"))
+        uom = item.get("uom") or ""
+        if value is None or not isinstance(uom, str):
+            counts["perfdata_bad"] += 1
+            continue
+        value, known = normalise(value, uom)
+        if not known:
+            counts["unit_unknown"] += 1
+        yield label, value
+
+
 def timestamp(ts: float) -> int:
     return math.floor(ts)
 
@@ -183,23 +207,8 @@ class Namer:
         second = timestamp(ts)
         points = []
         wanted = [((plugin, None), status)]
-        for item in perfdata if isinstance(perfdata, list) else ():
-            label = item.get("label") if isinstance(item, dict) else None
-            if not isinstance(label, str) or not node(label):
-                counts["perfdata_bad"] += 1
-                continue
-            if item.get("value") is None:
-                counts["perfdata_unknown"] += 1
-                continue
-            value = number(item.get("value"))
-            uom = item.get("uom") or ""
-            if value is None or not isinstance(uom, str):
-                counts["perfdata_bad"] += 1
-                continue
-            value, known = normalise(value, uom)
-            if not known:
-                counts["unit_unknown"] += 1
-            wanted.append(((plugin, label), value))
+        wanted += [((plugin, label), value)
+                   for label, value in perfdata_values(perfdata, counts, node)]
         for raw, value in wanted:
             series = self._series(False, owner, raw)
             if isinstance(series, str):

@@ -11,7 +11,8 @@ claim: the hostname its HELLO gave (the default routing table sends HELLO here),
 the sink sees one (it started after the agent connected), the hostname of the uuid's first
 STATS. A STATS naming another host is filed under that name all the same and counted
 ``hostname_mismatch``; a RESULT, which carries no hostname, uses the same name, else the
-uuid. :class:`HostNames` keeps at most :data:`MAX_HOSTS` of them (least recently used
+uuid. :class:`sinks.hostnames.HostNames` keeps at most
+:data:`sinks.hostnames.MAX_HOSTS` of them (least recently used
 forgotten).
 
 The sink's own counters go to carbon too, every ``stats_interval``, under
@@ -23,7 +24,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 
 import graphyte
 
@@ -32,57 +33,15 @@ from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.graphite.sender import CarbonSender, LineBuffer
 from sinks.graphite.paths import INTERNAL_SOURCES, Namer, Point
+from sinks.hostnames import HostNames
 
 log = logging.getLogger(__name__)
 
 #: graphyte only reads the tags it is given
 NO_TAGS: dict = {}
-#: uuid -> hostname entries kept for naming RESULTs
-MAX_HOSTS = 100_000
 #: every counter this sink keeps (created at once: another thread reads them)
 COUNTERS = ("stats", "results", "hellos", "datapoints", "bad_name", "bad_metric",
-            "perfdata_bad", "perfdata_unknown", "unit_unknown", "result_no_host",
-            "hostname_mismatch")
-
-
-class HostNames:
-    """A bounded uuid -> hostname map, least recently used forgotten first.
-
-    A HELLO's hostname always sets the name; a STATS's only names a uuid not known yet.
-    """
-
-    def __init__(self, size: int = MAX_HOSTS):
-        self.size = size
-        self.names: OrderedDict[str, str] = OrderedDict()
-
-    def hello(self, uuid: str, hostname) -> None:
-        """The hostname the agent gave in its HELLO (the router bound it to ``uuid``)."""
-        if isinstance(hostname, str) and hostname:
-            self._set(uuid, hostname[:255])
-
-    def claim(self, uuid: str, hostname) -> tuple[str | None, bool]:
-        """(the name for a STATS of ``uuid`` claiming ``hostname``, whether the claim was
-        overruled): the known name, else the claim, which then holds until a HELLO."""
-        known = self.get(uuid)
-        valid = isinstance(hostname, str) and hostname
-        if known is not None:
-            return known, bool(valid) and hostname[:255] != known
-        if not valid:
-            return None, False
-        self._set(uuid, hostname[:255])
-        return hostname[:255], False
-
-    def _set(self, uuid: str, hostname: str) -> None:
-        self.names[uuid] = hostname
-        self.names.move_to_end(uuid)
-        while len(self.names) > self.size:
-            self.names.popitem(last=False)
-
-    def get(self, uuid: str) -> str | None:
-        name = self.names.get(uuid)
-        if name is not None:
-            self.names.move_to_end(uuid)
-        return name
+            "perfdata_bad", "perfdata_unknown", "unit_unknown")
 
 
 class GraphiteSink:
@@ -116,6 +75,7 @@ class GraphiteSink:
     def counts(self) -> Counter:
         """This sink's counters and the sender's, with ``buffered`` (a gauge)."""
         merged = Counter(dict(self._counts))
+        merged.update(dict(self.hosts.counts))
         merged.update(self.sender.snapshot())
         merged["dropped_overflow"] = self.buffer.dropped
         merged["buffered"] = len(self.buffer)
@@ -153,19 +113,11 @@ class GraphiteSink:
             if msg.get("source") in INTERNAL_SOURCES:
                 points, counts = self.namer.stats(msg.get("metrics"), msg.ts, uuid, True)
             else:
-                owner, overruled = self.hosts.claim(uuid, msg.get("hostname"))
-                if overruled:
-                    self._counts["hostname_mismatch"] += 1
-                    self.throttle.warning("mismatch", "agent %s sent STATS as %r: filed under "
-                                          "%r, the hostname of its HELLO", uuid,
-                                          str(msg.get("hostname"))[:64], owner)
-                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, owner or uuid)
+                owner = self.hosts.of_stats(uuid, msg.get("hostname"))
+                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, owner)
         else:
             self._counts["results"] += 1
-            owner = self.hosts.get(uuid)
-            if owner is None:
-                self._counts["result_no_host"] += 1
-                owner = uuid
+            owner = self.hosts.of_result(uuid)
             started = msg.get("started")
             ts = started if isinstance(started, (int, float)) and not isinstance(
                 started, bool) else msg.ts

@@ -131,8 +131,11 @@ class Fleet:
                          for p in self.procs)
 
     # ---------------------------------------------------------------- routers
-    def router(self, name: str = "router-1", peers: list[str] = (), **extra) -> dict:
-        """Start a router on ephemeral ports; return its ready-file data (bound endpoints)."""
+    def router(self, name: str = "router-1", peers: list[str] = (),
+               sink_types: tuple[str, ...] = ("registry", "alerting", "graphite", "history"),
+               **extra) -> dict:
+        """Start a router on ephemeral ports, a PUSH for each of ``sink_types`` (the default
+        routes go to those); return its ready-file data (bound endpoints)."""
         ready = self.root / f"{name}.ready.json"
         ready.unlink(missing_ok=True)
         cfg = {
@@ -141,8 +144,7 @@ class Fleet:
                 "agents": "tcp://127.0.0.1:*",
                 "control": "tcp://127.0.0.1:*",
                 "tail": "tcp://127.0.0.1:*",
-                "sinks": {t: "tcp://127.0.0.1:*" for t in
-                          ("registry", "alerting", "graphite", "history")},
+                "sinks": {t: "tcp://127.0.0.1:*" for t in sink_types},
             },
             "peers": list(peers),
             "ready_file": str(ready),

@@ -1,0 +1,105 @@
+"""Serving the prometheus sink's table for scrapes, with prometheus_client.
+
+:class:`TableCollector` is a custom collector over :class:`sinks.prometheus.table.
+SeriesTable`: at each scrape it takes the table's snapshot and yields one metric family per
+name (type ``unknown`` for STATS, whose kind fleetwatch does not know; ``gauge`` for checks),
+without the stale series, then the sink's own counters (``PREFIX prometheus_sink_COUNTER``,
+counters, and ``PREFIX prometheus_sink_series``, a gauge). prometheus_client's WSGI
+exposition answers OpenMetrics when the scraper asks for it (Prometheus does) and the text
+format otherwise, gzipped when accepted. :class:`MetricsServer` runs it in prometheus_client's
+threaded HTTP server (one daemon thread, a thread per request): the sink's loop never serves.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.samples import Sample
+
+from sinks.prometheus.names import OWN, labels_of
+
+log = logging.getLogger(__name__)
+
+#: HELP of the families
+STATS_HELP = "latest value of a fleetwatch STATS metric"
+HELP = {"check_status": "latest status of a check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN",
+        "check_perfdata": "latest perfdata value of a check, in base units (bytes, seconds)"}
+
+
+class TableCollector:
+    """A prometheus_client collector over a series table and the sink's own counters.
+
+    ``own()`` returns the sink's counters (a mapping name -> number) and ``instance`` labels
+    them. One scrape builds at a time (:attr:`busy`): a crowd of scrapers waits rather than
+    copying the table at once."""
+
+    def __init__(self, table, prefix: str, instance: str, own=dict):
+        self.table, self.prefix, self.instance, self.own = table, prefix, instance, own
+        self.busy = threading.Lock()
+        self.scrapes = 0
+
+    def describe(self):
+        return []           # no families known in advance: never collected at registration
+
+    def collect(self):
+        with self.busy:
+            self.scrapes += 1
+            families, oldest = self.table.snapshot()
+            prefix = self.prefix
+            for family in sorted(families):
+                names = labels_of(family, prefix)
+                short = family[len(prefix):]
+                metric = Metric(family, HELP.get(short, STATS_HELP),
+                                "gauge" if short in HELP else "unknown")
+                metric.samples = [Sample(family, dict(zip(names, labels)), value)
+                                  for labels, (value, when) in families[family].items()
+                                  if when >= oldest]
+                if metric.samples:
+                    yield metric
+            yield from self._own()
+
+    def _own(self):
+        labels = {"instance": self.instance}
+        for name, value in sorted(dict(self.own()).items()):
+            family = f"{self.prefix}{OWN}{name}"
+            if name == "series":
+                metric = Metric(family, "series in the prometheus sink's table", "gauge")
+                metric.samples = [Sample(family, labels, value)]
+            else:
+                metric = Metric(family, f"the prometheus sink's {name} counter", "counter")
+                metric.samples = [Sample(family + "_total", labels, value)]
+            yield metric
+
+
+class MetricsServer:
+    """``/metrics`` (any path answers) of a registry on ``host:port`` in its own thread."""
+
+    def __init__(self, collector: TableCollector, host: str, port: int):
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(collector)
+        self.host, self.port = host, port
+        self.httpd = None
+        self.thread = None
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound (host, port): the port the system chose for port 0."""
+        return self.httpd.server_address[:2] if self.httpd else (self.host, self.port)
+
+    def url(self) -> str:
+        host, port = self.address
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}/metrics"
+
+    def start(self) -> None:
+        """Bind and serve (OSError when the address is taken or not this machine's)."""
+        self.httpd, self.thread = start_http_server(self.port, self.host, self.registry)
+
+    def stop(self) -> None:
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.thread.join(5)
+            self.httpd = None

@@ -1,0 +1,180 @@
+"""The prometheus sink as a real process behind a real router, scraped over HTTP, and by a
+real Prometheus server (Debian's ``prometheus``) answering PromQL through its HTTP API.
+
+Agents are a real ``fleetwatch agent`` or a raw DEALER speaking the agent protocol
+(tests/support/graphite.py); every wait polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from support.fleet import agent_uuid_for, wait_for
+from support.graphite import DealerAgent
+from support.prometheus import (SINK_TYPES, PrometheusServer, prometheus_available,
+                                prometheus_sink, samples, scrape, value)
+
+pytest.importorskip("prometheus_client")
+
+pytestmark = pytest.mark.timeout(120)
+
+PERFDATA = [{"label": "/", "value": 25.5, "uom": "GB", "warn": "20", "crit": None, "min": 0,
+             "max": None},
+            {"label": "time", "value": 120, "uom": "ms", "warn": None, "crit": None,
+             "min": None, "max": None},
+            {"label": "inodes used", "value": None, "uom": "%", "warn": None, "crit": None,
+             "min": None, "max": None}]
+
+
+def result(agent: DealerAgent, plugin: str, status: int, perfdata: list) -> None:
+    agent.send("RESULT", command_id="cli:" + "0" * 24, plugin=plugin, status=status,
+               output="OUT", long_output="", started=time.time() - 1, duration=0.2,
+               perfdata=perfdata)
+
+
+def test_agent_router_and_sink_series_are_scraped(fleet):
+    router = fleet.router(sink_types=SINK_TYPES)
+    sink, url = prometheus_sink(fleet, [router])
+    uuid = agent_uuid_for(fleet)
+    fleet.agent([router])
+    cpu = wait_for(lambda: value(url, "fleetwatch_cpu_percent", host="agent-host"), 30,
+                   0.2, "the agent's cpu.percent in a scrape")
+    assert 0 <= cpu <= 100
+    assert value(url, "fleetwatch_cpu_percent", host="agent-host", instance=uuid) == cpu
+    # the router's own counters, under its id, and the sink loop's (its STATS, relayed back)
+    assert wait_for(lambda: value(url, "fleetwatch_router_agents", instance="router-1"),
+                    20, 0.2, "the router's router.agents") >= 1
+    assert wait_for(lambda: value(url, "fleetwatch_sink_received", instance="sink-prometheus"),
+                    20, 0.2, "the sink loop's sink.received") > 0
+    # the sink's own counters, served directly
+    assert value(url, "fleetwatch_prometheus_sink_stats_total",
+                 instance="sink-prometheus") > 0
+    content_type, text = scrape(url)
+    assert content_type.startswith("text/plain") and "# TYPE fleetwatch_cpu_percent untyped" \
+        in text
+    content_type, om = scrape(url, openmetrics=True)
+    assert content_type.startswith("application/openmetrics-text") and om.endswith("# EOF\n")
+    assert samples(om, openmetrics=True)        # the OpenMetrics parser takes it whole
+
+
+def test_check_status_and_perfdata_in_base_units(fleet, zctx):
+    router = fleet.router(sink_types=SINK_TYPES)
+    _, url = prometheus_sink(fleet, [router])
+    agent = DealerAgent(zctx, router, "db1.example.com")
+    labels = {"host": "db1.example.com", "instance": agent.uuid, "check": "check_disk"}
+
+    def landed():
+        agent.stats({"up": 1})      # names the host: the sink connected after the HELLO
+        result(agent, "check_disk", 1, PERFDATA)
+        return value(url, "fleetwatch_check_status", **labels) is not None
+    wait_for(landed, 20, 0.2, "the RESULT in a scrape")
+    assert value(url, "fleetwatch_check_status", **labels) == 1
+    assert value(url, "fleetwatch_check_perfdata", label="/", **labels) == 25.5 * 1024 ** 3
+    assert value(url, "fleetwatch_check_perfdata", label="time", **labels) == \
+        pytest.approx(0.12)
+    assert value(url, "fleetwatch_check_perfdata", label="inodes used", **labels) is None
+
+
+def test_hostile_values_through_a_router_stay_valid_and_inert(fleet, zctx):
+    router = fleet.router(sink_types=SINK_TYPES)
+    _, url = prometheus_sink(fleet, [router])
+    hostname = 'evil"}\n# EOF\r\x00\x1b[2J<script>alert(1)</script>\\' + "é" * 20
+    agent = DealerAgent(zctx, router, hostname)
+    inert = 'evil"}\ufffd# EOF\ufffd\ufffd\ufffd[2J<script>alert(1)</script>\\' + "é" * 20
+
+    def landed():
+        agent.stats({'x"} 1\nfleetwatch_fake 666': 1, "<img src=x onerror=alert(1)>": 2,
+                     "m" * 5000: 3, "ok": 4})
+        result(agent, 'plug"in\n', 0, [{"label": "l\x07\n\"", "value": 5, "uom": "\x00"},
+                                       {"label": "x" * 5000, "value": 6, "uom": ""}])
+        return value(url, "fleetwatch_check_perfdata", host=inert) is not None and \
+            value(url, "fleetwatch_ok", host=inert) is not None
+    wait_for(landed, 20, 0.2, "the hostile messages in a scrape")
+    for openmetrics in (False, True):
+        _, text = scrape(url, openmetrics)
+        assert not any(c in text for c in "\r\x00\x1b\x07"), text
+        assert all(line.startswith(("# HELP fleetwatch_", "# TYPE fleetwatch_", "fleetwatch_",
+                                    "# EOF")) for line in text.splitlines())
+        got = samples(text, openmetrics)
+        assert not any(name == "fleetwatch_fake" for name, _ in got)
+        assert got[("fleetwatch_x_1_fleetwatch_fake_666",
+                    (("host", inert), ("instance", agent.uuid)))] == 1
+        assert got[("fleetwatch_img_src_x_onerror_alert_1",
+                    (("host", inert), ("instance", agent.uuid)))] == 2
+        assert got[("fleetwatch_check_perfdata",
+                    (("check", 'plug"in\ufffd'), ("host", inert), ("instance", agent.uuid),
+                     ("label", 'l\ufffd\ufffd"')))] == 5
+        assert not any(len(name) > 300 or any(len(v) > 300 for _, v in labels)
+                       for name, labels in got)
+    counts = {k: v for (k, labels), v in samples(scrape(url)[1]).items()
+              if k.startswith("fleetwatch_prometheus_sink_")}
+    assert counts["fleetwatch_prometheus_sink_bad_name_total"] >= 1     # the 5000-char name
+    assert counts["fleetwatch_prometheus_sink_bad_label_total"] >= 1    # the 5000-char label
+    assert counts["fleetwatch_prometheus_sink_unit_unknown_total"] >= 1  # uom "\x00"
+
+
+def test_stale_series_are_dropped(fleet, zctx):
+    router = fleet.router(sink_types=SINK_TYPES)
+    _, url = prometheus_sink(fleet, [router], stale_after=1.5)
+    quiet, busy = DealerAgent(zctx, router, "quiet"), DealerAgent(zctx, router, "busy")
+
+    def both():
+        quiet.stats({"load.1": 1})
+        busy.stats({"load.1": 2})
+        return value(url, "fleetwatch_load_1", host="quiet") == 1 and \
+            value(url, "fleetwatch_load_1", host="busy") == 2
+    wait_for(both, 20, 0.2, "both hosts in a scrape")
+
+    def quiet_gone():
+        busy.stats({"load.1": 2})
+        return value(url, "fleetwatch_load_1", host="quiet") is None
+    wait_for(quiet_gone, 10, 0.2, "the quiet host's series dropped")
+    assert value(url, "fleetwatch_load_1", host="busy") == 2
+    wait_for(lambda: (value(url, "fleetwatch_prometheus_sink_expired_total") or 0) >= 1, 10,
+             0.2, "the sweep forgetting it")
+
+
+@pytest.mark.skipif(not prometheus_available(), reason="Debian's prometheus is not installed "
+                    "(make system-packages)")
+def test_a_real_prometheus_scrapes_the_sink_and_answers_promql(fleet, zctx, tmp_path):
+    from fleetwatch.cli.demo.ports import free_port
+    router = fleet.router(sink_types=SINK_TYPES)
+    _, url = prometheus_sink(fleet, [router])
+    target = url.split("/")[2]
+    agent = DealerAgent(zctx, router, "web1.example.com")
+    server = PrometheusServer(tmp_path / "prometheus", [target], free_port()).start()
+    try:
+        def answered():
+            agent.stats({"cpu.percent": 42.5})
+            result(agent, "check_disk", 2, PERFDATA)
+            got = server.query('fleetwatch_check_perfdata{host="web1.example.com",'
+                               'check="check_disk",label="/"} * on(instance) group_left '
+                               'fleetwatch_cpu_percent')
+            return got or None
+        got = wait_for(answered, 60, 0.5, "a PromQL answer from Prometheus")
+        assert float(got[0]["value"][1]) == pytest.approx(25.5 * 1024 ** 3 * 42.5)
+        assert got[0]["metric"]["instance"] == agent.uuid   # the sink's label, not the target's
+        status = server.query('fleetwatch_check_status{host="web1.example.com"}')
+        assert [float(s["value"][1]) for s in status] == [2.0]
+        [scraped] = server.targets()
+        assert scraped["health"] == "up" and scraped["lastError"] == ""
+    finally:
+        server.stop()
+
+
+def test_a_taken_address_stops_the_sink_with_69(fleet):
+    import socket
+    router = fleet.router(sink_types=SINK_TYPES)
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        proc = fleet.sink("prometheus", [router], prometheus={"listen": f"127.0.0.1:{port}"})
+        wait_for(lambda: not proc.alive(), 20, 0.05, "the sink to stop")
+        assert proc.popen.returncode == 69
+        assert "an address it listens on" in proc.log() and "in use" in proc.log()
+    finally:
+        taken.close()

@@ -16,8 +16,9 @@ install: $(VENV)/.installed
 # tests/integration/test_systemd.py), Prometheus' node_exporter (bench/agent_footprint.py
 # measures the agent beside it) and Prometheus itself (a real server scrapes the prometheus
 # sink in tests/integration/test_prometheus.py). Skipped when already there, so no root is needed then;
+# libcairo2 is loaded by graphite-web (its cairocffi) in the demo and the graph tests.
 # `make system-packages` installs only these.
-SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container \
+SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container libcairo2 \
   prometheus-node-exporter prometheus
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
@@ -34,7 +35,7 @@ APT_JAVA := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-re
 PYTHON_VERSION := 3.11
 VERSION_OF := -c 'import sys; print("%d.%d" % sys.version_info[:2])'
 
-# carbon's setup.py would install under /opt/graphite without this
+# carbon's and graphite-web's setup.py would install under /opt/graphite without this
 export GRAPHITE_NO_PREFIX := True
 
 $(VENV)/.installed: setup.cfg pyproject.toml

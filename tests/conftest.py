@@ -90,6 +90,18 @@ def carbon(tmp_path):
     c.stop()
 
 
+@pytest.fixture
+def graphite_web(carbon, tmp_path):
+    """A real graphite-web (the demo's: gunicorn on 127.0.0.1) over the ``carbon`` fixture's
+    whisper files and cache; its ``url`` is the render API's base."""
+    from fleetwatch.cli.demo.graphiteweb import GraphiteWeb, missing
+    if missing():                       # the test extra installs it
+        pytest.skip(missing())
+    web = GraphiteWeb.over(tmp_path / "graphite-web", carbon).start()
+    yield web
+    web.stop()
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One local[2] SparkSession for every history test in the run (a session takes about

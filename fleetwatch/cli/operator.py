@@ -6,6 +6,7 @@ import getpass
 from dataclasses import dataclass
 
 from fleetwatch.config import DEFAULT_STATE_URL, OPERATOR_CONFIG, setting
+from fleetwatch.graphs.settings import GraphiteWebSettings
 from fleetwatch.security import ClientSecurity
 from sinks.history.config import HistorySettings
 
@@ -21,6 +22,9 @@ class OperatorConfig:
     security: ClientSecurity = setting(factory=ClientSecurity, help="CURVE keys (a back-end key)")
     history: HistorySettings = setting(factory=HistorySettings,
                                        help="the history lake and Spark (fleetwatch history)")
+    graphite: GraphiteWebSettings = setting(factory=GraphiteWebSettings,
+                                            help="graphite-web's render API, for the "
+                                                 "console's host graphs")
 
     def validate(self):
         if not self.routers:

@@ -33,7 +33,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     check_security_sections(demo_dir, insecure)
     assert ("CURVE           OFF" if insecure else "CURVE           on: keys in") in demo.log()
     names = {p["name"] for p in procs}
-    assert {"router-1", "router-2", "carbon", "sink-registry", "sink-alerting",
+    assert {"router-1", "router-2", "carbon", "graphite-web", "sink-registry", "sink-alerting",
             "sink-graphite", "sink-history", "scheduler", "history-compact", "agent"} <= names
     for p in procs:
         assert psutil.pid_exists(p["pid"]), p
@@ -93,6 +93,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     for metric in ("cpu/percent.wsp", "checks/disk_root/status.wsp"):
         wait_for(lambda: (base / metric).exists(), 60, interval=0.5, what=f"whisper {metric}")
         assert read_points(base / metric, timeout=10), metric
+    check_graphite_web(op, info, entry["hostname"])
 
     once = json.loads(fleet.cli("agent", "--once", "--config", agent_cfg).stdout)
     assert any(k.startswith("cpu.") for k in once)
@@ -103,6 +104,28 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     wait_for(lambda: not any(psutil.pid_exists(p["pid"]) and
                              psutil.Process(p["pid"]).status() != psutil.STATUS_ZOMBIE
                              for p in procs), 10, what="every demo process gone")
+
+
+def check_graphite_web(op: str, info: dict, hostname: str) -> None:
+    """The demo's graphite-web answers the render client, from the operator config's
+    graphite.url, with the host's stats and its checks' status, as the console reads them."""
+    from fleetwatch.cli.operator import OperatorConfig
+    from fleetwatch.config import load
+    from fleetwatch.graphs import host_graphs
+
+    settings = load(OperatorConfig, op).graphite
+    assert settings.url == info["graphite_web"]["url"]
+    assert settings.prefix == info["carbon"]["prefix"]
+
+    def graphs():
+        got = host_graphs(settings, hostname, 600)
+        titles = {g.title for g in got.graphs}
+        return got if {"cpu", "checks.disk_root.status"} <= titles else None
+    got = wait_for(graphs, 60, interval=1.0, what="the demo host's graphs from graphite-web")
+    assert got.status == "ok", got
+    cpu = next(g for g in got.graphs if g.title == "cpu")
+    assert any(v is not None for s in cpu.series for v, _ in s.points)
+    assert cpu.svg.startswith("<svg") and ("<polyline" in cpu.svg or "<circle" in cpu.svg)
 
 
 def check_security_sections(demo_dir, insecure: bool) -> None:
@@ -162,8 +185,8 @@ def test_demo_config_file_is_used(fleet):
     manifest = fleet.root / "one" / "demo.json"
     wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
     names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
-    assert names == ["router-1", "carbon", "sink-registry", "sink-alerting", "sink-graphite",
-                     "sink-history", "scheduler", "history-compact", "agent"]
+    assert names == ["router-1", "carbon", "graphite-web", "sink-registry", "sink-alerting",
+                     "sink-graphite", "sink-history", "scheduler", "history-compact", "agent"]
     # A second demo in the same directory is refused before it writes anything: the running
     # fleet keeps its configs (and the CLI its ports).
     before = snapshot(fleet.root / "one")

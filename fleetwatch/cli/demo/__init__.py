@@ -1,8 +1,9 @@
 """``fleetwatch demo``: a whole fleet on this machine, each process its own, on 127.0.0.1.
 
 :mod:`fleetwatch.cli.demo.plan` writes one config file per process into ``--dir`` (and the CURVE
-keys unless ``--insecure``); this module starts the processes in order (routers, sinks, the
-scheduler, the agent), records them in ``demo.json``, prints where everything listens, and
+keys unless ``--insecure``); this module starts the processes in order (routers, carbon-cache
+and graphite-web, sinks, the scheduler, the agent), records them in ``demo.json``, prints
+where everything listens (graphite-web's URL too: the operator config's ``graphite.url``), and
 supervises them until Ctrl-C or SIGTERM, when it stops them all: agent first, routers last,
 SIGKILL for any that do not exit in time.
 """
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from fleetwatch import private
 from fleetwatch.config import build, load
@@ -85,11 +87,10 @@ def start(child: Child) -> None:
     log.close()
 
 
-def wait_ready(children: list[Child], routers: list[dict], carbon, timeout: float = 20.0):
-    """Until every router has written its ready file and carbon accepts connections."""
+def wait_ready(children: list[Child], waits: list[tuple[str, Callable[[], bool]]],
+               timeout: float = 20.0):
+    """Until each of ``waits`` (name, ready) is ready; RuntimeError if a child exits first."""
     deadline = time.monotonic() + timeout
-    waits = [(r["id"], Path(r["ready_file"]).exists) for r in routers]
-    waits.append(("carbon-cache", carbon.accepting))
     for name, ready in waits:
         while not ready():
             dead = [c for c in children if c.popen and c.popen.poll() is not None]
@@ -167,6 +168,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"appear within a minute in",
         f"                  {info['carbon'].whisper_dir}/fleet/<host>/ (cpu, memory, "
         f"checks/<plugin>/...)",
+        *graphite_web(info.get("graphite_web")),
         (f"  CURVE           on: keys in {info['keys']}/ (routers/, agents/, backends/); "
          f"--insecure turns it off" if info.get("keys") else
          "  CURVE           OFF (--insecure): plain TCP, any local process can connect"),
@@ -194,6 +196,17 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
     return "\n".join(lines)
 
 
+def graphite_web(web) -> list[str]:
+    """The lines about graphite-web: its URL (the console's graphs), or why it is not there."""
+    if web is None:
+        from fleetwatch.cli.demo.graphiteweb import missing
+        return [f"  graphite-web    not running: {missing()}"]
+    return [f"  graphite-web    {web.url} (graphite.url in fleetwatch.yaml: the console's "
+            f"graphs)",
+            f"                  {web.url}/render?target={GRAPHITE_PREFIX}.<host>.cpu.percent"
+            f"&format=json"]
+
+
 def run(args: argparse.Namespace) -> int:
     cfg = settings(args)
     root = Path(cfg.dir).resolve()
@@ -213,13 +226,20 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     try:
-        # routers and carbon first: the sinks, the scheduler and the agent connect to them
-        first = [c for c in children if c.name.startswith("router-") or c.name == "carbon"]
+        # routers and carbon first: the sinks, the scheduler and the agent connect to them;
+        # graphite-web (a few seconds to start) with them, waited for once the rest started
+        first = [c for c in children if c.name.startswith("router-") or
+                 c.name in ("carbon", "graphite-web")]
         for c in first:
             start(c)
-        wait_ready(first, info["routers"], info["carbon"])
-        for c in children[len(first):]:
-            start(c)
+        waits = [(r["id"], Path(r["ready_file"]).exists) for r in info["routers"]]
+        wait_ready(first, waits + [("carbon-cache", info["carbon"].accepting)])
+        for c in children:
+            if c not in first:
+                start(c)
+        web = info.get("graphite_web")
+        if web is not None:
+            wait_ready(children, [("graphite-web", web.answering)], timeout=60.0)
         record(root, {
             "dir": str(root),
             "operator_config": str(root / "fleetwatch.yaml"),
@@ -227,6 +247,7 @@ def run(args: argparse.Namespace) -> int:
             "keys": info["keys"],
             "carbon": {"port": info["carbon"].port, "whisper_dir": str(info["carbon"].whisper_dir),
                        "prefix": GRAPHITE_PREFIX},
+            "graphite_web": {"url": web.url} if web is not None else None,
             "processes": [{"name": c.name, "pid": c.pid, "config": str(c.config),
                            "log": str(c.log)} for c in children],
         })

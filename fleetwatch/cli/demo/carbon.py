@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from fleetwatch.cli.demo.ports import free_port
+from fleetwatch.cli.demo.server import LocalServer
 
 CARBON_CONF = """\
 [cache]
@@ -111,8 +110,12 @@ def carbon_script() -> str:
     return found
 
 
-class Carbon:
-    """One carbon-cache process serving ``root`` (its configs, whisper files and logs)."""
+class Carbon(LocalServer):
+    """One carbon-cache process serving ``root`` (its configs, whisper files and logs; what it
+    prints goes to ``carbon-cache.out``, see :meth:`output`)."""
+
+    name = "carbon-cache"
+    error = CarbonError
 
     def __init__(self, root, port: int | None = None, retentions: str = "10s:1d,1m:30d"):
         self.root = Path(root).resolve()
@@ -122,7 +125,6 @@ class Carbon:
         self.port = port or free_port()
         self.query_port = free_port()
         self.retentions = retentions
-        self.proc: subprocess.Popen | None = None
         self.log_path = self.root / "carbon-cache.out"
 
     @property
@@ -146,24 +148,19 @@ class Carbon:
                 f"--pidfile={self.storage / 'carbon-cache.pid'}", "--nodaemon", "start"]
 
     def start(self, timeout: float = 15.0) -> "Carbon":
-        """Write the configs, start carbon-cache, return once its line port accepts."""
+        """Write the configs, start carbon-cache, return once its line port accepts
+        (SIGTERM stops it: carbon writes its cache to disk first)."""
         if self.alive():
             return self
         self.write_config()
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while not self.accepting():
-            if not self.alive():
-                raise CarbonError(f"carbon-cache exited with {self.proc.returncode}:\n"
-                                  f"{self.output()[-3000:]}")
-            if time.monotonic() > deadline:
-                self.stop()
-                raise CarbonError(f"carbon-cache not listening on 127.0.0.1:{self.port} "
-                                  f"after {timeout}s:\n{self.output()[-3000:]}")
-            time.sleep(0.05)
-        return self
+        return self.launch(timeout)
+
+    def ready(self) -> bool:
+        return self.accepting()
+
+    @property
+    def waiting(self) -> str:
+        return f"not listening on 127.0.0.1:{self.port}"
 
     def accepting(self) -> bool:
         try:
@@ -171,27 +168,6 @@ class Carbon:
                 return True
         except OSError:
             return False
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM (carbon writes its cache to disk first), SIGKILL after ``timeout``."""
-        if not self.alive():
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
-
-    def output(self) -> str:
-        """What carbon printed (its logs are in ``storage/log/``)."""
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
 
     def path_of(self, metric: str) -> Path:
         """The whisper file of an untagged ``metric``."""

@@ -3,7 +3,8 @@
 :func:`plan` writes ``fleetwatch.yaml`` (the operator commands), ``agent.yaml``,
 ``router-N.yaml``, ``sink-TYPE.yaml`` and ``scheduler.yaml`` and returns the processes to
 start, in order: routers, a real carbon-cache (:mod:`fleetwatch.cli.demo.carbon`, for the graphite
-sink), sinks, the scheduler, the agent. Ports are picked free on 127.0.0.1 when the plan is
+sink), graphite-web over carbon's files (:mod:`fleetwatch.cli.demo.graphiteweb`, when installed:
+its URL is the operator config's ``graphite.url``), sinks, the scheduler, the agent. Ports are picked free on 127.0.0.1 when the plan is
 made. :mod:`fleetwatch.cli.demo` starts and supervises them.
 
 CURVE is on unless ``insecure``: the keys go to ``DIR/keys`` (``routers/fleet``, the routers'
@@ -185,6 +186,9 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     configs["sink-history.yaml"]["history"] = {"lake": lake, "rotate_seconds": 10.0}
     carbon = Carbon(root / "carbon")
     carbon.write_config()
+    # imported here: ``python -m fleetwatch.cli.demo.graphiteweb`` imports this package first
+    from fleetwatch.cli.demo.graphiteweb import GraphiteWeb, missing
+    web = GraphiteWeb.over(root / "graphite-web", carbon) if missing() is None else None
     configs["sink-graphite.yaml"]["graphite"] = {"host": "127.0.0.1", "port": carbon.port,
                                                  "prefix": GRAPHITE_PREFIX}
     delivery = args.delivery()
@@ -204,6 +208,9 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
                                   "history": {"lake": lake, "master": "local[1]",
                                               "conf": {"spark.driver.memory": "1g"},
                                               "state_url": state_url}}   # the lifecycle
+    if web is not None:                      # the console's graphs
+        web.write_config()
+        configs["fleetwatch.yaml"]["graphite"] = {"url": web.url, "prefix": GRAPHITE_PREFIX}
     if security:
         for r in routers:
             r["security"] = security["router"]
@@ -223,6 +230,9 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     children = [child(r["id"], "router") for r in routers]
     children.append(Child("carbon", carbon.config_path, carbon.command(),
                           (root / "logs" / "carbon.log").resolve()))
+    if web is not None:
+        children.append(Child("graphite-web", web.settings_path, web.command(),
+                              (root / "logs" / "graphite-web.log").resolve()))
     children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
     children.append(child("scheduler", "scheduler"))
     if importlib.util.find_spec("pyspark") is not None:    # the history extra
@@ -232,5 +242,5 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
         children.append(compact)
     children.append(child("agent", "agent"))
     return children, {"routers": routers, "state_url": state_url,
-                      "keys": security.get("dir"), "carbon": carbon,
+                      "keys": security.get("dir"), "carbon": carbon, "graphite_web": web,
                       "channels": sorted((delivery or {}).get("channels", {}))}

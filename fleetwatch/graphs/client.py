@@ -1,7 +1,7 @@
 """A client of graphite-web's HTTP API: the series a host has, and their points over a range.
 
 - :meth:`Graphite.metrics`: the leaf series under ``PREFIX.HOST`` (the host's name as the
-  graphite sink names it, :func:`sinks.graphite.paths.node`), found level by level with
+  graphite sink names it, :func:`fleetwatch.metricpath.node`), found level by level with
   ``/metrics/find?query=PREFIX.HOST.*``, ``PREFIX.HOST.*.*``... (``format=json`` gives each
   node's real path and whether it is a leaf), at most ``max_series`` of them;
 - :meth:`Graphite.render`: ``/render`` with ``format=json``, ``from``/``until`` in epoch
@@ -26,7 +26,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
-from sinks.graphite.paths import node
+from fleetwatch.metricpath import node
 
 #: the largest answer read (bytes): a week of 1 s points for 200 series is about 40 MB
 MAX_ANSWER = 64 * 1024 * 1024

@@ -36,6 +36,8 @@ import re
 from collections import Counter
 from typing import NamedTuple
 
+from fleetwatch.metricpath import node
+
 #: longest node (a whisper directory or file name, ``.wsp`` added, must fit in 255 bytes)
 MAX_NODE = 200
 #: longest name without the prefix
@@ -43,7 +45,6 @@ MAX_NAME = 1000
 #: ``source`` values of STATS that are fleetwatch's own counters
 INTERNAL_SOURCES = frozenset({"router", "sink", "scheduler"})
 
-_ODD = re.compile(r"[^A-Za-z0-9_-]+")
 _ODD_TAG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 #: unit -> factor to the base unit
@@ -62,11 +63,6 @@ class Point(NamedTuple):
     value: float
     ts: int
     tags: tuple[tuple[str, str], ...] = ()
-
-
-def node(text: str) -> str:
-    """One path node: odd characters (dots included) become ``_``; '' if nothing is left."""
-    return _ODD.sub("_", text) if text else ""
 
 
 def dotted(text: str) -> str:

@@ -17,9 +17,10 @@ install: $(VENV)/.installed
 # measures the agent beside it) and Prometheus itself (a real server scrapes the prometheus
 # sink in tests/integration/test_prometheus.py). Skipped when already there, so no root is needed then;
 # libcairo2 is loaded by graphite-web (its cairocffi) in the demo and the graph tests.
+# Chromium and its driver: the console's tests drive a real headless browser (Selenium).
 # `make system-packages` installs only these.
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container libcairo2 \
-  prometheus-node-exporter prometheus
+  prometheus-node-exporter prometheus chromium chromium-driver
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 

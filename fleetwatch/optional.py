@@ -11,7 +11,8 @@ import importlib
 
 #: optional module -> the extra that installs it
 EXTRAS = {"sqlalchemy": "sinks", "croniter": "sinks", "graphyte": "graphite",
-          "pyspark": "history", "prometheus_client": "prometheus"}
+          "pyspark": "history", "fastapi": "web", "uvicorn": "web", "argon2": "web",
+          "prometheus_client": "prometheus"}
 
 #: exit status when something a command needs is unavailable: an optional dependency, the
 #: state database, an agent, systemd (EX_UNAVAILABLE, sysexits.h)

@@ -55,6 +55,8 @@ COMMANDS = {
     "keys": ("fleetwatch.cli.keys", "create and list CURVE certificates (keys new|list)"),
     "service": ("fleetwatch.cli.service", "install or remove a process's systemd unit "
                                       "(service install|uninstall)"),
+    "web": ("fleetwatch.cli.web", "the operator console and the HTTP API, and their users "
+                                  "and tokens (web serve|user|token)"),
     "history": ("fleetwatch.cli.history", "the history lake on Spark (history compact|sql|gaps|replay|expire)"),
 }
 

@@ -120,13 +120,17 @@ def handled_by_key(alerts: list[dict], acks: list[dict], check_states: list[dict
     return out
 
 
-def run(args, clock=time.time) -> int:
-    config = load(OperatorConfig, args.config)
-    now = clock()
-    from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency
+class Unreadable(Exception):
+    """The state database cannot be read: one line for the user."""
+
+
+def gather(config: OperatorConfig, now: float, limit: int | None,
+           severities: list[str] | None = None) -> tuple[list[dict], int]:
+    """(the alerts, newest first, at most ``limit``; how many there are in all), as
+    ``alerts --json`` prints them (the console lists them through this too); Unreadable."""
+    from fleetwatch.optional import MissingDependency
     from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
-    limit, severities = args.limit or None, at_least(args.severity)
     try:
         reads = state_reads()
         reader = Reader(config.state_url)
@@ -147,8 +151,7 @@ def run(args, clock=time.time) -> int:
         finally:
             reader.close()
     except (MissingDependency, StateError) as e:
-        print(f"fleetwatch alerts: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        raise Unreadable(str(e)) from None
     alerts = [{**{k: row.get(k) for k in FIELDS}, "kept_back": kept.get(row["key"])}
               for row in merged]
     on_alerts(alerts, acks)
@@ -159,7 +162,17 @@ def run(args, clock=time.time) -> int:
         alert["deliveries"] = [{**d, "sent_at": iso(d.get("sent_at")),
                                 "next_attempt": iso(d.get("next_attempt"))}
                                for d in alert["deliveries"] or []]
-    total = max(total, len(alerts))     # (an alert recorded between the reads)
+    return alerts, max(total, len(alerts))     # (an alert recorded between the reads)
+
+
+def run(args, clock=time.time) -> int:
+    from fleetwatch.optional import EX_UNAVAILABLE
+    config = load(OperatorConfig, args.config)
+    try:
+        alerts, total = gather(config, clock(), args.limit or None, at_least(args.severity))
+    except Unreadable as e:
+        print(f"fleetwatch alerts: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
     if args.json:
         print(json.dumps({"alerts": alerts, "total": total, "truncated": total > len(alerts)},
                          indent=2, ensure_ascii=False))

@@ -9,6 +9,7 @@ from fleetwatch.config import DEFAULT_STATE_URL, OPERATOR_CONFIG, setting
 from fleetwatch.graphs.settings import GraphiteWebSettings
 from fleetwatch.security import ClientSecurity
 from sinks.history.config import HistorySettings
+from web.settings import WebSettings
 
 DEFAULT_PATH = OPERATOR_CONFIG
 
@@ -25,6 +26,8 @@ class OperatorConfig:
     graphite: GraphiteWebSettings = setting(factory=GraphiteWebSettings,
                                             help="graphite-web's render API, for the "
                                                  "console's host graphs")
+    web: WebSettings = setting(factory=WebSettings,
+                               help="the console and the HTTP API (fleetwatch web)")
 
     def validate(self):
         if not self.routers:

@@ -193,7 +193,7 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
                     agent["last_seen"] = heard
 
 
-def _read_state(url: str, now: float) -> tuple[list, ...]:
+def _read_state(url: str, now: float, warn=None) -> tuple[list, ...]:
     """agents, plugins, checks, check states, host states, acknowledgements, freshness and
     the downtimes that may cover something at ``now`` from the state database; empty (and
     said) if unreadable."""
@@ -209,7 +209,11 @@ def _read_state(url: str, now: float) -> tuple[list, ...]:
                    reads.host_state, reads.acknowledgements, reads.check_freshness)),
                 reader.read(handling.read_downtimes, now=now))
     except (MissingDependency, StateError) as e:
-        print(f"fleetwatch status: {e}; showing the routers' view only", file=sys.stderr)
+        line = f"{e}; showing the routers' view only"
+        if warn is None:
+            print(f"fleetwatch status: {line}", file=sys.stderr)
+        else:
+            warn(line)
         return [], [], [], [], [], [], [], []
     finally:
         if reader is not None:
@@ -239,12 +243,15 @@ def _type(check: dict) -> str | None:
     return kind
 
 
-def run(args, clock=time.time) -> int:
-    config = load(OperatorConfig, args.config)
+def gather(config: OperatorConfig, now: float, warn=None) -> dict:
+    """What ``status`` shows, read once (the console reads the fleet through it too): every
+    router's PEERS answer and the state database merged. ``agents``, ``checks``, ``routers``
+    (endpoint, id, reachable, problem), ``durability`` (:mod:`fleetwatch.durability`),
+    ``problems`` (every problem, handled or not: :mod:`fleetwatch.cli.problems`),
+    ``unhandled`` (those nothing handles, worst first) and the routers' raw ``answers``. ``warn(line)``: what cannot be read (default: stderr)."""
     answers = ask_all(config.routers, ("PEERS",), config.timeout, keys=client_keys(config))
-    now = clock()
     db_agents, declared, results, check_states, host_states, acks, fresh, downtimes = \
-        _read_state(config.state_url, now)
+        _read_state(config.state_url, now, warn)
     agents = merge(db_agents, answers)
     checks = checks_of(agents, declared, results, now)
     with_states(agents, checks, check_states, host_states, now)
@@ -257,7 +264,16 @@ def run(args, clock=time.time) -> int:
         entry["last_seen"] = iso(entry["last_seen"])
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
                 "problem": a.problem or None} for a in answers]
-    durable = durability.assess(answers)
+    return {"agents": agents, "checks": checks, "routers": routers,
+            "durability": durability.assess(answers), "problems": found,
+            "unhandled": handling.unhandled(found), "answers": answers}
+
+
+def run(args, clock=time.time) -> int:
+    config = load(OperatorConfig, args.config)
+    view = gather(config, clock())
+    agents, checks, routers, durable, found, answers = (
+        view[k] for k in ("agents", "checks", "routers", "durability", "problems", "answers"))
     code = exit_status(answers)
     if code != EXIT_OK:
         missing = sum(1 for a in answers if a.get("PEERS") is None)

@@ -23,6 +23,10 @@ table                 owner       rows
                                   and escalations sent (:mod:`sinks.alerting.escalation`)
 ``alert_events``      alerting    one per alert event, whatever its channels
 ``outbox``            alerting    (event, channel): delivery state and claims
+``web_users``         web         the console's users: name, role, password hash
+``web_tokens``        web         API tokens: a user's, with a role, kept as a digest
+``web_audit``         web         every change made through the console or the API: who,
+                                  what, when
 ====================  ==========  =====================================================
 
 :data:`OWNED` says which tables an owner creates (:func:`sinks.state.db.create`); the
@@ -316,6 +320,37 @@ outbox = Table(
 )
 
 #: owner (a sink type, or the ``fleetwatch silence`` / ``ack`` / ``downtime`` command) -> the tables it creates
+web_users = Table(
+    "web_users", metadata,
+    Column("name", String(64), primary_key=True),
+    Column("role", String(16), nullable=False),          # viewer, operator or admin
+    Column("password", String(255), nullable=False),     # argon2id hash (web/auth.py)
+    Column("created", Float, nullable=False),
+    Column("created_by", String(255), nullable=False),
+)
+
+web_tokens = Table(
+    "web_tokens", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user", String(64), nullable=False),
+    Column("role", String(16), nullable=False),          # at most its user's
+    Column("label", String(255), nullable=False),
+    Column("digest", String(64), nullable=False, unique=True),   # sha256 of the token
+    Column("created", Float, nullable=False),
+    Column("last_used", Float),
+)
+
+web_audit = Table(
+    "web_audit", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("ts", Float, nullable=False),
+    Column("who", String(255), nullable=False),          # user name, or user/token label
+    Column("action", String(64), nullable=False),        # e.g. login, ack.add, user.remove
+    Column("target", Text, nullable=False),
+    Column("details", JSON),
+    Index("ix_web_audit_ts", "ts"),
+)
+
 OWNED = {
     "registry": (agents, agent_routers, plugins),
     "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,
@@ -324,5 +359,6 @@ OWNED = {
     "silences": (silences,),
     "acks": (acknowledgements,),
     "downtimes": (downtimes,),
+    "web": (web_users, web_tokens, web_audit),
 }
 

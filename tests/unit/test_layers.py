@@ -2,7 +2,7 @@
 
     fleetwatch.cli            operator commands: import anything; nothing imports them
     agent router sinks        components: import the core; each other only
-    scheduler plugins         through the edges listed in ALLOWED
+    scheduler plugins web     through the edges listed in ALLOWED
     fleetwatch (the rest)     the core: imports nothing of the above
 
 (``fleetwatch.__main__``, ``python -m fleetwatch``, is the command line's entry: a command.)
@@ -18,14 +18,16 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins")
+PACKAGES = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins", "web")
 CORE, CLI = "fleetwatch", "fleetwatch.cli"
 
-#: component -> the other components it may import: the scheduler reads and writes the state
-#: database (sinks.state); the agent runs plugins and parses their output (plugins)
+#: component -> the other components it may import: the scheduler and the console read and
+#: write the state database (sinks.state); the agent runs plugins and parses their output
+#: (plugins)
 ALLOWED = {
     "scheduler": ("sinks.state",),
     "agent": ("plugins",),
+    "web": ("sinks.state",),
 }
 
 

@@ -1,0 +1,301 @@
+"""``fleetwatch web [serve] | user add|list|remove | token add|list|remove``: the operator
+console and the HTTP API (web/), and who may use them.
+
+``serve`` (the verb by default) reads the operator config (``--config``: its routers, state
+database and ``web:`` section), makes the console's tables if missing, makes the session key
+(``web.secret_file``, mode 0600) at first start, and serves on ``web.listen`` (``--listen``
+wins; 127.0.0.1:8080 by default: this machine only) until Ctrl-C or SIGTERM; HTTPS when
+``web.tls_cert`` and ``web.tls_key`` are set. ``user`` and ``token`` manage the console's
+users (roles viewer, operator, admin) and API tokens in the state database; every change is
+recorded with who made it (the login name of whoever runs the command). A password is asked
+on the terminal, or read from standard input with ``--password-stdin``; a token is printed
+once, when made. Errors are one line and exit 2 (78 for the config).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import secrets
+import socket
+import sys
+
+from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig, login
+from fleetwatch.config import load
+from fleetwatch.display import escape, iso, table
+
+VERBS = ("serve", "user", "token")
+DEFAULT_VERB = "serve"
+HELP = {"serve": "serve the console and the API",
+        "user": "add, list or remove the console's users",
+        "token": "add, list or remove API tokens"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    serve = sub.add_parser("serve", help=HELP["serve"], description=HELP["serve"])
+    serve.add_argument("--listen", metavar="HOST:PORT",
+                       help="listen here (wins over web.listen; default 127.0.0.1:8080)")
+    user = sub.add_parser("user", help=HELP["user"], description=HELP["user"])
+    user.add_argument("action", choices=("add", "list", "remove"))
+    user.add_argument("name", nargs="?", help="the user (add, remove)")
+    user.add_argument("--role", default="viewer",
+                      help="viewer (reads), operator (also acks, downtimes, runs checks) or "
+                           "admin (also users and tokens); default viewer")
+    user.add_argument("--password-stdin", action="store_true",
+                      help="read the password from standard input (else asked on the terminal)")
+    token = sub.add_parser("token", help=HELP["token"], description=HELP["token"])
+    token.add_argument("action", choices=("add", "list", "remove"))
+    token.add_argument("target", nargs="?",
+                       help="add: the user it speaks for; remove: the token's id")
+    token.add_argument("--label", default="", help="add: what the token is for (required)")
+    token.add_argument("--role", help="add: a role below the user's (default: the user's)")
+    for p in (serve, user, token):
+        p.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
+                       help=f"operator config (default {DEFAULT_PATH})")
+    for p in (user, token):
+        p.add_argument("--json", action="store_true", help="list: print JSON")
+
+
+def _engine(config: OperatorConfig):
+    from sinks.state import db
+    from web import store
+    engine = db.engine(config.state_url)
+    store.create(engine)
+    return engine
+
+
+def _fail(message: str) -> int:
+    print(f"fleetwatch web: {escape(message)}", file=sys.stderr)
+    return 2
+
+
+def run(args) -> int:
+    from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency, optional_import
+    try:
+        for module in ("fastapi", "uvicorn", "argon2"):
+            optional_import(module, "fleetwatch web")
+    except MissingDependency as e:
+        print(f"fleetwatch web: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
+    config = load(OperatorConfig, args.config)
+    if args.verb == "serve":
+        return serve(config, args.listen, args.config)
+    from web.auth import AuthError
+    engine = _engine(config)
+    try:
+        return (users if args.verb == "user" else tokens)(engine, args)
+    except AuthError as e:
+        return _fail(str(e))
+    finally:
+        engine.dispose()
+
+
+def users(engine, args) -> int:
+    from web import store
+    if args.action == "list":
+        rows = store.users(engine)
+        if args.json:
+            print(json.dumps(rows, ensure_ascii=False))
+        else:
+            print(table([{**r, "created": iso(r["created"])} for r in rows],
+                        ["name", "role", "tokens", "created", "created_by"]))
+        return 0
+    if not args.name:
+        return _fail(f"user {args.action}: which user?")
+    if args.action == "remove":
+        store.remove_user(engine, args.name, login())
+        print(f"user {escape(args.name)} removed, and their tokens")
+        return 0
+    password = sys.stdin.readline().rstrip("\n") if args.password_stdin else \
+        getpass.getpass(f"password for {args.name}: ")
+    store.add_user(engine, args.name, args.role, password, login())
+    print(f"user {escape(args.name)} added ({args.role})")
+    return 0
+
+
+def tokens(engine, args) -> int:
+    from web import store
+    if args.action == "list":
+        rows = store.tokens(engine)
+        if args.json:
+            print(json.dumps(rows, ensure_ascii=False))
+        else:
+            print(table([{**r, "created": iso(r["created"]), "last_used": iso(r["last_used"])}
+                         for r in rows], ["id", "user", "role", "label", "created", "last_used"]))
+        return 0
+    if not args.target:
+        return _fail(f"token {args.action}: " + ("for which user?" if args.action == "add"
+                                                 else "which token id?"))
+    if args.action == "remove":
+        if not args.target.isdigit():
+            return _fail("token remove: a token's id is a number (token list shows them)")
+        store.remove_token(engine, int(args.target), login())
+        print(f"token {args.target} removed")
+        return 0
+    print(store.add_token(engine, args.target, args.label, args.role, login()))
+    return 0
+
+
+class Actions:
+    """What the console changes, as the commands change it: acknowledgements
+    (fleetwatch/cli/ack.py), downtimes (fleetwatch/cli/downtime.py), and a check run now,
+    by ``fleetwatch run --wait --json`` itself (its JSON is the command's contract; the
+    console waits in a worker thread, never in its event loop)."""
+
+    def __init__(self, config: OperatorConfig, path: str, clock=None):
+        import time
+        self.config, self.path, self.clock = config, path, clock or time.time
+
+    def run_check(self, host: str, plugin: str, timeout: float = 60.0) -> dict:
+        """The check's result now (``fleetwatch run --json``'s document), or Refused."""
+        import subprocess
+
+        from web.app import Refused
+        if not host or not plugin or host.startswith("-") or plugin.startswith("-"):
+            raise Refused("run: which host and which check?")
+        try:
+            res = subprocess.run([sys.executable, "-m", "fleetwatch", "run", host, plugin,
+                                  "--wait", "--json", "--timeout", str(timeout),
+                                  "--config", self.path],
+                                 capture_output=True, text=True, timeout=timeout + 15)
+        except subprocess.TimeoutExpired:
+            raise Refused(f"no result from {host} {plugin} in {timeout:g}s", 504) from None
+        try:
+            return json.loads(res.stdout)
+        except ValueError:
+            line = (res.stderr.strip().splitlines() or ["no answer"])[-1]
+            raise Refused(line.removeprefix("fleetwatch run: "),
+                          404 if res.returncode == 3 else 422) from None
+
+    def ack(self, host: str, check: str | None, by: str, comment: str, sticky: bool,
+            expire: float | None) -> list:
+        from fleetwatch.cli import ack
+        from fleetwatch.cli.silence import Unavailable
+        from sinks.alerting.acks import check_comment
+        from web.app import Refused
+        try:
+            return ack.create(self.config.state_url, host, check, self.clock(), by,
+                              check_comment(comment), sticky, True, expire)
+        except ack.NoProblem as e:
+            raise Refused(str(e), 404) from None
+        except Unavailable as e:
+            raise Refused(str(e), 503) from None
+
+
+    def alerts(self, limit: int) -> tuple[list[dict], int]:
+        """The newest ``limit`` alerts with their delivery per channel, and how many in all,
+        as ``fleetwatch alerts --json`` gives them."""
+        from fleetwatch.cli import alerts
+        from web.app import Refused
+        try:
+            return alerts.gather(self.config, self.clock(), limit)
+        except alerts.Unreadable as e:
+            raise Refused(str(e), 503) from None
+
+    def downtimes(self) -> list[dict]:
+        """The running and planned downtimes, as ``downtime list --json`` gives them."""
+        from fleetwatch.cli import downtime
+        from fleetwatch.optional import MissingDependency
+        from sinks.alerting.downtimes import local_zone
+        from sinks.state import state_reads
+        from sinks.state.reader import StateError, read
+        from web.app import Refused
+        now = self.clock()
+        try:
+            rows = read(self.config.state_url, state_reads().downtimes, now=now, ended=False)
+        except (MissingDependency, StateError) as e:
+            raise Refused(str(e), 503) from None
+        return [downtime.entry(row, now, local_zone()) for row in rows]
+
+    def downtime(self, by: str, host: str, check: str | None, duration: str, comment: str,
+                 children: bool = False) -> int:
+        """A downtime of ``host`` [``check``] from now for ``duration`` (``2h``); its id."""
+        import types
+
+        from fleetwatch.cli import downtime
+        from fleetwatch.cli.silence import Unavailable, write
+        from sinks.alerting import downtimestore
+        from sinks.alerting.downtimes import local_zone
+        from web.app import Refused
+        args = types.SimpleNamespace(host=host, check=check, comment=comment,
+                                     duration=duration, flexible=None, start=None, end=None,
+                                     every=None, children=children)
+        try:
+            d = downtime.plan(args, self.clock(), local_zone(), by)
+            return write(self.config.state_url, lambda conn: downtimestore.add(conn, d),
+                         "downtimes")
+        except ValueError as e:
+            raise Refused(str(e).replace("--for", "duration").replace("--comment",
+                                                                      "comment")) from None
+        except Unavailable as e:
+            raise Refused(str(e), 503) from None
+
+    def end_downtime(self, downtime_id: int) -> bool:
+        from fleetwatch.cli.silence import Unavailable, write
+        from sinks.alerting import downtimestore
+        from web.app import Refused
+        try:
+            return bool(write(self.config.state_url, lambda conn: downtimestore.remove(
+                conn, downtime_id, self.clock()), "downtimes"))
+        except Unavailable as e:
+            raise Refused(str(e), 503) from None
+
+
+def secret_of(path: str) -> str:
+    """The session key at ``path``, made (mode 0600) if missing."""
+    import os
+
+    from fleetwatch import private
+    if not os.path.exists(path):
+        private.write(path, secrets.token_urlsafe(48) + "\n")
+    with open(path, encoding="utf-8") as f:
+        key = f.read().strip()
+    if len(key) < 32:
+        raise SystemExit(f"fleetwatch web: {path}: the session key is too short (delete the "
+                         f"file to make a new one)")
+    return key
+
+
+def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
+    import dataclasses
+
+    import uvicorn
+
+    from fleetwatch.cli.status import gather
+    from web.app import Console, create_app
+    from web.settings import WebSettings
+    if listen:
+        try:
+            settings = dataclasses.replace(config.web, listen=listen)
+            WebSettings.validate(settings)
+        except ValueError as e:
+            return _fail(f"--listen: {e}")
+        config = dataclasses.replace(config, web=settings)
+    engine = _engine(config)
+    app = create_app(Console(config, engine, gather, Actions(config, path)),
+                     secret_of(config.web.secret_file))
+    host, port = config.web.address()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(1024)           # from now on a client waits, not refused, while it starts
+    except OSError as e:
+        sock.close()
+        return _fail(f"cannot listen on {host}:{port}: {e.strerror}")
+    port = sock.getsockname()[1]
+    scheme = "https" if config.web.tls_cert else "http"
+    print(f"fleetwatch web: console and API at {scheme}://{host}:{port}/ (log in with a user "
+          f"made by `fleetwatch web user add NAME --role admin`)", flush=True)
+    server = uvicorn.Server(uvicorn.Config(
+        app, log_level="warning", ssl_certfile=config.web.tls_cert or None,
+        ssl_keyfile=config.web.tls_key or None))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        engine.dispose()
+    return 0

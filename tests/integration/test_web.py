@@ -1,0 +1,296 @@
+"""The console and the API as a user meets them: a real ``fleetwatch web`` over a real fleet
+(router, registry and alerting sinks, an agent whose hostname is hostile), users and tokens
+made with the CLI, HTTP through urllib with a cookie jar: the login (CSRF, wrong password,
+the lockout), the overview with the hostile name inert, the API with a token, and the
+OpenAPI document."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from support.alertsink import failing_plugins
+from support.fleet import wait_for
+
+pytest.importorskip("fastapi")
+pytestmark = pytest.mark.timeout(120)
+
+HOSTILE = "web<script>alert(1)</script>\x1b[2J"
+PASSWORD = "correct horse battery"
+
+
+class Browser:
+    """urllib with cookies, not following redirects (a test reads them)."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+
+        class Stay(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar),
+                                                  Stay)
+
+    def request(self, path: str, form: dict | None = None, headers: dict | None = None):
+        data = urllib.parse.urlencode(form).encode() if form is not None else None
+        req = urllib.request.Request(self.base + path, data=data, headers=headers or {})
+        try:
+            with self.opener.open(req, timeout=10) as res:
+                return res.status, dict(res.headers), res.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read().decode()
+
+    def csrf(self, path: str = "/login") -> str:
+        status, _, body = self.request(path)
+        assert status == 200, body
+        return re.search(r'name="csrf" value="([^"]+)"', body).group(1)
+
+    def login(self, user: str, password: str, csrf: str | None = None):
+        token = self.csrf() if csrf is None else csrf
+        return self.request("/login", {"user": user, "password": password, "csrf": token})
+
+
+def start_console(fleet, alerting: dict | None = None, scheduler: bool = False, **agent):
+    """A fleet (router, registry and alerting sinks, an agent with ``agent`` settings) and
+    ``fleetwatch web`` over it, with users alice (operator) and bob (viewer): (fleet, the
+    operator config, the console's URL)."""
+    router = fleet.router()
+    fleet.sink("registry", [router])
+    fleet.sink("alerting", [router], **({"alerting": alerting} if alerting else {}))
+    fleet.agent([router], **agent)
+    if scheduler:
+        fleet.scheduler([router])
+    op = fleet.operator_config([router])
+    text = op.read_text() + f"web:\n  listen: 127.0.0.1:0\n  secret_file: {fleet.root}/secret\n"
+    op.write_text(text)
+    for name, role in (("alice", "operator"), ("bob", "viewer")):
+        fleet.cli("web", "user", "add", name, "--role", role, "--password-stdin",
+                  "--config", str(op), input=PASSWORD + "\n")
+    web = fleet.start("web", "web", "--config", str(op))
+    url = wait_for(lambda: re.search(r"at (http://127\.0\.0\.1:\d+)/", web.log()), 20,
+                   what="the console's address")
+    wait_for(lambda: fleet.db_rows("SELECT hostname FROM agents"), 20, what="the agent known")
+    return fleet, op, url.group(1)
+
+
+@pytest.fixture
+def console(fleet):
+    return start_console(fleet, hostname=HOSTILE)
+
+
+def test_login_overview_and_logout(console):
+    fleet, op, url = console
+    b = Browser(url)
+    status, headers, _ = b.request("/")
+    assert status == 303 and headers["location"].endswith("/login")
+    assert b.login("alice", "wrong password!")[0] == 401
+    status, headers, _ = b.login("alice", PASSWORD)
+    assert status == 303 and headers["location"].endswith("/")
+    assert "samesite=strict" in headers["set-cookie"].lower()
+    status, headers, page = b.request("/")
+    assert status == 200 and "default-src 'self'" in headers["content-security-policy"]
+    assert "alice (operator)" in page
+    # the agent's hostname is shown, inert: markup escaped, the control character visible
+    assert "web&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2J" in page
+    assert "<script>" not in page and "\x1b" not in page
+    # logging out needs the page's CSRF token
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    assert b.request("/logout", {"csrf": "forged"})[0] == 403
+    assert b.request("/logout", {"csrf": csrf})[0] == 303
+    assert b.request("/")[0] == 303
+    trail = fleet.db_rows("SELECT who, action FROM web_audit ORDER BY id")
+    assert ("alice", "login.failed") in trail and ("alice", "login") in trail
+
+
+def test_a_login_without_the_csrf_token_is_refused(console):
+    _, _, url = console
+    b = Browser(url)
+    b.csrf()                                     # a session, but a forged form
+    assert b.login("alice", PASSWORD, csrf="forged")[0] == 403
+    other = Browser(url)                         # no session at all
+    assert other.request("/login", {"user": "alice", "password": PASSWORD})[0] == 403
+
+
+def test_failed_logins_lock_the_user_out_from_that_address(console):
+    _, _, url = console
+    b = Browser(url)
+    for _ in range(5):
+        assert b.login("bob", "not his password")[0] == 401
+    status, _, page = b.login("bob", PASSWORD)   # the right one, too late
+    assert status == 429 and "too many failed logins" in page
+    assert Browser(url).login("alice", PASSWORD)[0] == 303   # another user is not locked
+
+
+def test_the_api_with_a_token_and_its_openapi_document(console):
+    fleet, op, url = console
+    b = Browser(url)
+    assert b.request("/api/v1/hosts")[0] == 401
+    token = fleet.cli("web", "token", "add", "bob", "--label", "dashboards",
+                      "--config", str(op)).stdout.strip()
+    auth = {"Authorization": f"Bearer {token}"}
+    status, _, body = b.request("/api/v1/hosts", headers=auth)
+    assert status == 200
+    (host,) = json.loads(body)["items"]
+    assert host["hostname"] == HOSTILE             # exact in JSON, which escapes it
+    assert b.request("/api/v1/hosts", headers={"Authorization": "Bearer fwt_nope"})[0] == 401
+    assert b.request("/api/v1/hosts?limit=0", headers=auth)[0] == 422
+    routers = json.loads(b.request("/api/v1/routers", headers=auth)[2])
+    assert routers["routers"][0]["reachable"] is True
+    status, _, body = b.request("/api/v1/openapi.json")
+    paths = json.loads(body)["paths"]
+    assert {"/api/v1/hosts", "/api/v1/problems", "/api/v1/routers"} <= set(paths)
+    listed = json.loads(fleet.cli("web", "token", "list", "--json", "--config", str(op)).stdout)
+    assert [(t["user"], t["role"], t["label"]) for t in listed] == [
+        ("bob", "viewer", "dashboards")]
+    assert listed[0]["last_used"] is not None
+
+
+def test_in_a_real_browser_log_in_and_see_the_host(console, request):
+    from selenium.webdriver.common.by import By
+
+    from support.browser import browser, screenshot
+    _, _, url = console
+    with browser() as driver:
+        driver.get(url + "/")
+        assert driver.current_url.endswith("/login")
+        driver.find_element(By.ID, "user").send_keys("alice")
+        driver.find_element(By.ID, "password").send_keys("wrong password!")
+        driver.find_element(By.ID, "login").click()
+        assert "wrong user name or password" in driver.find_element(By.ID, "error").text
+        driver.find_element(By.ID, "user").send_keys("alice")
+        driver.find_element(By.ID, "password").send_keys(PASSWORD)
+        driver.find_element(By.ID, "login").click()
+        assert driver.find_element(By.ID, "who").text == "alice (operator)"
+        # the hostile hostname is text on the page, its markup never run or parsed
+        names = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#hosts td.hostname")]
+        assert names == ["web<script>alert(1)</script>\\x1b[2J"]
+        assert driver.execute_script("return document.scripts.length") == 0
+        screenshot(driver, request.node.name)
+
+
+def test_an_operator_acknowledges_in_the_browser_a_viewer_cannot(fleet, request):
+    from selenium.webdriver.common.by import By
+
+    from support.browser import browser, screenshot
+    folder, _ = failing_plugins(fleet, ["flaky"])
+    fleet, op, url = start_console(
+        fleet, alerting={"max_check_attempts": 1, "flap_detection": False}, scheduler=True,
+        plugins={"dirs": [str(folder)], "checks": [
+            {"name": "check_flaky", "command": "check_flaky", "interval": 1, "timeout": 5}]})
+    tokens = {name: fleet.cli("web", "token", "add", name, "--label", "test", "--config",
+                              str(op)).stdout.strip() for name in ("alice", "bob")}
+
+    def problems(name="bob"):
+        status, _, body = Browser(url).request(
+            "/api/v1/problems", headers={"Authorization": f"Bearer {tokens[name]}"})
+        return json.loads(body)["problems"]
+    wait_for(lambda: [p for p in problems() if p["check"] == "check_flaky"], 40, 0.2,
+             what="the failing check a problem")
+    # a viewer may read but not acknowledge, by token or by form
+    bob = Browser(url)
+    bob.login("bob", PASSWORD)
+    csrf = bob.csrf("/")
+    assert bob.request("/ack", {"csrf": csrf, "host": "agent-host",
+                                "check": "check_flaky"})[0] == 403
+    assert api_post(url, "/api/v1/acks", tokens["bob"],
+                    {"host": "agent-host", "check": "check_flaky"})[0] == 403
+    assert api_post(url, "/api/v1/acks", tokens["alice"],
+                    {"host": "agent-host", "check": "no_such_check"})[0] == 404
+    assert api_post(url, "/api/v1/runs", tokens["bob"],
+                    {"host": "agent-host", "plugin": "check_flaky"})[0] == 403
+    # the alert, on the alerts page and in the API, as `fleetwatch alerts` lists it
+    status, _, page = bob.request("/alerts")
+    assert status == 200 and "check_flaky" in page and "flaky CRITICAL - on fire" in page
+    status, _, body = bob.request("/api/v1/alerts?limit=10",
+                                  headers={"Authorization": f"Bearer {tokens['bob']}"})
+    listed = json.loads(body)
+    assert any(a["check"] == "check_flaky" and a["action"] == "trigger"
+               for a in listed["alerts"]) and listed["total"] >= 1
+    with browser() as driver:
+        driver.get(url + "/login")
+        driver.find_element(By.ID, "user").send_keys("alice")
+        driver.find_element(By.ID, "password").send_keys(PASSWORD)
+        driver.find_element(By.ID, "login").click()
+        form = driver.find_element(By.CSS_SELECTOR, "#problems form.ack")
+        form.find_element(By.NAME, "comment").send_keys("on it <b>now</b>")
+        form.find_element(By.TAG_NAME, "button").click()
+        heading = driver.find_element(By.CSS_SELECTOR, "#problems h2").text
+        assert heading == "Unhandled problems (0, 1 handled)"
+        screenshot(driver, request.node.name)
+        # run the check now from its host's page, and see what it printed
+        driver.find_element(By.CSS_SELECTOR, "#hosts td.hostname a").click()
+        assert driver.find_element(By.ID, "hostname").text == "agent-host"
+        driver.find_element(By.CSS_SELECTOR, "#checks form.run button").click()
+        assert driver.find_element(By.ID, "run-state").text.startswith("CRITICAL (exit 2)")
+        assert driver.find_element(By.ID, "run-output").text == "flaky CRITICAL - on fire"
+        screenshot(driver, request.node.name + "-run")
+    (handled,) = [p for p in problems() if p["check"] == "check_flaky"]
+    assert handled["handled"]["ack"]["by"] == "alice"
+    assert handled["handled"]["ack"]["comment"] == "on it <b>now</b>"
+    assert ("alice", "ack.add") in fleet.db_rows("SELECT who, action FROM web_audit")
+
+
+def api_post(url: str, path: str, token: str, body: dict):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Authorization": f"Bearer {token}",
+                                          "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as res:
+            return res.status, json.loads(res.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def test_a_host_page_without_graphite_says_so(console):
+    fleet, _, url = console
+    b = Browser(url)
+    b.login("bob", PASSWORD)
+    (uuid,) = [r[0] for r in fleet.db_rows("SELECT uuid FROM agents")]
+    status, _, page = b.request(f"/hosts/{uuid}")
+    assert status == 200
+    assert '<h1 id="hostname">web&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2J</h1>' in page
+    assert "Graphite is not configured: set graphite.url" in page
+    assert "<form method=\"post\" action=\"/ack\"" not in page        # a viewer's page
+    status, _, page = b.request("/hosts/no-such-host")
+    assert status == 404 and "no host no-such-host in the fleet" in page
+
+
+def test_schedule_and_remove_a_downtime_in_the_browser(console, request):
+    from selenium.webdriver.common.by import By
+
+    from support.browser import browser, screenshot
+    fleet, op, url = console
+    tokens = {name: fleet.cli("web", "token", "add", name, "--label", "t", "--config",
+                              str(op)).stdout.strip() for name in ("alice", "bob")}
+    assert api_post(url, "/api/v1/downtimes", tokens["bob"],
+                    {"host": "db-1", "duration": "1h"})[0] == 403
+    assert api_post(url, "/api/v1/downtimes", tokens["alice"],
+                    {"host": "db-1", "duration": "forever"})[0] == 422
+    with browser() as driver:
+        driver.get(url + "/login")
+        driver.find_element(By.ID, "user").send_keys("alice")
+        driver.find_element(By.ID, "password").send_keys(PASSWORD)
+        driver.find_element(By.ID, "login").click()
+        driver.get(url + "/downtimes")
+        driver.find_element(By.ID, "dt-host").send_keys("agent-host")
+        driver.find_element(By.ID, "dt-duration").send_keys("2h")
+        driver.find_element(By.ID, "dt-comment").send_keys("kernel update")
+        driver.find_element(By.ID, "dt-add").click()
+        (row,) = driver.find_elements(By.CSS_SELECTOR, "#downtimes tr.downtime")
+        assert "agent-host" in row.text and "active" in row.text and "kernel update" in row.text
+        screenshot(driver, request.node.name)
+        listed = json.loads(fleet.cli("downtime", "list", "--json", "--config",
+                                      str(op)).stdout)["downtimes"]
+        assert [(d["host"], d["by"], d["comment"]) for d in listed] == [
+            ("agent-host", "alice", "kernel update")]
+        row.find_element(By.CSS_SELECTOR, "form.remove button").click()
+        assert driver.find_elements(By.CSS_SELECTOR, "#downtimes tr.downtime") == []
+    actions = [a for _, a in fleet.db_rows("SELECT who, action FROM web_audit")]
+    assert "downtime.add" in actions and "downtime.remove" in actions

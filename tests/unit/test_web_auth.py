@@ -1,0 +1,92 @@
+"""The console's access rules as logic: roles, passwords, tokens, the login limiter, CSRF."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("argon2")
+
+from support.clock import Clock  # noqa: E402
+from web import auth  # noqa: E402
+from web.settings import WebSettings  # noqa: E402
+
+
+@pytest.mark.parametrize("role, action, allowed", [
+    ("viewer", "read", True), ("viewer", "ack", False), ("viewer", "users", False),
+    ("operator", "ack", True), ("operator", "downtime", True), ("operator", "run", True),
+    ("operator", "users", False), ("admin", "users", True), ("admin", "ack", True),
+    ("admin", "anything else", False), (None, "read", False), ("root", "read", False)])
+def test_each_role_allows_what_the_one_before_does_and_more(role, action, allowed):
+    assert auth.allows(role, action) is allowed
+
+
+def test_a_token_never_has_more_than_its_user():
+    assert auth.lesser("admin", "viewer") == "viewer"
+    assert auth.lesser("viewer", "admin") == "viewer"
+    assert auth.lesser("operator", "operator") == "operator"
+
+
+def test_passwords_are_hashed_and_checked():
+    stored = auth.hash_password("correct horse battery")
+    assert stored.startswith("$argon2id$") and "correct" not in stored
+    assert auth.password_ok(stored, "correct horse battery")
+    assert not auth.password_ok(stored, "correct horse batterY")
+    assert not auth.password_ok("not a hash", "correct horse battery")
+    with pytest.raises(auth.AuthError, match="at least 10 characters"):
+        auth.hash_password("short")
+
+
+@pytest.mark.parametrize("name", ["", "a b", "-x", "x" * 65, "<script>", "é"])
+def test_user_names_are_plain(name):
+    with pytest.raises(auth.AuthError):
+        auth.check_name(name)
+
+
+def test_tokens_are_random_and_kept_as_a_digest():
+    one, two = auth.new_token(), auth.new_token()
+    assert one != two and one.startswith("fwt_") and len(one) > 40
+    assert auth.token_digest(one) == auth.token_digest(one) != auth.token_digest(two)
+    assert one not in auth.token_digest(one)
+
+
+def test_csrf_tokens_compare_whole():
+    token = auth.new_csrf()
+    assert auth.same_token(token, token)
+    assert not auth.same_token(token, token[:-1])
+    assert not auth.same_token(None, None) and not auth.same_token("", "")
+    assert not auth.same_token(token, None)
+
+
+def test_failed_logins_lock_a_user_and_address_for_a_while():
+    clock = Clock(0.0)
+    limiter = auth.LoginLimiter(attempts=3, lockout=60.0, clock=clock)
+    for _ in range(3):
+        assert not limiter.locked("bob", "10.0.0.1")
+        limiter.failed("bob", "10.0.0.1")
+    assert limiter.locked("bob", "10.0.0.1")
+    assert not limiter.locked("bob", "10.0.0.2") and not limiter.locked("alice", "10.0.0.1")
+    clock.advance(61)
+    assert not limiter.locked("bob", "10.0.0.1")
+    limiter.failed("bob", "10.0.0.1")
+    limiter.succeeded("bob", "10.0.0.1")
+    assert limiter.failures == {}
+
+
+def test_the_limiter_forgets_the_oldest_beyond_its_size():
+    limiter = auth.LoginLimiter(attempts=1, lockout=60.0, clock=Clock(0.0), max_keys=3)
+    for n in range(5):
+        limiter.failed(f"user{n}", "a")
+    assert len(limiter.failures) == 3 and limiter.locked("user4", "a")
+
+
+@pytest.mark.parametrize("settings, error", [
+    ({"listen": "8080"}, "listen: expected HOST:PORT"),
+    ({"listen": "127.0.0.1:99999"}, "listen: expected HOST:PORT"),
+    ({"tls_cert": "/etc/cert.pem"}, "give both, or neither"),
+    ({"session_hours": 0}, "session_hours"),
+])
+def test_web_settings_refuse_what_cannot_serve(settings, error):
+    from fleetwatch.config import ConfigError, build
+    with pytest.raises(ConfigError, match=error):
+        build(WebSettings, settings)
+    assert build(WebSettings, {"listen": "[::1]:0"}).address() == ("::1", 0)

@@ -1,0 +1,43 @@
+"""The operator config's ``web:`` section (fleetwatch.yaml), read by ``fleetwatch web``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetwatch.config import setting
+
+#: the address the console listens on unless told: this machine only
+DEFAULT_LISTEN = "127.0.0.1:8080"
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    listen: str = setting(DEFAULT_LISTEN, "HOST:PORT the console and the API listen on "
+                                          "(127.0.0.1: this machine only; put a reverse proxy "
+                                          "or tls_cert in front of anything wider; port 0: "
+                                          "any free port, printed at start)")
+    secret_file: str = setting(
+        "/var/lib/fleetwatch/web-secret",
+        "file holding the key that signs session cookies (made, mode 0600, at first start)")
+    tls_cert: str = setting("", "PEM certificate chain: serve HTTPS (with tls_key)")
+    tls_key: str = setting("", "PEM private key of tls_cert")
+    session_hours: float = setting(12.0, "hours a login lasts")
+    login_attempts: int = setting(5, "failed logins of one user from one address before "
+                                     "they are refused for login_lockout seconds")
+    login_lockout: float = setting(300.0, "seconds failed logins are refused after "
+                                          "login_attempts")
+
+    def validate(self):
+        host, sep, port = self.listen.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError(f"listen: expected HOST:PORT, got {self.listen[:80]!r}")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("tls_cert and tls_key: give both, or neither")
+        if self.session_hours <= 0:
+            raise ValueError("session_hours: expected a positive number")
+        if self.login_attempts < 1 or self.login_lockout < 0:
+            raise ValueError("login_attempts: at least 1; login_lockout: 0 or more")
+
+    def address(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)

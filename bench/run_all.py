@@ -8,7 +8,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["relay.py", "notify_rtt.py", "agent_footprint.py", "scheduler.py", "graphite.py",
-           "alerting.py", "history_query.py",
+           "prometheus.py", "alerting.py", "history_query.py",
            "history_sink.py", "compaction.py", "status_scale.py", "fleetsim.py"]
 
 

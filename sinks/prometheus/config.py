@@ -44,7 +44,7 @@ class PrometheusSettings:
                                          "([A-Za-z_][A-Za-z0-9_]*, or '' for none)")
     stale_after: float = setting(300.0, "seconds without a new value after which a series is "
                                         "no longer served and is forgotten")
-    max_series: int = setting(1_000_000, "series kept at most (about 200 bytes each); a new "
+    max_series: int = setting(1_000_000, "series kept at most (about 150 bytes each); a new "
                                          "series beyond is dropped and counted "
                                          "(dropped_max_series) until stale ones are gone")
 

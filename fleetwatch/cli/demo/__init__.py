@@ -136,8 +136,11 @@ def hold(root: Path) -> int | str:
 
 
 def record(root: Path, data: dict) -> None:
-    """``root/demo.json``, with the demo's own pid (SIGTERM to it stops the whole demo)."""
-    (root / "demo.json").write_text(json.dumps({"pid": os.getpid(), **data}, indent=2))
+    """``root/demo.json``, with the demo's own pid (SIGTERM to it stops the whole demo);
+    written beside and renamed, so a reader never finds it empty or half written."""
+    part = root / "demo.json.part"
+    part.write_text(json.dumps({"pid": os.getpid(), **data}, indent=2))
+    os.replace(part, root / "demo.json")
 
 
 def command_prefix() -> str:

@@ -146,9 +146,9 @@ def _inventory(base: Path, ports: dict) -> dict:
         return {"fleetwatch_router_agents_port": p[0], "fleetwatch_router_control_port": p[1],
                 "fleetwatch_router_tail_port": p[2],
                 "fleetwatch_router_sink_ports": dict(zip(
-                    ("registry", "alerting", "graphite", "history"), p[3:7]))}
+                    ("registry", "alerting", "graphite", "history", "prometheus"), p[3:8]))}
 
-    carbon_line, carbon_query = ports["carbon"]
+    carbon_line, carbon_query, scrape = ports["mon-1"]
     return {"all": {
         "vars": {
             "ansible_connection": "local",
@@ -165,7 +165,8 @@ def _inventory(base: Path, ports: dict) -> dict:
             "fleetwatch_routers": {"hosts": {"router-1": router("router-1"),
                                              "router-2": router("router-2")}},
             "fleetwatch_sinks": {"hosts": {"mon-1": {
-                "fleetwatch_sink_types": ["registry", "alerting", "graphite"],
+                "fleetwatch_sink_types": ["registry", "alerting", "graphite", "prometheus"],
+                "fleetwatch_sink_prometheus": {"listen": f"127.0.0.1:{scrape}"},
                 "fleetwatch_sink_graphite": {"host": "127.0.0.1", "port": carbon_line,
                                              "prefix": "test"},
                 "fleetwatch_sink_alerting": {"max_check_attempts": 2},
@@ -185,8 +186,8 @@ def _inventory(base: Path, ports: dict) -> dict:
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory) -> Deployment:
     base = tmp_path_factory.mktemp("ansible")
-    numbers = free_ports(16)
-    ports = {"router-1": numbers[0:7], "router-2": numbers[7:14], "carbon": numbers[14:16]}
+    numbers = free_ports(19)
+    ports = {"router-1": numbers[0:8], "router-2": numbers[8:16], "mon-1": numbers[16:19]}
     inventory = base / "hosts.yml"
     inventory.write_text(yaml.safe_dump(_inventory(base, ports), sort_keys=False))
     env = ansible_env(base / "ansible-home")
@@ -247,7 +248,8 @@ def test_the_files_written(deployed):
     assert (d.keys / "agents" / f"{uuid}.key").exists()
     backends = {p.name for p in (d.keys / "backends").glob("*.key")}
     assert backends == {"sink-registry@mon-1.key", "sink-alerting@mon-1.key",
-                        "sink-graphite@mon-1.key", "scheduler@mon-1.key", "operator@mon-1.key"}
+                        "sink-graphite@mon-1.key", "sink-prometheus@mon-1.key",
+                        "scheduler@mon-1.key", "operator@mon-1.key"}
 
     # routers: config, server key, every public key allowed, the unit
     for name in ("router-1", "router-2"):
@@ -258,6 +260,7 @@ def test_the_files_written(deployed):
         # the example fleet has no history sink: nothing is routed there, so no agent
         # waits for a history ACK (durable routes, SPEC 4.1)
         assert all("history" not in sinks for sinks in cfg.routes.values())
+        assert cfg.routes["STATS"] == ["graphite", "prometheus"]
         assert cfg.durable_routes() == {"NOTIFY": ["alerting"], "REGISTER": ["registry"]}
         assert cfg.bind.agents == agents_ep[name] and cfg.advertise_host == "127.0.0.1"
         assert cfg.security.curve and Path(cfg.security.server_key).is_relative_to(d.root(name))
@@ -281,9 +284,9 @@ def test_the_files_written(deployed):
     assert _mode(key) == 0o600 and read_certificate(str(key), need_secret=True).uuid == uuid
     assert (d.root(AGENT) / "etc/systemd/system/fleetwatch-agent.service").exists()
 
-    # the monitoring host: three sinks, the scheduler, the operator config, carbon
+    # the monitoring host: four sinks, the scheduler, the operator config, carbon
     mon = d.etc("mon-1")
-    for type_ in ("registry", "alerting", "graphite"):
+    for type_ in ("registry", "alerting", "graphite", "prometheus"):
         cfg = _load("sinks.config:SinkConfig", mon / f"sink-{type_}.yaml")
         assert cfg.type == type_ and cfg.routers == control_ep
         assert cfg.state_url == f"sqlite:///{d.root('mon-1')}/var/lib/fleetwatch/state.db"
@@ -291,22 +294,24 @@ def test_the_files_written(deployed):
         assert read_certificate(cfg.security.key).name == f"sink-{type_}@mon-1"
         assert (d.root("mon-1") / f"etc/systemd/system/fleetwatch-sink-{type_}.service").exists()
         if type_ == "graphite":
-            assert (cfg.graphite.port, cfg.graphite.prefix) == (d.ports["carbon"][0], "test")
+            assert (cfg.graphite.port, cfg.graphite.prefix) == (d.ports["mon-1"][0], "test")
         if type_ == "alerting":
             assert cfg.alerting.max_check_attempts == 2
+        if type_ == "prometheus":
+            assert cfg.prometheus.listen == f"127.0.0.1:{d.ports['mon-1'][2]}"
     cfg = _load("scheduler.config:SchedulerConfig", mon / "scheduler.yaml")
     assert cfg.routers == control_ep and cfg.id == "scheduler@mon-1"
     assert _load("fleetwatch.cli.operator:OperatorConfig", mon / "fleetwatch.yaml").routers \
         == control_ep
     carbon = (mon / "carbon" / "carbon.conf").read_text()
-    assert f"LINE_RECEIVER_PORT = {d.ports['carbon'][0]}" in carbon
+    assert f"LINE_RECEIVER_PORT = {d.ports['mon-1'][0]}" in carbon
     assert "PICKLE_RECEIVER_PORT = 0" in carbon
     unit = (d.root("mon-1") / "etc/systemd/system/fleetwatch-carbon.service").read_text()
     assert "ExecStart=/opt/fleetwatch/venv/bin/python -m fleetwatch.cli.demo.carbon " \
            "--config=/etc/fleetwatch/carbon/carbon.conf" in unit
     venv_python = d.root("mon-1") / "opt/fleetwatch/venv/bin/python"
     res = subprocess.run([str(venv_python), "-c", "import apscheduler, sqlalchemy, graphyte, "
-                          "carbon, whisper, fleetwatch.cli.service"], capture_output=True, text=True,
+                          "prometheus_client, carbon, whisper, fleetwatch.cli.service"], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0, res.stderr
 

@@ -34,7 +34,9 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     assert ("CURVE           OFF" if insecure else "CURVE           on: keys in") in demo.log()
     names = {p["name"] for p in procs}
     assert {"router-1", "router-2", "carbon", "graphite-web", "sink-registry", "sink-alerting",
-            "sink-graphite", "sink-history", "scheduler", "history-compact", "agent"} <= names
+            "sink-graphite", "sink-history", "sink-prometheus", "scheduler", "history-compact",
+            "agent", "console"} <= names
+    assert "Open the console:" in demo.log() and info["console"]["password"] in demo.log()
     for p in procs:
         assert psutil.pid_exists(p["pid"]), p
         assert Path(p["config"]).exists(), p
@@ -94,6 +96,8 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
         wait_for(lambda: (base / metric).exists(), 60, interval=0.5, what=f"whisper {metric}")
         assert read_points(base / metric, timeout=10), metric
     check_graphite_web(op, info, entry["hostname"])
+    check_console(info, entry["hostname"])
+    check_prometheus(info, entry["uuid"])
 
     once = json.loads(fleet.cli("agent", "--once", "--config", agent_cfg).stdout)
     assert any(k.startswith("cpu.") for k in once)
@@ -104,6 +108,31 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     wait_for(lambda: not any(psutil.pid_exists(p["pid"]) and
                              psutil.Process(p["pid"]).status() != psutil.STATUS_ZOMBIE
                              for p in procs), 10, what="every demo process gone")
+
+
+def check_console(info: dict, hostname: str) -> None:
+    """The demo's console answers: its user logs in with the printed password and the
+    overview lists the demo host."""
+    import html
+
+    from support.browser import Browser
+    console = info["console"]
+    b = Browser(console["url"].rstrip("/"))
+    assert b.login(console["user"], console["password"])[0] == 303
+    status, _, page = b.request("/")
+    assert status == 200 and html.escape(hostname) in page
+
+
+def check_prometheus(info: dict, uuid: str) -> None:
+    """The demo's prometheus sink serves the host's stats, labelled with its uuid."""
+    import urllib.request
+
+    def scraped():
+        with urllib.request.urlopen(info["prometheus"], timeout=10) as res:
+            text = res.read().decode()
+        return text if f'instance="{uuid}"' in text and "fleetwatch_cpu_percent" in text \
+            else None
+    wait_for(scraped, 60, interval=1.0, what="the host's stats in the prometheus sink")
 
 
 def check_graphite_web(op: str, info: dict, hostname: str) -> None:

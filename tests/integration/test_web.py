@@ -6,16 +6,15 @@ OpenAPI document."""
 
 from __future__ import annotations
 
-import http.cookiejar
 import json
 import re
 import urllib.error
-import urllib.parse
 import urllib.request
 
 import pytest
 
 from support.alertsink import failing_plugins
+from support.browser import Browser
 from support.fleet import wait_for
 
 pytest.importorskip("fastapi")
@@ -23,38 +22,6 @@ pytestmark = pytest.mark.timeout(120)
 
 HOSTILE = "web<script>alert(1)</script>\x1b[2J"
 PASSWORD = "correct horse battery"
-
-
-class Browser:
-    """urllib with cookies, not following redirects (a test reads them)."""
-
-    def __init__(self, base: str):
-        self.base = base
-        self.jar = http.cookiejar.CookieJar()
-
-        class Stay(urllib.request.HTTPRedirectHandler):
-            def redirect_request(self, *args, **kwargs):
-                return None
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar),
-                                                  Stay)
-
-    def request(self, path: str, form: dict | None = None, headers: dict | None = None):
-        data = urllib.parse.urlencode(form).encode() if form is not None else None
-        req = urllib.request.Request(self.base + path, data=data, headers=headers or {})
-        try:
-            with self.opener.open(req, timeout=10) as res:
-                return res.status, dict(res.headers), res.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, dict(e.headers), e.read().decode()
-
-    def csrf(self, path: str = "/login") -> str:
-        status, _, body = self.request(path)
-        assert status == 200, body
-        return re.search(r'name="csrf" value="([^"]+)"', body).group(1)
-
-    def login(self, user: str, password: str, csrf: str | None = None):
-        token = self.csrf() if csrf is None else csrf
-        return self.request("/login", {"user": user, "password": password, "csrf": token})
 
 
 def start_console(fleet, alerting: dict | None = None, scheduler: bool = False, **agent):
@@ -155,18 +122,18 @@ def test_the_api_with_a_token_and_its_openapi_document(console):
 def test_in_a_real_browser_log_in_and_see_the_host(console, request):
     from selenium.webdriver.common.by import By
 
-    from support.browser import browser, screenshot
+    from support.browser import browser, click_through, screenshot
     _, _, url = console
     with browser() as driver:
         driver.get(url + "/")
         assert driver.current_url.endswith("/login")
         driver.find_element(By.ID, "user").send_keys("alice")
         driver.find_element(By.ID, "password").send_keys("wrong password!")
-        driver.find_element(By.ID, "login").click()
+        click_through(driver, driver.find_element(By.ID, "login"))
         assert "wrong user name or password" in driver.find_element(By.ID, "error").text
         driver.find_element(By.ID, "user").send_keys("alice")
         driver.find_element(By.ID, "password").send_keys(PASSWORD)
-        driver.find_element(By.ID, "login").click()
+        click_through(driver, driver.find_element(By.ID, "login"))
         assert driver.find_element(By.ID, "who").text == "alice (operator)"
         # the hostile hostname is text on the page, its markup never run or parsed
         names = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#hosts td.hostname")]
@@ -178,7 +145,7 @@ def test_in_a_real_browser_log_in_and_see_the_host(console, request):
 def test_an_operator_acknowledges_in_the_browser_a_viewer_cannot(fleet, request):
     from selenium.webdriver.common.by import By
 
-    from support.browser import browser, screenshot
+    from support.browser import browser, click_through, screenshot
     folder, _ = failing_plugins(fleet, ["flaky"])
     fleet, op, url = start_console(
         fleet, alerting={"max_check_attempts": 1, "flap_detection": False}, scheduler=True,
@@ -217,18 +184,19 @@ def test_an_operator_acknowledges_in_the_browser_a_viewer_cannot(fleet, request)
         driver.get(url + "/login")
         driver.find_element(By.ID, "user").send_keys("alice")
         driver.find_element(By.ID, "password").send_keys(PASSWORD)
-        driver.find_element(By.ID, "login").click()
+        click_through(driver, driver.find_element(By.ID, "login"))
         form = driver.find_element(By.CSS_SELECTOR, "#problems form.ack")
         form.find_element(By.NAME, "comment").send_keys("on it <b>now</b>")
-        form.find_element(By.TAG_NAME, "button").click()
+        click_through(driver, form.find_element(By.TAG_NAME, "button"))
         heading = driver.find_element(By.CSS_SELECTOR, "#problems h2").text
         assert heading == "Unhandled problems (0, 1 handled)"
         screenshot(driver, request.node.name)
         # run the check now from its host's page, and see what it printed
-        driver.find_element(By.CSS_SELECTOR, "#hosts td.hostname a").click()
+        click_through(driver, driver.find_element(By.CSS_SELECTOR, "#hosts td.hostname a"))
         assert driver.find_element(By.ID, "hostname").text == "agent-host"
-        driver.find_element(By.CSS_SELECTOR, "#checks form.run button").click()
-        assert driver.find_element(By.ID, "run-state").text.startswith("CRITICAL (exit 2)")
+        click_through(driver, driver.find_element(By.CSS_SELECTOR, "#checks form.run button"))
+        ran = driver.find_element(By.CSS_SELECTOR, "#run-state, #run-error").text
+        assert ran.startswith("CRITICAL (exit 2)"), ran
         assert driver.find_element(By.ID, "run-output").text == "flaky CRITICAL - on fire"
         screenshot(driver, request.node.name + "-run")
     (handled,) = [p for p in problems() if p["check"] == "check_flaky"]
@@ -265,7 +233,7 @@ def test_a_host_page_without_graphite_says_so(console):
 def test_schedule_and_remove_a_downtime_in_the_browser(console, request):
     from selenium.webdriver.common.by import By
 
-    from support.browser import browser, screenshot
+    from support.browser import browser, click_through, screenshot
     fleet, op, url = console
     tokens = {name: fleet.cli("web", "token", "add", name, "--label", "t", "--config",
                               str(op)).stdout.strip() for name in ("alice", "bob")}
@@ -277,12 +245,12 @@ def test_schedule_and_remove_a_downtime_in_the_browser(console, request):
         driver.get(url + "/login")
         driver.find_element(By.ID, "user").send_keys("alice")
         driver.find_element(By.ID, "password").send_keys(PASSWORD)
-        driver.find_element(By.ID, "login").click()
+        click_through(driver, driver.find_element(By.ID, "login"))
         driver.get(url + "/downtimes")
         driver.find_element(By.ID, "dt-host").send_keys("agent-host")
         driver.find_element(By.ID, "dt-duration").send_keys("2h")
         driver.find_element(By.ID, "dt-comment").send_keys("kernel update")
-        driver.find_element(By.ID, "dt-add").click()
+        click_through(driver, driver.find_element(By.ID, "dt-add"))
         (row,) = driver.find_elements(By.CSS_SELECTOR, "#downtimes tr.downtime")
         assert "agent-host" in row.text and "active" in row.text and "kernel update" in row.text
         screenshot(driver, request.node.name)
@@ -290,7 +258,7 @@ def test_schedule_and_remove_a_downtime_in_the_browser(console, request):
                                       str(op)).stdout)["downtimes"]
         assert [(d["host"], d["by"], d["comment"]) for d in listed] == [
             ("agent-host", "alice", "kernel update")]
-        row.find_element(By.CSS_SELECTOR, "form.remove button").click()
+        click_through(driver, row.find_element(By.CSS_SELECTOR, "form.remove button"))
         assert driver.find_elements(By.CSS_SELECTOR, "#downtimes tr.downtime") == []
     actions = [a for _, a in fleet.db_rows("SELECT who, action FROM web_audit")]
     assert "downtime.add" in actions and "downtime.remove" in actions

@@ -1,5 +1,6 @@
-"""A real browser for the console's tests: Debian's headless Chromium driven by Selenium
-(chromium and chromium-driver are the Makefile's system packages; nothing is downloaded).
+"""Browsers for the console's tests: :class:`Browser`, HTTP with a cookie jar (urllib), and a
+real one, Debian's headless Chromium driven by Selenium (chromium and chromium-driver are the
+Makefile's system packages; nothing is downloaded).
 
 :func:`browser` is a context manager giving a WebDriver; :func:`screenshot` saves the page
 as a test artifact in ``test-artifacts/`` at the top of the checkout (or
@@ -9,9 +10,13 @@ as a test artifact in ``test-artifacts/`` at the top of the checkout (or
 from __future__ import annotations
 
 import contextlib
+import http.cookiejar
 import os
 import re
 import shutil
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -40,9 +45,52 @@ def browser():
         driver.quit()
 
 
+def click_through(driver, element, timeout: float = 20.0) -> None:
+    """Click ``element`` (a link, a form's button) and wait until the page it leads to has
+    replaced this one: a click returns before the browser navigates."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+    old = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(driver, timeout).until(expected_conditions.staleness_of(old))
+
+
 def screenshot(driver, name: str) -> Path:
     """Save what the browser shows as ``ARTIFACTS/NAME.png``; its path."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTIFACTS / (re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:120] + ".png")
     driver.save_screenshot(str(path))
     return path
+
+
+class Browser:
+    """urllib with cookies, not following redirects (a test reads them)."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.jar = http.cookiejar.CookieJar()
+
+        class Stay(urllib.request.HTTPRedirectHandler):
+            def redirect_request(self, *args, **kwargs):
+                return None
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar),
+                                                  Stay)
+
+    def request(self, path: str, form: dict | None = None, headers: dict | None = None):
+        data = urllib.parse.urlencode(form).encode() if form is not None else None
+        req = urllib.request.Request(self.base + path, data=data, headers=headers or {})
+        try:
+            with self.opener.open(req, timeout=10) as res:
+                return res.status, dict(res.headers), res.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read().decode()
+
+    def csrf(self, path: str = "/login") -> str:
+        status, _, body = self.request(path)
+        assert status == 200, body
+        return re.search(r'name="csrf" value="([^"]+)"', body).group(1)
+
+    def login(self, user: str, password: str, csrf: str | None = None):
+        token = self.csrf() if csrf is None else csrf
+        return self.request("/login", {"user": user, "password": password, "csrf": token})

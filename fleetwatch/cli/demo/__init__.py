@@ -2,8 +2,10 @@
 
 :mod:`fleetwatch.cli.demo.plan` writes one config file per process into ``--dir`` (and the CURVE
 keys unless ``--insecure``); this module starts the processes in order (routers, carbon-cache
-and graphite-web, sinks, the scheduler, the agent), records them in ``demo.json``, prints
-where everything listens (graphite-web's URL too: the operator config's ``graphite.url``), and
+and graphite-web, sinks (the prometheus sink among them), the scheduler, the agent, the
+console), records them in ``demo.json``, prints where everything listens (graphite-web's URL
+too: the operator config's ``graphite.url``; the console's, with its demo user and password;
+the prometheus sink's ``/metrics``), and
 supervises them until Ctrl-C or SIGTERM, when it stops them all: agent first, routers last,
 SIGKILL for any that do not exit in time.
 """
@@ -172,6 +174,8 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"                  {info['carbon'].whisper_dir}/fleet/<host>/ (cpu, memory, "
         f"checks/<plugin>/...)",
         *graphite_web(info.get("graphite_web")),
+        f"  prometheus      {info['prometheus']} (the prometheus sink: every host's stats and "
+        f"checks, one scrape)",
         (f"  CURVE           on: keys in {info['keys']}/ (routers/, agents/, backends/); "
          f"--insecure turns it off" if info.get("keys") else
          "  CURVE           OFF (--insecure): plain TCP, any local process can connect"),
@@ -181,6 +185,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  logs            {root / 'logs'}/",
         f"  processes       {root / 'demo.json'}",
         "",
+        *console_lines(info.get("console"), root),
         "Look at the fleet:",
         f"  {fw} status --config {op}",
         f"  {fw} status --problems --config {op}   (unhandled problems, worst first)",
@@ -197,6 +202,15 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def console_lines(console: dict | None, root: Path) -> list[str]:
+    """Where the console is and how to log in, or how to get it."""
+    if console is None:
+        return ["The console needs the web extra: pip install 'fleetwatch[web]'", ""]
+    return ["Open the console:",
+            f"  {console['url']}   user {console['user']}, password {console['password']} "
+            f"(kept in {root / 'web-password'})", ""]
 
 
 def graphite_web(web) -> list[str]:
@@ -251,6 +265,8 @@ def run(args: argparse.Namespace) -> int:
             "carbon": {"port": info["carbon"].port, "whisper_dir": str(info["carbon"].whisper_dir),
                        "prefix": GRAPHITE_PREFIX},
             "graphite_web": {"url": web.url} if web is not None else None,
+            "console": info.get("console"),
+            "prometheus": info["prometheus"],
             "processes": [{"name": c.name, "pid": c.pid, "config": str(c.config),
                            "log": str(c.log)} for c in children],
         })

@@ -22,6 +22,7 @@ import importlib.util
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+import secrets
 import subprocess
 
 import yaml
@@ -33,13 +34,15 @@ from fleetwatch.cli.demo.ports import free_port
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates
 
-SINK_TYPES = ("registry", "alerting", "graphite", "history")
+SINK_TYPES = ("registry", "alerting", "graphite", "history", "prometheus")
 #: seconds between two compactions of the demo's history lake
 COMPACT_EVERY = 60
 #: the demo's metrics in carbon: ``fleet.<host>.cpu.percent`` and so on
 GRAPHITE_PREFIX = "fleet"
 #: every sink type a router binds a PUSH for, whether the demo runs that sink or not
-ROUTED_TYPES = ("registry", "alerting", "graphite", "history")
+ROUTED_TYPES = ("registry", "alerting", "graphite", "history", "prometheus")
+#: the console's demo user (an admin), its password made at the first start
+CONSOLE_USER = "demo"
 #: how often the demo agent's checks run (seconds)
 CHECK_INTERVAL = 30
 
@@ -158,6 +161,24 @@ def demo_checks(carbon_port: int) -> list[dict]:
     ]
 
 
+def console_user(root: Path) -> str:
+    """The demo console's admin password (``web-password``, 0600, made at the first start),
+    its user added to the state database if missing (``fleetwatch web user add``)."""
+    path = root / "web-password"
+    if path.exists():
+        password = path.read_text().strip()
+    else:
+        password = secrets.token_urlsafe(12)
+        private.write(path, password + "\n")
+    res = subprocess.run([sys.executable, "-m", "fleetwatch", "web", "user", "add",
+                          CONSOLE_USER, "--role", "admin", "--password-stdin", "--config",
+                          str(root / "fleetwatch.yaml")], input=password + "\n",
+                         capture_output=True, text=True, timeout=60)
+    if res.returncode != 0 and "exists" not in res.stderr:
+        raise RuntimeError(f"cannot make the console's user: {res.stderr.strip()}")
+    return password
+
+
 def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     """Write every process's config into ``root``; return the children to start, in order."""
     root.mkdir(parents=True, exist_ok=True)
@@ -191,6 +212,9 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     web = GraphiteWeb.over(root / "graphite-web", carbon) if missing() is None else None
     configs["sink-graphite.yaml"]["graphite"] = {"host": "127.0.0.1", "port": carbon.port,
                                                  "prefix": GRAPHITE_PREFIX}
+    prometheus = f"127.0.0.1:{free_port()}"
+    configs["sink-prometheus.yaml"]["prometheus"] = {"listen": prometheus}
+    console = f"127.0.0.1:{free_port()}"
     delivery = args.delivery()
     if delivery:
         configs["sink-alerting.yaml"]["alerting"] = {"delivery": delivery}
@@ -207,7 +231,9 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
                                   "history": {"lake": lake, "master": "local[1]",
                                               "conf": {"spark.driver.memory": "1g"},
-                                              "state_url": state_url}}   # the lifecycle
+                                              "state_url": state_url},   # the lifecycle
+                                  "web": {"listen": console,
+                                          "secret_file": str((root / "web-secret").resolve())}}
     if web is not None:                      # the console's graphs
         web.write_config()
         configs["fleetwatch.yaml"]["graphite"] = {"url": web.url, "prefix": GRAPHITE_PREFIX}
@@ -241,6 +267,16 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
         compact.log = (root / "logs" / "history-compact.log").resolve()
         children.append(compact)
     children.append(child("agent", "agent"))
+    if importlib.util.find_spec("fastapi") is not None:    # the web extra
+        web_child = child("fleetwatch", "web")
+        web_child.name, web_child.log = "console", (root / "logs" / "console.log").resolve()
+        children.append(web_child)
+        password = console_user(root)
+    else:
+        password = None
     return children, {"routers": routers, "state_url": state_url,
+                      "console": {"url": f"http://{console}/", "user": CONSOLE_USER,
+                                  "password": password} if password else None,
+                      "prometheus": f"http://{prometheus}/metrics",
                       "keys": security.get("dir"), "carbon": carbon, "graphite_web": web,
                       "channels": sorted((delivery or {}).get("channels", {}))}

@@ -108,8 +108,20 @@ def users(engine, args) -> int:
         store.remove_user(engine, args.name, login())
         print(f"user {escape(args.name)} removed, and their tokens")
         return 0
-    password = sys.stdin.readline().rstrip("\n") if args.password_stdin else \
-        getpass.getpass(f"password for {args.name}: ")
+    from web.auth import check_name, check_role
+    check_name(args.name)               # (before a password is asked for)
+    check_role(args.role)
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    elif not sys.stdin.isatty():
+        return _fail("user add: no terminal to ask the password on: give it on standard "
+                     "input with --password-stdin")
+    else:
+        try:
+            password = getpass.getpass(f"password for {args.name}: ")
+        except (EOFError, KeyboardInterrupt):
+            print(file=sys.stderr)
+            return _fail("user add: no password given")
     store.add_user(engine, args.name, args.role, password, login())
     print(f"user {escape(args.name)} added ({args.role})")
     return 0

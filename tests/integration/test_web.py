@@ -262,3 +262,35 @@ def test_schedule_and_remove_a_downtime_in_the_browser(console, request):
         assert driver.find_elements(By.CSS_SELECTOR, "#downtimes tr.downtime") == []
     actions = [a for _, a in fleet.db_rows("SELECT who, action FROM web_audit")]
     assert "downtime.add" in actions and "downtime.remove" in actions
+
+
+def test_user_and_token_commands_say_what_is_wrong(fleet):
+    op = fleet.operator_config([{"endpoints": {"control": "tcp://127.0.0.1:9"}}])
+
+    def web(*args, input=None):
+        res = fleet.cli("web", *args, "--config", str(op), check=False, input=input)
+        return res.returncode, res.stderr.strip()
+    assert web("user", "add", "bad name", input="") == (
+        2, "fleetwatch web: a user name is 1 to 64 letters, digits or ._@- (starting with a "
+           "letter or digit)")
+    assert web("user", "add", "carol", input="") == (
+        2, "fleetwatch web: user add: no terminal to ask the password on: give it on "
+           "standard input with --password-stdin")
+    assert web("user", "add", "carol", "--role", "root", "--password-stdin",
+               input="long enough pw\n") == (
+        2, "fleetwatch web: a role is one of viewer, operator, admin")
+    assert web("user", "add", "carol", "--password-stdin", input="short\n") == (
+        2, "fleetwatch web: a password has at least 10 characters")
+    assert web("user", "add", "carol", "--password-stdin", input="long enough pw\n")[0] == 0
+    assert web("user", "add", "carol", "--password-stdin", input="long enough pw\n") == (
+        2, "fleetwatch web: user carol exists (remove it first)")
+    assert web("token", "add", "carol")[1] == \
+        "fleetwatch web: a token needs a label (what it is for)"
+    assert web("token", "add", "nobody", "--label", "x") == (2, "fleetwatch web: no user nobody")
+    assert web("token", "remove", "abc")[1] == \
+        "fleetwatch web: token remove: a token's id is a number (token list shows them)"
+    assert web("serve", "--listen", "nonsense")[1] == \
+        "fleetwatch web: --listen: listen: expected HOST:PORT, got 'nonsense'"
+    assert web("user", "remove", "ghost") == (2, "fleetwatch web: no user ghost")
+    users = json.loads(fleet.cli("web", "user", "list", "--json", "--config", str(op)).stdout)
+    assert [(u["name"], u["role"], u["tokens"]) for u in users] == [("carol", "viewer", 0)]

@@ -215,7 +215,8 @@ def test_demo_config_file_is_used(fleet):
     wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
     names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
     assert names == ["router-1", "carbon", "graphite-web", "sink-registry", "sink-alerting",
-                     "sink-graphite", "sink-history", "scheduler", "history-compact", "agent"]
+                     "sink-graphite", "sink-history", "sink-prometheus", "scheduler",
+                     "history-compact", "agent", "console"]
     # A second demo in the same directory is refused before it writes anything: the running
     # fleet keeps its configs (and the CLI its ports).
     before = snapshot(fleet.root / "one")

@@ -109,8 +109,8 @@ class Relay:
         self.doorman: Doorman | None = None
         #: spooled type -> the sink types agents must have its ACK from (SPEC 4.1)
         self.durable = config.durable_routes()
-        #: counter slot of each durable (type, sink) route -> (type, sink) (made at bind)
-        self.durable_slots: dict[int, tuple[str, str]] = {}
+        #: the counter slots of the durable (type, sink) routes (made at bind)
+        self.durable_slots: frozenset[int] = frozenset()
         #: counter slot -> (type, sink): whose drop the ledger notes
         self.slot_names: dict[int, tuple[str, str]] = {}
         #: the sinks connected per type (made at bind)
@@ -194,8 +194,8 @@ class Relay:
                       for t, entries in self.routes.table.items()}
         self.fast = {t: r for t, r in self.table.items() if t not in SLOW_TYPES}
         self.slot_names = {self.counters.slot(t, s): (t, s) for t, s in self.routes.pairs()}
-        self.durable_slots = {self.counters.slot(t, s): (t, s)
-                              for t, sinks in self.durable.items() for s in sinks}
+        self.durable_slots = frozenset(self.counters.slot(t, s)
+                                       for t, sinks in self.durable.items() for s in sinks)
         self.ledger_on = "history" in self.routes.sinks_of("STATS")
         log.info("durable routes (agents keep these until each sink type ACKs them): %s",
                  "; ".join(f"{t} -> {', '.join(s) or 'none'}" for t, s in self.durable.items()))
@@ -461,12 +461,10 @@ class Relay:
 
     # ---------------------------------------------------------------- relay and tail
     def relay(self, envelope: bytes, type_frame: bytes, body: bytes, rid: bytes = b"",
-              peer=None, now: float = 0.0) -> set[str]:
-        """Send a stamped message to each sink type of its route, and to the tail; the sink
-        types that took it. ``peer`` (at ``rid``): the agent it came from, whose drops are
-        noted (:meth:`_lost`)."""
+              peer=None, now: float = 0.0) -> None:
+        """Send a stamped message to each sink type of its route, and to the tail. ``peer``
+        (at ``rid``): the agent it came from, whose drops are noted (:meth:`_lost`)."""
         relayed, dropped = self.counters.relayed, self.counters.dropped
-        took = set()
         for send, slot in self.table.get(type_frame, ()):
             try:
                 send(SIGNATURE, MORE_NB)
@@ -478,10 +476,8 @@ class Relay:
             send(envelope, MORE_NB)
             send(body, NOBLOCK)
             relayed[slot] += 1
-            took.add(self.slot_names[slot][1])
         if self.tail_topics:
             self._publish(envelope, body)
-        return took
 
     def _lost(self, rid: bytes, peer, slot: int, now: float) -> None:
         """An agent's message its route's sink type ``slot`` could not take (counted by the
@@ -576,16 +572,19 @@ class Relay:
         metrics that follow, as long as a history sink takes them."""
         envelope = protocol.envelope("STATS", self.id, self.id)
         chunks = self.ledger.chunks() if self.ledger_on else []
-        first = chunks[0] if chunks else []
-        took = self.relay(envelope, b"STATS",
-                          protocol.encode_body(self.stats([d for _, d in first])))
+        if not chunks:
+            self.relay(envelope, b"STATS", protocol.encode_body(self.stats()))
+            return
+        # a history sink took a STATS when the relay counted it relayed there
+        relayed, to_history = self.counters.relayed, self.counters.slot("STATS", "history")
         for n, chunk in enumerate(chunks):
-            if "history" not in took:
-                return
+            drops = [d for _, d in chunk]
+            msg = self.stats(drops) if n == 0 else protocol.make(
+                "STATS", self.id, self.clock, metrics={}, hostname=self.hostname,
+                source="router", drops=drops)
+            before = relayed[to_history]
+            self.relay(envelope, b"STATS", protocol.encode_body(msg))
+            if relayed[to_history] == before:
+                return                  # kept for the next report
             self.ledger.reported(chunk)
-            if n + 1 < len(chunks):
-                more = chunks[n + 1]
-                took = self.relay(envelope, b"STATS", protocol.encode_body(protocol.make(
-                    "STATS", self.id, self.clock, metrics={}, hostname=self.hostname,
-                    source="router", drops=[d for _, d in more])))
 

@@ -24,6 +24,7 @@ from fleetwatch.cli import status
 from fleetwatch.cli.ack import on_alerts, with_acks
 from fleetwatch.cli import problems as handling
 from fleetwatch.cli.operator import OperatorConfig, add_config
+from fleetwatch.cli.silence import Unavailable
 from fleetwatch.protocol import SEVERITIES
 
 FIELDS = ("msg_id", "uuid", "hostname", "severity", "text", "source", "router", "sent_at",
@@ -120,14 +121,11 @@ def handled_by_key(alerts: list[dict], acks: list[dict], check_states: list[dict
     return out
 
 
-class Unreadable(Exception):
-    """The state database cannot be read: one line for the user."""
-
-
 def gather(config: OperatorConfig, now: float, limit: int | None,
            severities: list[str] | None = None) -> tuple[list[dict], int]:
     """(the alerts, newest first, at most ``limit``; how many there are in all), as
-    ``alerts --json`` prints them (the console lists them through this too); Unreadable."""
+    ``alerts --json`` prints them (the console lists them through this too); Unavailable
+    (:mod:`fleetwatch.cli.silence`) when the state database cannot be read."""
     from fleetwatch.optional import MissingDependency
     from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
@@ -151,7 +149,7 @@ def gather(config: OperatorConfig, now: float, limit: int | None,
         finally:
             reader.close()
     except (MissingDependency, StateError) as e:
-        raise Unreadable(str(e)) from None
+        raise Unavailable(str(e)) from None
     alerts = [{**{k: row.get(k) for k in FIELDS}, "kept_back": kept.get(row["key"])}
               for row in merged]
     on_alerts(alerts, acks)
@@ -170,7 +168,7 @@ def run(args, clock=time.time) -> int:
     config = load(OperatorConfig, args.config)
     try:
         alerts, total = gather(config, clock(), args.limit or None, at_least(args.severity))
-    except Unreadable as e:
+    except Unavailable as e:
         print(f"fleetwatch alerts: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
     if args.json:

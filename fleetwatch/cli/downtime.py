@@ -213,19 +213,29 @@ def end(args, clock=time.time) -> int:
                                      "downtimes"))
 
 
-def listing(args, clock=time.time, tz=None) -> int:
-    from sinks.alerting.downtimes import Downtime, local_zone
-    config = load(OperatorConfig, args.config)
-    now = clock()
+def listed(config: OperatorConfig, now: float, tz, ended: bool) -> tuple[list[dict], list]:
+    """The downtimes running and planned (and ``ended`` ones): (their rows, each as
+    :func:`entry` lists it); the console lists them through this too. Unavailable when the
+    state database cannot be read."""
     from fleetwatch.optional import MissingDependency
     from sinks.state import state_reads
     from sinks.state.reader import StateError, read
     try:
-        rows = read(config.state_url, state_reads().downtimes, now=now, ended=args.all)
+        rows = read(config.state_url, state_reads().downtimes, now=now, ended=ended)
     except (MissingDependency, StateError) as e:
+        raise Unavailable(str(e)) from None
+    return rows, [entry(row, now, tz) for row in rows]
+
+
+def listing(args, clock=time.time, tz=None) -> int:
+    from sinks.alerting.downtimes import Downtime, local_zone
+    config = load(OperatorConfig, args.config)
+    now = clock()
+    try:
+        rows, out = listed(config, now, tz or local_zone(), args.all)
+    except Unavailable as e:
         print(f"fleetwatch downtime: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
-    out = [entry(row, now, tz or local_zone()) for row in rows]
     if args.json:
         print(json.dumps({"downtimes": out}, indent=2, ensure_ascii=False))
         return 0

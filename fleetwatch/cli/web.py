@@ -200,26 +200,23 @@ class Actions:
         """The newest ``limit`` alerts with their delivery per channel, and how many in all,
         as ``fleetwatch alerts --json`` gives them."""
         from fleetwatch.cli import alerts
+        from fleetwatch.cli.silence import Unavailable
         from web.app import Refused
         try:
             return alerts.gather(self.config, self.clock(), limit)
-        except alerts.Unreadable as e:
+        except Unavailable as e:
             raise Refused(str(e), 503) from None
 
     def downtimes(self) -> list[dict]:
         """The running and planned downtimes, as ``downtime list --json`` gives them."""
         from fleetwatch.cli import downtime
-        from fleetwatch.optional import MissingDependency
+        from fleetwatch.cli.silence import Unavailable
         from sinks.alerting.downtimes import local_zone
-        from sinks.state import state_reads
-        from sinks.state.reader import StateError, read
         from web.app import Refused
-        now = self.clock()
         try:
-            rows = read(self.config.state_url, state_reads().downtimes, now=now, ended=False)
-        except (MissingDependency, StateError) as e:
+            return downtime.listed(self.config, self.clock(), local_zone(), False)[1]
+        except Unavailable as e:
             raise Refused(str(e), 503) from None
-        return [downtime.entry(row, now, local_zone()) for row in rows]
 
     def downtime(self, by: str, host: str, check: str | None, duration: str, comment: str,
                  children: bool = False) -> int:

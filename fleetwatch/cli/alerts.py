@@ -6,9 +6,9 @@ recovery, a host DOWN/UP, flapping, a notification) or a recorded NOTIFY that no
 made of (before evaluation ran, or an older database). A NOTIFY and its event are shown as
 one entry, with the notification's own fields (``msg_id``, ``text``, ``received_at``...).
 A problem's trigger since its last recovery carries how the problem is handled now
-(``handled``: ack, downtime, unreachable, host, stale; :mod:`fleetwatch.cli.problems`), and
+(``handled``: ack, downtime, unreachable, host, stale; :mod:`query.handling`), and
 the running acknowledgement that covers it (``ack``: by, comment, until;
-:mod:`fleetwatch.cli.ack`).
+``fleetwatch ack``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,7 @@ import time
 
 from fleetwatch.config import load
 from fleetwatch.display import iso, table
-from fleetwatch.cli import status
-from fleetwatch.cli.ack import on_alerts, with_acks
-from fleetwatch.cli import problems as handling
+from query import fleet, handling
 from fleetwatch.cli.operator import OperatorConfig, add_config
 from fleetwatch.cli.silence import Unavailable
 from fleetwatch.protocol import SEVERITIES
@@ -101,16 +99,16 @@ def handled_by_key(alerts: list[dict], acks: list[dict], check_states: list[dict
                    host_states: list[dict], freshness: list[dict], downtimes: list,
                    agent_rows: list[dict], now: float) -> dict[str, dict]:
     """key -> how the problem of that key is handled now (a check's, an agent's, a local
-    process's), judged as ``status`` judges it (:mod:`fleetwatch.cli.problems`)."""
+    process's), judged as ``status`` judges it (:mod:`query.handling`)."""
     names = {r["uuid"]: r.get("hostname") for r in agent_rows}
     names.update({a["uuid"]: a["hostname"] for a in alerts if a.get("uuid") and a["hostname"]})
     agents = [{"uuid": u, "hostname": names.get(u), "last_seen": None}
               for u in sorted({r["uuid"] for r in host_states})]
     checks = [{"uuid": r["uuid"], "plugin": r["plugin"], "hostname": names.get(r["uuid"]),
                "state": None, "status": r["status"], "output": None} for r in check_states]
-    status.with_states(agents, checks, check_states, host_states, now)
-    status.with_freshness(checks, freshness, now)
-    with_acks(agents, checks, acks)
+    fleet.with_states(agents, checks, check_states, host_states, now)
+    fleet.with_freshness(checks, freshness, now)
+    handling.with_acks(agents, checks, acks)
     handling.with_handling(agents, checks, check_states, host_states,
                            handling.downtime_of(downtimes, now, agent_rows))
     out = {f"{c['uuid']}/check/{c['plugin']}": c["handled"] for c in checks}
@@ -136,13 +134,16 @@ def gather(config: OperatorConfig, now: float, limit: int | None,
             notifications = reader.read(reads.alerts, limit=limit, severities=severities)
             events = reader.read(reads.alert_events, limit=limit, severities=severities)
             total = reader.read(reads.alert_total, severities=severities) or 0
-            acks = reader.read(reads.acknowledgements)
-            check_states = reader.read(reads.check_state)
-            host_states = reader.read(reads.host_state)
-            fresh = reader.read(reads.check_freshness)
+            merged = merge(notifications, events, limit)
+            # the state of the agents listed only (all of them past fleet.SCOPE_MAX)
+            uuids = sorted({a["uuid"] for a in merged if a.get("uuid")})
+            scope = uuids if len(uuids) <= fleet.SCOPE_MAX else None
+            acks = reader.read(reads.acknowledgements, uuids=scope)
+            check_states = reader.read(reads.check_state, uuids=scope)
+            host_states = reader.read(reads.host_state, uuids=scope)
+            fresh = reader.read(reads.check_freshness, uuids=scope)
             downtime_rows = reader.read(handling.read_downtimes, now=now)
             agent_rows = reader.read(reads.agents) if downtime_rows else []
-            merged = merge(notifications, events, limit)
             kept = reader.read(reads.kept_back, keys=[a["key"] for a in merged
                                                       if a["kind"] == "notify"
                                                       and not a["deliveries"]]) or {}
@@ -152,7 +153,7 @@ def gather(config: OperatorConfig, now: float, limit: int | None,
         raise Unavailable(str(e)) from None
     alerts = [{**{k: row.get(k) for k in FIELDS}, "kept_back": kept.get(row["key"])}
               for row in merged]
-    on_alerts(alerts, acks)
+    handling.acks_on_alerts(alerts, acks)
     handling.on_alerts(alerts, handled_by_key(alerts, acks, check_states, host_states, fresh,
                                               downtime_rows, agent_rows, now))
     for alert in alerts:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import and_, exists, func, inspect, select
+from sqlalchemy import and_, exists, func, inspect, select, tuple_
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.expression import SelectBase
 
 from sinks.state import schema
 from sinks.state.db import has_tables
@@ -34,24 +35,44 @@ def present(conn: Connection, table) -> tuple[list, list[str]]:
             [c.name for c in table.columns if c.name not in have])
 
 
-def _rows(conn: Connection, table, where=None, order=()) -> list[dict]:
+#: a scope: the uuids of the agents to read, or a SELECT of them (None: every agent)
+Uuids = Sequence[str] | SelectBase | None
+#: a scope of checks: (uuid, plugin) pairs, or a SELECT of them (None: every check of the
+#: agents in scope)
+Pairs = Sequence[tuple[str, str]] | SelectBase | None
+
+
+def scoped(stmt, table, uuids: Uuids = None, pairs: Pairs = None, name: str = "plugin"):
+    """``stmt`` cut to the agents ``uuids`` and the checks ``pairs`` (``name``: the column
+    of the check's name in ``table``), as the console reads one page of the fleet."""
+    if uuids is not None:
+        stmt = stmt.where(table.c.uuid.in_(uuids if isinstance(uuids, SelectBase) else list(uuids)))
+    if pairs is not None:
+        stmt = stmt.where(tuple_(table.c.uuid, table.c[name]).in_(
+            pairs if isinstance(pairs, SelectBase) else list(pairs)))
+    return stmt
+
+
+def _rows(conn: Connection, table, where=None, order=(), uuids: Uuids = None,
+          pairs: Pairs = None) -> list[dict]:
     columns, missing = present(conn, table)
-    stmt = select(*columns).order_by(*order)
+    stmt = scoped(select(*columns).order_by(*order), table, uuids, pairs)
     if where is not None:
         stmt = stmt.where(where)
     return [{**dict(r._mapping), **dict.fromkeys(missing)} for r in conn.execute(stmt)]
 
 
-def agents(conn: Connection, gone: bool = False) -> list[dict]:
-    """Every agent the registry knows: uuid, hostname, version, first/last seen, the parents
-    it declared, ephemeral, routers; not those deregistered (``agents.gone``) unless
-    ``gone``."""
+def agents(conn: Connection, gone: bool = False, uuids: Uuids = None) -> list[dict]:
+    """Every agent the registry knows (those of ``uuids``): uuid, hostname, version,
+    first/last seen, the parents it declared, ephemeral, routers; not those deregistered
+    (``agents.gone``) unless ``gone``."""
     if not has_tables(conn, "agents"):
         return []
-    rows = _rows(conn, schema.agents)
+    rows = _rows(conn, schema.agents, uuids=uuids)
     out = {r["uuid"]: dict(r, routers={}) for r in rows if gone or r.get("gone") is None}
     if has_tables(conn, "agent_routers"):
-        for r in conn.execute(select(schema.agent_routers)):
+        routers = schema.agent_routers
+        for r in conn.execute(scoped(select(routers), routers, uuids)):
             if r.uuid in out:
                 out[r.uuid]["routers"][r.router] = r.last_seen
     return list(out.values())
@@ -153,12 +174,13 @@ def alert_total(conn: Connection, severities: Sequence[str] | None = None) -> in
     return total
 
 
-def plugins(conn: Connection) -> list[dict]:
-    """Every declared plugin: uuid, source, name, spec (interval, timeout...), declared_at."""
+def plugins(conn: Connection, uuids: Uuids = None, pairs: Pairs = None) -> list[dict]:
+    """Every declared plugin (in scope): uuid, source, name, spec (interval, timeout...),
+    declared_at."""
     if not has_tables(conn, "plugins"):
         return []
     t = schema.plugins
-    stmt = select(t).order_by(t.c.uuid, t.c.name, t.c.source)
+    stmt = scoped(select(t).order_by(t.c.uuid, t.c.name, t.c.source), t, uuids, pairs, "name")
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
@@ -177,35 +199,37 @@ def gone(conn: Connection) -> set[str]:
     return out
 
 
-def checks(conn: Connection, uuid: str | None = None) -> list[dict]:
-    """The latest result of every check (of one agent if ``uuid``), by uuid and plugin."""
+def checks(conn: Connection, uuid: str | None = None, uuids: Uuids = None,
+           pairs: Pairs = None) -> list[dict]:
+    """The latest result of every check (of one agent if ``uuid``; in scope), by uuid and
+    plugin."""
     if not has_tables(conn, "checks"):
         return []
     t = schema.checks
-    stmt = select(t).order_by(t.c.uuid, t.c.plugin)
+    stmt = scoped(select(t).order_by(t.c.uuid, t.c.plugin), t, uuids, pairs)
     if uuid is not None:
         stmt = stmt.where(t.c.uuid == uuid)
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
-def check_state(conn: Connection) -> list[dict]:
+def check_state(conn: Connection, uuids: Uuids = None, pairs: Pairs = None) -> list[dict]:
     """The Nagios state of every check the alerting sinks evaluated (``check_state``);
     ``unreachable``: the parent holding its problem back, None when none (or not recorded
     by this database yet)."""
     if not has_tables(conn, "check_state"):
         return []
     t = schema.check_state
-    return _rows(conn, t, order=(t.c.uuid, t.c.plugin))
+    return _rows(conn, t, order=(t.c.uuid, t.c.plugin), uuids=uuids, pairs=pairs)
 
 
-def host_state(conn: Connection) -> list[dict]:
+def host_state(conn: Connection, uuids: Uuids = None) -> list[dict]:
     """UP/DOWN of every agent ("" name) and heartbeating local process (``host_state``);
     ``unreachable``: the parent that makes a silent agent UNREACHABLE, as in
     :func:`check_state`."""
     if not has_tables(conn, "host_state"):
         return []
     t = schema.host_state
-    return _rows(conn, t, t.c.last_heard > 0, (t.c.uuid, t.c.name))
+    return _rows(conn, t, t.c.last_heard > 0, (t.c.uuid, t.c.name), uuids)
 
 
 def silences(conn: Connection, now: float | None = None, ended: bool = False) -> list[dict]:
@@ -231,26 +255,28 @@ def silences(conn: Connection, now: float | None = None, ended: bool = False) ->
 
 
 def acknowledgements(conn: Connection, now: float | None = None,
-                     ended: bool = False) -> list[dict]:
-    """Acknowledgements, newest first: those running at ``now`` (all if ``ended``). One
-    whose expiry has passed counts as ended even before a sink's tick has marked it."""
+                     ended: bool = False, uuids: Uuids = None) -> list[dict]:
+    """Acknowledgements (of the agents ``uuids``), newest first: those running at ``now``
+    (all if ``ended``). One whose expiry has passed counts as ended even before a sink's
+    tick has marked it."""
     if not has_tables(conn, "acknowledgements"):
         return []
     t = schema.acknowledgements
-    stmt = select(t).order_by(t.c.id.desc())
+    stmt = scoped(select(t).order_by(t.c.id.desc()), t, uuids)
     if not ended:
         now = time.time() if now is None else now
         stmt = stmt.where(t.c.ended.is_(None), (t.c.expire.is_(None)) | (t.c.expire > now))
     return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
-def check_freshness(conn: Connection) -> list[dict]:
-    """When each check was last heard (the alerting sinks' clock) and since when it is
-    stale (``stale_at``; None: not stale), from ``check_freshness``."""
+def check_freshness(conn: Connection, uuids: Uuids = None, pairs: Pairs = None) -> list[dict]:
+    """When each check (in scope) was last heard (the alerting sinks' clock) and since when
+    it is stale (``stale_at``; None: not stale), from ``check_freshness``."""
     if not has_tables(conn, "check_freshness"):
         return []
     t = schema.check_freshness
-    return [dict(r._mapping) for r in conn.execute(select(t).order_by(t.c.uuid, t.c.plugin))]
+    stmt = scoped(select(t).order_by(t.c.uuid, t.c.plugin), t, uuids, pairs)
+    return [dict(r._mapping) for r in conn.execute(stmt)]
 
 
 def downtimes(conn: Connection, now: float | None = None, ended: bool = False) -> list[dict]:

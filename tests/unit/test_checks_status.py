@@ -14,7 +14,7 @@ from fleetwatch.display import ago, first_line, state
 from plugins.output import perfdata_text, plugin_text
 from fleetwatch.cli.run.exchange import command_id
 from fleetwatch.cli.run.target import Usage, declared_timeout, resolve
-from fleetwatch.cli.status import checks_of
+from query.fleet import checks_of
 
 pytestmark = pytest.mark.timeout(60)
 

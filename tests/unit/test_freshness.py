@@ -171,7 +171,8 @@ def test_no_stale_while_the_host_is_down():
     ({"heard": None, "stale_at": 1030.0}, True, "stale: no result since it was declared"),
 ])
 def test_status_marks_what_the_sinks_judged_stale(row, stale, output):
-    from fleetwatch.cli.status import _type, with_freshness
+    from fleetwatch.cli.status import _type
+    from query.fleet import with_freshness
     check = {"uuid": "u", "plugin": "load", "state": "OK", "status": 0, "output": "LOAD OK",
              "state_type": "SOFT", "flapping": False}
     with_freshness([check], [{"uuid": "u", "plugin": "load", **row}] if row else [], 1060.0)

@@ -18,7 +18,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins", "web")
+PACKAGES = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins", "web", "query")
 CORE, CLI = "fleetwatch", "fleetwatch.cli"
 
 #: component -> the other components it may import: the scheduler and the console read and
@@ -27,7 +27,8 @@ CORE, CLI = "fleetwatch", "fleetwatch.cli"
 ALLOWED = {
     "scheduler": ("sinks.state",),
     "agent": ("plugins",),
-    "web": ("sinks.state",),
+    "web": ("sinks.state", "query"),
+    "query": ("sinks.state", "sinks.alerting"),
 }
 
 

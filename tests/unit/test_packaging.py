@@ -7,7 +7,7 @@ import configparser
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-TOP = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins", "web")
+TOP = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins", "web", "query")
 
 
 def listed() -> set[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetwatch.cli import problems as p
+from query import handling as p
 from fleetwatch.display import iso, table
 
 T0 = 1_700_000_000.0
@@ -224,7 +224,7 @@ def test_a_host_problem_has_no_type():
 
 
 def test_an_agent_gone_is_shown_gone_and_is_no_problem():
-    from fleetwatch.cli.status import with_states
+    from query.fleet import with_states
     host = {"uuid": "u1", "name": "", "up": False, "since": 100.0, "deadline": 50.0,
             "last_heard": 40.0, "gone": 60.0}
     agents = [{"uuid": "u1", "hostname": "i-1", "last_seen": None}]

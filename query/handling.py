@@ -1,11 +1,12 @@
-"""Problems and how they are handled: what ``status`` and ``alerts`` show beside a problem,
-and the unhandled problems ``status --problems`` lists, worst first.
+"""Problems and how they are handled: what ``status``, ``alerts`` and the console show
+beside a problem, and the unhandled problems ``status --problems`` and the console's
+problems page list, worst first.
 
 A **problem** is an agent DOWN (or UNREACHABLE), a local process DOWN, or a check whose
 state is not OK (WARNING, CRITICAL, UNKNOWN, a stale check's UNKNOWN included; PENDING is
 none). It is **handled**, as Icinga 2 and Checkmk count their "unhandled problems", when
 
-- an operator acknowledged it (``ack``: by, comment, until; :mod:`fleetwatch.cli.ack`);
+- an operator acknowledged it (``ack``: by, comment, until; ``fleetwatch ack``);
 - it is in a downtime now (``downtime``: id, by, comment, until);
 - it is UNREACHABLE because of a parent DOWN or in a HARD problem (``unreachable``: the
   parent, ``HOST`` or ``HOST/CHECK``), as the alerting sinks recorded it;
@@ -17,8 +18,9 @@ that stopped reporting is a problem like any. SOFT problems count, as in Icinga 
 Checkmk (a problem on its way to HARD is one to look at): they come after the HARD problems
 of their state.
 
-Everything here is plain data in and out: the rows are read by the commands, and every
-text goes through :func:`fleetwatch.display.table`, which escapes what senders wrote.
+Everything here is plain data in and out: the rows are read by :mod:`query.fleet`,
+and every text goes through :func:`fleetwatch.display.table` (the commands) or the
+console's templates, which escape what senders wrote.
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from fleetwatch.display import Stamp, human, iso
-from fleetwatch.cli.ack import cell as ack_cell
 
 #: (hostname, uuid, check or None, when its problem began or None) -> the downtime covering
 #: it now (:func:`downtime_of`), or None
@@ -92,6 +93,46 @@ def downtime_of(rows: list, now: float, agents: Iterable[dict] = (), tz=None) ->
                 "flexible": d.flexible}
     return of
 
+
+# ---------------------------------------------------------------- acknowledgements
+
+def ack_shown(row: dict) -> dict:
+    """What ``status``, ``alerts`` and the console show of an acknowledgement (``ack`` in
+    ``--json``)."""
+    return {"id": row["id"], "by": row["author"], "comment": row["comment"],
+            "sticky": bool(row["sticky"]), "created": iso(row["created"]),
+            "until": iso(row.get("expire"))}
+
+
+def ack_cell(ack: dict | None) -> str | None:
+    """``ACK alice: on it (until 2026-...)`` for a table, or None."""
+    if not ack:
+        return None
+    text = f"ACK {ack['by']}" + (f": {ack['comment']}" if ack["comment"] else "")
+    return text + (f" (until {human(ack['until'])})" if ack["until"] else "")
+
+
+def with_acks(agents: list[dict], checks: list[dict], rows: list[dict]) -> None:
+    """``ack`` on each check and each agent: the running acknowledgement of its problem (a
+    check's, an agent's DOWN), None when there is none."""
+    by_key = {}
+    for row in sorted(rows, key=lambda r: r["id"]):
+        by_key[row["key"]] = ack_shown(row)
+    for check in checks:
+        check["ack"] = by_key.get(f"{check['uuid']}/check/{check['plugin']}")
+    for agent in agents:
+        agent["ack"] = by_key.get(f"{agent['uuid']}/host")
+
+
+def acks_on_alerts(alerts: list[dict], rows: list[dict]) -> None:
+    """``ack`` on each alert (a trigger since its key's last resolve) an acknowledgement
+    covers; None on the others."""
+    by_key = {r["key"]: ack_shown(r) for r in sorted(rows, key=lambda r: r["id"])}
+    for alert, current in zip(alerts, _current(alerts, by_key)):
+        alert["ack"] = by_key[alert["key"]] if current else None
+
+
+# ---------------------------------------------------------------- handling
 
 def handled(ack: dict | None = None, downtime: dict | None = None,
             unreachable: str | None = None, host: str | None = None,
@@ -261,13 +302,18 @@ def summary(shown: list[dict], handled_count: int) -> str:
 def on_alerts(alerts: list[dict], by_key: dict[str, dict]) -> None:
     """``handled`` on each alert: a trigger since its key's last resolve gets its problem's
     handling now (``by_key``: key -> handled object); the others None."""
+    for alert, current in zip(alerts, _current(alerts, by_key)):
+        alert["handled"] = by_key[alert["key"]] if current else None
+
+
+def _current(alerts: list[dict], keys) -> list[bool]:
+    """For each alert: whether it is a trigger of one of ``keys`` since that key's last
+    resolve (the problem it opened is still the one now)."""
     resolved: dict[str, float] = {}
     for alert in alerts:
-        if alert.get("action") == "resolve":
+        if alert.get("action") == "resolve" and alert.get("key") in keys:
             at = alert.get("received_at") or 0
             resolved[alert["key"]] = max(resolved.get(alert["key"], 0), at)
-    for alert in alerts:
-        key = alert.get("key")
-        current = key in by_key and alert.get("action") == "trigger" and \
-            (alert.get("received_at") or 0) > resolved.get(key, -1)
-        alert["handled"] = by_key[key] if current else None
+    return [alert.get("key") in keys and alert.get("action") == "trigger"
+            and (alert.get("received_at") or 0) > resolved.get(alert["key"], -1)
+            for alert in alerts]

@@ -1,0 +1,236 @@
+"""What the fleet looks like, read once: the one query layer of ``fleetwatch status``,
+``status --problems``, ``alerts`` and the console (:mod:`web`).
+
+The state database's rows (:mod:`sinks.state.reads`) and, for ``status``, every router's
+PEERS answer, merged per agent:
+
+- :func:`read` reads the rows of one *scope*: every agent (``status``), or the agents
+  ``uuids`` and the checks ``pairs`` a console page shows (one host, a page of hosts, the
+  problems), so that a page of a fleet of 10,000 hosts reads its own rows, not the fleet's;
+- :func:`assemble` merges them (:func:`merge`, :func:`checks_of`, :func:`with_states`,
+  :func:`with_freshness`, the acknowledgements, :func:`query.handling.with_handling`)
+  into ``agents``, ``checks``, ``problems`` (handled or not) and ``unhandled``.
+
+:mod:`query.pages` chooses the scopes of the console's pages (and counts states) in
+SQL. Only :func:`read` needs SQLAlchemy (imported when called): ``status`` shows the routers'
+view without it. Everything here is plain data: times are epoch seconds in, ISO 8601
+(:func:`fleetwatch.display.iso`) out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from fleetwatch.display import ago, iso, state
+from query import handling
+
+if TYPE_CHECKING:
+    from fleetwatch.ask import Answer
+    from sinks.state import reads
+
+#: a scope larger than this is read whole and cut here: an ``IN`` of thousands of values
+#: costs the database more than the rows it saves
+SCOPE_MAX = 2000
+
+
+@dataclass
+class Rows:
+    """The state database's rows of one scope (:func:`read`), empty when unreadable."""
+    agents: list = field(default_factory=list)
+    plugins: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
+    check_state: list = field(default_factory=list)
+    host_state: list = field(default_factory=list)
+    acks: list = field(default_factory=list)
+    freshness: list = field(default_factory=list)
+    downtimes: list = field(default_factory=list)
+    #: the agents whose parents a downtime with ``children`` follows (all, when one has)
+    parents: list = field(default_factory=list)
+
+
+def read(conn, now: float, uuids: reads.Uuids = None, pairs: reads.Pairs = None) -> Rows:
+    """The rows of the agents ``uuids`` (None: all) and of their checks ``pairs`` (None:
+    all of theirs), and the downtimes that may cover something at ``now``."""
+    from sinks.state import reads      # SQLAlchemy: only where a database is read
+    whole = uuids is None or _large(uuids) or _large(pairs)
+    u, p = (None, None) if whole else (uuids, pairs)
+    rows = Rows(reads.agents(conn, uuids=u), reads.plugins(conn, u, p),
+                reads.checks(conn, uuids=u, pairs=p), reads.check_state(conn, u, p),
+                reads.host_state(conn, u), reads.acknowledgements(conn, now, uuids=u),
+                reads.check_freshness(conn, u, p), handling.read_downtimes(conn, now))
+    if uuids is not None and whole:
+        rows = _cut(rows, set(uuids), None if pairs is None else set(pairs))
+    if uuids is None:
+        rows.parents = rows.agents
+    elif any(getattr(d, "children", False) for d in rows.downtimes):
+        rows.parents = reads.agents(conn)
+    return rows
+
+
+def _large(scope) -> bool:
+    return isinstance(scope, (list, tuple, set)) and len(scope) > SCOPE_MAX
+
+
+def _cut(rows: Rows, uuids: set, pairs: set | None) -> Rows:
+    def keep(items, name="plugin"):
+        return [r for r in items if r["uuid"] in uuids
+                and (pairs is None or (r["uuid"], r[name]) in pairs)]
+    return Rows([r for r in rows.agents if r["uuid"] in uuids], keep(rows.plugins, "name"),
+                keep(rows.checks), keep(rows.check_state),
+                [r for r in rows.host_state if r["uuid"] in uuids],
+                [r for r in rows.acks if r["uuid"] in uuids], keep(rows.freshness),
+                rows.downtimes)
+
+
+def assemble(rows: Rows, now: float, answers=()) -> dict:
+    """``agents`` (the database's, merged with the routers' PEERS ``answers``), their
+    ``checks``, every ``problem`` (handled or not, worst first) and the ``unhandled`` ones.
+    Without answers (the console: it asks the routers for their health only) ``alive`` is
+    None, and ``state`` (UP, DOWN, UNREACHABLE, GONE: the alerting sinks' judgement) says
+    what it knows."""
+    agents = merge(rows.agents, answers)
+    checks = checks_of(agents, rows.plugins, rows.checks, now)
+    with_states(agents, checks, rows.check_state, rows.host_state, now)
+    with_freshness(checks, rows.freshness, now)
+    handling.with_acks(agents, checks, rows.acks)
+    handling.with_handling(agents, checks, rows.check_state, rows.host_state,
+                           handling.downtime_of(rows.downtimes, now, rows.parents))
+    found = handling.problems(agents, checks)
+    for entry in agents:
+        entry["last_seen"] = iso(entry["last_seen"])
+    return {"agents": agents, "checks": checks, "problems": found,
+            "unhandled": handling.unhandled(found)}
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
+    """One entry per agent uuid: uuid, hostname, alive (True, False, or None: unknown, as
+    some router did not answer), last_seen (epoch), routers."""
+    merged: dict[str, dict] = {}
+    for row in db_agents:
+        merged[row["uuid"]] = {"uuid": row["uuid"], "hostname": row.get("hostname"),
+                               "version": row.get("version"), "alive": False,
+                               "last_seen": _number(row.get("last_seen")), "routers": []}
+    for answer in answers:
+        reply = answer.get("PEERS")
+        if reply is None:
+            continue
+        router = answer.router_id or answer.endpoint
+        for peer in reply.get("agents") or []:
+            if not isinstance(peer, dict) or not isinstance(peer.get("uuid"), str):
+                continue
+            entry = merged.setdefault(peer["uuid"], {
+                "uuid": peer["uuid"], "hostname": None, "version": None, "alive": False,
+                "last_seen": None, "routers": []})
+            if isinstance(peer.get("hostname"), str) and not entry["hostname"]:
+                entry["hostname"] = peer["hostname"]
+            entry["alive"] = True
+            if router not in entry["routers"]:
+                entry["routers"].append(router)
+            heard = _number(peer.get("last_heard"))
+            if heard is not None and (entry["last_seen"] is None or heard > entry["last_seen"]):
+                entry["last_seen"] = heard
+    everyone = bool(answers) and all(a.get("PEERS") is not None for a in answers)
+    for entry in merged.values():
+        entry["routers"].sort()
+        if not entry["alive"] and not everyone:
+            entry["alive"] = None
+    return sorted(merged.values(), key=lambda e: (e["hostname"] or "", e["uuid"]))
+
+
+def checks_of(agents: list[dict], declared: list[dict], results: list[dict],
+              now: float) -> list[dict]:
+    """One entry per declared (agent, plugin), in the agents' order then by plugin name.
+
+    A plugin declared by several sources of one agent (the agent and a local process) is
+    one check: results are kept per (uuid, plugin).
+    """
+    latest = {(r["uuid"], r["plugin"]): r for r in results}
+    by_agent: dict[str, dict[str, dict]] = {}
+    for row in declared:
+        spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
+        entry = by_agent.setdefault(row["uuid"], {}).setdefault(row["name"], {
+            "plugin": row["name"], "sources": [], "interval": _number(spec.get("interval")),
+            "timeout": _number(spec.get("timeout"))})
+        entry["sources"].append(row["source"])
+    out = []
+    for agent in agents:
+        for name in sorted(by_agent.get(agent["uuid"], {})):
+            entry = by_agent[agent["uuid"]][name]
+            result = latest.get((agent["uuid"], name)) or {}
+            ran = result.get("started") if result.get("started") is not None \
+                else result.get("last_result")
+            out.append({"uuid": agent["uuid"], "hostname": agent.get("hostname"), **entry,
+                        "state": state(result.get("status")), "status": result.get("status"),
+                        "output": result.get("output"), "long_output": result.get("long_output"),
+                        "perfdata": result.get("perfdata"), "command_id": result.get("command_id"),
+                        "duration": result.get("duration"), "router": result.get("router"),
+                        "last_run": iso(ran), "ago": ago(ran, now)})
+    return out
+
+
+def with_states(agents: list[dict], checks: list[dict], check_states: list[dict],
+                host_states: list[dict], now: float | None = None) -> None:
+    """Add what the alerting sinks judged: each check's state type (HARD/SOFT), attempt and
+    flapping (None while never evaluated); each agent's ``state`` UP/DOWN since when, and
+    its heartbeating local ``processes`` -- these keys only for agents the alerting sinks
+    have heard heartbeats from. An agent's last heartbeat counts for its ``last_seen``
+    (epoch seconds here). An agent that left (ephemeral and silent, or deregistered while
+    the registry still lists it) is GONE: no problem, pages nobody.
+
+    A host still UP past the deadline the sinks stored (no alerting sink has run its tick
+    since: stopped, or behind) is DOWN since that deadline, by the sinks' own rule
+    (:func:`sinks.alerting.hosts.expire`), as of ``now``."""
+    judged = {(r["uuid"], r["plugin"]): r for r in check_states}
+    for check in checks:
+        row = judged.get((check["uuid"], check["plugin"]))
+        if row is None or row.get("last_result") is None:
+            check.update(state_type=None, attempt=None, max_attempts=None, flapping=None,
+                         percent_change=None, hard_since=None)
+            continue
+        check.update(state_type="HARD" if row["hard"] else "SOFT", attempt=row["attempt"],
+                     max_attempts=row["max_attempts"], flapping=bool(row["flapping"]),
+                     percent_change=row["percent"], hard_since=iso(row["since"]))
+    hosts: dict[str, list[dict]] = {}
+    for row in host_states:
+        hosts.setdefault(row["uuid"], []).append(row)
+    for agent in agents:
+        for row in hosts.get(agent["uuid"], []):
+            up, since = row["up"], row["since"]
+            deadline = _number(row.get("deadline"))
+            if up and now is not None and deadline and now > deadline:
+                up, since = False, deadline
+            name = "UP" if up else "DOWN"
+            if row.get("gone") is not None:     # deregistered, or ephemeral gone silent
+                name, since = "GONE", row["gone"]
+            entry = {"state": name, "state_since": iso(since),
+                     "last_heartbeat": iso(row["last_heard"])}
+            if row["name"]:
+                agent.setdefault("processes", []).append({"name": row["name"], **entry})
+            else:
+                agent.update(entry)
+                heard = _number(row["last_heard"])
+                if heard is not None and (agent["last_seen"] is None
+                                          or heard > agent["last_seen"]):
+                    agent["last_seen"] = heard
+
+
+def with_freshness(checks: list[dict], rows: list[dict], now: float) -> None:
+    """Mark the checks the alerting sinks judged stale (``check_freshness``: stale since a
+    time it has not been heard after): ``stale`` true, ``stale_since``, state UNKNOWN and
+    the stale text as their output (the last real result's other fields stay)."""
+    marks = {(r["uuid"], r["plugin"]): r for r in rows}
+    for check in checks:
+        row = marks.get((check["uuid"], check["plugin"])) or {}
+        heard, stale_at = _number(row.get("heard")), handling.stale_since(row)
+        stale = stale_at is not None
+        check.update(stale=stale, stale_since=iso(stale_at))
+        if stale:
+            silent = f"for {max(0, int(now - heard))} s" if heard is not None else \
+                "since it was declared"
+            check.update(state="UNKNOWN", status=3, output=f"stale: no result {silent}")

@@ -5,9 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= .demo
 
-.PHONY: install system-packages demo test bench docs clean
+.PHONY: install system-packages assets demo test bench docs clean
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed $(ASSETS_BUILT)
 
 # Debian packages the demo and the tests use: Nagios plugins (the demo agent declares one;
 # the parser tests run them), PostgreSQL (a throwaway cluster for the shared-state tests) and
@@ -53,6 +53,30 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[all,test]'
 	touch $@
 
+# The console's CSS and JavaScript (web/assets.py): the npm packages pinned by
+# web/assets/package-lock.json (npm ci: from the registry, or the npm cache or a mirror on a
+# machine without internet, docs/operating/console.md), then the files the pages load copied
+# into web/static/ with our own (web/assets/). Neither is committed. Part of install, so of
+# demo and test, rebuilt when the lock or our files change; without npm or the registry,
+# install goes on and the console serves its pages unstyled and not updating while open (it
+# logs so).
+ASSETS_BUILT := web/assets/node_modules/.fleetwatch-built
+ASSETS_SOURCES := web/assets/package.json web/assets/package-lock.json \
+  web/assets/fleetwatch.css web/assets/console.js web/assets/favicon.svg web/assets.py
+
+$(ASSETS_BUILT): $(ASSETS_SOURCES) | $(VENV)/.installed
+	@$(MAKE) --no-print-directory assets || echo "make install: the console's CSS and \
+	JavaScript are not built (above: why); it serves its pages without them. Build them with \
+	make assets once npm can reach its registry, a mirror or its cache \
+	(docs/operating/console.md)" >&2
+
+assets: $(VENV)/.installed
+	@command -v npm >/dev/null || { echo "make assets: npm not found: install nodejs and \
+	npm (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	cd web/assets && npm ci
+	$(BIN)/python -m web.assets
+	@touch $(ASSETS_BUILT)
+
 system-packages:
 	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || $(APT_INSTALL) || \
 	  (apt-get update -q && $(APT_INSTALL))
@@ -72,4 +96,4 @@ docs: install
 	$(BIN)/python docs/generate.py
 
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info
+	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info web/static web/assets/node_modules

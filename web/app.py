@@ -34,7 +34,7 @@ from starlette.templating import Jinja2Templates
 
 from fleetwatch.display import escape
 from fleetwatch.graphs.host import host_graphs
-from web import auth, store
+from web import assets, auth, store
 
 TEMPLATES = Path(__file__).parent / "templates"
 SESSION_COOKIE = "fleetwatch_session"
@@ -101,6 +101,7 @@ def create_app(console: Console, secret: str) -> FastAPI:
                        https_only=bool(settings.tls_cert))
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.finalize = _finalize
+    assets.mount(app, templates, settings)       # /static/, styles(), scripts(), refresh
 
     @app.middleware("http")
     async def security_headers(request: Request, call_next):

@@ -26,6 +26,11 @@ class WebSettings:
                                      "they are refused for login_lockout seconds")
     login_lockout: float = setting(300.0, "seconds failed logins are refused after "
                                           "login_attempts")
+    refresh: float = setting(10.0, "seconds between updates of a page left open (the browser "
+                                   "asks for the same page again and swaps in its content; "
+                                   "0: pages do not update); 1 to 3600")
+    assets: str = setting("", "directory of the console's built CSS and JavaScript ('': "
+                              "web/static beside the code, where `make assets` builds them)")
 
     def validate(self):
         host, sep, port = self.listen.rpartition(":")
@@ -37,6 +42,9 @@ class WebSettings:
             raise ValueError("session_hours: expected a positive number")
         if self.login_attempts < 1 or self.login_lockout < 0:
             raise ValueError("login_attempts: at least 1; login_lockout: 0 or more")
+        if self.refresh != 0 and not 1 <= self.refresh <= 3600:
+            raise ValueError(f"refresh: expected 0 (off) or 1 to 3600 seconds, got "
+                             f"{self.refresh:g}")
 
     def address(self) -> tuple[str, int]:
         host, _, port = self.listen.rpartition(":")

@@ -27,7 +27,9 @@ ARTIFACTS = Path(os.environ.get("FLEETWATCH_ARTIFACTS")
 
 
 @contextlib.contextmanager
-def browser():
+def browser(logs: bool = False):
+    """Headless Chromium; with ``logs``, what its console printed (errors, Content-Security-
+    Policy violations) is kept for ``driver.get_log("browser")``."""
     webdriver = pytest.importorskip("selenium.webdriver")
     if not (shutil.which(CHROMIUM) and shutil.which(DRIVER)):
         pytest.skip("chromium and chromium-driver are not installed (make install does)")
@@ -37,6 +39,8 @@ def browser():
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
                 "--window-size=1280,1000", "--disable-gpu", "--no-first-run"):
         options.add_argument(arg)
+    if logs:
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(DRIVER), options=options)
     driver.set_page_load_timeout(20)
     try:

@@ -1,0 +1,189 @@
+"""The console's pages as a browser loads them: their CSS and JavaScript from the console
+itself (built from npm packages by ``make assets``, web/assets.py), nothing from elsewhere,
+no Content-Security-Policy violation, and a page left open that updates itself (short
+polling, ``web.refresh``): a downtime scheduled through the API appears on the open
+downtimes page without a reload, not while the user types in its form, and a session that
+ends sends the page to the login form. Without the built files every page is served all
+the same, and the console says once how to build them.
+
+A real ``fleetwatch web`` (no routers: these pages read the state database), Debian's
+headless Chromium driven by Selenium."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import urllib.request
+
+import pytest
+import yaml
+
+from support.browser import Browser
+from support.fleet import wait_for
+
+pytest.importorskip("fastapi")
+pytestmark = pytest.mark.timeout(120)
+
+PASSWORD = "correct horse battery"
+
+
+def start(fleet, **web):
+    """``fleetwatch web`` with ``web`` settings and an operator, alice: (config, its
+    process, its URL, alice's API token)."""
+    op = fleet.operator_config([{"endpoints": {"control": "tcp://127.0.0.1:9"}}])
+    settings = {"listen": "127.0.0.1:0", "secret_file": str(fleet.root / "secret"), **web}
+    op.write_text(op.read_text() + yaml.safe_dump({"web": settings}))
+    fleet.cli("web", "user", "add", "alice", "--role", "operator", "--password-stdin",
+              "--config", str(op), input=PASSWORD + "\n")
+    token = fleet.cli("web", "token", "add", "alice", "--label", "test", "--config",
+                      str(op)).stdout.strip()
+    proc = fleet.start("web", "web", "--config", str(op))
+    found = wait_for(lambda: re.search(r"at (http://127\.0\.0\.1:\d+)/", proc.log()), 20,
+                     what="the console's address")
+    return op, proc, found.group(1), token
+
+
+def schedule(url: str, token: str, host: str) -> int:
+    """A downtime of ``host`` scheduled through the API: its id."""
+    req = urllib.request.Request(url + "/api/v1/downtimes", method="POST",
+                                 data=json.dumps({"host": host, "duration": "2h"}).encode(),
+                                 headers={"Authorization": f"Bearer {token}",
+                                          "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as res:
+        assert res.status == 201
+        return json.loads(res.read())["id"]
+
+
+def rows(driver) -> list[str]:
+    """The downtimes the open page lists (read in one go: the page may swap meanwhile)."""
+    return driver.execute_script("return Array.from(document.querySelectorAll("
+                                 "'#downtimes tr.downtime'), r => r.innerText)")
+
+
+def text(driver, selector: str) -> str:
+    return driver.execute_script("return document.querySelector(arguments[0]).innerText",
+                                 selector)
+
+
+def until(driver, condition, what: str, timeout: float = 20.0):
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+    return WebDriverWait(driver, timeout, 0.1, (StaleElementReferenceException,)).until(
+        lambda d: condition(), message=what)
+
+
+@pytest.fixture
+def built():
+    from web import assets
+    missing = assets.Assets(assets.BUILT).missing()
+    if missing:
+        pytest.skip(f"the console's assets are not built ({', '.join(missing)}): "
+                    f"{assets.HOW}")
+    return assets.BUILT
+
+
+def test_an_open_page_updates_itself_from_the_console_alone(fleet, built, request):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    from support.browser import browser, click_through, screenshot
+    op, _, url, token = start(fleet, refresh=1)
+    with browser(logs=True) as driver:
+        driver.get(url + "/login")
+        driver.find_element(By.ID, "user").send_keys("alice")
+        driver.find_element(By.ID, "password").send_keys(PASSWORD)
+        click_through(driver, driver.find_element(By.ID, "login"))
+        driver.get(url + "/downtimes")
+        assert rows(driver) == []
+        driver.execute_script("window.sameDocument = true")   # gone if the page reloads
+
+        # a downtime scheduled elsewhere appears on the open page, without a reload
+        schedule(url, token, "db-1")
+        until(driver, lambda: any("db-1" in r for r in rows(driver)), "the downtime shown")
+        assert driver.execute_script("return window.sameDocument") is True
+        assert text(driver, "#live").startswith("Updated ")
+
+        # its CSS and JavaScript came from the console, and nothing else did
+        names = driver.execute_script(
+            "return performance.getEntriesByType('resource').map(e => e.name)")
+        assert names and all(n.startswith(url + "/") for n in names), names
+        loaded = {re.sub(r"\?v=[0-9a-f]+$", "", n).removeprefix(url) for n in names}
+        assert {"/static/pico.classless.min.css", "/static/fleetwatch.css",
+                "/static/htmx.min.js", "/static/console.js"} <= loaded
+        assert driver.execute_script(
+            "return getComputedStyle(document.querySelector('#downtimes thead th')).position"
+        ) == "sticky"                                         # fleetwatch.css applied
+        screenshot(driver, request.node.name)
+
+        # no update while the user types: what they typed stays, the page waits
+        # (the page may swap its <main> between finding the field and typing: again then)
+        until(driver, lambda: driver.find_element(By.ID, "dt-host").send_keys("half-typed")
+              or True, "typing in the form")
+        schedule(url, token, "db-2")
+        until(driver, lambda: text(driver, "#live").startswith("Not updating while you edit"),
+              "the update held")
+        assert not any("db-2" in r for r in rows(driver))
+        field = driver.find_element(By.ID, "dt-host")
+        assert field.get_attribute("value") == "half-typed"
+        field.send_keys(Keys.CONTROL, "a", Keys.DELETE)
+        driver.find_element(By.CSS_SELECTOR, "header strong").click()   # the form as it was
+        until(driver, lambda: any("db-2" in r for r in rows(driver)), "the update resumed")
+        assert driver.execute_script("return window.sameDocument") is True
+
+        # the session ends (the user removed): the next update loads the login form as a
+        # page of its own, never inside this one
+        fleet.cli("web", "user", "remove", "alice", "--config", str(op))
+        until(driver, lambda: driver.current_url.endswith("/login"), "the login page")
+        assert driver.find_elements(By.CSS_SELECTOR, "main main") == []
+        assert driver.find_element(By.ID, "login")
+
+        problems = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"
+                    or "Content Security Policy" in e["message"]]
+        assert problems == []
+
+
+def test_the_built_files_are_versioned_and_kept_by_browsers(fleet, built):
+    _, _, url, _ = start(fleet)
+    b = Browser(url)
+    b.login("alice", PASSWORD)
+    status, _, page = b.request("/alerts")
+    assert status == 200
+    (href,) = re.findall(r'href="(/static/fleetwatch\.css\?v=[0-9a-f]+)"', page)
+    digest = hashlib.sha256((built / "fleetwatch.css").read_bytes()).hexdigest()[:16]
+    assert href.endswith(f"?v={digest}")
+    status, headers, body = b.request(href)
+    assert status == 200 and headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert "default-src 'self'" in headers["content-security-policy"]
+    assert body == (built / "fleetwatch.css").read_text()
+    status, headers, _ = b.request("/static/fleetwatch.css")
+    assert status == 200 and headers["cache-control"] == "no-cache"
+    # scripts only where a page updates itself; and none from anywhere but /static/
+    assert re.findall(r'<script src="([^"?]+)', page) == ["/static/htmx.min.js",
+                                                          "/static/console.js"]
+    assert 'hx-get="/alerts"' in page and 'hx-trigger="every 10s, live-refresh"' in page
+    status, _, page = b.request("/login")
+    assert "<script" not in page and "/static/pico.classless.min.css" in page
+
+
+def test_without_the_built_files_every_page_is_served_and_the_log_says_why(fleet, tmp_path):
+    op, proc, url, _ = start(fleet, assets=str(tmp_path / "not-built"))
+    b = Browser(url)
+    assert b.login("alice", PASSWORD)[0] == 303
+    for path in ("/login", "/alerts", "/downtimes", "/downtimes"):
+        status, _, page = b.request(path)
+        assert status == 200, (path, page)
+        assert "<script" not in page and "<link" not in page and "hx-get" not in page
+    # a form works without JavaScript
+    csrf = b.csrf("/downtimes")
+    status, headers, _ = b.request("/downtimes", {"csrf": csrf, "host": "db-1",
+                                                  "duration": "1h", "comment": "no js"})
+    assert status == 303 and headers["location"] == "/downtimes"
+    assert "no js" in b.request("/downtimes")[2]
+    assert b.request("/static/htmx.min.js")[0] == 404
+    said = [line for line in proc.log().splitlines() if "are not built" in line]
+    assert said == [
+        f"the console's CSS and JavaScript are not built (pico.classless.min.css, "
+        f"fleetwatch.css, htmx.min.js, console.js, favicon.svg missing in {tmp_path / 'not-built'}): pages "
+        f"are served unstyled and do not update while open; build them with make assets "
+        f"(or: npm ci in web/assets, then python -m web.assets)"]

@@ -1,11 +1,22 @@
 """A client of graphite-web's HTTP API: the series a host has, and their points over a range.
 
-- :meth:`Graphite.metrics`: the leaf series under ``PREFIX.HOST`` (the host's name as the
-  graphite sink names it, :func:`fleetwatch.metricpath.node`), found level by level with
-  ``/metrics/find?query=PREFIX.HOST.*``, ``PREFIX.HOST.*.*``... (``format=json`` gives each
-  node's real path and whether it is a leaf), at most ``max_series`` of them;
+- :meth:`Graphite.metrics`: a host's series, at most ``max_series`` of them, named as the
+  graphite sink names them (``tags`` is the sink's setting of that name):
+
+  - host paths (``tags`` off): the leaves under ``PREFIX.HOST`` (the host's name made one
+    node, :func:`fleetwatch.metricpath.node`), found level by level with
+    ``/metrics/find?query=PREFIX.HOST.*``, ``PREFIX.HOST.*.*``... (``format=json`` gives
+    each node's real path and whether it is a leaf);
+  - tagged series (``tags`` on: ``PREFIX.NAME;host=HOST``, the host's name a tag value,
+    :func:`fleetwatch.metricpath.tag_value`): whisper keeps them under a hash of the name,
+    so only graphite-web's tag database knows them: ``/tags/findSeries?expr=host=HOST&
+    expr=name=~^PREFIX\\.`` (the second expression keeps other prefixes' series out, as the
+    path's first nodes do; none without a prefix). The tag value has only letters, digits
+    and ``. _ -``, so it cannot change the expression;
 - :meth:`Graphite.render`: ``/render`` with ``format=json``, ``from``/``until`` in epoch
-  seconds and ``maxDataPoints``, its targets sent in a POST body (a host may have hundreds).
+  seconds and ``maxDataPoints``, its targets sent in a POST body (a host may have hundreds);
+  a tagged series' name is a target as it is;
+- :meth:`Graphite.relative`: a series' name below its host (``cpu.percent``), either way.
 
 Nothing here raises through its caller: a refused connection, a timeout, an HTTP error, an
 answer that is not the JSON expected, a host Graphite does not know, each comes back as a
@@ -19,6 +30,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import re
 import socket
 import urllib.error
 import urllib.parse
@@ -26,7 +38,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
-from fleetwatch.metricpath import node
+from fleetwatch.metricpath import node, tag_value
 
 #: the largest answer read (bytes): a week of 1 s points for 200 series is about 40 MB
 MAX_ANSWER = 64 * 1024 * 1024
@@ -77,22 +89,41 @@ def urllib_fetch(url: str, body: bytes | None, timeout: float) -> tuple[int, byt
 
 
 class Graphite:
-    """graphite-web at ``url`` (the render API's base), for hosts under ``prefix``."""
+    """graphite-web at ``url`` (the render API's base), for hosts under ``prefix``, their
+    series tagged (``tags``) or under host paths."""
 
     def __init__(self, url: str, timeout: float = 5.0, prefix: str = "fleet",
-                 fetch: Fetch = urllib_fetch, max_series: int = 200):
+                 fetch: Fetch = urllib_fetch, max_series: int = 200, tags: bool = False):
         self.url = url.rstrip("/")
         self.timeout, self.prefix, self.fetch = timeout, prefix, fetch
-        self.max_series = max_series
+        self.max_series, self.tags = max_series, tags
 
     @classmethod
     def from_settings(cls, settings, fetch: Fetch = urllib_fetch) -> "Graphite":
         """From the operator config's ``graphite:`` section (:mod:`.settings`)."""
-        return cls(settings.url, settings.timeout, settings.prefix, fetch)
+        return cls(settings.url, settings.timeout, settings.prefix, fetch, tags=settings.tags)
 
     def host_path(self, hostname: str) -> str:
         """Where the graphite sink puts ``hostname``'s series: ``PREFIX.HOST``."""
         return ".".join(p for p in (self.prefix, node(hostname)) if p)
+
+    def host_expressions(self, hostname: str) -> list[str]:
+        """The tag expressions of ``hostname``'s tagged series: ``host=HOST`` and, with a
+        prefix, ``name=~^PREFIX\\.``."""
+        exprs = [f"host={tag_value(hostname)}"]
+        if self.prefix:
+            exprs.append(f"name=~^{re.escape(self.prefix)}\\.")
+        return exprs
+
+    def relative(self, name: str, hostname: str) -> str:
+        """A series' name below its host: ``PREFIX.HOST.cpu.percent`` (paths) or
+        ``PREFIX.cpu.percent;host=HOST`` (tags) -> ``cpu.percent``."""
+        if self.tags:
+            name = name.split(";", 1)[0]
+            base = f"{self.prefix}." if self.prefix else ""
+        else:
+            base = self.host_path(hostname) + "."
+        return name[len(base):] if name.startswith(base) else name
 
     # ------------------------------------------------------------------ requests
 
@@ -138,12 +169,26 @@ class Graphite:
                                             f"answer a list of nodes")
         return [(n["path"], n["is_leaf"]) for n in answer]
 
+    def find_series(self, exprs: list[str]) -> list[str] | GraphError:
+        """The tagged series matching every tag expression of ``exprs`` (graphite-web's tag
+        database, ``/tags/findSeries``)."""
+        answer = self._call("tags/findSeries", [("expr", e) for e in exprs])
+        if isinstance(answer, GraphError):
+            return answer
+        if not isinstance(answer, list) or not all(isinstance(n, str) for n in answer):
+            return GraphError("bad answer", f"Graphite at {self.url}: /tags/findSeries did "
+                                            f"not answer a list of series")
+        return answer
+
     def metrics(self, hostname: str) -> list[str] | GraphError:
-        """The paths of ``hostname``'s series, sorted (at most ``max_series``); a
-        GraphError ``unknown host`` when Graphite has none."""
-        base = self.host_path(hostname)
+        """The names of ``hostname``'s series (paths, or tagged series with ``tags``),
+        sorted (at most ``max_series``); a GraphError ``unknown host`` when Graphite has
+        none."""
         if not node(hostname):
             return GraphError("unknown host", "no host name to look up in Graphite")
+        if self.tags:
+            return self._tagged(hostname)
+        base = self.host_path(hostname)
         leaves: list[str] = []
         for depth in range(1, MAX_DEPTH + 1):
             found = self.find(base + ".*" * depth)
@@ -153,8 +198,24 @@ class Graphite:
             if len(leaves) >= self.max_series or all(leaf for _, leaf in found):
                 break
         if not leaves:
-            return GraphError("unknown host", f"Graphite has no series under {base}")
+            return GraphError("unknown host", f"Graphite has no series under {base} (if the "
+                                              f"graphite sink has tags: true, set "
+                                              f"graphite.tags: true)")
         return sorted(leaves)[:self.max_series]
+
+    def _tagged(self, hostname: str) -> list[str] | GraphError:
+        exprs = self.host_expressions(hostname)
+        found = self.find_series(exprs)
+        if isinstance(found, GraphError):
+            return found
+        if not found:
+            return GraphError("unknown host", f"Graphite's tag database has no series "
+                                              f"{' '.join(exprs)} (if the graphite sink "
+                                              f"has tags: false, set graphite.tags: false; "
+                                              f"carbon registers tagged series with "
+                                              f"graphite-web only with ENABLE_TAGS and "
+                                              f"GRAPHITE_URL)")
+        return sorted(found)[:self.max_series]
 
     def render(self, targets: list[str], start: int, end: int,
                max_points: int | None = None) -> list[Series] | GraphError:

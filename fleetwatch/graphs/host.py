@@ -5,7 +5,10 @@ configured``; Graphite down, slow, answering garbage or not knowing the host is 
 ``unknown host`` with a one-line message; otherwise one :class:`Graph` per group of series,
 each with its SVG (:func:`fleetwatch.graphs.svg.chart`).
 
-Series are grouped by the path below the host without its last node, so ``cpu.percent``,
+The host's series are found as the graphite sink names them: under ``PREFIX.HOST`` or, with
+``graphite.tags``, tagged ``host=HOST`` (:meth:`fleetwatch.graphs.client.Graphite.metrics`);
+either way a page is the same. Series are grouped by the path below the host (the name
+without ``PREFIX.`` and its tags, when tagged) without its last node, so ``cpu.percent``,
 ``load.1``, ``load.5`` make ``cpu`` and ``load``, and a check's perfdata ``checks.P.*`` one
 graph; a check's ``status`` (0 to 3) gets a graph of its own (``checks.P.status``), apart
 from perfdata in other units. The host's own metrics come first, then its checks.
@@ -71,10 +74,9 @@ def host_graphs(settings, hostname: str, seconds: float = 3600.0, *, now: float 
     series = client.render(paths, start, end, max_points=width)
     if isinstance(series, GraphError):
         return _failed(hostname, series, start, end)
-    base = client.host_path(hostname) + "."
     groups: dict[str, list[tuple[str, Series]]] = {}
     for s in series:
-        relative = s.name[len(base):] if s.name.startswith(base) else s.name
+        relative = client.relative(s.name, hostname)
         groups.setdefault(group_of(relative), []).append((relative, s))
     graphs = []
     for title in sorted(groups, key=lambda g: (g.startswith("checks."), g)):

@@ -7,6 +7,13 @@ API is, for the console's graphs.
       url: http://graphite.example.org:8080   # '' (the default): graphs not configured
       timeout: 5.0
       prefix: fleet                           # the graphite sink's prefix
+      tags: false                             # the graphite sink's tags (tagged series)
+
+``tags`` is said, not detected: it is the graphite sink's own setting copied, so a host page
+asks Graphite one way (``/metrics/find`` or ``/tags/findSeries``), never both; a fleet moving
+from one naming to the other gets the graphs of the one it now sends (Graphite keeps both for
+a while: detection would have to pick one); and a host Graphite does not know is "unknown
+host" with a hint to check ``tags``, not a guess.
 """
 
 from __future__ import annotations
@@ -30,6 +37,9 @@ class GraphiteWebSettings:
     timeout: float = setting(5.0, "seconds for graphite-web to answer one request")
     prefix: str = setting("fleet", "the graphite sink's prefix: a host's series are "
                                    "PREFIX.HOST.* ('' for none)")
+    tags: bool = setting(False, "the graphite sink's tags: series are tagged (PREFIX.NAME;"
+                                "host=HOST, found in graphite-web's tag database) rather "
+                                "than host paths")
 
     def validate(self):
         if self.url:

@@ -32,11 +32,10 @@ refuses points from the future).
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from typing import NamedTuple
 
-from fleetwatch.metricpath import node
+from fleetwatch.metricpath import node, tag_value
 
 #: longest node (a whisper directory or file name, ``.wsp`` added, must fit in 255 bytes)
 MAX_NODE = 200
@@ -44,8 +43,6 @@ MAX_NODE = 200
 MAX_NAME = 1000
 #: ``source`` values of STATS that are fleetwatch's own counters
 INTERNAL_SOURCES = frozenset({"router", "sink", "scheduler"})
-
-_ODD_TAG = re.compile(r"[^A-Za-z0-9_.-]+")
 
 #: unit -> factor to the base unit
 UNITS = {
@@ -68,11 +65,6 @@ class Point(NamedTuple):
 def dotted(text: str) -> str:
     """A metric name that keeps its hierarchy: each dot-separated node sanitised, empties gone."""
     return ".".join(n for n in (node(part) for part in text.split(".")) if n)
-
-
-def tag_value(text: str) -> str:
-    """A tag value: like :func:`node`, but dots stay."""
-    return _ODD_TAG.sub("_", text) if text else ""
 
 
 def normalise(value: float, uom: str) -> tuple[float, bool]:

@@ -1,14 +1,19 @@
 """The console's graphs from a real Graphite: a real carbon-cache (the ``carbon`` fixture), the
 real graphite sink behind a real router writing what a raw agent sends, and a real
 graphite-web (the ``graphite_web`` fixture, the demo's) answering fleetwatch/graphs' render
-client and host page helper."""
+client and host page helper. With the sink's ``tags: true``, the ``tagged_graphite`` fixture:
+the demo's carbon told to register tagged series with the demo's graphite-web, whose tag
+database the client asks."""
 
 from __future__ import annotations
 
+import socket
 import time
 
 import pytest
 
+from fleetwatch.cli.demo.carbon import Carbon
+from fleetwatch.cli.demo.ports import free_port
 from fleetwatch.graphs import GraphError, Graphite, GraphiteWebSettings, host_graphs
 from support.fleet import wait_for
 from support.graphite import PREFIX, DealerAgent, graphite_sink, points, warm_up
@@ -17,11 +22,9 @@ pytest.importorskip("graphyte")
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_find_and_render_answer_what_the_sink_wrote(carbon, graphite_web, fleet, zctx):
-    router = fleet.router()
-    graphite_sink(fleet, [router], carbon.port)
-    agent = DealerAgent(zctx, router, "web1.example.com")
-    warm_up(carbon, agent)
+def send_stats_and_a_check(agent: DealerAgent) -> tuple[int, dict, int]:
+    """Ten STATS (cpu.percent, load.1) over the last 30 s, every other second, and a
+    WARNING of check_disk with 25.5 GB of perfdata: (now, {ts: metrics}, the check's start)."""
     now = int(time.time())
     sent = {now - 30 + i: {"cpu.percent": 10.0 + i, "load.1": 0.25 * i} for i in range(0, 20, 2)}
     for ts, metrics in sent.items():
@@ -31,6 +34,27 @@ def test_find_and_render_answer_what_the_sink_wrote(carbon, graphite_web, fleet,
                output="DISK WARNING", long_output="", started=started, duration=0.2,
                perfdata=[{"label": "/", "value": 25.5, "uom": "GB", "warn": "20",
                           "crit": None, "min": 0, "max": None}])
+    return now, sent, started
+
+
+def check_host_page(page, started: int) -> None:
+    """The host page's graphs of what send_stats_and_a_check sent (after a warm-up)."""
+    assert page.status == "ok", page
+    assert [g.title for g in page.graphs] == ["cpu", "load", "warmup", "checks.check_disk",
+                                              "checks.check_disk.status"]
+    disk = page.graphs[3]
+    assert [(v, ts) for s in disk.series for v, ts in s.points if v is not None] == \
+        [(25.5 * 1024 ** 3, started)]
+    assert ">_ (last 27.4G)<" in disk.svg
+    assert [v for s in page.graphs[4].series for v, _ in s.points if v is not None] == [1.0]
+
+
+def test_find_and_render_answer_what_the_sink_wrote(carbon, graphite_web, fleet, zctx):
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port)
+    agent = DealerAgent(zctx, router, "web1.example.com")
+    warm_up(carbon, agent)
+    now, sent, started = send_stats_and_a_check(agent)
     base = f"{PREFIX}.web1_example_com"
     points(carbon, f"{base}.cpu.percent", want=len(sent))
     points(carbon, f"{base}.checks.check_disk._")
@@ -52,16 +76,7 @@ def test_find_and_render_answer_what_the_sink_wrote(carbon, graphite_web, fleet,
     # what a host page gets: graphs per group, drawn from the same values
     page = host_graphs(GraphiteWebSettings(url=graphite_web.url, prefix=PREFIX),
                        "web1.example.com", 120)
-    assert page.status == "ok", page
-    titles = [g.title for g in page.graphs]
-    assert titles == ["cpu", "load", "warmup", "checks.check_disk",
-                      "checks.check_disk.status"]
-    disk = page.graphs[3]
-    assert [(v, ts) for s in disk.series for v, ts in s.points if v is not None] == \
-        [(25.5 * 1024 ** 3, started)]
-    assert ">_ (last 27.4G)<" in disk.svg
-    status = page.graphs[4]
-    assert [v for s in status.series for v, _ in s.points if v is not None] == [1.0]
+    check_host_page(page, started)
 
     assert isinstance(client.metrics("db9"), GraphError)
     assert client.metrics("db9").kind == "unknown host"
@@ -90,3 +105,80 @@ def test_graphite_web_gone_is_an_error_value(carbon, graphite_web):
     page = host_graphs(settings, "web1")
     assert page.status == "error" and page.graphs == ()
     assert page.message == f"Graphite at {graphite_web.url} is unreachable: Connection refused"
+
+
+# ---------------------------------------------------------------- tagged series
+
+@pytest.fixture
+def tagged_graphite(tmp_path):
+    """(carbon, graphite-web): carbon registers tagged series with graphite-web's tag
+    database (``ENABLE_TAGS``, ``GRAPHITE_URL``), graphite-web started first (carbon
+    registers a series when it creates its file, once)."""
+    from fleetwatch.cli.demo.graphiteweb import GraphiteWeb, missing
+    if missing():
+        pytest.skip(missing())
+    port = free_port()
+    carbon = Carbon(tmp_path / "carbon", retentions="1s:1h", tagdb=f"http://127.0.0.1:{port}")
+    web = GraphiteWeb.over(tmp_path / "graphite-web", carbon, port)
+    try:
+        web.start()
+        carbon.start()
+        yield carbon, web
+    finally:
+        carbon.stop()
+        web.stop()
+
+
+def test_tagged_series_are_found_in_the_tag_database_and_rendered(tagged_graphite, fleet,
+                                                                  zctx):
+    carbon, web = tagged_graphite
+    assert "ENABLE_TAGS = True" in carbon.config_path.read_text()
+    assert f"GRAPHITE_URL = {web.url}\n" in carbon.config_path.read_text()
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port, tags=True)
+    agent = DealerAgent(zctx, router, "web1.example.com")
+    warm_up(carbon, agent, tagged=True)
+    now, sent, started = send_stats_and_a_check(agent)
+    # the same host under another prefix, by hand: not this fleet's
+    with socket.create_connection(("127.0.0.1", carbon.port)) as s:
+        s.sendall(b"%s_other.cpu.percent;host=web1.example.com 1 %d\n" % (PREFIX.encode(), now))
+    host = "host=web1.example.com"
+    names = [f"{PREFIX}.checks.check_disk._;{host}", f"{PREFIX}.checks.check_disk.status;{host}",
+             f"{PREFIX}.cpu.percent;{host}", f"{PREFIX}.load.1;{host}",
+             f"{PREFIX}.warmup;{host}"]
+    points(carbon, names[2], want=len(sent))
+    points(carbon, names[0])
+
+    client = Graphite(web.url, timeout=5, prefix=PREFIX, tags=True)
+    everything = Graphite(web.url, prefix="", tags=True)
+    # carbon's tag writer posts new series to graphite-web every 0.2 s
+    wait_for(lambda: len(everything.metrics("web1.example.com")) == len(names) + 1, 20, 0.1,
+             "every series in the tag database")
+    assert client.metrics("web1.example.com") == names
+
+    series = client.render([names[2], names[3]], now - 60, now)
+    assert not isinstance(series, GraphError), series
+    by_name = {s.name: dict((ts, v) for v, ts in s.points if v is not None) for s in series}
+    assert by_name[names[2]] == {ts: m["cpu.percent"] for ts, m in sent.items()}
+    assert by_name[names[3]] == {ts: m["load.1"] for ts, m in sent.items()}
+
+    # what a host page gets: the same graphs as with host paths
+    settings = GraphiteWebSettings(url=web.url, prefix=PREFIX, tags=True)
+    page = host_graphs(settings, "web1.example.com", 120)
+    check_host_page(page, started)
+
+    unknown = host_graphs(settings, "db9")
+    assert unknown.status == "unknown host" and "host=db9" in unknown.message
+    # the operator config saying host paths for a tagged fleet: a hint, not a blank page
+    untagged = host_graphs(GraphiteWebSettings(url=web.url, prefix=PREFIX),
+                           "web1.example.com")
+    assert untagged.status == "unknown host"
+    assert "set graphite.tags: true" in untagged.message
+
+
+def test_carbon_without_a_tag_database_does_not_post_tags(tmp_path):
+    """carbon 1.1.10 turns ENABLE_TAGS on by default, posting to http://127.0.0.1:80."""
+    carbon = Carbon(tmp_path / "carbon")
+    carbon.write_config()
+    assert "ENABLE_TAGS = False" in carbon.config_path.read_text()
+    assert "GRAPHITE_URL" not in carbon.config_path.read_text()

@@ -12,7 +12,7 @@ import zmq
 
 from agent.links import connection_id
 from fleetwatch import protocol
-from sinks.graphite.paths import node
+from sinks.graphite.paths import node, tag_value
 from support.fleet import wait_for
 
 if TYPE_CHECKING:
@@ -58,9 +58,17 @@ class DealerAgent:
         return self.send("STATS", ts=ts, hostname=self.hostname, metrics=metrics)
 
 
-def warm_up(carbon: Carbon, agent: DealerAgent, timeout: float = 20.0) -> None:
-    """Send STATS until one lands: the sink is connected to the router and carbon writes."""
-    path = carbon.path_of(f"{PREFIX}.{node(agent.hostname)}.warmup")
+def file_of(carbon: Carbon, series: str):
+    """The whisper file of a path (``a.b.c``) or of a tagged series (``a.b;host=h``)."""
+    return carbon.tagged_path_of(series) if ";" in series else carbon.path_of(series)
+
+
+def warm_up(carbon: Carbon, agent: DealerAgent, timeout: float = 20.0,
+            tagged: bool = False) -> None:
+    """Send STATS until one lands: the sink is connected to the router and carbon writes
+    (``tagged``: the sink has ``tags: true``)."""
+    path = file_of(carbon, f"{PREFIX}.warmup;host={tag_value(agent.hostname)}" if tagged
+                   else f"{PREFIX}.{node(agent.hostname)}.warmup")
     deadline = time.monotonic() + timeout
     while not path.exists():
         assert time.monotonic() < deadline, "no warm-up STATS reached carbon"
@@ -69,8 +77,9 @@ def warm_up(carbon: Carbon, agent: DealerAgent, timeout: float = 20.0) -> None:
 
 
 def points(carbon: Carbon, metric: str, want: int = 1, timeout: float = 15.0) -> dict:
-    """The points of ``metric`` once it has at least ``want`` of them."""
-    path = carbon.path_of(metric)
+    """The points of ``metric`` (a path or a tagged series) once it has at least ``want``
+    of them."""
+    path = file_of(carbon, metric)
     from fleetwatch.cli.demo.carbon import read_points
     got: dict = {}
 
@@ -87,7 +96,7 @@ def points(carbon: Carbon, metric: str, want: int = 1, timeout: float = 15.0) ->
 def value_at(carbon: Carbon, metric: str, second: int, timeout: float = 15.0) -> float:
     """The value of ``metric`` at ``second``, once carbon has written it."""
     from fleetwatch.cli.demo.carbon import read_points
-    path = carbon.path_of(metric)
+    path = file_of(carbon, metric)
     wait_for(lambda: path.exists() and second in read_points(path), timeout, 0.05,
              f"{metric} at {second}")
     return read_points(path)[second]

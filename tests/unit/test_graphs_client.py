@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import urllib.error
 import urllib.parse
@@ -31,6 +32,8 @@ class FakeGraphite:
         self.calls.append((parts.path, params))
         if parts.path == "/metrics/find":
             return 200, json.dumps(self.find(params["query"][0])).encode()
+        if parts.path == "/tags/findSeries":
+            return 200, json.dumps(self.find_series(params["expr"])).encode()
         if parts.path == "/render":
             start, end = int(params["from"][0]), int(params["until"][0])
             return 200, json.dumps([
@@ -49,6 +52,21 @@ class FakeGraphite:
                 continue
             nodes[".".join(parts[:depth])] = len(parts) == depth
         return [{"path": p, "is_leaf": leaf} for p, leaf in sorted(nodes.items())]
+
+    def find_series(self, exprs: list[str]) -> list[str]:
+        """The tagged series matching every ``tag=value`` or ``tag=~regex`` of ``exprs``."""
+        def tags(series: str) -> dict:
+            name, *pairs = series.split(";")
+            return {"name": name, **dict(p.split("=", 1) for p in pairs)}
+
+        def match(t: dict, expr: str) -> bool:
+            if "=~" in expr:
+                key, regex = expr.split("=~", 1)
+                return key in t and re.search(regex, t[key]) is not None
+            key, value = expr.split("=", 1)
+            return t.get(key) == value
+        return sorted(s for s in self.series if ";" in s
+                      and all(match(tags(s), e) for e in exprs))
 
 
 SERIES = {
@@ -96,8 +114,83 @@ def test_unknown_host():
     client = Graphite(URL, fetch=FakeGraphite(SERIES))
     err = client.metrics("db9")
     assert isinstance(err, GraphError) and err.kind == "unknown host"
-    assert str(err) == "Graphite has no series under fleet.db9"
+    assert str(err) == ("Graphite has no series under fleet.db9 (if the graphite sink has "
+                        "tags: true, set graphite.tags: true)")
     assert client.metrics("...").kind == "unknown host"
+
+
+# ---------------------------------------------------------------- tagged series
+
+TAGGED = {
+    "fleet.cpu.percent;host=web1.example.com": [(10.0, 100), (None, 110), (30.0, 120)],
+    "fleet.load.1;host=web1.example.com": [(0.5, 100), (0.7, 120)],
+    "fleet.load.5;host=web1.example.com": [(0.4, 100), (0.6, 120)],
+    "fleet.checks.disk_root._;host=web1.example.com": [(2.5e10, 100)],
+    "fleet.checks.disk_root.status;host=web1.example.com": [(0, 100), (1, 120)],
+    "fleet.cpu.percent;host=web2": [(99.0, 100)],                 # another host
+    "fleetx.cpu.percent;host=web1.example.com": [(98.0, 100)],    # another prefix
+    "fleet.fleetwatch.sent;id=web1.example.com": [(5.0, 100)],    # a process's counter
+    "fleet.web1_example_com.cpu.percent": [(97.0, 100)],          # a host path
+}
+
+
+def test_tagged_metrics_come_from_the_tag_database():
+    fake = FakeGraphite(TAGGED)
+    client = Graphite(URL, fetch=fake, tags=True)
+    assert client.metrics("web1.example.com") == [
+        "fleet.checks.disk_root._;host=web1.example.com",
+        "fleet.checks.disk_root.status;host=web1.example.com",
+        "fleet.cpu.percent;host=web1.example.com",
+        "fleet.load.1;host=web1.example.com",
+        "fleet.load.5;host=web1.example.com"]
+    assert fake.calls == [("/tags/findSeries",
+                           {"expr": ["host=web1.example.com", "name=~^fleet\\."]})]
+    assert Graphite(URL, fetch=FakeGraphite(TAGGED), tags=True, max_series=2).metrics(
+        "web1.example.com") == ["fleet.checks.disk_root._;host=web1.example.com",
+                                "fleet.checks.disk_root.status;host=web1.example.com"]
+
+
+def test_the_host_tag_is_the_sinks_tag_value_so_expressions_cannot_be_changed():
+    client = Graphite(URL, tags=True, prefix="")
+    assert client.host_expressions("web1.example.com") == ["host=web1.example.com"]
+    assert client.host_expressions("a=~.*;b!=c") == ["host=a_._b_c"]
+    assert Graphite(URL, tags=True, prefix="dc1.fleet").host_expressions("w") == [
+        "host=w", "name=~^dc1\\.fleet\\."]
+
+
+def test_relative_names_either_way():
+    tagged, paths = Graphite(URL, tags=True), Graphite(URL)
+    assert tagged.relative("fleet.cpu.percent;host=web1.example.com", "web1.example.com") \
+        == "cpu.percent"
+    assert paths.relative("fleet.web1_example_com.cpu.percent", "web1.example.com") \
+        == "cpu.percent"
+    assert Graphite(URL, tags=True, prefix="").relative("load.1;host=h", "h") == "load.1"
+
+
+def test_tagged_unknown_host_says_where_it_looked():
+    err = Graphite(URL, fetch=FakeGraphite(TAGGED), tags=True).metrics("db9")
+    assert err.kind == "unknown host"
+    assert str(err).startswith("Graphite's tag database has no series host=db9 "
+                               "name=~^fleet\\. (if the graphite sink has tags: false, set "
+                               "graphite.tags: false;")
+
+
+@pytest.mark.parametrize("answer", [b'{"a": 1}', b'[1, 2]', b'[["x"]]'])
+def test_a_find_series_answer_of_another_shape_is_a_bad_answer(answer):
+    err = Graphite(URL, fetch=answering(200, answer), tags=True).metrics("web1")
+    assert err.kind == "bad answer" and "/tags/findSeries" in err.message
+
+
+def test_host_graphs_of_tagged_series_are_the_same_graphs():
+    tagged = host_graphs(GraphiteWebSettings(url=URL, tags=True), "web1.example.com", 60,
+                         now=130, fetch=FakeGraphite(TAGGED))
+    paths = host_graphs(GraphiteWebSettings(url=URL), "web1.example.com", 60, now=130,
+                        fetch=FakeGraphite(SERIES))
+    assert tagged.status == "ok"
+    assert [g.title for g in tagged.graphs] == [g.title for g in paths.graphs]
+    assert [g.svg for g in tagged.graphs] == [g.svg for g in paths.graphs]
+    assert [s.name for s in tagged.graphs[1].series] == [
+        "fleet.load.1;host=web1.example.com", "fleet.load.5;host=web1.example.com"]
 
 
 def raising(exc):
@@ -207,6 +300,8 @@ def test_graphite_section():
     assert cfg.graphite.configured
     assert operator({}).graphite == GraphiteWebSettings("", 5.0, "fleet")
     assert operator({"url": "https://[::1]:443"}).graphite.url == "https://[::1]:443"
+    assert operator({"url": "http://g", "tags": True}).graphite.tags is True
+    assert Graphite.from_settings(operator({"url": "http://g", "tags": True}).graphite).tags
 
 
 @pytest.mark.parametrize("section, message", [
@@ -220,6 +315,7 @@ def test_graphite_section():
     ({"timeout": 0}, "graphite.timeout: expected a positive number"),
     ({"prefix": "a..b"}, "graphite.prefix: expected dot-separated nodes"),
     ({"colour": 1}, "graphite.colour: unknown setting"),
+    ({"tags": "yes"}, "graphite.tags: expected"),
 ])
 def test_bad_graphite_sections_are_one_clear_line(section, message):
     with pytest.raises(ConfigError) as e:

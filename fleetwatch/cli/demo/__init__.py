@@ -57,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="deliver the demo's alerts by email through this SMTP server")
     parser.add_argument("--alert-to", metavar="ADDR", action="append",
                         help="a recipient of the alert email (repeat for more)")
+    parser.add_argument("--graphite-tags", action="store_true", default=None,
+                        help="the graphite sink sends tagged series (NAME;host=HOST), "
+                             "registered in graphite-web's tag database")
     parser.add_argument("--for", dest="duration", type=float, default=0.0, metavar="SECONDS",
                         help="stop by itself after this many seconds (default: run until "
                              "Ctrl-C)")
@@ -68,7 +71,7 @@ def settings(args: argparse.Namespace) -> DemoConfig:
     flags = {"dir": args.dir, "routers": args.routers, "heartbeat": args.heartbeat,
              "stats_interval": args.stats_interval, "insecure": args.insecure,
              "alert_webhook": args.alert_webhook, "alert_smtp": args.alert_smtp,
-             "alert_to": args.alert_to}
+             "alert_to": args.alert_to, "graphite_tags": args.graphite_tags}
     merged = {**dataclasses.asdict(base), **{k: v for k, v in flags.items() if v is not None}}
     return build(DemoConfig, merged, args.config or "command line")
 
@@ -171,9 +174,11 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  state database  {info['state_url']}",
         f"  graphite        carbon-cache on 127.0.0.1:{info['carbon'].port}; whisper files "
         f"appear within a minute in",
-        f"                  {info['carbon'].whisper_dir}/fleet/<host>/ (cpu, memory, "
-        f"checks/<plugin>/...)",
-        *graphite_web(info.get("graphite_web")),
+        (f"                  {info['carbon'].whisper_dir}/_tagged/ (tagged series "
+         f"{GRAPHITE_PREFIX}.<metric>;host=<host>, named by a hash)" if info["carbon"].tagdb
+         else f"                  {info['carbon'].whisper_dir}/fleet/<host>/ (cpu, memory, "
+              f"checks/<plugin>/...)"),
+        *graphite_web(info.get("graphite_web"), bool(info["carbon"].tagdb)),
         f"  prometheus      {info['prometheus']} (the prometheus sink: every host's stats and "
         f"checks, one scrape)",
         (f"  CURVE           on: keys in {info['keys']}/ (routers/, agents/, backends/); "
@@ -213,15 +218,16 @@ def console_lines(console: dict | None, root: Path) -> list[str]:
             f"(kept in {root / 'web-password'})", ""]
 
 
-def graphite_web(web) -> list[str]:
+def graphite_web(web, tagged: bool = False) -> list[str]:
     """The lines about graphite-web: its URL (the console's graphs), or why it is not there."""
     if web is None:
         from fleetwatch.cli.demo.graphiteweb import missing
         return [f"  graphite-web    not running: {missing()}"]
+    target = (f"seriesByTag('host=<host>','name={GRAPHITE_PREFIX}.cpu.percent')" if tagged
+              else f"{GRAPHITE_PREFIX}.<host>.cpu.percent")
     return [f"  graphite-web    {web.url} (graphite.url in fleetwatch.yaml: the console's "
             f"graphs)",
-            f"                  {web.url}/render?target={GRAPHITE_PREFIX}.<host>.cpu.percent"
-            f"&format=json"]
+            f"                  {web.url}/render?target={target}&format=json"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -251,10 +257,14 @@ def run(args: argparse.Namespace) -> int:
             start(c)
         waits = [(r["id"], Path(r["ready_file"]).exists) for r in info["routers"]]
         wait_ready(first, waits + [("carbon-cache", info["carbon"].accepting)])
+        web = info.get("graphite_web")
+        if web is not None and info["carbon"].tagdb:
+            # carbon registers a tagged series once, when it creates its file: graphite-web
+            # answers before the graphite sink sends anything
+            wait_ready(first, [("graphite-web", web.answering)], timeout=60.0)
         for c in children:
             if c not in first:
                 start(c)
-        web = info.get("graphite_web")
         if web is not None:
             wait_ready(children, [("graphite-web", web.answering)], timeout=60.0)
         record(root, {
@@ -263,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
             "curve": not cfg.insecure,
             "keys": info["keys"],
             "carbon": {"port": info["carbon"].port, "whisper_dir": str(info["carbon"].whisper_dir),
-                       "prefix": GRAPHITE_PREFIX},
+                       "prefix": GRAPHITE_PREFIX, "tags": cfg.graphite_tags},
             "graphite_web": {"url": web.url} if web is not None else None,
             "console": info.get("console"),
             "prometheus": info["prometheus"],

@@ -10,6 +10,16 @@ pickle receiver off (it unpickles network input), UDP off, ``MAX_CREATES_PER_MIN
 ``MAX_UPDATES_PER_SECOND`` unlimited (the shipped example caps creates at 50 a minute),
 and short retentions chosen by the caller (a ``1s`` archive costs 12 bytes a point).
 
+Tagged series (``name;host=web1``, the graphite sink's ``tags: true``): whisper keeps them
+under ``_tagged/`` by a hash of the name (``TAG_HASH_FILENAMES``), so graphite-web finds
+them only through its tag database. Given ``tagdb`` (graphite-web's base URL), carbon is
+told to register each tagged series there when it creates its file (``ENABLE_TAGS``,
+``GRAPHITE_URL``: carbon POSTs to ``GRAPHITE_URL/tags/tagMultiSeries``; carbon 1.1.10 has
+no ``TAGDB_URL`` setting), and again on every ``TAG_UPDATE_INTERVAL``-th write (100). A
+registration that fails (graphite-web not up yet) is logged and not retried, so
+graphite-web must answer before carbon creates the files: start it first. Without
+``tagdb``, ``ENABLE_TAGS`` is off (carbon's default is on, posting to port 80).
+
 carbon-cache 1.1.10 (with Twisted 26) does not write its in-memory cache when it stops: its
 writer thread ends with the reactor, so every point it read in the last second or so before
 a SIGTERM is lost (measured: 45 of 50 points read just before a stop). The process started
@@ -74,6 +84,16 @@ ENABLE_MANHOLE = False
 ENABLE_AMQP = False
 USE_FLOW_CONTROL = True
 CARBON_METRIC_INTERVAL = 60
+{tags}"""
+
+#: carbon.conf's tag lines: carbon 1.1.10 has ENABLE_TAGS on by default, posting every new
+#: tagged series to GRAPHITE_URL (default http://127.0.0.1:80) + /tags/tagMultiSeries
+TAGS_OFF = "ENABLE_TAGS = False\n"
+TAGS_ON = """\
+ENABLE_TAGS = True
+GRAPHITE_URL = {url}
+SKIP_TAGS_FOR_NONTAGGED = True
+TAG_HASH_FILENAMES = True
 """
 
 SCHEMAS = """\
@@ -117,8 +137,10 @@ class Carbon(LocalServer):
     name = "carbon-cache"
     error = CarbonError
 
-    def __init__(self, root, port: int | None = None, retentions: str = "10s:1d,1m:30d"):
+    def __init__(self, root, port: int | None = None, retentions: str = "10s:1d,1m:30d",
+                 tagdb: str = ""):
         self.root = Path(root).resolve()
+        self.tagdb = tagdb.rstrip("/")
         self.conf_dir = self.root / "conf"
         self.storage = self.root / "storage"
         self.whisper_dir = self.storage / "whisper"
@@ -136,7 +158,8 @@ class Carbon(LocalServer):
         for sub in ("whisper", "log", "lists"):
             (self.storage / sub).mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(CARBON_CONF.format(
-            storage=self.storage, port=self.port, query_port=self.query_port))
+            storage=self.storage, port=self.port, query_port=self.query_port,
+            tags=TAGS_ON.format(url=self.tagdb) if self.tagdb else TAGS_OFF))
         (self.conf_dir / "storage-schemas.conf").write_text(
             SCHEMAS.format(retentions=self.retentions))
         (self.conf_dir / "storage-aggregation.conf").write_text(AGGREGATION)

@@ -7,10 +7,14 @@ console's graphs read (:mod:`fleetwatch.graphs`).
 whisper directory, graphite-web's own storage (its SQLite database, index and logs) in
 ``DIR/storage``, a ``SECRET_KEY`` made afresh each time, times in UTC, and carbon's cache
 query port as ``CARBONLINK_HOSTS`` so points carbon has read but not yet written are served
-too. The process it runs is ``python -m fleetwatch.cli.demo.graphiteweb``: it creates or
-upgrades graphite-web's tables (``migrate``; graphite-web keeps users, tags and dashboards in
-Django's database even when only the render API is used), then becomes gunicorn serving
-``graphite.wsgi`` on ``127.0.0.1:PORT``.
+too, and the tag database (``TAGDB``, graphite-web's default written out: its tables in the
+same SQLite database), where carbon registers tagged series (``/tags/tagMultiSeries``) when
+it is given this graphite-web's URL (:class:`~fleetwatch.cli.demo.carbon.Carbon`'s
+``tagdb``) and the console finds them (``/tags/findSeries``). The process it runs is
+``python -m fleetwatch.cli.demo.graphiteweb``: it creates or upgrades graphite-web's tables
+(``migrate``; graphite-web keeps users, tags and dashboards in Django's database even when
+only the render API is used), then becomes gunicorn serving ``graphite.wsgi`` on
+``127.0.0.1:PORT``.
 
 gunicorn is the WSGI server graphite-web's own documentation deploys with: maintained, a
 pre-fork server for Unix, and it stops cleanly on SIGTERM (workers finish the request in
@@ -21,6 +25,14 @@ Usage::
     web = GraphiteWeb("/tmp/x/graphite-web", carbon).start()   # port: a free one
     ... GET web.url + "/render?target=...&format=json" ...
     web.stop()
+
+With tagged series, the port comes first: carbon must know graphite-web's URL before it
+starts, and graphite-web must answer before carbon creates the series' files::
+
+    port = free_port()
+    carbon = Carbon("/tmp/x/carbon", tagdb=f"http://127.0.0.1:{port}")
+    web = GraphiteWeb.over("/tmp/x/graphite-web", carbon, port).start()
+    carbon.start()
 """
 
 from __future__ import annotations
@@ -50,6 +62,7 @@ LOG_DIR = {logs!r}
 INDEX_FILE = {index!r}
 CARBONLINK_HOSTS = {carbonlink!r}
 CARBONLINK_TIMEOUT = 1.0
+TAGDB = "graphite.tags.localdatabase.LocalDatabaseTagDB"
 DEFAULT_CACHE_DURATION = 0
 LOG_RENDERING_PERFORMANCE = False
 LOG_CACHE_PERFORMANCE = False

@@ -4,8 +4,10 @@
 ``router-N.yaml``, ``sink-TYPE.yaml`` and ``scheduler.yaml`` and returns the processes to
 start, in order: routers, a real carbon-cache (:mod:`fleetwatch.cli.demo.carbon`, for the graphite
 sink), graphite-web over carbon's files (:mod:`fleetwatch.cli.demo.graphiteweb`, when installed:
-its URL is the operator config's ``graphite.url``), sinks, the scheduler, the agent. Ports are picked free on 127.0.0.1 when the plan is
-made. :mod:`fleetwatch.cli.demo` starts and supervises them.
+its URL is the operator config's ``graphite.url``), sinks, the scheduler, the agent. Ports
+are picked free on 127.0.0.1 when the plan is made. With ``graphite_tags`` the graphite sink
+sends tagged series, carbon registers them with graphite-web's tag database and the operator
+config says ``graphite.tags: true``. :mod:`fleetwatch.cli.demo` starts and supervises them.
 
 CURVE is on unless ``insecure``: the keys go to ``DIR/keys`` (``routers/fleet``, the routers'
 shared server key; ``agents/UUID``, the agent's key bound to its uuid; ``backends/NAME`` for
@@ -60,6 +62,9 @@ class DemoConfig:
                                      "Events v2 JSON)")
     alert_smtp: str = setting("", "send the demo's alerts by email through this HOST:PORT")
     alert_to: list[str] = setting(factory=list, help="recipients of the demo's alert email")
+    graphite_tags: bool = setting(False, "the graphite sink sends tagged series (NAME;host="
+                                         "HOST): carbon registers them with graphite-web's "
+                                         "tag database, the console finds them there")
 
     def validate(self):
         if self.routers < 1:
@@ -205,13 +210,18 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
     # history ACKs too, but the agent waits for the alerting and registry sinks only
     # (its spool.ack_from default)
     configs["sink-history.yaml"]["history"] = {"lake": lake, "rotate_seconds": 10.0}
-    carbon = Carbon(root / "carbon")
-    carbon.write_config()
     # imported here: ``python -m fleetwatch.cli.demo.graphiteweb`` imports this package first
     from fleetwatch.cli.demo.graphiteweb import GraphiteWeb, missing
-    web = GraphiteWeb.over(root / "graphite-web", carbon) if missing() is None else None
+    have_web, web_port = missing() is None, free_port()
+    # tagged series: carbon registers each with graphite-web's tag database (without
+    # graphite-web, nothing would find them: carbon is told nothing, ENABLE_TAGS off)
+    tagdb = f"http://127.0.0.1:{web_port}" if args.graphite_tags and have_web else ""
+    carbon = Carbon(root / "carbon", tagdb=tagdb)
+    carbon.write_config()
+    web = GraphiteWeb.over(root / "graphite-web", carbon, web_port) if have_web else None
     configs["sink-graphite.yaml"]["graphite"] = {"host": "127.0.0.1", "port": carbon.port,
-                                                 "prefix": GRAPHITE_PREFIX}
+                                                 "prefix": GRAPHITE_PREFIX,
+                                                 "tags": args.graphite_tags}
     prometheus = f"127.0.0.1:{free_port()}"
     configs["sink-prometheus.yaml"]["prometheus"] = {"listen": prometheus}
     console = f"127.0.0.1:{free_port()}"
@@ -236,7 +246,8 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
                                           "secret_file": str((root / "web-secret").resolve())}}
     if web is not None:                      # the console's graphs
         web.write_config()
-        configs["fleetwatch.yaml"]["graphite"] = {"url": web.url, "prefix": GRAPHITE_PREFIX}
+        configs["fleetwatch.yaml"]["graphite"] = {"url": web.url, "prefix": GRAPHITE_PREFIX,
+                                                  "tags": args.graphite_tags}
     if security:
         for r in routers:
             r["security"] = security["router"]

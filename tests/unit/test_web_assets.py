@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import types
 
 import pytest
 
@@ -14,6 +16,8 @@ pytest.importorskip("starlette")
 from fleetwatch.config import ConfigError, build as settings_of  # noqa: E402
 from web import assets  # noqa: E402
 from web.settings import WebSettings  # noqa: E402
+
+TEMPLATES = assets.SOURCE.parent / "templates"      # (web/app.py's, without importing it)
 
 
 def source(tmp_path, without: str | None = None):
@@ -88,3 +92,48 @@ def test_refresh_and_assets_defaults_and_types():
         settings_of(WebSettings, {"refresh": "often"})
     assert settings_of(WebSettings, {"assets": "/usr/share/fleetwatch/web"}).assets == \
         "/usr/share/fleetwatch/web"
+
+
+class Request:
+    """What base.html reads of a request."""
+
+    def __init__(self, path: str, query: str = "", method: str = "GET"):
+        self.method = method
+        self.url = types.SimpleNamespace(path=path, query=query)
+
+
+def page(tmp_path, refresh: float, request: Request, built: bool = True) -> str:
+    """downtimes.html (a page that opts in to updates) as the console renders it."""
+    jinja2 = pytest.importorskip("jinja2")
+    out = tmp_path / "static"
+    if built:
+        assets.build(source(tmp_path), out)
+    found = assets.Assets(out)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True)
+    env.globals.update(styles=found.styles, scripts=found.scripts, asset=found.url,
+                       refresh=refresh)
+    who = {"name": "alice", "role": "operator"}
+    return env.get_template("downtimes.html").render(request=request, who=who, csrf="t",
+                                                     downtimes=[], may=True, error=None)
+
+
+def test_a_page_that_opts_in_asks_for_its_own_url_again(tmp_path):
+    html = page(tmp_path, 2.5, Request("/downtimes", "a=1&b=2"))
+    assert 'hx-get="/downtimes?a=1&amp;b=2"' in html
+    assert 'hx-trigger="every 2.5s, live-refresh" hx-select="main" hx-target="main"' in html
+    assert '"allowEval": false' in html and '"includeIndicatorStyles": false' in html
+    assert re.findall(r'<script src="(/static/[^"?]+)\?v=[0-9a-f]+" defer>', html) == [
+        "/static/htmx.min.js", "/static/console.js"]
+    assert "<script>" not in html and "hx-on" not in html          # nothing inline to run
+
+
+@pytest.mark.parametrize("refresh, request_, built", [
+    (0, Request("/downtimes"), True),                     # web.refresh: 0
+    (10, Request("/downtimes", method="POST"), True),     # a form's answer: not its own URL
+    (10, Request("/downtimes"), False),                   # nothing built: nothing to run
+])
+def test_a_page_does_not_update_when_it_cannot_or_should_not(tmp_path, refresh, request_,
+                                                             built):
+    html = page(tmp_path, refresh, request_, built)
+    assert "hx-get" not in html and "<script" not in html
+    assert ('<link rel="stylesheet"' in html) is built

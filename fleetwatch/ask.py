@@ -88,13 +88,15 @@ class Listing:
 
 def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
             ctx: zmq.Context | None = None, clock=time.monotonic,
-            keys=None) -> list[Answer]:
+            keys=None, fields: dict[str, dict] | None = None) -> list[Answer]:
     """Send each of ``types`` to every endpoint; wait at most ``timeout`` seconds in all.
 
     Answers are kept by their type (HELLO is answered by WELCOME, PEERS by PEERS); an ERROR
     proves the router is there and is kept under ``ERROR``. A PEERS answer with ``next`` is
     followed page by page on the same connection (SPEC 4.3) and kept as one answer listing
-    every page's agents, once the last page came within the deadline.
+    every page's agents, once the last page came within the deadline. ``fields``: a
+    request's own fields by type (``{"PEERS": {"limit": 0}}``: a router's health and
+    ``total`` without its listing, as the console asks).
     """
     ctx = ctx or zmq.Context.instance()
     answers = [Answer(e) for e in endpoints]
@@ -115,7 +117,7 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
                 monitors[link.monitor] = sock
                 poller.register(link.monitor, zmq.POLLIN)
             for type_ in types:
-                link.send(protocol.encode_control(request(type_)))
+                link.send(protocol.encode_control(request(type_, **(fields or {}).get(type_, {}))))
             poller.register(sock, zmq.POLLIN)
         deadline = clock() + timeout
         waiting = set(links)

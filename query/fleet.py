@@ -110,12 +110,15 @@ def _number(value) -> float | None:
 
 def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
     """One entry per agent uuid: uuid, hostname, alive (True, False, or None: unknown, as
-    some router did not answer), last_seen (epoch), routers."""
+    some router did not answer, or none was asked), last_seen (epoch), routers (those that
+    have it attached; without answers, those the registry recorded it through)."""
     merged: dict[str, dict] = {}
     for row in db_agents:
+        # without answers (the console), the routers the registry saw it through
         merged[row["uuid"]] = {"uuid": row["uuid"], "hostname": row.get("hostname"),
                                "version": row.get("version"), "alive": False,
-                               "last_seen": _number(row.get("last_seen")), "routers": []}
+                               "last_seen": _number(row.get("last_seen")),
+                               "routers": [] if answers else sorted(row.get("routers") or ())}
     for answer in answers:
         reply = answer.get("PEERS")
         if reply is None:

@@ -272,7 +272,8 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
 
     import uvicorn
 
-    from fleetwatch.cli.status import gather
+    from fleetwatch.ask import ask_all
+    from fleetwatch.cli.operator import client_keys
     from web.app import Console, create_app
     from web.settings import WebSettings
     if listen:
@@ -282,8 +283,15 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
         except ValueError as e:
             return _fail(f"--listen: {e}")
         config = dataclasses.replace(config, web=settings)
+    keys = client_keys(config)
+
+    def ask_routers():
+        """Every router's health: PEERS without its listing (``limit`` 0)."""
+        return ask_all(config.routers, ("PEERS",), config.timeout, keys=keys,
+                       fields={"PEERS": {"limit": 0}})
+
     engine = _engine(config)
-    app = create_app(Console(config, engine, gather, Actions(config, path)),
+    app = create_app(Console(config, engine, ask_routers, Actions(config, path)),
                      secret_of(config.web.secret_file))
     host, port = config.web.address()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -8,43 +8,18 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.error
-import urllib.request
 
 import pytest
 
 from support.alertsink import failing_plugins
 from support.browser import Browser
+from support.console import PASSWORD, api_post, start_console
 from support.fleet import wait_for
 
 pytest.importorskip("fastapi")
 pytestmark = pytest.mark.timeout(120)
 
 HOSTILE = "web<script>alert(1)</script>\x1b[2J"
-PASSWORD = "correct horse battery"
-
-
-def start_console(fleet, alerting: dict | None = None, scheduler: bool = False, **agent):
-    """A fleet (router, registry and alerting sinks, an agent with ``agent`` settings) and
-    ``fleetwatch web`` over it, with users alice (operator) and bob (viewer): (fleet, the
-    operator config, the console's URL)."""
-    router = fleet.router()
-    fleet.sink("registry", [router])
-    fleet.sink("alerting", [router], **({"alerting": alerting} if alerting else {}))
-    fleet.agent([router], **agent)
-    if scheduler:
-        fleet.scheduler([router])
-    op = fleet.operator_config([router])
-    text = op.read_text() + f"web:\n  listen: 127.0.0.1:0\n  secret_file: {fleet.root}/secret\n"
-    op.write_text(text)
-    for name, role in (("alice", "operator"), ("bob", "viewer")):
-        fleet.cli("web", "user", "add", name, "--role", role, "--password-stdin",
-                  "--config", str(op), input=PASSWORD + "\n")
-    web = fleet.start("web", "web", "--config", str(op))
-    url = wait_for(lambda: re.search(r"at (http://127\.0\.0\.1:\d+)/", web.log()), 20,
-                   what="the console's address")
-    wait_for(lambda: fleet.db_rows("SELECT hostname FROM agents"), 20, what="the agent known")
-    return fleet, op, url.group(1)
 
 
 @pytest.fixture
@@ -63,8 +38,11 @@ def test_login_overview_and_logout(console):
     assert "samesite=strict" in headers["set-cookie"].lower()
     status, headers, page = b.request("/")
     assert status == 200 and "default-src 'self'" in headers["content-security-policy"]
-    assert "alice (operator)" in page
-    # the agent's hostname is shown, inert: markup escaped, the control character visible
+    assert "alice (operator)" in page and re.search(r'id="host-counts">.*UP.* 1', page)
+    # the hosts page lists the agent's hostname, inert: markup escaped, the control
+    # character visible
+    status, _, page = b.request("/hosts")
+    assert status == 200 and 'id="host-total">1 host<' in page
     assert "web&lt;script&gt;alert(1)&lt;/script&gt;\\x1b[2J" in page
     assert "<script>" not in page and "\x1b" not in page
     # logging out needs the page's CSRF token
@@ -135,10 +113,13 @@ def test_in_a_real_browser_log_in_and_see_the_host(console, request):
         driver.find_element(By.ID, "password").send_keys(PASSWORD)
         click_through(driver, driver.find_element(By.ID, "login"))
         assert driver.find_element(By.ID, "who").text == "alice (operator)"
+        click_through(driver, driver.find_element(By.CSS_SELECTOR, "#host-counts a"))
         # the hostile hostname is text on the page, its markup never run or parsed
         names = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#hosts td.hostname")]
         assert names == ["web<script>alert(1)</script>\\x1b[2J"]
-        assert driver.execute_script("return document.scripts.length") == 0
+        assert driver.execute_script(           # the console's own scripts only
+            "return [...document.scripts].every("
+            "s => s.src.startsWith(location.origin + '/static/'))")
         screenshot(driver, request.node.name)
 
 
@@ -157,7 +138,7 @@ def test_an_operator_acknowledges_in_the_browser_a_viewer_cannot(fleet, request)
     def problems(name="bob"):
         status, _, body = Browser(url).request(
             "/api/v1/problems", headers={"Authorization": f"Bearer {tokens[name]}"})
-        return json.loads(body)["problems"]
+        return json.loads(body)["items"]
     wait_for(lambda: [p for p in problems() if p["check"] == "check_flaky"], 40, 0.2,
              what="the failing check a problem")
     # a viewer may read but not acknowledge, by token or by form
@@ -191,7 +172,9 @@ def test_an_operator_acknowledges_in_the_browser_a_viewer_cannot(fleet, request)
         heading = driver.find_element(By.CSS_SELECTOR, "#problems h2").text
         assert heading == "Unhandled problems (0, 1 handled)"
         screenshot(driver, request.node.name)
-        # run the check now from its host's page, and see what it printed
+        # run the check now from its host's page (through the hosts page), and see what it
+        # printed
+        click_through(driver, driver.find_element(By.CSS_SELECTOR, "#host-counts a"))
         click_through(driver, driver.find_element(By.CSS_SELECTOR, "#hosts td.hostname a"))
         assert driver.find_element(By.ID, "hostname").text == "agent-host"
         click_through(driver, driver.find_element(By.CSS_SELECTOR, "#checks form.run button"))
@@ -203,17 +186,6 @@ def test_an_operator_acknowledges_in_the_browser_a_viewer_cannot(fleet, request)
     assert handled["handled"]["ack"]["by"] == "alice"
     assert handled["handled"]["ack"]["comment"] == "on it <b>now</b>"
     assert ("alice", "ack.add") in fleet.db_rows("SELECT who, action FROM web_audit")
-
-
-def api_post(url: str, path: str, token: str, body: dict):
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Authorization": f"Bearer {token}",
-                                          "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as res:
-            return res.status, json.loads(res.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
 
 
 def test_a_host_page_without_graphite_says_so(console):

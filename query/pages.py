@@ -1,0 +1,199 @@
+"""The scopes of the console's pages and the counts of states, chosen in SQL.
+
+A page of a fleet of 10,000 hosts and 50,000 checks reads its own rows: these queries pick
+which agents (``uuids``) and which checks (``pairs``: (uuid, plugin)) a page shows, and
+:func:`query.fleet.read` then reads only those; the counts of the overview are ``GROUP BY``
+queries. The states are the ones :func:`query.fleet.assemble` gives, written as SQL
+``CASE`` expressions:
+
+- a host: GONE (left), DOWN (its heartbeats stopped: not up, or up past the deadline no sink
+  has acted on yet), UNREACHABLE (DOWN behind a parent the sinks recorded), UP, and UNKNOWN
+  while no alerting sink has heard it;
+- a check: UNKNOWN while stale (no result for its freshness threshold), PENDING before its
+  first result, else its result's OK, WARNING, CRITICAL or UNKNOWN.
+
+Every function takes an open connection and reads a database with missing tables (no sink
+has run yet) as empty. SQLAlchemy Core only: the same SQL runs on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import String, and_, case, cast, false, func, literal, null, or_, select, union
+from sqlalchemy.engine import Connection
+
+from sinks.state import schema
+from sinks.state.db import has_tables
+from sinks.state.reads import present
+
+#: the host states, in the order the console lists their counts
+HOST_STATES = ("DOWN", "UNREACHABLE", "UP", "UNKNOWN", "GONE")
+#: the check states, worst first
+CHECK_STATES = ("CRITICAL", "UNKNOWN", "WARNING", "OK", "PENDING")
+
+
+def _column(conn: Connection, table, name: str):
+    """``table.c[name]``, or NULL when the database predates that column."""
+    return null() if name in present(conn, table)[1] else table.c[name]
+
+
+def _host_join(conn: Connection, now: float):
+    """(agents outer-joined to their own ``host_state`` row, the host's state as a CASE),
+    for the agents not deregistered."""
+    a, h = schema.agents, schema.host_state
+    if not has_tables(conn, "host_state"):
+        return a, literal("UNKNOWN")
+    gone, parent = _column(conn, h, "gone"), _column(conn, h, "unreachable")
+    down = or_(h.c.up == false(), and_(h.c.deadline > 0, h.c.deadline < now))
+    state = case((h.c.uuid.is_(None), "UNKNOWN"), (gone.is_not(None), "GONE"),
+                 (and_(down, parent.is_not(None), parent != ""), "UNREACHABLE"),
+                 (down, "DOWN"), else_="UP")
+    joined = a.outerjoin(h, and_(h.c.uuid == a.c.uuid, h.c.name == "", h.c.last_heard > 0))
+    return joined, state
+
+
+def _agents_where(conn: Connection):
+    gone = _column(conn, schema.agents, "gone")
+    return gone.is_(None)
+
+
+def host_counts(conn: Connection, now: float) -> dict[str, int]:
+    """How many agents are in each host state (:data:`HOST_STATES`)."""
+    if not has_tables(conn, "agents"):
+        return {}
+    joined, state = _host_join(conn, now)
+    stmt = select(state.label("state"), func.count()).select_from(joined) \
+        .where(_agents_where(conn)).group_by(state)
+    return {row[0]: row[1] for row in conn.execute(stmt)}
+
+
+def _declared(conn: Connection):
+    """The distinct (uuid, name) of the checks the agents not deregistered declared (one
+    plugin declared by the agent and a local process is one check)."""
+    p, a = schema.plugins, schema.agents
+    return select(p.c.uuid, p.c.name).distinct().join(a, a.c.uuid == p.c.uuid) \
+        .where(_agents_where(conn)).subquery("declared")
+
+
+def _check_join(conn: Connection):
+    """(declared checks outer-joined to their result and freshness, the state as a CASE)."""
+    d, c = _declared(conn), schema.checks
+    joined = d.outerjoin(c, and_(c.c.uuid == d.c.uuid, c.c.plugin == d.c.name))
+    if has_tables(conn, "check_freshness"):
+        f = schema.check_freshness
+        joined = joined.outerjoin(f, and_(f.c.uuid == d.c.uuid, f.c.plugin == d.c.name))
+        stale = and_(f.c.stale_at.is_not(None),
+                     or_(f.c.heard.is_(None), f.c.stale_at >= f.c.heard))
+    else:
+        stale = false()
+    state = case((stale, "UNKNOWN"), (c.c.uuid.is_(None), "PENDING"),
+                 (c.c.status == 0, "OK"), (c.c.status == 1, "WARNING"),
+                 (c.c.status == 2, "CRITICAL"), else_="UNKNOWN")
+    return d, joined, state
+
+
+def check_counts(conn: Connection) -> dict[str, int]:
+    """How many declared checks are in each state (:data:`CHECK_STATES`)."""
+    if not has_tables(conn, "agents", "plugins", "checks"):
+        return {}
+    _, joined, state = _check_join(conn)
+    stmt = select(state.label("state"), func.count()).select_from(joined).group_by(state)
+    return {row[0]: row[1] for row in conn.execute(stmt)}
+
+
+def problem_scope(conn: Connection, now: float):
+    """(the agents with a host or process problem, or a check in one; the checks in a
+    problem: not OK, or stale), as two SELECTs for :func:`query.fleet.read` to read in
+    (``uuid IN (SELECT ...)``: the database picks them, no list travels): what it needs to
+    judge every problem of the fleet and how it is handled."""
+    parts = []
+    if has_tables(conn, "checks"):
+        c = schema.checks
+        parts.append(select(c.c.uuid, c.c.plugin).where(c.c.status != 0))
+    if has_tables(conn, "check_freshness"):
+        f = schema.check_freshness
+        parts.append(select(f.c.uuid, f.c.plugin).where(
+            f.c.stale_at.is_not(None), or_(f.c.heard.is_(None), f.c.stale_at >= f.c.heard)))
+    pairs = union(*parts) if len(parts) > 1 else parts[0] if parts else \
+        select(literal("").label("uuid"), literal("").label("plugin")).where(false())
+    hosts = [select(pairs.subquery().c.uuid)]
+    if has_tables(conn, "host_state"):
+        h = schema.host_state
+        gone = _column(conn, h, "gone")
+        hosts.append(select(h.c.uuid).where(
+            h.c.last_heard > 0, gone.is_(None),
+            or_(h.c.up == false(), and_(h.c.deadline > 0, h.c.deadline < now))))
+    return union(*hosts) if len(hosts) > 1 else hosts[0], pairs
+
+
+def hosts(conn: Connection, now: float, *, search: str = "", state: str | None = None,
+          parent: str | None = None, after: str = "", offset: int = 0,
+          limit: int = 100, by_name: bool = True) -> tuple[list[str], int]:
+    """(the uuids of one page of agents, how many match in all): those whose hostname
+    contains ``search`` (or whose uuid starts with it), in host ``state``, declaring
+    ``parent``; by hostname (``by_name``, ``offset``: the console's pages) or by uuid
+    after the cursor ``after`` (the API's)."""
+    if not has_tables(conn, "agents"):
+        return [], 0
+    a = schema.agents
+    joined, host_state = _host_join(conn, now)
+    where = [_agents_where(conn)]
+    if search:
+        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where.append(or_(a.c.hostname.ilike(pattern, escape="\\"),
+                         a.c.uuid.like(pattern[1:], escape="\\")))
+    if state:
+        where.append(host_state == state.upper())
+    if parent:
+        # parents is a JSON list of names ("host" or "host/check"): matched as its text
+        quoted = '"' + parent.replace("\\", "\\\\").replace('"', '\\"')
+        text = cast(a.c.parents, String)
+        where.append(or_(text.contains(quoted + '"', autoescape=True),
+                         text.contains(quoted + "/", autoescape=True)))
+    total = conn.execute(select(func.count()).select_from(joined).where(*where)).scalar_one()
+    stmt = select(a.c.uuid).select_from(joined).where(*where)
+    if by_name:
+        stmt = stmt.order_by(a.c.hostname, a.c.uuid).offset(offset)
+    else:
+        stmt = stmt.where(a.c.uuid > after).order_by(a.c.uuid)
+    return list(conn.execute(stmt.limit(limit)).scalars()), total
+
+
+def parents(conn: Connection, now: float) -> list[dict]:
+    """The parents the agents declared, each with how many agents declare it and how many
+    of those are in each host state: the hosts page grouped by parent. A parent is named as
+    declared (``host`` or ``host/check``)."""
+    if not has_tables(conn, "agents"):
+        return []
+    a = schema.agents
+    joined, host_state = _host_join(conn, now)
+    stmt = select(a.c.parents, host_state).select_from(joined) \
+        .where(_agents_where(conn), a.c.parents.is_not(None))
+    groups: dict[str, dict] = {}
+    for declared, state in conn.execute(stmt):
+        for name in declared if isinstance(declared, list) else ():
+            if not isinstance(name, str):
+                continue
+            group = groups.setdefault(name, {"parent": name, "hosts": 0, "states": {}})
+            group["hosts"] += 1
+            group["states"][state] = group["states"].get(state, 0) + 1
+    return sorted(groups.values(), key=lambda g: g["parent"])
+
+
+def checks(conn: Connection, now: float, *, uuid: str | None = None,
+           state: str | None = None, after: tuple[str, str] | None = None,
+           limit: int = 100) -> list[tuple[str, str]]:
+    """One page of declared checks as (uuid, plugin) pairs, in that order after the cursor
+    ``after``: of one agent (``uuid``), in one ``state``."""
+    if not has_tables(conn, "agents", "plugins", "checks"):
+        return []
+    declared, joined, check_state = _check_join(conn)
+    stmt = select(declared.c.uuid, declared.c.name).select_from(joined)
+    if uuid:
+        stmt = stmt.where(declared.c.uuid == uuid)
+    if state:
+        stmt = stmt.where(check_state == state.upper())
+    if after:
+        stmt = stmt.where(or_(declared.c.uuid > after[0],
+                              and_(declared.c.uuid == after[0], declared.c.name > after[1])))
+    stmt = stmt.order_by(declared.c.uuid, declared.c.name).limit(limit)
+    return [tuple(r) for r in conn.execute(stmt)]

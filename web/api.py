@@ -1,0 +1,168 @@
+"""The HTTP API under ``/api/v1``: JSON, for scripts and integrations that do not speak ZeroMQ.
+
+Lists are paginated by a cursor: ``limit`` (at most :data:`PAGE_MAX`) and ``after`` (the
+``next`` of the page before); an answer is ``{"items": [...], "next": CURSOR or null}``.
+Hosts go in uuid order (cursor: the last uuid), checks in (uuid, plugin) order (cursor:
+``UUID/PLUGIN``), problems worst first (cursor: how many came before). Reads need any role;
+acknowledging, scheduling downtimes and running checks need ``operator``
+(:func:`web.auth.allows`). A state database that cannot be read answers 503, with what
+went wrong in ``error``.
+
+The OpenAPI document at ``/api/v1/openapi.json`` describes every route.
+"""
+
+# (no ``from __future__ import annotations``: FastAPI reads the handlers' annotations at
+# run time, ``User`` among them, which is local to routes())
+from typing import TYPE_CHECKING, Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from web import store
+from web.console import PAGE_ROWS, Refused
+
+if TYPE_CHECKING:
+    from web.app import Web
+
+#: most entries one API list answers
+PAGE_MAX = 1000
+Limit = Annotated[int, Query(ge=1, le=PAGE_MAX, description=f"at most this many (1-{PAGE_MAX})")]
+After = Annotated[str, Query(max_length=600, description="the `next` of the page before")]
+State = Annotated[str | None, Query(max_length=16, description="only those in this state")]
+
+
+class AckRequest(BaseModel):
+    host: str = Field(min_length=1, max_length=255, description="hostname or uuid")
+    check: str | None = Field(None, max_length=255, description="the check; none: the host")
+    comment: str = Field("", max_length=1000)
+    sticky: bool = Field(False, description="until recovery, not the next state change")
+    expire: float | None = Field(None, gt=0, description="seconds it lasts at most")
+
+
+class RunRequest(BaseModel):
+    host: str = Field(min_length=1, max_length=255, description="hostname or uuid")
+    plugin: str = Field(min_length=1, max_length=255, description="a check it declared")
+
+
+class DowntimeRequest(BaseModel):
+    host: str = Field(min_length=1, max_length=255, description="hostname, uuid or pattern")
+    check: str | None = Field(None, max_length=255, description="none: every alert")
+    duration: str = Field(min_length=1, max_length=32, description="how long: 30m, 2h, 1d")
+    comment: str = Field("", max_length=1000)
+
+
+def refused(e: Refused) -> HTTPException:
+    return HTTPException(e.status, str(e))
+
+
+def routes(web: "Web") -> APIRouter:
+    router = APIRouter(prefix="/api/v1")
+    console = web.console
+    User = Annotated[store.Who, Depends(web.api_user)]
+
+    def answer(fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Refused as e:
+            raise refused(e) from None
+
+    # ------------------------------------------------------------ reading
+    @router.get("/hosts", summary="The agents of the fleet with their state, in uuid order")
+    def hosts(user: User, limit: Limit = PAGE_ROWS, after: After = "", state: State = None,
+              q: Annotated[str, Query(max_length=255, description="hostname contains, or "
+                                                                  "uuid starts with")] = ""):
+        return answer(console.host_list, after, limit, state, q)
+
+    @router.get("/hosts/{uuid}", summary="One agent, its checks and its problems")
+    def host(user: User, uuid: str):
+        found = answer(console.host, uuid[:64])
+        if found is None:
+            raise HTTPException(404, "no such host in the fleet")
+        return {k: found[k] for k in ("agent", "checks", "problems")}
+
+    @router.get("/checks", summary="The declared checks with their latest result and state, "
+                                   "in (uuid, plugin) order")
+    def checks(user: User, limit: Limit = PAGE_ROWS, after: After = "", state: State = None,
+               host: Annotated[str | None, Query(max_length=64,
+                                                 description="only this agent's (uuid)")] = None):
+        return answer(console.check_list, after, limit, host, state)
+
+    @router.get("/problems", summary="Every problem, worst first, with how it is handled")
+    def problems(user: User, limit: Limit = PAGE_ROWS, after: After = "",
+                 unhandled: Annotated[bool, Query(description="only those nothing "
+                                                              "handles")] = False):
+        view = console.problems()
+        if view["warnings"]:
+            raise HTTPException(503, view["warnings"][0])
+        rows = view["unhandled" if unhandled else "problems"]
+        start = int(after) if after.isdigit() else 0
+        page = rows[start:start + limit]
+        return {"items": page, "total": len(rows),
+                "next": str(start + limit) if start + limit < len(rows) else None}
+
+    @router.get("/routers", summary="The routers, whether they answered, and the fleet's "
+                                    "durability")
+    def routers(user: User):
+        return console.routers()
+
+    @router.get("/alerts", summary="The newest alerts with their delivery per channel and "
+                                   "how each is handled (`fleetwatch alerts --json`)")
+    def alerts(user: User, limit: Limit = 50):
+        rows, total = answer(console.actions.alerts, limit)
+        return {"alerts": rows, "total": total, "truncated": total > len(rows)}
+
+    @router.get("/acknowledgements", summary="The running acknowledgements (all with "
+                                             "`ended`), newest first")
+    def acknowledgements(user: User, ended: bool = False):
+        from sinks.state import reads
+        return {"acknowledgements": answer(console.listed, reads.acknowledgements,
+                                           now=console.clock(), ended=ended)}
+
+    @router.get("/silences", summary="The running silences (all with `ended`), newest "
+                                     "first, with how many alerts each muted")
+    def silences(user: User, ended: bool = False):
+        from sinks.state import reads
+        return {"silences": answer(console.listed, reads.silences, now=console.clock(),
+                                   ended=ended)}
+
+    @router.get("/downtimes", summary="The running and planned downtimes")
+    def downtimes(user: User):
+        return {"downtimes": answer(console.actions.downtimes)}
+
+    # ------------------------------------------------------------ changing
+    @router.post("/acks", status_code=201,
+                 summary="Acknowledge a host's problem (check None: the host DOWN); operator")
+    def ack(user: User, body: AckRequest):
+        web.may(user, "ack")
+        try:
+            made = web.acknowledge(user, body.host, body.check, body.comment, body.sticky,
+                                   console.clock() + body.expire if body.expire else None)
+        except Refused as e:
+            raise refused(e) from None
+        except ValueError as e:
+            raise HTTPException(422, str(e)) from None
+        return {"acks": [{"id": i, "uuid": u, "status": st} for i, u, st in made]}
+
+    @router.post("/runs", summary="Run a check now and answer its result (as "
+                                  "`fleetwatch run --wait --json`); operator")
+    def run(user: User, body: RunRequest):
+        web.may(user, "run")
+        return answer(web.run_check, user, body.host, body.plugin)
+
+    @router.post("/downtimes", status_code=201,
+                 summary="Schedule a downtime from now (check None: every alert of the "
+                         "host); operator")
+    def downtime(user: User, body: DowntimeRequest):
+        web.may(user, "downtime")
+        return {"id": answer(web.schedule, user, body.host, body.check, body.duration,
+                             body.comment)}
+
+    @router.delete("/downtimes/{downtime_id}", status_code=204,
+                   summary="End a running or planned downtime; operator")
+    def end_downtime(user: User, downtime_id: int):
+        web.may(user, "downtime")
+        answer(web.end_downtime, user, downtime_id)
+        return Response(status_code=204)
+
+    return router

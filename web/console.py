@@ -1,0 +1,214 @@
+"""What the console shows, read through the query layer (:mod:`query`): the pages' data.
+
+Each page reads its own scope of the state database (:mod:`query.pages` picks it in SQL,
+:mod:`query.fleet` reads and judges it, as ``fleetwatch status`` does), so a page of a fleet
+of 10,000 hosts costs its own rows, not the fleet's. The routers are asked for their health
+only (PEERS with ``limit`` 0: reachable, agents attached, sinks connected, durable routes),
+at most every :data:`ROUTERS_TTL` seconds whatever the number of open pages; a host's
+``alive`` is therefore unknown (None) here, and its ``state`` (UP, DOWN, UNREACHABLE, GONE:
+the alerting sinks' judgement) says what the console knows.
+
+A database that cannot be read makes a page with a warning (``warnings``), never an error
+page; what the routers did not answer is said in their table.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from fleetwatch import durability
+from query import fleet, handling, pages
+from web import auth
+
+#: seconds the routers' health is kept before they are asked again
+ROUTERS_TTL = 5.0
+#: unhandled problems the overview lists (the problems page has them all)
+OVERVIEW_PROBLEMS = 50
+#: rows of one page of the hosts and problems pages
+PAGE_ROWS = 100
+
+
+class Refused(Exception):
+    """An action the fleet's state refuses (nothing to acknowledge): its text is for the
+    user, the status (404, 422, 503) for the API."""
+
+    def __init__(self, message: str, status: int = 422):
+        super().__init__(message)
+        self.status = status
+
+
+class Console:
+    """What the application's handlers share: the operator config, the state database's
+    engine, the login limiter, how the routers are asked (``ask_routers()`` -> their
+    answers to PEERS with ``limit`` 0), what an operator may change (``actions``:
+    ``ack``, ``run_check``, ``alerts``, ``downtimes``, ``downtime``, ``end_downtime``,
+    raising :class:`Refused`) and clocks. The command line gives the callables
+    (fleetwatch/cli/web.py): the same code as ``fleetwatch ack``, ``run``, ``downtime``."""
+
+    def __init__(self, config, engine, ask_routers: Callable[[], list], actions=None,
+                 clock=time.time, monotonic=time.monotonic):
+        self.config, self.engine, self.clock, self.monotonic = config, engine, clock, monotonic
+        self.ask_routers, self.actions = ask_routers, actions
+        settings = config.web
+        self.limiter = auth.LoginLimiter(settings.login_attempts, settings.login_lockout,
+                                         monotonic)
+        self._routers: tuple[float, dict] | None = None
+        self._routers_lock = threading.Lock()
+
+    # ------------------------------------------------------------ reading
+    def read(self, fn, warnings: list[str], default, **kwargs):
+        """``fn(connection, **kwargs)`` on the state database; ``default`` (and a line in
+        ``warnings``) when it cannot be read."""
+        from sqlalchemy.exc import SQLAlchemyError
+        try:
+            with self.engine.connect() as conn:
+                return fn(conn, **kwargs)
+        except SQLAlchemyError as e:
+            line = (str(e).splitlines() or [""])[0]
+            warnings.append(f"cannot read the state database: {e.__class__.__name__}: {line}")
+            return default
+
+    def view(self, uuids, pairs=None, warnings: list[str] | None = None) -> dict:
+        """Agents, checks and problems of a scope (:func:`query.fleet.read`)."""
+        now = self.clock()
+        rows = self.read(fleet.read, warnings if warnings is not None else [], fleet.Rows(),
+                         now=now, uuids=uuids, pairs=pairs)
+        return fleet.assemble(rows, now)
+
+    def routers(self) -> dict:
+        """``routers`` (endpoint, id, reachable, problem, agents, sinks) and the fleet's
+        ``durability``, asked at most every :data:`ROUTERS_TTL` seconds."""
+        with self._routers_lock:
+            if self._routers is not None and self.monotonic() - self._routers[0] < ROUTERS_TTL:
+                return self._routers[1]
+            answers = self.ask_routers()
+            routers = []
+            for a in answers:
+                peers = a.get("PEERS")
+                routers.append({"endpoint": a.endpoint, "id": a.router_id,
+                                "reachable": a.reachable, "problem": a.problem or None,
+                                "agents": peers.get("total") if peers else None,
+                                "sinks": peers.get("sinks") if peers else None})
+            found = {"routers": routers, "durability": durability.assess(answers)}
+            self._routers = (self.monotonic(), found)
+            return found
+
+    # ------------------------------------------------------------ the pages' data
+    def overview(self) -> dict:
+        """Hosts and checks by state, the unhandled problems (the first
+        :data:`OVERVIEW_PROBLEMS`), how many are handled, the routers."""
+        warnings: list[str] = []
+        now = self.clock()
+        hosts = self.read(pages.host_counts, warnings, {}, now=now)
+        checks = self.read(pages.check_counts, warnings, {})
+        found = self.problems(warnings)
+        return {"hosts": _ordered(hosts, pages.HOST_STATES),
+                "checks": _ordered(checks, pages.CHECK_STATES),
+                "unhandled": found["unhandled"][:OVERVIEW_PROBLEMS],
+                "unhandled_count": len(found["unhandled"]),
+                "handled_count": len(found["problems"]) - len(found["unhandled"]),
+                "warnings": warnings, **self.routers()}
+
+    def problems(self, warnings: list[str] | None = None) -> dict:
+        """Every problem of the fleet (handled or not, worst first) and the unhandled ones:
+        the agents and checks in a problem are chosen in SQL, then judged."""
+        warnings = [] if warnings is None else warnings
+        now = self.clock()
+        scope = self.read(pages.problem_scope, warnings, None, now=now)
+        if scope is None:
+            return {"problems": [], "unhandled": [], "warnings": warnings}
+        found = self.view(*scope, warnings=warnings)
+        return {"problems": found["problems"], "unhandled": found["unhandled"],
+                "warnings": warnings}
+
+    def host(self, uuid: str) -> dict | None:
+        """One agent (None: not in the fleet), its checks, its problems, its routers."""
+        warnings: list[str] = []
+        found = self.view([uuid], warnings=warnings)
+        if not found["agents"]:
+            return None
+        return {"agent": found["agents"][0], "checks": found["checks"],
+                "problems": found["problems"], "unhandled": found["unhandled"],
+                "warnings": warnings}
+
+    def hosts(self, search: str = "", state: str | None = None, parent: str | None = None,
+              page: int = 0) -> dict:
+        """One page (:data:`PAGE_ROWS`) of agents by hostname: matching ``search``, in host
+        ``state``, declaring ``parent``; each with its checks' states counted."""
+        warnings: list[str] = []
+        uuids, total = self.read(pages.hosts, warnings, ([], 0), now=self.clock(),
+                                 search=search, state=state, parent=parent,
+                                 offset=page * PAGE_ROWS, limit=PAGE_ROWS)
+        found = self.view(uuids, warnings=warnings) if uuids else {"agents": [], "checks": []}
+        order = {u: i for i, u in enumerate(uuids)}
+        agents = sorted(found["agents"], key=lambda a: order.get(a["uuid"], 0))
+        counts: dict[str, dict[str, int]] = {}
+        for check in found["checks"]:
+            mine = counts.setdefault(check["uuid"], {})
+            mine[check["state"]] = mine.get(check["state"], 0) + 1
+        for agent in agents:
+            agent["checks"] = _ordered(counts.get(agent["uuid"], {}), pages.CHECK_STATES)
+        return {"agents": agents, "total": total, "page": page,
+                "pages": max(1, -(-total // PAGE_ROWS)), "warnings": warnings}
+
+    def parents(self) -> dict:
+        """The parents the agents declared, each with its agents' states counted."""
+        warnings: list[str] = []
+        groups = self.read(pages.parents, warnings, [], now=self.clock())
+        for group in groups:
+            group["states"] = _ordered(group["states"], pages.HOST_STATES)
+        return {"parents": groups, "warnings": warnings}
+
+    # ------------------------------------------------------------ the API's lists
+    def host_list(self, after: str, limit: int, state: str | None, search: str) -> dict:
+        """Agents in uuid order after the cursor ``after``: ``items``, ``next``."""
+        warnings: list[str] = []
+        uuids, _ = self.read(pages.hosts, warnings, ([], 0), now=self.clock(), search=search,
+                             state=state, after=after, limit=limit + 1, by_name=False)
+        found = self.view(uuids[:limit], warnings=warnings) if uuids else {"agents": []}
+        items = sorted(found["agents"], key=lambda a: a["uuid"])
+        _unavailable(warnings)
+        return {"items": items, "next": items[-1]["uuid"] if len(uuids) > limit and items
+                else None}
+
+    def check_list(self, after: str, limit: int, uuid: str | None, state: str | None) -> dict:
+        """Checks in (uuid, plugin) order after the cursor ``after`` (``UUID/PLUGIN``):
+        ``items``, ``next``."""
+        warnings: list[str] = []
+        cursor = tuple(after.split("/", 1)) if "/" in after else None
+        pairs = self.read(pages.checks, warnings, [], now=self.clock(), uuid=uuid,
+                          state=state, after=cursor, limit=limit + 1)
+        shown = pairs[:limit]
+        found = self.view(sorted({u for u, _ in shown}), shown, warnings) if shown \
+            else {"checks": []}
+        items = sorted(found["checks"], key=lambda c: (c["uuid"], c["plugin"]))
+        _unavailable(warnings)
+        return {"items": items, "next": f"{items[-1]['uuid']}/{items[-1]['plugin']}"
+                if len(pairs) > limit and items else None}
+
+    def listed(self, fn, **kwargs) -> list[dict]:
+        """A reader of :mod:`sinks.state.reads` (acknowledgements, silences), its rows; 503
+        when the database cannot be read."""
+        warnings: list[str] = []
+        rows = self.read(fn, warnings, [], **kwargs)
+        _unavailable(warnings)
+        return rows
+
+
+def _ordered(counts: dict[str, int], order: tuple[str, ...]) -> list[tuple[str, int]]:
+    """(state, count) in ``order``, then any other state by name; none of count 0."""
+    rank = {name: i for i, name in enumerate(order)}
+    return sorted(((k, v) for k, v in counts.items() if v),
+                  key=lambda kv: (rank.get(kv[0], len(order)), kv[0]))
+
+
+def _unavailable(warnings: list[str]) -> None:
+    if warnings:
+        raise Refused(warnings[0], 503)
+
+
+def what(problem: dict) -> str:
+    """A problem's name for a page (:func:`query.handling.what`)."""
+    return handling.what(problem)

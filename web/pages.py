@@ -1,0 +1,215 @@
+"""The console's pages: logging in and out, the overview, problems, hosts, one host, alerts,
+downtimes, and the forms that acknowledge, schedule a downtime and run a check.
+
+Each page reads what it shows through :class:`web.console.Console` (one scope of the state
+database: a page of a fleet of 10,000 hosts reads its own rows) and renders it on the server.
+A page asked without a session redirects to ``/login``; a form's POST needs its CSRF token
+and a role that allows it (:meth:`web.app.Web.posted`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
+
+from fleetwatch.graphs.host import host_graphs
+from web import auth, store
+from web.console import Refused
+
+if TYPE_CHECKING:
+    from web.app import Web
+
+#: alerts the alerts page lists
+ALERTS_SHOWN = 200
+#: the ranges a host page's graphs offer, in seconds
+RANGES = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}
+#: the host states the hosts page filters by
+HOST_FILTERS = ("DOWN", "UNREACHABLE", "UP", "UNKNOWN", "GONE")
+#: the problems page's sections: (id, heading, which handled problems it lists)
+SECTIONS = (("acknowledged", "Acknowledged", lambda h: bool(h.get("ack"))),
+            ("downtime", "In downtime", lambda h: not h.get("ack") and bool(h.get("downtime"))),
+            ("unreachable", "Unreachable or on a host down",
+             lambda h: not h.get("ack") and not h.get("downtime")
+             and bool(h.get("unreachable") or h.get("host"))))
+
+
+def to_login() -> RedirectResponse:
+    return RedirectResponse("/login", status_code=303)
+
+
+def _back(value) -> str:
+    """Where a form returns to: a path of this console, else the overview."""
+    back = str(value or "/")
+    return back if back.startswith("/") and not back.startswith("//") else "/"
+
+
+def _or_error(fn, empty, *args):
+    """(``fn(*args)``, None), or (``empty``, what refused it): a page says why it is empty."""
+    try:
+        return fn(*args), None
+    except Refused as e:
+        return empty, str(e)
+
+
+def routes(web: Web) -> APIRouter:
+    router = APIRouter(include_in_schema=False)
+    console = web.console
+
+    def user_of(request: Request) -> store.Who | None:
+        return web.who(request)
+
+    # ------------------------------------------------------------ log in and out
+    @router.get("/login", response_class=HTMLResponse)
+    def login_form(request: Request):
+        return web.page(request, "login.html", error=None)
+
+    @router.post("/login")
+    async def login(request: Request):
+        form = await request.form()
+        name, password = str(form.get("user", ""))[:64], str(form.get("password", ""))
+        if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
+            return Response("missing or wrong CSRF token: reload the page", 403)
+        address = request.client.host if request.client else "-"
+        if console.limiter.locked(name, address):
+            return web.page(request, "login.html", 429,
+                            error="too many failed logins: try again later")
+        found = store.login(console.engine, name, password, address, console.clock)
+        if found is None:
+            console.limiter.failed(name, address)
+            return web.page(request, "login.html", 401, error="wrong user name or password")
+        console.limiter.succeeded(name, address)
+        request.session.clear()
+        request.session.update(user=found.user, csrf=auth.new_csrf())
+        return RedirectResponse("/", status_code=303)
+
+    @router.post("/logout")
+    async def logout(request: Request):
+        form = await request.form()
+        if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
+            return Response("missing or wrong CSRF token: reload the page", 403)
+        request.session.clear()
+        return to_login()
+
+    # ------------------------------------------------------------ the fleet
+    @router.get("/", response_class=HTMLResponse)
+    def overview(request: Request):
+        found = user_of(request)
+        if found is None:
+            return to_login()
+        return web.page(request, "overview.html", who=found, view=console.overview(),
+                        may_ack=auth.allows(found.role, "ack"))
+
+    @router.get("/problems", response_class=HTMLResponse)
+    def problems_page(request: Request):
+        found = user_of(request)
+        if found is None:
+            return to_login()
+        view = console.problems()
+        unhandled = {id(p) for p in view["unhandled"]}
+        handled = [p for p in view["problems"] if id(p) not in unhandled]
+        sections = [(key, title, [p for p in handled if test(p["handled"] or {})])
+                    for key, title, test in SECTIONS]
+        return web.page(request, "problems.html", who=found, view=view, sections=sections,
+                        may_ack=auth.allows(found.role, "ack"))
+
+    @router.get("/hosts", response_class=HTMLResponse)
+    def hosts_page(request: Request, q: str = "", state: str = "", parent: str = "",
+                   group: str = "", page: int = 0):
+        found = user_of(request)
+        if found is None:
+            return to_login()
+        q, parent = q[:255], parent[:255]
+        state = state.upper() if state.upper() in HOST_FILTERS else ""
+        if group == "parent":
+            return web.page(request, "parents.html", who=found, view=console.parents())
+        view = console.hosts(q, state or None, parent or None, max(0, min(page, 10**6)))
+        return web.page(request, "hosts.html", who=found, view=view, q=q, state=state,
+                        parent=parent, states=HOST_FILTERS)
+
+    @router.get("/hosts/{uuid}", response_class=HTMLResponse)
+    def host_page(request: Request, uuid: str, range: str = "1h"):
+        found = user_of(request)
+        if found is None:
+            return to_login()
+        view = console.host(uuid[:64])
+        if view is None:
+            return web.page(request, "missing.html", 404, who=found,
+                            what=f"no host {uuid[:64]} in the fleet")
+        agent = view["agent"]
+        range = range if range in RANGES else "1h"
+        graphs = host_graphs(getattr(console.config, "graphite", None),
+                             agent.get("hostname") or uuid, RANGES[range], now=console.clock())
+        return web.page(request, "host.html", who=found, view=view, agent=agent,
+                        checks=view["checks"], problems=view["unhandled"], graphs=graphs,
+                        ranges=list(RANGES), range=range,
+                        may_ack=auth.allows(found.role, "ack"),
+                        may_run=auth.allows(found.role, "run"))
+
+    # ------------------------------------------------------------ acknowledge, run
+    @router.post("/ack")
+    async def ack_form(request: Request):
+        form, found = await web.posted(request, "ack", "acknowledge")
+        if not isinstance(found, store.Who):
+            return found
+        host = str(form.get("host", ""))[:255]
+        check = str(form.get("check", ""))[:255] or None
+        try:
+            await run_in_threadpool(web.acknowledge, found, host, check,
+                                    str(form.get("comment", ""))[:1000])
+        except (Refused, ValueError) as e:
+            return Response(str(e), 422)
+        return RedirectResponse(_back(form.get("back")), status_code=303)
+
+    @router.post("/run", response_class=HTMLResponse)
+    async def run_form(request: Request):
+        form, found = await web.posted(request, "run", "run checks")
+        if not isinstance(found, store.Who):
+            return found
+        host, plugin = str(form.get("host", ""))[:255], str(form.get("plugin", ""))[:255]
+        try:
+            result, error = await run_in_threadpool(web.run_check, found, host, plugin), None
+        except Refused as e:
+            result, error = None, str(e)
+        return web.page(request, "ran.html", who=found, host=host, plugin=plugin,
+                        result=result, error=error)
+
+    # ------------------------------------------------------------ alerts, downtimes
+    @router.get("/alerts", response_class=HTMLResponse)
+    def alerts_page(request: Request):
+        found = user_of(request)
+        if found is None:
+            return to_login()
+        (rows, total), error = _or_error(console.actions.alerts, ([], 0), ALERTS_SHOWN)
+        return web.page(request, "alerts.html", who=found, alerts=rows, total=total,
+                        error=error)
+
+    @router.get("/downtimes", response_class=HTMLResponse)
+    def downtimes_page(request: Request):
+        found = user_of(request)
+        if found is None:
+            return to_login()
+        rows, error = _or_error(console.actions.downtimes, [])
+        return web.page(request, "downtimes.html", who=found, downtimes=rows, error=error,
+                        may=auth.allows(found.role, "downtime"))
+
+    @router.post("/downtimes")
+    async def downtime_form(request: Request):
+        form, found = await web.posted(request, "downtime", "schedule downtimes")
+        if not isinstance(found, store.Who):
+            return found
+        try:
+            if form.get("remove"):
+                await run_in_threadpool(web.end_downtime, found, int(str(form.get("remove"))))
+            else:
+                await run_in_threadpool(
+                    web.schedule, found, str(form.get("host", ""))[:255],
+                    str(form.get("check", ""))[:255] or None,
+                    str(form.get("duration", ""))[:32], str(form.get("comment", ""))[:1000])
+        except (Refused, ValueError) as e:
+            return Response(str(e), 422)
+        return RedirectResponse("/downtimes", status_code=303)
+
+    return router

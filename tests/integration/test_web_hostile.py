@@ -2,8 +2,10 @@
 
 One real fleet for the module (router, registry and alerting sinks, a scheduler, an agent)
 whose agent says a hostile hostname, runs a plugin printing hostile output, long output and
-perfdata labels, and is handed a hostile notification by ``fleetwatch send``; an operator
-schedules a downtime with a hostile comment through the API; ``fleetwatch web`` serves it.
+perfdata labels (two checks), and is handed a hostile notification by ``fleetwatch send``;
+an operator schedules a downtime and acknowledges one check through the API, and adds a
+silence with ``fleetwatch silence``, each with a hostile comment; ``fleetwatch web`` serves
+it.
 
 Each page of :data:`PAGES` is opened in a real browser (Debian's headless Chromium, with the
 page's Content-Security-Policy bypassed, so that what is checked is the escaping and not the
@@ -66,7 +68,12 @@ NOTE = f"note {SCRIPT} {IMG} {SVG} {JS} {ANSI}{TITLE}{CONTROLS}{RLO} {LONG}"
 COMMENT = f"{SCRIPT}{IMG}{SVG}{JS}{ANSI}{TITLE}{CONTROLS}{RLO}" + "c" * 600
 #: a downtime's host is a glob of printable characters: markup, not matching the agent
 DT_HOST = f"{IMG}{SVG}db-*"
+#: an acknowledgement's comment and a silence's reason: one line each
+ACK_COMMENT = f"ack {SCRIPT}{IMG}{SVG}{JS}{ANSI}{TITLE}\x01\x7f\x9b{RLO}"
+REASON = f"silence {SCRIPT}{IMG}{SVG}{ANSI}{TITLE}\x01\x7f\x9b{RLO}"
 PLUGIN = "check_hostile"
+#: the same plugin as a second check, acknowledged with ACK_COMMENT
+ACKED = "check_acked"
 
 #: a hostile name no host has, as a path segment and in requests: echoed by error answers
 UNKNOWN = f"<img src=x onerror=window.__pwned=5>{ANSI}{RLO}"
@@ -166,14 +173,14 @@ def coming(page):
 PAGES = [
     pytest.param(Page("overview", lambda h: "/", shows=(HOSTNAME, OUTPUT)), id="overview"),
     pytest.param(Page("host", lambda h: f"/hosts/{h.uuid}",
-                      shows=(HOSTNAME, OUTPUT, *LABELS)), id="host"),
+                      shows=(HOSTNAME, OUTPUT, *LABELS, ACK_COMMENT)), id="host"),
     pytest.param(Page("alerts", lambda h: "/alerts", shows=(HOSTNAME, NOTE)), id="alerts"),
     pytest.param(Page("downtimes", lambda h: "/downtimes", shows=(DT_HOST, COMMENT)),
                  id="downtimes"),
     pytest.param(Page("run-now", lambda h: f"/hosts/{h.uuid}", form="run",
                       shows=(HOSTNAME, OUTPUT, *LONG_OUTPUT.split("\n"))), id="run-now"),
-    pytest.param(Page("problems", lambda h: "/problems", shows=(HOSTNAME, OUTPUT)),
-                 id="problems"),
+    pytest.param(Page("problems", lambda h: "/problems",
+                      shows=(HOSTNAME, OUTPUT, ACK_COMMENT)), id="problems"),
     pytest.param(Page("hosts", lambda h: "/hosts", shows=(HOSTNAME,)), id="hosts"),
     pytest.param(Page("hosts-search", lambda h: "/hosts?q=" + urllib.parse.quote(SCRIPT),
                       shows=(HOSTNAME, SCRIPT)), id="hosts-search"),
@@ -212,6 +219,12 @@ API = [
     pytest.param(Read("downtimes", lambda h: "/api/v1/downtimes", "downtimes",
                       lambda e: (e["host"], e["comment"]), frozenset({(DT_HOST, COMMENT)})),
                  id="downtimes"),
+    pytest.param(Read("acknowledgements", lambda h: "/api/v1/acknowledgements",
+                      "acknowledgements", lambda e: (e["check_name"], e["comment"]),
+                      frozenset({(ACKED, ACK_COMMENT)})), id="acknowledgements"),
+    pytest.param(Read("silences", lambda h: "/api/v1/silences", "silences",
+                      lambda e: (e["host"], e["reason"]), frozenset({(DT_HOST, REASON)})),
+                 id="silences"),
     pytest.param(Read("host", lambda h: f"/api/v1/hosts/{h.uuid}", "agent",
                       lambda e: (e["hostname"],), frozenset({(HOSTNAME,)})), id="host"),
     pytest.param(Read("checks", lambda h: "/api/v1/checks", "checks",
@@ -221,16 +234,17 @@ API = [
 
 
 def plugin(fleet: Fleet):
-    """A plugin folder with ``check_hostile``: CRITICAL, printing the hostile text, perfdata
-    labels and long output."""
+    """A plugin folder with ``check_hostile`` and ``check_acked``: CRITICAL, printing the
+    hostile text, perfdata labels and long output."""
     folder = fleet.root / "plugins"
     folder.mkdir()
     printed = fleet.root / "printed"
     perf = " ".join(f"'{label}'={n}" for n, label in enumerate(LABELS, 1))
     printed.write_bytes(f"{OUTPUT} | {perf}\n{LONG_OUTPUT}\n".encode())
-    script = folder / PLUGIN
-    script.write_text(f"#!/bin/sh\ncat '{printed}'\nexit 2\n")
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    for name in (PLUGIN, ACKED):
+        script = folder / name
+        script.write_text(f"#!/bin/sh\ncat '{printed}'\nexit 2\n")
+        script.chmod(script.stat().st_mode | stat.S_IXUSR)
     return folder
 
 
@@ -238,7 +252,8 @@ def plugin(fleet: Fleet):
 def hostile(tmp_path_factory):
     fleet = Fleet(tmp_path_factory.mktemp("web-hostile"))
     try:
-        checks = [{"name": PLUGIN, "command": PLUGIN, "interval": 1, "timeout": 5}]
+        checks = [{"name": name, "command": name, "interval": 1, "timeout": 5}
+                  for name in (PLUGIN, ACKED)]
         fleet, op, url = start_console(fleet, alerting=QUICK, scheduler=True,
                                        hostname=HOSTNAME,
                                        plugins={"dirs": [str(plugin(fleet))], "checks": checks})
@@ -252,8 +267,14 @@ def hostile(tmp_path_factory):
                             {"host": DT_HOST, "duration": "2h", "comment": COMMENT})
         assert status == 201, made
         assert h.http.login("alice", PASSWORD)[0] == 303
-        wait_for(lambda: [p for p in rows(call(h, "/api/v1/problems")[1], "problems")
-                          if p["check"] == PLUGIN], 40, 0.2, what="the hostile check a problem")
+        wait_for(lambda: {p["check"] for p in rows(call(h, "/api/v1/problems")[1],
+                                                   "problems")} >= {PLUGIN, ACKED}, 40, 0.2,
+                 what="the hostile checks problems")
+        status, made = call(h, "/api/v1/acks", {"host": uuid, "check": ACKED,
+                                                "comment": ACK_COMMENT})
+        assert status == 201, made
+        fleet.cli("silence", "add", DT_HOST, "--for", "2h", "--reason", REASON,
+                  "--config", str(op))
         wait_for(lambda: [a for a in rows(call(h, "/api/v1/alerts")[1], "alerts")
                           if a["text"] == NOTE], 20, 0.2, what="the hostile notification")
         yield h

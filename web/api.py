@@ -106,6 +106,16 @@ def routes(web: "Web") -> APIRouter:
     def routers(user: User):
         return console.routers()
 
+    @router.get("/health", summary="The fleet's own health: the routers, the latest "
+                                    "counters of every router, sink and scheduler, the "
+                                    "routers' drops per agent, the agents that dropped")
+    def health(user: User):
+        view = console.fleet_health()
+        for key in ("router_stats", "sinks", "schedulers"):
+            for process in view.get(key, []):
+                process.pop("shown", None)
+        return view
+
     @router.get("/alerts", summary="The newest alerts with their delivery per channel and "
                                    "how each is handled (`fleetwatch alerts --json`)")
     def alerts(user: User, limit: Limit = 50):

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from fleetwatch import durability
-from query import fleet, handling, pages
+from query import fleet, pages
 from web import auth
 
 #: seconds the routers' health is kept before they are asked again
@@ -28,6 +28,9 @@ ROUTERS_TTL = 5.0
 OVERVIEW_PROBLEMS = 50
 #: rows of one page of the hosts and problems pages
 PAGE_ROWS = 100
+#: a counter whose name has one of these is a problem when it is not zero (health page)
+PROBLEM_WORDS = ("dropped", "drops", "bad", "failed", "errors", "unsent", "refused", "expired",
+                 "missing", "unavailable", "malformed", "excess", "misframed", "rate_limited")
 
 
 class Refused(Exception):
@@ -44,13 +47,14 @@ class Console:
     engine, the login limiter, how the routers are asked (``ask_routers()`` -> their
     answers to PEERS with ``limit`` 0), what an operator may change (``actions``:
     ``ack``, ``run_check``, ``alerts``, ``downtimes``, ``downtime``, ``end_downtime``,
-    raising :class:`Refused`) and clocks. The command line gives the callables
+    raising :class:`Refused`), the fleet's own counters (``health``: a started
+    :class:`web.health.Health`, or None) and clocks. The command line gives the callables
     (fleetwatch/cli/web.py): the same code as ``fleetwatch ack``, ``run``, ``downtime``."""
 
     def __init__(self, config, engine, ask_routers: Callable[[], list], actions=None,
-                 clock=time.time, monotonic=time.monotonic):
+                 health=None, clock=time.time, monotonic=time.monotonic):
         self.config, self.engine, self.clock, self.monotonic = config, engine, clock, monotonic
-        self.ask_routers, self.actions = ask_routers, actions
+        self.ask_routers, self.actions, self.health = ask_routers, actions, health
         settings = config.web
         self.limiter = auth.LoginLimiter(settings.login_attempts, settings.login_lockout,
                                          monotonic)
@@ -161,6 +165,33 @@ class Console:
             group["states"] = _ordered(group["states"], pages.HOST_STATES)
         return {"parents": groups, "warnings": warnings}
 
+    def fleet_health(self) -> dict:
+        """The health page: the routers' answers, the latest counters of every router, sink
+        and scheduler (their non-zero ``problems``: drops, refusals, errors), the routers'
+        drops per agent and the agents that dropped (:mod:`web.health`), hostnames added."""
+        view = {**self.routers(), "warnings": []}
+        if self.health is None:
+            view["warnings"].append("the routers' tails are not followed: no counters")
+            return view
+        found = self.health.snapshot()
+        for process in found["router_stats"] + found["sinks"] + found["schedulers"]:
+            process["problems"] = {k: v for k, v in sorted(process["metrics"].items())
+                                   if v and any(w in k for w in PROBLEM_WORDS)}
+            process["shown"] = {k: v for k, v in sorted(process["metrics"].items()) if v}
+        uuids = sorted({d["uuid"] for d in found["router_drops"]}
+                       | {a["uuid"] for a in found["agents"]})
+        names = {}
+        if uuids:
+            from sinks.state import reads
+            names = {r["uuid"]: r.get("hostname") for r in
+                     self.read(reads.agents, view["warnings"], [], uuids=uuids)}
+        for row in found["router_drops"] + found["agents"]:
+            row["hostname"] = names.get(row["uuid"]) or row.get("hostname")
+        if not found["connected"]:
+            view["warnings"].append("no router's tail reached yet: counters come with the "
+                                    "next STATS once one is")
+        return {**view, **found}
+
     # ------------------------------------------------------------ the API's lists
     def host_list(self, after: str, limit: int, state: str | None, search: str) -> dict:
         """Agents in uuid order after the cursor ``after``: ``items``, ``next``."""
@@ -207,8 +238,3 @@ def _ordered(counts: dict[str, int], order: tuple[str, ...]) -> list[tuple[str, 
 def _unavailable(warnings: list[str]) -> None:
     if warnings:
         raise Refused(warnings[0], 503)
-
-
-def what(problem: dict) -> str:
-    """A problem's name for a page (:func:`query.handling.what`)."""
-    return handling.what(problem)

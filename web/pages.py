@@ -1,5 +1,5 @@
-"""The console's pages: logging in and out, the overview, problems, hosts, one host, alerts,
-downtimes, and the forms that acknowledge, schedule a downtime and run a check.
+"""The console's pages: logging in and out, the overview, problems, hosts, one host, the
+fleet's own health, alerts, downtimes, and the forms that acknowledge, schedule a downtime and run a check.
 
 Each page reads what it shows through :class:`web.console.Console` (one scope of the state
 database: a page of a fleet of 10,000 hosts reads its own rows) and renders it on the server.
@@ -147,6 +147,13 @@ def routes(web: Web) -> APIRouter:
                         ranges=list(RANGES), range=range,
                         may_ack=auth.allows(found.role, "ack"),
                         may_run=auth.allows(found.role, "run"))
+
+    @router.get("/health", response_class=HTMLResponse)
+    def health_page(request: Request):
+        found = user_of(request)
+        if found is None:
+            return to_login()
+        return web.page(request, "health.html", who=found, view=console.fleet_health())
 
     # ------------------------------------------------------------ acknowledge, run
     @router.post("/ack")

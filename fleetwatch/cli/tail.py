@@ -92,19 +92,28 @@ def _known_hostnames(answers, state_url: str) -> dict[str, str | None]:
     return hostnames
 
 
-def run(args) -> int:
-    config = load(OperatorConfig, args.config)
-    keys = client_keys(config)
-    answers = ask_all(config.routers, ("HELLO", "PEERS"), config.timeout, keys=keys)
+def endpoints_of(config: OperatorConfig, answers, warn=None) -> list[str]:
+    """The tail endpoints: the operator config's ``tail``, else those the routers' WELCOME
+    answers name (``answers`` of HELLO); ``warn(line)`` for each router not reached."""
     endpoints = list(config.tail)
     for answer in answers:
         if not answer.reachable:
-            print(f"fleetwatch tail: router {answer.endpoint}: {answer.problem}", file=sys.stderr)
+            if warn is not None:
+                warn(f"router {answer.endpoint}: {answer.problem}")
             continue
         welcome = answer.get("WELCOME")
         tail = ((welcome.get("endpoints") or {}).get("tail") if welcome else None)
         if not config.tail and isinstance(tail, str) and tail not in endpoints:
             endpoints.append(tail)
+    return endpoints
+
+
+def run(args) -> int:
+    config = load(OperatorConfig, args.config)
+    keys = client_keys(config)
+    answers = ask_all(config.routers, ("HELLO", "PEERS"), config.timeout, keys=keys)
+    endpoints = endpoints_of(config, answers,
+                             lambda line: print(f"fleetwatch tail: {line}", file=sys.stderr))
     if not endpoints:
         print("fleetwatch tail: no tail endpoint (no router answered, none configured)",
               file=sys.stderr)

@@ -275,6 +275,7 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
     from fleetwatch.ask import ask_all
     from fleetwatch.cli.operator import client_keys
     from web.app import Console, create_app
+    from web.health import Health
     from web.settings import WebSettings
     if listen:
         try:
@@ -290,8 +291,15 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
         return ask_all(config.routers, ("PEERS",), config.timeout, keys=keys,
                        fields={"PEERS": {"limit": 0}})
 
+    def tail_endpoints():
+        """Where the health page's STATS come from (as ``fleetwatch tail`` finds them)."""
+        from fleetwatch.cli.tail import endpoints_of
+        return endpoints_of(config, ask_all(config.routers, ("HELLO",), config.timeout,
+                                            keys=keys))
+
     engine = _engine(config)
-    app = create_app(Console(config, engine, ask_routers, Actions(config, path)),
+    health = Health(tail_endpoints, keys)
+    app = create_app(Console(config, engine, ask_routers, Actions(config, path), health),
                      secret_of(config.web.secret_file))
     host, port = config.web.address()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -310,9 +318,11 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
     server = uvicorn.Server(uvicorn.Config(
         app, log_level="warning", ssl_certfile=config.web.tls_cert or None,
         ssl_keyfile=config.web.tls_key or None))
+    health.start()
     try:
         server.run(sockets=[sock])
     finally:
+        health.stop()
         sock.close()
         engine.dispose()
     return 0

@@ -15,13 +15,15 @@ from support.fleet import wait_for
 PASSWORD = "correct horse battery"
 
 
-def start_console(fleet, alerting: dict | None = None, scheduler: bool = False, **agent):
-    """A fleet (router, registry and alerting sinks, an agent with ``agent`` settings) and
-    ``fleetwatch web`` over it, with users alice (operator) and bob (viewer): (fleet, the
-    operator config, the console's URL)."""
+def start_console(fleet, alerting: dict | None = None, scheduler: bool = False,
+                  sinks: dict | None = None, **agent):
+    """A fleet (router, registry and alerting sinks with ``sinks`` settings, an agent with
+    ``agent`` settings) and ``fleetwatch web`` over it, with users alice (operator) and bob
+    (viewer): (fleet, the operator config, the console's URL)."""
     router = fleet.router()
-    fleet.sink("registry", [router])
-    fleet.sink("alerting", [router], **({"alerting": alerting} if alerting else {}))
+    fleet.sink("registry", [router], **(sinks or {}))
+    fleet.sink("alerting", [router], **(sinks or {}),
+               **({"alerting": alerting} if alerting else {}))
     fleet.agent([router], **agent)
     if scheduler:
         fleet.scheduler([router])

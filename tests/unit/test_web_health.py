@@ -1,0 +1,52 @@
+"""What the health page keeps of the STATS on the routers' tails (web/health.py): the last
+counters of each router, sink and scheduler, the routers' drops per agent summed, only the
+agents that dropped something, what is malformed counted, what is silent forgotten."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("zmq")
+
+from fleetwatch import protocol  # noqa: E402
+from web.health import FORGET, Health  # noqa: E402
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def stats(uuid: str, metrics: dict, router="r1", **fields) -> list[bytes]:
+    return protocol.encode_tail(protocol.make("STATS", uuid, metrics=metrics, **fields),
+                                uuid, router)
+
+
+def test_back_ends_agents_with_drops_and_router_drops():
+    clock = Clock()
+    health = Health(lambda: [], clock=clock)
+    health.take(stats("r1", {"router.agents": 2, "router.dropped.STATS.graphite": 5},
+                      source="router", drops=[
+                          {"uuid": "a1", "type": "NOTIFY", "sink": "history", "count": 2},
+                          {"uuid": "a1", "type": "NOTIFY", "sink": "history", "count": "x"}]))
+    health.take(stats("r1", {"router.agents": 3}, source="router", drops=[
+        {"uuid": "a1", "type": "NOTIFY", "sink": "history", "count": 3}]))
+    health.take(stats("sink-a", {"sink.received": 9}, source="sink", hostname="h1"))
+    health.take(stats("a1", {"agent.spool.dropped": 4, "load": 1.5}))
+    health.take(stats("a2", {"agent.spool.dropped": 0, "load": 0.1}))
+    health.take([b"STATS/x/r1", protocol.SIGNATURE, b"{not json"])
+    found = health.snapshot()
+    assert [r["metrics"] for r in found["router_stats"]] == [{"router.agents": 3}]
+    assert [(s["id"], s["hostname"]) for s in found["sinks"]] == [("sink-a", "h1")]
+    assert [(d["uuid"], d["count"]) for d in found["router_drops"]] == [("a1", 5)]
+    assert [(a["uuid"], a["drops"]) for a in found["agents"]] == [
+        ("a1", {"agent.spool.dropped": 4})]
+    assert (found["received"], found["bad"]) == (5, 1)
+    health.take(stats("a1", {"agent.spool.dropped": 0}))       # its counters reset: gone
+    assert health.snapshot()["agents"] == []
+    clock.now += FORGET + 1
+    found = health.snapshot()
+    assert found["router_stats"] == found["sinks"] == found["router_drops"] == []

@@ -515,7 +515,7 @@ def test_a_form_error_that_repeats_a_hostile_value_is_plain_text(hostile, driver
                                                     **fields})
     assert status in (404, 422) and UNKNOWN[:20] in body, (status, body)
     assert headers.get("content-type", "").startswith("text/plain"), (
-        f"POST {action} refused with no Content-Type (a browser may sniff it as HTML): the "
-        f"/ack and /downtimes form handlers (web/app.py; web/pages.py in the rewrite) answer "
-        f"Response(str(e), 422), which should be PlainTextResponse. Headers: {headers}")
+        f"POST {action} refused with no Content-Type (a browser may sniff it as HTML): "
+        f"web/pages.py ack_form and downtime_form answer Response(str(e), 422), which "
+        f"should be PlainTextResponse. Headers: {headers}")
     assert headers["x-content-type-options"] == "nosniff"

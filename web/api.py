@@ -118,8 +118,10 @@ def routes(web: "Web") -> APIRouter:
 
     @router.get("/alerts", summary="The newest alerts with their delivery per channel and "
                                    "how each is handled (`fleetwatch alerts --json`)")
-    def alerts(user: User, limit: Limit = 50):
-        rows, total = answer(console.actions.alerts, limit)
+    def alerts(user: User, limit: Limit = 50,
+               host: Annotated[str | None, Query(max_length=64,
+                                                 description="only this agent's (uuid)")] = None):
+        rows, total = answer(console.actions.alerts, limit, host)
         return {"alerts": rows, "total": total, "truncated": total > len(rows)}
 
     @router.get("/acknowledgements", summary="The running acknowledgements (all with "

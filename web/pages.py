@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 #: alerts the alerts page lists
 ALERTS_SHOWN = 200
+#: a host's recent alerts its page lists
+HOST_ALERTS = 20
 #: the ranges a host page's graphs offer, in seconds
 RANGES = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}
 #: the host states the hosts page filters by
@@ -140,9 +142,16 @@ def routes(web: Web) -> APIRouter:
                             what=f"no host {uuid[:64]} in the fleet")
         agent = view["agent"]
         range = range if range in RANGES else "1h"
-        graphs = host_graphs(getattr(console.config, "graphite", None),
-                             agent.get("hostname") or uuid, RANGES[range], now=console.clock())
+        # an open page's update keeps the graphs it has (hx-preserve): Graphite is asked
+        # when the page is loaded, not every web.refresh seconds
+        graphs = {"status": "kept", "message": "", "graphs": []} \
+            if request.headers.get("hx-request") else \
+            host_graphs(getattr(console.config, "graphite", None),
+                        agent.get("hostname") or uuid, RANGES[range], now=console.clock())
+        (alerts, total), error = _or_error(console.actions.alerts, ([], 0), HOST_ALERTS,
+                                           agent["uuid"])
         return web.page(request, "host.html", who=found, view=view, agent=agent,
+                        alerts=alerts, alerts_total=total, alerts_error=error,
                         checks=view["checks"], problems=view["unhandled"], graphs=graphs,
                         ranges=list(RANGES), range=range,
                         may_ack=auth.allows(found.role, "ack"),

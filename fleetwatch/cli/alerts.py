@@ -120,10 +120,12 @@ def handled_by_key(alerts: list[dict], acks: list[dict], check_states: list[dict
 
 
 def gather(config: OperatorConfig, now: float, limit: int | None,
-           severities: list[str] | None = None) -> tuple[list[dict], int]:
-    """(the alerts, newest first, at most ``limit``; how many there are in all), as
-    ``alerts --json`` prints them (the console lists them through this too); Unavailable
-    (:mod:`fleetwatch.cli.silence`) when the state database cannot be read."""
+           severities: list[str] | None = None,
+           uuid: str | None = None) -> tuple[list[dict], int]:
+    """(the alerts (of the agent ``uuid``), newest first, at most ``limit``; how many there
+    are in all), as ``alerts --json`` prints them (the console lists them through this
+    too); Unavailable (:mod:`fleetwatch.cli.silence`) when the state database cannot be
+    read."""
     from fleetwatch.optional import MissingDependency
     from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
@@ -131,9 +133,11 @@ def gather(config: OperatorConfig, now: float, limit: int | None,
         reads = state_reads()
         reader = Reader(config.state_url)
         try:
-            notifications = reader.read(reads.alerts, limit=limit, severities=severities)
-            events = reader.read(reads.alert_events, limit=limit, severities=severities)
-            total = reader.read(reads.alert_total, severities=severities) or 0
+            notifications = reader.read(reads.alerts, limit=limit, severities=severities,
+                                        uuid=uuid)
+            events = reader.read(reads.alert_events, limit=limit, severities=severities,
+                                 uuid=uuid)
+            total = reader.read(reads.alert_total, severities=severities, uuid=uuid) or 0
             merged = merge(notifications, events, limit)
             # the state of the agents listed only (all of them past fleet.SCOPE_MAX)
             uuids = sorted({a["uuid"] for a in merged if a.get("uuid")})

@@ -196,14 +196,14 @@ class Actions:
             raise Refused(str(e), 503) from None
 
 
-    def alerts(self, limit: int) -> tuple[list[dict], int]:
-        """The newest ``limit`` alerts with their delivery per channel, and how many in all,
-        as ``fleetwatch alerts --json`` gives them."""
+    def alerts(self, limit: int, uuid: str | None = None) -> tuple[list[dict], int]:
+        """The newest ``limit`` alerts (of the agent ``uuid``) with their delivery per
+        channel, and how many in all, as ``fleetwatch alerts --json`` gives them."""
         from fleetwatch.cli import alerts
         from fleetwatch.cli.silence import Unavailable
         from web.app import Refused
         try:
-            return alerts.gather(self.config, self.clock(), limit)
+            return alerts.gather(self.config, self.clock(), limit, uuid=uuid)
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 

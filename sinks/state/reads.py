@@ -78,9 +78,11 @@ def agents(conn: Connection, gone: bool = False, uuids: Uuids = None) -> list[di
     return list(out.values())
 
 
-def alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | None = None) -> list[dict]:
-    """The latest notifications, newest first; hostname the registry's (``agents``, from the
-    agent's HELLO), the one sent with the notification only while the registry has none."""
+def alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | None = None,
+           uuid: str | None = None) -> list[dict]:
+    """The latest notifications (of the agent ``uuid``), newest first; hostname the
+    registry's (``agents``, from the agent's HELLO), the one sent with the notification only
+    while the registry has none."""
     if not has_tables(conn, "notifications"):
         return []
     n, a = schema.notifications, schema.agents
@@ -90,6 +92,8 @@ def alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | None =
         stmt = select(n)
     if severities is not None:
         stmt = stmt.where(n.c.severity.in_(list(severities)))
+    if uuid is not None:
+        stmt = stmt.where(n.c.uuid == uuid)
     stmt = stmt.order_by(n.c.received_at.desc(), n.c.msg_id).limit(limit)
     rows = []
     for r in conn.execute(stmt):
@@ -109,16 +113,19 @@ def as_event(row) -> dict:
     return event
 
 
-def alert_events(conn: Connection, limit: int = 50,
-                 severities: Sequence[str] | None = None) -> list[dict]:
-    """The latest alert events, newest first, each with ``deliveries``: one per channel
-    (channel, state, attempts, sent_at, next_attempt, last_error)."""
+def alert_events(conn: Connection, limit: int = 50, severities: Sequence[str] | None = None,
+                 uuid: str | None = None) -> list[dict]:
+    """The latest alert events (of the agent ``uuid``), newest first, each with
+    ``deliveries``: one per channel (channel, state, attempts, sent_at, next_attempt,
+    last_error)."""
     if not has_tables(conn, "alert_events", "outbox"):
         return []
     e, o = schema.alert_events, schema.outbox
     stmt = select(e).order_by(e.c.created.desc(), e.c.id.desc()).limit(limit)
     if severities is not None:
         stmt = stmt.where(e.c.severity.in_(list(severities)))
+    if uuid is not None:
+        stmt = stmt.where(e.c.uuid == uuid)
     events = []
     for r in conn.execute(stmt):
         event = as_event(r)
@@ -153,20 +160,26 @@ def kept_back(conn: Connection, keys: Sequence[str]) -> dict[str, dict]:
     return out
 
 
-def alert_total(conn: Connection, severities: Sequence[str] | None = None) -> int:
-    """How many alerts ``fleetwatch alerts --limit 0`` lists: every alert event, and every
-    notification that no event was made of (``key`` ``UUID/notify/MSG_ID``)."""
+def alert_total(conn: Connection, severities: Sequence[str] | None = None,
+                uuid: str | None = None) -> int:
+    """How many alerts ``fleetwatch alerts --limit 0`` lists (of the agent ``uuid``): every
+    alert event, and every notification that no event was made of (``key``
+    ``UUID/notify/MSG_ID``)."""
     e, n = schema.alert_events, schema.notifications
     total, events = 0, has_tables(conn, "alert_events", "outbox")     # as alert_events()
     if events:
         stmt = select(func.count()).select_from(e)
         if severities is not None:
             stmt = stmt.where(e.c.severity.in_(list(severities)))
+        if uuid is not None:
+            stmt = stmt.where(e.c.uuid == uuid)
         total += conn.execute(stmt).scalar_one()
     if has_tables(conn, "notifications"):
         stmt = select(func.count()).select_from(n)
         if severities is not None:
             stmt = stmt.where(n.c.severity.in_(list(severities)))
+        if uuid is not None:
+            stmt = stmt.where(n.c.uuid == uuid)
         if events:
             stmt = stmt.where(~exists().where(and_(
                 e.c.kind == "notify", e.c.key == n.c.uuid + "/notify/" + n.c.msg_id)))

@@ -1,0 +1,180 @@
+"""The console's pages beyond the overview, as an operator uses them: the problems page
+(unhandled, then acknowledged), the hosts page (search, filter by state, pages, grouped by
+parent), the fleet's own health (router and sink counters from the routers' tails), and the
+API's cursors. A real fleet and a real ``fleetwatch web`` for the first; a real state
+database filled as 250 agents leave it (bench/webfill.py), with a console whose router does
+not answer, for the pages of many hosts."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from support.alertsink import failing_plugins
+from support.browser import Browser
+from support.console import PASSWORD, api_post, start_console
+from support.fleet import wait_for
+
+pytest.importorskip("fastapi")
+pytestmark = pytest.mark.timeout(120)
+sys.path.append(str(Path(__file__).parents[2] / "bench"))   # last: bench/web.py is not web/
+
+
+def api(url: str, path: str, token: str):
+    status, _, body = Browser(url).request(path, headers={"Authorization": f"Bearer {token}"})
+    assert status == 200, (path, status, body)
+    return json.loads(body)
+
+
+def test_problems_hosts_and_the_fleet_s_health(fleet):
+    folder, _ = failing_plugins(fleet, ["flaky"])
+    fleet, op, url = start_console(
+        fleet, alerting={"max_check_attempts": 1, "flap_detection": False}, scheduler=True,
+        sinks={"stats_interval": 1.0},
+        plugins={"dirs": [str(folder)], "checks": [
+            {"name": "check_flaky", "command": "check_flaky", "interval": 1, "timeout": 5}]})
+    token = fleet.cli("web", "token", "add", "alice", "--label", "t", "--config",
+                      str(op)).stdout.strip()
+    b = Browser(url)
+    b.login("alice", PASSWORD)
+
+    # the problem, unhandled; acknowledged, it moves to its own section
+    def section(page, name):
+        return re.search(rf'<section id="{name}-section">(.*?)</section>', page, re.S).group(1)
+    wait_for(lambda: "check_flaky" in section(b.request("/problems")[2], "unhandled"), 40,
+             0.2, what="the failing check on the problems page")
+    assert api_post(url, "/api/v1/acks", token,
+                    {"host": "agent-host", "check": "check_flaky", "comment": "on it"})[0] == 201
+    page = b.request("/problems")[2]
+    assert "check_flaky" not in section(page, "unhandled")
+    assert "check_flaky" in section(page, "acknowledged") and "ACK alice/t: on it" in page     # the token speaks for alice
+    listed = api(url, "/api/v1/problems?unhandled=true", token)
+    assert [p["check"] for p in listed["items"]] == [] and listed["next"] is None
+
+    # the host page lists its recent alerts; the API by host too
+    (uuid,) = [r[0] for r in fleet.db_rows("SELECT uuid FROM agents")]
+    alerts = re.search(r'<section id="host-alerts">(.*?)</section>',
+                       b.request(f"/hosts/{uuid}")[2], re.S).group(1)
+    assert "check_flaky" in alerts and "flaky CRITICAL - on fire" in alerts
+    # an open page's update (htmx) keeps its graphs: Graphite is not asked again
+    assert "Graphite is not configured" in b.request(f"/hosts/{uuid}")[2]
+    update = b.request(f"/hosts/{uuid}", headers={"HX-Request": "true"})[2]
+    assert '<section id="graphs" hx-preserve="true">' in update
+    assert "Graphite is not configured" not in update
+    mine = api(url, f"/api/v1/alerts?host={uuid}", token)
+    assert mine["alerts"] and {a["uuid"] for a in mine["alerts"]} == {uuid}
+    assert api(url, "/api/v1/alerts?host=nobody", token)["alerts"] == []
+
+    # the hosts page: search, state, no match
+    assert 'id="host-total">1 host<' in b.request("/hosts?q=AGENT-h")[2]
+    assert 'id="host-total">1 host<' in b.request("/hosts?state=UP")[2]
+    assert 'id="host-total">0 hosts<' in b.request("/hosts?q=nobody")[2]
+    assert 'id="host-total">0 hosts<' in b.request("/hosts?state=DOWN")[2]
+
+    # the fleet's health: the router's and the sinks' counters, from the tail
+    def health():
+        return b.request("/health")[2]
+    wait_for(lambda: "sink-alerting" in health() and "sink-registry" in health(), 30, 0.3,
+             what="the sinks' counters on the health page")
+    page = health()
+    counters = re.search(r'<section id="router-counters">(.*?)</section>', page, re.S).group(1)
+    assert "router-1" in counters and "router.agents" in counters
+    found = api(url, "/api/v1/health", token)
+    assert [r["id"] for r in found["router_stats"]] == ["router-1"]
+    assert found["router_stats"][0]["metrics"]["router.agents"] == 1
+    assert {s["id"] for s in found["sinks"]} == {"sink-alerting", "sink-registry"}
+    # graphite and history have no sink: the router drops what it routes there, and says so
+    assert any(k.startswith("router.dropped.") for k in found["router_stats"][0]["problems"])
+
+
+@pytest.fixture(scope="module")
+def many(tmp_path_factory):
+    """A console over a state database of 250 agents (bench/webfill.py), its one router
+    not answering: (url, token, the agents' uuids)."""
+    import subprocess
+
+    import webfill
+    root = tmp_path_factory.mktemp("many")
+    url_db = f"sqlite:///{root / 'state.db'}"
+    uuids = webfill.fill(url_db, 250, 4, time.time())
+    op = root / "fleetwatch.yaml"
+    op.write_text(f"routers: [tcp://127.0.0.1:9]\nstate_url: {url_db}\ntimeout: 0.3\n"
+                  f"web:\n  listen: 127.0.0.1:0\n  secret_file: {root}/secret\n")
+    env_cmd = [sys.executable, "-m", "fleetwatch"]
+    subprocess.run(env_cmd + ["web", "user", "add", "carol", "--role", "viewer",
+                              "--password-stdin", "--config", str(op)],
+                   input=PASSWORD + "\n", text=True, check=True, capture_output=True)
+    token = subprocess.run(env_cmd + ["web", "token", "add", "carol", "--label", "t",
+                                      "--config", str(op)],
+                           text=True, check=True, capture_output=True).stdout.strip()
+    log = open(root / "web.log", "w+")
+    proc = subprocess.Popen(env_cmd + ["web", "--config", str(op)], stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        found = wait_for(lambda: re.search(r"at (http://127\.0\.0\.1:\d+)/",
+                                           (root / "web.log").read_text()), 20,
+                         what="the console's address")
+        yield found.group(1), token, uuids
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        log.close()
+
+
+def test_hosts_in_pages_by_name_and_by_parent(many):
+    url, _, _ = many
+    b = Browser(url)
+    b.login("carol", PASSWORD)
+    page = b.request("/hosts")[2]
+    assert 'id="host-total">250 hosts, page 1 of 3<' in page
+    names = re.findall(r'<td class="hostname"><a href="[^"]+">([^<]+)</a>', page)
+    assert names == [f"web{i:05d}" for i in range(100)]
+    page = b.request(re.search(r'rel="next" href="([^"]+)"', page).group(1).replace("&amp;", "&"))[2]
+    assert re.findall(r'<td class="hostname"><a href="[^"]+">([^<]+)</a>', page)[0] == "web00100"
+    assert 'id="host-total">10 hosts, ' not in page
+    assert 'id="host-total">10 hosts<' in b.request("/hosts?q=web0001")[2]
+    # grouped by parent: every host not a multiple of 100 is behind one
+    page = b.request("/hosts?group=parent")[2]
+    parents = re.findall(r'<td class="parent-name"><a href="([^"]+)">([^<]+)</a>', page)
+    assert [name for _, name in parents] == ["web00000", "web00100", "web00200"]
+    page = b.request(parents[1][0].replace("&amp;", "&"))[2]
+    assert 'id="host-total">99 hosts behind web00100<' in page
+    # the routers did not answer: the overview says so and still counts the fleet
+    page = b.request("/")[2]
+    assert re.search(r'id="host-counts">.*UP.* \d+', page) and ">no<" in page
+
+
+def test_the_api_s_cursors_list_every_host_and_check_once(many):
+    url, token, uuids = many
+    seen, after = [], ""
+    while True:
+        page = api(url, f"/api/v1/hosts?limit=64&after={quote(after)}", token)
+        seen += [h["uuid"] for h in page["items"]]
+        if page["next"] is None:
+            break
+        after = page["next"]
+    assert seen == sorted(uuids)
+    checks, after = [], ""
+    while True:
+        page = api(url, f"/api/v1/checks?limit=333&after={quote(after)}", token)
+        checks += [(c["uuid"], c["plugin"]) for c in page["items"]]
+        if page["next"] is None:
+            break
+        after = page["next"]
+    assert len(checks) == 250 * 4 and len(set(checks)) == len(checks) and checks == sorted(checks)
+    critical = api(url, "/api/v1/checks?state=CRITICAL&limit=1000", token)["items"]
+    assert critical and {c["state"] for c in critical} == {"CRITICAL"}
+    one = api(url, f"/api/v1/hosts/{uuids[0]}", token)
+    assert one["agent"]["uuid"] == uuids[0] and len(one["checks"]) == 4
+    status, _, body = Browser(url).request("/api/v1/hosts/nope",
+                                           headers={"Authorization": f"Bearer {token}"})
+    assert status == 404 and json.loads(body) == {"error": "no such host in the fleet"}
+    acks = api(url, "/api/v1/acknowledgements", token)["acknowledgements"]
+    assert acks and all(a["ended"] is None for a in acks)
+    assert api(url, "/api/v1/silences", token) == {"silences": []}

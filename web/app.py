@@ -28,7 +28,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request
 from markupsafe import Markup
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.templating import Jinja2Templates
 
@@ -102,9 +102,9 @@ class Web:
         if found is None:
             return form, pages.to_login()
         if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
-            return form, Response("missing or wrong CSRF token: reload the page", 403)
+            return form, PlainTextResponse("missing or wrong CSRF token: reload the page", 403)
         if action is not None and not auth.allows(found.role, action):
-            return form, Response(f"{found.role} may not {what}", 403)
+            return form, PlainTextResponse(f"{found.role} may not {what}", 403)
         return form, found
 
     def page(self, request: Request, name: str, status: int = 200, **context) -> HTMLResponse:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from fleetwatch.graphs.host import host_graphs
@@ -73,7 +73,7 @@ def routes(web: Web) -> APIRouter:
         form = await request.form()
         name, password = str(form.get("user", ""))[:64], str(form.get("password", ""))
         if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
-            return Response("missing or wrong CSRF token: reload the page", 403)
+            return PlainTextResponse("missing or wrong CSRF token: reload the page", 403)
         address = request.client.host if request.client else "-"
         if console.limiter.locked(name, address):
             return web.page(request, "login.html", 429,
@@ -91,7 +91,7 @@ def routes(web: Web) -> APIRouter:
     async def logout(request: Request):
         form = await request.form()
         if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
-            return Response("missing or wrong CSRF token: reload the page", 403)
+            return PlainTextResponse("missing or wrong CSRF token: reload the page", 403)
         request.session.clear()
         return to_login()
 
@@ -176,7 +176,7 @@ def routes(web: Web) -> APIRouter:
             await run_in_threadpool(web.acknowledge, found, host, check,
                                     str(form.get("comment", ""))[:1000])
         except (Refused, ValueError) as e:
-            return Response(str(e), 422)
+            return PlainTextResponse(str(e), 422)
         return RedirectResponse(_back(form.get("back")), status_code=303)
 
     @router.post("/run", response_class=HTMLResponse)
@@ -225,7 +225,7 @@ def routes(web: Web) -> APIRouter:
                     str(form.get("check", ""))[:255] or None,
                     str(form.get("duration", ""))[:32], str(form.get("comment", ""))[:1000])
         except (Refused, ValueError) as e:
-            return Response(str(e), 422)
+            return PlainTextResponse(str(e), 422)
         return RedirectResponse("/downtimes", status_code=303)
 
     return router

@@ -43,6 +43,14 @@
     if (field.type === "checkbox" || field.type === "radio") {
       return field.checked !== field.defaultChecked;
     }
+    if (field.tagName === "SELECT" && !field.multiple) {
+      // a select without a `selected` option shows its first one: that is no edit
+      var initial = 0;
+      for (var i = 0; i < field.options.length; i++) {
+        if (field.options[i].defaultSelected) { initial = i; break; }
+      }
+      return field.selectedIndex !== initial;
+    }
     if (field.tagName === "SELECT") {
       return Array.prototype.some.call(field.options, function (o) {
         return o.selected !== o.defaultSelected;

@@ -125,11 +125,10 @@ def routes(web: "Web") -> APIRouter:
         return {"alerts": rows, "total": total, "truncated": total > len(rows)}
 
     @router.get("/acknowledgements", summary="The running acknowledgements (all with "
-                                             "`ended`), newest first")
+                                             "`ended`), newest first, as `fleetwatch ack "
+                                             "list --json`")
     def acknowledgements(user: User, ended: bool = False):
-        from sinks.state import reads
-        return {"acknowledgements": answer(console.listed, reads.acknowledgements,
-                                           now=console.clock(), ended=ended)}
+        return {"acknowledgements": answer(console.actions.acks, ended)}
 
     @router.get("/silences", summary="The running silences (all with `ended`), newest "
                                      "first, with how many alerts each muted")
@@ -155,6 +154,13 @@ def routes(web: "Web") -> APIRouter:
         except ValueError as e:
             raise HTTPException(422, str(e)) from None
         return {"acks": [{"id": i, "uuid": u, "status": st} for i, u, st in made]}
+
+    @router.delete("/acks/{ack_id}", status_code=204,
+                   summary="End a running acknowledgement (`fleetwatch ack remove`); operator")
+    def end_ack(user: User, ack_id: int):
+        web.may(user, "ack")
+        answer(web.end_ack, user, ack_id)
+        return Response(status_code=204)
 
     @router.post("/runs", summary="Run a check now and answer its result (as "
                                   "`fleetwatch run --wait --json`); operator")

@@ -127,6 +127,11 @@ class Web:
                     {"acks": [a[0] for a in made], "comment": comment})
         return made
 
+    def end_ack(self, found: store.Who, ack_id: int) -> None:
+        if not self.console.actions.end_ack(ack_id):
+            raise Refused(f"no running acknowledgement {ack_id}", 404)
+        self._audit(found, "ack.remove", str(ack_id), None)
+
     def run_check(self, found: store.Who, host: str, plugin: str) -> dict:
         result = self.console.actions.run_check(host, plugin)
         self._audit(found, "run", f"{host} {plugin}", {"status": result.get("status")})

@@ -1,5 +1,6 @@
 """The console's pages: logging in and out, the overview, problems, hosts, one host, the
-fleet's own health, alerts, downtimes, and the forms that acknowledge, schedule a downtime and run a check.
+fleet's own health, alerts, acknowledgements, downtimes, and the forms that acknowledge (and
+remove an acknowledgement), schedule a downtime and run a check.
 
 Each page reads what it shows through :class:`web.console.Console` (one scope of the state
 database: a page of a fleet of 10,000 hosts reads its own rows) and renders it on the server.
@@ -178,6 +179,26 @@ def routes(web: Web) -> APIRouter:
         except (Refused, ValueError) as e:
             return PlainTextResponse(str(e), 422)
         return RedirectResponse(_back(form.get("back")), status_code=303)
+
+    @router.get("/acks", response_class=HTMLResponse)
+    def acks_page(request: Request):
+        found = user_of(request)
+        if found is None:
+            return to_login()
+        rows, error = _or_error(console.actions.acks, [])
+        return web.page(request, "acks.html", who=found, acks=rows, error=error,
+                        may=auth.allows(found.role, "ack"))
+
+    @router.post("/acks")
+    async def ack_remove_form(request: Request):
+        form, found = await web.posted(request, "ack", "remove acknowledgements")
+        if not isinstance(found, store.Who):
+            return found
+        try:
+            await run_in_threadpool(web.end_ack, found, int(str(form.get("remove"))))
+        except (Refused, ValueError) as e:
+            return PlainTextResponse(str(e), 422 if isinstance(e, ValueError) else e.status)
+        return RedirectResponse("/acks", status_code=303)
 
     @router.post("/run", response_class=HTMLResponse)
     async def run_form(request: Request):

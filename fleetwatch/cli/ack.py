@@ -174,9 +174,10 @@ def end(args, clock=time.time) -> int:
                    lambda url: remove(url, args.id, clock()))
 
 
-def listing(args, clock=time.time) -> int:
-    config = load(OperatorConfig, args.config)
-    now = clock()
+def listed(config: OperatorConfig, now: float, ended: bool = False) -> list[dict]:
+    """The running acknowledgements (all with ``ended``), newest first, as ``ack list
+    --json`` shows them (:func:`entry`); Unavailable when the database cannot be read (the
+    console lists them through this too)."""
     from fleetwatch.optional import MissingDependency
     from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
@@ -184,15 +185,25 @@ def listing(args, clock=time.time) -> int:
     try:
         reads = state_reads()
         reader = Reader(config.state_url)
-        rows = reader.read(reads.acknowledgements, now=now, ended=args.all)
-        names = {a["uuid"]: a["hostname"] for a in reader.read(reads.agents)}
+        rows = reader.read(reads.acknowledgements, now=now, ended=ended)
+        uuids = sorted({r["uuid"] for r in rows})
+        names = {a["uuid"]: a["hostname"] for a in reader.read(reads.agents, uuids=uuids)} \
+            if uuids else {}
     except (MissingDependency, StateError) as e:
-        print(f"fleetwatch ack: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        raise Unavailable(str(e)) from None
     finally:
         if reader is not None:
             reader.close()
-    out = [entry(row, now, names.get(row["uuid"])) for row in rows]
+    return [entry(row, now, names.get(row["uuid"])) for row in rows]
+
+
+def listing(args, clock=time.time) -> int:
+    config = load(OperatorConfig, args.config)
+    try:
+        out = listed(config, clock(), args.all)
+    except Unavailable as e:
+        print(f"fleetwatch ack: {e}", file=sys.stderr)
+        return EX_UNAVAILABLE
     if args.json:
         print(json.dumps({"acks": out}, indent=2, ensure_ascii=False))
         return 0

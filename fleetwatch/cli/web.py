@@ -207,6 +207,27 @@ class Actions:
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 
+    def acks(self, ended: bool = False) -> list[dict]:
+        """The running acknowledgements (all with ``ended``), as ``ack list --json`` gives
+        them."""
+        from fleetwatch.cli import ack
+        from fleetwatch.cli.silence import Unavailable
+        from web.app import Refused
+        try:
+            return ack.listed(self.config, self.clock(), ended)
+        except Unavailable as e:
+            raise Refused(str(e), 503) from None
+
+    def end_ack(self, ack_id: int) -> bool:
+        """End the running acknowledgement ``ack_id`` (``ack remove``); False: none."""
+        from fleetwatch.cli import ack
+        from fleetwatch.cli.silence import Unavailable
+        from web.app import Refused
+        try:
+            return bool(ack.remove(self.config.state_url, ack_id, self.clock()))
+        except Unavailable as e:
+            raise Refused(str(e), 503) from None
+
     def downtimes(self) -> list[dict]:
         """The running and planned downtimes, as ``downtime list --json`` gives them."""
         from fleetwatch.cli import downtime

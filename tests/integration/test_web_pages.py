@@ -56,6 +56,17 @@ def test_problems_hosts_and_the_fleet_s_health(fleet):
     assert "check_flaky" in section(page, "acknowledged") and "ACK alice/t: on it" in page     # the token speaks for alice
     listed = api(url, "/api/v1/problems?unhandled=true", token)
     assert [p["check"] for p in listed["items"]] == [] and listed["next"] is None
+    # listed on the acknowledgements page, removed there: the problem is unhandled again
+    (ack,) = api(url, "/api/v1/acknowledgements", token)["acknowledgements"]
+    assert (ack["hostname"], ack["check"], ack["by"]) == ("agent-host", "check_flaky", "alice/t")
+    page = b.request("/acks")[2]
+    assert "check_flaky" in page and "on it" in page
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+    assert b.request("/acks", {"csrf": csrf, "remove": str(ack["id"])})[0] == 303
+    assert b.request("/acks", {"csrf": csrf, "remove": str(ack["id"])})[0] == 404
+    assert "check_flaky" in section(b.request("/problems")[2], "unhandled")
+    assert api(url, "/api/v1/acknowledgements", token)["acknowledgements"] == []
+    assert ("alice", "ack.remove") in fleet.db_rows("SELECT who, action FROM web_audit")
 
     # the host page lists its recent alerts; the API by host too
     (uuid,) = [r[0] for r in fleet.db_rows("SELECT uuid FROM agents")]

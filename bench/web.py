@@ -263,7 +263,11 @@ def summarise(found: dict) -> dict:
 
 
 def table(kind: str, figures: dict, skip: dict) -> list[str]:
-    rows = [f"**{kind}**", "",
+    met = sum(1 for path, what, _ in URLS if path in figures and figures[path][
+        "http95" if what == "page" else "http99"] < (PAGE_TARGET if what == "page"
+                                                     else API_TARGET)[1])
+    rows = [f"**{kind}**: {met} of the {len(figures)} URLs measured meet their target "
+            f"({len(URLS) - len(figures)} not measured).", "",
             "| URL | target | p50 / p95 / p99 ms | bare SQL p50 / p95 / p99 ms | ratio at the "
             "target's percentile | console CPU ms a request | KB | verdict |",
             "|---|---|---|---|---|---|---|---|"]
@@ -311,6 +315,14 @@ def polling_rows(overviews: dict, tail: dict) -> list[str]:
             cheaper = "tail (SSE)" if tail_cost < min(wall, cpu) else "polling"
             rows.append(f"| {kind} | {pages} | {wall * 100:.2f} % of a core | {cpu * 100:.2f} % "
                         f"| {tail_cost * 100:.2f} % | {cheaper} |")
+    rows.append("")
+    for kind, overview in overviews.items():
+        if overview and overview["cpu"] > 0 and overview["http50"] > 0:
+            rows.append(f"- {kind}: following the tail costs as much as "
+                        f"{tail_cost * POLL_INTERVAL / overview['cpu']:.1f} open pages polling "
+                        f"(by the console's CPU; "
+                        f"{tail_cost * POLL_INTERVAL / overview['http50']:.1f} by the p50); "
+                        f"below that polling is cheaper.")
     return rows
 
 
@@ -330,6 +342,8 @@ def main() -> int:
     # a SIGTERM (a test's timeout) stops what this started, the PostgreSQL cluster too
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     kinds = ("sqlite", "postgres") if args.db == "both" else (args.db,)
+    revision = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                              capture_output=True, text=True).stdout.strip() or "unknown"
     body, found = [], {}
     with tempfile.TemporaryDirectory(prefix="fw-web-bench-") as tmp:
         root = Path(tmp)
@@ -363,7 +377,7 @@ def main() -> int:
                    f"--db {args.db} --results {args.results}")
         notes = NOTES.format(hosts=args.hosts, checks=args.hosts * args.checks_per_host,
                              rounds=args.rounds, requests=args.requests,
-                             load=os.getloadavg()[0])
+                             load=os.getloadavg()[0], revision=revision)
         write_section(args.results, HEADING, command, text, notes)
     return 0
 
@@ -387,7 +401,8 @@ rounds' percentiles. "console CPU" is the web process's user + system time over 
 requests, divided by them. Polling against the tail: a page polling the overview every 10 s
 against the console receiving and decoding the routers' tail (bench/webtail.py: a consumer
 process on a real router's tail, HEARTBEATs and RESULTs sent at the tail's rate at this fleet
-size, its CPU time per message), pushing to the pages not counted. Load average {load:.1f} at
+size, its CPU time per message), pushing to the pages not counted. Code: {revision} (git
+describe when the run started; "dirty": with uncommitted changes). Load average {load:.1f} at
 the end; the machine is shared, so the lead's figures on a quiet machine are the ones to
 quote."""
 

@@ -388,7 +388,12 @@ def postgres():
     if bindir is None:
         raise SystemExit("--db postgres: no PostgreSQL binaries in /usr/lib/postgresql/*/bin "
                          "(make install installs them)")
-    return PgCluster(bindir).start()
+    cluster = PgCluster(bindir)
+    try:
+        return cluster.start()
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
+        cluster.stop()                                  # (removes its directory)
+        raise SystemExit(f"--db postgres: the throwaway cluster did not start: {e}") from None
 
 
 NOTES = """Method (bench/web.py): {hosts:,} hosts and {checks:,} checks (bench/webfill.py: 2 % of

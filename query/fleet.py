@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from fleetwatch.ask import Answer
     from sinks.state import reads
 
-#: a scope larger than this is read whole and cut here: an ``IN`` of thousands of values
-#: costs the database more than the rows it saves
-SCOPE_MAX = 2000
+#: a scope larger than this is read whole and cut here: an ``IN`` of tens of thousands of
+#: values costs the database more than the rows it saves (and SQLite allows 32,766)
+SCOPE_MAX = 5000
 
 
 @dataclass
@@ -64,8 +64,35 @@ def read(conn, now: float, uuids: reads.Uuids = None, pairs: reads.Pairs = None)
     if uuids is None:
         rows.parents = rows.agents
     elif any(getattr(d, "children", False) for d in rows.downtimes):
-        rows.parents = reads.agents(conn)
+        rows.parents = _ancestors(conn, rows.agents)
     return rows
+
+
+#: most levels of parents followed up from a scope (a deeper chain is cut there)
+MAX_DEPTH = 32
+
+
+def _ancestors(conn, agents: list) -> list[dict]:
+    """The scope's agents and, level by level, the agents they name as parents (hostname and
+    parents): what a downtime with ``children`` follows up from a host in scope, read without
+    the rest of the fleet."""
+    from sqlalchemy import select
+
+    from sinks.alerting.dependencies import declared_refs
+    from sinks.state import schema
+    found = {a["hostname"]: a for a in agents if a.get("hostname")}
+    level = list(found.values())
+    a = schema.agents
+    for _ in range(MAX_DEPTH):
+        wanted = {ref.host for row in level for ref in declared_refs(row.get("parents"))[0]}
+        wanted -= found.keys()
+        if not wanted:
+            break
+        level = [dict(r._mapping) for r in conn.execute(
+            select(a.c.hostname, a.c.parents).where(a.c.hostname.in_(sorted(wanted)),
+                                                    a.c.gone.is_(None)))]
+        found.update((r["hostname"], r) for r in level)
+    return list(found.values())
 
 
 def _large(scope) -> bool:
@@ -237,3 +264,26 @@ def with_freshness(checks: list[dict], rows: list[dict], now: float) -> None:
             silent = f"for {max(0, int(now - heard))} s" if heard is not None else \
                 "since it was declared"
             check.update(state="UNKNOWN", status=3, output=f"stale: no result {silent}")
+
+
+def handled_by_key(alerts: list[dict], rows: Rows, now: float) -> dict[str, dict]:
+    """key -> how the problem of that key is handled now (a check's, an agent's, a local
+    process's), judged as ``status`` judges it (:mod:`query.handling`): what ``alerts``
+    and the console say beside an alert. ``rows``: those of the alerts' agents."""
+    names = {r["uuid"]: r.get("hostname") for r in rows.agents}
+    names.update({a["uuid"]: a["hostname"] for a in alerts if a.get("uuid") and a["hostname"]})
+    agents = [{"uuid": u, "hostname": names.get(u), "last_seen": None}
+              for u in sorted({r["uuid"] for r in rows.host_state})]
+    checks = [{"uuid": r["uuid"], "plugin": r["plugin"], "hostname": names.get(r["uuid"]),
+               "state": None, "status": r["status"], "output": None} for r in rows.check_state]
+    with_states(agents, checks, rows.check_state, rows.host_state, now)
+    with_freshness(checks, rows.freshness, now)
+    handling.with_acks(agents, checks, rows.acks)
+    handling.with_handling(agents, checks, rows.check_state, rows.host_state,
+                           handling.downtime_of(rows.downtimes, now, rows.parents))
+    out = {f"{c['uuid']}/check/{c['plugin']}": c["handled"] for c in checks}
+    for agent in agents:
+        out[f"{agent['uuid']}/host"] = agent["handled"]
+        for process in agent.get("processes", []):
+            out[f"{agent['uuid']}/process/{process['name']}"] = process["handled"]
+    return out

@@ -18,7 +18,7 @@ from starlette.concurrency import run_in_threadpool
 
 from fleetwatch.graphs.host import host_graphs
 from web import auth, store
-from web.console import Refused
+from web.console import PAGE_ROWS, Refused
 
 if TYPE_CHECKING:
     from web.app import Web
@@ -106,17 +106,22 @@ def routes(web: Web) -> APIRouter:
                         may_ack=auth.allows(found.role, "ack"))
 
     @router.get("/problems", response_class=HTMLResponse)
-    def problems_page(request: Request):
+    def problems_page(request: Request, page: int = 0):
         found = user_of(request)
         if found is None:
             return to_login()
         view = console.problems()
         unhandled = {id(p) for p in view["unhandled"]}
         handled = [p for p in view["problems"] if id(p) not in unhandled]
-        sections = [(key, title, [p for p in handled if test(p["handled"] or {})])
-                    for key, title, test in SECTIONS]
+        sections = []
+        for key, title, test in SECTIONS:
+            rows = [p for p in handled if test(p["handled"] or {})]
+            sections.append((key, title, rows[:PAGE_ROWS], len(rows)))
+        pages = max(1, -(-len(view["unhandled"]) // PAGE_ROWS))
+        page = max(0, min(page, pages - 1))
         return web.page(request, "problems.html", who=found, view=view, sections=sections,
-                        may_ack=auth.allows(found.role, "ack"))
+                        shown=view["unhandled"][page * PAGE_ROWS:(page + 1) * PAGE_ROWS],
+                        page=page, pages=pages, may_ack=auth.allows(found.role, "ack"))
 
     @router.get("/hosts", response_class=HTMLResponse)
     def hosts_page(request: Request, q: str = "", state: str = "", parent: str = "",

@@ -95,30 +95,6 @@ def delivery_cell(deliveries: list[dict], kept_back: dict | None = None) -> str:
     return "; ".join(parts) or "-"
 
 
-def handled_by_key(alerts: list[dict], acks: list[dict], check_states: list[dict],
-                   host_states: list[dict], freshness: list[dict], downtimes: list,
-                   agent_rows: list[dict], now: float) -> dict[str, dict]:
-    """key -> how the problem of that key is handled now (a check's, an agent's, a local
-    process's), judged as ``status`` judges it (:mod:`query.handling`)."""
-    names = {r["uuid"]: r.get("hostname") for r in agent_rows}
-    names.update({a["uuid"]: a["hostname"] for a in alerts if a.get("uuid") and a["hostname"]})
-    agents = [{"uuid": u, "hostname": names.get(u), "last_seen": None}
-              for u in sorted({r["uuid"] for r in host_states})]
-    checks = [{"uuid": r["uuid"], "plugin": r["plugin"], "hostname": names.get(r["uuid"]),
-               "state": None, "status": r["status"], "output": None} for r in check_states]
-    fleet.with_states(agents, checks, check_states, host_states, now)
-    fleet.with_freshness(checks, freshness, now)
-    handling.with_acks(agents, checks, acks)
-    handling.with_handling(agents, checks, check_states, host_states,
-                           handling.downtime_of(downtimes, now, agent_rows))
-    out = {f"{c['uuid']}/check/{c['plugin']}": c["handled"] for c in checks}
-    for agent in agents:
-        out[f"{agent['uuid']}/host"] = agent["handled"]
-        for process in agent.get("processes", []):
-            out[f"{agent['uuid']}/process/{process['name']}"] = process["handled"]
-    return out
-
-
 def gather(config: OperatorConfig, now: float, limit: int | None,
            severities: list[str] | None = None,
            uuid: str | None = None) -> tuple[list[dict], int]:
@@ -141,13 +117,7 @@ def gather(config: OperatorConfig, now: float, limit: int | None,
             merged = merge(notifications, events, limit)
             # the state of the agents listed only (all of them past fleet.SCOPE_MAX)
             uuids = sorted({a["uuid"] for a in merged if a.get("uuid")})
-            scope = uuids if len(uuids) <= fleet.SCOPE_MAX else None
-            acks = reader.read(reads.acknowledgements, uuids=scope)
-            check_states = reader.read(reads.check_state, uuids=scope)
-            host_states = reader.read(reads.host_state, uuids=scope)
-            fresh = reader.read(reads.check_freshness, uuids=scope)
-            downtime_rows = reader.read(handling.read_downtimes, now=now)
-            agent_rows = reader.read(reads.agents) if downtime_rows else []
+            rows = reader.read(fleet.read, now=now, uuids=uuids) or fleet.Rows()
             kept = reader.read(reads.kept_back, keys=[a["key"] for a in merged
                                                       if a["kind"] == "notify"
                                                       and not a["deliveries"]]) or {}
@@ -157,9 +127,8 @@ def gather(config: OperatorConfig, now: float, limit: int | None,
         raise Unavailable(str(e)) from None
     alerts = [{**{k: row.get(k) for k in FIELDS}, "kept_back": kept.get(row["key"])}
               for row in merged]
-    handling.acks_on_alerts(alerts, acks)
-    handling.on_alerts(alerts, handled_by_key(alerts, acks, check_states, host_states, fresh,
-                                              downtime_rows, agent_rows, now))
+    handling.acks_on_alerts(alerts, rows.acks)
+    handling.on_alerts(alerts, fleet.handled_by_key(alerts, rows, now))
     for alert in alerts:
         alert["sent_at"], alert["received_at"] = iso(alert["sent_at"]), iso(alert["received_at"])
         alert["deliveries"] = [{**d, "sent_at": iso(d.get("sent_at")),

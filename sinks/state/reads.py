@@ -53,13 +53,22 @@ def scoped(stmt, table, uuids: Uuids = None, pairs: Pairs = None, name: str = "p
     return stmt
 
 
+def _dicts(result, extra: dict | None = None) -> list[dict]:
+    """A result's rows as dicts (zipped with its keys: a third of ``dict(row._mapping)``'s
+    cost, which counts at 50,000 checks), each with ``extra``."""
+    keys = list(result.keys())
+    if extra:
+        return [{**dict(zip(keys, r)), **extra} for r in result]
+    return [dict(zip(keys, r)) for r in result]
+
+
 def _rows(conn: Connection, table, where=None, order=(), uuids: Uuids = None,
           pairs: Pairs = None) -> list[dict]:
     columns, missing = present(conn, table)
     stmt = scoped(select(*columns).order_by(*order), table, uuids, pairs)
     if where is not None:
         stmt = stmt.where(where)
-    return [{**dict(r._mapping), **dict.fromkeys(missing)} for r in conn.execute(stmt)]
+    return _dicts(conn.execute(stmt), dict.fromkeys(missing))
 
 
 def agents(conn: Connection, gone: bool = False, uuids: Uuids = None) -> list[dict]:
@@ -194,7 +203,7 @@ def plugins(conn: Connection, uuids: Uuids = None, pairs: Pairs = None) -> list[
         return []
     t = schema.plugins
     stmt = scoped(select(t).order_by(t.c.uuid, t.c.name, t.c.source), t, uuids, pairs, "name")
-    return [dict(r._mapping) for r in conn.execute(stmt)]
+    return _dicts(conn.execute(stmt))
 
 
 def gone(conn: Connection) -> set[str]:
@@ -222,7 +231,7 @@ def checks(conn: Connection, uuid: str | None = None, uuids: Uuids = None,
     stmt = scoped(select(t).order_by(t.c.uuid, t.c.plugin), t, uuids, pairs)
     if uuid is not None:
         stmt = stmt.where(t.c.uuid == uuid)
-    return [dict(r._mapping) for r in conn.execute(stmt)]
+    return _dicts(conn.execute(stmt))
 
 
 def check_state(conn: Connection, uuids: Uuids = None, pairs: Pairs = None) -> list[dict]:
@@ -255,7 +264,7 @@ def silences(conn: Connection, now: float | None = None, ended: bool = False) ->
     stmt = select(t).order_by(t.c.id.desc())
     if not ended:
         stmt = stmt.where(t.c.until > now, t.c.removed.is_(None))
-    rows = [dict(r._mapping) for r in conn.execute(stmt)]
+    rows = _dicts(conn.execute(stmt))
     counts: dict[int, int] = {}
     if rows and has_tables(conn, "suppressed"):
         counts = dict(conn.execute(
@@ -279,7 +288,7 @@ def acknowledgements(conn: Connection, now: float | None = None,
     if not ended:
         now = time.time() if now is None else now
         stmt = stmt.where(t.c.ended.is_(None), (t.c.expire.is_(None)) | (t.c.expire > now))
-    return [dict(r._mapping) for r in conn.execute(stmt)]
+    return _dicts(conn.execute(stmt))
 
 
 def check_freshness(conn: Connection, uuids: Uuids = None, pairs: Pairs = None) -> list[dict]:
@@ -289,7 +298,7 @@ def check_freshness(conn: Connection, uuids: Uuids = None, pairs: Pairs = None) 
         return []
     t = schema.check_freshness
     stmt = scoped(select(t).order_by(t.c.uuid, t.c.plugin), t, uuids, pairs)
-    return [dict(r._mapping) for r in conn.execute(stmt)]
+    return _dicts(conn.execute(stmt))
 
 
 def downtimes(conn: Connection, now: float | None = None, ended: bool = False) -> list[dict]:
@@ -303,7 +312,7 @@ def downtimes(conn: Connection, now: float | None = None, ended: bool = False) -
     if not ended:
         stmt = stmt.where(t.c.removed.is_(None), t.c.end.is_(None)
                           | (t.c.end + func.coalesce(t.c.flexible, 0.0) > now))
-    rows = [dict(r._mapping) for r in conn.execute(stmt)]
+    rows = _dicts(conn.execute(stmt))
     counts: dict[int, int] = {}
     if rows and has_tables(conn, "downtime_suppressed"):
         counts = dict(conn.execute(

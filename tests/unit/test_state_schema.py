@@ -40,7 +40,8 @@ def test_the_state_package_imports_no_sink_type():
 def test_readers_are_functions_of_a_connection(tmp_path):
     """Called as themselves; a database no sink has created reads as empty."""
     for name, fn in inspect.getmembers(reads, inspect.isfunction):
-        if fn.__module__ == reads.__name__ and name not in ("as_event", "scoped"):
+        if fn.__module__ == reads.__name__ and name not in ("as_event", "scoped") \
+                and not name.startswith("_"):
             assert list(inspect.signature(fn).parameters)[0] == "conn", name
     url = f"sqlite:///{tmp_path / 'none.db'}"
     assert read(url, reads.agents) == [] and not (tmp_path / "none.db").exists()

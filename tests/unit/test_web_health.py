@@ -50,3 +50,21 @@ def test_back_ends_agents_with_drops_and_router_drops():
     clock.now += FORGET + 1
     found = health.snapshot()
     assert found["router_stats"] == found["sinks"] == found["router_drops"] == []
+
+
+def test_an_agent_s_quiet_stats_is_passed_over_without_decoding():
+    from web.health import quiet
+
+    def body(metrics, **fields):
+        return stats("a1", metrics, **fields)[2]
+    assert quiet(body({"load": 1.0, "agent.spool.dropped": 0, "agent.stats.dropped": 0}))
+    assert quiet(body({"load": 1.0}))
+    assert not quiet(body({"agent.spool.dropped": 10}))
+    assert not quiet(body({"agent.spool.dropped": 0.5}))
+    assert not quiet(body({"agent.stats.dropped": 0, "x": 1}, source="sink"))
+    assert not quiet(b'{"metrics": {"agent.spool.dropped": 3}}')    # spaced: decoded
+    clock = Clock()
+    health = Health(lambda: [], clock=clock)
+    health.take(stats("a1", {"agent.spool.dropped": 4}))
+    health.take(stats("a1", {"agent.spool.dropped": 0}))        # restarted: passed over
+    assert health.snapshot()["agents"] == [] and health.snapshot()["received"] == 2

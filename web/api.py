@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from fleetwatch.display import iso
 from web import store
 from web.console import PAGE_ROWS, Refused
 
@@ -88,7 +89,9 @@ def routes(web: "Web") -> APIRouter:
                                                  description="only this agent's (uuid)")] = None):
         return answer(console.check_list, after, limit, host, state)
 
-    @router.get("/problems", summary="Every problem, worst first, with how it is handled")
+    @router.get("/problems", summary="Every problem, worst first, with how it is handled, "
+                                      "as the fleet was read at `read_at` (at most "
+                                      "web.refresh seconds before)")
     def problems(user: User, limit: Limit = PAGE_ROWS, after: After = "",
                  unhandled: Annotated[bool, Query(description="only those nothing "
                                                               "handles")] = False):
@@ -99,7 +102,8 @@ def routes(web: "Web") -> APIRouter:
         start = int(after) if after.isdigit() else 0
         page = rows[start:start + limit]
         return {"items": page, "total": len(rows),
-                "next": str(start + limit) if start + limit < len(rows) else None}
+                "next": str(start + limit) if start + limit < len(rows) else None,
+                "read_at": iso(view["read_at"]), "read_ms": view["read_ms"]}
 
     @router.get("/routers", summary="The routers, whether they answered, and the fleet's "
                                     "durability")

@@ -117,6 +117,7 @@ class Web:
 
     # ------------------------------------------------------------ changes, recorded
     def _audit(self, found: store.Who, action: str, target: str, details) -> None:
+        self.console.changed()              # the next page shows what was just changed
         with self.console.engine.begin() as conn:
             store.audit(conn, found.name, action, target, details, self.console.clock)
 

@@ -14,6 +14,7 @@ page; what the routers did not answer is said in their table.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from fleetwatch import durability
 from query import fleet, pages
 from web import auth
+
+log = logging.getLogger(__name__)
 
 #: seconds the routers' health is kept before they are asked again
 ROUTERS_TTL = 5.0
@@ -60,6 +63,11 @@ class Console:
                                          monotonic)
         self._routers: tuple[float, dict] | None = None
         self._routers_lock = threading.Lock()
+        #: seconds a fleet-wide reading serves (web.refresh; 10 when pages do not update)
+        self.every = float(settings.refresh) if getattr(settings, "refresh", 0) else 10.0
+        self._view: tuple[float, dict] | None = None
+        self._view_lock = threading.Lock()
+        self._asked: float | None = None
 
     # ------------------------------------------------------------ reading
     def read(self, fn, warnings: list[str], default, **kwargs):
@@ -99,33 +107,81 @@ class Console:
             self._routers = (self.monotonic(), found)
             return found
 
-    # ------------------------------------------------------------ the pages' data
-    def overview(self) -> dict:
-        """Hosts and checks by state, the unhandled problems (the first
-        :data:`OVERVIEW_PROBLEMS`), how many are handled, the routers."""
+    # ------------------------------------------------------------ the fleet-wide reading
+    def fleet_view(self) -> dict:
+        """The fleet-wide reading the overview, the problems page and the problems API
+        share: hosts and checks counted by state, every problem judged (``problems``,
+        ``unhandled``), ``read_at`` (epoch) and ``read_ms`` (how long it took), and the
+        ``warnings``. Read again when older than :attr:`every` seconds (``web.refresh``:
+        what an open page asks for anyway), or changed through this console; while pages
+        are being asked, :meth:`refresh` keeps it read ahead, so a page does not wait for
+        it. One reading serves every open page: its cost does not grow with them."""
+        self._asked = self.monotonic()
+        kept = self._view                   # (a read ahead under way does not hold us up)
+        if kept is not None and self.monotonic() - kept[0] < self.every:
+            return kept[1]
+        with self._view_lock:
+            kept = self._view
+            if kept is not None and self.monotonic() - kept[0] < self.every:
+                return kept[1]
+            return self._read_view()
+
+    def _read_view(self) -> dict:
+        started = self.monotonic()
         warnings: list[str] = []
         now = self.clock()
         hosts = self.read(pages.host_counts, warnings, {}, now=now)
         checks = self.read(pages.check_counts, warnings, {})
-        found = self.problems(warnings)
-        return {"hosts": _ordered(hosts, pages.HOST_STATES),
-                "checks": _ordered(checks, pages.CHECK_STATES),
-                "unhandled": found["unhandled"][:OVERVIEW_PROBLEMS],
-                "unhandled_count": len(found["unhandled"]),
-                "handled_count": len(found["problems"]) - len(found["unhandled"]),
-                "warnings": warnings, **self.routers()}
-
-    def problems(self, warnings: list[str] | None = None) -> dict:
-        """Every problem of the fleet (handled or not, worst first) and the unhandled ones:
-        the agents and checks in a problem are chosen in SQL, then judged."""
-        warnings = [] if warnings is None else warnings
-        now = self.clock()
         scope = self.read(pages.problem_scope, warnings, None, now=now)
-        if scope is None:
-            return {"problems": [], "unhandled": [], "warnings": warnings}
-        found = self.view(*scope, warnings=warnings)
-        return {"problems": found["problems"], "unhandled": found["unhandled"],
+        found = self.view(*scope, warnings=warnings) if scope is not None \
+            else {"problems": [], "unhandled": []}
+        view = {"hosts": _ordered(hosts, pages.HOST_STATES),
+                "checks": _ordered(checks, pages.CHECK_STATES),
+                "problems": found["problems"], "unhandled": found["unhandled"],
+                "read_at": now, "read_ms": round((self.monotonic() - started) * 1000, 1),
                 "warnings": warnings}
+        self._view = (started, view)
+        return view
+
+    def changed(self) -> None:
+        """Something was changed through this console (an acknowledgement, a downtime): the
+        next page reads the fleet again."""
+        with self._view_lock:
+            self._view = None
+
+    def refresh(self, stop: threading.Event, idle: float | None = None) -> None:
+        """Keep the fleet-wide reading fresh while pages are being asked (one asked in the
+        last ``idle`` seconds: three periods by default), until ``stop``: read again a
+        little before it is :attr:`every` seconds old. A thread of the serving process."""
+        idle = 3 * self.every if idle is None else idle
+        while not stop.wait(min(0.5, self.every / 4)):
+            if self._asked is None or self.monotonic() - self._asked > idle:
+                continue
+            with self._view_lock:
+                if self._view is None or self.monotonic() - self._view[0] >= 0.8 * self.every:
+                    try:
+                        self._read_view()
+                    except Exception:       # a page reads it itself, and says what failed
+                        log.exception("reading the fleet ahead failed")
+
+    # ------------------------------------------------------------ the pages' data
+    def overview(self) -> dict:
+        """Hosts and checks by state, the unhandled problems (the first
+        :data:`OVERVIEW_PROBLEMS`), how many are handled, the routers."""
+        view = self.fleet_view()
+        return {**view, "unhandled": view["unhandled"][:OVERVIEW_PROBLEMS],
+                "unhandled_count": len(view["unhandled"]),
+                "handled_count": len(view["problems"]) - len(view["unhandled"]),
+                "warnings": list(view["warnings"]), **self.routers()}
+
+    def problems(self) -> dict:
+        """Every problem of the fleet (handled or not, worst first) and the unhandled ones:
+        the agents and checks in a problem are chosen in SQL, then judged
+        (:meth:`fleet_view`)."""
+        view = self.fleet_view()
+        return {"problems": view["problems"], "unhandled": view["unhandled"],
+                "read_at": view["read_at"], "read_ms": view["read_ms"],
+                "warnings": list(view["warnings"])}
 
     def host(self, uuid: str) -> dict | None:
         """One agent (None: not in the fleet), its checks, its problems, its routers."""

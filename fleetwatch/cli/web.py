@@ -290,6 +290,7 @@ def secret_of(path: str) -> str:
 
 def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
     import dataclasses
+    import threading
 
     import uvicorn
 
@@ -320,8 +321,8 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
 
     engine = _engine(config)
     health = Health(tail_endpoints, keys)
-    app = create_app(Console(config, engine, ask_routers, Actions(config, path), health),
-                     secret_of(config.web.secret_file))
+    console = Console(config, engine, ask_routers, Actions(config, path), health)
+    app = create_app(console, secret_of(config.web.secret_file))
     host, port = config.web.address()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP said: asyncio sets TCP_NODELAY only on connections of a socket made so,
@@ -343,9 +344,14 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
         app, log_level="warning", ssl_certfile=config.web.tls_cert or None,
         ssl_keyfile=config.web.tls_key or None))
     health.start()
+    stop = threading.Event()
+    ahead = threading.Thread(target=console.refresh, args=(stop,), name="read-ahead",
+                             daemon=True)
+    ahead.start()
     try:
         server.run(sockets=[sock])
     finally:
+        stop.set()
         health.stop()
         sock.close()
         engine.dispose()

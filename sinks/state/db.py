@@ -14,6 +14,7 @@ import functools
 import logging
 import os
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
@@ -295,7 +296,29 @@ class DatabaseSink:
 
 # ---------------------------------------------------------------- reading
 
+#: engine -> the tables found to exist in its database, and the tables found to have every
+#: column of the schema: a long-lived reader (the console) asks the catalog once for each,
+#: not on every read (on PostgreSQL a catalog query costs a round trip and milliseconds).
+#: Only what exists is kept: tables are never dropped, columns never removed, and what is
+#: missing is asked again (an owner may create or upgrade it meanwhile).
+_KNOWN: "weakref.WeakKeyDictionary[Engine, tuple[set, set]]" = weakref.WeakKeyDictionary()
+
+
+def known(conn: Connection) -> tuple[set, set]:
+    """(the tables known to exist, those known to be whole) of ``conn``'s database."""
+    try:
+        return _KNOWN.setdefault(conn.engine, (set(), set()))
+    except TypeError:               # an engine that cannot be weakly referenced: no memory
+        return set(), set()
+
+
 def has_tables(conn: Connection, *names: str) -> bool:
     """Whether every table of ``names`` exists (a reader finds none before its owner ran)."""
+    tables, _ = known(conn)
+    missing = [n for n in names if n not in tables]
+    if not missing:
+        return True
     insp = inspect(conn)
-    return all(insp.has_table(n) for n in names)
+    found = [n for n in missing if insp.has_table(n)]
+    tables.update(found)
+    return len(found) == len(missing)

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.expression import SelectBase
 
 from sinks.state import schema
-from sinks.state.db import has_tables
+from sinks.state.db import has_tables, known
 
 #: the event dict's fields that have a column of ``alert_events`` (``check``: ``check_name``);
 #: the others are kept in its ``details``
@@ -30,9 +30,14 @@ def present(conn: Connection, table) -> tuple[list, list[str]]:
     """The columns of ``table`` the database has, and the names of those it lacks yet (a
     database an older version made, before an owner started and added them): a reader
     selects the first and reads the others as None."""
+    _, whole = known(conn)
+    if table.name in whole:
+        return list(table.columns), []
     have = {c["name"] for c in inspect(conn).get_columns(table.name)}
-    return ([c for c in table.columns if c.name in have],
-            [c.name for c in table.columns if c.name not in have])
+    missing = [c.name for c in table.columns if c.name not in have]
+    if not missing:
+        whole.add(table.name)
+    return [c for c in table.columns if c.name in have], missing
 
 
 #: a scope: the uuids of the agents to read, or a SELECT of them (None: every agent)

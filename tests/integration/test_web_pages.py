@@ -91,8 +91,9 @@ def test_problems_hosts_and_the_fleet_s_health(fleet):
     # the fleet's health: the router's and the sinks' counters, from the tail
     def health():
         return b.request("/health")[2]
-    wait_for(lambda: "sink-alerting" in health() and "sink-registry" in health(), 30, 0.3,
-             what="the sinks' counters on the health page")
+    wait_for(lambda: all(name in health() for name in
+                         ("sink-alerting", "sink-registry", "router.agents")), 30, 0.3,
+             what="the router's and the sinks' counters on the health page")
     page = health()
     counters = re.search(r'<section id="router-counters">(.*?)</section>', page, re.S).group(1)
     assert "router-1" in counters and "router.agents" in counters

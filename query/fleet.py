@@ -55,11 +55,16 @@ def read(conn, now: float, uuids: reads.Uuids = None, pairs: reads.Pairs = None)
     from sinks.state import reads      # SQLAlchemy: only where a database is read
     whole = uuids is None or _large(uuids) or _large(pairs)
     u, p = (None, None) if whole else (uuids, pairs)
+    # PostgreSQL filters (uuid, plugin) IN (a list) row by row against the whole list:
+    # there the agents' checks are read by uuid (an index, a hashed list) and cut here
+    cut = whole or (pairs is not None and conn.dialect.name != "sqlite")
+    if cut and not whole:
+        p = None
     rows = Rows(reads.agents(conn, uuids=u), reads.plugins(conn, u, p),
                 reads.checks(conn, uuids=u, pairs=p), reads.check_state(conn, u, p),
                 reads.host_state(conn, u), reads.acknowledgements(conn, now, uuids=u),
                 reads.check_freshness(conn, u, p), handling.read_downtimes(conn, now))
-    if uuids is not None and whole:
+    if uuids is not None and cut:
         rows = _cut(rows, set(uuids), None if pairs is None else set(pairs))
     if uuids is None:
         rows.parents = rows.agents

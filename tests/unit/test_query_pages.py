@@ -5,7 +5,7 @@ check once through the API's cursor. On a real SQLite database filled as a fleet
 (bench/webfill.py: problems, SOFT states, stale checks, hosts DOWN and UNREACHABLE,
 acknowledgements, downtimes), with the cases a filler does not make added: an agent
 deregistered, a check declared and never run, a local process DOWN, a host whose heartbeat
-deadline passed with no sink to mark it."""
+deadline passed with no sink to mark it. On SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -27,9 +27,15 @@ NOW = 1_800_000_000.0
 HOSTS = 300
 
 
-@pytest.fixture(scope="module")
-def conn(tmp_path_factory):
-    url = f"sqlite:///{tmp_path_factory.mktemp('state') / 'state.db'}"
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def conn(request, tmp_path_factory):
+    """The filled database, on SQLite and on PostgreSQL (where the scope is read and cut
+    differently: query.fleet.read)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('state') / 'state.db'}"
+    else:
+        pytest.importorskip("psycopg")
+        url = request.getfixturevalue("pg_cluster").create_database()
     uuids = webfill.fill(url, HOSTS, 5, NOW)
     engine = db.engine(url)
     with engine.begin() as c:

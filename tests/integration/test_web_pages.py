@@ -190,3 +190,78 @@ def test_the_api_s_cursors_list_every_host_and_check_once(many):
     acks = api(url, "/api/v1/acknowledgements", token)["acknowledgements"]
     assert acks and all(a["ended"] is None for a in acks)
     assert api(url, "/api/v1/silences", token) == {"silences": []}
+
+
+def test_the_console_over_tls_with_a_certificate_in_the_config(fleet, tmp_path):
+    """web.tls_cert and web.tls_key: HTTPS, the session cookie Secure; plain HTTP is not
+    answered as a page."""
+    import ssl
+    import subprocess
+    cert, key = tmp_path / "console.pem", tmp_path / "console.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    router = fleet.router()
+    op = fleet.operator_config([router])
+    op.write_text(op.read_text() + f"web:\n  listen: 127.0.0.1:0\n  secret_file: "
+                  f"{fleet.root}/secret\n  tls_cert: {cert}\n  tls_key: {key}\n")
+    fleet.cli("web", "user", "add", "alice", "--role", "viewer", "--password-stdin",
+              "--config", str(op), input=PASSWORD + "\n")
+    web = fleet.start("web", "web", "--config", str(op))
+    url = wait_for(lambda: re.search(r"at (https://127\.0\.0\.1:\d+)/", web.log()), 20,
+                   what="the console's https address").group(1)
+    b = Browser(url, ssl.create_default_context(cafile=str(cert)))
+    status, headers, _ = b.login("alice", PASSWORD)
+    assert status == 303 and "secure" in headers["set-cookie"].lower()
+    status, _, page = b.request("/")
+    assert status == 200 and "alice (viewer)" in page
+    with pytest.raises(Exception):
+        Browser(url.replace("https:", "http:")).request("/login")
+
+
+def test_in_a_real_browser_a_host_page_draws_graphite_s_data(carbon, graphite_web, fleet,
+                                                             zctx, request):
+    """A real carbon and graphite-web, the real graphite sink, an agent's STATS: its host
+    page in Chromium draws its metrics as lines from the render API's data."""
+    from selenium.webdriver.common.by import By
+
+    from support.browser import browser, click_through, screenshot
+    from support.graphite import PREFIX, DealerAgent, graphite_sink, points, warm_up
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port)
+    fleet.sink("registry", [router])
+    agent = DealerAgent(zctx, router, "web1.example.com")
+    warm_up(carbon, agent)
+    now = int(time.time())
+    for i in range(0, 20, 2):
+        agent.stats({"cpu.percent": 10.0 + i, "load.1": 0.25 * i}, ts=now - 30 + i)
+    points(carbon, f"{PREFIX}.web1_example_com.cpu.percent", want=10)
+    op = fleet.operator_config([router])
+    op.write_text(op.read_text() + f"graphite:\n  url: {graphite_web.url}\n  prefix: {PREFIX}\n"
+                  f"web:\n  listen: 127.0.0.1:0\n  secret_file: {fleet.root}/secret\n")
+    fleet.cli("web", "user", "add", "alice", "--role", "viewer", "--password-stdin",
+              "--config", str(op), input=PASSWORD + "\n")
+    web = fleet.start("web", "web", "--config", str(op))
+    url = wait_for(lambda: re.search(r"at (http://127\.0\.0\.1:\d+)/", web.log()), 20,
+                   what="the console's address").group(1)
+
+    def registered():                     # (its first HELLO may have found no registry yet)
+        agent.send("HELLO", hostname=agent.hostname, heartbeat=30.0, role="agent")
+        return fleet.db_rows("SELECT uuid FROM agents WHERE hostname = 'web1.example.com'")
+    (uuid,), = wait_for(registered, 20, 0.5, what="the agent registered")
+    with browser() as driver:
+        driver.get(url + "/login")
+        driver.find_element(By.ID, "user").send_keys("alice")
+        driver.find_element(By.ID, "password").send_keys(PASSWORD)
+        click_through(driver, driver.find_element(By.ID, "login"))
+        driver.get(f"{url}/hosts/{uuid}")
+        titles = [e.text for e in driver.find_elements(By.CSS_SELECTOR,
+                                                       "#graphs figure.graph figcaption")]
+        assert {"cpu", "load"} <= set(titles), titles
+        cpu = driver.find_element(By.XPATH, "//figure[figcaption='cpu']")
+        lines = cpu.find_elements(By.XPATH, ".//*[local-name()='polyline']")
+        drawn = [p for line in lines for p in line.get_attribute("points").split()]
+        assert len(drawn) >= 4, drawn          # the values, as lines (gaps split them)
+        assert cpu.size["height"] > 50 and cpu.size["width"] > 200   # drawn, not text
+        driver.execute_script("arguments[0].scrollIntoView()", cpu)
+        screenshot(driver, request.node.name)

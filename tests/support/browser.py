@@ -71,15 +71,18 @@ def screenshot(driver, name: str) -> Path:
 class Browser:
     """urllib with cookies, not following redirects (a test reads them)."""
 
-    def __init__(self, base: str):
+    def __init__(self, base: str, context=None):
+        """``context``: the ssl.SSLContext an https console is trusted with."""
         self.base = base
         self.jar = http.cookiejar.CookieJar()
 
         class Stay(urllib.request.HTTPRedirectHandler):
             def redirect_request(self, *args, **kwargs):
                 return None
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar),
-                                                  Stay)
+        handlers = [urllib.request.HTTPCookieProcessor(self.jar), Stay]
+        if context is not None:
+            handlers.append(urllib.request.HTTPSHandler(context=context))
+        self.opener = urllib.request.build_opener(*handlers)
 
     def request(self, path: str, form: dict | None = None, headers: dict | None = None):
         data = urllib.parse.urlencode(form).encode() if form is not None else None

@@ -18,7 +18,7 @@ import pytest
 
 from support.alertsink import failing_plugins
 from support.browser import Browser
-from support.console import PASSWORD, api_post, start_console
+from support.console import PASSWORD, api_post, serve, start_console
 from support.fleet import wait_for
 
 pytest.importorskip("fastapi")
@@ -203,13 +203,8 @@ def test_the_console_over_tls_with_a_certificate_in_the_config(fleet, tmp_path):
                     "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
     router = fleet.router()
     op = fleet.operator_config([router])
-    op.write_text(op.read_text() + f"web:\n  listen: 127.0.0.1:0\n  secret_file: "
-                  f"{fleet.root}/secret\n  tls_cert: {cert}\n  tls_key: {key}\n")
-    fleet.cli("web", "user", "add", "alice", "--role", "viewer", "--password-stdin",
-              "--config", str(op), input=PASSWORD + "\n")
-    web = fleet.start("web", "web", "--config", str(op))
-    url = wait_for(lambda: re.search(r"at (https://127\.0\.0\.1:\d+)/", web.log()), 20,
-                   what="the console's https address").group(1)
+    url = serve(fleet, op, web=f"  tls_cert: {cert}\n  tls_key: {key}\n")
+    assert url.startswith("https://")
     b = Browser(url, ssl.create_default_context(cafile=str(cert)))
     status, headers, _ = b.login("alice", PASSWORD)
     assert status == 303 and "secure" in headers["set-cookie"].lower()
@@ -237,13 +232,7 @@ def test_in_a_real_browser_a_host_page_draws_graphite_s_data(carbon, graphite_we
         agent.stats({"cpu.percent": 10.0 + i, "load.1": 0.25 * i}, ts=now - 30 + i)
     points(carbon, f"{PREFIX}.web1_example_com.cpu.percent", want=10)
     op = fleet.operator_config([router])
-    op.write_text(op.read_text() + f"graphite:\n  url: {graphite_web.url}\n  prefix: {PREFIX}\n"
-                  f"web:\n  listen: 127.0.0.1:0\n  secret_file: {fleet.root}/secret\n")
-    fleet.cli("web", "user", "add", "alice", "--role", "viewer", "--password-stdin",
-              "--config", str(op), input=PASSWORD + "\n")
-    web = fleet.start("web", "web", "--config", str(op))
-    url = wait_for(lambda: re.search(r"at (http://127\.0\.0\.1:\d+)/", web.log()), 20,
-                   what="the console's address").group(1)
+    url = serve(fleet, op, config=f"graphite:\n  url: {graphite_web.url}\n  prefix: {PREFIX}\n")
 
     def registered():                     # (its first HELLO may have found no registry yet)
         agent.send("HELLO", hostname=agent.hostname, heartbeat=30.0, role="agent")

@@ -28,16 +28,24 @@ def start_console(fleet, alerting: dict | None = None, scheduler: bool = False,
     if scheduler:
         fleet.scheduler([router])
     op = fleet.operator_config([router])
-    text = op.read_text() + f"web:\n  listen: 127.0.0.1:0\n  secret_file: {fleet.root}/secret\n"
-    op.write_text(text)
-    for name, role in (("alice", "operator"), ("bob", "viewer")):
+    url = serve(fleet, op, users=(("alice", "operator"), ("bob", "viewer")))
+    wait_for(lambda: fleet.db_rows("SELECT hostname FROM agents"), 20, what="the agent known")
+    return fleet, op, url
+
+
+def serve(fleet, op, config: str = "", web: str = "",
+          users=(("alice", "viewer"),)) -> str:
+    """``fleetwatch web`` on the operator config ``op`` (with ``config`` added at its top
+    level and ``web`` in its ``web:`` section, YAML lines), its ``users`` made with
+    :data:`PASSWORD`: the console's URL (http or https)."""
+    op.write_text(op.read_text() + config + f"web:\n  listen: 127.0.0.1:0\n  secret_file: "
+                  f"{fleet.root}/secret\n" + web)
+    for name, role in users:
         fleet.cli("web", "user", "add", name, "--role", role, "--password-stdin",
                   "--config", str(op), input=PASSWORD + "\n")
-    web = fleet.start("web", "web", "--config", str(op))
-    url = wait_for(lambda: re.search(r"at (http://127\.0\.0\.1:\d+)/", web.log()), 20,
-                   what="the console's address")
-    wait_for(lambda: fleet.db_rows("SELECT hostname FROM agents"), 20, what="the agent known")
-    return fleet, op, url.group(1)
+    proc = fleet.start("web", "web", "--config", str(op))
+    return wait_for(lambda: re.search(r"at (https?://127\.0\.0\.1:\d+)/", proc.log()), 20,
+                    what="the console's address").group(1)
 
 
 def api_post(url: str, path: str, token: str, body: dict):

@@ -129,16 +129,27 @@ def remove_token(engine: Engine, token_id: int, by: str, clock=time.time) -> Non
         audit(conn, by, "token.remove", f"{row.user}/{row.label}", None, clock)
 
 
+#: seconds between two records of a token's ``last_used`` (each API call would otherwise be
+#: a write transaction: the state database's write lock, shared with the sinks, and a commit)
+LAST_USED_EVERY = 60.0
+_last_written: dict[int, float] = {}
+
+
 def bearer(engine: Engine, token: str, clock=time.time) -> Who | None:
-    """Who a token speaks for (never more than its user's role now), else None."""
+    """Who a token speaks for (never more than its user's role now), else None; its
+    ``last_used`` recorded at most every :data:`LAST_USED_EVERY` seconds."""
     digest = auth.token_digest(token)
-    with engine.begin() as conn:
+    with engine.connect() as conn:
         row = conn.execute(select(T.c.id, T.c.user, T.c.role, T.c.label, U.c.role.label("of"))
                            .join(U, U.c.name == T.c.user)
                            .where(T.c.digest == digest)).first()
-        if row is None:
-            return None
-        conn.execute(update(T).where(T.c.id == row.id).values(last_used=clock()))
+    if row is None:
+        return None
+    now = clock()
+    if now - _last_written.get(row.id, float("-inf")) >= LAST_USED_EVERY:
+        with engine.begin() as conn:
+            conn.execute(update(T).where(T.c.id == row.id).values(last_used=now))
+        _last_written[row.id] = now
     return Who(row.user, auth.lesser(row.role, row.of), row.label)
 
 

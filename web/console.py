@@ -2,7 +2,9 @@
 
 Each page reads its own scope of the state database (:mod:`query.pages` picks it in SQL,
 :mod:`query.fleet` reads and judges it, as ``fleetwatch status`` does), so a page of a fleet
-of 10,000 hosts costs its own rows, not the fleet's. The routers are asked for their health
+of 10,000 hosts costs its own rows, not the fleet's. The overview, the problems page and the
+problems API share one fleet-wide reading instead (:meth:`Console.fleet_view`: read once a
+``web.refresh`` period, ahead of the pages that ask for it). The routers are asked for their health
 only (PEERS with ``limit`` 0: reachable, agents attached, sinks connected, durable routes),
 at most every :data:`ROUTERS_TTL` seconds whatever the number of open pages; a host's
 ``alive`` is therefore unknown (None) here, and its ``state`` (UP, DOWN, UNREACHABLE, GONE:
@@ -48,9 +50,9 @@ class Refused(Exception):
 class Console:
     """What the application's handlers share: the operator config, the state database's
     engine, the login limiter, how the routers are asked (``ask_routers()`` -> their
-    answers to PEERS with ``limit`` 0), what an operator may change (``actions``:
-    ``ack``, ``run_check``, ``alerts``, ``downtimes``, ``downtime``, ``end_downtime``,
-    raising :class:`Refused`), the fleet's own counters (``health``: a started
+    answers to PEERS with ``limit`` 0), what an operator may change and the lists the
+    commands make (``actions``: ``ack``, ``end_ack``, ``acks``, ``run_check``, ``alerts``,
+    ``downtimes``, ``downtime``, ``end_downtime``, raising :class:`Refused`), the fleet's own counters (``health``: a started
     :class:`web.health.Health`, or None) and clocks. The command line gives the callables
     (fleetwatch/cli/web.py): the same code as ``fleetwatch ack``, ``run``, ``downtime``."""
 

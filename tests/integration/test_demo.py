@@ -158,8 +158,8 @@ def test_demo_with_tagged_graphite_series_draws_the_hosts_graphs(fleet):
 
 
 def check_console(info: dict, hostname: str) -> None:
-    """The demo's console answers: its user logs in with the printed password and the
-    overview lists the demo host."""
+    """The demo's console answers: its user logs in with the printed password, the
+    overview counts the hosts and the hosts page lists the demo host."""
     import html
 
     from support.browser import Browser
@@ -167,6 +167,8 @@ def check_console(info: dict, hostname: str) -> None:
     b = Browser(console["url"].rstrip("/"))
     assert b.login(console["user"], console["password"])[0] == 303
     status, _, page = b.request("/")
+    assert status == 200 and 'id="host-counts"' in page
+    status, _, page = b.request("/hosts")
     assert status == 200 and html.escape(hostname) in page
 
 

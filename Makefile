@@ -4,6 +4,11 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= .demo
+# the console's built CSS and JavaScript (the rule is below): defined before install names
+# them, as make expands a rule's prerequisites when it reads the rule
+ASSETS_BUILT := web/assets/node_modules/.fleetwatch-built
+ASSETS_SOURCES := web/assets/package.json web/assets/package-lock.json \
+  web/assets/fleetwatch.css web/assets/console.js web/assets/favicon.svg web/assets.py
 
 .PHONY: install system-packages assets demo test bench docs clean
 
@@ -60,9 +65,6 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 # demo and test, rebuilt when the lock or our files change; without npm or the registry,
 # install goes on and the console serves its pages unstyled and not updating while open (it
 # logs so).
-ASSETS_BUILT := web/assets/node_modules/.fleetwatch-built
-ASSETS_SOURCES := web/assets/package.json web/assets/package-lock.json \
-  web/assets/fleetwatch.css web/assets/console.js web/assets/favicon.svg web/assets.py
 
 $(ASSETS_BUILT): $(ASSETS_SOURCES) | $(VENV)/.installed
 	@$(MAKE) --no-print-directory assets || echo "make install: the console's CSS and \

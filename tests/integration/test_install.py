@@ -35,8 +35,12 @@ RECORDER = "#!/bin/sh\necho {name} \"$*\" >> {calls}\n"
 
 @pytest.fixture
 def tree(tmp_path):
-    """A copy of what the install target reads, and a bin/ of stand-ins."""
-    for name in ("Makefile", "setup.cfg", "pyproject.toml"):
+    """A copy of what the install target reads (the console's asset sources too), and a
+    bin/ of stand-ins."""
+    (tmp_path / "web" / "assets").mkdir(parents=True)
+    for name in ("Makefile", "setup.cfg", "pyproject.toml", "web/assets.py",
+                 *(f"web/assets/{n}" for n in ("package.json", "package-lock.json",
+                                               "fleetwatch.css", "console.js", "favicon.svg"))):
         shutil.copy(ROOT / name, tmp_path / name)
     (tmp_path / "fakes").mkdir()
     return tmp_path
@@ -61,7 +65,8 @@ def make_install(tree: Path, python: str, java: bool = True) -> subprocess.Compl
         fake(tree, "java", RECORDER)
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "MAKEFLAGS",
                                                               "MAKELEVEL")}
-    env["PATH"] = path_without(tree / "usrbin", "java", "apt-get", first=tree / "fakes")
+    # no npm: the console's assets are not built (nothing is downloaded), and install goes on
+    env["PATH"] = path_without(tree / "usrbin", "java", "apt-get", "npm", first=tree / "fakes")
     # should a real pip ever run (a Makefile that let a real python3.12 through), it finds
     # no index and stops at once
     env.update(PIP_NO_INDEX="1", PIP_CONFIG_FILE=os.devnull)
@@ -123,6 +128,9 @@ def test_a_venv_of_another_python_is_rebuilt(tree):
 def test_a_jre_is_installed_when_no_java_is_found(tree):
     res = make_install(tree, fake_python(tree, "3.11"), java=False)
     assert res.returncode == 0, res.stderr
+    # without npm the console's assets are not built, and install says so and goes on
+    assert "make assets: npm not found" in res.stderr
+    assert "the console's CSS and JavaScript are not built" in res.stderr
     apt, pip = calls(tree)
     assert apt == "apt-get install -y -q --no-install-recommends openjdk-17-jre-headless"
     assert pip.startswith("pip install")

@@ -81,21 +81,22 @@ def _ancestors(conn, agents: list) -> list[dict]:
     """The scope's agents and, level by level, the agents they name as parents (hostname and
     parents): what a downtime with ``children`` follows up from a host in scope, read without
     the rest of the fleet."""
-    from sqlalchemy import select
+    from sqlalchemy import select, true
 
     from sinks.alerting.dependencies import declared_refs
     from sinks.state import schema
+    from sinks.state.reads import present
     found = {a["hostname"]: a for a in agents if a.get("hostname")}
     level = list(found.values())
     a = schema.agents
+    here = a.c.gone.is_(None) if "gone" not in present(conn, a)[1] else true()
     for _ in range(MAX_DEPTH):
         wanted = {ref.host for row in level for ref in declared_refs(row.get("parents"))[0]}
         wanted -= found.keys()
         if not wanted:
             break
         level = [dict(r._mapping) for r in conn.execute(
-            select(a.c.hostname, a.c.parents).where(a.c.hostname.in_(sorted(wanted)),
-                                                    a.c.gone.is_(None)))]
+            select(a.c.hostname, a.c.parents).where(a.c.hostname.in_(sorted(wanted)), here))]
         found.update((r["hostname"], r) for r in level)
     return list(found.values())
 

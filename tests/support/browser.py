@@ -53,11 +53,24 @@ def click_through(driver, element, timeout: float = 20.0) -> None:
     """Click ``element`` (a link, a form's button) and wait until the page it leads to has
     replaced this one: a click returns before the browser navigates."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     old = driver.find_element(By.TAG_NAME, "html")
     element.click()
-    WebDriverWait(driver, timeout).until(expected_conditions.staleness_of(old))
+
+    def replaced(_):
+        try:
+            old.is_enabled()
+            return False
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            # Chromium may answer for a node of the document just left with this instead
+            # of a stale element (seen on a loaded machine): the page was replaced all the same
+            if "does not belong to the document" in str(e):
+                return True
+            raise
+    WebDriverWait(driver, timeout).until(replaced)
 
 
 def screenshot(driver, name: str) -> Path:

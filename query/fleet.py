@@ -102,7 +102,7 @@ def _ancestors(conn, agents: list) -> list[dict]:
 
 
 def _large(scope) -> bool:
-    return isinstance(scope, (list, tuple, set)) and len(scope) > SCOPE_MAX
+    return scope is not None and len(scope) > SCOPE_MAX
 
 
 def _cut(rows: Rows, uuids: set, pairs: set | None) -> Rows:

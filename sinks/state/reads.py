@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 from sqlalchemy import and_, exists, func, inspect, select, tuple_
 from sqlalchemy.engine import Connection
-from sqlalchemy.sql.expression import SelectBase
 
 from sinks.state import schema
 from sinks.state.db import has_tables, known
@@ -40,21 +39,19 @@ def present(conn: Connection, table) -> tuple[list, list[str]]:
     return [c for c in table.columns if c.name in have], missing
 
 
-#: a scope: the uuids of the agents to read, or a SELECT of them (None: every agent)
-Uuids = Sequence[str] | SelectBase | None
-#: a scope of checks: (uuid, plugin) pairs, or a SELECT of them (None: every check of the
-#: agents in scope)
-Pairs = Sequence[tuple[str, str]] | SelectBase | None
+#: a scope: the uuids of the agents to read (None: every agent)
+Uuids = Sequence[str] | None
+#: a scope of checks: (uuid, plugin) pairs (None: every check of the agents in scope)
+Pairs = Sequence[tuple[str, str]] | None
 
 
 def scoped(stmt, table, uuids: Uuids = None, pairs: Pairs = None, name: str = "plugin"):
     """``stmt`` cut to the agents ``uuids`` and the checks ``pairs`` (``name``: the column
     of the check's name in ``table``), as the console reads one page of the fleet."""
     if uuids is not None:
-        stmt = stmt.where(table.c.uuid.in_(uuids if isinstance(uuids, SelectBase) else list(uuids)))
+        stmt = stmt.where(table.c.uuid.in_(list(uuids)))
     if pairs is not None:
-        stmt = stmt.where(tuple_(table.c.uuid, table.c[name]).in_(
-            pairs if isinstance(pairs, SelectBase) else list(pairs)))
+        stmt = stmt.where(tuple_(table.c.uuid, table.c[name]).in_(list(pairs)))
     return stmt
 
 

@@ -23,6 +23,9 @@ and the request's p50, as wall time), over 10 s; following the tail costs the CP
 message of receiving and decoding it (bench/webtail.py, measured at the tail's rate at
 HOSTS) times that rate, once for any number of pages.
 
+The health page's subscription, which every console runs: its own code (web/health.py) fed
+the agents' STATS at HOSTS' rate, its CPU time per STATS (bench/webtail.py).
+
     python bench/web.py [--hosts 10000] [--checks-per-host 5] [--rounds 3] [--requests 20]
                         [--db sqlite|postgres|both] [--results bench/RESULTS.md]
 
@@ -71,7 +74,9 @@ URLS = [
     ("/hosts?state=DOWN", "page", "hosts_down"),
     ("/hosts/{uuid}", "page", "host"),
     ("/api/v1/hosts", "api", "api_hosts"),
+    ("/api/v1/hosts?after={uuid}", "api", "api_hosts_after"),
     ("/api/v1/checks", "api", "api_checks"),
+    ("/api/v1/checks?after={uuid}/", "api", "api_checks_after"),
     ("/api/v1/problems", "api", "problems"),
     ("/api/v1/alerts", "api", "alerts"),
 ]
@@ -354,6 +359,17 @@ def polling_rows(overviews: dict, tail: dict, readings: dict) -> list[str]:
     return rows
 
 
+def health_rows(health: dict) -> list[str]:
+    """What the health page's subscription costs (web/health.py: every agent's STATS)."""
+    cost = health["per_message"] * health["wanted"]
+    return [f"The health page's subscription (web/health.py, in every console whatever the "
+            f"pages open): the agents' STATS, {health['wanted']:.0f} a second at this size "
+            f"(every agent each 10 s), one agent in a hundred with drops; measured at "
+            f"{health['rate']:.0f}/s ({health['received']} of {health['sent']} received, "
+            f"{health['kept']} agents with drops kept): {health['per_message'] * 1e6:.1f} us "
+            f"of CPU a STATS, so {cost * 100:.2f} % of a core."]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, default=10_000)
@@ -387,6 +403,8 @@ def main() -> int:
                 found[kind] = run_database(kind, url, root, endpoints["control"], args)
             tail = webtail.measure(endpoints["agents"], endpoints["tail"], args.hosts,
                                    args.checks_per_host, args.tail_seconds)
+            health = webtail.measure_health(endpoints["agents"], endpoints["tail"], args.hosts,
+                                            args.tail_seconds)
         finally:
             stop(proc)
             if cluster is not None:
@@ -398,7 +416,7 @@ def main() -> int:
         if found[kind]["reading"]:
             readings[kind] = statistics.median(found[kind]["reading"])
         body += table(kind, figures, found[kind]["skip"]) + [""]
-    body += polling_rows(overviews, tail, readings)
+    body += polling_rows(overviews, tail, readings) + [""] + health_rows(health)
     text = "\n".join(body)
     print(text)
     if args.results:
@@ -428,11 +446,15 @@ def postgres():
 
 NOTES = """Method (bench/web.py): {hosts:,} hosts and {checks:,} checks (bench/webfill.py: 2 % of
 the checks not OK, 0.5 % of the hosts DOWN, a third of the problems acknowledged, downtimes,
-notifications, alert events delivered to two channels); one router without agents; a real
+notifications, alert events delivered to two channels; PostgreSQL analyzed after, as its
+autovacuum does within a minute in a live fleet); one router without agents; a real
 `fleetwatch web`; {rounds} rounds of {requests} requests of each URL over one keep-alive
-connection, each followed by as many runs of the bare SQL of the same rows (bench/websql.py,
+connection (`{{uuid}}`: a random host's; `after=`: the API's cursor, as a client paging
+through), each followed by as many runs of the bare SQL of the same rows (bench/websql.py,
 SQLAlchemy Core on the same database, rows fetched as mappings); figures are medians of the
-rounds' percentiles. "console CPU" is the web process's user + system time over a URL's
+rounds' percentiles. The overview, `/problems` and `/api/v1/problems` answer from the
+fleet-wide reading the console makes once a `web.refresh` period ahead of them (its time is
+`read_ms` below), so their bare SQL, the reading's, costs more than their answer. "console CPU" is the web process's user + system time over a URL's
 requests, divided by them. Polling against the tail: a page polling the overview every 10 s
 against the console receiving and decoding the routers' tail (bench/webtail.py: a consumer
 process on a real router's tail, HEARTBEATs and RESULTs sent at the tail's rate at this fleet

@@ -183,6 +183,13 @@ def fill(url: str, hosts: int, per_host: int, now: float | None = None) -> list[
                 found = data.get(table, [])
                 for start in range(0, len(found), CHUNK):
                     conn.execute(table.insert(), found[start:start + CHUNK])
+        # the planner's statistics, as a live fleet's database has them: PostgreSQL's
+        # autovacuum analyzes a table within a minute of the sinks changing a tenth of it
+        # (they rewrite every check's row each interval); without them, it guesses a
+        # page's 100 uuids match thousands of rows and scans whole tables (7 ms, not 0.2 ms)
+        if engine.dialect.name == "postgresql":
+            with engine.connect() as conn:
+                conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
     finally:
         engine.dispose()
     return data["uuids"]

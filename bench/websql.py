@@ -94,16 +94,25 @@ def host(conn, uuid: str, now: float) -> None:
                                               acknowledgements.c.ended.is_(None)))
 
 
-def api_hosts(conn, uuid: str, now: float) -> None:
+def api_hosts(conn, uuid: str, now: float, after: str = "") -> None:
     _all(conn, select(agents, host_state.c.up).outerjoin(host_state, _host)
-         .order_by(agents.c.uuid).limit(LIMIT))
+         .where(agents.c.uuid > after).order_by(agents.c.uuid).limit(LIMIT))
 
 
-def api_checks(conn, uuid: str, now: float) -> None:
+def api_hosts_after(conn, uuid: str, now: float) -> None:
+    """The page after a random host's uuid: a client paging through the cursor."""
+    api_hosts(conn, uuid, now, uuid)
+
+
+def api_checks(conn, uuid: str, now: float, after: str = "") -> None:
     _all(conn, select(checks, check_state.c.hard, check_state.c.attempt)
          .join(check_state, and_(check_state.c.uuid == checks.c.uuid,
                                  check_state.c.plugin == checks.c.plugin))
-         .order_by(checks.c.uuid, checks.c.plugin).limit(LIMIT))
+         .where(checks.c.uuid > after).order_by(checks.c.uuid, checks.c.plugin).limit(LIMIT))
+
+
+def api_checks_after(conn, uuid: str, now: float) -> None:
+    api_checks(conn, uuid, now, uuid)
 
 
 def alerts(conn, uuid: str, now: float) -> None:

@@ -49,9 +49,12 @@ class Rows:
     parents: list = field(default_factory=list)
 
 
-def read(conn, now: float, uuids: reads.Uuids = None, pairs: reads.Pairs = None) -> Rows:
+def read(conn, now: float, uuids: reads.Uuids = None, pairs: reads.Pairs = None,
+         results: bool = True) -> Rows:
     """The rows of the agents ``uuids`` (None: all) and of their checks ``pairs`` (None:
-    all of theirs), and the downtimes that may cover something at ``now``."""
+    all of theirs; empty: none, for a list of agents alone), and the downtimes that may
+    cover something at ``now``. Without ``results``, not the checks' declarations and
+    latest results: only what judges their state and handling (``alerts``)."""
     from sinks.state import reads      # SQLAlchemy: only where a database is read
     whole = uuids is None or _large(uuids) or _large(pairs)
     u, p = (None, None) if whole else (uuids, pairs)
@@ -60,10 +63,15 @@ def read(conn, now: float, uuids: reads.Uuids = None, pairs: reads.Pairs = None)
     cut = whole or (pairs is not None and conn.dialect.name != "sqlite")
     if cut and not whole:
         p = None
-    rows = Rows(reads.agents(conn, uuids=u), reads.plugins(conn, u, p),
-                reads.checks(conn, uuids=u, pairs=p), reads.check_state(conn, u, p),
-                reads.host_state(conn, u), reads.acknowledgements(conn, now, uuids=u),
-                reads.check_freshness(conn, u, p), handling.read_downtimes(conn, now))
+    rows = Rows(agents=reads.agents(conn, uuids=u), host_state=reads.host_state(conn, u),
+                acks=reads.acknowledgements(conn, now, uuids=u),
+                downtimes=handling.read_downtimes(conn, now))
+    if pairs is None or pairs:          # what judges an agent does not read its checks
+        rows.check_state = reads.check_state(conn, u, p)
+        rows.freshness = reads.check_freshness(conn, u, p)
+        if results:
+            rows.plugins, rows.checks = reads.plugins(conn, u, p), reads.checks(conn, uuids=u,
+                                                                                pairs=p)
     if uuids is not None and cut:
         rows = _cut(rows, set(uuids), None if pairs is None else set(pairs))
     if uuids is None:

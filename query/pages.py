@@ -81,13 +81,16 @@ def _declared(conn: Connection):
         .where(_agents_where(conn)).subquery("declared")
 
 
-def _stale(conn: Connection, uuid, plugin):
-    """(the freshness table joined on ``uuid``, ``plugin``, or None; whether the check is
-    stale, as a SQL expression)."""
+def _stale(conn: Connection, uuid, plugin, uuids=None):
+    """(the freshness table joined on ``uuid``, ``plugin`` (of the agents ``uuids`` only,
+    if given), or None; whether the check is stale, as a SQL expression)."""
     if not has_tables(conn, "check_freshness"):
         return None, false()
     f = schema.check_freshness
-    return (f, and_(f.c.uuid == uuid, f.c.plugin == plugin)), and_(
+    on = and_(f.c.uuid == uuid, f.c.plugin == plugin)
+    if uuids is not None:
+        on = and_(on, f.c.uuid.in_(uuids))
+    return (f, on), and_(
         f.c.stale_at.is_not(None), or_(f.c.heard.is_(None), f.c.stale_at >= f.c.heard))
 
 
@@ -96,11 +99,14 @@ def _result_state(c, stale):
                 (c.c.status == 2, "CRITICAL"), else_="UNKNOWN")
 
 
-def _check_join(conn: Connection):
-    """(declared checks outer-joined to their result and freshness, the state as a CASE)."""
+def _check_join(conn: Connection, uuids: list[str] | None = None):
+    """(declared checks outer-joined to their result and freshness, the state as a CASE);
+    of the agents ``uuids`` only, if given: said to each table, as PostgreSQL does not carry
+    it from the declarations to the outer joins' other sides (it would scan them whole)."""
     d, c = _declared(conn), schema.checks
-    joined = d.outerjoin(c, and_(c.c.uuid == d.c.uuid, c.c.plugin == d.c.name))
-    fresh, stale = _stale(conn, d.c.uuid, d.c.name)
+    on = and_(c.c.uuid == d.c.uuid, c.c.plugin == d.c.name)
+    joined = d.outerjoin(c, on if uuids is None else and_(on, c.c.uuid.in_(uuids)))
+    fresh, stale = _stale(conn, d.c.uuid, d.c.name, uuids)
     if fresh is not None:
         joined = joined.outerjoin(*fresh)
     state = case((stale, "UNKNOWN"), (c.c.uuid.is_(None), "PENDING"),
@@ -132,6 +138,20 @@ def check_counts(conn: Connection) -> dict[str, int]:
     source = never.outerjoin(*fresh) if fresh is not None else never
     for name, n in conn.execute(select(state, func.count()).select_from(source).group_by(state)):
         counts[name] = counts.get(name, 0) + n
+    return counts
+
+
+def check_counts_of(conn: Connection, uuids: list[str]) -> dict[str, dict[str, int]]:
+    """uuid -> how many of its declared checks are in each state, for the agents ``uuids``
+    (a page of hosts: counted here, not read check by check)."""
+    if not uuids or not has_tables(conn, "agents", "plugins", "checks"):
+        return {}
+    declared, joined, state = _check_join(conn, uuids)
+    stmt = select(declared.c.uuid, state, func.count()).select_from(joined) \
+        .where(declared.c.uuid.in_(uuids)).group_by(declared.c.uuid, state)
+    counts: dict[str, dict[str, int]] = {}
+    for uuid, name, n in conn.execute(stmt):
+        counts.setdefault(uuid, {})[name] = n
     return counts
 
 
@@ -216,7 +236,12 @@ def checks(conn: Connection, now: float, *, uuid: str | None = None,
            state: str | None = None, after: tuple[str, str] | None = None,
            limit: int = 100) -> list[tuple[str, str]]:
     """One page of declared checks as (uuid, plugin) pairs, in that order after the cursor
-    ``after``: of one agent (``uuid``), in one ``state``."""
+    ``after``: of one agent (``uuid``), in one ``state``.
+
+    Without a state, the page lies among the next ``limit`` agents with a check after the
+    cursor's (each has one at least): the declarations are cut to those agents before
+    they are made distinct and sorted, which PostgreSQL would otherwise do for every
+    check after the cursor (17 ms at 50,000 checks, for 100 of them)."""
     if not has_tables(conn, "agents", "plugins", "checks"):
         return []
     declared, joined, check_state = _check_join(conn)
@@ -225,6 +250,14 @@ def checks(conn: Connection, now: float, *, uuid: str | None = None,
         stmt = stmt.where(declared.c.uuid == uuid)
     if state:
         stmt = stmt.where(check_state == state.upper())
+    elif not uuid:
+        p, a = schema.plugins, schema.agents
+        ahead = select(p.c.uuid).distinct().join(a, a.c.uuid == p.c.uuid) \
+            .where(_agents_where(conn), p.c.uuid > (after[0] if after else "")) \
+            .order_by(p.c.uuid).offset(limit - 1).limit(1)
+        last = conn.execute(ahead).scalar()
+        if last is not None:
+            stmt = stmt.where(declared.c.uuid <= last)
     if after:
         stmt = stmt.where(or_(declared.c.uuid > after[0],
                               and_(declared.c.uuid == after[0], declared.c.name > after[1])))

@@ -52,9 +52,10 @@ class Console:
     engine, the login limiter, how the routers are asked (``ask_routers()`` -> their
     answers to PEERS with ``limit`` 0), what an operator may change and the lists the
     commands make (``actions``: ``ack``, ``end_ack``, ``acks``, ``run_check``, ``alerts``,
-    ``downtimes``, ``downtime``, ``end_downtime``, raising :class:`Refused`), the fleet's own counters (``health``: a started
-    :class:`web.health.Health`, or None) and clocks. The command line gives the callables
-    (fleetwatch/cli/web.py): the same code as ``fleetwatch ack``, ``run``, ``downtime``."""
+    ``downtimes``, ``downtime``, ``end_downtime``, raising :class:`Refused`), the fleet's
+    own counters (``health``: a started :class:`web.health.Health`, or None) and clocks.
+    The command line gives the callables (fleetwatch/cli/web.py): the same code as
+    ``fleetwatch ack``, ``run``, ``downtime``."""
 
     def __init__(self, config, engine, ask_routers: Callable[[], list], actions=None,
                  health=None, clock=time.time, monotonic=time.monotonic):
@@ -203,13 +204,10 @@ class Console:
         uuids, total = self.read(pages.hosts, warnings, ([], 0), now=self.clock(),
                                  search=search, state=state, parent=parent,
                                  offset=page * PAGE_ROWS, limit=PAGE_ROWS)
-        found = self.view(uuids, warnings=warnings) if uuids else {"agents": [], "checks": []}
+        found = self.view(uuids, (), warnings) if uuids else {"agents": []}
+        counts = self.read(pages.check_counts_of, warnings, {}, uuids=uuids)
         order = {u: i for i, u in enumerate(uuids)}
         agents = sorted(found["agents"], key=lambda a: order.get(a["uuid"], 0))
-        counts: dict[str, dict[str, int]] = {}
-        for check in found["checks"]:
-            mine = counts.setdefault(check["uuid"], {})
-            mine[check["state"]] = mine.get(check["state"], 0) + 1
         for agent in agents:
             agent["checks"] = _ordered(counts.get(agent["uuid"], {}), pages.CHECK_STATES)
         return {"agents": agents, "total": total, "page": page,
@@ -256,7 +254,7 @@ class Console:
         warnings: list[str] = []
         uuids, _ = self.read(pages.hosts, warnings, ([], 0), now=self.clock(), search=search,
                              state=state, after=after, limit=limit + 1, by_name=False)
-        found = self.view(uuids[:limit], warnings=warnings) if uuids else {"agents": []}
+        found = self.view(uuids[:limit], (), warnings) if uuids else {"agents": []}
         items = sorted(found["agents"], key=lambda a: a["uuid"])
         _unavailable(warnings)
         return {"items": items, "next": items[-1]["uuid"] if len(uuids) > limit and items

@@ -57,6 +57,13 @@ def _or_error(fn, empty, *args):
         return empty, str(e)
 
 
+def refused_text(e: Exception) -> PlainTextResponse:
+    """What a form's action answers when refused: its text, with the status the API gives
+    for it (404: nothing running by that id; 503: no database), 422 for a value that is
+    not one (ValueError)."""
+    return PlainTextResponse(str(e), e.status if isinstance(e, Refused) else 422)
+
+
 def routes(web: Web) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     console = web.console
@@ -202,7 +209,7 @@ def routes(web: Web) -> APIRouter:
         try:
             await run_in_threadpool(web.end_ack, found, int(str(form.get("remove"))))
         except (Refused, ValueError) as e:
-            return PlainTextResponse(str(e), 422 if isinstance(e, ValueError) else e.status)
+            return refused_text(e)
         return RedirectResponse("/acks", status_code=303)
 
     @router.post("/run", response_class=HTMLResponse)
@@ -251,7 +258,7 @@ def routes(web: Web) -> APIRouter:
                     str(form.get("check", ""))[:255] or None,
                     str(form.get("duration", ""))[:32], str(form.get("comment", ""))[:1000])
         except (Refused, ValueError) as e:
-            return PlainTextResponse(str(e), 422)
+            return refused_text(e)
         return RedirectResponse("/downtimes", status_code=303)
 
     return router

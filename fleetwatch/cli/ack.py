@@ -174,17 +174,17 @@ def end(args, clock=time.time) -> int:
                    lambda url: remove(url, args.id, clock()))
 
 
-def listed(config: OperatorConfig, now: float, ended: bool = False) -> list[dict]:
+def listed(config: OperatorConfig, now: float, ended: bool = False,
+           reader=None) -> list[dict]:
     """The running acknowledgements (all with ``ended``), newest first, as ``ack list
     --json`` shows them (:func:`entry`); Unavailable when the database cannot be read (the
-    console lists them through this too)."""
+    console lists them through this too, with its ``reader``)."""
     from fleetwatch.optional import MissingDependency
     from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
-    reader = None
     try:
         reads = state_reads()
-        reader = Reader(config.state_url)
+        reader = reader or Reader(config.state_url)
         rows = reader.read(reads.acknowledgements, now=now, ended=ended)
         uuids = sorted({r["uuid"] for r in rows})
         names = {a["uuid"]: a["hostname"] for a in reader.read(reads.agents, uuids=uuids)} \

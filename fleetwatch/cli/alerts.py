@@ -96,18 +96,18 @@ def delivery_cell(deliveries: list[dict], kept_back: dict | None = None) -> str:
 
 
 def gather(config: OperatorConfig, now: float, limit: int | None,
-           severities: list[str] | None = None,
-           uuid: str | None = None) -> tuple[list[dict], int]:
+           severities: list[str] | None = None, uuid: str | None = None,
+           reader=None) -> tuple[list[dict], int]:
     """(the alerts (of the agent ``uuid``), newest first, at most ``limit``; how many there
     are in all), as ``alerts --json`` prints them (the console lists them through this
-    too); Unavailable (:mod:`fleetwatch.cli.silence`) when the state database cannot be
-    read."""
+    too, with its ``reader``: :class:`sinks.state.reader.Reader` over its engine);
+    Unavailable (:mod:`fleetwatch.cli.silence`) when the state database cannot be read."""
     from fleetwatch.optional import MissingDependency
     from sinks.state import state_reads
     from sinks.state.reader import Reader, StateError
     try:
         reads = state_reads()
-        reader = Reader(config.state_url)
+        reader = reader or Reader(config.state_url)
         try:
             notifications = reader.read(reads.alerts, limit=limit, severities=severities,
                                         uuid=uuid)
@@ -117,7 +117,7 @@ def gather(config: OperatorConfig, now: float, limit: int | None,
             merged = merge(notifications, events, limit)
             # the state of the agents listed only (all of them past fleet.SCOPE_MAX)
             uuids = sorted({a["uuid"] for a in merged if a.get("uuid")})
-            rows = reader.read(fleet.read, now=now, uuids=uuids) or fleet.Rows()
+            rows = reader.read(fleet.read, now=now, uuids=uuids, results=False) or fleet.Rows()
             kept = reader.read(reads.kept_back, keys=[a["key"] for a in merged
                                                       if a["kind"] == "notify"
                                                       and not a["deliveries"]]) or {}

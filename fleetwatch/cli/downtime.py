@@ -213,15 +213,20 @@ def end(args, clock=time.time) -> int:
                                      "downtimes"))
 
 
-def listed(config: OperatorConfig, now: float, tz, ended: bool) -> tuple[list[dict], list]:
+def listed(config: OperatorConfig, now: float, tz, ended: bool,
+           reader=None) -> tuple[list[dict], list]:
     """The downtimes running and planned (and ``ended`` ones): (their rows, each as
-    :func:`entry` lists it); the console lists them through this too. Unavailable when the
-    state database cannot be read."""
+    :func:`entry` lists it); the console lists them through this too, with its ``reader``.
+    Unavailable when the state database cannot be read."""
     from fleetwatch.optional import MissingDependency
     from sinks.state import state_reads
-    from sinks.state.reader import StateError, read
+    from sinks.state.reader import Reader, StateError
     try:
-        rows = read(config.state_url, state_reads().downtimes, now=now, ended=ended)
+        reader = reader or Reader(config.state_url)
+        try:
+            rows = reader.read(state_reads().downtimes, now=now, ended=ended)
+        finally:
+            reader.close()
     except (MissingDependency, StateError) as e:
         raise Unavailable(str(e)) from None
     return rows, [entry(row, now, tz) for row in rows]

@@ -154,11 +154,14 @@ class Actions:
     """What the console changes, as the commands change it: acknowledgements
     (fleetwatch/cli/ack.py), downtimes (fleetwatch/cli/downtime.py), and a check run now,
     by ``fleetwatch run --wait --json`` itself (its JSON is the command's contract; the
-    console waits in a worker thread, never in its event loop)."""
+    console waits in a worker thread, never in its event loop). The lists are read through
+    ``reader`` (:class:`sinks.state.reader.Reader` over the console's engine: no engine and
+    connection made a request); without one, each opens its own, as the commands do."""
 
-    def __init__(self, config: OperatorConfig, path: str, clock=None):
+    def __init__(self, config: OperatorConfig, path: str, clock=None, reader=None):
         import time
         self.config, self.path, self.clock = config, path, clock or time.time
+        self.reader = reader
 
     def run_check(self, host: str, plugin: str, timeout: float = 60.0) -> dict:
         """The check's result now (``fleetwatch run --json``'s document), or Refused."""
@@ -203,7 +206,8 @@ class Actions:
         from fleetwatch.cli.silence import Unavailable
         from web.app import Refused
         try:
-            return alerts.gather(self.config, self.clock(), limit, uuid=uuid)
+            return alerts.gather(self.config, self.clock(), limit, uuid=uuid,
+                                 reader=self.reader)
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 
@@ -214,7 +218,7 @@ class Actions:
         from fleetwatch.cli.silence import Unavailable
         from web.app import Refused
         try:
-            return ack.listed(self.config, self.clock(), ended)
+            return ack.listed(self.config, self.clock(), ended, self.reader)
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 
@@ -235,7 +239,8 @@ class Actions:
         from sinks.alerting.downtimes import local_zone
         from web.app import Refused
         try:
-            return downtime.listed(self.config, self.clock(), local_zone(), False)[1]
+            return downtime.listed(self.config, self.clock(), local_zone(), False,
+                                   self.reader)[1]
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 
@@ -297,6 +302,7 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
     from fleetwatch.ask import ask_all
     from fleetwatch.cli.operator import client_keys
     from web.app import Console, create_app
+    from sinks.state.reader import Reader
     from web.health import Health
     from web.settings import WebSettings
     if listen:
@@ -321,7 +327,8 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
 
     engine = _engine(config)
     health = Health(tail_endpoints, keys)
-    console = Console(config, engine, ask_routers, Actions(config, path), health)
+    actions = Actions(config, path, reader=Reader(config.state_url, engine))
+    console = Console(config, engine, ask_routers, actions, health)
     app = create_app(console, secret_of(config.web.secret_file))
     host, port = config.web.address()
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -10,7 +10,8 @@ tables the sinks have not created yet. Any database error is a :class:`StateErro
 text is one line (and says nothing of the URL's password).
 
 :func:`read` opens and closes an engine per call (a command reads once); a long-lived
-reader (the scheduler, polling the registry) keeps a :class:`Reader` and its connection pool.
+reader (the scheduler, polling the registry) keeps a :class:`Reader` and its connection pool,
+and a process that has an engine already (the console) lends it: ``Reader(url, engine)``.
 """
 
 from __future__ import annotations
@@ -41,12 +42,14 @@ def safe_url(url: str) -> str:
 
 
 class Reader:
-    """Runs readers (functions of :mod:`sinks.state.reads`) on the database at ``url``."""
+    """Runs readers (functions of :mod:`sinks.state.reads`) on the database at ``url``,
+    through ``engine`` when one is lent (then :meth:`close` leaves it open: its pool is the
+    lender's), else through one of its own."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, engine=None):
         self.url = url
         self.db = state_db()
-        self._engine = None
+        self._engine, self._lent = engine, engine is not None
 
     def read(self, fn: ReadFn, **kwargs):
         """``fn(connection, **kwargs)``: its rows (or count); nothing read before the
@@ -67,7 +70,7 @@ class Reader:
                              f"{(str(e).splitlines() or [''])[0]}") from None
 
     def close(self) -> None:
-        if self._engine is not None:
+        if self._engine is not None and not self._lent:
             self._engine.dispose()
             self._engine = None
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -234,6 +236,20 @@ def test_schedule_and_remove_a_downtime_in_the_browser(console, request):
         assert driver.find_elements(By.CSS_SELECTOR, "#downtimes tr.downtime") == []
     actions = [a for _, a in fleet.db_rows("SELECT who, action FROM web_audit")]
     assert "downtime.add" in actions and "downtime.remove" in actions
+    # removed again: nothing running by that id, from the form as from the API (and as an
+    # acknowledgement's removal answers)
+    (gone,) = [d[0] for d in fleet.db_rows("SELECT id FROM downtimes")]
+    b = Browser(url)
+    b.login("alice", PASSWORD)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', b.request("/downtimes")[2]).group(1)
+    status, _, body = b.request("/downtimes", {"csrf": csrf, "remove": str(gone)})
+    assert (status, body) == (404, f"no running or planned downtime {gone}")
+    assert b.request("/downtimes", {"csrf": csrf, "remove": "soon"})[0] == 422
+    req = urllib.request.Request(f"{url}/api/v1/downtimes/{gone}", method="DELETE",
+                                 headers={"Authorization": f"Bearer {tokens['alice']}"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=10)
+    assert refused.value.code == 404
 
 
 def test_user_and_token_commands_say_what_is_wrong(fleet):

@@ -1,6 +1,6 @@
 """bench/web.py keeps working: its smallest run (20 hosts, one round) over SQLite and a
 throwaway PostgreSQL cluster, with its real router, ``fleetwatch web``, user, token and tail
-consumer, writes its section of a RESULTS file. How fast the console answers is the
+consumers, writes its section of a RESULTS file. How fast the console answers is the
 benchmark's business, not this test's."""
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ pytestmark = pytest.mark.timeout(240)
 
 BENCH = Path(__file__).parents[2] / "bench" / "web.py"
 URLS = ("/", "/problems", "/hosts", "/hosts?q=web01", "/hosts?state=DOWN", "/hosts/{uuid}",
-        "/api/v1/hosts", "/api/v1/checks", "/api/v1/problems", "/api/v1/alerts")
+        "/api/v1/hosts", "/api/v1/hosts?after={uuid}", "/api/v1/checks",
+        "/api/v1/checks?after={uuid}/", "/api/v1/problems", "/api/v1/alerts")
 #: a row's end: measured (and maybe failed in a later round), or why not
 VERDICT = r"\| (PASS|FAIL)( \(then [^|]+\))? \|$"
 NONE = r"\| (not there \(404\)|answered \d+|no answer within [\d.]+ s) \|"
@@ -55,6 +56,8 @@ def test_the_smallest_run_writes_its_section(tmp_path):
         assert f"{kind}: the fleet-wide reading " in section
         assert f"{kind}: following the tail costs as much as " in section or \
             f"{kind}: the reading alone costs more than following the tail" in section
+    assert re.search(r"The health page's subscription .* \(\d+ of \d+ received, \d+ agents "
+                     r"with drops kept\): [\d.]+ us of CPU a STATS", section)
     for url in URLS:
         rows = [line for line in section.splitlines() if line.startswith(f"| `{url}` |")]
         assert len(rows) == len(kinds), (url, rows)

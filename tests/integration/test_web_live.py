@@ -3,10 +3,13 @@ itself (built from npm packages by ``make assets``, web/assets.py), nothing from
 no Content-Security-Policy violation, and a page left open that updates itself (short
 polling, ``web.refresh``): a downtime scheduled through the API appears on the open
 downtimes page without a reload, not while the user types in its form, and a session that
-ends sends the page to the login form. Without the built files every page is served all
+ends sends the page to the login form; over a real fleet, a host page, the overview, the
+alerts and the problems follow a check that fails, recovers, fails again and is
+acknowledged, each without a reload. Without the built files every page is served all
 the same, and the console says once how to build them.
 
-A real ``fleetwatch web`` (no routers: these pages read the state database), Debian's
+A real ``fleetwatch web`` (no routers for the first: these pages read the state database;
+a router, sinks, a scheduler and an agent running a real plugin for the fleet's), Debian's
 headless Chromium driven by Selenium."""
 
 from __future__ import annotations
@@ -137,6 +140,81 @@ def test_an_open_page_updates_itself_from_the_console_alone(fleet, built, reques
         until(driver, lambda: driver.current_url.endswith("/login"), "the login page")
         assert driver.find_elements(By.CSS_SELECTOR, "main main") == []
         assert driver.find_element(By.ID, "login")
+
+        problems = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"
+                    or "Content Security Policy" in e["message"]]
+        assert problems == []
+
+
+def test_a_host_the_overview_alerts_and_problems_follow_the_fleet_while_open(fleet, built,
+                                                                             request):
+    from selenium.webdriver.common.by import By
+
+    from support.alertsink import failing_plugins
+    from support.browser import browser, click_through, screenshot
+    from support.console import PASSWORD as ALICE
+    from support.console import api_post, start_console
+    folder, flags = failing_plugins(fleet, ["flaky"])
+    flag = flags["flaky"]
+    flag.write_text("OK")
+    fleet, op, url = start_console(
+        fleet, alerting={"max_check_attempts": 1, "flap_detection": False}, scheduler=True,
+        web="  refresh: 1\n", plugins={"dirs": [str(folder)], "checks": [
+            {"name": "check_flaky", "command": "check_flaky", "interval": 1, "timeout": 5}]})
+    token = fleet.cli("web", "token", "add", "alice", "--label", "t", "--config",
+                      str(op)).stdout.strip()
+    (uuid,) = [r[0] for r in fleet.db_rows("SELECT uuid FROM agents")]
+
+    def opened(path: str, ready, what: str) -> None:
+        """``path`` loaded, once ``ready()``; then marked, to tell a reload from an update."""
+        driver.get(url + path)
+        until(driver, ready, what)
+        driver.execute_script("window.sameDocument = true")
+
+    def same_document() -> bool:
+        return driver.execute_script("return window.sameDocument") is True
+
+    def alerts_on_fire() -> int:
+        return sum("on fire" in r for r in driver.execute_script(
+            "return Array.from(document.querySelectorAll('#alerts tr.alert'), r => r.innerText)"))
+
+    with browser(logs=True) as driver:
+        driver.get(url + "/login")
+        driver.find_element(By.ID, "user").send_keys("alice")
+        driver.find_element(By.ID, "password").send_keys(ALICE)
+        click_through(driver, driver.find_element(By.ID, "login"))
+
+        # a host page: its check turns CRITICAL while it is open
+        opened(f"/hosts/{uuid}", lambda: "flaky OK" in text(driver, "#checks"), "the check OK")
+        flag.write_text("CRITICAL")
+        until(driver, lambda: "flaky CRITICAL - on fire" in text(driver, "#checks"),
+              "the check CRITICAL on the open host page")
+        assert same_document()
+        screenshot(driver, request.node.name + "-host")
+
+        # the overview: the problem listed, then gone when the check recovers
+        opened("/", lambda: "check_flaky" in text(driver, "#problems"), "the problem listed")
+        flag.write_text("OK")
+        until(driver, lambda: "check_flaky" not in text(driver, "#problems"),
+              "the problem gone from the open overview")
+        assert "None." in text(driver, "#problems") and same_document()
+
+        # the alerts: the check fails again, and its new alert appears
+        opened("/alerts", lambda: alerts_on_fire() == 1, "the first alert listed")
+        flag.write_text("CRITICAL")
+        until(driver, lambda: alerts_on_fire() == 2, "the new alert on the open alerts page")
+        assert same_document()
+
+        # the problems: acknowledged elsewhere (the API), it moves to its own section
+        opened("/problems", lambda: "check_flaky" in text(driver, "#unhandled-section"),
+               "the problem unhandled")
+        assert api_post(url, "/api/v1/acks", token,
+                        {"host": "agent-host", "check": "check_flaky",
+                         "comment": "on it"})[0] == 201
+        until(driver, lambda: "check_flaky" in text(driver, "#acknowledged-section"),
+              "the problem acknowledged on the open problems page")
+        assert "check_flaky" not in text(driver, "#unhandled-section") and same_document()
+        screenshot(driver, request.node.name + "-problems")
 
         problems = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"
                     or "Content Security Policy" in e["message"]]

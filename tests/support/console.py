@@ -16,10 +16,11 @@ PASSWORD = "correct horse battery"
 
 
 def start_console(fleet, alerting: dict | None = None, scheduler: bool = False,
-                  sinks: dict | None = None, **agent):
+                  sinks: dict | None = None, web: str = "", **agent):
     """A fleet (router, registry and alerting sinks with ``sinks`` settings, an agent with
-    ``agent`` settings) and ``fleetwatch web`` over it, with users alice (operator) and bob
-    (viewer): (fleet, the operator config, the console's URL)."""
+    ``agent`` settings) and ``fleetwatch web`` over it (``web``: YAML lines of its ``web:``
+    section), with users alice (operator) and bob (viewer): (fleet, the operator config,
+    the console's URL)."""
     router = fleet.router()
     fleet.sink("registry", [router], **(sinks or {}))
     fleet.sink("alerting", [router], **(sinks or {}),
@@ -28,7 +29,7 @@ def start_console(fleet, alerting: dict | None = None, scheduler: bool = False,
     if scheduler:
         fleet.scheduler([router])
     op = fleet.operator_config([router])
-    url = serve(fleet, op, users=(("alice", "operator"), ("bob", "viewer")))
+    url = serve(fleet, op, web=web, users=(("alice", "operator"), ("bob", "viewer")))
     wait_for(lambda: fleet.db_rows("SELECT hostname FROM agents"), 20, what="the agent known")
     return fleet, op, url
 

@@ -5,7 +5,8 @@ check once through the API's cursor. On a real SQLite database filled as a fleet
 (bench/webfill.py: problems, SOFT states, stale checks, hosts DOWN and UNREACHABLE,
 acknowledgements, downtimes), with the cases a filler does not make added: an agent
 deregistered, a check declared and never run, a local process DOWN, a host whose heartbeat
-deadline passed with no sink to mark it. On SQLite and on PostgreSQL."""
+deadline passed with no sink to mark it, a host DOWN and acknowledged. On SQLite and on
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -57,6 +58,13 @@ def conn(request, tmp_path_factory):
         c.execute(schema.checks.update().where(schema.checks.c.uuid == uuids[5],
                                                schema.checks.c.plugin == "check_disk")
                   .values(status=2, output="DISK CRITICAL"))
+        # DOWN and acknowledged
+        c.execute(schema.host_state.update().where(schema.host_state.c.uuid == uuids[8],
+                                                   schema.host_state.c.name == "")
+                  .values(up=False, since=NOW - 200))
+        c.execute(schema.acknowledgements.insert().values(
+            key=f"{uuids[8]}/host", uuid=uuids[8], check_name=None, status=2, sticky=False,
+            notify=False, comment="rebooting", author="oncall", created=NOW - 100))
         c.execute(schema.check_freshness.update().where(      # stale, silent since
             schema.check_freshness.c.uuid == uuids[6],
             schema.check_freshness.c.plugin == "check_disk").values(
@@ -96,6 +104,13 @@ def test_hosts_found_by_search_state_and_parent(conn, whole):
         by_uuid = {a["uuid"]: a for a in whole["agents"]}
         return [by_uuid[u]["hostname"] for u in uuids]
     assert names(search="WEB0001") == [f"web{i:05d}" for i in range(10, 20)]
+    per_host: dict = {}
+    for c in whole["checks"]:
+        per_host.setdefault(c["uuid"], Counter())[c["state"]] += 1
+    shown = [a["uuid"] for a in whole["agents"][:150]]
+    assert pages.check_counts_of(conn, shown) == {u: dict(per_host[u]) for u in shown
+                                                  if u in per_host}
+    assert {"PENDING", "UNKNOWN", "CRITICAL"} <= {s for u in shown for s in per_host.get(u, {})}
     assert names(search=whole["agents"][7]["uuid"][:8]) == [whole["agents"][7]["hostname"]]
     assert names(search="%") == [] and names(search="_") == []     # no wildcards
     down = names(state="down")
@@ -109,6 +124,31 @@ def test_hosts_found_by_search_state_and_parent(conn, whole):
     assert total == HOSTS - 1 and not set(first) & set(second)   # one is deregistered
     groups = {g["parent"]: g for g in pages.parents(conn, NOW)}
     assert groups[parent]["hosts"] == 99 and sum(groups[parent]["states"].values()) == 99
+
+
+def test_hosts_read_without_their_checks_are_judged_the_same(conn, whole, monkeypatch):
+    """The API's list of hosts reads the agents alone (``pairs`` empty): each is what the
+    whole reading says of it (state, acknowledgement, downtime, parent), page after page,
+    and so when the scope is too large to name in SQL and is cut in Python."""
+    by_uuid = {a["uuid"]: a for a in whole["agents"]}
+    seen, after = [], ""
+    for large in (False, True):
+        if large:
+            monkeypatch.setattr(fleet, "SCOPE_MAX", 10)
+        while True:
+            uuids, _ = pages.hosts(conn, NOW, after=after, limit=97, by_name=False)
+            if not uuids:
+                break
+            found = fleet.assemble(fleet.read(conn, NOW, uuids, ()), NOW)
+            assert found["checks"] == []
+            assert found["agents"] == sorted((by_uuid[u] for u in uuids),
+                                             key=lambda a: (a["hostname"] or "", a["uuid"]))
+            seen += uuids
+            after = uuids[-1]
+        after = ""
+    assert sorted(seen) == sorted(list(by_uuid) * 2)
+    handled = {k for a in whole["agents"] for k, v in (a.get("handled") or {}).items() if v}
+    assert {"ack", "downtime", "unreachable"} <= handled
 
 
 def fleet_parents(conn) -> dict:

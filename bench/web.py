@@ -365,8 +365,8 @@ def health_rows(health: dict) -> list[str]:
     return [f"The health page's subscription (web/health.py, in every console whatever the "
             f"pages open): the agents' STATS, {health['wanted']:.0f} a second at this size "
             f"(every agent each 10 s), one agent in a hundred with drops; measured at "
-            f"{health['rate']:.0f}/s ({health['received']} of {health['sent']} received, "
-            f"{health['kept']} agents with drops kept): {health['per_message'] * 1e6:.1f} us "
+            f"{health['rate']:.0f}/s ({health['received']} of {health['sent']} received; "
+            f"agents with drops kept: {health['kept']}): {health['per_message'] * 1e6:.1f} us "
             f"of CPU a STATS, so {cost * 100:.2f} % of a core."]
 
 

@@ -56,8 +56,8 @@ def test_the_smallest_run_writes_its_section(tmp_path):
         assert f"{kind}: the fleet-wide reading " in section
         assert f"{kind}: following the tail costs as much as " in section or \
             f"{kind}: the reading alone costs more than following the tail" in section
-    assert re.search(r"The health page's subscription .* \(\d+ of \d+ received, \d+ agents "
-                     r"with drops kept\): [\d.]+ us of CPU a STATS", section)
+    assert re.search(r"The health page's subscription .* \(\d+ of \d+ received; agents with "
+                     r"drops kept: \d+\): [\d.]+ us of CPU a STATS", section)
     for url in URLS:
         rows = [line for line in section.splitlines() if line.startswith(f"| `{url}` |")]
         assert len(rows) == len(kinds), (url, rows)

@@ -1,8 +1,9 @@
 """The console and the API as a user meets them: a real ``fleetwatch web`` over a real fleet
 (router, registry and alerting sinks, an agent whose hostname is hostile), users and tokens
 made with the CLI, HTTP through urllib with a cookie jar: the login (CSRF, wrong password,
-the lockout), the overview with the hostile name inert, the API with a token, and the
-OpenAPI document."""
+the lockout), the overview with the hostile name inert, the API with a token, the
+OpenAPI document, and the console killed under load losing nothing and holding up no
+sink."""
 
 from __future__ import annotations
 
@@ -282,3 +283,81 @@ def test_user_and_token_commands_say_what_is_wrong(fleet):
     assert web("user", "remove", "ghost") == (2, "fleetwatch web: no user ghost")
     users = json.loads(fleet.cli("web", "user", "list", "--json", "--config", str(op)).stdout)
     assert [(u["name"], u["role"], u["tokens"]) for u in users] == [("carol", "viewer", 0)]
+
+
+def test_killing_the_console_loses_nothing_and_holds_up_no_sink(fleet):
+    """The console is one more process: killed (SIGKILL) while it serves an operator's
+    changes and reads, every acknowledgement and downtime it answered 201 for is in the
+    state database (listed by the commands), the sinks record the fleet all along and
+    after, and started again it serves what it had."""
+    import signal
+    import threading
+    import urllib.error
+
+    folder, flags = failing_plugins(fleet, ["flaky"])
+    fleet, op, url = start_console(
+        fleet, alerting={"max_check_attempts": 1, "flap_detection": False}, scheduler=True,
+        plugins={"dirs": [str(folder)], "checks": [
+            {"name": "check_flaky", "command": "check_flaky", "interval": 1, "timeout": 5}]})
+    (web,) = [p for p in fleet.procs if p.name == "web"]
+    token = fleet.cli("web", "token", "add", "alice", "--label", "t", "--config",
+                      str(op)).stdout.strip()
+
+    def last_result() -> float:
+        rows = fleet.db_rows("SELECT last_result FROM checks WHERE plugin = 'check_flaky'")
+        return rows[0][0] if rows and rows[0][0] is not None else 0.0
+    wait_for(last_result, 30, 0.1, what="the check's first result recorded")
+    assert api_post(url, "/api/v1/acks", token, {"host": "agent-host", "check": "check_flaky",
+                                                 "comment": "before the kill"})[0] == 201
+
+    # the console busy with changes and reads from three clients, then killed among them
+    answered: list[int] = []
+    stop = threading.Event()
+
+    def client(n: int) -> None:
+        reader = Browser(url)
+        for i in range(10_000):                 # until stopped, or the console is gone
+            if stop.is_set():
+                return
+            try:
+                status, body = api_post(url, "/api/v1/downtimes", token,
+                                        {"host": f"db-{n}-{i}", "duration": "1h"})
+                if status == 201:
+                    answered.append(body["id"])
+                reader.request("/api/v1/hosts", headers={"Authorization": f"Bearer {token}"})
+            except (OSError, urllib.error.URLError):
+                return
+    clients = [threading.Thread(target=client, args=(n,)) for n in range(3)]
+    for t in clients:
+        t.start()
+    try:
+        before = last_result()
+        wait_for(lambda: len(answered) >= 30 and last_result() > before, 60, 0.05,
+                 what="the console answering and the sink recording meanwhile")
+        web.signal(signal.SIGKILL)
+        web.popen.wait(10)
+    finally:
+        stop.set()
+        for t in clients:
+            t.join(30)
+
+    # nothing it answered for is lost; the database is whole; the sinks go on
+    listed = json.loads(fleet.cli("downtime", "list", "--json", "--config",
+                                  str(op)).stdout)["downtimes"]
+    assert set(answered) <= {d["id"] for d in listed}
+    (ack,) = json.loads(fleet.cli("ack", "list", "--json", "--config", str(op)).stdout)["acks"]
+    assert ack["comment"] == "before the kill"
+    assert fleet.db_rows("PRAGMA integrity_check") == [("ok",)]
+    flags["flaky"].write_text("OK")
+    wait_for(lambda: fleet.db_rows("SELECT status FROM checks WHERE plugin = 'check_flaky'")
+             == [(0,)], 30, 0.1, what="the recovery recorded after the kill")
+
+    # started again, it serves what it had
+    again = fleet.start("web", "web", "--config", str(op))
+    found = wait_for(lambda: re.findall(r"at (http://127\.0\.0\.1:\d+)/", again.log())[1:],
+                     20, what="the console's address again")
+    b = Browser(found[-1])
+    b.login("alice", PASSWORD)
+    assert "db-0-0" in b.request("/downtimes")[2]
+    assert len(json.loads(b.request("/api/v1/downtimes", headers={
+        "Authorization": f"Bearer {token}"})[2])["downtimes"]) == len(listed)

@@ -13,13 +13,15 @@ socket       frames                                                functions
 agents       SIGNATURE, TYPE, BODY                                 encode / decode
 sink PUSH    SIGNATURE, ENVELOPE, BODY                             encode_relayed / decode_relayed
 control      SIGNATURE, TYPE, TARGET, BODY  (back-end -> router)   encode_control / decode_control
-tail PUB     ENVELOPE, SIGNATURE, BODY                             topic / decode_tail
+tail PUB     ENVELOPE, SIGNATURE, BODY, SEQ                        topic / decode_tail
 ===========  ====================================================  ================
 
 ENVELOPE is ``TYPE/UUID/ROUTER``: the type frame extended with the router's stamp (the
 sender's uuid and the relaying router's id). It is one frame so that a router relays three
 frames, not five (bench/RESULTS.md), and it doubles as the tail topic, so subscribing to
-``NOTIFY/`` or ``NOTIFY/UUID/`` filters on the router.
+``NOTIFY/`` or ``NOTIFY/UUID/`` filters on the router. SEQ numbers what a router published
+on its tail, per type and per sender, so that a subscriber learns what it lost
+(:data:`TAIL_SEQ`, :mod:`fleetwatch.tailgaps`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import json
 import math
 import os
 import re
+import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -199,11 +202,14 @@ class Message:
 
 @dataclass(frozen=True)
 class Relayed:
-    """A message as a sink receives it: stamped by the router with the sender's uuid."""
+    """A message as a sink receives it: stamped by the router with the sender's uuid. From
+    a tail, ``seq``: the router's numbers of it among what it published of its type, and of
+    its type from its sender (SPEC 4.1, "The tail"); None from a router older than them."""
 
     uuid: str
     router: str
     message: Message
+    seq: tuple[int, int] | None = None
 
 
 def new_id() -> str:
@@ -479,13 +485,27 @@ def topic(type_: str, uuid: str = "") -> bytes:
     return f"{type_}/{uuid}/".encode() if uuid else f"{type_}/".encode()
 
 
+#: the tail's SEQ frame: the message's number among what the router published of its type,
+#: then among what it published of its type from its sender; unsigned, big-endian, from 1
+TAIL_SEQ = struct.Struct(">QQ")
+
+
 def decode_tail(frames: list[bytes]) -> Relayed:
-    """Decode ENVELOPE, SIGNATURE, BODY as published on a router's tail."""
-    if len(frames) != 3:
-        raise ProtocolError(BAD_REQUEST, f"expected 3 frames, got {len(frames)}")
-    return decode_relayed([frames[1], frames[0], frames[2]])
+    """Decode ENVELOPE, SIGNATURE, BODY, SEQ as published on a router's tail (without SEQ:
+    a router older than it)."""
+    if len(frames) not in (3, 4):
+        raise ProtocolError(BAD_REQUEST, f"expected 4 frames, got {len(frames)}")
+    relayed = decode_relayed([frames[1], frames[0], frames[2]])
+    if len(frames) == 3:
+        return relayed
+    if len(frames[3]) != TAIL_SEQ.size:
+        raise ProtocolError(BAD_REQUEST, f"SEQ must be {TAIL_SEQ.size} octets, "
+                                         f"got {len(frames[3])}")
+    return Relayed(relayed.uuid, relayed.router, relayed.message, TAIL_SEQ.unpack(frames[3]))
 
 
-def encode_tail(msg: Message, uuid: str, router: str) -> list[bytes]:
+def encode_tail(msg: Message, uuid: str, router: str,
+                seq: tuple[int, int] | None = None) -> list[bytes]:
     """Frames a router publishes on its tail (for tests and tools; routers build them)."""
-    return [envelope(msg.type, uuid, router), SIGNATURE, encode_body(msg)]
+    frames = [envelope(msg.type, uuid, router), SIGNATURE, encode_body(msg)]
+    return frames if seq is None else frames + [TAIL_SEQ.pack(*seq)]

@@ -43,6 +43,9 @@ class Peer:
     instance: str = ""
     #: type frame -> the ENVELOPE frame ``TYPE/UUID/ROUTER`` the relay stamps messages with
     envelopes: dict[bytes, bytes] = field(default_factory=dict, repr=False)
+    #: type frame -> how many of its messages of that type the tail published (SPEC 4.1,
+    #: "The tail": the second number of SEQ; kept across its reconnections)
+    tail_seq: dict[bytes, int] = field(default_factory=dict, repr=False)
 
     def deadline(self, expiry_intervals: float) -> float:
         """The time after which the peer is forgotten unless heard from again."""

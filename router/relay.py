@@ -31,7 +31,7 @@ import zmq.backend
 
 from fleetwatch import protocol
 from fleetwatch.logs import Throttle
-from fleetwatch.protocol import AGENT_TYPES, SIGNATURE, Message, ProtocolError
+from fleetwatch.protocol import AGENT_TYPES, SIGNATURE, TAIL_SEQ, Message, ProtocolError
 from router.admission import Admission
 from router.config import RouterConfig
 from router.control import ControlDesk
@@ -63,6 +63,9 @@ AGENTS_BACKLOG = 65535
 MAX_POLL = 0.25
 #: longest poll while HELLOs wait for the admission pace (its tokens accrue continuously)
 WAITING_POLL = 0.01
+#: senders other than attached agents whose tail messages are numbered (back-ends, this
+#: router); past it their numbers start again from 1
+MAX_SENDERS = 10_000
 
 
 class Relay:
@@ -93,6 +96,11 @@ class Relay:
         #: distinct topics subscribed on the tail (XPUB passes each topic's first subscribe
         #: and last unsubscribe): a count, since the relay only asks "anyone listening?"
         self.tail_topics = 0
+        #: type frame -> messages of that type published on the tail (SEQ's first number);
+        #: envelope -> those of a sender that is not an attached agent (a back-end, this
+        #: router: SEQ's second number; an agent's are on its Peer)
+        self.tail_seq: dict[bytes, int] = {}
+        self.sender_seq: dict[bytes, int] = {}
         self.endpoints: dict = {}
         self.stopping = False
         self.sockets: list[zmq.Socket] = []
@@ -342,7 +350,7 @@ class Relay:
                 send(body, NOBLOCK)
                 relayed[slot] += 1
             if tail:
-                self._publish(envelope, body)
+                self._publish(type_frame, envelope, body, peer.tail_seq)
 
     def _heartbeat(self, rid: bytes, peer, body: bytes, now: float) -> None:
         """An attached agent's HEARTBEAT read the fast way (three frames, the signature
@@ -477,7 +485,8 @@ class Relay:
             send(body, NOBLOCK)
             relayed[slot] += 1
         if self.tail_topics:
-            self._publish(envelope, body)
+            self._publish(type_frame, envelope, body,
+                          peer.tail_seq if peer is not None else None)
 
     def _lost(self, rid: bytes, peer, slot: int, now: float) -> None:
         """An agent's message its route's sink type ``slot`` could not take (counted by the
@@ -494,15 +503,32 @@ class Relay:
                 protocol.UNAVAILABLE, f"{why}: keep the {type_} and send it again", type_,
                 self.id))
 
-    def _publish(self, envelope: bytes, body: bytes) -> None:
-        """Publish ENVELOPE, SIGNATURE, BODY: the envelope is the topic subscribers match."""
+    def _publish(self, type_frame: bytes, envelope: bytes, body: bytes,
+                 sender: dict[bytes, int] | None = None) -> None:
+        """Publish ENVELOPE, SIGNATURE, BODY, SEQ: the envelope is the topic subscribers
+        match; SEQ numbers the message among those of its type and of its type from its
+        sender (``sender``: the attached agent's numbers by type; None: another sender's,
+        by envelope), so that a subscriber that fell behind learns what it lost (SPEC 4.1).
+        A message numbered and not sent is lost to every subscriber, and they see it."""
+        seqs = self.tail_seq
+        n = seqs.get(type_frame, 0) + 1
+        seqs[type_frame] = n
+        if sender is None:
+            sender, key = self.sender_seq, envelope
+            if len(sender) >= MAX_SENDERS:      # (anyone may send STATS on control)
+                sender.clear()
+        else:
+            key = type_frame
+        m = sender.get(key, 0) + 1
+        sender[key] = m
         send = self.tail.send
         try:
             send(envelope, MORE_NB)
         except zmq.Again:
             return
         send(SIGNATURE, MORE_NB)
-        send(body, NOBLOCK)
+        send(body, MORE_NB)
+        send(TAIL_SEQ.pack(n, m), NOBLOCK)
         self.counters.tail_published += 1
 
     def _drain_tail(self) -> None:

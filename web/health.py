@@ -144,7 +144,7 @@ class Health:
         """One tail message: kept if it is a back-end process's STATS or an agent's with
         drops; a malformed one is counted. An agent's STATS whose drop counters are 0 (the
         most of them by far) is passed over without decoding (:func:`quiet`)."""
-        if len(frames) == 3 and frames[0].startswith(b"STATS/") and quiet(frames[2]):
+        if len(frames) in (3, 4) and frames[0].startswith(b"STATS/") and quiet(frames[2]):
             self.received += 1
             if self.agents:                     # its counters were reset: it restarted
                 uuid = frames[0].split(b"/")[1].decode("utf-8", "replace")

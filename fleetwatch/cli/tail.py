@@ -6,6 +6,12 @@ Filtering happens on the routers: the SUB subscribes to topic prefixes (``NOTIFY
 here.
 ``--agent`` takes a uuid or a hostname, resolved through the routers' PEERS answers and the
 state database.
+
+A subscriber too slow for the traffic loses messages at the router (its queue for the
+subscriber, ``limits.tail_hwm``, is full): each message's SEQ frame tells how many
+(:mod:`fleetwatch.tailgaps`), and ``tail`` says so on standard error as it happens, naming
+the router; with ``--strict`` it stops there, exit status 75 (EX_TEMPFAIL): the fail-fast
+policy of a subscriber that must see everything.
 """
 
 from __future__ import annotations
@@ -23,10 +29,13 @@ from fleetwatch.config import load
 from fleetwatch.display import compact, escape, human, iso
 from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
 from fleetwatch.protocol import ProtocolError, Relayed
+from fleetwatch.tailgaps import Gaps, Lost
 
 log = logging.getLogger(__name__)
 
 EX_UNAVAILABLE = 69
+#: ``--strict``: a message was lost (EX_TEMPFAIL: following again may see everything)
+EX_LOST = 75
 
 
 def add_arguments(parser) -> None:
@@ -40,6 +49,9 @@ def add_arguments(parser) -> None:
                         help="stop after N messages")
     parser.add_argument("--timeout", type=float, default=0.0, metavar="S",
                         help="stop after S seconds")
+    parser.add_argument("--strict", action="store_true",
+                        help="stop at the first message lost (this subscriber fell behind "
+                             "a router's queue), exit status 75")
 
 
 def subscriptions(types: list[str], uuids: list[str]) -> list[bytes]:
@@ -72,6 +84,14 @@ def line(relayed: Relayed, hostnames: dict[str, str | None], as_json: bool) -> s
                           separators=(",", ":"), ensure_ascii=False)
     who = f"{hostname}/{relayed.uuid[:8]}" if hostname else relayed.uuid
     return escape(f"{human(ts) or '-'} {relayed.router} {msg.type} {who} {compact(msg.body)}")
+
+
+def lost_line(lost: Lost) -> str:
+    """What ``tail`` says of messages lost before one it received."""
+    of = f" of {lost.uuid}" if lost.uuid else ""
+    return (f"fleetwatch tail: lost {lost.count} {lost.type} message"
+            f"{'s' if lost.count != 1 else ''}{of} from router {lost.router} (this subscriber "
+            f"fell behind: the router's queue for it, limits.tail_hwm, was full)")
 
 
 def _known_hostnames(answers, state_url: str) -> dict[str, str | None]:
@@ -139,6 +159,9 @@ def follow(endpoints: list[str], types: list[str], uuids: list[str],
         sub.connect(endpoint)
     deadline = clock() + args.timeout if args.timeout > 0 else None
     shown = bad = 0
+    gaps = Gaps(by_sender=bool(uuids))
+    strict = getattr(args, "strict", False)
+    status = 0
     try:
         while not args.count or shown < args.count:
             wait = 1000 if deadline is None else max(0.0, deadline - clock()) * 1000
@@ -152,13 +175,26 @@ def follow(endpoints: list[str], types: list[str], uuids: list[str],
                 bad += 1
                 log.debug("bad tail message: %s", e)
                 continue
-            if wanted(relayed, types, uuids):
-                print(line(relayed, hostnames, args.json), flush=True)
-                shown += 1
+            if not wanted(relayed, types, uuids):
+                continue
+            lost = gaps.seen(relayed)
+            if lost is not None:
+                print(lost_line(lost), file=sys.stderr, flush=True)
+                if strict:
+                    status = EX_LOST
+                    break
+            print(line(relayed, hostnames, args.json), flush=True)
+            shown += 1
     except KeyboardInterrupt:
         pass
     finally:
         sub.close(0)
     if bad:
         print(f"fleetwatch tail: {bad} undecodable messages skipped", file=sys.stderr)
-    return 0
+    if gaps.lost:
+        print(f"fleetwatch tail: {gaps.lost} messages lost in all", file=sys.stderr)
+    if gaps.unnumbered:
+        print(f"fleetwatch tail: {gaps.unnumbered} messages came from routers that do not "
+              f"number their tail (older than fleetwatch's tail sequence numbers): what "
+              f"they lost cannot be told", file=sys.stderr)
+    return status

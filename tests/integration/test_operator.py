@@ -234,6 +234,38 @@ def test_tail_agent_hostname_subscribes_to_its_uuid(fleet, router):
     assert len(out) == 1 and "db-1" in out[0] and '"text":"me"' in out[0], out
 
 
+def test_tail_says_what_it_lost_and_strict_stops_there(fleet, router):
+    """The SEQ numbers of a router's tail (SPEC 4.1) skip: ``tail`` says how many messages
+    it lost and from which router, and ``--strict`` exits 75 at the first loss."""
+    op = operator_config(fleet, [router.control_endpoint])
+
+    def follow(*args):
+        result = []
+        runner = threading.Thread(target=lambda: result.append(fleet.cli(
+            "tail", "--config", op, "--type", "NOTIFY", "--timeout", "20", *args,
+            check=False)))
+        runner.start()
+        try:
+            router.xpub.rcvtimeo = 15000
+            assert router.xpub.recv() == b"\x01" + b"NOTIFY/"
+            for n, text in ((7, "first"), (8, "second"), (11, "after a gap"), (12, "last")):
+                _, frames = tailed("NOTIFY", KNOWN, severity="info", text=text)
+                router.xpub.send_multipart(frames + [protocol.TAIL_SEQ.pack(n, n - 6)])
+        finally:
+            runner.join(30)
+        assert router.xpub.recv() == b"\x00" + b"NOTIFY/"     # it unsubscribed: gone
+        return result[0]
+    res = follow("--count", "4")
+    assert res.returncode == 0 and len(res.stdout.splitlines()) == 4
+    assert "lost 2 NOTIFY messages from router fake-1" in res.stderr, res.stderr
+    assert "2 messages lost in all" in res.stderr
+    res = follow("--strict")
+    assert res.returncode == 75, res.stderr
+    assert len(res.stdout.splitlines()) == 2 and "second" in res.stdout
+    assert "after a gap" not in res.stdout
+    assert "lost 2 NOTIFY messages from router fake-1" in res.stderr
+
+
 def test_tail_timeout_ends_quietly(fleet, router):
     op = operator_config(fleet, [router.control_endpoint])
     res = fleet.cli("tail", "--config", op, "--timeout", "0.3")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 
@@ -373,22 +374,56 @@ def test_tail_filters_by_topic_prefix(fleet, zctx):
     warm(subs["all"])
     warm(subs["a"])
     sent = b.notify("from b")
-    got = recv_until(subs["all"], lambda f: b"from b" in f[-1], what="b on the tail")
-    # ENVELOPE, SIGNATURE, BODY: the envelope is the topic; the body as b sent it
-    assert got == [f"NOTIFY/{b.uuid}/router-1".encode(), SIGNATURE, protocol.encode(sent)[2]]
+    got = recv_until(subs["all"], lambda f: b"from b" in f[2], what="b on the tail")
+    # ENVELOPE, SIGNATURE, BODY, SEQ: the envelope is the topic; the body as b sent it
+    assert got[:3] == [f"NOTIFY/{b.uuid}/router-1".encode(), SIGNATURE, protocol.encode(sent)[2]]
     assert got[0].startswith(protocol.topic("NOTIFY", b.uuid))
     relayed = protocol.decode_tail(got)
     assert relayed.uuid == b.uuid and relayed.router == "router-1" and relayed.message == sent
+    assert relayed.seq[1] == 1                      # b's first NOTIFY on the tail
     a.send("STATS", metrics={"load": 1.0})
     longer.notify("from a longer uuid")             # a's topic is not a prefix of its envelope
     a.notify("final")
     seen = []
-    recv_until(subs["a"], lambda f: seen.append(f) or b"final" in f[-1], what="a's final")
+    recv_until(subs["a"], lambda f: seen.append(f) or b"final" in f[2], what="a's final")
     assert all(f[0] == protocol.envelope("NOTIFY", a.uuid, "router-1") for f in seen), seen
     assert all(protocol.decode_tail(f).uuid == a.uuid for f in seen)
     # the type subscription did get the longer uuid's NOTIFY
-    recv_until(subs["all"], lambda f: f[0] == protocol.envelope("NOTIFY", longer.uuid, "router-1"),
-               what="the longer uuid's NOTIFY on the type subscription")
+    rest = []
+    recv_until(subs["all"], lambda f: rest.append(f) or f[0] == protocol.envelope(
+        "NOTIFY", longer.uuid, "router-1"), what="the longer uuid's NOTIFY on the type "
+                                                 "subscription")
+    # numbered without a gap: every NOTIFY of the router on the type subscription, and a's
+    # own on a's (whose first ones, the warm-ups, came before the subscription took)
+    types = [protocol.decode_tail(got).seq[0]] + [protocol.decode_tail(f).seq[0] for f in rest]
+    assert types == list(range(types[0], types[0] + len(types)))
+    mine = [protocol.decode_tail(f).seq[1] for f in seen]
+    assert mine == list(range(mine[0], mine[0] + len(mine))) and len(mine) >= 2
+
+
+def test_a_tail_subscriber_that_falls_behind_learns_what_it_lost(fleet, zctx):
+    """``fleetwatch tail`` stopped (SIGSTOP) while an agent sends more than the router's
+    queue for it and the sockets' buffers hold: resumed, it says how many STATS it lost
+    and from which router, from the tail's SEQ numbers; ``--strict`` would exit there."""
+    r = fleet.router(limits={"tail_hwm": 10})
+    op = fleet.operator_config([r])
+    tail = fleet.start("tail", "tail", "--config", str(op), "--type", "STATS",
+                       "--timeout", "60")
+    agent = FakeAgent(zctx, r["endpoints"]["agents"])
+    agent.hello()
+    wait_for(lambda: agent.send("STATS", metrics={"warm": 1.0}) and '"warm"' in tail.log(),
+             20, 0.1, what="the tail subscribed")
+    tail.signal(signal.SIGSTOP)
+    try:
+        big = {f"m{i:05d}": 1.0 for i in range(9000)}          # about 120 KB a body
+        for _ in range(300):                                    # about 36 MB: past buffers
+            agent.send("STATS", metrics=big)
+    finally:
+        tail.signal(signal.SIGCONT)
+    wait_for(lambda: agent.send("STATS", metrics={"end": 1.0}) and '"end"' in tail.log(),
+             30, 0.2, what="the tail caught up")
+    found = re.search(r"lost (\d+) STATS messages from router router-1", tail.log())
+    assert found and 0 < int(found.group(1)) < 300, tail.log()[-2000:]
 
 
 def test_tail_subscriptions_are_counted_and_the_excess_reported(fleet, zctx):

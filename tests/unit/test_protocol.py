@@ -174,6 +174,19 @@ def test_relayed_and_tail_exact_bytes():
     assert p.decode_relayed([b"FWP\x01", b"NOTIFY/u1/r1", body_]) == Relayed("u1", "r1", m)
     assert p.decode_tail([b"NOTIFY/u1/r1", b"FWP\x01", body_]) == Relayed("u1", "r1", m)
     assert p.topic("NOTIFY") == b"NOTIFY/" and p.topic("NOTIFY", "u1") == b"NOTIFY/u1/"
+    # SEQ: two unsigned 64-bit big-endian numbers (of the type, of the type from the sender)
+    seq = b"\x00" * 7 + b"\x05" + b"\x00" * 7 + b"\x02"
+    assert p.encode_tail(m, "u1", "r1", (5, 2)) == [b"NOTIFY/u1/r1", b"FWP\x01", body_, seq]
+    assert p.decode_tail([b"NOTIFY/u1/r1", b"FWP\x01", body_, seq]) == Relayed("u1", "r1", m,
+                                                                              (5, 2))
+    big = (2**64 - 1, 1)
+    assert p.decode_tail(p.encode_tail(m, "u1", "r1", big)).seq == big
+    for wrong in (b"", b"\x01" * 8, b"\x01" * 17):
+        with pytest.raises(p.ProtocolError, match="SEQ must be 16 octets") as e:
+            p.decode_tail([b"NOTIFY/u1/r1", b"FWP\x01", body_, wrong])
+        assert e.value.status == 400
+    with pytest.raises(p.ProtocolError, match="expected 4 frames, got 5"):
+        p.decode_tail([b"NOTIFY/u1/r1", b"FWP\x01", body_, seq, b""])
     # the router stamps its own STATS with its id as both uuid and router
     assert p.envelope("STATS", "router-1", "router-1") == b"STATS/router-1/router-1"
 

@@ -7,6 +7,10 @@ close the socket, and the reconnect delay starts at ``reconnect_min``, doubles u
 ``reconnect_max`` and is jittered by +-25 %. ERROR 401 means "send HELLO again".
 
 :class:`Links` is the set of endpoints: configured ones, and routers learned from WELCOME.
+A learned one that the newest WELCOME of every alive link leaves out (the router left the
+routers' live set, SPEC 4.9) is dropped: :meth:`Links.unlisted`; configured ones stay.
+Which of the named routers to link to is :meth:`Links.wanted` (every one today; choosing
+``k`` of them by rendezvous hashing belongs there).
 Traffic goes round-robin through alive links. :class:`Sockets` is the thin zmq adapter.
 """
 
@@ -47,6 +51,8 @@ class Link:
         self.last_heard = 0.0
         self.next_heartbeat = 0.0
         self.connects = 0
+        #: the ``routers`` of this router's newest WELCOME (None before one)
+        self.told: list[str] | None = None
 
     def __repr__(self) -> str:
         return f"Link({self.endpoint!r}, {self.state})"
@@ -133,8 +139,28 @@ class Links:
         return link
 
     def remove(self, link: Link) -> None:
+        """Forget ``link`` for good: an alias of a known router, or a bad endpoint."""
         self.links.pop(link.endpoint, None)
         self.ignored.add(link.endpoint)
+
+    def forget(self, link: Link) -> None:
+        """Forget ``link`` until a WELCOME names its endpoint again (a router that left)."""
+        self.links.pop(link.endpoint, None)
+
+    def unlisted(self) -> list[Link]:
+        """The learned links whose endpoint no alive link's newest WELCOME names (SPEC
+        4.9): the routers that left the live set. None while no alive link has told any."""
+        told = [link.told for link in self.links.values() if link.alive and link.told is not None]
+        if not told:
+            return []
+        named = set().union(*told)
+        return [link for link in self.links.values() if link.learned and link.endpoint not in named]
+
+    @staticmethod
+    def wanted(endpoints: list[str]) -> list[str]:
+        """The named routers this agent links to: all of them (the place to choose ``k`` of
+        them, by rendezvous hashing on the uuid, when a fleet outgrows one link each)."""
+        return endpoints
 
     def alive(self) -> list[Link]:
         return [link for link in self.links.values() if link.alive]
@@ -142,7 +168,7 @@ class Links:
     def learn(self, endpoints) -> list[Link]:
         """Routers named in a WELCOME: the new ones become links (returned)."""
         new = []
-        for endpoint in endpoints:
+        for endpoint in self.wanted(list(endpoints or ())):
             if not isinstance(endpoint, str) or not endpoint or endpoint in self.links \
                     or endpoint in self.ignored:
                 continue

@@ -6,7 +6,9 @@ holds the state machine and the DEALERs). Here the timers act on it: a reconnect
 link silent for ``liveness`` intervals closed (reconnect after a backoff), a HEARTBEAT when
 due. What arrives is decoded (only WELCOME, HEARTBEAT, ACK, RUN and ERROR; a bad message is
 counted and dropped) and dispatched: ACK to the :class:`agent.outbox.Outbox`, WELCOME learns
-the routers named (an endpoint that turns out to be an alias of a linked router is dropped),
+the routers named (an endpoint that turns out to be an alias of a linked router is dropped,
+and so is a learned router that no alive router's newest WELCOME names any more: it left
+the live set, SPEC 4.9; routers of a mesh send WELCOME again when their live set changes),
 ERROR 401 sends HELLO again, RUN goes to ``on_run``. With CURVE, a refused handshake is
 counted and logged (libzmq retries it).
 """
@@ -77,6 +79,7 @@ class Routers:
                 log.warning("router %s silent for %d intervals, reconnecting in %.2fs",
                             link.endpoint, link.liveness, delay)
                 self.counters["agent.routers.expired"] += 1
+                self._drop_unlisted()
             elif link.heartbeat_due(now):
                 self.outbox.send(link, protocol.make("HEARTBEAT", self.uuid, clock=self.wall,
                                                      interval=self.heartbeat))
@@ -167,5 +170,17 @@ class Routers:
             self.sockets.close(link)
             self.links.remove(link)
             return
-        for new in self.links.learn(msg.get("routers")):
+        routers = [r for r in msg.get("routers") or () if isinstance(r, str)]
+        link.told = routers
+        for new in self.links.learn(routers):
             log.info("router %s told us of %s", link.router_id, new.endpoint)
+        self._drop_unlisted()
+
+    def _drop_unlisted(self) -> None:
+        """Close and forget the learned links no alive router names any more (SPEC 4.9)."""
+        for gone in self.links.unlisted():
+            self.sockets.close(gone)
+            self.links.forget(gone)
+            self.counters["agent.routers.dropped"] += 1
+            log.info("router %s (%s) is no longer named by the routers: dropped",
+                     gone.router_id or "?", gone.endpoint)

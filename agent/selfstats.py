@@ -10,7 +10,8 @@ import collections
 #: The agent's event counters, reported (from zero) in every STATS.
 COUNTERS = ("agent.spool.acked", "agent.spool.acks_ignored", "agent.spool.resent",
             "agent.spool.durable_unavailable",
-            "agent.spool.errors", "agent.routers.expired", "agent.stats.dropped",
+            "agent.spool.errors", "agent.routers.expired", "agent.routers.dropped",
+            "agent.stats.dropped",
             "fleetwatch.cli.send.dropped",
             "agent.router.errors", "agent.router.handshake_failed")
 

@@ -16,6 +16,13 @@ the router re-reads its allowlists by itself, and a back-end started before its 
 allowed connects once it is. Replies are decoded here: one that does not decode is counted
 (``control_bad``) and logged at most every 10 s, and so are the types a back-end never gets
 (``control_unexpected``); WELCOME and ERROR go to the caller. Each link is used by one thread.
+
+Routers that find each other (SPEC 4.9) name the live routers in WELCOME ``members``: a
+link to a router whose WELCOME has them asks it MEMBERS every ``MEMBERS_EVERY`` seconds
+after, so that :class:`Links` learns the routers that join (a new link, which says HELLO
+and is WELCOMEd like a configured one: the caller's WELCOME handling connects a sink's
+PULL) and drops the learned links to routers that no welcomed router names any more.
+Configured links are never dropped.
 """
 
 from __future__ import annotations
@@ -37,6 +44,12 @@ log = logging.getLogger(__name__)
 
 #: unanswered HELLOs after which a link's socket is made again
 REDIAL_AFTER = 5
+#: seconds between two MEMBERS asked of a router of a mesh (SPEC 4.9)
+MEMBERS_EVERY = 2.0
+#: most routers a back-end links to (a WELCOME cannot make it open thousands)
+MAX_LINKS = 64
+#: MEMBERS unanswered after which a router's list no longer counts
+SILENT_AFTER = 2
 
 HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
@@ -127,13 +140,22 @@ class Link:
     """
 
     def __init__(self, ctx: zmq.Context, endpoint: str, keys=None, immediate: bool = True,
-                 sndhwm: int | None = None):
+                 sndhwm: int | None = None, learned: bool = False):
         self.ctx, self.endpoint, self.keys = ctx, endpoint, keys
         self.immediate, self.sndhwm = immediate, sndhwm
         self.dial = Dial()
         self.socket: zmq.Socket | None = None
         #: with CURVE: the PAIR that gets the socket's failed-handshake events
         self.monitor: zmq.Socket | None = None
+        #: known from a router's ``members`` rather than configured (SPEC 4.9)
+        self.learned = learned
+        #: the control endpoints of the live routers its router named last (None: it names
+        #: none, a router without a mesh), and when to ask it MEMBERS again
+        self.told: set[str] | None = None
+        self.next_members = 0.0
+        #: MEMBERS asked since its router last answered one: past SILENT_AFTER, what it
+        #: told is not counted (a router killed names itself until then)
+        self.unanswered_members = 0
 
     @property
     def router_id(self) -> str | None:
@@ -203,7 +225,10 @@ class Links:
                  keys=None, counts: Counter | None = None, sndhwm: int | None = None,
                  fields: dict | None = None, hostname: str | None = None,
                  clock=time.time, throttle: Throttle | None = None):
-        self.links = [Link(ctx, e, keys, sndhwm=sndhwm) for e in endpoints]
+        self.ctx, self.keys, self.sndhwm = ctx, keys, sndhwm
+        self.links = [Link(ctx, e, keys, sndhwm=sndhwm) for e in dict.fromkeys(endpoints)]
+        #: endpoints found to be another link's router (aliases): never linked again
+        self.ignored: set[str] = set()
         self.sender_id, self.role, self.fields = sender_id, role, dict(fields or {})
         self.hostname = hostname or socket.gethostname()
         self.clock = clock
@@ -250,10 +275,10 @@ class Links:
         return [link for link in self.links if link.router_id is not None]
 
     def hellos(self, now: float, interval: float) -> float:
-        """HELLO to the links due one (on a new socket where :class:`Dial` says so); return
-        when the next one is due."""
+        """HELLO to the links due one (on a new socket where :class:`Dial` says so), and
+        MEMBERS to the routers of a mesh due one; return when the next one is due."""
         wake = float("inf")
-        for link in self.links:
+        for link in list(self.links):
             action = link.dial.due(now)
             if action == "redial":
                 self._redial(link)
@@ -261,8 +286,66 @@ class Links:
                 if not link.send(protocol.encode_control(self._hello(interval))):
                     log.debug("router %s not connected yet", link.endpoint)
                 link.dial.hello_sent(now, interval)
+            if link.told is not None and link.router_id is not None:
+                if now >= link.next_members:
+                    link.send(protocol.encode_control(
+                        protocol.make("MEMBERS", self.sender_id, self.clock)))
+                    link.next_members = now + MEMBERS_EVERY
+                    link.unanswered_members += 1
+                wake = min(wake, link.next_members)
             wake = min(wake, link.dial.wake())
         return wake
+
+    # ---------------------------------------------------------------- the mesh (SPEC 4.9)
+    def learn(self, link: Link, controls: list[str]) -> None:
+        """``link``'s router named ``controls`` (the control endpoints of the live routers):
+        link to the new ones, drop the learned links no welcomed router names."""
+        link.told = set(controls)
+        known = {other.endpoint for other in self.links} | self.ignored
+        for endpoint in controls:
+            if endpoint in known:
+                continue
+            if len(self.links) >= MAX_LINKS:
+                self.throttle.warning("max_links", "%d routers linked already: %s ignored",
+                                      MAX_LINKS, endpoint[:255])
+                continue
+            new = Link(self.ctx, endpoint, self.keys, sndhwm=self.sndhwm, learned=True)
+            try:
+                new.open()
+            except zmq.ZMQError as e:
+                self.ignored.add(endpoint)
+                log.error("router %s named %s: cannot connect: %s", link.label,
+                          endpoint[:255], e)
+                continue
+            known.add(endpoint)
+            self.links.append(new)
+            self._poll(new, True)
+            self.counts["router_learned"] += 1
+            log.info("router %s told us of router %s", link.label, endpoint)
+        told = [other.told for other in self.links
+                if other.told is not None and other.router_id is not None
+                and other.unanswered_members < SILENT_AFTER]
+        named = set().union(*told) if told else set()
+        for other in list(self.links):
+            if other.learned and told and other.endpoint not in named:
+                self.drop(other, "no router names it any more")
+
+    def drop(self, link: Link, why: str) -> None:
+        """Close ``link`` and forget it."""
+        self._poll(link, False)
+        link.close(0)
+        self.links.remove(link)
+        self.counts["router_dropped"] += 1
+        log.info("router %s (%s): %s, dropped", link.label, link.endpoint, why)
+
+    def _alias(self, link: Link) -> bool:
+        """A learned ``link`` WELCOMEd by a router another link reaches: dropped."""
+        for other in self.links:
+            if other is not link and other.router_id == link.router_id:
+                self.ignored.add(link.endpoint)
+                self.drop(link, f"router {link.router_id} is linked through {other.endpoint}")
+                return True
+        return False
 
     def _hello(self, interval: float) -> Message:
         return protocol.make("HELLO", self.sender_id, self.clock, hostname=self.hostname,
@@ -284,10 +367,10 @@ class Links:
     def receive(self, events: dict) -> Iterator[tuple[Link, Message]]:
         """The WELCOMEs and ERRORs waiting on the links ``events`` (a poll's) names; failed
         handshakes, bad replies and other types are counted and logged here."""
-        for link in self.links:
+        for link in list(self.links):
             if link.monitor is not None and link.monitor in events:
                 self._handshakes(link)
-            if link.socket in events:
+            if link.socket in events and link in self.links:
                 yield from self.read(link)
 
     def _handshakes(self, link: Link) -> None:
@@ -308,6 +391,26 @@ class Links:
                 if link.dial.welcomed(router_id if isinstance(router_id, str) and router_id
                                       else link.endpoint):
                     log.info("router %s at %s welcomed us", link.router_id, link.endpoint)
+                    if link.learned and self._alias(link):
+                        return
+                members = msg.get("members")
+                if isinstance(members, list):
+                    self.learn(link, [m.get("control") for m in members if isinstance(m, dict)
+                                      and isinstance(m.get("control"), str)])
+                    if link not in self.links:
+                        return
+            elif msg.type == "MEMBERS":
+                link.unanswered_members = 0
+                routers = msg.get("routers")
+                if isinstance(routers, list):
+                    self.learn(link, [
+                        r["endpoints"]["control"] for r in routers
+                        if isinstance(r, dict) and not r.get("dead")
+                        and isinstance(r.get("endpoints"), dict)
+                        and isinstance(r["endpoints"].get("control"), str)])
+                if link not in self.links:
+                    return
+                continue
             elif msg.type != "ERROR":
                 self.counts["control_unexpected"] += 1
                 self.throttle.warning("control_unexpected", "unexpected %s from %s",

@@ -115,6 +115,7 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "routers": (_LIST, True),
         "endpoints": (_DICT, False),
         "durable": (_DICT, False),
+        "members": (_LIST, False),
     },
     "HEARTBEAT": {"name": (_STR, False), "interval": (_NUMBER, False)},
     "STATS": {"metrics": (_DICT, True), "hostname": (_STR, False), "source": (_STR, False),
@@ -146,6 +147,7 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
     "PEERS": {"agents": (_LIST, False), "router": (_STR, False), "after": (_STR, False),
               "limit": ((int,), False), "total": ((int,), False), "next": (_STR, False),
               "sinks": (_DICT, False), "durable": (_DICT, False)},
+    "MEMBERS": {"router": (_STR, False), "routers": (_LIST, False)},
     "ERROR": {"status": ((int,), True), "reason": (_STR, True), "ref": (_STR, False)},
 }
 TYPES = frozenset(SCHEMAS)
@@ -158,7 +160,7 @@ PEERS_PAGE = 1000
 AGENT_TYPES = frozenset({"HELLO", "HEARTBEAT", "STATS", "NOTIFY", "REGISTER", "RESULT",
                          "DEREGISTER"})
 #: What a back-end client may send on the control socket.
-CONTROL_TYPES = frozenset({"HELLO", "ACK", "RUN", "PEERS", "STATS"})
+CONTROL_TYPES = frozenset({"HELLO", "ACK", "RUN", "PEERS", "STATS", "MEMBERS"})
 
 #: The sink type owning each type an agent spools until ACKed (SPEC 4.2): what it waits for
 #: when no router said otherwise, and the type an ACK without ``sink`` is taken to come from.
@@ -354,6 +356,13 @@ def _check_values(type_: str, body: dict) -> None:
     elif type_ == "WELCOME":
         if not all(isinstance(r, str) for r in body["routers"]):
             raise ProtocolError(BAD_REQUEST, "WELCOME: routers must be strings")
+        if not all(isinstance(m, dict) for m in body.get("members", ())):
+            raise ProtocolError(BAD_REQUEST, "WELCOME: members must be objects")
+    elif type_ == "MEMBERS":
+        # each entry is checked by the receiver, which skips (and counts) a malformed one
+        # (router/members.py, SPEC 4.9); the list as a whole is bounded there too
+        if not all(isinstance(r, dict) for r in body.get("routers", ())):
+            raise ProtocolError(BAD_REQUEST, "MEMBERS: routers must be objects")
     elif type_ == "HELLO":
         if not body["heartbeat"] > 0:
             raise ProtocolError(BAD_REQUEST, "HELLO: heartbeat must be a positive interval")

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 ROLES = ("router", "agent", "backend")
 #: ZAP domains the router's server sockets declare, and the role each admits
 DOMAINS = {"agents": "agent", "backends": "backend"}
+#: other roles a domain admits too: the routers of the mesh on `control` (SPEC 4.9)
+ALSO_ADMITTED = {"backends": ("router",)}
 PUBLIC_SUFFIX, SECRET_SUFFIX = ".key", ".key_secret"
 _KEY = re.compile(rb'^\s*(public|secret)-key\s*=\s*"?([^"\s]+)"?\s*$')
 _META = re.compile(r"^\s+([A-Za-z0-9_-]+)\s*=\s*\"?([^\"]*)\"?\s*$")
@@ -47,6 +49,8 @@ class ServerSecurity:
     agent_keys: str = setting("", "directory of agent PUBLIC certificates allowed on `agents`")
     backend_keys: str = setting("", "directory of back-end PUBLIC certificates allowed on "
                                     "`control`, `tail` and the sink sockets")
+    routers: str = setting("", "directory of router PUBLIC certificates allowed to join this "
+                               "router's mesh (MEMBERS on `control`, SPEC 4.9); empty: none")
 
     def validate(self):
         if self.curve:
@@ -187,8 +191,10 @@ class Keyring:
     operator adds or removes a key by adding or removing a file (or sends SIGHUP).
     """
 
-    def __init__(self, agent_dir: str, backend_dir: str):
+    def __init__(self, agent_dir: str, backend_dir: str, router_dir: str = ""):
         self.dirs = {"agent": agent_dir, "backend": backend_dir}
+        if router_dir:      # the routers that may join the mesh (SPEC 4.9), last: a key
+            self.dirs["router"] = router_dir        # in both is a router's
         self.keys: dict[bytes, Allowed] = {}
         self._stamp: dict[str, tuple] = {}
         self.problems: list[str] = []
@@ -218,9 +224,10 @@ class Keyring:
         for p in problems:
             log.warning("keys: %s", p)
         if changed:
-            log.info("keys: %d agent and %d back-end keys allowed",
+            log.info("keys: %d agent, %d back-end and %d router keys allowed",
                      sum(a.role == "agent" for a in keys.values()),
-                     sum(a.role == "backend" for a in keys.values()))
+                     sum(a.role == "backend" for a in keys.values()),
+                     sum(a.role == "router" for a in keys.values()))
         return changed
 
 
@@ -274,11 +281,11 @@ class Gatekeeper:
         allowed = self.keyring.keys.get(z85.encode(credentials[0]))
         if allowed is None:
             return Verdict(b"400", b"unknown key", b"", "unknown_key")
-        if allowed.role != role:
+        if allowed.role != role and allowed.role not in ALSO_ADMITTED.get(domain.decode(), ()):
             return Verdict(b"400", f"a {allowed.role} key is not accepted here".encode(), b"",
                            f"{allowed.role}_key_on_{domain.decode()}")
-        ident = allowed.uuid if role == "agent" else allowed.name
-        return Verdict(b"200", b"OK", f"{role}:{ident}".encode())
+        ident = allowed.uuid if allowed.role == "agent" else allowed.name
+        return Verdict(b"200", b"OK", f"{allowed.role}:{ident}".encode())
 
 
 # ---------------------------------------------------------------- sockets

@@ -13,11 +13,15 @@ detection), :mod:`router.doorman` (CURVE servers and ZAP), :mod:`router.relay` (
 loop and its hot path), :mod:`router.admission` (the agents' slow path: HELLO, key-bound
 uuids, limits, security events), :mod:`router.control` (the control socket's requests),
 :mod:`router.port` (what those two may do: answer, refuse, relay, reach an agent),
+:mod:`router.members` (the routers of the mesh: the member table, merge and expiry) and
+:mod:`router.mesh` (the gossip DEALERs to the other routers' control sockets, SPEC 4.9),
 :mod:`router.reload` (what SIGHUP changes while running) and :mod:`router.main` (the
 ``fleetwatch router`` command).
 
 The imports point one way: the relay makes :class:`router.admission.Admission` and
 :class:`router.control.ControlDesk` from the peers, the counters, the limits, its clocks and
 a :class:`router.port.RelayPort` over its socket; they are logic fed frames, never see a
-socket or the relay, and are unit tested with a recording port and a fake clock.
+socket or the relay, and are unit tested with a recording port and a fake clock. The desk
+merges a MEMBERS request's list through the mesh's ``merge`` (no socket) into the member
+table, which the mesh ticks each gossip round.
 """

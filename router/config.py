@@ -56,6 +56,37 @@ class RouterLimits:
 
 
 @dataclass(frozen=True)
+class RouterMesh:
+    """Routers that find each other (SPEC 4.9)."""
+
+    seeds: list[str] = setting(
+        factory=list, help="control endpoints of other routers to join (one is enough: "
+                           "the others are learnt from it); empty: this router is alone")
+    interval: float = setting(1.0, "seconds between gossip rounds (MEMBERS to `fanout` "
+                                   "members and every seed not yet known live)")
+    expire_intervals: int = setting(
+        5, "a router whose beat has not advanced for this many intervals is dead: out of "
+           "the live set (WELCOME, PEERS of agents then drop it)")
+    fanout: int = setting(3, "live members told each round, chosen at random")
+    key: str = setting(
+        "", "with CURVE: the SECRET certificate this router presents when it joins others "
+            "(their `security.routers` must list its public key); empty: its "
+            "`security.server_key`, the fleet's router certificate")
+
+    def validate(self):
+        if not 0.05 <= self.interval <= 60:
+            raise ValueError("interval: expected 0.05 to 60 seconds")
+        if not 2 <= self.expire_intervals <= 1000:
+            raise ValueError("expire_intervals: expected 2 to 1000 intervals")
+        if not 1 <= self.fanout <= 64:
+            raise ValueError("fanout: expected 1 to 64 members a round")
+        for n, seed in enumerate(self.seeds):
+            if not seed.startswith(("tcp://", "ipc://", "inproc://")) or len(seed) > 255:
+                raise ValueError(f"seeds[{n}]: expected a control endpoint "
+                                 f"(tcp://HOST:PORT), got {seed[:60]!r}")
+
+
+@dataclass(frozen=True)
 class RouterConfig:
     id: str = setting("router-1", "this router's id, stamped on every relayed message")
     bind: RouterBind = setting(factory=RouterBind, help="endpoints to bind")
@@ -63,7 +94,10 @@ class RouterConfig:
         "", "host name told to peers for endpoints bound on a wildcard address "
             "(default: this machine's fully qualified name)")
     peers: list[str] = setting(
-        factory=list, help="agents endpoints of the other routers, told to agents in WELCOME")
+        factory=list, help="agents endpoints of the other routers, told to agents in WELCOME "
+                           "after the live routers of `mesh`")
+    mesh: RouterMesh = setting(factory=RouterMesh,
+                               help="routers that find each other: seeds, gossip timing")
     routes: dict[str, list[str]] = setting(
         factory=lambda: {k: list(v) for k, v in DEFAULT_ROUTES.items()},
         help="message type -> sink types it is relayed to (default: SPEC 4.1's table, cut to "
@@ -125,6 +159,9 @@ class RouterConfig:
             raise ValueError(f"max_agents: expected 1 to {MAX_AGENTS:,} (more: another router)")
         if self.stats_interval <= 0:
             raise ValueError("stats_interval: expected a positive number of seconds")
+        if self.security.curve and self.mesh.seeds and not self.security.routers:
+            raise ValueError("security.routers: required with curve when mesh.seeds is set "
+                             "(the routers' public keys allowed to join, SPEC 7.4)")
 
     def durable_routes(self) -> dict[str, list[str]]:
         """Every spooled type -> the sink types it must be ACKed by (SPEC 4.1): those of

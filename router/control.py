@@ -1,7 +1,9 @@
 """The router's control socket: sinks, schedulers and the CLI talk to the router here.
 
 Control clients send HELLO (answered WELCOME), PEERS (answered with a page of the attached
-agents), STATS (a back-end process's own counters, relayed like the router's) or ACK and
+agents), MEMBERS (the routers of the mesh: a router's list is merged, and every MEMBERS is
+answered with this router's list, SPEC 4.9), STATS (a back-end process's own counters,
+relayed like the router's) or ACK and
 RUN for one agent, which :class:`ControlDesk` forwards to that agent as received
 (SIGNATURE, TYPE, BODY), answering an ERROR when the agent is not attached or not reading.
 Every request is decoded with :func:`fleetwatch.protocol.decode_control`; none takes the
@@ -21,6 +23,7 @@ import time
 from fleetwatch import protocol
 from fleetwatch.protocol import Message, ProtocolError
 from router.counters import Counters
+from router.members import MAX_MEMBERS, Members
 from router.peers import Peers
 from router.port import FULL, SENT, DeskPort
 from router.replies import answerable
@@ -36,16 +39,28 @@ class ControlDesk:
     (``clock``: epoch seconds)."""
 
     def __init__(self, peers: Peers, counters: Counters, port: DeskPort, router_id: str,
-                 max_body: int = protocol.MAX_BODY, clock=time.time):
+                 max_body: int = protocol.MAX_BODY, clock=time.time,
+                 members: Members | None = None, gossip=None, curve: bool = False):
         self.peers, self.counters, self.port, self.id = peers, counters, port, router_id
         self.max_body, self.clock = max_body, clock
+        #: the member table (SPEC 4.9), and ``gossip(entries)``, which merges a router's
+        #: list into it (:meth:`router.mesh.Mesh.merge`); ``mesh_refused``, ``mesh_bad``:
+        #: the MEMBERS refused (403: not a router's key) and malformed (400)
+        self.members, self.gossip, self.curve = members, gossip, curve
+        self.mesh_refused = self.mesh_bad = 0
 
-    def control_message(self, rid: bytes, parts: list[bytes]) -> None:
-        """One request: its frames after the routing id ``rid``."""
+    def control_message(self, rid: bytes, parts: list[bytes], user: str = "") -> None:
+        """One request: its frames after the routing id ``rid``; ``user``: its connection's
+        ZAP User-Id, with CURVE (read by the relay for MEMBERS only)."""
         try:
             target, msg = protocol.decode_control(parts, self.max_body)
         except ProtocolError as e:
+            if parts[1:2] == [b"MEMBERS"]:
+                self.mesh_bad += 1
             self.port.refuse(rid, e, answer=answerable(parts))
+            return
+        if msg.type == "MEMBERS":
+            self.members_request(rid, msg, user)
             return
         if msg.type == "HELLO":
             log.info("control client %s (%s, %s) said HELLO", msg.uuid, msg.get("role", "?"),
@@ -68,6 +83,33 @@ class ControlDesk:
         entries = (peer.as_dict() for peer in self.peers.after(after))
         self.port.reply(rid, protocol.peers_page(self.id, entries, len(self.peers), limit,
                                                  self.clock, fleet=self.port.fleet()))
+
+    def members_request(self, rid: bytes, msg: Message, user: str) -> None:
+        """MEMBERS (SPEC 4.9): a router's ``routers`` list is merged (with CURVE only from a
+        key of ``security.routers``: else 403), a client's (none, or empty) is not; either
+        is answered with this router's list."""
+        if self.members is None:
+            self.port.refuse(rid, ProtocolError(protocol.NOT_ALLOWED, "MEMBERS not accepted "
+                                                "here"), ref=msg.msg_id)
+            return
+        entries = msg.get("routers") or []
+        if entries:
+            if self.curve and not user.startswith("router:"):
+                self.mesh_refused += 1
+                self.port.refuse(rid, ProtocolError(
+                    protocol.FORBIDDEN, "MEMBERS with routers from a key that is not a "
+                                        "router's (security.routers)"), ref=msg.msg_id)
+                return
+            if len(entries) > MAX_MEMBERS:
+                self.mesh_bad += 1
+                self.port.refuse(rid, ProtocolError(
+                    protocol.BAD_REQUEST, f"MEMBERS: more than {MAX_MEMBERS} routers"),
+                    ref=msg.msg_id)
+                return
+            if self.gossip is not None:
+                self.gossip(entries)
+        self.port.reply(rid, protocol.make("MEMBERS", self.id, self.clock, router=self.id,
+                                           routers=self.members.entries()))
 
     def stats(self, rid: bytes, parts: list[bytes], msg: Message) -> None:
         """A back-end process's own counters (SPEC 4.3): relayed through the STATS route

@@ -32,7 +32,7 @@ import zmq.backend
 from fleetwatch import protocol
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import AGENT_TYPES, SIGNATURE, TAIL_SEQ, Message, ProtocolError
-from router.admission import Admission
+from router.admission import Admission, _property
 from router.config import RouterConfig
 from router.control import ControlDesk
 from router.counters import Counters
@@ -41,6 +41,8 @@ from router.doorman import FAILED, Doorman
 from router.drops import DropLedger
 from router.endpoints import advertised
 from router.guard import Busy
+from router.members import ENDPOINTS, Members
+from router.mesh import Mesh, mesh_keys
 from router.peers import Peers
 from router.port import RelayPort
 from router.presence import SinkPresence
@@ -63,6 +65,8 @@ AGENTS_BACKLOG = 65535
 MAX_POLL = 0.25
 #: longest poll while HELLOs wait for the admission pace (its tokens accrue continuously)
 WAITING_POLL = 0.01
+#: agents sent a new WELCOME per sweep once the mesh's live set changed (SPEC 4.9)
+ANNOUNCE_BATCH = 2000
 #: senders other than attached agents whose tail messages are numbered (back-ends, this
 #: router); past it their numbers start again from 1
 MAX_SENDERS = 10_000
@@ -127,12 +131,23 @@ class Relay:
         self.ledger = DropLedger()
         self.ledger_on = False
         self.agents_port = RelayPort(self, "agents")
+        #: the routers of the mesh (SPEC 4.9): the member table (its endpoints set at bind;
+        #: the incarnation is its start in microseconds) and the gossip DEALERs; once the
+        #: live set changed, the agents still to be sent a new WELCOME (routing ids)
+        mesh = config.mesh
+        self.members = Members(config.id, dict.fromkeys(ENDPOINTS, ""), int(clock() * 1e6),
+                               mesh.interval, mesh.expire_intervals, monotonic)
+        self.mesh = Mesh(self.members, mesh.seeds, mesh.fanout, self.ctx, self.max_body,
+                         clock=clock, monotonic=monotonic)
+        self.mesh.on_change = self.members_changed
+        self.announcing: list[bytes] = []
         # key-bound uuids and limits (SPEC 7), and the control socket's requests
         self.admission = Admission(self.peers, self.counters, self.agents_port,
                                    config.id, config.limits, config.security.curve,
                                    clock, monotonic)
         self.desk = ControlDesk(self.peers, self.counters, RelayPort(self, "control"),
-                                config.id, self.max_body, clock)
+                                config.id, self.max_body, clock, self.members,
+                                self.mesh.merge, config.security.curve)
         # The hot path's exits to the slow path, bound once here: taking one costs no more
         # than calling a method of this class (no extra lookup in the loops).
         self._unknown = self.admission.unknown
@@ -189,6 +204,9 @@ class Relay:
                       for name, sock in self.sinks.items()},
         }
         self.endpoints = endpoints
+        self.members.own.endpoints = {k: endpoints[k] for k in ENDPOINTS}
+        if cfg.security.curve:
+            self.mesh.keys = mesh_keys(cfg.security, cfg.mesh.key)
         self.agents_rcvmore = rcvmore_reader(self.agents)
         self.agents_send = MethodType(zmq.backend.Socket.send, self.agents)
         self.control_rcvmore = rcvmore_reader(self.control)
@@ -234,13 +252,15 @@ class Relay:
         if doorman is not None:
             zap = doorman.zap
             poller.register(zap, zmq.POLLIN)
+        mesh = self.mesh
+        mesh.register(poller)
         mono = self.monotonic
         waited = self.busy.waited
         next_sweep = mono() + SWEEP_PERIOD
         next_stats = mono() + self.config.stats_interval
         while not self.stopping:
             before = mono()
-            timeout = min(next_sweep, next_stats) - before
+            timeout = min(next_sweep, next_stats, mesh.next_round) - before
             if self.admission.waiting:      # HELLOs wait for the pace: look again soon
                 timeout = min(timeout, WAITING_POLL)
             events = dict(poller.poll(max(0.0, min(timeout, MAX_POLL)) * 1000))
@@ -259,9 +279,13 @@ class Relay:
                 self._drain_agents(self.clock())
             if control in events:
                 self._drain_control()
+            for sock in [s for s in mesh.by_socket if s in events]:
+                mesh.read(sock)
             if self.admission.waiting:
                 self.admission.admit_waiting(self.clock())
             now = mono()
+            if now >= mesh.next_round:
+                mesh.round()
             if now >= next_sweep:
                 self.sweep()
                 if tick is not None:
@@ -272,6 +296,7 @@ class Relay:
                 next_stats = now + self.config.stats_interval
 
     def close(self) -> None:
+        self.mesh.close()
         self.presence.close(getattr(self, "sinks", {}))
         if self.doorman is not None:
             self.doorman.close(self.sockets)
@@ -457,10 +482,28 @@ class Relay:
         return f"agent {peer.uuid}" if peer is not None else f"connection {rid[:4].hex()}.."
 
     def welcome(self, endpoints: bool) -> Message:
+        """WELCOME (SPEC 4, 4.9): ``routers``, the agents endpoints of the live routers (its
+        own first) and of the configured ``peers``; ``members``, the live routers."""
+        live = self.members.live()
         return protocol.make("WELCOME", self.id, self.clock, router=self.id,
-                             routers=list(self.routers),
+                             routers=list(dict.fromkeys(
+                                 [m.endpoints["agents"] for m in live] + self.routers)),
                              endpoints=self.endpoints if endpoints else None,
-                             durable=self.durable)
+                             durable=self.durable,
+                             members=[m.as_listing() for m in live])
+
+    def members_changed(self, joined: list[str], left: list[str]) -> None:
+        """The mesh's live set changed: every attached agent is sent a new WELCOME (its
+        ``routers``), :data:`ANNOUNCE_BATCH` a sweep."""
+        self.announcing = list(self.peers.table)
+
+    def _announce(self) -> None:
+        batch, self.announcing = (self.announcing[:ANNOUNCE_BATCH],
+                                  self.announcing[ANNOUNCE_BATCH:])
+        welcome = self.welcome(endpoints=True)
+        for rid in batch:
+            if rid in self.peers.table:
+                self.agents_port.reply(rid, welcome)
 
     def fleet(self) -> dict:
         """What PEERS answers carry besides the agents (SPEC 4.3): sink connections per
@@ -555,15 +598,21 @@ class Relay:
         """Read up to ``drain`` control requests, each handed to the desk as frames."""
         recv, more = self.control.recv, self.control_rcvmore
         handle = self.desk.control_message
+        curve = self.doorman is not None
         for _ in range(self.drain):
             try:
                 rid = recv(NOBLOCK)
             except zmq.Again:
                 return
-            parts = []
+            parts, first = [], None
             while more():
-                parts.append(recv())
-            self.guarded(handle, rid, parts)
+                if curve and first is None:     # its connection's User-Id: who may gossip
+                    first = recv(copy=False)
+                    parts.append(first.bytes)
+                else:
+                    parts.append(recv())
+            user = _property(first, "User-Id") if parts[1:2] == [b"MEMBERS"] else ""
+            self.guarded(handle, rid, parts, user)
 
     # ---------------------------------------------------------------- periodic
     def sweep(self) -> None:
@@ -578,6 +627,8 @@ class Relay:
         self.peers.expire()
         self.limiter.prune()
         self.durable_limiter.prune()
+        if self.announcing:
+            self._announce()
 
     def stats(self, drops: list | None = None) -> Message:
         ledger, presence = self.ledger, self.presence
@@ -589,7 +640,9 @@ class Relay:
                                       "router.durable_missing": len(presence.missing()),
                                       "router.drops.pending": len(ledger),
                                       "router.drops.reported": ledger.reported_entries,
-                                      "router.drops.unledgered": ledger.unledgered},
+                                      "router.drops.unledgered": ledger.unledgered,
+                                      **self.mesh.metrics(self.desk.mesh_refused,
+                                                          self.desk.mesh_bad)},
                              hostname=self.hostname, source="router", drops=drops or None)
 
     def send_stats(self) -> None:

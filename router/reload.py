@@ -20,7 +20,8 @@ Live: plain values the router reads where it uses them, none of them per message
 At restart: ``id`` (stamped in the envelopes built at each HELLO), ``bind``,
 ``advertise_host`` (the endpoints told in WELCOME are worked out at bind),
 ``routes`` (the hot path's table holds the sink sockets) and ``durable`` (told in
-WELCOME), ``security`` (CURVE and the key
+WELCOME), ``mesh`` (its timing is the member table's and the incarnation marks a process
+start), ``security`` (CURVE and the key
 paths; the allowlists' contents are what SIGHUP re-reads), ``ready_file``, and the limits
 that are socket options (``max_message_bytes``, ``sink_hwm``, ``agent_hwm``, ``tail_hwm``:
 libzmq copies them into each connection as it is made, so a change would hold for new

@@ -51,6 +51,8 @@ COMMANDS = {
     "forget": ("fleetwatch.cli.forget", "remove an agent gone for good (its registry and "
                                         "state rows) now"),
     "tail": ("fleetwatch.cli.tail", "print live traffic from the routers"),
+    "routers": ("fleetwatch.cli.routers", "the live routers as each router sees them, and "
+                                          "where they disagree (--json)"),
     "demo": ("fleetwatch.cli.demo", "start a whole fleet on this machine"),
     "keys": ("fleetwatch.cli.keys", "create and list CURVE certificates (keys new|list)"),
     "service": ("fleetwatch.cli.service", "install or remove a process's systemd unit "

@@ -49,7 +49,8 @@ def test_policy_field_by_field():
     assert {p for p, a in got.items() if a != LIVE} == {
         "id", "bind.agents", "bind.control", "bind.tail", "bind.sinks", "advertise_host",
         "routes", "durable", "security", "ready_file", "limits.max_message_bytes", "limits.sink_hwm",
-        "limits.agent_hwm", "limits.tail_hwm", "max_agents"}
+        "limits.agent_hwm", "limits.tail_hwm", "max_agents", "mesh.seeds", "mesh.interval",
+        "mesh.expire_intervals", "mesh.fanout", "mesh.key"}
     assert action("security.agent_keys", reload.POLICY) == RESTART
 
 

@@ -38,7 +38,9 @@ SAMPLES = {
     "WELCOME": {"router": ROUTER, "routers": ["tcp://r1:5555", "tcp://r2:5555"],
                 "endpoints": {"agents": "tcp://r1:5555", "control": "tcp://r1:5556",
                               "tail": "tcp://r1:5557", "sinks": {"alerting": "tcp://r1:5561"}},
-                "durable": {"NOTIFY": ["alerting", "history"], "REGISTER": ["registry"]}},
+                "durable": {"NOTIFY": ["alerting", "history"], "REGISTER": ["registry"]},
+                "members": [{"id": ROUTER, "agents": "tcp://r1:5555", "control": "tcp://r1:5556",
+                             "tail": "tcp://r1:5557"}]},
     "HEARTBEAT": {"name": "cron-backup", "interval": 30},
     "STATS": {"metrics": {"cpu.user": 12.5, "load.1": 0.25, "procs": 212},
               "hostname": "web-1", "source": "agent",
@@ -60,6 +62,13 @@ SAMPLES = {
                                             "since": 1.5e9, "last_heard": 1.7e9}],
               "after": "a" * 32, "limit": 1000, "total": 2500, "next": AGENT,
               "sinks": {"alerting": 1, "history": 0}, "durable": {"NOTIFY": ["alerting"]}},
+    "MEMBERS": {"router": ROUTER, "routers": [
+        {"id": ROUTER, "endpoints": {"agents": "tcp://r1:5555", "control": "tcp://r1:5556",
+                                     "tail": "tcp://r1:5557"},
+         "incarnation": 1_700_000_000_250_000, "beat": 12, "age": 0.0},
+        {"id": "router-2", "endpoints": {"agents": "tcp://r2:5555", "control": "tcp://r2:5556",
+                                         "tail": "tcp://r2:5557"},
+         "incarnation": 1_700_000_001_000_000, "beat": 3, "age": 6.5, "dead": True}]},
     "ERROR": {"status": 404, "reason": "not found", "ref": "c" * 32},
 }
 # Just the required fields of each type.
@@ -327,6 +336,8 @@ _SPECIAL = {
     "STATS.metrics": st.dictionaries(_text, _number, max_size=5),
     "ACK.msg_ids": st.lists(_id, max_size=4),
     "WELCOME.routers": st.lists(_text, max_size=3),
+    "WELCOME.members": st.lists(st.dictionaries(_text, _json, max_size=3), max_size=3),
+    "MEMBERS.routers": st.lists(st.dictionaries(_text, _json, max_size=3), max_size=3),
     "RESULT.status": st.integers(0, 3),
     "PEERS.limit": st.integers(0, 2 ** 31),
     "PEERS.total": st.integers(0, 2 ** 31),

@@ -1,6 +1,6 @@
 """Routers that find each other (SPEC 4.9), with real processes on 127.0.0.1: three routers
-from one seed each agree on the live set; an agent and a sink configured with one router
-follow a router that joins and drop it when it is killed; a router stopped (SIGSTOP) past
+from one seed each agree on the live set; an agent, a sink and a scheduler configured with
+one router follow a router that joins and drop it when it is killed; a router stopped (SIGSTOP) past
 the expiry is dropped and comes back (SIGCONT); with CURVE only the keys of
 ``security.routers`` join; a router killed while NOTIFYs flow loses none."""
 
@@ -81,6 +81,7 @@ def test_three_routers_from_one_seed_each_and_the_fleet_follows_a_router_that_jo
     lake = tmp_path / "lake"
     sink = fleet.sink("history", [r1], history={"lake": str(lake), "rotate_seconds": 0.5})
     agent = fleet.agent([r1])
+    scheduler = fleet.scheduler([r1])
     uuid = uuid_of(fleet)
     # configured with r1 only, both learn r2 from r1's WELCOME
     wait_for(lambda: attached(r2, uuid), 15, what="the agent attached to r2")
@@ -91,6 +92,8 @@ def test_three_routers_from_one_seed_each_and_the_fleet_follows_a_router_that_jo
     agree([r1, r2, r3], {"r1", "r2", "r3"})
     wait_for(lambda: attached(r3, uuid), 15, what="the agent attached to r3")
     wait_for(lambda: sinks_of(r3).get("history") == 1, 15, what="the sink pulling from r3")
+    wait_for(lambda: f"router r3 at {r3['endpoints']['control']} welcomed us" in scheduler.log(),
+             15, what="the scheduler linked to r3")
     wait_for(lambda: any(ln["type"] == "STATS" and ln["uuid"] == uuid and ln["router"] == "r3"
                          for ln in landed(lake)), 15,
              what="a STATS of the agent relayed by r3 in the lake")
@@ -112,6 +115,8 @@ def test_three_routers_from_one_seed_each_and_the_fleet_follows_a_router_that_jo
              in agent.log(), 15, what="the agent dropping r3")
     wait_for(lambda: f"({r3['endpoints']['control']}): no router names it any more"
              in sink.log(), 15, what="the sink dropping r3")
+    wait_for(lambda: f"({r3['endpoints']['control']}): no router names it any more"
+             in scheduler.log(), 15, what="the scheduler dropping r3")
     status, doc = routers_command(fleet, r1)
     assert status == 0 and doc["live"] == ["r1", "r2"], doc
     assert "r3" in {m["id"] for m in {v["router"]: v for v in doc["routers"]}["r1"]["dead"]}

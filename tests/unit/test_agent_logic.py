@@ -381,3 +381,26 @@ def test_links_learned_from_welcome_are_capped():
     links = Links(["tcp://a:1"], lambda e, learned: Link(e, 1.0, learned=learned))
     links.learn([f"tcp://h{i}:1" for i in range(500)])
     assert len(links) == MAX_LINKS
+
+
+def test_links_drop_learned_routers_no_alive_router_names():
+    """SPEC 4.9: a learned link that the newest WELCOME of every alive link leaves out is
+    unlisted (to be dropped); configured ones never; nothing while no alive link told."""
+    links = Links(["tcp://a:1"], lambda e, learned: Link(e, 1.0, learned=learned))
+    b, c = links.learn(["tcp://a:1", "tcp://b:1", "tcp://c:1"])
+    assert links.unlisted() == []
+    a = links.links["tcp://a:1"]
+    for i, link in enumerate((a, b, c)):
+        link.opened(0)
+        link.welcomed(0, f"r{i}")
+    a.told = ["tcp://a:1", "tcp://b:1"]
+    assert links.unlisted() == [c]
+    c.told = ["tcp://c:1"]                      # alive, c names itself: kept
+    assert links.unlisted() == []
+    c.closed(1)                                 # c is dead: a's and b's lists decide
+    b.told = ["tcp://b:1"]
+    assert links.unlisted() == [c]
+    a.told = ["tcp://b:1"]                      # the configured link is never unlisted
+    assert links.unlisted() == [c]
+    links.forget(c)
+    assert links.learn(["tcp://c:1"])[0].endpoint == "tcp://c:1"     # named again: back

@@ -139,3 +139,71 @@ def test_bad_requests_are_refused(frames, status, answer):
     refusal, = d.port.refusals
     assert (refusal.rid, refusal.status, refusal.answer) == (CLIENT, status, answer)
     assert d.port.replies == [] and d.port.relayed == [] and d.port.sent == []
+
+
+# ---------------------------------------------------------------- MEMBERS (SPEC 4.9)
+
+def member(name: str, beat: int = 1, **extra) -> dict:
+    return {"id": name, "incarnation": 5, "beat": beat, **extra,
+            "endpoints": {"agents": f"tcp://{name}:1", "control": f"tcp://{name}:2",
+                          "tail": f"tcp://{name}:3"}}
+
+
+class MeshDesk(Desk):
+    """A desk with a member table; ``gossip`` merges into it as the mesh would."""
+
+    def __init__(self, curve: bool = False):
+        super().__init__()
+        from router.members import Members
+        self.members = Members("router-1", {"agents": "tcp://r1:1", "control": "tcp://r1:2",
+                                            "tail": "tcp://r1:3"}, 7, clock=self.clock)
+        self.merged: list[list] = []
+
+        def gossip(entries):
+            self.merged.append(entries)
+            return self.members.merge(entries).joined
+        self.desk = ControlDesk(self.peers, self.counters, self.port, "router-1",
+                                clock=self.clock, members=self.members, gossip=gossip,
+                                curve=curve)
+
+    def members_request(self, user: str = "", **fields) -> None:
+        msg = protocol.make("MEMBERS", "r2", **fields)
+        self.desk.control_message(CLIENT, protocol.encode_control(msg), user)
+
+
+def test_members_from_a_client_is_answered_and_merges_nothing():
+    d = MeshDesk()
+    d.members_request()
+    d.members_request(routers=[])
+    assert d.merged == [] and d.port.types_replied() == ["MEMBERS", "MEMBERS"]
+    [own] = d.answer().get("routers")
+    assert own["id"] == "router-1" and own["endpoints"]["control"] == "tcp://r1:2"
+    assert d.answer().get("router") == "router-1"
+
+
+def test_a_routers_members_is_merged_then_answered_with_the_table():
+    d = MeshDesk()
+    d.members_request(router="r2", routers=[member("r2"), {"id": "bad"}])
+    assert [m.id for m in d.members.live()] == ["router-1", "r2"]
+    assert {e["id"] for e in d.answer().get("routers")} == {"router-1", "r2"}
+    assert d.port.refusals == []
+
+
+def test_with_curve_only_a_router_key_may_tell():
+    d = MeshDesk(curve=True)
+    d.members_request(user="backend:operator", routers=[member("r2")])
+    [refusal] = d.port.refusals
+    assert refusal.status == protocol.FORBIDDEN and refusal.ref is not None
+    assert d.desk.mesh_refused == 1 and d.merged == [] and len(d.members) == 1
+    d.members_request(user="backend:operator")            # asking is allowed
+    assert d.port.types_replied() == ["MEMBERS"]
+    d.members_request(user="router:fleet", routers=[member("r2")])
+    assert len(d.members) == 2 and d.desk.mesh_refused == 1
+
+
+def test_malformed_members_bodies_are_refused_400_and_counted():
+    d = MeshDesk()
+    d.members_request(routers=["not an object"])
+    d.members_request(routers=[member(f"r{n}") for n in range(257)])
+    assert [r.status for r in d.port.refusals] == [400, 400]
+    assert d.desk.mesh_bad == 2 and d.merged == [] and len(d.members) == 1

@@ -12,7 +12,7 @@ import zmq
 
 from support.clock import Clock
 from fleetwatch import protocol
-from fleetwatch.link import REDIAL_AFTER, Dial, Link, Links, handshake_problem
+from fleetwatch.link import MEMBERS_EVERY, REDIAL_AFTER, Dial, Link, Links, handshake_problem
 from fleetwatch.logs import Throttle
 
 
@@ -131,3 +131,88 @@ def test_a_welcome_without_a_router_id_names_the_endpoint():
 def test_handshake_problems_in_one_line(event, value, words):
     line = handshake_problem({"event": event, "value": value, "endpoint": b"tcp://r:1"})
     assert words in line and "\n" not in line
+
+
+# ---------------------------------------------------------------- the mesh (SPEC 4.9)
+
+class SendingSocket(FakeSocket):
+    def __init__(self, frames):
+        super().__init__(frames)
+        self.sent: list[list[bytes]] = []
+
+    def send_multipart(self, frames, flags=0):
+        self.sent.append(frames)
+
+    def close(self, linger=None):
+        pass
+
+
+def mesh_welcome(router: str, *controls: str) -> list[bytes]:
+    members = [{"id": f"r{n}", "agents": "tcp://x:1", "control": c, "tail": "tcp://x:3"}
+               for n, c in enumerate(controls)]
+    return protocol.encode(protocol.make("WELCOME", router, router=router, routers=[],
+                                         members=members))
+
+
+def members_answer(router: str, live: list[str], dead: list[str] = ()) -> list[bytes]:
+    def entry(control: str, is_dead: bool) -> dict:
+        return {"id": control.rsplit(":", 1)[1], "incarnation": 1, "beat": 1, "dead": is_dead,
+                "endpoints": {"agents": "tcp://x:1", "control": control, "tail": "tcp://x:3"}}
+    return protocol.encode(protocol.make("MEMBERS", router, router=router, routers=[
+        *(entry(c, False) for c in live), *(entry(c, True) for c in dead)]))
+
+
+def mesh_links(ctx: zmq.Context, endpoint: str) -> Links:
+    return Links(ctx, [endpoint], "sink-1", "sink", counts=Counter(),
+                 throttle=Throttle(logging.getLogger("test_link"), 10.0, Clock()))
+
+
+def test_a_mesh_routers_members_are_linked_to_asked_again_and_dropped():
+    ctx = zmq.Context()
+    first, second = "tcp://127.0.0.1:1", "tcp://127.0.0.1:2"
+    links = mesh_links(ctx, first)
+    try:
+        configured = links[0]
+        configured.socket = SendingSocket([mesh_welcome("router-1", first, second)])
+        assert [m.type for _, m in links.read(configured)] == ["WELCOME"]
+        assert [link.endpoint for link in links] == [first, second]
+        learned = links[1]
+        assert learned.learned and learned.socket is not None and not configured.learned
+        # the router of a mesh is asked MEMBERS every MEMBERS_EVERY seconds, nobody else
+        links.hellos(100.0, 1.0)
+        asked = [f[1] for f in configured.socket.sent]
+        assert asked == [b"MEMBERS"] and configured.next_members == 100.0 + MEMBERS_EVERY
+        links.hellos(100.5, 1.0)
+        assert len(configured.socket.sent) == 1
+        # second dead: the learned link is dropped, never the configured one
+        configured.socket.frames = [members_answer("router-1", [first], [second])]
+        assert list(links.read(configured)) == []
+        assert [link.endpoint for link in links] == [first]
+        assert links.counts["router_learned"] == 1 and links.counts["router_dropped"] == 1
+        assert learned.socket is None
+        configured.socket.frames = [members_answer("router-1", [])]
+        list(links.read(configured))
+        assert [link.endpoint for link in links] == [first]
+    finally:
+        links.close()
+        ctx.term()
+
+
+def test_a_learned_link_to_a_router_already_linked_is_dropped():
+    ctx = zmq.Context()
+    first, alias = "tcp://127.0.0.1:1", "tcp://localhost:1"
+    links = mesh_links(ctx, first)
+    try:
+        links[0].socket = SendingSocket([mesh_welcome("router-1", alias)])
+        list(links.read(links[0]))
+        learned = links[1]
+        learned.socket.close(0)
+        learned.socket = SendingSocket([mesh_welcome("router-1", alias)])
+        assert list(links.read(learned)) == []
+        assert [link.endpoint for link in links] == [first] and alias in links.ignored
+        links[0].socket.frames = [mesh_welcome("router-1", alias)]
+        list(links.read(links[0]))
+        assert [link.endpoint for link in links] == [first]       # not linked again
+    finally:
+        links.close()
+        ctx.term()

@@ -132,11 +132,11 @@ class Admission:
         if not, refuse (403), count and report a security event."""
         if not self.curve:
             return True
-        user_id = _property(conn, "User-Id")
+        user_id = connection_property(conn, "User-Id")
         if user_id == "agent:" + claimed:
             return True
         self.mismatch(rid, claimed, user_id.removeprefix("agent:"),
-                      _property(conn, "Peer-Address"), ref)
+                      connection_property(conn, "Peer-Address"), ref)
         return False
 
     def mismatch(self, rid: bytes, claimed: str, bound: str, address: str, ref: str,
@@ -197,8 +197,8 @@ class Admission:
         attached = self.peers.get(rid)
         if attached is not None:            # its connection is bound: to this uuid only
             if attached.uuid != msg.uuid:
-                self.mismatch(rid, msg.uuid, attached.uuid, _property(conn, "Peer-Address"),
-                              msg.msg_id, careful)
+                self.mismatch(rid, msg.uuid, attached.uuid,
+                              connection_property(conn, "Peer-Address"), msg.msg_id, careful)
                 return
         elif not self.bound(rid, conn, msg.uuid, msg.msg_id):
             return                          # (an unattached routing id: read with properties)
@@ -259,7 +259,7 @@ class Admission:
             self.clones.prune(now)
 
 
-def _property(conn, name: str) -> str:
+def connection_property(conn, name: str) -> str:
     """A connection property ('' when there is none, or no connection)."""
     if conn is None:
         return ""

@@ -32,7 +32,7 @@ import zmq.backend
 from fleetwatch import protocol
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import AGENT_TYPES, SIGNATURE, TAIL_SEQ, Message, ProtocolError
-from router.admission import Admission, _property
+from router.admission import Admission, connection_property
 from router.config import RouterConfig
 from router.control import ControlDesk
 from router.counters import Counters
@@ -611,7 +611,7 @@ class Relay:
                     parts.append(first.bytes)
                 else:
                     parts.append(recv())
-            user = _property(first, "User-Id") if parts[1:2] == [b"MEMBERS"] else ""
+            user = connection_property(first, "User-Id") if parts[1:2] == [b"MEMBERS"] else ""
             self.guarded(handle, rid, parts, user)
 
     # ---------------------------------------------------------------- periodic

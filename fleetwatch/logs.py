@@ -70,6 +70,12 @@ class Throttle:
         self._suppressed: dict[str, int] = {}
 
     def warning(self, key: str, msg: str, *args) -> None:
+        self._log(logging.WARNING, key, msg, *args)
+
+    def error(self, key: str, msg: str, *args) -> None:
+        self._log(logging.ERROR, key, msg, *args)
+
+    def _log(self, level: int, key: str, msg: str, *args) -> None:
         now = self.clock()
         if now < self._next.get(key, 0.0):
             self._suppressed[key] = self._suppressed.get(key, 0) + 1
@@ -78,5 +84,5 @@ class Throttle:
         if skipped:
             msg += " (%d similar suppressed)"
             args = (*args, skipped)
-        self.log.warning(msg, *args)
+        self.log.log(level, msg, *args)
         self._next[key] = now + self.period

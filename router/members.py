@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fleetwatch.protocol import ID_PATTERN
 
@@ -118,9 +118,11 @@ def parse_entry(raw) -> Entry | None:
 
 @dataclass
 class Merged:
-    """What one merge did: ids that joined (or came back) and the entries skipped."""
+    """What one merge did: ids that joined (or came back), live ones whose endpoints
+    changed (a restart elsewhere), and the entries skipped."""
 
     joined: list[str]
+    moved: list[str] = field(default_factory=list)
     bad: int = 0
     full: int = 0
     impostor: int = 0
@@ -191,10 +193,7 @@ class Members:
                 continue
             if entry.id == self.own.id:
                 if entry.incarnation > self.own.incarnation:
-                    merged.impostor += 1
-                    log.error("another router claims this router's id %s with a later "
-                              "start (incarnation %d, ours %d): two routers with one id?",
-                              entry.id, entry.incarnation, self.own.incarnation)
+                    merged.impostor += 1       # (logged by the caller, throttled)
                 continue
             known = self.table.get(entry.id)
             if known is None:
@@ -212,7 +211,12 @@ class Members:
             if entry.pair <= known.pair:
                 continue
             known.incarnation, known.beat = entry.incarnation, entry.beat
-            known.endpoints = entry.endpoints
+            if known.endpoints != entry.endpoints:
+                if known.live:
+                    merged.moved.append(entry.id)
+                    log.info("router %s moved: control %s (incarnation %d)", entry.id,
+                             entry.endpoints["control"], entry.incarnation)
+                known.endpoints = entry.endpoints
             if entry.dead:
                 # a later pair said dead: it cannot be revived by what is older, but it
                 # does not make a member this router hears advancing dead either

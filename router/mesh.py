@@ -217,8 +217,12 @@ class Mesh:
         if merged.bad:
             self.throttle.warning("bad entries", "mesh: %d malformed member entries skipped",
                                   merged.bad)
-        if merged.joined:
-            self.on_change(merged.joined, [])
+        if merged.impostor:
+            self.throttle.error("impostor", "mesh: another router claims this router's id %s "
+                                "with a later start: two routers with one id?",
+                                self.members.own.id)
+        if merged.joined or merged.moved:
+            self.on_change(merged.joined + merged.moved, [])
         return merged.joined
 
 

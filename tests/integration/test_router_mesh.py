@@ -1,8 +1,9 @@
 """Routers that find each other (SPEC 4.9), with real processes on 127.0.0.1: three routers
 from one seed each agree on the live set; an agent, a sink and a scheduler configured with
-one router follow a router that joins and drop it when it is killed; a router stopped (SIGSTOP) past
-the expiry is dropped and comes back (SIGCONT); with CURVE only the keys of
-``security.routers`` join; a router killed while NOTIFYs flow loses none."""
+one router follow a router that joins and drop it when it is killed; a router stopped
+(SIGSTOP) past the expiry is dropped and comes back (SIGCONT); with CURVE only the keys of
+``security.routers`` join; a router killed while NOTIFYs flow loses none; bad MEMBERS
+bodies are refused and counted."""
 
 from __future__ import annotations
 
@@ -213,3 +214,39 @@ def test_a_router_killed_while_notifies_flow_loses_none(fleet):
     rows = fleet.db_rows("SELECT count(*), count(DISTINCT msg_id) FROM notifications")
     assert rows == [(len(ids), len(ids))]
     assert seen([r2]) == {"r2": {"r2"}} or seen([r2]) == {"r2": {"r1", "r2"}}
+
+
+def test_bad_members_bodies_are_refused_and_counted_and_the_router_goes_on(fleet, zctx):
+    from support.zmqio import pull
+    r1 = mesh_router(fleet, "r1")
+    graphite = pull(zctx, r1["endpoints"]["sinks"]["graphite"])
+    sock = dealer(zctx, r1["endpoints"]["control"], None, None, None)
+
+    def ask(body: bytes) -> protocol.Message:
+        sock.send_multipart([protocol.SIGNATURE, b"MEMBERS", b"", body])
+        assert sock.poll(5000), body[:60]
+        return protocol.decode(sock.recv_multipart())
+
+    good = {"id": "r2", "incarnation": 1, "beat": 1,
+            "endpoints": {"agents": "tcp://127.0.0.1:1", "control": "tcp://127.0.0.1:2",
+                          "tail": "tcp://127.0.0.1:3"}}
+    refused = [b"{", json.dumps({"msg_id": "m", "uuid": "x", "ts": 1, "routers": "r2"}).encode(),
+               json.dumps({"msg_id": "m", "uuid": "x", "ts": 1, "routers": [good] * 257}).encode(),
+               json.dumps({"msg_id": "m", "uuid": "x", "ts": 1, "routers": [1, 2]}).encode()]
+    for body in refused:
+        err = ask(body)
+        assert err.type == "ERROR" and err.body["status"] == protocol.BAD_REQUEST, err
+        # refusals are answered at most once a second per connection: a new one each
+        sock.close(0)
+        sock = dealer(zctx, r1["endpoints"]["control"], None, None, None)
+    # malformed entries are skipped, counted, the rest merged; its own id is never taken
+    impostor = {**good, "id": "r1", "incarnation": 2 ** 52}
+    answer = ask(json.dumps({"msg_id": "m", "uuid": "x", "ts": 1, "routers": [
+        {"id": "-bad"}, {**good, "beat": -1}, impostor, good]}).encode())
+    assert answer.type == "MEMBERS"
+    assert {e["id"]: e.get("dead", False) for e in answer.body["routers"]} == \
+        {"r1": False, "r2": False}
+    metrics = stats_from(graphite, lambda m: m.get("router.mesh.bad", 0) >= 6, router="r1")
+    assert metrics["router.mesh.impostors"] == 1 and metrics["router.mesh.members"] == 2
+    assert r1["proc"].alive()
+    sock.close(0)

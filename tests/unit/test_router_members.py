@@ -160,3 +160,14 @@ def test_the_table_is_bounded():
     assert members.merge([entry("r3", beat=9)]).full == 0     # known ones keep updating
     assert members.get("r3").beat == 9
     assert MAX_MEMBERS == 256
+
+
+def test_a_live_router_restarted_elsewhere_has_moved():
+    clock = Clock(0.0)
+    members = table(clock)
+    members.merge([entry("r2")])
+    moved = {**entry("r2", incarnation=200, beat=0), "endpoints": endpoints("r2-new")}
+    merged = members.merge([moved])
+    assert merged.moved == ["r2"] and merged.joined == []
+    assert members.get("r2").endpoints == endpoints("r2-new")
+    assert members.merge([moved]).moved == []                  # said again: nothing new

@@ -12,12 +12,20 @@ subscriber, ``limits.tail_hwm``, is full): each message's SEQ frame tells how ma
 (:mod:`fleetwatch.tailgaps`), and ``tail`` says so on standard error as it happens, naming
 the router; with ``--strict`` it stops there, exit status 75 (EX_TEMPFAIL): the fail-fast
 policy of a subscriber that must see everything.
+
+``--since MSG_ID|TIME`` replays first what the history lake holds since that point (the
+operator config's ``history.lake``), then goes on live with no gap and no duplicate at the
+seam (:mod:`sinks.history.follow`, which programs use as a generator). Exit status: 2 for a
+``--since`` that is neither a time nor a msg_id, 66 for a lake that is not there or a msg_id
+it does not hold, 69 when the lake's tables must be read and PySpark (the ``history``
+extra) or Java is missing, 75 when the lake does not catch up with the live tail.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import time
 
@@ -34,8 +42,13 @@ from fleetwatch.tailgaps import Gaps, Lost
 log = logging.getLogger(__name__)
 
 EX_UNAVAILABLE = 69
-#: ``--strict``: a message was lost (EX_TEMPFAIL: following again may see everything)
+#: ``--strict``: a message was lost (EX_TEMPFAIL: following again may see everything); with
+#: ``--since``: the lake did not catch up with the live tail
 EX_LOST = 75
+#: ``--since``: no lake there, or a msg_id it does not hold (EX_NOINPUT)
+EX_NOINPUT = 66
+#: ``--since``: how long the lake may take to catch up with the live tail
+CATCH_UP = 30.0
 
 
 def add_arguments(parser) -> None:
@@ -52,6 +65,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="stop at the first message lost (this subscriber fell behind "
                              "a router's queue), exit status 75")
+    parser.add_argument("--since", metavar="MSG_ID|TIME",
+                        help="first what the history lake holds since then (a msg_id: after "
+                             "it; a time: epoch seconds, ISO 8601 like 2026-11-20T10:00Z, or "
+                             "15m for 15 minutes ago), then live, no gap, no duplicate")
 
 
 def subscriptions(types: list[str], uuids: list[str]) -> list[bytes]:
@@ -74,13 +91,17 @@ def wanted(relayed: Relayed, types: list[str], uuids: list[str]) -> bool:
     return (not types or relayed.message.type in types) and (not uuids or relayed.uuid in uuids)
 
 
-def line(relayed: Relayed, hostnames: dict[str, str | None], as_json: bool) -> str:
+def line(relayed: Relayed, hostnames: dict[str, str | None], as_json: bool,
+         extra: dict | None = None) -> str:
+    """One message as ``tail`` prints it; ``extra``: more fields for ``--json``."""
     msg = relayed.message
-    ts = msg.ts if isinstance(msg.ts, (int, float)) else None
+    ts = msg.get("ts")
+    ts = ts if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
     hostname = hostnames.get(relayed.uuid) or msg.get("hostname")
     if as_json:
         return json.dumps({"time": iso(ts), "router": relayed.router, "type": msg.type,
-                           "uuid": relayed.uuid, "hostname": hostname, "body": msg.body},
+                           "uuid": relayed.uuid, "hostname": hostname, **(extra or {}),
+                           "body": msg.body},
                           separators=(",", ":"), ensure_ascii=False)
     who = f"{hostname}/{relayed.uuid[:8]}" if hostname else relayed.uuid
     return escape(f"{human(ts) or '-'} {relayed.router} {msg.type} {who} {compact(msg.body)}")
@@ -130,6 +151,17 @@ def endpoints_of(config: OperatorConfig, answers, warn=None) -> list[str]:
 
 def run(args) -> int:
     config = load(OperatorConfig, args.config)
+    if args.since is not None:
+        from sinks.history.follow import check_since
+        try:
+            check_since(args.since)
+        except ValueError as e:
+            print(f"fleetwatch tail: {e}", file=sys.stderr)
+            return 2
+        if not os.path.isdir(config.history.lake):
+            print(f"fleetwatch tail: no history lake at {config.history.lake} (the operator "
+                  f"config's history.lake)", file=sys.stderr)
+            return EX_NOINPUT
     keys = client_keys(config)
     answers = ask_all(config.routers, ("HELLO", "PEERS"), config.timeout, keys=keys)
     endpoints = endpoints_of(config, answers,
@@ -143,7 +175,63 @@ def run(args) -> int:
     if args.agent and uuids == [args.agent] and args.agent not in hostnames:
         print(f"fleetwatch tail: no known agent is {args.agent!r}; taking it as a uuid",
               file=sys.stderr)
+    if args.since is not None:
+        return replay(config, endpoints, uuids, hostnames, args, keys=keys)
     return follow(endpoints, args.type, uuids, hostnames, args, keys=keys)
+
+
+def replay(config: OperatorConfig, endpoints: list[str], uuids: list[str],
+           hostnames: dict[str, str | None], args, clock=time.monotonic, keys=None) -> int:
+    """``--since``: the lake's messages since the point, then live (sinks.history.follow)."""
+    from fleetwatch.optional import MissingDependency
+    from sinks.history.follow import Follower, LakeBehind, LakeMissing, NotFound
+    from sinks.history.spark import JavaMissing
+
+    def stderr(text: str) -> None:
+        print(f"fleetwatch tail: {text}", file=sys.stderr, flush=True)
+    lost: list = []
+
+    def on_lost(what) -> None:
+        stderr(lost_line(what).removeprefix("fleetwatch tail: "))
+        lost.append(what)
+    deadline = clock() + args.timeout if args.timeout > 0 else None
+    follower = Follower(config.history, args.since, args.type, uuids, endpoints, keys,
+                        catch_up=CATCH_UP, progress=stderr, on_lost=on_lost,
+                        deadline=deadline, clock=clock)
+    shown, status = 0, 0
+    events = follower.events()
+    try:
+        for event in events:
+            if lost and args.strict:
+                status = EX_LOST
+                break
+            relayed = Relayed(event.uuid, event.router, protocol.Message(event.type, event.body))
+            print(line(relayed, hostnames, args.json, {"received": iso(event.received)}),
+                  flush=True)
+            shown += 1
+            if args.count and shown >= args.count:
+                break
+    except (NotFound, LakeMissing) as e:
+        stderr(str(e))
+        return EX_NOINPUT
+    except LakeBehind as e:
+        stderr(f"{e}; what the live tail brought meanwhile is not shown")
+        return EX_LOST
+    except (MissingDependency, JavaMissing) as e:
+        stderr(f"the lake's tables must be read: {e}")
+        return EX_UNAVAILABLE
+    except KeyboardInterrupt:
+        pass
+    finally:
+        events.close()
+    live = follower.live
+    if live is not None and live.bad:
+        stderr(f"{live.bad} undecodable messages skipped")
+    if follower.reader.bad:
+        stderr(f"{follower.reader.bad} landing lines skipped (cut short or not a message)")
+    if follower.gaps.lost:
+        stderr(f"{follower.gaps.lost} messages lost in all")
+    return status
 
 
 def follow(endpoints: list[str], types: list[str], uuids: list[str],

@@ -81,7 +81,9 @@ _DATE = ("date", _S, "partition: YYYY-MM-DD (UTC) of ts")
 _TS = ("ts", _T, "the message's ts (sender clock), UTC")
 _UUID = ("uuid", _S, "the agent, as stamped by the router")
 _TAIL = [("msg_id", _S, "the message's id: duplicates (resends, replays) are dropped"),
-         ("router", _S, "the router that relayed it")]
+         ("router", _S, "the router that relayed it"),
+         ("received", _D, "when the history sink landed it (its clock), epoch seconds: "
+                          "the lake's order; null in rows compacted before the column")]
 
 #: table -> [(column, Spark type, meaning)] in storage order (``date`` is the partition).
 COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {

@@ -71,7 +71,7 @@ def messages(landing: DataFrame, table: str, dups: DataFrame | None = None,
     the lowest router id). ``dups`` (small, broadcast) are the msg_ids to resolve, the
     other lines pass through without a shuffle; ``dedupe_all`` resolves every msg_id (one
     shuffle of the rows, for a landing area made mostly of duplicates)."""
-    cols = ("ts", "date", "uuid", "router", *NEEDS[table])
+    cols = ("ts", "date", "uuid", "router", "received", *NEEDS[table])
     good = lines(landing, table)
     order = F.struct(F.col("received"), F.col("router"))
     first = F.min_by(F.struct(*cols), order).alias("m")

@@ -121,6 +121,9 @@ def test_compaction_writes_the_tables_once(spark, tmp_path):
     notes = spark.read.parquet(str(lake / "tables" / "notifications"))
     assert notes.select("msg_id").distinct().count() == notes.count()
     assert notes.where("router = 'r9' or msg_id in ('forged', 'far')").count() == 0
+    # each row keeps its line's received (synth: ts + 0.01), the copy received first
+    kept = [(r.ts.timestamp(), r.received) for r in notes.select("ts", "received").collect()]
+    assert kept and all(abs(received - (ts + 0.01)) < 1e-3 for ts, received in kept)
     metrics = spark.read.parquet(str(lake / "tables" / "metrics"))
     assert metrics.select("msg_id", "metric").distinct().count() == metrics.count()
     assert sorted(r.date for r in metrics.select("date").distinct().collect()) == \

@@ -1,0 +1,245 @@
+"""``fleetwatch tail --since`` and the replay generator (sinks/history/follow.py) over a real
+router and a real history sink landing in a lake in tmp: a FakeAgent sends NOTIFYs numbered
+1, 2, 3... in a stream; a replay started in the middle of it prints every number from its
+point on exactly once, in order, across the lake-to-live seam; the generator stopped and
+resumed from the last msg_id it yielded misses nothing and repeats nothing. With a real
+compaction (PySpark), a point older than the landing files is replayed from the tables, then
+the landing files.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+from fleetwatch.display import iso
+from support.fleet import landed, wait_for
+from support.routerclients import FakeAgent
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class Stream:
+    """A FakeAgent sending NOTIFY ``n1``, ``n2``... every ``every`` seconds (a thread) until
+    :meth:`stop`."""
+
+    def __init__(self, ctx, router: dict, every: float = 0.02):
+        self.agent = FakeAgent(ctx, router["endpoints"]["agents"])
+        self.agent.hello()
+        self.sent = 0
+        self.every = every
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set() and self.sent < 20_000:
+            self.agent.notify(f"n{self.sent + 1}")
+            self.sent += 1
+            self._stop.wait(self.every)          # the stream's pace, not a synchronisation
+
+    def stop(self) -> int:
+        self._stop.set()
+        self.thread.join(5)
+        return self.sent
+
+
+def number(body: dict) -> int:
+    return int(body["text"][1:])
+
+
+def notify_lines(lake: Path) -> list[dict]:
+    return [ln for ln in landed(lake) if ln["type"] == "NOTIFY"]
+
+
+def start(fleet, tmp_path) -> tuple[dict, Path, Path]:
+    """A router, a history sink on a lake in tmp, and an operator config naming both."""
+    router = fleet.router(sink_types=("history",))
+    lake = tmp_path / "lake"
+    sink = fleet.sink("history", [router], history={"lake": str(lake), "rotate_seconds": 2})
+    wait_for(lambda: "welcomed us" in sink.log(), 15, what="the history sink connected")
+    config = fleet.write("fleetwatch.yaml", {
+        "routers": [router["endpoints"]["control"]], "state_url": fleet.state_url,
+        "timeout": 1.0, "history": {"lake": str(lake)}})
+    return router, lake, config
+
+
+def point_in(lake: Path, after: int) -> tuple[float, int]:
+    """A time among the landed NOTIFYs (when n``after`` landed) and the first number landed
+    at or after it (its batch may hold earlier ones)."""
+    lines = notify_lines(lake)
+    at = next(ln["received"] for ln in lines if number(ln["msg"]) == after)
+    return at, min(number(ln["msg"]) for ln in lines if ln["received"] >= at)
+
+
+def test_tail_since_a_time_prints_every_number_once_across_the_seam(fleet, tmp_path, zctx):
+    router, lake, config = start(fleet, tmp_path)
+    stream = Stream(zctx, router)
+    wait_for(lambda: len(notify_lines(lake)) >= 80, 30, what="80 NOTIFYs landed")
+    at, first = point_in(lake, 40)
+    tail = subprocess.Popen(
+        [sys.executable, "-m", "fleetwatch", "tail", "--config", str(config), "--since",
+         repr(at), "--type", "NOTIFY", "--json", "--timeout", "120"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    printed: list[dict] = []
+    reader = threading.Thread(target=lambda: printed.extend(map(json.loads, tail.stdout)),
+                              daemon=True)
+    reader.start()
+    try:
+        # well past the seam: live lines (received null) printed, and more after them
+        wait_for(lambda: sum(p["received"] is None for p in printed) >= 20, 60,
+                 what="20 live lines printed")
+        last = stream.stop()
+        wait_for(lambda: printed and number(printed[-1]["body"]) == last, 30,
+                 what=f"n{last} printed")
+    finally:
+        stream.stop()
+        tail.send_signal(signal.SIGINT)
+        try:
+            _, err = tail.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            tail.kill()
+            _, err = tail.communicate()
+    reader.join(5)
+    numbers = [number(p["body"]) for p in printed]
+    assert numbers == list(range(first, last + 1)), err
+    from_lake = [p for p in printed if p["received"] is not None]
+    assert from_lake and from_lake == printed[:len(from_lake)]       # the lake, then live
+    assert all(p["received"] >= iso(at) for p in from_lake)          # ISO 8601 texts
+    assert tail.returncode == 0, err
+
+
+def test_the_generator_resumed_from_its_last_msg_id_misses_and_repeats_nothing(fleet,
+                                                                               tmp_path, zctx):
+    from sinks.history.follow import follow
+    router, lake, _ = start(fleet, tmp_path)
+    tail = [router["endpoints"]["tail"]]
+    stream = Stream(zctx, router)
+    wait_for(lambda: len(notify_lines(lake)) >= 60, 30, what="60 NOTIFYs landed")
+    at, first = point_in(lake, 30)
+    got, live = [], 0
+    events = follow(str(lake), at, types=["NOTIFY"], tail=tail)
+    for event in events:                  # stopped well into the live part
+        got.append(event)
+        live += event.live
+        if live >= 10:
+            break
+    events.close()
+    assert got[0].received is not None and got[-1].live and got[-1].received is None
+    # resumed twice: once from a message it yielded live, once right away again
+    for _ in range(2):
+        events = follow(str(lake), got[-1].msg_id, types=["NOTIFY"], tail=tail)
+        for event in events:
+            got.append(event)
+            if len(got) % 25 == 0:
+                break
+        events.close()
+    last = stream.stop()
+    events = follow(str(lake), got[-1].msg_id, types=["NOTIFY"], tail=tail,
+                    deadline=time.monotonic() + 60)
+    for event in events:
+        got.append(event)
+        if number(event.body) == last:
+            break
+    events.close()
+    assert [number(e.body) for e in got] == list(range(first, last + 1))
+    assert len({e.msg_id for e in got}) == len(got)
+
+
+def test_tail_since_bad_input_is_one_line(fleet, tmp_path):
+    router, lake, config = start(fleet, tmp_path)
+    zctx = zmq.Context()
+    try:
+        stream = Stream(zctx, router)
+        wait_for(lambda: notify_lines(lake), 30, what="a NOTIFY landed")
+        stream.stop()
+    finally:
+        zctx.destroy(linger=0)
+
+    def tail(*args):
+        return fleet.cli("tail", "--config", str(config), "--type", "NOTIFY", "--timeout",
+                         "3", *args, check=False)
+    res = tail("--since", "not a time")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "neither a time" in res.stderr
+    res = tail("--since", "no-such-msg-id")
+    assert res.returncode == 66 and "neither a time nor a msg_id in the history lake" \
+        in res.stderr and "Traceback" not in res.stderr
+    gone = fleet.write("gone.yaml", {"routers": [router["endpoints"]["control"]],
+                                     "history": {"lake": str(tmp_path / "nowhere")}})
+    res = fleet.cli("tail", "--config", str(gone), "--since", "15m", check=False)
+    assert res.returncode == 66 and res.stderr == \
+        f"fleetwatch tail: no history lake at {tmp_path / 'nowhere'} (the operator " \
+        f"config's history.lake)\n"
+
+
+# ---------------------------------------------------------------- from the tables
+
+T0 = 1_795_000_000.0
+
+
+def body_of(n: int) -> tuple[str, dict, dict]:
+    """Message ``n``: its type, the body sent, and the body the tables give back (what they
+    keep: no HELLO ``heartbeat``, no ``retry``, a STATS's numeric metrics)."""
+    common = {"msg_id": f"m{n:04d}", "uuid": "u1", "ts": T0 + n}
+    kind = ("NOTIFY", "STATS", "HEARTBEAT", "RESULT", "HELLO", "REGISTER")[n % 6]
+    sent = {"NOTIFY": {"severity": "info", "text": f"n{n}", "retry": 0},
+            "STATS": {"metrics": {"cpu": 1.5, "name": "x"}, "hostname": "h", "source": "agent"},
+            "HEARTBEAT": {"interval": 2.0},
+            "RESULT": {"command_id": f"s:{n}", "plugin": "load", "status": 1, "output": "W",
+                       "perfdata": [{"label": "l", "value": 0.5}], "started": T0 + n - 1,
+                       "duration": 0.25},
+            "HELLO": {"hostname": "h", "heartbeat": 2.0, "version": "1"},
+            "REGISTER": {"name": "agent", "hostname": "h",
+                         "plugins": [{"name": "load", "interval": 60}]}}[kind]
+    kept = {k: v for k, v in sent.items() if k not in ("retry", "heartbeat")}
+    if kind == "STATS":
+        kept["metrics"] = {"cpu": 1.5}
+    return kind, {**common, **sent}, {**common, **kept}
+
+
+def landing_line(n: int) -> str:
+    kind, body, _ = body_of(n)
+    return json.dumps({"msg": body, "type": kind, "uuid": "u1", "router": "r1",
+                       "received": T0 + n + 0.5}) + "\n"
+
+
+@pytest.mark.timeout(240)
+def test_a_point_older_than_the_landing_files_is_replayed_from_the_tables(spark, tmp_path):
+    """Compaction (processed: delete) took messages 0..59; 60..99 are in a landing file
+    still. A replay from message 20's time reads 20..59 from the tables (their bodies as
+    the tables keep them, ``received`` kept), then 60..99 from the landing file."""
+    from sinks.history.compact import compact
+    from sinks.history.config import HistorySettings
+    from sinks.history.follow import follow
+
+    def stamp(t):
+        return time.strftime("%Y%m%dT%H%M%S", time.gmtime(t))
+    lake = tmp_path / "lake"
+    (lake / "landing").mkdir(parents=True)
+    compacted = lake / "landing" / f"{stamp(T0)}-history_a-00000001.jsonl"
+    compacted.write_text("".join(landing_line(n) for n in range(60)))
+    compact(spark, HistorySettings(lake=str(lake), processed="delete"), out=lambda line: None)
+    assert not compacted.exists()
+    (lake / "landing" / f"{stamp(T0 + 60)}-history_a-00000002.jsonl.open").write_text(
+        "".join(landing_line(n) for n in range(60, 100)))
+    progress = []
+    events = list(follow(str(lake), T0 + 20.5, spark=spark, progress=progress.append))
+    assert [e.msg_id for e in events] == [f"m{n:04d}" for n in range(20, 100)]
+    assert [e.received for e in events] == [T0 + n + 0.5 for n in range(20, 100)]
+    assert [(e.type, e.body) for e in events] == [body_of(n)[::2] for n in range(20, 60)] + \
+        [body_of(n)[:2] for n in range(60, 100)]
+    assert progress == ["reading the history tables (Spark)..."]
+    # resumed from a msg_id the tables hold; a time past the compacted file: no Spark
+    assert [e.msg_id for e in follow(str(lake), "m0057", spark=spark)] == \
+        [f"m{n:04d}" for n in range(58, 100)]
+    assert [e.msg_id for e in follow(str(lake), T0 + 65, spark="never used")] == \
+        [f"m{n:04d}" for n in range(65, 100)]

@@ -285,7 +285,7 @@ class SinkLoop:
     def send_acks(self, batch: Batch) -> None:
         for (router, uuid), ids in batch.acks.items():
             sock = self.by_router.get(router)
-            if sock is None:
+            if sock is None or sock.closed:     # (a link dropped: its router left, SPEC 4.9)
                 self.counts["ack_unroutable"] += len(ids)
                 self.throttle.warning("ack_unroutable", "no control link to router %s: "
                                       "%d msg_ids not acked", router, len(ids))

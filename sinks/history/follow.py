@@ -113,55 +113,67 @@ def check_since(since) -> None:
 
 
 class LiveTail:
-    """A SUB on the routers' tails, owned by a thread that buffers what arrives."""
+    """A SUB on the routers' tails. Until :meth:`handover` a thread of its own owns the socket
+    and buffers what arrives (while the lake is read and replayed); then the caller's thread
+    reads it directly, so a reader slower than the traffic falls behind at the routers and is
+    told so (SEQ), as ``fleetwatch tail`` is, instead of growing a buffer."""
 
     def __init__(self, endpoints: list[str], topics: list[bytes], keys=None, ctx=None):
-        self.endpoints, self.topics, self.keys = endpoints, topics, keys
-        self.ctx = ctx or zmq.Context.instance()
+        self.sub = (ctx or zmq.Context.instance()).socket(zmq.SUB)
+        self.sub.linger = 0
+        if keys is not None:
+            keys.apply(self.sub)
+        for topic in topics:
+            self.sub.setsockopt(zmq.SUBSCRIBE, topic)
+        for endpoint in endpoints:
+            self.sub.connect(endpoint)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.bad = 0
         self.started = 0.0
-        self._stop, self._ready = threading.Event(), threading.Event()
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tail", daemon=True)
 
     def start(self, clock=time.monotonic) -> "LiveTail":
-        self._thread.start()
-        self._ready.wait(10)
         self.started = clock()
+        self._thread.start()
         return self
 
     def _run(self) -> None:
-        sub = self.ctx.socket(zmq.SUB)
-        sub.linger = 0
-        try:
-            if self.keys is not None:
-                self.keys.apply(sub)
-            for topic in self.topics:
-                sub.setsockopt(zmq.SUBSCRIBE, topic)
-            for endpoint in self.endpoints:
-                sub.connect(endpoint)
-            self._ready.set()
-            while not self._stop.is_set():
-                if not sub.poll(100):
-                    continue
-                try:
-                    self.queue.put(protocol.decode_tail(sub.recv_multipart()))
-                except ProtocolError:
-                    self.bad += 1
-        finally:
-            self._ready.set()
-            sub.close(0)
+        while not self._stop.is_set():
+            if self.sub.poll(100):
+                self._receive(self.queue.put)
 
-    def get(self, timeout: float) -> Relayed | None:
+    def _receive(self, put) -> None:
         try:
-            return self.queue.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            return None
+            put(protocol.decode_tail(self.sub.recv_multipart()))
+        except ProtocolError:
+            self.bad += 1
 
-    def stop(self) -> None:
+    def handover(self) -> None:
+        """Stop buffering: the caller's thread owns the socket from now on."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(2)
+            self._thread.join()
+
+    def buffered(self) -> list[Relayed]:
+        """What the thread buffered and nobody took yet."""
+        out = []
+        while True:
+            try:
+                out.append(self.queue.get_nowait())
+            except queue.Empty:
+                return out
+
+    def get(self, timeout: float) -> Relayed | None:
+        """The next message (after :meth:`handover`), waiting ``timeout`` seconds at most."""
+        got: list[Relayed] = self.buffered()[:1]
+        if not got and self.sub.poll(max(0.0, timeout) * 1000):
+            self._receive(got.append)
+        return got[0] if got else None
+
+    def close(self) -> None:
+        self.handover()
+        self.sub.close(0)
 
 
 class Follower:
@@ -205,7 +217,7 @@ class Follower:
                 yield from self._from_tail()
         finally:
             if self.live is not None:
-                self.live.stop()
+                self.live.close()
 
     def wanted(self, type_: str, uuid: str) -> bool:
         return (not self.types or type_ in self.types) and (not self.uuids or uuid in self.uuids)
@@ -216,20 +228,20 @@ class Follower:
         if at is not None:
             return Point(at)
         msg_id = str(self.since)
-        give_up = self.clock() + (self.find_wait if self.tail else 0.0)
-        tables_read = False
-        while True:
-            found = self.reader.find([msg_id]).get(msg_id)
-            if found is None and not tables_read and self.files.has_tables():
-                tables_read = True
-                from sinks.history import bodies
-                found = bodies.find(self._spark(), self.lake, msg_id)
-            if found is not None:
-                return Point(*order(found))
-            if self.clock() >= give_up:
-                raise NotFound(f"--since {msg_id[:80]!r}: neither a time nor a msg_id in the "
-                               f"history lake at {self.lake}")
-            self.sleep(0.1)
+        found = self.reader.find([msg_id]).get(msg_id)
+        if found is None and self.files.has_tables():
+            from sinks.history import bodies
+            found = bodies.find(self._spark(), self.lake, msg_id)
+        # one yielded live may be landing: the files written this last minute, as they grow
+        recent, give_up = Reader(self.files), self.clock() + (self.find_wait if self.tail else 0)
+        while found is None and self.clock() < give_up:
+            found = next((e for e in recent.read(self.now() - 60) if e.msg_id == msg_id), None)
+            if found is None:
+                self.sleep(0.1)
+        if found is None:
+            raise NotFound(f"--since {msg_id[:80]!r}: neither a time nor a msg_id in the "
+                           f"history lake at {self.lake}")
+        return Point(*order(found))
 
     def _spark(self):
         if self.spark is None:
@@ -302,6 +314,10 @@ class Follower:
                 continue        # its first copy came from the tables
             self._remember(event.msg_id)
             yield event
+        if self.live is None:
+            return
+        self.live.handover()
+        self._drain()
         # the buffer: what landed is yielded (or was before the point)
         for relayed in self.buffered:
             lost = self.gaps.seen(relayed)
@@ -337,11 +353,7 @@ class Follower:
             self._landed(point, landed, pairs)
 
     def _drain(self) -> None:
-        while True:
-            relayed = self.live.get(0)
-            if relayed is None:
-                return
-            self.buffered.append(relayed)
+        self.buffered += self.live.buffered()
 
     def _from_tail(self):
         while self.deadline is None or self.clock() < self.deadline:

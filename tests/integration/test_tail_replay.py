@@ -154,6 +154,23 @@ def test_the_generator_resumed_from_its_last_msg_id_misses_and_repeats_nothing(f
     assert len({e.msg_id for e in got}) == len(got)
 
 
+def test_a_lake_that_does_not_catch_up_is_named_not_waited_for_forever(fleet, tmp_path,
+                                                                       zctx):
+    """No history sink takes the router's messages: the live ones never land."""
+    from sinks.history.follow import LakeBehind, follow
+    router = fleet.router(sink_types=("history",))
+    lake = tmp_path / "lake"
+    (lake / "landing").mkdir(parents=True)
+    stream = Stream(zctx, router)
+    events = follow(str(lake), "1m", tail=[router["endpoints"]["tail"]], catch_up=2.0)
+    try:
+        with pytest.raises(LakeBehind, match="not caught up with router router-1 after 2s"):
+            next(events)
+    finally:
+        stream.stop()
+    assert stream.sent > 0
+
+
 def test_tail_since_bad_input_is_one_line(fleet, tmp_path):
     router, lake, config = start(fleet, tmp_path)
     zctx = zmq.Context()

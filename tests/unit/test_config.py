@@ -484,3 +484,24 @@ def test_cli_main_in_process_with_a_stand_in(tmp_path, monkeypatch, capsys):
     assert err.splitlines() == [
         f"fleetwatch router: {path}: routes.NOTIFY: sink type 'pager' has no endpoint "
         f"in bind.sinks"]
+
+
+@pytest.mark.parametrize("text, key, phrase", [
+    ("mesh: {interval: 0}\n", "mesh.interval", "0.05 to 60 seconds"),
+    ("mesh: {expire_intervals: 1}\n", "mesh.expire_intervals", "2 to 1000"),
+    ("mesh: {fanout: 0}\n", "mesh.fanout", "1 to 64"),
+    ("mesh: {seeds: [router-2:5556]}\n", "mesh.seeds[0]", "a control endpoint"),
+    ("mesh: {seeds: tcp://r2:5556}\n", "mesh.seeds", "expected a list"),
+    ("mesh: {seed: [tcp://r2:5556]}\n", "mesh.seed", "unknown setting"),
+    ("mesh: {seeds: [tcp://r2:5556]}\nsecurity: {curve: true, server_key: k, agent_keys: a, "
+     "backend_keys: b}\n", "security.routers", "required with curve when mesh.seeds"),
+])
+def test_router_mesh_settings_are_checked(tmp_path, text, key, phrase):
+    path = write(tmp_path, text)
+    assert_names(config_error(RouterConfig, path), path, key, phrase)
+
+
+def test_router_mesh_defaults():
+    mesh = RouterConfig().mesh
+    assert (mesh.seeds, mesh.interval, mesh.expire_intervals, mesh.fanout, mesh.key) == \
+        ([], 1.0, 5, 3, "")

@@ -189,11 +189,11 @@ def replay(config: OperatorConfig, endpoints: list[str], uuids: list[str],
 
     def stderr(text: str) -> None:
         print(f"fleetwatch tail: {text}", file=sys.stderr, flush=True)
-    lost: list = []
 
     def on_lost(what) -> None:
-        stderr(lost_line(what).removeprefix("fleetwatch tail: "))
-        lost.append(what)
+        print(lost_line(what), file=sys.stderr, flush=True)
+        if args.strict:
+            raise Strict
     deadline = clock() + args.timeout if args.timeout > 0 else None
     follower = Follower(config.history, args.since, args.type, uuids, endpoints, keys,
                         catch_up=CATCH_UP, progress=stderr, on_lost=on_lost,
@@ -202,9 +202,6 @@ def replay(config: OperatorConfig, endpoints: list[str], uuids: list[str],
     events = follower.events()
     try:
         for event in events:
-            if lost and args.strict:
-                status = EX_LOST
-                break
             relayed = Relayed(event.uuid, event.router, protocol.Message(event.type, event.body))
             print(line(relayed, hostnames, args.json, {"received": iso(event.received)}),
                   flush=True)
@@ -220,18 +217,32 @@ def replay(config: OperatorConfig, endpoints: list[str], uuids: list[str],
     except (MissingDependency, JavaMissing) as e:
         stderr(f"the lake's tables must be read: {e}")
         return EX_UNAVAILABLE
+    except Strict:
+        status = EX_LOST
     except KeyboardInterrupt:
         pass
     finally:
         events.close()
-    live = follower.live
-    if live is not None and live.bad:
-        stderr(f"{live.bad} undecodable messages skipped")
     if follower.reader.bad:
-        stderr(f"{follower.reader.bad} landing lines skipped (cut short or not a message)")
-    if follower.gaps.lost:
-        stderr(f"{follower.gaps.lost} messages lost in all")
+        stderr(f"{follower.reader.bad} landing lines skipped (not a message the lake keeps)")
+    tell_end(follower.live.bad if follower.live is not None else 0, follower.gaps)
     return status
+
+
+class Strict(Exception):
+    """``--strict``: a message was lost on the live part."""
+
+
+def tell_end(bad: int, gaps: Gaps) -> None:
+    """What ``tail`` says on stderr at its end: undecodable messages, losses."""
+    if bad:
+        print(f"fleetwatch tail: {bad} undecodable messages skipped", file=sys.stderr)
+    if gaps.lost:
+        print(f"fleetwatch tail: {gaps.lost} messages lost in all", file=sys.stderr)
+    if gaps.unnumbered:
+        print(f"fleetwatch tail: {gaps.unnumbered} messages came from routers that do not "
+              f"number their tail (older than fleetwatch's tail sequence numbers): what "
+              f"they lost cannot be told", file=sys.stderr)
 
 
 def follow(endpoints: list[str], types: list[str], uuids: list[str],
@@ -277,12 +288,5 @@ def follow(endpoints: list[str], types: list[str], uuids: list[str],
         pass
     finally:
         sub.close(0)
-    if bad:
-        print(f"fleetwatch tail: {bad} undecodable messages skipped", file=sys.stderr)
-    if gaps.lost:
-        print(f"fleetwatch tail: {gaps.lost} messages lost in all", file=sys.stderr)
-    if gaps.unnumbered:
-        print(f"fleetwatch tail: {gaps.unnumbered} messages came from routers that do not "
-              f"number their tail (older than fleetwatch's tail sequence numbers): what "
-              f"they lost cannot be told", file=sys.stderr)
+    tell_end(bad, gaps)
     return status

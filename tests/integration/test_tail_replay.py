@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import zmq
 
+from fleetwatch import protocol
 from fleetwatch.display import iso
 from support.fleet import landed, wait_for
 from support.routerclients import FakeAgent
@@ -260,3 +261,47 @@ def test_a_point_older_than_the_landing_files_is_replayed_from_the_tables(spark,
         [f"m{n:04d}" for n in range(58, 100)]
     assert [e.msg_id for e in follow(str(lake), T0 + 65, spark="never used")] == \
         [f"m{n:04d}" for n in range(65, 100)]
+
+
+def test_tail_since_strict_stops_at_the_first_live_loss(fleet, tmp_path):
+    """A fake router's tail skips SEQ 9 and 10 after two messages that landed: ``tail
+    --since --strict`` prints what the lake holds and the live part up to the gap, then
+    exits 75 naming the router."""
+    from support.fakerouter import BackendFacingRouter, tailed
+    agent = "a" * 32
+    fake = BackendFacingRouter("fake-1", agents=[])
+    lake = tmp_path / "lake"
+    (lake / "landing").mkdir(parents=True)
+    path = lake / "landing" / f"{time.strftime('%Y%m%dT%H%M%S')}-h-00000001.jsonl.open"
+
+    def land(msg):
+        with open(path, "a") as f:
+            f.write(json.dumps({"msg": msg.body, "type": msg.type, "uuid": agent,
+                                "router": "fake-1", "received": time.time()}) + "\n")
+    old, _ = tailed("NOTIFY", agent, severity="info", text="old")
+    land(old)
+    config = fleet.write("fleetwatch.yaml", {
+        "routers": [fake.control_endpoint], "state_url": fleet.state_url, "timeout": 1.0,
+        "history": {"lake": str(lake)}})
+    result = []
+    runner = threading.Thread(target=lambda: result.append(fleet.cli(
+        "tail", "--config", str(config), "--since", "1h", "--type", "NOTIFY", "--strict",
+        "--timeout", "30", check=False, timeout=40)))
+    runner.start()
+    try:
+        fake.xpub.rcvtimeo = 15000
+        assert fake.xpub.recv() == b"\x01" + b"NOTIFY/"
+        for n, text in ((7, "first"), (8, "second"), (11, "after a gap")):
+            msg, frames = tailed("NOTIFY", agent, severity="info", text=text)
+            fake.xpub.send_multipart(frames + [protocol.TAIL_SEQ.pack(n, n - 6)])
+            if n < 11:
+                land(msg)
+    finally:
+        runner.join(45)
+        fake.close()
+    res = result[0]
+    assert res.returncode == 75, res.stderr
+    assert [ln.split()[-1] for ln in res.stdout.splitlines()] == \
+        ['{"severity":"info","text":"old"}', '{"severity":"info","text":"first"}',
+         '{"severity":"info","text":"second"}']
+    assert "fleetwatch tail: lost 2 NOTIFY messages from router fake-1" in res.stderr

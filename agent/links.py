@@ -149,11 +149,14 @@ class Links:
 
     def unlisted(self) -> list[Link]:
         """The learned links whose endpoint no alive link's newest WELCOME names (SPEC
-        4.9): the routers that left the live set. None while no alive link has told any."""
-        told = [link.told for link in self.links.values() if link.alive and link.told is not None]
+        4.9): the routers that left the live set. None while no alive link has told any.
+        An alive link is named by itself (a router answers there, whatever endpoint it
+        advertises: a configured ``peers`` entry may be an alias of it)."""
+        alive = [link for link in self.links.values() if link.alive]
+        told = [link.told for link in alive if link.told is not None]
         if not told:
             return []
-        named = set().union(*told)
+        named = set().union(*told) | {link.endpoint for link in alive}
         return [link for link in self.links.values() if link.learned and link.endpoint not in named]
 
     @staticmethod

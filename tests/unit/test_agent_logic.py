@@ -385,7 +385,8 @@ def test_links_learned_from_welcome_are_capped():
 
 def test_links_drop_learned_routers_no_alive_router_names():
     """SPEC 4.9: a learned link that the newest WELCOME of every alive link leaves out is
-    unlisted (to be dropped); configured ones never; nothing while no alive link told."""
+    unlisted (to be dropped), unless it is alive itself; configured ones never; nothing
+    while no alive link told."""
     links = Links(["tcp://a:1"], lambda e, learned: Link(e, 1.0, learned=learned))
     b, c = links.learn(["tcp://a:1", "tcp://b:1", "tcp://c:1"])
     assert links.unlisted() == []
@@ -394,13 +395,17 @@ def test_links_drop_learned_routers_no_alive_router_names():
         link.opened(0)
         link.welcomed(0, f"r{i}")
     a.told = ["tcp://a:1", "tcp://b:1"]
+    c.told = ["tcp://c.alias:1"]
+    assert links.unlisted() == []               # c answers: kept, whatever it names
+    c.closed(1)                                 # c is dead: a's list decides
     assert links.unlisted() == [c]
-    c.told = ["tcp://c:1"]                      # alive, c names itself: kept
+    b.told = ["tcp://b:1", "tcp://c:1"]         # b still names it: kept
     assert links.unlisted() == []
-    c.closed(1)                                 # c is dead: a's and b's lists decide
     b.told = ["tcp://b:1"]
-    assert links.unlisted() == [c]
     a.told = ["tcp://b:1"]                      # the configured link is never unlisted
     assert links.unlisted() == [c]
+    for link in (a, b):
+        link.closed(1)
+    assert links.unlisted() == []               # nobody alive tells: nothing is dropped
     links.forget(c)
     assert links.learn(["tcp://c:1"])[0].endpoint == "tcp://c:1"     # named again: back

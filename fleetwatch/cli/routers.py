@@ -45,7 +45,8 @@ def add_arguments(parser) -> None:
 
 
 def gather(endpoints: list[str], timeout: float, keys=None, ask=ask_all) -> list[Answer]:
-    """MEMBERS of every endpoint, and of the control endpoints the answers name."""
+    """MEMBERS of every endpoint, and of the control endpoints the answers name for
+    routers that have not answered yet."""
     answers: list[Answer] = []
     asked: set[str] = set()
     todo = list(dict.fromkeys(endpoints))
@@ -54,7 +55,9 @@ def gather(endpoints: list[str], timeout: float, keys=None, ask=ask_all) -> list
             break
         asked.update(todo)
         answers += ask(todo, ("MEMBERS",), timeout, keys=keys)
-        named = [e["endpoints"]["control"] for a in answers for e in _entries(a)]
+        answered = {a.router_id for a in answers if a.get("MEMBERS") is not None}
+        named = [e["endpoints"]["control"] for a in answers for e in _entries(a)
+                 if e["id"] not in answered]        # (one that answered at another endpoint)
         todo = [e for e in dict.fromkeys(named) if e not in asked]
     return answers
 

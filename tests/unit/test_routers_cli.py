@@ -70,3 +70,16 @@ def test_gather_follows_the_routers_named_live_or_dead():
     got = cli.gather(["tcp://r1:2"], 1.0, ask=ask)
     assert asked == [["tcp://r1:2"], ["tcp://r2:2", "tcp://r3:2"]]
     assert [a.endpoint for a in got] == ["tcp://r1:2", "tcp://r2:2", "tcp://r3:2"]
+
+
+def test_gather_asks_a_router_that_answered_once_only():
+    """A configured endpoint that is not the one a router advertises (an address, an alias)
+    is not asked again under its advertised name."""
+    asked = []
+
+    def ask(endpoints, types, timeout, keys=None):
+        asked.append(list(endpoints))
+        return [answer("r1", ["r1"]) if e == "tcp://10.0.0.1:2" else silent("x")
+                for e in endpoints]
+    got = cli.gather(["tcp://10.0.0.1:2"], 1.0, ask=ask)
+    assert asked == [["tcp://10.0.0.1:2"]] and len(got) == 1

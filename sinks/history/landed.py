@@ -246,11 +246,16 @@ class Reader:
 
     def find(self, msg_ids, paths: list[str] | None = None) -> dict[str, Event]:
         """The first landed copy of each of ``msg_ids`` found in ``paths`` (default: every
-        present file), each file read whole."""
+        present file), each file read whole, the newest first: the search ends once each
+        has a copy that is no resend (its first send)."""
         wanted = set(msg_ids)
         needles = {json.dumps(m).encode(): m for m in wanted}
         found: dict[str, Event] = {}
-        for path in self.files.to_read(-math.inf) if paths is None else paths:
+        paths = self.files.to_read(-math.inf) if paths is None else paths
+        for path in sorted(paths, key=os.path.basename, reverse=True):
+            if found and len(found) == len(wanted) and \
+                    not any(resent(e) for e in found.values()):
+                break
             try:
                 with open(path, "rb") as f:
                     data = f.read()

@@ -223,8 +223,8 @@ def replay(config: OperatorConfig, endpoints: list[str], uuids: list[str],
         pass
     finally:
         events.close()
-    if follower.reader.bad:
-        stderr(f"{follower.reader.bad} landing lines skipped (not a message the lake keeps)")
+    if follower.bad[0]:
+        stderr(f"{follower.bad[0]} landing lines skipped (not a message the lake keeps)")
     tell_end(follower.live.bad if follower.live is not None else 0, follower.gaps)
     return status
 

@@ -54,12 +54,16 @@ from fleetwatch import protocol
 from fleetwatch.protocol import ProtocolError, Relayed
 from fleetwatch.tailgaps import Gaps
 from sinks.history.instants import epoch
-from sinks.history.landed import (LANDED_TYPES, Event, Files, Reader, first_copy, order,
-                                  resent)
+from sinks.history.landed import (END_SLACK, LANDED_TYPES, Event, Files, Reader, file_name,
+                                  order, resends, same_copy, stream, window)
 from sinks.history.landing import SYNC_SECONDS
 
-#: msg_ids remembered after the seam to drop a message relayed twice (by two routers)
+#: msg_ids remembered to drop a copy near another (relayed twice near the seam, a line
+#: landed twice without being marked a resend)
 RECENT = 100_000
+#: the lines that may have landed since the subscription: from this long before it (the
+#: sinks' clocks may be that much behind this one's)
+SEAM_SLACK = 5.0
 
 
 class NotFound(LookupError):
@@ -197,6 +201,8 @@ class Follower:
         self.deadline, self.clock, self.now, self.sleep = deadline, clock, now, sleep
         self.files = Files(self.lake)
         self.reader = Reader(self.files)
+        #: landing lines skipped (not a message the lake keeps)
+        self.bad = [0]
         self.gaps = Gaps(by_sender=bool(self.uuids))
         self.live: LiveTail | None = None
         #: live messages that arrived while the lake was read
@@ -264,78 +270,87 @@ class Follower:
             return iter(())
         return bodies.events(df, lambda n: self.progress(f"{n} messages read from the tables"))
 
-    def _landed(self, point: Point, landed: dict[str, Event], pairs: set) -> None:
-        """Read what landed since the last read into ``landed`` (msg_id -> first copy)
-        and ``pairs`` ((msg_id, router) of every copy)."""
-        read = self.reader.read(point.at)
-        # a resend whose first copy is in a file read earlier, or in one skipped for the point
-        doubt = {e.msg_id for e in read if resent(e) and e.msg_id not in landed}
-        if doubt:
-            read += self.reader.find(doubt, self.reader.skipped(point.at)).values()
-        for event in read:
-            pairs.add((event.msg_id, event.router))
-            known = landed.get(event.msg_id)
-            if known is None or first_copy(event, known):
-                landed[event.msg_id] = event
-
-    def _behind(self, buffered: list[Relayed], pairs: set) -> list[str]:
+    def _behind(self, pairs: set) -> list[str]:
         """The routers the lake has not caught up with (none: caught up)."""
         routers: dict[str, bool] = {}
-        for r in buffered:
+        for r in self.buffered:
             if r.message.type in LANDED_TYPES:
                 routers[r.router] = routers.get(r.router, False) or (
                     (r.message.msg_id, r.router) in pairs)
         return sorted(router for router, landed in routers.items() if not landed)
 
     def _from_lake(self, point: Point):
+        followed, since_subscribed = None, math.inf
         if self.tail:
             self.live = LiveTail(self.tail, self._topics(), self.keys).start(self.clock)
+            since_subscribed = self.now() - SEAM_SLACK
         tables = self._tables(point)
-        landed: dict[str, Event] = {}
-        pairs: set = set()
-        self._landed(point, landed, pairs)
+        #: msg_ids landed since the subscription, up to the seam (the live tail has them too)
+        seam_ids: set[str] = set()
         if self.live is not None:
-            self._wait_for_lake(point, landed, pairs)
+            followed = Reader(self.files)
+            self._wait_for_lake(followed, since_subscribed, seam_ids)
+        parts = window(self.files, point.at, followed, since_subscribed)
+        doubt = resends(self.files, parts)          # their first copies, wherever they are
+        firsts = self.reader.find(doubt) if doubt else {}
+        landing_from = min((f.start for f in map(file_name, map(os.path.basename,
+                           (p.path for p in parts))) if f is not None), default=-math.inf)
         taken: set[str] = set()
 
         def from_tables():
             for event in tables:
-                first = landed.get(event.msg_id)
+                first = firsts.get(event.msg_id)
                 if first is not None and order(first) <= order(event):
                     continue
                 if point.passed(event) and self.wanted(event.type, event.uuid):
-                    taken.add(event.msg_id)
+                    if order(event)[0] >= landing_from - END_SLACK:
+                        taken.add(event.msg_id)     # a copy may be in a landing file too
                     yield event
 
-        mine = sorted((e for e in landed.values()
-                       if point.passed(e) and self.wanted(e.type, e.uuid)), key=order)
-        for event in heapq.merge(from_tables(), mine, key=order):
-            if landed.get(event.msg_id) is event and event.msg_id in taken:
-                continue        # its first copy came from the tables
+        def from_landing():
+            for event in stream(self.files, parts, self.bad):
+                first = firsts.get(event.msg_id)
+                if first is not None and not same_copy(first, event):
+                    continue
+                if event.msg_id in taken or event.msg_id in self.recent:
+                    continue                        # a copy came from the tables, or lately
+                if point.passed(event) and self.wanted(event.type, event.uuid):
+                    yield event
+
+        for event in heapq.merge(from_tables(), from_landing(), key=order):
             self._remember(event.msg_id)
             yield event
         if self.live is None:
             return
         self.live.handover()
         self._drain()
-        # the buffer: what landed is yielded (or was before the point)
+        # the buffer: what landed up to the seam was yielded (or was before the point)
         for relayed in self.buffered:
             lost = self.gaps.seen(relayed)
             if lost is not None:
                 self.on_lost(lost)
-            if relayed.message.msg_id in landed or relayed.message.msg_id in self.recent:
+            msg_id = relayed.message.msg_id
+            if msg_id in seam_ids or msg_id in self.recent:
                 continue
             if self.wanted(relayed.message.type, relayed.uuid):
-                self._remember(relayed.message.msg_id)
+                self._remember(msg_id)
                 yield live_event(relayed)
         self.buffered = []
 
-    def _wait_for_lake(self, point: Point, landed: dict, pairs: set) -> None:
-        waited_from = self.clock()
-        caught = None
+    def _wait_for_lake(self, followed: Reader, since: float, seam_ids: set) -> None:
+        """Read the files written since the subscription until the lake has caught up
+        with the live tail (module docstring); ``seam_ids`` gets what they hold."""
+        pairs: set = set()
+
+        def read():
+            for event in followed.read(since):
+                seam_ids.add(event.msg_id)
+                pairs.add((event.msg_id, event.router))
+        waited_from, caught = self.clock(), None
+        read()
         while True:
             self._drain()
-            behind = self._behind(self.buffered, pairs)
+            behind = self._behind(pairs)
             if behind:
                 caught = None
             elif caught is None:
@@ -343,14 +358,14 @@ class Follower:
             settled = caught is not None and \
                 self.clock() >= max(caught, self.live.started) + self.settle
             if settled:
-                self._landed(point, landed, pairs)      # the lines of the last moment
+                read()                                  # the lines of the last moment
                 return
             if self.clock() - waited_from > self.catch_up:
                 raise LakeBehind(behind or ["(none seen)"], self.clock() - waited_from)
             if self.deadline is not None and self.clock() >= self.deadline:
                 return
             self.sleep(0.05)
-            self._landed(point, landed, pairs)
+            read()
 
     def _drain(self) -> None:
         self.buffered += self.live.buffered()

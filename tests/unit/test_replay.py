@@ -54,7 +54,8 @@ def lake(tmp_path) -> Path:
     landing_file(lake, f"{stamp(T0)}-history_a-00000001.jsonl",
                  [line(n, T0 + n + 0.5) for n in range(0, 10)], done=True)
     landing_file(lake, f"{stamp(T0 + 10)}-history_a-00000002.jsonl",
-                 [line(n, T0 + n + 0.5) for n in range(10, 20)] + [line(12, T0 + 19.7)])
+                 [line(n, T0 + n + 0.5) for n in range(10, 20)]
+                 + [line(12, T0 + 19.7, dup=True, retry=1)])
     open_file = landing_file(lake, f"{stamp(T0 + 20)}-history_b-00000003.jsonl.open",
                              [line(n, T0 + n + 0.5, "r2") for n in range(20, 30)]
                              + [line(n, T0 + 29.9, "r2", dup=True, retry=1)
@@ -138,7 +139,7 @@ def test_bad_lines_are_skipped_and_counted(tmp_path):
         json.dumps(no_id) + "\n", "[1]\n", line(1, T0 + 2)])
     follower = Follower(str(lake), T0)
     assert ids(follower.events()) == ["m0001"]
-    assert follower.reader.bad == 5
+    assert follower.bad == [5]
     assert parse(b'{"type":"NOTIFY"}') is None
 
 
@@ -203,11 +204,14 @@ def test_point_order():
     assert not Point(T0, 2.0, "a").passed(e)
 
 
-def test_synthetic_landing_files_replay_in_order(tmp_path):
+def test_synthetic_landing_files_of_three_sinks_replay_merged_in_order(tmp_path):
     lake = tmp_path / "lake"
-    synth.write_files(str(lake / "landing"), 300, files=3, hosts=4)
+    for sink in range(3):           # each sink's lines over the same day
+        synth.write_files(str(lake / "landing"), 100, name=f"sink{sink}", first=100 * sink,
+                          hosts=4, seed=sink)
     events = list(follow(str(lake), 0))
     assert len(events) == 300 and events == sorted(events, key=order)
+    assert {e.router for e in events} == {"r0", "r1"}
 
 
 def test_replay_imports_no_spark():

@@ -12,8 +12,11 @@ ts (one agent's messages in one batch of the sink), then msg_id.
 their last complete line, ``landing/done/``) are read without Spark; the tables only when
 messages landed since the point may be in them alone
 (:meth:`sinks.history.landed.Files.needs_tables`), through PySpark
-(:mod:`sinks.history.bodies`), which is imported then only. A message in two files, in a table
-and a file, or relayed by two routers, is yielded once (its first landed copy).
+(:mod:`sinks.history.bodies`), which is imported then only. Both are streamed, not held
+(:mod:`sinks.history.parts`): what a replay holds is the ids landed since its subscription and
+the last 100,000 it yielded. A message in two files, in a table and a file, or relayed by two
+routers (a resend, marked ``dup``) is yielded once, at its first landed copy; a line landed
+twice unmarked (a landing file put back by hand) once when the copies are near each other.
 
 **The seam.** :class:`Follower` subscribes to the tails first (the filters' subscriptions) and a
 thread buffers what arrives; then it reads the lake. The lake has caught up with the tail when,
@@ -42,21 +45,19 @@ from __future__ import annotations
 import heapq
 import math
 import os
-import queue
-import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-import zmq
-
 from fleetwatch import protocol
-from fleetwatch.protocol import ProtocolError, Relayed
+from fleetwatch.protocol import Relayed
 from fleetwatch.tailgaps import Gaps
 from sinks.history.instants import epoch
 from sinks.history.landed import (END_SLACK, LANDED_TYPES, Event, Files, Reader, file_name,
-                                  order, resends, same_copy, stream, window)
+                                  order, same_copy)
 from sinks.history.landing import SYNC_SECONDS
+from sinks.history.livetail import LiveTail
+from sinks.history.parts import resends, stream, window
 
 #: msg_ids remembered to drop a copy near another (relayed twice near the seam, a line
 #: landed twice without being marked a resend)
@@ -114,70 +115,6 @@ def check_since(since) -> None:
                                        and not any(c.isspace() for c in text)):
         raise ValueError(f"--since {text[:80]!r}: neither a time (epoch seconds, ISO 8601 "
                          f"like 2026-11-20T10:00Z, or a duration back like 15m) nor a msg_id")
-
-
-class LiveTail:
-    """A SUB on the routers' tails. Until :meth:`handover` a thread of its own owns the socket
-    and buffers what arrives (while the lake is read and replayed); then the caller's thread
-    reads it directly, so a reader slower than the traffic falls behind at the routers and is
-    told so (SEQ), as ``fleetwatch tail`` is, instead of growing a buffer."""
-
-    def __init__(self, endpoints: list[str], topics: list[bytes], keys=None, ctx=None):
-        self.sub = (ctx or zmq.Context.instance()).socket(zmq.SUB)
-        self.sub.linger = 0
-        if keys is not None:
-            keys.apply(self.sub)
-        for topic in topics:
-            self.sub.setsockopt(zmq.SUBSCRIBE, topic)
-        for endpoint in endpoints:
-            self.sub.connect(endpoint)
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.bad = 0
-        self.started = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tail", daemon=True)
-
-    def start(self, clock=time.monotonic) -> "LiveTail":
-        self.started = clock()
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            if self.sub.poll(100):
-                self._receive(self.queue.put)
-
-    def _receive(self, put) -> None:
-        try:
-            put(protocol.decode_tail(self.sub.recv_multipart()))
-        except ProtocolError:
-            self.bad += 1
-
-    def handover(self) -> None:
-        """Stop buffering: the caller's thread owns the socket from now on."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
-
-    def buffered(self) -> list[Relayed]:
-        """What the thread buffered and nobody took yet."""
-        out = []
-        while True:
-            try:
-                out.append(self.queue.get_nowait())
-            except queue.Empty:
-                return out
-
-    def get(self, timeout: float) -> Relayed | None:
-        """The next message (after :meth:`handover`), waiting ``timeout`` seconds at most."""
-        got: list[Relayed] = self.buffered()[:1]
-        if not got and self.sub.poll(max(0.0, timeout) * 1000):
-            self._receive(got.append)
-        return got[0] if got else None
-
-    def close(self) -> None:
-        self.handover()
-        self.sub.close(0)
 
 
 class Follower:

@@ -10,6 +10,7 @@ from fleetwatch.config import setting
 from fleetwatch.protocol import ACK_OWNERS, ACKING_SINKS
 from fleetwatch.security import ClientSecurity
 
+from agent.links import MAX_LINKS
 from agent.plugins_config import PluginsConfig, command_problem, local_command_problem
 
 _ENDPOINT = re.compile(r"^(tcp://[^\s:]+:\d+|(ipc|inproc)://\S+)$")
@@ -116,6 +117,12 @@ class AgentConfig:
     deregister_timeout: float = setting(
         10.0, "seconds a deregistration waits for its ACKs (at stop, or fleetwatch agent "
               "--deregister)")
+    routers_k: int = setting(
+        3, "routers of a mesh the agent attaches to (SPEC 4.9): the k of the live set that "
+           "rendezvous hashing of its uuid ranks first (all of them when fewer are live); "
+           "`routers` are then seeds, closed once a chosen router is alive and used again "
+           "when none is. 0: every router named (as with routers older than meshes, which "
+           "the agent always links to all)")
     heartbeat_interval: float = setting(2.0, "seconds between heartbeats to each router")
     liveness: int = setting(3, "heartbeat intervals of silence before a router is dropped")
     reconnect_min: float = setting(0.5, "first reconnect delay to a dropped router (seconds)")
@@ -148,6 +155,8 @@ class AgentConfig:
                 raise ValueError(f"{name}: expected a positive number of seconds")
         if self.liveness < 1:
             raise ValueError("liveness: expected at least 1")
+        if not 0 <= self.routers_k <= MAX_LINKS:
+            raise ValueError(f"routers_k: expected 0 (every router) to {MAX_LINKS}")
         if len(self.parents) > MAX_PARENTS:
             raise ValueError(f"parents: expected at most {MAX_PARENTS}")
         for parent in self.parents:

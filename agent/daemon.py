@@ -86,12 +86,14 @@ class Agent:
         self.runs = Runs(self.runner, self.workers, self.declared, self.links, self.outbox)
         self.routers = Routers(uuid, hostname, self.instance, cfg.heartbeat_interval,
                                self.links, self.sockets, self.outbox, self.declared,
-                               self.counters, self.runs.submit, clock, wall)
+                               self.counters, self.runs.submit, clock, wall,
+                               k=cfg.routers_k)
         self.routers.parents = tuple(cfg.parents)
         self.routers.ephemeral = cfg.ephemeral
         self.reception = Reception(uuid, self.intake, self.declared, self.outbox, clock)
         self.selfstats = selfstats.SelfStats(self.counters, spool, self.links, self.intake,
-                                             collectors, self.runner, clock, self.started)
+                                             collectors, self.runner, clock, self.started,
+                                             self.routers.attach)
         self.wakeup = Wakeup()
         self._stop = False
         #: SIGHUP re-reads ``config_path`` (agent/reload.py says what changes live)

@@ -9,9 +9,10 @@ close the socket, and the reconnect delay starts at ``reconnect_min``, doubles u
 :class:`Links` is the set of endpoints: configured ones, and routers learned from WELCOME.
 A learned one that the newest WELCOME of every alive link leaves out (the router left the
 routers' live set, SPEC 4.9) is dropped: :meth:`Links.unlisted`; configured ones stay.
-Which of the named routers to link to is :meth:`Links.wanted` (every one today; choosing
-``k`` of them by rendezvous hashing belongs there).
-Traffic goes round-robin through alive links. :class:`Sockets` is the thin zmq adapter.
+Which of the named routers to link to is :mod:`agent.attach`'s choice (``k`` of a mesh's
+live set by rendezvous hashing); a configured link it does not choose is *parked*: closed,
+not reconnected until unparked. Traffic goes round-robin through alive links.
+:class:`Sockets` is the thin zmq adapter.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ class Link:
         self.connects = 0
         #: the ``routers`` of this router's newest WELCOME (None before one)
         self.told: list[str] | None = None
+        #: its newest WELCOME's ``members`` as agents endpoint -> router id (None: a WELCOME
+        #: without ``members``, from a router older than meshes, or none yet)
+        self.members: dict[str, str] | None = None
+        #: a configured router not chosen (agent.attach): closed, not reconnected
+        self.parked = False
 
     def __repr__(self) -> str:
         return f"Link({self.endpoint!r}, {self.state})"
@@ -97,7 +103,18 @@ class Link:
         return delay
 
     def reconnect_due(self, now: float) -> bool:
-        return self.state == DEAD and now >= self.reconnect_at
+        return self.state == DEAD and not self.parked and now >= self.reconnect_at
+
+    def park(self) -> None:
+        """Not chosen (its socket is closed by the caller): no reconnecting until
+        :meth:`unpark`. What it told is forgotten with the connection."""
+        self.state, self.parked = DEAD, True
+        self.told = self.members = None
+
+    def unpark(self, now: float) -> None:
+        """Wanted again: connect at once."""
+        self.parked = False
+        self.reconnect_at, self.backoff = now, self.reconnect_min
 
     def heartbeat_due(self, now: float) -> bool:
         """True (and the next heartbeat scheduled) when a HEARTBEAT should be sent now."""
@@ -109,7 +126,7 @@ class Link:
     def deadline(self) -> float:
         """The next time this link needs attention."""
         if self.state == DEAD:
-            return self.reconnect_at
+            return float("inf") if self.parked else self.reconnect_at
         expiry = self.last_heard + self.liveness * self.interval
         return min(expiry, self.next_heartbeat) if self.state == ALIVE else expiry
 
@@ -159,19 +176,13 @@ class Links:
         named = set().union(*told) | {link.endpoint for link in alive}
         return [link for link in self.links.values() if link.learned and link.endpoint not in named]
 
-    @staticmethod
-    def wanted(endpoints: list[str]) -> list[str]:
-        """The named routers this agent links to: all of them (the place to choose ``k`` of
-        them, by rendezvous hashing on the uuid, when a fleet outgrows one link each)."""
-        return endpoints
-
     def alive(self) -> list[Link]:
         return [link for link in self.links.values() if link.alive]
 
     def learn(self, endpoints) -> list[Link]:
         """Routers named in a WELCOME: the new ones become links (returned)."""
         new = []
-        for endpoint in self.wanted(list(endpoints or ())):
+        for endpoint in list(endpoints or ()):
             if not isinstance(endpoint, str) or not endpoint or endpoint in self.links \
                     or endpoint in self.ignored:
                 continue

@@ -9,8 +9,9 @@ counted and dropped) and dispatched: ACK to the :class:`agent.outbox.Outbox`, WE
 the routers named (an endpoint that turns out to be an alias of a linked router is dropped,
 and so is a learned router that no alive router's newest WELCOME names any more: it left
 the live set, SPEC 4.9; routers of a mesh send WELCOME again when their live set changes),
-ERROR 401 sends HELLO again, RUN goes to ``on_run``. With CURVE, a refused handshake is
-counted and logged (libzmq retries it).
+ERROR 401 sends HELLO again, RUN goes to ``on_run``. Which routers the agent keeps links to
+is :mod:`agent.attach`'s choice (``k`` of a mesh's live set), made again at each WELCOME and
+each link lost. With CURVE, a refused handshake is counted and logged (libzmq retries it).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from fleetwatch import protocol
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import ACK_OWNERS
 
+from agent.attach import PARKED, UNCHOSEN, Attach
 from agent.links import Link, Links, Sockets
 from agent.outbox import Outbox
 
@@ -50,8 +52,10 @@ class Routers:
 
     def __init__(self, uuid: str, hostname: str, instance: str, heartbeat: float,
                  links: Links, sockets: Sockets, outbox: Outbox, declared,
-                 counters: collections.Counter, on_run, clock, wall):
+                 counters: collections.Counter, on_run, clock, wall, k: int = 0):
         self.uuid, self.hostname, self.instance = uuid, hostname, instance
+        #: which routers to keep links to: ``k`` of a mesh's live set (0: every one named)
+        self.attach = Attach(links, uuid, k)
         self.heartbeat = heartbeat
         self.links, self.sockets, self.outbox, self.declared = links, sockets, outbox, declared
         self.counters = counters
@@ -71,6 +75,8 @@ class Routers:
 
     def timers(self, now: float) -> None:
         for link in self.links:
+            if self.links.links.get(link.endpoint) is not link:
+                continue                        # forgotten meanwhile (agent.attach)
             if link.reconnect_due(now):
                 self._connect(link, now)
             elif link.expired(now):
@@ -79,7 +85,7 @@ class Routers:
                 log.warning("router %s silent for %d intervals, reconnecting in %.2fs",
                             link.endpoint, link.liveness, delay)
                 self.counters["agent.routers.expired"] += 1
-                self._drop_unlisted()
+                self._arrange(now)
             elif link.heartbeat_due(now):
                 self.outbox.send(link, protocol.make("HEARTBEAT", self.uuid, clock=self.wall,
                                                      interval=self.heartbeat))
@@ -172,15 +178,34 @@ class Routers:
             return
         routers = [r for r in msg.get("routers") or () if isinstance(r, str)]
         link.told = routers
-        for new in self.links.learn(routers):
-            log.info("router %s told us of %s", link.router_id, new.endpoint)
-        self._drop_unlisted()
+        members = msg.get("members")
+        link.members = {m["agents"]: m["id"] for m in members
+                        if isinstance(m.get("agents"), str) and isinstance(m.get("id"), str)} \
+            if isinstance(members, list) else None
+        if self.attach.live() is None:      # every named router (no mesh, or k 0)
+            for new in self.links.learn(routers):
+                log.info("router %s told us of %s", link.router_id, new.endpoint)
+        self._arrange(now)
 
-    def _drop_unlisted(self) -> None:
-        """Close and forget the learned links no alive router names any more (SPEC 4.9)."""
-        for gone in self.links.unlisted():
+    def _arrange(self, now: float) -> None:
+        """Close the links :mod:`agent.attach` no longer wants (counted by why: a learnt
+        router no alive router names, ``agent.routers.dropped``; a live one not among the
+        ``k``, ``unchosen``; a configured one not among them, ``parked``); the new ones
+        connect at the next timers."""
+        changes = self.attach.arrange(now)
+        for gone, why in changes.closed:
             self.sockets.close(gone)
-            self.links.forget(gone)
-            self.counters["agent.routers.dropped"] += 1
-            log.info("router %s (%s) is no longer named by the routers: dropped",
-                     gone.router_id or "?", gone.endpoint)
+            self.counters[f"agent.routers.{why}"] += 1
+            if why == PARKED:
+                log.info("configured router %s (%s) is not among the %d chosen: closed until "
+                         "no chosen router is alive", gone.router_id or "?", gone.endpoint,
+                         self.attach.k)
+            elif why == UNCHOSEN:
+                log.info("router %s (%s) is no longer among the %d chosen: closed",
+                         gone.router_id or "?", gone.endpoint, self.attach.k)
+            else:
+                log.info("router %s (%s) is no longer named by the routers: dropped",
+                         gone.router_id or "?", gone.endpoint)
+        for new in changes.new:
+            log.info("attaching to router %s (among the %d chosen of %d live)", new.endpoint,
+                     self.attach.k, len(self.attach.live() or ()))

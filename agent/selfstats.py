@@ -11,6 +11,7 @@ import collections
 COUNTERS = ("agent.spool.acked", "agent.spool.acks_ignored", "agent.spool.resent",
             "agent.spool.durable_unavailable",
             "agent.spool.errors", "agent.routers.expired", "agent.routers.dropped",
+            "agent.routers.unchosen", "agent.routers.parked",
             "agent.stats.dropped",
             "fleetwatch.cli.send.dropped",
             "agent.router.errors", "agent.router.handshake_failed")
@@ -25,8 +26,10 @@ class SelfStats:
     """Reads the agent's own metrics from the objects that keep them."""
 
     def __init__(self, counters: collections.Counter, spool, links, intake, collectors,
-                 runner, clock, started: float):
+                 runner, clock, started: float, attach=None):
         self.counters, self.spool, self.links, self.intake = counters, spool, links, intake
+        #: agent.attach.Attach: the live set it ranks (``agent.routers.live``)
+        self.attach = attach
         self.collectors, self.runner, self.clock = collectors, runner, clock
         self.started = started
 
@@ -40,6 +43,7 @@ class SelfStats:
             "agent.spool.unsaved": self.spool.unsaved,
             "agent.routers.alive": len(self.links.alive()),
             "agent.routers.known": len(self.links),
+            "agent.routers.live": len(self.attach.live() or ()) if self.attach else 0,
             "agent.intake.received": self.intake.received,
             "agent.intake.errors": self.intake.errors,
             "agent.intake.refused": self.intake.refused,

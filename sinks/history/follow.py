@@ -127,7 +127,7 @@ class Follower:
     def __init__(self, lake, since, types=(), uuids=(), tail=(), keys=None, spark=None,
                  catch_up: float = 30.0, settle: float = SYNC_SECONDS, find_wait: float = 5.0,
                  progress=None, on_lost=None, deadline: float | None = None,
-                 clock=time.monotonic, now=time.time, sleep=time.sleep):
+                 clock=time.monotonic, now=time.time, sleep=time.sleep, live_tail=LiveTail):
         self.settings = getattr(lake, "history", lake) if not isinstance(lake, str) else None
         self.lake = self.settings.lake if self.settings is not None else str(lake)
         self.since, self.types, self.uuids = since, list(types or ()), list(uuids or ())
@@ -136,6 +136,8 @@ class Follower:
         self.progress = progress or (lambda line: None)
         self.on_lost = on_lost or (lambda lost: None)
         self.deadline, self.clock, self.now, self.sleep = deadline, clock, now, sleep
+        #: makes the live part: (endpoints, topics, keys) -> a :class:`LiveTail` (tests fake it)
+        self.live_tail = live_tail
         self.files = Files(self.lake)
         self.reader = Reader(self.files)
         #: landing lines skipped (not a message the lake keeps)
@@ -173,8 +175,9 @@ class Follower:
         msg_id = str(self.since)
         found = self.reader.find([msg_id]).get(msg_id)
         if found is None and self.files.has_tables():
+            spark = self._spark()
             from sinks.history import bodies
-            found = bodies.find(self._spark(), self.lake, msg_id)
+            found = bodies.find(spark, self.lake, msg_id)
         # one yielded live may be landing: the files written this last minute, as they grow
         recent, give_up = Reader(self.files), self.clock() + (self.find_wait if self.tail else 0)
         while found is None and self.clock() < give_up:
@@ -200,9 +203,10 @@ class Follower:
         files hold all of them."""
         if not self.files.needs_tables(point.at):
             return iter(())
-        from sinks.history import bodies
         self.progress("reading the history tables (Spark)...")
-        df = bodies.since(self._spark(), self.lake, point.at, self.types, self.uuids)
+        spark = self._spark()
+        from sinks.history import bodies
+        df = bodies.since(spark, self.lake, point.at, self.types, self.uuids)
         if df is None:
             return iter(())
         return bodies.events(df, lambda n: self.progress(f"{n} messages read from the tables"))
@@ -219,7 +223,7 @@ class Follower:
     def _from_lake(self, point: Point):
         followed, since_subscribed = None, math.inf
         if self.tail:
-            self.live = LiveTail(self.tail, self._topics(), self.keys).start(self.clock)
+            self.live = self.live_tail(self.tail, self._topics(), self.keys).start(self.clock)
             since_subscribed = self.now() - SEAM_SLACK
         tables = self._tables(point)
         #: msg_ids landed since the subscription, up to the seam (the live tail has them too)

@@ -10,6 +10,7 @@ the landing files.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -305,3 +306,38 @@ def test_tail_since_strict_stops_at_the_first_live_loss(fleet, tmp_path):
         ['{"severity":"info","text":"old"}', '{"severity":"info","text":"first"}',
          '{"severity":"info","text":"second"}']
     assert "fleetwatch tail: lost 2 NOTIFY messages from router fake-1" in res.stderr
+
+
+def test_tail_since_without_the_history_extra_when_the_tables_are_needed(fleet, tmp_path):
+    """Compaction deleted a landing file since the point: the tables must be read, and
+    without PySpark that is one line, exit 69; a point after it needs no PySpark."""
+    router = fleet.router(sink_types=("history",))
+    lake = tmp_path / "lake"
+    (lake / "tables" / "notifications").mkdir(parents=True)
+    (lake / "landing").mkdir()
+    settled = lake / "_compaction" / "manifest" / "settled"
+    settled.mkdir(parents=True)
+    gone = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() - 600))
+    (settled / "run.json").write_text(json.dumps({"landing": [f"{gone}-h-00000001.jsonl"]}))
+    now = time.strftime("%Y%m%dT%H%M%S", time.gmtime(time.time() - 300))
+    (lake / "landing" / f"{now}-h-00000002.jsonl.open").write_text("")
+    config = fleet.write("fleetwatch.yaml", {
+        "routers": [router["endpoints"]["control"]], "history": {"lake": str(lake)}})
+    fakes = tmp_path / "fakes" / "pyspark"
+    fakes.mkdir(parents=True)
+    (fakes / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'pyspark'\", name='pyspark')\n")
+    env = {**os.environ, "PYTHONPATH": f"{fakes.parent}:{os.environ.get('PYTHONPATH', '')}"}
+
+    def tail(since):
+        return subprocess.run([sys.executable, "-m", "fleetwatch", "tail", "--config",
+                               str(config), "--since", since, "--timeout", "3"],
+                              capture_output=True, text=True, env=env, timeout=60)
+    res = tail("1h")
+    assert res.returncode == 69, res.stderr
+    assert res.stderr.splitlines()[-1] == (
+        "fleetwatch tail: the lake's tables must be read: fleetwatch tail --since (reading "
+        "the history tables) needs the Python package 'pyspark': pip install "
+        "'fleetwatch[history]'") and "Traceback" not in res.stderr
+    res = tail("1m")            # after the deleted file was followed by the open one
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr

@@ -221,3 +221,118 @@ def test_replay_imports_no_spark():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).parents[2])
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# ---------------------------------------------------------------- the seam, without sockets
+
+class FakeLive:
+    """The live tail as :class:`sinks.history.follow.Follower` uses it: what ``arrive``
+    put in is buffered until the handover, then handed out by ``get``."""
+
+    def __init__(self, clock):
+        self.clock, self.waiting, self.bad, self.handed = clock, [], 0, False
+
+    def __call__(self, endpoints, topics, keys):
+        self.topics = topics
+        return self
+
+    def start(self, clock):
+        self.started = clock()
+        return self
+
+    def arrive(self, *relayed):
+        self.waiting.extend(relayed)
+
+    def buffered(self):
+        out, self.waiting = self.waiting, []
+        return out
+
+    def handover(self):
+        self.handed = True
+
+    def get(self, timeout):
+        self.clock.now += timeout
+        return self.waiting.pop(0) if self.waiting else None
+
+    def close(self):
+        pass
+
+
+def relayed(n: int, router: str = "r1", seq: int | None = None):
+    from fleetwatch import protocol
+    body = json.loads(line(n, 0.0, router))["msg"]
+    return protocol.Relayed("u1", router, protocol.Message("NOTIFY", body),
+                            None if seq is None else (seq, seq))
+
+
+class Seam:
+    """A lake whose sink lands ``landing`` lines as the follower sleeps, a fake clock and a
+    fake live tail."""
+
+    def __init__(self, lake: Path, **options):
+        from support.clock import Clock
+        self.clock = Clock(100.0)
+        self.live = FakeLive(self.clock)
+        self.path = landing_file(lake, f"{stamp(T0)}-h-00000001.jsonl.open", [])
+        self.later: list[list[str]] = []           # lines landed at each sleep, in turn
+        self.follower = Follower(str(lake), T0, tail=["tcp://127.0.0.1:1"], settle=1.0,
+                                 catch_up=5.0, clock=self.clock, now=lambda: T0 + 100,
+                                 sleep=self.sleep, live_tail=self.live, **options)
+
+    def land(self, *ns, router="r1"):
+        with open(self.path, "a") as f:
+            f.write("".join(line(n, T0 + n + 0.5, router) for n in ns))
+
+    def sleep(self, seconds):
+        self.clock.now += seconds
+        if self.later:
+            with open(self.path, "a") as f:
+                f.write("".join(self.later.pop(0)))
+
+
+def test_the_seam_waits_for_each_routers_live_messages_to_land(tmp_path):
+    seam = Seam(tmp_path / "lake")
+    seam.land(*range(0, 10))
+    # live since the subscription: 8 and 9 landed already, 10 and 11 land a little later
+    seam.live.arrive(*(relayed(n) for n in range(8, 12)))
+    seam.later = [[], [], [line(10, T0 + 10.5), line(11, T0 + 11.5)]]
+    events = seam.follower.events()
+    got = [next(events) for _ in range(12)]
+    assert ids(got) == [f"m{n:04d}" for n in range(12)] and not any(e.live for e in got)
+    seam.live.arrive(relayed(11), relayed(12))          # 11 relayed twice near the seam
+    twelve = next(events)
+    assert (twelve.msg_id, twelve.live, seam.live.handed, seam.live.waiting) == \
+        ("m0012", True, True, [])
+    events.close()
+
+
+def test_what_landed_after_the_seam_comes_live_once(tmp_path):
+    seam = Seam(tmp_path / "lake")
+    seam.land(*range(0, 5))
+    seam.live.arrive(*(relayed(n) for n in range(4, 8)))      # 4 landed, 5..7 not yet
+    got = [e for _, e in zip(range(8), seam.follower.events())]
+    assert ids(got) == [f"m{n:04d}" for n in range(8)]
+    assert [e.live for e in got] == [False] * 5 + [True] * 3
+
+
+def test_a_router_whose_live_messages_never_land_is_named(tmp_path):
+    from sinks.history.follow import LakeBehind
+    seam = Seam(tmp_path / "lake")
+    seam.land(0, 1)
+    seam.live.arrive(relayed(1), relayed(50, "r2"))
+    with pytest.raises(LakeBehind, match="router r2 after 5s"):
+        next(seam.follower.events())
+
+
+def test_live_losses_are_told_in_the_buffer_and_after(tmp_path):
+    lost = []
+    seam = Seam(tmp_path / "lake", on_lost=lost.append)
+    seam.land(0, 1)
+    seam.live.arrive(relayed(1, seq=5), relayed(2, seq=8))      # 6 and 7 lost
+    events = seam.follower.events()
+    assert ids(next(events) for _ in range(3)) == ["m0000", "m0001", "m0002"]
+    assert [(x.router, x.count) for x in lost] == [("r1", 2)]
+    seam.live.arrive(relayed(3, seq=9), relayed(4, seq=12))
+    assert ids(next(events) for _ in range(2)) == ["m0003", "m0004"]
+    assert [(x.router, x.count) for x in lost] == [("r1", 2), ("r1", 2)]
+    events.close()

@@ -14,14 +14,18 @@ agents       SIGNATURE, TYPE, BODY                                 encode / deco
 sink PUSH    SIGNATURE, ENVELOPE, BODY                             encode_relayed / decode_relayed
 control      SIGNATURE, TYPE, TARGET, BODY  (back-end -> router)   encode_control / decode_control
 tail PUB     ENVELOPE, SIGNATURE, BODY, SEQ                        topic / decode_tail
+sites        SIGNATURE, ENVELOPE, BODY      (site -> central)      decode_relayed
+sites        SIGNATURE, TYPE, TARGET, BODY  (central -> site)      encode_down / decode_down
 ===========  ====================================================  ================
 
 ENVELOPE is ``TYPE/UUID/ROUTER``: the type frame extended with the router's stamp (the
-sender's uuid and the relaying router's id). It is one frame so that a router relays three
-frames, not five (bench/RESULTS.md), and it doubles as the tail topic, so subscribing to
-``NOTIFY/`` or ``NOTIFY/UUID/`` filters on the router. SEQ numbers what a router published
-on its tail, per type and per sender, so that a subscriber learns what it lost
-(:data:`TAIL_SEQ`, :mod:`fleetwatch.tailgaps`).
+sender's uuid and the relaying router's id). Behind sites (SPEC 4.10) ROUTER is a *path*,
+``central-1,site-3``: the routers the message passed, the one that relayed it to the sinks
+first (ACKs go to it), the one the agent is attached to last (:func:`parse_path`). It is one
+frame so that a router relays three frames, not five (bench/RESULTS.md), and it doubles as
+the tail topic, so subscribing to ``NOTIFY/`` or ``NOTIFY/UUID/`` filters on the router. SEQ
+numbers what a router published on its tail, per type and per sender, so that a subscriber
+learns what it lost (:data:`TAIL_SEQ`, :mod:`fleetwatch.tailgaps`).
 """
 
 from __future__ import annotations
@@ -153,12 +157,20 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
 TYPES = frozenset(SCHEMAS)
 TYPE_FRAMES = frozenset(t.encode() for t in TYPES)
 
+#: Most routers an envelope's path names (SPEC 4.10: a tree of sites at most this deep)
+MAX_PATH = 8
+#: Longest ENVELOPE frame: a type, a uuid and a path of MAX_PATH ids
+MAX_ENVELOPE = 16 + (MAX_PATH + 1) * (MAX_ID + 1)
+
 #: Most agents one PEERS answer lists (SPEC 4.3); its body also stays within MAX_BODY.
 PEERS_PAGE = 1000
 
 #: What an agent may send on the agents socket, and what the router relays to sinks.
 AGENT_TYPES = frozenset({"HELLO", "HEARTBEAT", "STATS", "NOTIFY", "REGISTER", "RESULT",
                          "DEREGISTER"})
+#: What a central router sends down a site link (SPEC 4.10): its answers to the link, and
+#: ACK, RUN and ERROR for an agent behind the site (TARGET).
+DOWN_TYPES = frozenset({"WELCOME", "HEARTBEAT", "ERROR", "ACK", "RUN"})
 #: What a back-end client may send on the control socket.
 CONTROL_TYPES = frozenset({"HELLO", "ACK", "RUN", "PEERS", "STATS", "MEMBERS"})
 
@@ -212,6 +224,8 @@ class Relayed:
     router: str
     message: Message
     seq: tuple[int, int] | None = None
+    #: the routers the message passed (SPEC 4.10), ``router`` first; () when it passed one
+    path: tuple[str, ...] = ()
 
 
 def new_id() -> str:
@@ -423,14 +437,32 @@ def envelope(type_: str, uuid: str, router: str) -> bytes:
 
 
 def parse_envelope(frame: bytes, allowed: frozenset[str] = TYPES) -> tuple[str, str, str]:
-    """Split an ENVELOPE frame into (type, uuid, router), checking each part."""
-    if len(frame) > 2 * MAX_ID + 16:
+    """Split an ENVELOPE frame into (type, uuid, router), checking each part; ``router`` is
+    the first id of a path (SPEC 4.10: the router that relayed it to the sinks)."""
+    type_, uuid, path = parse_path(frame, allowed)
+    return type_, uuid, path[0]
+
+
+def parse_path(frame: bytes, allowed: frozenset[str] = TYPES) -> tuple[str, str, tuple[str, ...]]:
+    """Split an ENVELOPE frame into (type, uuid, path): ``path`` the routers it passed, the
+    relaying router first, at most MAX_PATH of them (SPEC 4.10)."""
+    if len(frame) > MAX_ENVELOPE:
         raise ProtocolError(BAD_REQUEST, "envelope frame too long")
     parts = frame.split(b"/")
     if len(parts) != 3:
         raise ProtocolError(BAD_REQUEST, "envelope frame is not TYPE/UUID/ROUTER")
     type_ = check_type(parts[0], allowed)
-    return type_, _ascii_id(parts[1], "uuid"), _ascii_id(parts[2], "router")
+    hops = parts[2].split(b",")
+    if len(hops) > MAX_PATH:
+        raise ProtocolError(BAD_REQUEST, f"envelope path names more than {MAX_PATH} routers")
+    return type_, _ascii_id(parts[1], "uuid"), tuple(_ascii_id(h, "router") for h in hops)
+
+
+def stamped(frame: bytes, router: bytes) -> bytes:
+    """The ENVELOPE ``frame`` (already checked: :func:`parse_path`) as ``router`` relays it
+    on: its id put first in the path (SPEC 4.10)."""
+    head, _, path = frame.rpartition(b"/")
+    return b"".join((head, b"/", router, b",", path))
 
 
 def encode_relayed(msg: Message, uuid: str, router: str) -> list[bytes]:
@@ -444,11 +476,11 @@ def decode_relayed(frames: list[bytes], allowed: frozenset[str] = TYPES,
     if len(frames) != 3:
         raise ProtocolError(BAD_REQUEST, f"expected 3 frames, got {len(frames)}")
     check_signature(frames[0])
-    type_, uuid, router = parse_envelope(frames[1], allowed)
+    type_, uuid, path = parse_path(frames[1], allowed)
     msg = decode_body(type_, frames[2], max_body)
     if msg.uuid != uuid:
         raise ProtocolError(FORBIDDEN, f"body uuid {msg.uuid[:MAX_ID]!r} is not the sender {uuid!r}")
-    return Relayed(uuid, router, msg)
+    return Relayed(uuid, path[0], msg, path=path if len(path) > 1 else ())
 
 
 def _ascii_id(frame: bytes, what: str) -> str:
@@ -474,14 +506,32 @@ def encode_control(msg: Message, target: str = "") -> list[bytes]:
 
 def decode_control(frames: list[bytes], max_body: int = MAX_BODY) -> tuple[str, Message]:
     """Decode SIGNATURE, TYPE, TARGET, BODY as a router receives it (routing id removed)."""
+    return _decode_targeted(frames, CONTROL_TYPES, max_body)
+
+
+def _decode_targeted(frames: list[bytes], allowed: frozenset[str],
+                     max_body: int) -> tuple[str, Message]:
+    """SIGNATURE, TYPE, TARGET, BODY: TARGET an id or empty, and an id for ACK and RUN."""
     if len(frames) != 4:
         raise ProtocolError(BAD_REQUEST, f"expected 4 frames, got {len(frames)}")
     check_signature(frames[0])
-    type_ = check_type(frames[1], CONTROL_TYPES)
+    type_ = check_type(frames[1], allowed)
     target = _ascii_id(frames[2], "target") if frames[2] else ""
     if type_ in ("ACK", "RUN") and not target:
         raise ProtocolError(BAD_REQUEST, f"{type_} needs a target uuid")
     return target, decode_body(type_, frames[3], max_body)
+
+
+# ---------------------------------------------------------------- site links
+
+#: Frames a central router sends down a site link (SPEC 4.10): SIGNATURE, TYPE, TARGET,
+#: BODY, as a control request's; ``target`` the agent's uuid, empty for the link's own.
+encode_down = encode_control
+
+
+def decode_down(frames: list[bytes], max_body: int = MAX_BODY) -> tuple[str, Message]:
+    """Decode SIGNATURE, TYPE, TARGET, BODY as a site router's uplink receives it."""
+    return _decode_targeted(frames, DOWN_TYPES, max_body)
 
 
 # ---------------------------------------------------------------- tail
@@ -510,7 +560,8 @@ def decode_tail(frames: list[bytes]) -> Relayed:
     if len(frames[3]) != TAIL_SEQ.size:
         raise ProtocolError(BAD_REQUEST, f"SEQ must be {TAIL_SEQ.size} octets, "
                                          f"got {len(frames[3])}")
-    return Relayed(relayed.uuid, relayed.router, relayed.message, TAIL_SEQ.unpack(frames[3]))
+    return Relayed(relayed.uuid, relayed.router, relayed.message, TAIL_SEQ.unpack(frames[3]),
+                   relayed.path)
 
 
 def encode_tail(msg: Message, uuid: str, router: str,

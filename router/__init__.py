@@ -15,6 +15,9 @@ uuids, limits, security events), :mod:`router.control` (the control socket's req
 :mod:`router.port` (what those two may do: answer, refuse, relay, reach an agent),
 :mod:`router.members` (the routers of the mesh: the member table, merge and expiry) and
 :mod:`router.mesh` (the gossip DEALERs to the other routers' control sockets, SPEC 4.9),
+:mod:`router.sites` (a central router's ``sites`` socket: site links, the uuids behind them),
+:mod:`router.uplink` (a site router's DEALERs upstream) and :mod:`router.sitebuffer` (what
+waits while its uplink is down), SPEC 4.10,
 :mod:`router.reload` (what SIGHUP changes while running) and :mod:`router.main` (the
 ``fleetwatch router`` command).
 
@@ -23,5 +26,7 @@ The imports point one way: the relay makes :class:`router.admission.Admission` a
 a :class:`router.port.RelayPort` over its socket; they are logic fed frames, never see a
 socket or the relay, and are unit tested with a recording port and a fake clock. The desk
 merges a MEMBERS request's list through the mesh's ``merge`` (no socket) into the member
-table, which the mesh ticks each gossip round.
+table, which the mesh ticks each gossip round. The relay polls the sites socket and the
+uplink's DEALERs as it polls the mesh's; the control desk reaches an agent behind a site
+through ``Sites.to_site`` (its ``beyond``), never the socket.
 """

@@ -27,6 +27,9 @@ class RouterBind:
     agents: str = setting("tcp://*:5555", "ROUTER socket agents connect their DEALERs to")
     control: str = setting("tcp://*:5556", "ROUTER socket for sinks, schedulers and the CLI")
     tail: str = setting("tcp://*:5557", "PUB socket for `fleetwatch tail` (XPUB)")
+    sites: str = setting(
+        "", "ROUTER socket site routers connect their uplinks to (SPEC 4.10); empty: "
+            "this router accepts no sites")
     sinks: dict[str, str] = setting(
         help="one PUSH socket per sink type: type -> endpoint",
         factory=lambda: {"registry": "tcp://*:5560", "alerting": "tcp://*:5561",
@@ -87,6 +90,41 @@ class RouterMesh:
 
 
 @dataclass(frozen=True)
+class RouterSite:
+    """A site router's uplink (SPEC 4.10), and what a central router allows its sites."""
+
+    interval: float = setting(1.0, "seconds between the uplink's HEARTBEATs (the site "
+                                   "router's own, upstream)")
+    expire_intervals: int = setting(
+        3, "the uplink is down once no answer came for this many intervals (the site's "
+           "NOTIFY and REGISTER are then answered 503, the rest buffered); a central router "
+           "forgets a site silent for as long")
+    buffer_messages: int = setting(
+        10000, "best-effort messages (all but the durable types) held in memory while the "
+               "uplink is down; beyond, the oldest go to the spool, or are dropped without one")
+    spool_dir: str = setting("", "directory of the disk buffer behind the memory one; "
+                                 "empty: none")
+    spool_bytes: int = setting(100 * 1024 * 1024,
+                               "most bytes the disk buffer holds; beyond, its oldest "
+                               "messages are dropped and counted")
+    max_agents: int = setting(
+        100_000, "on a central router: most agent uuids one site link may speak for; "
+                 "messages of more are refused 403")
+
+    def validate(self):
+        if not 0.05 <= self.interval <= 60:
+            raise ValueError("interval: expected 0.05 to 60 seconds")
+        if not 2 <= self.expire_intervals <= 1000:
+            raise ValueError("expire_intervals: expected 2 to 1000 intervals")
+        if self.buffer_messages < 1:
+            raise ValueError("buffer_messages: expected at least 1 message")
+        if self.spool_bytes < 0:
+            raise ValueError("spool_bytes: expected a number of bytes, 0 or more")
+        if self.max_agents < 1:
+            raise ValueError("max_agents: expected at least 1 uuid")
+
+
+@dataclass(frozen=True)
 class RouterConfig:
     id: str = setting("router-1", "this router's id, stamped on every relayed message")
     bind: RouterBind = setting(factory=RouterBind, help="endpoints to bind")
@@ -98,6 +136,13 @@ class RouterConfig:
                            "after the live routers of `mesh`")
     mesh: RouterMesh = setting(factory=RouterMesh,
                                help="routers that find each other: seeds, gossip timing")
+    upstream: list[str] = setting(
+        factory=list, help="sites endpoints (`bind.sites`) of the central routers this site "
+                           "router forwards its agents' traffic to, one outbound connection "
+                           "each, the first alive used (SPEC 4.10); empty: not a site")
+    site: RouterSite = setting(factory=RouterSite,
+                               help="the uplink's timing and buffer; a central router's "
+                                    "bound on its sites")
     routes: dict[str, list[str]] = setting(
         factory=lambda: {k: list(v) for k, v in DEFAULT_ROUTES.items()},
         help="message type -> sink types it is relayed to (default: SPEC 4.1's table, cut to "
@@ -159,6 +204,13 @@ class RouterConfig:
             raise ValueError(f"max_agents: expected 1 to {MAX_AGENTS:,} (more: another router)")
         if self.stats_interval <= 0:
             raise ValueError("stats_interval: expected a positive number of seconds")
+        for n, up in enumerate(self.upstream):
+            if not up.startswith(("tcp://", "ipc://", "inproc://")) or len(up) > 255:
+                raise ValueError(f"upstream[{n}]: expected a sites endpoint "
+                                 f"(tcp://HOST:PORT), got {up[:60]!r}")
+        if self.security.curve and (self.upstream or self.bind.sites):
+            raise ValueError("upstream, bind.sites: sites do not speak CURVE yet (SPEC 4.10); "
+                             "use them on a private network, or leave curve off")
         if self.security.curve and self.mesh.seeds and not self.security.routers:
             raise ValueError("security.routers: required with curve when mesh.seeds is set "
                              "(the routers' public keys allowed to join, SPEC 7.4)")

@@ -48,6 +48,9 @@ class ControlDesk:
         #: the MEMBERS refused (403: not a router's key) and malformed (400)
         self.members, self.gossip, self.curve = members, gossip, curve
         self.mesh_refused = self.mesh_bad = 0
+        #: ``beyond(uuid, type_frame, body)``: an agent behind a site link (SPEC 4.10):
+        #: SENT, FULL, GONE, or None when no site speaks for it (router.sites.Sites.to_site)
+        self.beyond = None
 
     def control_message(self, rid: bytes, parts: list[bytes], user: str = "") -> None:
         """One request: its frames after the routing id ``rid``; ``user``: its connection's
@@ -139,6 +142,14 @@ class ControlDesk:
                 status, reason = protocol.UNAVAILABLE, f"agent {target[:64]} is not reading"
             else:                             # GONE: its connection closed unnoticed
                 self.peers.forget(peer.routing_id)
+        elif self.beyond is not None:         # behind a site (SPEC 4.10)
+            sent = self.beyond(target, type_frame, body)
+            if sent == SENT:
+                self.counters.forwarded[msg.type] += 1
+                return
+            if sent == FULL:
+                status, reason = (protocol.UNAVAILABLE,
+                                  f"the site link of agent {target[:64]} is not reading")
         self.counters.count_bad(status)
         log.debug("cannot forward %s %s: %s", msg.type, msg.msg_id, reason)
         self.port.reply(rid, protocol.error(status, reason, msg.msg_id, self.id))

@@ -31,7 +31,8 @@ import zmq.backend
 
 from fleetwatch import protocol
 from fleetwatch.logs import Throttle
-from fleetwatch.protocol import AGENT_TYPES, SIGNATURE, TAIL_SEQ, Message, ProtocolError
+from fleetwatch.protocol import (ACKING_SINKS, AGENT_TYPES, SIGNATURE, TAIL_SEQ, Message,
+                                 ProtocolError)
 from router.admission import Admission, connection_property
 from router.config import RouterConfig
 from router.control import ControlDesk
@@ -51,6 +52,8 @@ from router.reload import sighup
 from router.replies import ReplyLimiter
 from router.rids import seed_libzmq_counters
 from router.routes import RoutingTable
+from router.sites import Sites
+from router.uplink import UPSTREAM, Uplink
 
 log = logging.getLogger(__name__)
 
@@ -119,14 +122,18 @@ class Relay:
         self.notifier = None
         #: CURVE server keys, ZAP and handshake monitors (made at bind, with CURVE only)
         self.doorman: Doorman | None = None
-        #: spooled type -> the sink types agents must have its ACK from (SPEC 4.1)
+        #: spooled type -> the sink types agents must have its ACK from (SPEC 4.1); a site
+        #: router tells its agents its upstream's (SPEC 4.10), the defaults until told
         self.durable = config.durable_routes()
+        sink_durable = self.durable
+        if config.upstream:
+            self.durable = {t: list(s) for t, s in {**ACKING_SINKS, **config.durable}.items()}
         #: the counter slots of the durable (type, sink) routes (made at bind)
         self.durable_slots: frozenset[int] = frozenset()
         #: counter slot -> (type, sink): whose drop the ledger notes
         self.slot_names: dict[int, tuple[str, str]] = {}
         #: the sinks connected per type (made at bind)
-        self.presence = SinkPresence(self.durable, monotonic)
+        self.presence = SinkPresence(sink_durable, monotonic)
         #: drops per agent until a history sink has them (only if STATS go to history)
         self.ledger = DropLedger()
         self.ledger_on = False
@@ -153,6 +160,10 @@ class Relay:
         self._unknown = self.admission.unknown
         self._rate_limited = self.admission.rate_limited
         self._agent_message = self.admission.agent_message
+        #: a central router's site links (``bind.sites``), a site router's uplink
+        #: (``upstream``): SPEC 4.10, made at bind
+        self.sites: Sites | None = None
+        self.uplink: Uplink | None = None
 
     # ---------------------------------------------------------------- set-up
     def _socket(self, kind: int, **options) -> zmq.Socket:
@@ -175,6 +186,7 @@ class Relay:
     def bind(self) -> dict:
         """Create and bind every socket; return the advertised endpoints."""
         cfg, limits = self.config, self.config.limits
+        sink_durable = cfg.durable_routes()
         if cfg.security.curve:  # SecurityError: the caller exits 78, never falls back to plain
             self.doorman = Doorman(self.ctx, cfg.security, self.counters.refused,
                                    self.monotonic)
@@ -203,6 +215,19 @@ class Relay:
             "sinks": {name: self._bind(sock, cfg.bind.sinks[name])
                       for name, sock in self.sinks.items()},
         }
+        if cfg.bind.sites:
+            sock = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1, SNDHWM=limits.sink_hwm,
+                                RCVHWM=limits.sink_hwm)
+            endpoints["sites"] = self._bind(sock, cfg.bind.sites)
+            self.sites = Sites(sock, self.id, cfg.site, self.relay,
+                               lambda: self.welcome(endpoints=False), self.max_body,
+                               self.clock, self.monotonic, self.drain)
+            self.desk.beyond = self.sites.to_site
+        if cfg.upstream:
+            self.uplink = Uplink(self.id, cfg.upstream, cfg.site, self.ctx, self.max_body,
+                                 limits.sink_hwm, self.clock, self.monotonic, self.fqdn())
+            self.uplink.down = self.down
+            self.uplink.on_durable = self.upstream_durable
         self.endpoints = endpoints
         self.members.own.endpoints = {k: endpoints[k] for k in ENDPOINTS}
         if cfg.security.curve:
@@ -218,10 +243,20 @@ class Relay:
         # type frame -> ((send, counter slot), ...): what the hot path iterates over
         self.table = {t: tuple((send, self.counters.slot(t.decode(), name)) for name, send in entries)
                       for t, entries in self.routes.table.items()}
+        if self.uplink is not None:         # a site: everything goes upstream too (4.10)
+            durable_types = {t.encode() for t, sinks in self.durable.items() if sinks}
+            self.table = {t: (*entries, (self.uplink.sender(t, t in durable_types),
+                                         self.counters.slot(t.decode(), UPSTREAM)))
+                          for t, entries in self.table.items()}
         self.fast = {t: r for t, r in self.table.items() if t not in SLOW_TYPES}
         self.slot_names = {self.counters.slot(t, s): (t, s) for t, s in self.routes.pairs()}
         self.durable_slots = frozenset(self.counters.slot(t, s)
-                                       for t, sinks in self.durable.items() for s in sinks)
+                                       for t, sinks in sink_durable.items() for s in sinks)
+        if self.uplink is not None:
+            self.slot_names.update({self.counters.slot(t, UPSTREAM): (t, UPSTREAM)
+                                    for t in AGENT_TYPES})
+            self.durable_slots |= {self.counters.slot(t, UPSTREAM)
+                                   for t, sinks in self.durable.items() if sinks}
         self.ledger_on = "history" in self.routes.sinks_of("STATS")
         log.info("durable routes (agents keep these until each sink type ACKs them): %s",
                  "; ".join(f"{t} -> {', '.join(s) or 'none'}" for t, s in self.durable.items()))
@@ -254,6 +289,12 @@ class Relay:
             poller.register(zap, zmq.POLLIN)
         mesh = self.mesh
         mesh.register(poller)
+        sites, uplink = self.sites, self.uplink
+        if sites is not None:
+            poller.register(sites.socket, zmq.POLLIN)
+        if uplink is not None:
+            uplink.open(poller)
+            uplink.tick()
         mono = self.monotonic
         waited = self.busy.waited
         next_sweep = mono() + SWEEP_PERIOD
@@ -261,6 +302,8 @@ class Relay:
         while not self.stopping:
             before = mono()
             timeout = min(next_sweep, next_stats, mesh.next_round) - before
+            if uplink is not None:
+                timeout = min(timeout, uplink.next_tick - before)
             if self.admission.waiting:      # HELLOs wait for the pace: look again soon
                 timeout = min(timeout, WAITING_POLL)
             events = dict(poller.poll(max(0.0, min(timeout, MAX_POLL)) * 1000))
@@ -281,6 +324,14 @@ class Relay:
                 self._drain_control()
             for sock in [s for s in mesh.by_socket if s in events]:
                 mesh.read(sock)
+            if sites is not None and sites.socket in events:
+                sites.read()
+            if uplink is not None:
+                for sock in [s for s in uplink.by_socket if s in events]:
+                    uplink.read(sock)
+                if mono() >= uplink.next_tick:
+                    uplink.tick()
+                uplink.flush()
             if self.admission.waiting:
                 self.admission.admit_waiting(self.clock())
             now = mono()
@@ -297,6 +348,8 @@ class Relay:
 
     def close(self) -> None:
         self.mesh.close()
+        if self.uplink is not None:
+            self.uplink.close()
         self.presence.close(getattr(self, "sinks", {}))
         if self.doorman is not None:
             self.doorman.close(self.sockets)
@@ -505,6 +558,35 @@ class Relay:
             if rid in self.peers.table:
                 self.agents_port.reply(rid, welcome)
 
+    # ---------------------------------------------------------------- sites (SPEC 4.10)
+    def down(self, target: str, type_frame: bytes, body: bytes) -> None:
+        """An ACK, RUN or ERROR from upstream for ``target``: to the agent attached here, or
+        down the site link below that speaks for it (a tree); else counted unroutable."""
+        peer = self.peers.by_uuid(target)
+        if peer is not None:
+            sent = self.agents_port.to_agent(peer.routing_id, type_frame, body)
+        elif self.sites is not None:
+            sent = self.sites.to_site(target, type_frame, body)
+        else:
+            sent = None
+        if sent == "sent":
+            self.counters.forwarded[type_frame.decode("ascii", "replace")] += 1
+        else:
+            self.counters.forwarded["unroutable"] += 1
+            self.throttle.warning("down:unroutable", "uplink: %s for %s not delivered (%s)",
+                                  type_frame[:16], target[:64], sent or "not attached here")
+
+    def upstream_durable(self, durable: dict) -> None:
+        """Upstream's WELCOME told its durable routes: this site's agents are told them
+        (a new WELCOME each, when they changed)."""
+        told = {t: [str(s) for s in sinks if isinstance(s, str)]
+                for t, sinks in durable.items() if t in ACKING_SINKS and isinstance(sinks, list)}
+        told = {**{t: [] for t in ACKING_SINKS}, **told}
+        if told != self.durable:
+            log.info("upstream's durable routes: %s", told)
+            self.durable = told
+            self.announcing = list(self.peers.table)
+
     def fleet(self) -> dict:
         """What PEERS answers carry besides the agents (SPEC 4.3): sink connections per
         type and the durable routes."""
@@ -540,8 +622,12 @@ class Relay:
             self.ledger.add(peer.uuid, type_, sink, now)
         if slot in self.durable_slots and self.durable_limiter.allow(rid):
             self.counters.durable_unavailable += 1
-            why = (f"no {sink} sink is connected to router {self.id}"
-                   if not self.presence.connected(sink) else f"the {sink} sinks' queues are full")
+            if sink == UPSTREAM:
+                why = f"the uplink of site router {self.id} is down"
+            elif not self.presence.connected(sink):
+                why = f"no {sink} sink is connected to router {self.id}"
+            else:
+                why = f"the {sink} sinks' queues are full"
             self.agents_port.reply(rid, protocol.error(
                 protocol.UNAVAILABLE, f"{why}: keep the {type_} and send it again", type_,
                 self.id))
@@ -625,6 +711,8 @@ class Relay:
         self.presence.drain()
         self.presence.check()
         self.peers.expire()
+        if self.sites is not None:
+            self.sites.sweep()
         self.limiter.prune()
         self.durable_limiter.prune()
         if self.announcing:
@@ -642,7 +730,9 @@ class Relay:
                                       "router.drops.reported": ledger.reported_entries,
                                       "router.drops.unledgered": ledger.unledgered,
                                       **self.mesh.metrics(self.desk.mesh_refused,
-                                                          self.desk.mesh_bad)},
+                                                          self.desk.mesh_bad),
+                                      **(self.sites.metrics() if self.sites else {}),
+                                      **(self.uplink.metrics() if self.uplink else {})},
                              hostname=self.hostname, source="router", drops=drops or None)
 
     def send_stats(self) -> None:

@@ -1,0 +1,284 @@
+"""A central router's ``sites`` socket: the uplinks of site routers (SPEC 4.10).
+
+Kept off the agents hot path: site routers connect one DEALER each to this ROUTER and send
+what they relay, SIGNATURE, ENVELOPE, BODY, the envelope's path naming the site (and, in a
+tree, the sites below it). The central router puts its own id first in the path and relays
+the message to its sinks and tail like an agent's (:func:`fleetwatch.protocol.stamped`).
+
+A link is *open* once its HELLO (the envelope ``HELLO/SITE/SITE``: the site's id as the
+uuid and as the whole path, ``role`` ``site``) was answered WELCOME; its HEARTBEATs (the
+same form) are answered HEARTBEAT and keep it open; silent for ``site.expire_intervals``
+of its interval it is forgotten, as are the uuids it spoke for. A message from a link not
+open is answered ``401`` (the site says HELLO again), one whose path does not start with
+the link's site ``403``. The site's own HELLO and HEARTBEAT are relayed as the site's, a
+host of its own. Every other message's uuid is learnt as behind that link (at most
+``site.max_agents`` a link: beyond, ``403`` with the uuid as TARGET), so that ACK and RUN for
+it (:meth:`Sites.to_site`, from the control desk) go down the link it was last heard on:
+SIGNATURE, TYPE, TARGET, BODY.
+
+:class:`SiteTable` is the logic (links, uuids, expiry; no sockets); :class:`Sites` the thin
+adapter over the socket, read by the relay's loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import zmq
+
+from fleetwatch import protocol
+from fleetwatch.logs import Throttle
+from fleetwatch.protocol import (AGENT_TYPES, MAX_PATH, SIGNATURE, ProtocolError,
+                                 parse_path, stamped)
+from router.port import FULL, GONE, SENT
+
+log = logging.getLogger(__name__)
+
+NOBLOCK = zmq.NOBLOCK
+MORE_NB = zmq.SNDMORE | zmq.NOBLOCK
+HEARTBEAT, HELLO = b"HEARTBEAT", b"HELLO"
+#: envelopes a link's cache keeps (uuids x types); past it the cache starts again
+MAX_CACHED = 200_000
+
+
+@dataclass
+class SiteLink:
+    """One open site link: ``rid`` its routing id, ``site`` the site router's id."""
+
+    rid: bytes
+    site: str
+    hostname: str
+    interval: float
+    last_heard: float
+    since: float
+    uuids: set[str] = field(default_factory=set)
+    #: envelope as received -> (type frame, envelope as relayed, uuid, the site's own)
+    cache: dict[bytes, tuple[bytes, bytes, str, bool]] = field(default_factory=dict)
+
+
+class SiteTable:
+    """The open links and the uuids behind each (``clock``: seconds)."""
+
+    def __init__(self, expire_intervals: int, max_agents: int, clock=time.monotonic):
+        self.expire_intervals, self.max_agents, self.clock = expire_intervals, max_agents, clock
+        self.links: dict[bytes, SiteLink] = {}
+        self.sites: dict[str, SiteLink] = {}
+        self.uuids: dict[str, SiteLink] = {}
+
+    def __len__(self) -> int:
+        return len(self.links)
+
+    def hello(self, rid: bytes, site: str, hostname: str, interval: float) -> SiteLink:
+        """Open (or refresh) the link ``rid`` of ``site``; another link of the same site
+        (it reconnected) is forgotten."""
+        now = self.clock()
+        link = self.links.get(rid)
+        if link is not None and link.site == site:
+            link.hostname, link.interval, link.last_heard = hostname, interval, now
+            return link
+        if link is not None:
+            self.forget(rid)
+        old = self.sites.get(site)
+        if old is not None:
+            self.forget(old.rid)
+        link = SiteLink(rid, site, hostname, interval, now, now)
+        self.links[rid] = self.sites[site] = link
+        log.info("site %s (%s) linked, heartbeat %.3gs", site, hostname, interval)
+        return link
+
+    def learn(self, uuid: str, link: SiteLink) -> bool:
+        """``uuid`` spoke through ``link``: ACK and RUN for it go there. False (not learnt)
+        when the link already speaks for ``max_agents``."""
+        known = self.uuids.get(uuid)
+        if known is link:
+            return True
+        if len(link.uuids) >= self.max_agents:
+            return False
+        if known is not None:
+            known.uuids.discard(uuid)
+            known.cache.clear()
+        link.uuids.add(uuid)
+        self.uuids[uuid] = link
+        return True
+
+    def forget(self, rid: bytes) -> SiteLink | None:
+        link = self.links.pop(rid, None)
+        if link is None:
+            return None
+        if self.sites.get(link.site) is link:
+            del self.sites[link.site]
+        for uuid in link.uuids:
+            if self.uuids.get(uuid) is link:
+                del self.uuids[uuid]
+        return link
+
+    def expire(self) -> list[SiteLink]:
+        now = self.clock()
+        gone = [l for l in self.links.values()
+                if now - l.last_heard > self.expire_intervals * l.interval]
+        for link in gone:
+            self.forget(link.rid)
+            log.warning("site %s (%s) expired: its link silent for %.1fs (%d agents behind "
+                        "it)", link.site, link.hostname, now - link.last_heard, len(link.uuids))
+        return gone
+
+
+class Sites:
+    """The ``sites`` ROUTER of router ``router_id``. ``relay(envelope, type_frame, body)``
+    sends to the sinks and the tail; ``welcome()`` is this router's WELCOME."""
+
+    def __init__(self, sock: zmq.Socket, router_id: str, settings, relay, welcome,
+                 max_body: int = protocol.MAX_BODY, clock=time.time,
+                 monotonic=time.monotonic, drain: int = 256):
+        self.socket, self.id, self.id_frame = sock, router_id, router_id.encode("ascii")
+        self.relay, self.welcome = relay, welcome
+        self.max_body, self.clock, self.monotonic, self.drain = max_body, clock, monotonic, drain
+        self.table = SiteTable(settings.expire_intervals, settings.max_agents, monotonic)
+        self.counts: Counter[str] = Counter()
+        self.throttle = Throttle(log, 10.0, monotonic)
+
+    # ---------------------------------------------------------------- up
+    def read(self) -> None:
+        """Up to ``drain`` messages from the site links."""
+        recv = self.socket.recv_multipart
+        for _ in range(self.drain):
+            try:
+                frames = recv(NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                self.message(frames)
+            except ProtocolError as e:
+                self.refuse(frames[0], e)
+            except (zmq.ZMQError, ValueError, TypeError, KeyError, UnicodeError) as e:
+                self.counts["internal"] += 1
+                self.throttle.warning(f"internal {type(e).__name__}", "sites: a message "
+                                      "failed: %r", e)
+
+    def message(self, frames: list[bytes]) -> None:
+        rid = frames[0]
+        if len(frames) != 4:
+            raise ProtocolError(protocol.BAD_REQUEST, f"expected 3 frames, got {len(frames) - 1}")
+        sig, envelope, body = frames[1], frames[2], frames[3]
+        if sig != SIGNATURE:
+            protocol.check_signature(sig)
+        link = self.table.links.get(rid)
+        cached = link.cache.get(envelope) if link is not None else None
+        if cached is None:
+            cached = self._learn(rid, link, envelope, body)
+            if cached is None:
+                return
+            link = self.table.links[rid]
+        type_frame, relayed, uuid, own = cached
+        link.last_heard = self.monotonic()
+        self.counts["received"] += 1
+        if own and type_frame == HEARTBEAT:
+            self._send(rid, protocol.encode_down(protocol.make("HEARTBEAT", self.id,
+                                                               self.clock)))
+        elif not own and self.table.uuids.get(uuid) is not link:
+            if not self.table.learn(uuid, link):
+                self._too_many(rid, link, uuid)
+                return
+        self.relay(relayed, type_frame, body)
+
+    def _learn(self, rid: bytes, link: SiteLink | None, envelope: bytes, body: bytes):
+        """A new envelope on link ``rid``: checked, cached; the link's own HELLO opens it.
+        None when nothing more is to be done (answered, or refused)."""
+        type_, uuid, path = parse_path(envelope, AGENT_TYPES)
+        own = len(path) == 1 and uuid == path[0]
+        if own and type_ == "HELLO":
+            msg = protocol.decode_body("HELLO", body, self.max_body)
+            if msg.uuid != uuid or msg.get("role") != "site":
+                raise ProtocolError(protocol.BAD_REQUEST, "a site link's HELLO has the site's "
+                                                          "id as uuid and role site")
+            link = self.table.hello(rid, uuid, str(msg.get("hostname"))[:255],
+                                    float(msg.get("heartbeat")))
+            self.counts["hellos"] += 1
+            self._send(rid, protocol.encode_down(self.welcome()))
+        if link is None:
+            self.counts["unknown"] += 1
+            raise ProtocolError(protocol.HELLO_REQUIRED, "this site link is not open: send "
+                                                         "HELLO first")
+        if path[0] != link.site:
+            raise ProtocolError(protocol.FORBIDDEN, f"this link is site {link.site}'s, not "
+                                                    f"{path[0]}'s")
+        if len(path) >= MAX_PATH:
+            raise ProtocolError(protocol.BAD_REQUEST, f"a path of {len(path)} routers cannot "
+                                                      f"grow (at most {MAX_PATH})")
+        if not own and not self.table.learn(uuid, link):
+            self._too_many(rid, link, uuid)
+            return None
+        entry = (type_.encode(), stamped(envelope, self.id_frame), uuid, own)
+        if not (own and type_ == "HELLO"):         # (each of those opens the link again)
+            if len(link.cache) >= MAX_CACHED:
+                link.cache.clear()
+            link.cache[envelope] = entry
+        return entry
+
+    def _too_many(self, rid: bytes, link: SiteLink, uuid: str) -> None:
+        self.counts["refused"] += 1
+        self.throttle.warning(f"full {link.site}", "sites: site %s speaks for %d agents, "
+                              "site.max_agents: %s refused", link.site, len(link.uuids), uuid)
+        self._send(rid, protocol.encode_down(protocol.error(
+            protocol.FORBIDDEN, f"site {link.site} speaks for {len(link.uuids)} agents "
+                                f"already", None, self.id), uuid))
+
+    def refuse(self, rid: bytes, err: ProtocolError) -> None:
+        self.counts[f"bad.{err.status}"] += 1
+        self.throttle.warning(f"refused {err.status}", "sites: refused a message from %s: %s",
+                              self.who(rid), err)
+        self._send(rid, protocol.encode_down(protocol.error(err.status, err.reason, None,
+                                                            self.id)))
+
+    def who(self, rid: bytes) -> str:
+        link = self.table.links.get(rid)
+        return f"site {link.site}" if link is not None else f"link {rid[:4].hex()}.."
+
+    def _send(self, rid: bytes, frames: list[bytes]) -> bool:
+        try:
+            self.socket.send_multipart([rid, *frames], NOBLOCK)
+            return True
+        except zmq.ZMQError:
+            self.counts["unsent"] += 1
+            return False
+
+    # ---------------------------------------------------------------- down
+    def to_site(self, target: str, type_frame: bytes, body: bytes) -> str | None:
+        """ACK, RUN or ERROR for ``target`` down the link it was last heard on: SENT, FULL,
+        GONE, or None when no site link speaks for it."""
+        link = self.table.uuids.get(target)
+        if link is None:
+            return None
+        send = self.socket.send
+        try:
+            send(link.rid, MORE_NB)
+            send(SIGNATURE, MORE_NB)
+            send(type_frame, MORE_NB)
+            send(target.encode("ascii"), MORE_NB)
+            send(body, NOBLOCK)
+        except zmq.Again:
+            return FULL
+        except zmq.ZMQError as e:
+            if e.errno != zmq.EHOSTUNREACH:
+                raise
+            self.table.forget(link.rid)
+            return GONE
+        self.counts["down"] += 1
+        return SENT
+
+    # ---------------------------------------------------------------- periodic
+    def sweep(self) -> None:
+        self.counts["expired"] += len(self.table.expire())
+
+    def metrics(self) -> dict[str, int]:
+        """A central router's ``router.sites.*`` STATS (SPEC 4.10)."""
+        c = self.counts
+        return {"router.sites.links": len(self.table),
+                "router.sites.agents": len(self.table.uuids),
+                "router.sites.received": c["received"], "router.sites.down": c["down"],
+                "router.sites.expired": c["expired"], "router.sites.refused": c["refused"],
+                "router.sites.unknown": c["unknown"],
+                "router.sites.bad": sum(n for k, n in c.items() if k.startswith("bad."))}

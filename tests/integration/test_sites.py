@@ -1,0 +1,101 @@
+"""Sites (SPEC 4.10) with real routers: site routers that forward their agents' traffic to a
+central router over one uplink each, and ACK and RUN back down, in one level and in a tree.
+The uplink's outage (a TCP proxy cut) is in test_sites_outage.py."""
+
+from __future__ import annotations
+
+import pytest
+import zmq
+
+from fleetwatch import protocol
+from support.fleet import wait_for
+from support.routerclients import FakeAgent, FakeControl
+from support.zmqio import pull, recv_until
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def central(fleet, name: str = "central-1", **extra) -> dict:
+    return fleet.router(name, sink_types=("alerting", "graphite"),
+                        bind={"agents": "tcp://127.0.0.1:*", "control": "tcp://127.0.0.1:*",
+                              "tail": "tcp://127.0.0.1:*", "sites": "tcp://127.0.0.1:*",
+                              "sinks": {"alerting": "tcp://127.0.0.1:*",
+                                        "graphite": "tcp://127.0.0.1:*"}}, **extra)
+
+
+def site(fleet, name: str, upstream: list[str], sites: bool = False, **extra) -> dict:
+    bind = {"agents": "tcp://127.0.0.1:*", "control": "tcp://127.0.0.1:*",
+            "tail": "tcp://127.0.0.1:*", "sinks": {}}
+    if sites:
+        bind["sites"] = "tcp://127.0.0.1:*"
+    return fleet.router(name, sink_types=(), bind=bind, upstream=upstream,
+                        site={"interval": 0.2, **extra.pop("site", {})}, **extra)
+
+
+def welcomed(agent: FakeAgent) -> protocol.Message:
+    """HELLO until the site's WELCOME tells the centre's durable routes (alerting only)."""
+    def told():
+        msg = agent.hello(heartbeat=1.0)
+        return msg if msg.get("durable", {}).get("NOTIFY") == ["alerting"] else None
+    return wait_for(told, 15, interval=0.2, what="the centre's durable routes told by the site")
+
+
+def relayed_notify(sock: zmq.Socket, text: str) -> protocol.Relayed:
+    frames = recv_until(sock, lambda f: protocol.decode_relayed(f).message.get("text") == text,
+                        10, what=f"NOTIFY {text}")
+    return protocol.decode_relayed(frames)
+
+
+def test_site_relays_up_with_its_path_and_acks_and_runs_come_down(fleet, zctx):
+    centre = central(fleet)
+    edge = site(fleet, "site-1", [centre["endpoints"]["sites"]])
+    alerting = pull(zctx, centre["endpoints"]["sinks"]["alerting"])
+    agent = FakeAgent(zctx, edge["endpoints"]["agents"])
+    welcome = welcomed(agent)
+    assert welcome.get("router") == "site-1"
+
+    sent = agent.notify("through the site")
+    got = relayed_notify(alerting, "through the site")
+    assert (got.uuid, got.router, got.path) == (agent.uuid, "central-1", ("central-1", "site-1"))
+
+    control = FakeControl(zctx, centre["endpoints"]["control"])
+    control.send("ACK", target=agent.uuid, msg_ids=[sent.msg_id], sink="alerting")
+    assert agent.expect("ACK").get("msg_ids") == [sent.msg_id]
+    run = control.send("RUN", target=agent.uuid, command_id="c-1", plugin="check_disk")
+    assert agent.expect("RUN").msg_id == run.msg_id
+
+    # an agent the centre never heard of is not found there, as before
+    control.send("RUN", target="nobody-here", command_id="c-2", plugin="check_disk")
+    assert control.expect("ERROR").get("status") == protocol.NOT_FOUND
+
+
+def test_site_behind_a_site_two_levels(fleet, zctx):
+    centre = central(fleet)
+    middle = site(fleet, "site-1", [centre["endpoints"]["sites"]], sites=True)
+    leaf = site(fleet, "site-2", [middle["endpoints"]["sites"]])
+    alerting = pull(zctx, centre["endpoints"]["sinks"]["alerting"])
+    agent = FakeAgent(zctx, leaf["endpoints"]["agents"])
+    welcomed(agent)
+
+    sent = agent.notify("two levels down")
+    got = relayed_notify(alerting, "two levels down")
+    assert got.path == ("central-1", "site-1", "site-2")
+    assert got.router == "central-1"
+
+    control = FakeControl(zctx, centre["endpoints"]["control"])
+    control.send("ACK", target=agent.uuid, msg_ids=[sent.msg_id], sink="alerting")
+    assert agent.expect("ACK").get("msg_ids") == [sent.msg_id]
+    run = control.send("RUN", target=agent.uuid, command_id="c-1", plugin="check_load")
+    assert agent.expect("RUN").msg_id == run.msg_id
+
+    # both sites heartbeat upstream as hosts of their own
+    beats = set()
+    def both():
+        frames = alerting.recv_multipart() if alerting.poll(200) else None
+        if frames:
+            r = protocol.decode_relayed(frames)
+            if r.message.type == "HEARTBEAT":
+                beats.add((r.uuid, r.path))
+        return {("site-1", ("central-1", "site-1")),
+                ("site-2", ("central-1", "site-1", "site-2"))} <= beats
+    wait_for(both, 10, interval=0.0, what="both sites' heartbeats")

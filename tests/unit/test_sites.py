@@ -1,0 +1,145 @@
+"""Sites (SPEC 4.10) without sockets: the envelope's path, the site buffer (memory, disk
+spool, order, oldest dropped), the central router's table of site links and uuids."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetwatch import protocol
+from fleetwatch.protocol import ProtocolError
+from router.sitebuffer import SiteBuffer
+from router.sites import SiteTable
+from support.clock import Clock
+
+
+# ---------------------------------------------------------------- envelope path
+@pytest.mark.parametrize("frame, path", [
+    (b"NOTIFY/u-1/router-1", ("router-1",)),
+    (b"NOTIFY/u-1/central-1,site-1", ("central-1", "site-1")),
+    (b"STATS/u-1/c,s1,s2,s3", ("c", "s1", "s2", "s3")),
+])
+def test_path_parses_relaying_router_first(frame, path):
+    type_, uuid, got = protocol.parse_path(frame)
+    assert (type_, uuid, got) == (frame.split(b"/")[0].decode(), "u-1", path)
+    assert protocol.parse_envelope(frame)[2] == path[0]
+
+
+@pytest.mark.parametrize("frame", [
+    b"NOTIFY/u-1/", b"NOTIFY/u-1/a,,b", b"NOTIFY/u-1/a,", b"NOTIFY/u-1/,a",
+    b"NOTIFY/u-1/a b", b"NOTIFY/u-1/" + b",".join([b"r"] * (protocol.MAX_PATH + 1)),
+    b"NOTIFY/u-1/" + b"r" * 2000,
+])
+def test_bad_paths_are_400(frame):
+    with pytest.raises(ProtocolError) as e:
+        protocol.parse_path(frame)
+    assert e.value.status == protocol.BAD_REQUEST
+
+
+def test_stamped_puts_the_router_first_and_decode_relayed_says_the_path():
+    frame = protocol.stamped(b"NOTIFY/u-1/site-1,site-2", b"central-1")
+    assert frame == b"NOTIFY/u-1/central-1,site-1,site-2"
+    msg = protocol.make("NOTIFY", "u-1", severity="error", text="x")
+    relayed = protocol.decode_relayed([protocol.SIGNATURE, frame, protocol.encode_body(msg)])
+    assert relayed.router == "central-1"
+    assert relayed.path == ("central-1", "site-1", "site-2")
+    one = protocol.decode_relayed(protocol.encode_relayed(msg, "u-1", "router-1"))
+    assert (one.router, one.path) == ("router-1", ())
+
+
+def test_decode_down_needs_a_target_for_ack_and_run():
+    ack = protocol.make("ACK", "central-1", msg_ids=["m"])
+    assert protocol.decode_down(protocol.encode_down(ack, "u-1"))[0] == "u-1"
+    with pytest.raises(ProtocolError):
+        protocol.decode_down(protocol.encode_down(ack, ""))
+    beat = protocol.make("HEARTBEAT", "central-1")
+    assert protocol.decode_down(protocol.encode_down(beat))[0] == ""
+    hello = protocol.make("HELLO", "x", hostname="h", heartbeat=1.0)
+    with pytest.raises(ProtocolError) as e:
+        protocol.decode_down(protocol.encode_down(hello))
+    assert e.value.status == protocol.NOT_ALLOWED
+
+
+# ---------------------------------------------------------------- the buffer
+def drain(buf: SiteBuffer) -> list[int]:
+    out = []
+    while (item := buf.peek()) is not None:
+        out.append(int(item[1]))
+        buf.pop()
+    return out
+
+
+def fill(buf: SiteBuffer, n: int, start: int = 0) -> None:
+    for i in range(start, start + n):
+        buf.push(b"STATS/u/site-1", str(i).encode())
+
+
+def test_memory_only_keeps_the_newest_in_order_and_counts_the_rest():
+    buf = SiteBuffer(100)
+    fill(buf, 250)
+    assert len(buf) == 100 and buf.dropped == 150
+    assert drain(buf) == list(range(150, 250))
+    assert buf.delivered == 100
+
+
+def test_spool_keeps_order_across_memory_and_disk(tmp_path):
+    buf = SiteBuffer(10, str(tmp_path), 10**6)
+    fill(buf, 95)
+    assert buf.spilled > 0 and buf.dropped == 0 and len(buf) == 95
+    got = drain(buf)
+    assert got == list(range(95))
+    assert not list(tmp_path.iterdir())
+
+
+def test_full_spool_drops_its_oldest_segments(tmp_path):
+    buf = SiteBuffer(10, str(tmp_path), 200)     # about a segment of 5 records
+    fill(buf, 100)
+    got = drain(buf)
+    assert buf.dropped == 100 - len(got) > 0
+    assert got == sorted(got) and got[-1] == 99      # the newest kept, in order
+
+
+def test_interleaved_push_and_delivery_stay_in_order(tmp_path):
+    buf = SiteBuffer(8, str(tmp_path), 10**6)
+    fill(buf, 30)
+    got = [int(buf.peek()[1])]
+    buf.pop()
+    fill(buf, 30, 30)
+    got += drain(buf)
+    assert got == list(range(60))
+
+
+def test_a_restart_delivers_what_the_spool_holds_first(tmp_path):
+    buf = SiteBuffer(4, str(tmp_path), 10**6)
+    fill(buf, 20)
+    on_disk = buf.disk_messages
+    again = SiteBuffer(4, str(tmp_path), 10**6)
+    assert len(again) == on_disk > 0
+    assert drain(again) == list(range(on_disk))
+
+
+def test_a_partial_record_is_dropped_and_counted(tmp_path):
+    buf = SiteBuffer(4, str(tmp_path), 10**6)
+    fill(buf, 6)                                # 0 and 1 on disk, 2 to 5 in memory
+    path = next(tmp_path.iterdir())
+    path.write_bytes(path.read_bytes()[:-1])
+    assert drain(buf) == [0, 2, 3, 4, 5]
+    assert buf.dropped == 1
+
+
+# ---------------------------------------------------------------- site links
+def test_site_table_learns_uuids_bounds_them_and_expires_links():
+    clock = Clock(100.0)
+    table = SiteTable(expire_intervals=3, max_agents=2, clock=clock)
+    link = table.hello(b"r1", "site-1", "edge", 1.0)
+    assert table.learn("a", link) and table.learn("b", link)
+    assert not table.learn("c", link)               # above max_agents
+    assert table.uuids["a"] is link
+    other = table.hello(b"r2", "site-2", "edge2", 1.0)
+    assert table.learn("a", other)                  # moved: the newest link speaks for it
+    assert table.uuids["a"] is other and "a" not in link.uuids
+    again = table.hello(b"r3", "site-1", "edge", 1.0)   # site-1 reconnected
+    assert b"r1" not in table.links and table.sites["site-1"] is again
+    assert "b" not in table.uuids
+    clock.advance(3.5)
+    assert {l.site for l in table.expire()} == {"site-1", "site-2"}
+    assert not table.uuids and not table.links

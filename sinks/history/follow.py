@@ -19,7 +19,8 @@ routers (a resend, marked ``dup``) is yielded once, at its first landed copy; a 
 twice unmarked (a landing file put back by hand) once when the copies are near each other.
 
 **The seam.** :class:`Follower` subscribes to the tails first (the filters' subscriptions) and a
-thread buffers what arrives; then it reads the lake. The lake has caught up with the tail when,
+thread buffers what arrives (:mod:`sinks.history.livetail`; once the buffer is yielded, the
+tail is read directly); then it reads the lake. The lake has caught up with the tail when,
 for every router whose live messages include one of a type the lake keeps, one of them has
 landed (a history sink lands each router's messages in the order the router relayed them, so
 what that router relayed before it has landed too), and then ``settle`` seconds more (the sink's
@@ -146,7 +147,8 @@ class Follower:
         self.live: LiveTail | None = None
         #: live messages that arrived while the lake was read
         self.buffered: list[Relayed] = []
-        #: msg_ids yielded lately (after the seam: relayed twice near it)
+        #: the last msg_ids yielded: a copy landed again unmarked, or relayed twice near
+        #: the seam, is dropped
         self.recent: OrderedDict[str, None] = OrderedDict()
 
     # ------------------------------------------------------------ the parts

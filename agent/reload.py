@@ -4,7 +4,7 @@ Live: ``log_level``; ``stats_interval`` and ``collectors``; the whole ``plugins`
 (directories, limits, the declared checks: a changed set of checks is announced at once in a
 new REGISTER, spooled like the first); the ``local`` intake limits; ``parents`` and
 ``ephemeral`` (announced in a new REGISTER, and in every HELLO after); ``deregister_on_stop``
-and ``deregister_timeout`` (read at stop). Everything else (routers,
+and ``deregister_timeout`` (read at stop). Everything else (routers and routers_k,
 state_dir and the intake socket, hostname, heartbeat and reconnect timing, the STATS buffer,
 the spool, the CURVE keys) takes effect at restart, which keeps the uuid and the spool.
 The mechanism, and how a bad file is handled, is :mod:`fleetwatch.reload`'s.

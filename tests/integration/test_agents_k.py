@@ -3,8 +3,8 @@
 linked to exactly the three ``agent.rendezvous.choose`` names (every router's PEERS, the
 agents' own STATS); a router killed moves only the agents that had it, each to its next
 best, while a NOTIFY sent meanwhile is recorded once; ``fleetwatch run`` (asking every
-router: two answer 404) and a scheduler configured with one router reach an agent attached
-to three of the five."""
+router: two answer 404; or given one router, learning the others from its WELCOME) and a
+scheduler configured with one router reach an agent attached to three of the five."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 from agent.client import Client
 from agent.rendezvous import choose
 from fleetwatch import protocol
-from fleetwatch.ask import ask_all
 from support.fleet import wait_for
+from support.mesh import agreed, attachments
 from support.tail import Tail
 
 pytest.importorskip("sqlalchemy")
@@ -34,25 +34,8 @@ def mesh_of_five(fleet) -> list[dict]:
     for n in range(1, 6):
         seeds = [routers[-1]["endpoints"]["control"]] if routers else []
         routers.append(fleet.router(f"r{n}", mesh={**MESH, "seeds": seeds}))
-    ids = {r["id"] for r in routers}
-    wait_for(lambda: all(live_ids(r) == ids for r in routers), 30, 0.1,
-             what="the five routers agreeing")
+    wait_for(lambda: agreed(routers), 30, 0.1, what="the five routers agreeing")
     return routers
-
-
-def live_ids(router: dict) -> set[str]:
-    [answer] = ask_all([router["endpoints"]["control"]], ("MEMBERS",), 1.0)
-    members = answer.get("MEMBERS")
-    return {m["id"] for m in members.get("routers", []) if not m.get("dead")} if members else set()
-
-
-def attachments(routers: list[dict]) -> dict[str, set[str]]:
-    """uuid -> the ids of the routers whose PEERS list it now."""
-    out: dict[str, set[str]] = {}
-    for answer in ask_all([r["endpoints"]["control"] for r in routers], ("PEERS",), 2.0):
-        for peer in (answer.get("PEERS") or {}).get("agents", []) if answer.get("PEERS") else []:
-            out.setdefault(peer["uuid"], set()).add(answer.router_id)
-    return out
 
 
 def expected(uuid: str, routers: list[dict]) -> set[str]:
@@ -170,6 +153,12 @@ def test_run_and_a_scheduler_reach_an_agent_attached_to_three_of_five(fleet, zct
                for why in doc["refused"].values()), doc
     res = fleet.cli("run", "web-1", "tick", "--config", op, "--wait", check=False)
     assert res.returncode == 1 and "TICK OK" in res.stdout, res.stdout + res.stderr
+    # configured with one router the agent is not on: the others are learnt from its WELCOME
+    other = next(r for r in routers if r["id"] not in want)
+    lone = fleet.write("lone.yaml", {"routers": [other["endpoints"]["control"]],
+                                     "state_url": fleet.state_url, "timeout": 1.0})
+    doc = json.loads(fleet.cli("run", "web-1", "tick", "--config", str(lone), "--json").stdout)
+    assert set(doc["accepted"]) == want and other["id"] in doc["refused"], doc
 
     # a scheduler configured with one router that is not the agent's learns the others
     first = next(r for r in routers if r["id"] not in want)

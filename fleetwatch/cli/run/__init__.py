@@ -1,6 +1,7 @@
 """``fleetwatch run HOST|UUID PLUGIN``: have an agent run one of its plugins now.
 
-The RUN goes to every router's control socket; the agent is attached to some of them and
+The RUN goes to every router's control socket (the configured ones, and the live routers of
+their mesh that their WELCOME names); the agent is attached to some of them and
 runs the command id once however many RUNs name it (SPEC 4, RUN). A router forwards a RUN
 without answering and answers ``ERROR 404`` when it does not have the agent, so each RUN is
 followed by a PEERS on the same connection: a router answers one connection's requests in
@@ -100,6 +101,7 @@ def run(args) -> int:
     config = load(OperatorConfig, args.config)
     keys = client_keys(config)
     answers = ask_all(config.routers, ("HELLO", "PEERS"), config.timeout, keys=keys)
+    answers += _mesh(answers, config.timeout, keys)
     live = [a for a in answers if a.reachable]
     for answer in answers:
         if not answer.reachable:
@@ -158,6 +160,25 @@ def run(args) -> int:
         for sock in (watch, desk):
             if sock is not None:
                 sock.close()
+
+
+def _mesh(answers, timeout: float, keys) -> list:
+    """The routers of a mesh that the configured ones name in WELCOME ``members`` and that
+    did not answer yet, asked the same: an agent is attached to ``k`` of the live routers
+    only (SPEC 4.9), maybe none of those configured."""
+    answered = {a.router_id for a in answers if a.reachable}
+    asked = {a.endpoint for a in answers}
+    named = []
+    for answer in answers:
+        welcome = answer.get("WELCOME")
+        members = welcome.get("members") if welcome is not None else None
+        for member in members if isinstance(members, list) else ():
+            control = member.get("control") if isinstance(member, dict) else None
+            if isinstance(control, str) and control not in asked \
+                    and member.get("id") not in answered:
+                named.append(control)
+    named = list(dict.fromkeys(named))
+    return ask_all(named, ("HELLO", "PEERS"), timeout, keys=keys) if named else []
 
 
 def _sent(args, msg: Message, uuid: str, hostname: str | None, accepted: list[str],

@@ -225,7 +225,7 @@ class Relay:
             self.desk.beyond = self.sites.to_site
         if cfg.upstream:
             self.uplink = Uplink(self.id, cfg.upstream, cfg.site, self.ctx, self.max_body,
-                                 limits.sink_hwm, self.clock, self.monotonic, self.fqdn())
+                                 limits.sink_hwm, self.clock, self.monotonic)
             self.uplink.down = self.down
             self.uplink.on_durable = self.upstream_durable
         self.endpoints = endpoints

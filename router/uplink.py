@@ -6,7 +6,8 @@ relaying router. Each message goes over the first link that is *up*: its HELLO w
 WELCOME and an answer (WELCOME or HEARTBEAT) came within ``site.expire_intervals`` of the
 link's HEARTBEATs, sent every ``site.interval`` (:meth:`Uplink.tick`). The link's own HELLO
 and HEARTBEAT carry the site's id as their uuid and as the whole path: upstream they are the
-site's, as a host, and the central router expires a silent site by them.
+site's, as a host named by its id, and the central router expires a silent site by them
+(the HELLO is said again every ``HELLO_EVERY`` intervals, for upstream's registry).
 
 No custody: the durable types (NOTIFY, REGISTER) are only passed on; with no link up they
 are not taken (:class:`TypeSender` raises ``zmq.Again``, so the relay counts the drop and
@@ -23,7 +24,6 @@ This is the thin adapter that owns the DEALERs (the relay's poll loop polls them
 from __future__ import annotations
 
 import logging
-import socket
 import time
 from collections import Counter
 
@@ -43,6 +43,9 @@ MORE_NB = zmq.SNDMORE | zmq.NOBLOCK
 UPSTREAM = "upstream"
 #: buffered messages sent per wake-up at most (the agents socket is read in between)
 FLUSH_BATCH = 2000
+#: a welcomed link says HELLO again every this many intervals: upstream's registry learns
+#: the site as a host even when it missed the first (a HELLO is never resent otherwise)
+HELLO_EVERY = 60
 
 
 class Link:
@@ -52,6 +55,8 @@ class Link:
         self.endpoint, self.socket = endpoint, sock
         self.router_id = ""
         self.welcomed = False
+        #: ticks since its last HELLO
+        self.beats = 0
         #: monotonic time of its last answer (WELCOME or HEARTBEAT)
         self.last_answer = float("-inf")
         self.was_up = False
@@ -90,12 +95,11 @@ class Uplink:
 
     def __init__(self, site_id: str, endpoints: list[str], settings: RouterSite,
                  ctx: zmq.Context, max_body: int = protocol.MAX_BODY, hwm: int = 10000,
-                 clock=time.time, monotonic=time.monotonic, hostname: str = ""):
+                 clock=time.time, monotonic=time.monotonic):
         self.id, self.settings, self.ctx = site_id, settings, ctx
         self.endpoints = list(dict.fromkeys(endpoints))
         self.max_body, self.hwm = max_body, hwm
         self.clock, self.monotonic = clock, monotonic
-        self.hostname = hostname or socket.getfqdn()
         self.own = protocol.envelope("HEARTBEAT", site_id, site_id)
         self.own_hello = protocol.envelope("HELLO", site_id, site_id)
         self.buffer = SiteBuffer(settings.buffer_messages, settings.spool_dir,
@@ -183,10 +187,13 @@ class Uplink:
         now = self.monotonic()
         self.next_tick = now + self.settings.interval
         for link in self.links:
-            if link.welcomed:
-                msg = protocol.make("HEARTBEAT", self.id, self.clock)
+            link.beats += 1
+            if link.welcomed and link.beats < HELLO_EVERY:
+                msg = protocol.make("HEARTBEAT", self.id, self.clock,
+                                    interval=self.settings.interval)
                 frames = [SIGNATURE, self.own, protocol.encode_body(msg)]
             else:
+                link.beats = 0
                 frames = self._hello()
             try:
                 link.socket.send_multipart(frames, NOBLOCK)
@@ -195,7 +202,8 @@ class Uplink:
         self._choose(now)
 
     def _hello(self) -> list[bytes]:
-        msg = protocol.make("HELLO", self.id, self.clock, hostname=self.hostname,
+        # upstream, the site is a host named by its id: its agents' parent (SPEC 4.10)
+        msg = protocol.make("HELLO", self.id, self.clock, hostname=self.id,
                             heartbeat=self.settings.interval, role="site",
                             version=__version__)
         return [SIGNATURE, self.own_hello, protocol.encode_body(msg)]

@@ -14,6 +14,11 @@ The agent's ``parents`` (the hosts and checks it can only be reached through, ``
 ``HOST/CHECK``, :mod:`sinks.alerting.dependencies`), from its HELLO and its own REGISTER,
 are kept in ``agents.parents`` (NULL when it declares none: a message without the field
 clears them); entries that are not a reference are skipped and counted (``bad_parent``).
+An agent behind a site router (SPEC 4.10: the envelope's path names more than the relaying
+router) has its site as a parent too, the last router of the path but itself
+(:func:`site_parent`): a site router's HELLO upstream names it by its id, so when the
+site's uplink is down and its heartbeats stop, its agents are UNREACHABLE behind it, not
+DOWN (:mod:`sinks.alerting.reachability`).
 Its ``ephemeral`` flag (the same messages) goes to ``agents.ephemeral``: the alerting sinks
 call such an agent GONE, not DOWN, when it goes silent (:mod:`sinks.alerting.hosts`).
 
@@ -111,7 +116,7 @@ class RegistrySink(db.DatabaseSink):
                   update=["last_seen"])
 
     def _hello(self, conn, relayed: Relayed, now: float) -> int:
-        fields, bad = _identity(relayed.message)
+        fields, bad = _identity(relayed.message, site_parent(relayed))
         self._seen(conn, relayed, now, **fields)
         return bad
 
@@ -127,7 +132,8 @@ class RegistrySink(db.DatabaseSink):
     def _register(self, conn, relayed: Relayed, now: float) -> tuple[int, int]:
         msg = relayed.message
         # only the agent's own REGISTER names the machine (a local process's may not)
-        fields, bad_parents = _identity(msg) if msg.get("name") == "agent" else ({}, 0)
+        fields, bad_parents = (_identity(msg, site_parent(relayed))
+                               if msg.get("name") == "agent" else ({}, 0))
         self._seen(conn, relayed, now, **fields)
         source = msg.get("name")[:255]
         declared = msg.get("plugins")
@@ -141,16 +147,30 @@ class RegistrySink(db.DatabaseSink):
         return bad, bad_parents
 
 
-def _identity(msg) -> tuple[dict, int]:
-    """hostname, version and parents as a HELLO or the agent's own REGISTER gives them,
-    and how many parents were not a reference."""
+def site_parent(relayed: Relayed) -> str | None:
+    """The site router a message's sender is behind (SPEC 4.10): the last router of the
+    envelope's path after the relaying one, the sender itself left out (a site router's
+    own HELLO names the site above it); None when it came straight to the relaying router."""
+    hops = list(relayed.path[1:])
+    if hops and hops[-1] == relayed.uuid:
+        hops.pop()
+    return hops[-1] if hops else None
+
+
+def _identity(msg, site: str | None = None) -> tuple[dict, int]:
+    """hostname, version and parents as a HELLO or the agent's own REGISTER gives them
+    (``site``: the site router it is behind, a parent too), and how many parents were not
+    a reference."""
     fields = {}
     if isinstance(msg.get("hostname"), str):
         fields["hostname"] = msg.get("hostname")[:255]
     if isinstance(msg.get("version"), str):
         fields["version"] = msg.get("version")[:64]
     refs, bad = declared_refs(msg.get("parents"))
-    fields["parents"] = [str(r) for r in refs] or None
+    parents = [str(r) for r in refs]
+    if site is not None and site not in parents:
+        parents.append(site)
+    fields["parents"] = parents or None
     fields["ephemeral"] = msg.get("ephemeral") is True
     return fields, bad
 

@@ -10,26 +10,10 @@ import zmq
 from fleetwatch import protocol
 from support.fleet import wait_for
 from support.routerclients import FakeAgent, FakeControl
+from support.sites import central, site
 from support.zmqio import pull, recv_until
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def central(fleet, name: str = "central-1", **extra) -> dict:
-    return fleet.router(name, sink_types=("alerting", "graphite"),
-                        bind={"agents": "tcp://127.0.0.1:*", "control": "tcp://127.0.0.1:*",
-                              "tail": "tcp://127.0.0.1:*", "sites": "tcp://127.0.0.1:*",
-                              "sinks": {"alerting": "tcp://127.0.0.1:*",
-                                        "graphite": "tcp://127.0.0.1:*"}}, **extra)
-
-
-def site(fleet, name: str, upstream: list[str], sites: bool = False, **extra) -> dict:
-    bind = {"agents": "tcp://127.0.0.1:*", "control": "tcp://127.0.0.1:*",
-            "tail": "tcp://127.0.0.1:*", "sinks": {}}
-    if sites:
-        bind["sites"] = "tcp://127.0.0.1:*"
-    return fleet.router(name, sink_types=(), bind=bind, upstream=upstream,
-                        site={"interval": 0.2, **extra.pop("site", {})}, **extra)
 
 
 def welcomed(agent: FakeAgent) -> protocol.Message:

@@ -17,10 +17,9 @@ import zmq
 from fleetwatch import protocol
 from support.fleet import wait_for
 from support.routerclients import FakeAgent, FakeControl
+from support.sites import central, site
 from support.tcpproxy import TcpProxy
 from support.zmqio import pull
-
-from test_sites import central, site
 
 pytestmark = pytest.mark.timeout(400)
 

@@ -143,3 +143,18 @@ def test_site_table_learns_uuids_bounds_them_and_expires_links():
     clock.advance(3.5)
     assert {l.site for l in table.expire()} == {"site-1", "site-2"}
     assert not table.uuids and not table.links
+
+
+# ---------------------------------------------------------------- the site as a parent
+@pytest.mark.parametrize("uuid, path, parent", [
+    ("agent-1", (), None),                                  # straight to its router
+    ("agent-1", ("central-1", "site-1"), "site-1"),
+    ("agent-1", ("central-1", "site-1", "site-2"), "site-2"),
+    ("site-1", ("central-1", "site-1"), None),              # the site's own HELLO
+    ("site-2", ("central-1", "site-1", "site-2"), "site-1"),
+])
+def test_an_agent_behind_a_site_has_it_as_a_parent(uuid, path, parent):
+    from sinks.registry import site_parent
+    msg = protocol.make("HELLO", uuid, hostname="h", heartbeat=1.0)
+    relayed = protocol.Relayed(uuid, path[0] if path else "router-1", msg, path=path)
+    assert site_parent(relayed) == parent

@@ -1,0 +1,54 @@
+"""A host behind a site whose uplink is down is UNREACHABLE because of its site, not DOWN
+(SPEC 4.10), with real processes: a central router with the registry and an alerting sink,
+a site router whose uplink runs through a TCP proxy, a real agent at the site. The site
+heartbeats upstream as a host named by its id; the registry gives the agent its site as a
+parent (the envelope's path); cut the uplink and the site is DOWN, the agent UNREACHABLE
+behind it."""
+
+from __future__ import annotations
+
+import pytest
+
+from support.fleet import wait_for
+from support.routerclients import FakeControl
+from support.sites import central, site
+from support.tcpproxy import TcpProxy
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def hosts(fleet) -> dict[str, tuple[bool, str | None]]:
+    return {r[0]: (bool(r[1]), r[2]) for r in fleet.db_rows(
+        "SELECT a.hostname, h.up, h.unreachable FROM host_state h JOIN agents a "
+        "ON a.uuid = h.uuid WHERE h.name = ''")}
+
+
+def test_an_agent_behind_a_site_whose_uplink_is_down_is_unreachable(fleet, zctx):
+    centre = central(fleet, sink_types=("registry", "alerting"))
+    fleet.sink("registry", [centre])
+    fleet.sink("alerting", [centre], alerting={"tick_interval": 0.2, "host_timeout": 3})
+    control = FakeControl(zctx, centre["endpoints"]["control"])
+    def connected():                            # (a HELLO relayed before would be lost)
+        control.send("PEERS")
+        sinks = control.expect("PEERS").get("sinks")
+        return sinks.get("registry") and sinks.get("alerting")
+    wait_for(connected, 15, 0.1, what="the centre's sinks connected")
+    host, port = centre["endpoints"]["sites"].removeprefix("tcp://").rsplit(":", 1)
+    proxy = TcpProxy(host, int(port))
+    try:
+        edge = site(fleet, "site-1", [proxy.endpoint])
+        fleet.agent([edge])
+        wait_for(lambda: hosts(fleet) == {"site-1": (True, None), "agent-host": (True, None)},
+                 30, 0.1, what="the site and its agent heard at the centre")
+        assert fleet.db_rows("SELECT parents FROM agents WHERE hostname = 'agent-host'") \
+            in ([('["site-1"]',)], [(["site-1"],)])
+
+        proxy.cut()
+        wait_for(lambda: hosts(fleet) == {"site-1": (False, None),
+                                          "agent-host": (False, "site-1")},
+                 30, 0.1, what="the site DOWN, its agent UNREACHABLE behind it")
+        proxy.restore()
+        wait_for(lambda: hosts(fleet) == {"site-1": (True, None), "agent-host": (True, None)},
+                 30, 0.1, what="both back")
+    finally:
+        proxy.close()

@@ -1,9 +1,10 @@
 """The one place a SparkSession is made for fleetwatch (compaction, queries, replay, expire).
 
 ``session(master, conf)``: ``spark.master`` from the operator config (``local[*]`` by
-default, a cluster URL when set). In local mode Spark binds 127.0.0.1 only (driver host,
-bind address and ``SPARK_LOCAL_IP``: without it Spark picks the first non-loopback address
-and listens there) and uses as many shuffle partitions as cores (the default 200 makes 200
+default, a cluster URL when set). In local mode, and with a master on loopback (the local
+cluster of sinks/history/cluster.py), Spark binds 127.0.0.1 only (driver host, bind address
+and ``SPARK_LOCAL_IP``: without it Spark picks the first non-loopback address and listens
+there); in local mode it uses as many shuffle partitions as cores (the default 200 makes 200
 tiny tasks and files per step). Always: no web UI, no console progress bars, log4j2 at ERROR
 on stderr (sinks/history/log4j2.properties), UTC session time zone (table dates are UTC
 days), partition values kept as strings (``date`` is a string column: never inferred into a
@@ -62,6 +63,19 @@ def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+def on_loopback(master: str) -> bool:
+    """Whether ``master`` runs on this machine only: ``local[...]``, or a cluster whose
+    master listens on loopback (``fleetwatch history cluster start``): the driver then
+    binds 127.0.0.1 too, where the executors reach it."""
+    if is_local(master):
+        return True
+    match = re.fullmatch(r"spark://([^/]+?)(?::\d+)?", master)
+    return bool(match) and match.group(1) in LOOPBACK
+
+
 def local_cores(master: str) -> int:
     """Cores a ``local[N]`` / ``local[*]`` / ``local`` master uses."""
     match = re.fullmatch(r"local\[(\d+|\*)(?:,\d+)?\]", master)
@@ -87,12 +101,13 @@ def defaults(master: str) -> dict[str, str]:
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2}",
         "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2}",
     }
-    if is_local(master):
+    if on_loopback(master):
         conf.update({
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
-            "spark.sql.shuffle.partitions": str(local_cores(master)),
         })
+    if is_local(master):
+        conf["spark.sql.shuffle.partitions"] = str(local_cores(master))
     return conf
 
 
@@ -111,7 +126,7 @@ def session(master: str = "local[*]", conf: dict[str, str] | None = None):
     without java."""
     java()
     settings = merged(master, conf)
-    if is_local(settings["spark.master"]):
+    if on_loopback(settings["spark.master"]):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     from pyspark import SparkConf, SparkContext

@@ -1,4 +1,4 @@
-"""``fleetwatch history compact|sql|gaps|replay|expire``: the history lake's operator commands.
+"""``fleetwatch history compact|sql|gaps|replay|expire|cluster``: the history lake's operator commands.
 
 Every verb reads the operator config's ``history:`` section (lake, Spark master and settings;
 ``--config``, default /etc/fleetwatch/fleetwatch.yaml), which ``--lake`` and ``--master``
@@ -19,11 +19,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import os
 import shlex
 import sys
 
 from fleetwatch.config import load
 from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig
+from sinks.history.config import HistorySettings
 
 #: verb -> the module of ``fleetwatch history VERB``
 VERBS = {
@@ -32,6 +34,7 @@ VERBS = {
     "gaps": "fleetwatch.cli.history.gaps",
     "replay": "fleetwatch.cli.history.replay",
     "expire": "fleetwatch.cli.history.expire",
+    "cluster": "fleetwatch.cli.history.cluster",
 }
 
 
@@ -48,8 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args):
-    """The ``history:`` settings of ``args.config``, with the command line's overrides."""
-    settings = load(OperatorConfig, args.config).history
+    """The ``history:`` settings of ``args.config``, with the command line's overrides (a
+    verb whose module sets ``CONFIG_OPTIONAL`` runs on the defaults when given ``--dir``
+    and no config exists)."""
+    module = importlib.import_module(VERBS[args.subcommand])
+    if (getattr(module, "CONFIG_OPTIONAL", False) and getattr(args, "dir", None)
+            and not os.path.exists(args.config)):
+        settings = HistorySettings()
+    else:
+        settings = load(OperatorConfig, args.config).history
     changes = {k: v for k, v in (("lake", args.lake), ("master", args.master)) if v}
     return dataclasses.replace(settings, **changes) if changes else settings
 

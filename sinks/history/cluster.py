@@ -1,0 +1,236 @@
+"""A local Spark standalone cluster from the installed PySpark, for trying the cluster path of
+the history side on one machine (``fleetwatch history cluster start|stop|status``).
+
+:func:`start` runs a master and N workers as the wheel ships them (its ``bin/spark-class``
+with ``org.apache.spark.deploy.master.Master`` and ``...deploy.worker.Worker``), each in a
+process group of its own, bound to ``host`` (127.0.0.1) on ports the kernel picks; their
+logs, pids and the master's URLs are kept in a directory (:data:`STATE`), so :func:`stop`
+and :func:`status` from another process find them. It reads the master's URL and web UI
+port from the master's log (Spark logs them at INFO: the daemons get Spark's default log4j
+profile, into their log files), then waits until the master's ``/json`` lists every worker
+ALIVE. No PySpark import: this only starts JVMs (``java`` as sinks/history/spark.py finds
+it, through ``spark-class``).
+
+A cluster of one machine is for trying things: on a real cluster the lake must be on a path
+every executor reads (docs/operating/history-cluster.md).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: the state file in a cluster's directory
+STATE = "cluster.json"
+MASTER_CLASS = "org.apache.spark.deploy.master.Master"
+WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
+MASTER_UI = re.compile(r"Bound MasterWebUI to \S+, and started at https?://[^:/\s]+:(\d+)")
+#: the daemons' own settings: no REST submission server (it binds the fixed port 6066)
+DAEMON_CONF = {"spark.master.rest.enabled": "false"}
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or found; ``str()`` is the one line to show."""
+
+
+@dataclass
+class Cluster:
+    """What :data:`STATE` records of a running cluster."""
+
+    directory: str
+    master: str = ""                      # spark://HOST:PORT
+    ui: str = ""                          # http://HOST:PORT (the master's web UI)
+    pids: dict[str, int] = field(default_factory=dict)   # master, worker-1... -> pid
+
+    @classmethod
+    def load(cls, directory: str) -> "Cluster | None":
+        try:
+            with open(os.path.join(directory, STATE), encoding="utf-8") as f:
+                return cls(**json.load(f))
+        except FileNotFoundError:
+            return None
+
+    def save(self) -> None:
+        path = os.path.join(self.directory, STATE)
+        with open(path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(asdict(self), f, indent=1)
+        os.replace(path + ".tmp", path)
+
+    def alive(self) -> dict[str, int]:
+        """The recorded daemons still running (a recycled pid is not one of them)."""
+        return {name: pid for name, pid in self.pids.items() if is_daemon(pid)}
+
+
+def spark_home() -> str:
+    """The installed PySpark's directory (it holds bin/spark-class and jars/)."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.submodule_search_locations:
+        raise ClusterError("the Spark cluster needs the Python package 'pyspark': "
+                           "pip install 'fleetwatch[history]'")
+    return list(spec.submodule_search_locations)[0]
+
+
+def is_daemon(pid: int) -> bool:
+    """Whether ``pid`` is a running Spark daemon (master or worker JVM)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+    except OSError:
+        return False
+    return b"org.apache.spark.deploy." in cmdline
+
+
+def master_state(ui: str, timeout: float = 5.0) -> dict:
+    """The master's ``/json`` (workers, applications), from its web UI."""
+    with urllib.request.urlopen(f"{ui}/json/", timeout=timeout) as reply:
+        return json.load(reply)
+
+
+def start(directory: str, workers: int = 1, cores: int | None = None,
+          memory: str = "2g", host: str = "127.0.0.1", timeout: float = 120.0,
+          clock=time.monotonic) -> Cluster:
+    """Start a master and ``workers`` workers (``cores`` and ``memory`` each; cores by
+    default the machine's shared out, at least 1) and wait until all are up."""
+    if workers < 1:
+        raise ClusterError("--workers: expected 1 or more")
+    directory = os.path.abspath(directory)
+    old = Cluster.load(directory)
+    if old and old.alive():
+        raise ClusterError(f"a cluster already runs from {directory} ({old.master}): "
+                           f"fleetwatch history cluster stop first")
+    home = spark_home()
+    os.makedirs(os.path.join(directory, "work"), exist_ok=True)
+    conf = os.path.join(directory, "spark-defaults.conf")
+    Path(conf).write_text("".join(f"{k} {v}\n" for k, v in DAEMON_CONF.items()))
+    cores = cores or max(1, (os.cpu_count() or 1) // workers)
+    cluster = Cluster(directory)
+    deadline = clock() + timeout
+    try:
+        master_log = os.path.join(directory, "master.log")
+        cluster.pids["master"] = _daemon(home, directory, master_log, host, [
+            MASTER_CLASS, "--host", host, "--port", "0", "--webui-port", "0",
+            "--properties-file", conf])
+        cluster.save()
+        url, port = _master_urls(master_log, cluster.pids["master"], deadline, clock)
+        cluster.master, cluster.ui = url, f"http://{host}:{port}"
+        for i in range(1, workers + 1):
+            name = f"worker-{i}"
+            cluster.pids[name] = _daemon(home, directory,
+                                         os.path.join(directory, f"{name}.log"), host, [
+                WORKER_CLASS, "--host", host, "--port", "0", "--webui-port", "0",
+                "--cores", str(cores), "--memory", memory,
+                "--work-dir", os.path.join(directory, "work"),
+                "--properties-file", conf, url])
+            cluster.save()
+        _wait_workers(cluster, workers, deadline, clock)
+    except BaseException:
+        stop(directory)
+        raise
+    return cluster
+
+
+def _daemon(home: str, directory: str, log_path: str, host: str, argv: list[str]) -> int:
+    env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": host,
+           "SPARK_LOG_DIR": directory}
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen([os.path.join(home, "bin", "spark-class"), *argv],
+                                stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, cwd=directory,
+                                start_new_session=True)   # its own group: stop() kills it
+    return proc.pid
+
+
+def _master_urls(log_path: str, pid: int, deadline: float, clock) -> tuple[str, int]:
+    """The master's spark:// URL and web UI port, read from its log."""
+    while clock() < deadline:
+        text = Path(log_path).read_text(errors="replace")
+        url, ui = MASTER_URL.search(text), MASTER_UI.search(text)
+        if url and ui:
+            return url.group(1), int(ui.group(1))
+        if not is_daemon(pid):
+            raise ClusterError(f"the Spark master exited at start: {_last_error(text)} "
+                               f"(log: {log_path})")
+        time.sleep(0.2)
+    raise ClusterError(f"the Spark master did not say its URL in time (log: {log_path})")
+
+
+def _wait_workers(cluster: Cluster, workers: int, deadline: float, clock) -> None:
+    alive = 0
+    while clock() < deadline:
+        for name, pid in cluster.pids.items():
+            if not is_daemon(pid):
+                path = os.path.join(cluster.directory, f"{name}.log")
+                raise ClusterError(f"the Spark {name} exited at start: "
+                                   f"{_last_error(Path(path).read_text(errors='replace'))} "
+                                   f"(log: {path})")
+        try:
+            alive = master_state(cluster.ui).get("aliveworkers", 0)
+        except OSError as e:
+            log.debug("master UI not answering yet: %s", e)
+        if alive >= workers:
+            return
+        time.sleep(0.2)
+    raise ClusterError(f"{alive} of {workers} Spark workers registered in time "
+                       f"(logs in {cluster.directory})")
+
+
+def _last_error(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if "ERROR" in ln or "Exception" in ln]
+    return (lines[-1] if lines else (text.strip().splitlines() or ["no output"])[-1])[:300]
+
+
+def stop(directory: str, timeout: float = 30.0, clock=time.monotonic) -> list[str]:
+    """Stop the cluster recorded in ``directory`` (SIGTERM to each daemon's process group,
+    SIGKILL past ``timeout``); return the names stopped."""
+    cluster = Cluster.load(os.path.abspath(directory))
+    if cluster is None:
+        return []
+    alive = cluster.alive()
+    for pid in alive.values():
+        _signal_group(pid, signal.SIGTERM)
+    deadline = clock() + timeout
+    while clock() < deadline and any(is_daemon(pid) for pid in alive.values()):
+        time.sleep(0.1)
+    for pid in alive.values():
+        if is_daemon(pid):
+            _signal_group(pid, signal.SIGKILL)
+    cluster.pids = {}
+    cluster.save()
+    return sorted(alive)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)          # the daemon leads its group (start_new_session)
+    except ProcessLookupError:
+        pass
+
+
+def status(directory: str) -> dict:
+    """What runs from ``directory``: master URL, UI, the daemons alive, and the master's
+    view (workers ALIVE, applications running) when it answers."""
+    cluster = Cluster.load(os.path.abspath(directory))
+    if cluster is None or not cluster.alive():
+        return {"running": False, "directory": os.path.abspath(directory)}
+    out = {"running": True, "directory": cluster.directory, "master": cluster.master,
+           "ui": cluster.ui, "daemons": cluster.alive()}
+    try:
+        state = master_state(cluster.ui)
+        out["workers"] = state.get("aliveworkers", 0)
+        out["cores"] = state.get("cores", 0)
+        out["applications"] = [a.get("name", "") for a in state.get("activeapps", [])]
+    except OSError as e:
+        out["error"] = f"the master's UI does not answer: {e}"
+    return out

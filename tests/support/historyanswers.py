@@ -1,0 +1,67 @@
+"""The answers of the history queries on a lake, as JSON-able data, so that two Spark
+sessions (``local[*]`` in the test process, a standalone cluster or Spark Connect in a
+child process) can be compared: availability (from spans, from every heartbeat, downtime
+excused), metric buckets, top hosts, check timelines and time in state, notifications.
+
+As a script: ``python tests/support/historyanswers.py LAKE MASTER [--remote]`` prints the
+answers as one JSON document (MASTER: a spark:// URL, local[N], or with --remote an
+sc:// URL), run by the cluster and Connect tests with the installed fleetwatch.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import date, datetime
+from pathlib import Path
+
+
+def plain(df) -> list[dict]:
+    """A DataFrame's rows as JSON-able dicts, in the DataFrame's order."""
+    return json.loads(json.dumps([r.asDict(recursive=True) for r in df.collect()],
+                                 default=_text))
+
+
+def _text(value):
+    if isinstance(value, (datetime, date)):
+        return value.isoformat()
+    return str(value)
+
+
+def answers(h) -> dict[str, list[dict]]:
+    """The queries' answers on History ``h`` (the generated lake of tests/support/lakegen.py
+    or any compacted lake: hosts web1 and db1 where it has them)."""
+    from sinks.history.query import History
+    beats = History(h.spark, h.lake, use_spans=False)
+    return {
+        "availability": plain(h.availability()),
+        "availability_from_heartbeats": plain(beats.availability()),
+        "availability_excluding_downtime": plain(h.availability(exclude_downtime=True)),
+        "metric": plain(h.metric("web1", "cpu.user", bucket="20m")),
+        "top_hosts": plain(h.top_hosts("cpu.user")),
+        "check_timeline": plain(h.check_timeline("web1")),
+        "time_in_state": plain(h.time_in_state()),
+        "notifications": plain(h.notification_history()),
+        "hosts": plain(h.hosts().orderBy("uuid")),
+    }
+
+
+def main(argv: list[str]) -> int:
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root))
+    lake, master = argv[0], argv[1]
+    from sinks.history import spark as sparks
+    from sinks.history.query import History
+    if "--remote" in argv:
+        spark = sparks.remote(master)
+    else:
+        spark = sparks.session(master, {"spark.driver.memory": "1g"})
+    try:
+        print(json.dumps(answers(History(spark, lake))))
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -74,62 +74,74 @@ def fleet_rtt(root: Path, rate: float, seconds: float) -> list[float]:
             "hello_interval": 0.2}))
         procs.append(start(root, "sink", "sink", "alerting", "--config",
                            str(root / "sink.yaml")))
-        ctx = zmq.Context.instance()
-        me = str(uuidlib.uuid4())
-        sock = ctx.socket(zmq.DEALER)
-        sock.setsockopt(zmq.ROUTING_ID, me.encode())
-        sock.linger = 0
-        sock.connect(eps["agents"])
-        sock.send_multipart(protocol.encode(protocol.make(
-            "HELLO", me, hostname="bench", heartbeat=1.0)))
-        assert sock.poll(5000), "no WELCOME"
-        sock.recv_multipart()
-        # Warm up until the sink is attached and ACKs flow.
-        warm = protocol.make("NOTIFY", me, severity="info", text="warm-up")
-        deadline = time.monotonic() + 30
-        acked = False
-        while not acked and time.monotonic() < deadline:
-            sock.send_multipart(protocol.encode(warm))
-            if sock.poll(500):
-                while sock.poll(0):
-                    m = protocol.decode(sock.recv_multipart())
-                    acked = acked or (m.type == "ACK" and warm.msg_id in m.body["msg_ids"])
-        if not acked:
-            raise SystemExit("the alerting sink never acknowledged; see its log in " + str(root))
-        sent: dict[str, float] = {}
-        rtts: list[float] = []
-
-        def on_reply(frames: list[bytes]) -> None:
-            now = time.perf_counter()
-            m = protocol.decode(frames)
-            if m.type == "ACK":
-                for mid in m.body["msg_ids"]:
-                    t0 = sent.pop(mid, None)
-                    if t0 is not None:
-                        rtts.append(now - t0)
-
-        for i in paced(rate, seconds, sock, on_reply):
-            msg = protocol.make("NOTIFY", me, severity="error", text=f"bench {i:06d} " + "x" * 80)
-            frames = protocol.encode(msg)
-            sent[msg.msg_id] = time.perf_counter()
-            sock.send_multipart(frames)
-        deadline = time.monotonic() + 10
-        while sent and time.monotonic() < deadline:
-            if sock.poll(100):
-                on_reply(sock.recv_multipart())
-        sock.close()
-        lost = len(sent)
-        if lost:
-            print(f"  warning: {lost} NOTIFY not acknowledged within 10 s")
-        return rtts
+        return time_notifies(eps["agents"], rate, seconds, root)
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop(*procs)
+
+
+def stop(*procs: subprocess.Popen) -> None:
+    """SIGTERM each process, then wait for it (SIGKILL after 10 s)."""
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def time_notifies(agents: str, rate: float, seconds: float, logs) -> list[float]:
+    """Play an agent on the ``agents`` endpoint: HELLO, NOTIFYs until one is ACKed (the
+    sink attached), then NOTIFYs at ``rate`` for ``seconds``; each one's round trip to its
+    ACK (seconds). ``logs``: where the processes' logs are, for the error."""
+    ctx = zmq.Context.instance()
+    me = str(uuidlib.uuid4())
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.ROUTING_ID, me.encode())
+    sock.linger = 0
+    sock.connect(agents)
+    sock.send_multipart(protocol.encode(protocol.make(
+        "HELLO", me, hostname="bench", heartbeat=1.0)))
+    assert sock.poll(5000), "no WELCOME"
+    sock.recv_multipart()
+    # Warm up until the sink is attached and ACKs flow.
+    warm = protocol.make("NOTIFY", me, severity="info", text="warm-up")
+    deadline = time.monotonic() + 30
+    acked = False
+    while not acked and time.monotonic() < deadline:
+        sock.send_multipart(protocol.encode(warm))
+        if sock.poll(500):
+            while sock.poll(0):
+                m = protocol.decode(sock.recv_multipart())
+                acked = acked or (m.type == "ACK" and warm.msg_id in m.body["msg_ids"])
+    if not acked:
+        raise SystemExit(f"the alerting sink never acknowledged; see the logs in {logs}")
+    sent: dict[str, float] = {}
+    rtts: list[float] = []
+
+    def on_reply(frames: list[bytes]) -> None:
+        now = time.perf_counter()
+        m = protocol.decode(frames)
+        if m.type == "ACK":
+            for mid in m.body["msg_ids"]:
+                t0 = sent.pop(mid, None)
+                if t0 is not None:
+                    rtts.append(now - t0)
+
+    for i in paced(rate, seconds, sock, on_reply):
+        msg = protocol.make("NOTIFY", me, severity="error", text=f"bench {i:06d} " + "x" * 80)
+        frames = protocol.encode(msg)
+        sent[msg.msg_id] = time.perf_counter()
+        sock.send_multipart(frames)
+    deadline = time.monotonic() + 10
+    while sent and time.monotonic() < deadline:
+        if sock.poll(100):
+            on_reply(sock.recv_multipart())
+    sock.close()
+    lost = len(sent)
+    if lost:
+        print(f"  warning: {lost} NOTIFY not acknowledged within 10 s")
+    return rtts
 
 
 def baseline_rtt(rate: float, seconds: float) -> list[float]:

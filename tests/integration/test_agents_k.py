@@ -33,7 +33,8 @@ def mesh_of_five(fleet) -> list[dict]:
     routers: list[dict] = []
     for n in range(1, 6):
         seeds = [routers[-1]["endpoints"]["control"]] if routers else []
-        routers.append(fleet.router(f"r{n}", mesh={**MESH, "seeds": seeds}))
+        routers.append(fleet.router(f"r{n}", mesh={**MESH, "seeds": seeds}, durable={
+            "NOTIFY": ["alerting"], "REGISTER": ["registry"]}))   # (no history sink here)
     wait_for(lambda: agreed(routers), 30, 0.1, what="the five routers agreeing")
     return routers
 
@@ -106,6 +107,9 @@ def test_agents_configured_with_one_router_attach_to_their_k_and_only_a_lost_rou
         wait_for(lambda: fleet.db_rows("SELECT count(*) FROM notifications WHERE msg_id = ?",
                                        (msg_id,)) == [(1,)], 30, 0.2,
                  what="the NOTIFY recorded")
+        # its ACK came back through a router the sender chose: its spool is empty
+        wait_for(lambda: newest_stats(tail).get(uuids[sender], {}).get("agent.spool.size") == 0,
+                 20, 0.1, what="the sender's spool emptied by the ACK")
         # the others never moved: no new attachment, no link closed by choice
         for n in stayers:
             assert procs[n].log().count("attaching to router") == logged[n], n

@@ -11,7 +11,7 @@ from fleetwatch import protocol
 from support.fleet import wait_for
 from support.routerclients import FakeAgent, FakeControl
 from support.sites import central, site
-from support.zmqio import pull, recv_until
+from support.zmqio import pull, recv_until, stats_from
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -83,3 +83,51 @@ def test_site_behind_a_site_two_levels(fleet, zctx):
         return {("site-1", ("central-1", "site-1")),
                 ("site-2", ("central-1", "site-1", "site-2"))} <= beats
     wait_for(both, 10, interval=0.0, what="both sites' heartbeats")
+
+
+def test_bad_site_links_are_refused_counted_and_the_centre_goes_on(fleet, zctx):
+    centre = central(fleet)
+    alerting = pull(zctx, centre["endpoints"]["sinks"]["alerting"])
+    graphite = pull(zctx, centre["endpoints"]["sinks"]["graphite"])
+    link = zctx.socket(zmq.DEALER)
+    link.linger = 0
+    link.connect(centre["endpoints"]["sites"])
+    sig = protocol.SIGNATURE
+
+    def answer(frames: list[bytes]) -> tuple[str, protocol.Message]:
+        link.send_multipart(frames)
+        assert link.poll(5000), f"no answer to {frames[:2]}"
+        return protocol.decode_down(link.recv_multipart())
+
+    def status(frames: list[bytes]) -> int:
+        target, msg = answer(frames)
+        assert msg.type == "ERROR", msg
+        return msg.get("status")
+
+    notify = protocol.encode_body(protocol.make("NOTIFY", "a-1", severity="error", text="x"))
+    assert status([sig, b"NOTIFY/a-1/rogue", notify]) == protocol.HELLO_REQUIRED
+    assert status([sig, b"NOTIFY/a-1/rogue"]) == protocol.BAD_REQUEST
+    assert status([b"FWP\x02", b"NOTIFY/a-1/rogue", notify]) == protocol.VERSION_NOT_SUPPORTED
+    assert status([b"junk", b"NOTIFY/a-1/rogue", notify]) == protocol.BAD_REQUEST
+    agent_hello = protocol.make("HELLO", "rogue", hostname="h", heartbeat=1.0)
+    assert status([sig, b"HELLO/rogue/rogue", protocol.encode_body(agent_hello)]) \
+        == protocol.BAD_REQUEST                         # a link's HELLO says role site
+    hello = protocol.make("HELLO", "rogue", hostname="rogue", heartbeat=1.0, role="site")
+    target, welcome = answer([sig, b"HELLO/rogue/rogue", protocol.encode_body(hello)])
+    assert (target, welcome.type, welcome.get("router")) == ("", "WELCOME", "central-1")
+    assert status([sig, b"NOTIFY/a-1/other-site", notify]) == protocol.FORBIDDEN
+    for envelope in (b"NOTIFY/a-1/rogue,,x", b"WELCOME/a-1/rogue", b"NOTIFY/a 1/rogue",
+                     b"NOTIFY/a-1/" + b",".join([b"rogue"] * protocol.MAX_PATH)):
+        assert status([sig, envelope, notify]) in (protocol.BAD_REQUEST, protocol.NOT_ALLOWED)
+    beat = protocol.make("HEARTBEAT", "rogue", interval=1.0)
+    assert answer([sig, b"HEARTBEAT/rogue/rogue", protocol.encode_body(beat)])[1].type \
+        == "HEARTBEAT"
+
+    link.send_multipart([sig, b"NOTIFY/a-1/rogue", notify])     # and it still relays
+    got = protocol.decode_relayed(recv_until(alerting, lambda f: f[1].startswith(b"NOTIFY/a-1/"),
+                                             10, what="the NOTIFY relayed"))
+    assert got.path == ("central-1", "rogue")
+    metrics = stats_from(graphite, lambda m: m.get("router.sites.links") == 1, 15,
+                         router="central-1")
+    assert metrics["router.sites.bad"] >= 8 and metrics["router.sites.unknown"] >= 1
+    assert metrics["router.sites.agents"] == 1

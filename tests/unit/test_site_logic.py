@@ -158,3 +158,130 @@ def test_an_agent_behind_a_site_has_it_as_a_parent(uuid, path, parent):
     msg = protocol.make("HELLO", uuid, hostname="h", heartbeat=1.0)
     relayed = protocol.Relayed(uuid, path[0] if path else "router-1", msg, path=path)
     assert site_parent(relayed) == parent
+
+
+# ---------------------------------------------------------------- the site's config
+@pytest.mark.parametrize("text, key, phrase", [
+    ("upstream: [central-1:5570]\n", "upstream[0]", "a sites endpoint"),
+    ("site: {interval: 0}\n", "site.interval", "0.05 to 60 seconds"),
+    ("site: {expire_intervals: 1}\n", "site.expire_intervals", "2 to 1000"),
+    ("site: {buffer_messages: 0}\n", "site.buffer_messages", "at least 1"),
+    ("site: {spool_bytes: -1}\n", "site.spool_bytes", "0 or more"),
+    ("site: {max_agents: 0}\n", "site.max_agents", "at least 1"),
+    ("upstream: [tcp://c:5570]\nsecurity: {curve: true, server_key: k, agent_keys: a, "
+     "backend_keys: b}\n", "upstream, bind.sites", "do not speak CURVE yet"),
+])
+def test_site_settings_are_checked_in_one_line(tmp_path, text, key, phrase):
+    from fleetwatch.config import ConfigError, load
+    from router.config import RouterConfig
+    path = tmp_path / "router.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as e:
+        load(RouterConfig, str(path))
+    line = str(e.value)
+    assert "\n" not in line and str(path) in line and key in line and phrase in line
+
+
+# ---------------------------------------------------------------- the uplink
+class FakeDealer:
+    """A DEALER that takes messages while ``up`` (three frames each), else raises Again."""
+
+    def __init__(self):
+        self.up, self.sent, self.frames = True, [], []
+
+    def send(self, frame, flags=0):
+        import zmq
+        if not self.frames and not self.up:
+            raise zmq.Again()
+        self.frames.append(frame)
+        if not flags & zmq.SNDMORE:
+            self.sent.append(self.frames[1:])
+            self.frames = []
+
+    def send_multipart(self, frames, flags=0):
+        for n, frame in enumerate(frames):
+            self.send(frame, 2 if n < len(frames) - 1 else 0)
+
+
+def uplink_with(dealer: FakeDealer, clock: Clock, buffer_messages: int = 100):
+    from router.config import RouterSite
+    from router.uplink import Link, Uplink
+    up = Uplink("site-1", ["tcp://c:1"], RouterSite(buffer_messages=buffer_messages), None,
+                clock=clock, monotonic=clock)
+    link = Link("tcp://c:1", dealer)
+    up.links.append(link)
+    return up, link
+
+
+def relay_through(sender, n: int) -> None:
+    sender(protocol.SIGNATURE, 2)
+    sender(b"STATS/u-1/site-1", 2)
+    sender(str(n).encode(), 0)
+
+
+def test_uplink_sends_while_up_buffers_while_down_and_delivers_in_order():
+    import zmq
+    clock, dealer = Clock(100.0), FakeDealer()
+    up, link = uplink_with(dealer, clock)
+    stats, notify = up.sender(b"STATS", False), up.sender(b"NOTIFY", True)
+    with pytest.raises(zmq.Again):              # no link up: a durable type is not taken
+        notify(protocol.SIGNATURE, 2)
+    relay_through(stats, 0)                     # a best-effort one waits
+    assert len(up.buffer) == 1 and dealer.sent == []
+    welcome = protocol.make("WELCOME", "central-1", router="central-1", routers=[],
+                            durable={"NOTIFY": ["alerting"]})
+    told = []
+    up.on_durable = told.append
+    up._answer(link, welcome)
+    assert up.active is link and told == [{"NOTIFY": ["alerting"]}]
+    relay_through(stats, 1)                     # behind the one waiting: kept in order
+    assert up.flush() == 2
+    assert [int(body) for _, body in dealer.sent] == [0, 1]
+    relay_through(stats, 2)                     # nothing waits: sent at once
+    assert int(dealer.sent[-1][1]) == 2
+    dealer.up = False                           # the connection broke: buffered, in order
+    for n in (3, 4):
+        relay_through(stats, n)
+    clock.advance(up.settings.interval * up.settings.expire_intervals + 0.1)
+    up._choose(clock())                         # no answer for expire_intervals: down
+    assert up.active is None and not link.welcomed and up.counts["outages"] == 1
+    with pytest.raises(zmq.Again):
+        notify(protocol.SIGNATURE, 2)
+    dealer.up = True
+    up._answer(link, welcome)
+    assert up.flush() == 2
+    assert [int(body) for _, body in dealer.sent] == [0, 1, 2, 3, 4]
+    metrics = up.metrics()
+    assert metrics["router.site.up"] == 1 and metrics["router.site.delivered"] == 4
+
+
+def test_uplink_says_hello_again_after_a_401_and_passes_answers_for_agents_down():
+    clock, dealer = Clock(100.0), FakeDealer()
+    up, link = uplink_with(dealer, clock)
+    down = []
+    up.down = lambda target, type_frame, body: down.append((target, type_frame))
+    up._answer(link, protocol.make("WELCOME", "c", router="c", routers=[]))
+    up._answer(link, protocol.error(protocol.HELLO_REQUIRED, "send HELLO", None, "c"))
+    assert not link.welcomed and up.active is None
+    assert dealer.sent[-1][0] == b"HELLO/site-1/site-1"
+    hello = protocol.decode_body("HELLO", dealer.sent[-1][1])
+    assert (hello.get("role"), hello.get("hostname")) == ("site", "site-1")
+
+    class Socket:
+        def __init__(self, messages):
+            self.messages = messages
+
+        def recv_multipart(self, flags=0):
+            import zmq
+            if not self.messages:
+                raise zmq.Again()
+            return self.messages.pop(0)
+
+    ack = protocol.make("ACK", "c", msg_ids=["m"])
+    sock = Socket([protocol.encode_down(ack, "agent-1"), [b"garbage"],
+                   protocol.encode_down(protocol.make("RUN", "c", command_id="x",
+                                                      plugin="p"), "agent-2")])
+    up.by_socket[sock] = link
+    up.read(sock)
+    assert down == [("agent-1", b"ACK"), ("agent-2", b"RUN")]
+    assert up.counts["bad"] == 1

@@ -17,6 +17,7 @@ request's frames and hands them to :meth:`ControlDesk.control_message`, with a
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
 
@@ -48,8 +49,9 @@ class ControlDesk:
         #: the MEMBERS refused (403: not a router's key) and malformed (400)
         self.members, self.gossip, self.curve = members, gossip, curve
         self.mesh_refused = self.mesh_bad = 0
-        #: ``beyond(uuid, type_frame, body)``: an agent behind a site link (SPEC 4.10):
-        #: SENT, FULL, GONE, or None when no site speaks for it (router.sites.Sites.to_site)
+        #: the agents behind site links (SPEC 4.10), a :class:`router.sites.Sites`:
+        #: ``to_site(uuid, type_frame, body)`` (SENT, FULL, GONE, or None when no site
+        #: speaks for it), ``peers_after(uuid)`` and ``len()`` (PEERS)
         self.beyond = None
 
     def control_message(self, rid: bytes, parts: list[bytes], user: str = "") -> None:
@@ -84,7 +86,14 @@ class ControlDesk:
         after = msg.get("after") or ""
         limit = msg.get("limit", protocol.PEERS_PAGE)
         entries = (peer.as_dict() for peer in self.peers.after(after))
-        self.port.reply(rid, protocol.peers_page(self.id, entries, len(self.peers), limit,
+        total = len(self.peers)
+        if self.beyond is not None and len(self.beyond):       # behind sites (4.10)
+            attached = self.peers.uuids
+            entries = heapq.merge(entries, (e for e in self.beyond.peers_after(after)
+                                            if e["uuid"] not in attached),
+                                  key=lambda e: e["uuid"])
+            total += len(self.beyond)
+        self.port.reply(rid, protocol.peers_page(self.id, entries, total, limit,
                                                  self.clock, fleet=self.port.fleet()))
 
     def members_request(self, rid: bytes, msg: Message, user: str) -> None:
@@ -143,7 +152,7 @@ class ControlDesk:
             else:                             # GONE: its connection closed unnoticed
                 self.peers.forget(peer.routing_id)
         elif self.beyond is not None:         # behind a site (SPEC 4.10)
-            sent = self.beyond(target, type_frame, body)
+            sent = self.beyond.to_site(target, type_frame, body)
             if sent == SENT:
                 self.counters.forwarded[msg.type] += 1
                 return

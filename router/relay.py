@@ -222,7 +222,7 @@ class Relay:
             self.sites = Sites(sock, self.id, cfg.site, self.relay,
                                lambda: self.welcome(endpoints=False), self.max_body,
                                self.clock, self.monotonic, self.drain)
-            self.desk.beyond = self.sites.to_site
+            self.desk.beyond = self.sites
         if cfg.upstream:
             self.uplink = Uplink(self.id, cfg.upstream, cfg.site, self.ctx, self.max_body,
                                  limits.sink_hwm, self.clock, self.monotonic)
@@ -718,6 +718,11 @@ class Relay:
         if self.announcing:
             self._announce()
 
+    def site_metrics(self) -> dict:
+        """``router.sites.*`` of a central router, ``router.site.*`` of a site (4.10)."""
+        out = self.sites.metrics() if self.sites is not None else {}
+        return {**out, **(self.uplink.metrics() if self.uplink is not None else {})}
+
     def stats(self, drops: list | None = None) -> Message:
         ledger, presence = self.ledger, self.presence
         sinks = {f"router.sinks.{name}": n for name, n in presence.counts().items()}
@@ -731,8 +736,7 @@ class Relay:
                                       "router.drops.unledgered": ledger.unledgered,
                                       **self.mesh.metrics(self.desk.mesh_refused,
                                                           self.desk.mesh_bad),
-                                      **(self.sites.metrics() if self.sites else {}),
-                                      **(self.uplink.metrics() if self.uplink else {})},
+                                      **self.site_metrics()},
                              hostname=self.hostname, source="router", drops=drops or None)
 
     def send_stats(self) -> None:

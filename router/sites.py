@@ -67,6 +67,8 @@ class SiteTable:
         self.links: dict[bytes, SiteLink] = {}
         self.sites: dict[str, SiteLink] = {}
         self.uuids: dict[str, SiteLink] = {}
+        #: uuid -> [since, last heard] (epoch seconds, kept by the caller): PEERS entries
+        self.times: dict[str, list[float]] = {}
 
     def __len__(self) -> int:
         return len(self.links)
@@ -102,6 +104,7 @@ class SiteTable:
             known.cache.clear()
         link.uuids.add(uuid)
         self.uuids[uuid] = link
+        self.times.setdefault(uuid, [0.0, 0.0])
         return True
 
     def forget(self, rid: bytes) -> SiteLink | None:
@@ -110,9 +113,11 @@ class SiteTable:
             return None
         if self.sites.get(link.site) is link:
             del self.sites[link.site]
+            self.times.pop(link.site, None)
         for uuid in link.uuids:
             if self.uuids.get(uuid) is link:
                 del self.uuids[uuid]
+                self.times.pop(uuid, None)
         return link
 
     def expire(self) -> list[SiteLink]:
@@ -175,13 +180,18 @@ class Sites:
         type_frame, relayed, uuid, own = cached
         link.last_heard = self.monotonic()
         self.counts["received"] += 1
-        if own and type_frame == HEARTBEAT:
-            self._send(rid, protocol.encode_down(protocol.make("HEARTBEAT", self.id,
-                                                               self.clock)))
-        elif not own and self.table.uuids.get(uuid) is not link:
-            if not self.table.learn(uuid, link):
+        if own:
+            if type_frame == HEARTBEAT:
+                self._send(rid, protocol.encode_down(protocol.make("HEARTBEAT", self.id,
+                                                                   self.clock)))
+            times = self.table.times.setdefault(uuid, [0.0, 0.0])
+        else:
+            if self.table.uuids.get(uuid) is not link and not self.table.learn(uuid, link):
                 self._too_many(rid, link, uuid)
                 return
+            times = self.table.times[uuid]
+        times[1] = self.clock()
+        times[0] = times[0] or times[1]
         self.relay(relayed, type_frame, body)
 
     def _learn(self, rid: bytes, link: SiteLink | None, envelope: bytes, body: bytes):
@@ -268,6 +278,28 @@ class Sites:
             return GONE
         self.counts["down"] += 1
         return SENT
+
+    # ---------------------------------------------------------------- PEERS
+    def __len__(self) -> int:
+        """The sites linked and the agents behind them."""
+        return len(self.table.uuids) + len(self.table.sites)
+
+    def peers_after(self, uuid: str = ""):
+        """PEERS entries (SPEC 4.3, 4.10) whose uuid sorts after ``uuid``, in uuid order:
+        each site linked (its hostname, its id), and each agent behind one, with its
+        ``site`` (its hostname empty: the registry has it)."""
+        uuids, sites, times = self.table.uuids, self.table.sites, self.table.times
+        for key in sorted(u for u in (*uuids, *sites) if u > uuid):
+            since, heard = times.get(key, (0.0, 0.0))
+            link = sites.get(key)
+            if link is not None:
+                yield {"uuid": key, "hostname": link.hostname, "since": since,
+                       "last_heard": heard}
+                continue
+            link = uuids.get(key)
+            if link is not None:
+                yield {"uuid": key, "hostname": "", "since": since, "last_heard": heard,
+                       "site": link.site}
 
     # ---------------------------------------------------------------- periodic
     def sweep(self) -> None:

@@ -131,3 +131,26 @@ def test_bad_site_links_are_refused_counted_and_the_centre_goes_on(fleet, zctx):
                          router="central-1")
     assert metrics["router.sites.bad"] >= 8 and metrics["router.sites.unknown"] >= 1
     assert metrics["router.sites.agents"] == 1
+
+
+def test_the_centres_peers_list_its_sites_and_the_agents_behind_them(fleet, zctx):
+    centre = central(fleet)
+    site(fleet, "site-1", [centre["endpoints"]["sites"]])
+    edge = site(fleet, "site-2", [centre["endpoints"]["sites"]])
+    agent = FakeAgent(zctx, edge["endpoints"]["agents"], uuid="zz-agent")
+    welcomed(agent)
+    agent.send("HEARTBEAT", interval=1.0)
+    control = FakeControl(zctx, centre["endpoints"]["control"])
+
+    def listed():
+        control.send("PEERS", limit=2)
+        first = control.expect("PEERS")
+        control.send("PEERS", after=first.get("next") or "~")
+        rest = control.expect("PEERS")
+        entries = first.get("agents") + rest.get("agents")
+        return (first.get("total"), entries) if first.get("total") == 3 else None
+    total, entries = wait_for(listed, 10, 0.2, what="the sites and the agent in PEERS")
+    assert [(e["uuid"], e["hostname"], e.get("site")) for e in entries] == [
+        ("site-1", "site-1", None), ("site-2", "site-2", None),
+        ("zz-agent", "", "site-2")]
+    assert all(e["last_heard"] >= e["since"] > 0 for e in entries)

@@ -24,9 +24,10 @@ from fleetwatch.config import setting
 
 log = logging.getLogger(__name__)
 
-ROLES = ("router", "agent", "backend")
-#: ZAP domains the router's server sockets declare, and the role each admits
-DOMAINS = {"agents": "agent", "backends": "backend"}
+ROLES = ("router", "agent", "backend", "site")
+#: ZAP domains the router's server sockets declare, and the role each admits (``sites``: a
+#: central router's, where site routers link, SPEC 4.10)
+DOMAINS = {"agents": "agent", "backends": "backend", "sites": "site"}
 #: other roles a domain admits too: the routers of the mesh on `control` (SPEC 4.9)
 ALSO_ADMITTED = {"backends": ("router",)}
 PUBLIC_SUFFIX, SECRET_SUFFIX = ".key", ".key_secret"
@@ -51,6 +52,9 @@ class ServerSecurity:
                                     "`control`, `tail` and the sink sockets")
     routers: str = setting("", "directory of router PUBLIC certificates allowed to join this "
                                "router's mesh (MEMBERS on `control`, SPEC 4.9); empty: none")
+    sites: str = setting("", "directory of site PUBLIC certificates allowed on `sites` (site "
+                             "routers' uplinks, SPEC 4.10; each key's name is its site's "
+                             "id); required with `bind.sites`")
 
     def validate(self):
         if self.curve:
@@ -191,8 +195,11 @@ class Keyring:
     operator adds or removes a key by adding or removing a file (or sends SIGHUP).
     """
 
-    def __init__(self, agent_dir: str, backend_dir: str, router_dir: str = ""):
+    def __init__(self, agent_dir: str, backend_dir: str, router_dir: str = "",
+                 site_dir: str = ""):
         self.dirs = {"agent": agent_dir, "backend": backend_dir}
+        if site_dir:        # the site routers that may link (SPEC 4.10)
+            self.dirs["site"] = site_dir
         if router_dir:      # the routers that may join the mesh (SPEC 4.9), last: a key
             self.dirs["router"] = router_dir        # in both is a router's
         self.keys: dict[bytes, Allowed] = {}
@@ -224,10 +231,11 @@ class Keyring:
         for p in problems:
             log.warning("keys: %s", p)
         if changed:
-            log.info("keys: %d agent, %d back-end and %d router keys allowed",
+            log.info("keys: %d agent, %d back-end, %d router and %d site keys allowed",
                      sum(a.role == "agent" for a in keys.values()),
                      sum(a.role == "backend" for a in keys.values()),
-                     sum(a.role == "router" for a in keys.values()))
+                     sum(a.role == "router" for a in keys.values()),
+                     sum(a.role == "site" for a in keys.values()))
         return changed
 
 

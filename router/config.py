@@ -110,6 +110,10 @@ class RouterSite:
     max_agents: int = setting(
         100_000, "on a central router: most agent uuids one site link may speak for; "
                  "messages of more are refused 403")
+    key: str = setting(
+        "", "with CURVE, on a site router: the SECRET certificate its uplinks present (`fleetwatch "
+            "keys new site ID DIR`: named by the site's id); the central routers' "
+            "`security.sites` lists its public key")
 
     def validate(self):
         if not 0.05 <= self.interval <= 60:
@@ -208,9 +212,12 @@ class RouterConfig:
             if not up.startswith(("tcp://", "ipc://", "inproc://")) or len(up) > 255:
                 raise ValueError(f"upstream[{n}]: expected a sites endpoint "
                                  f"(tcp://HOST:PORT), got {up[:60]!r}")
-        if self.security.curve and (self.upstream or self.bind.sites):
-            raise ValueError("upstream, bind.sites: sites do not speak CURVE yet (SPEC 4.10); "
-                             "use them on a private network, or leave curve off")
+        if self.security.curve and self.upstream and not self.site.key:
+            raise ValueError("site.key: required with curve when upstream is set (the "
+                             "SECRET certificate of the site, SPEC 4.10)")
+        if self.security.curve and self.bind.sites and not self.security.sites:
+            raise ValueError("security.sites: required with curve when bind.sites is set "
+                             "(the sites' public keys allowed to link, SPEC 4.10)")
         if self.security.curve and self.mesh.seeds and not self.security.routers:
             raise ValueError("security.routers: required with curve when mesh.seeds is set "
                              "(the routers' public keys allowed to join, SPEC 7.4)")

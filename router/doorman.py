@@ -39,13 +39,13 @@ class Doorman:
     def __init__(self, ctx: zmq.Context, cfg: ServerSecurity, refused, clock=time.monotonic):
         self.cert = read_certificate(cfg.server_key, need_secret=True)
         _check_private(cfg.server_key)
-        for name in ("agent_keys", "backend_keys", "routers"):
+        for name in ("agent_keys", "backend_keys", "routers", "sites"):
             path = getattr(cfg, name)
-            if not path and name == "routers":      # optional: no router may join
+            if not path and name in ("routers", "sites"):   # optional: none may join, link
                 continue
             if not os.path.isdir(path) or not os.access(path, os.R_OK | os.X_OK):
                 raise SecurityError(f"security.{name}: {path}: not a readable directory")
-        self.keyring = Keyring(cfg.agent_keys, cfg.backend_keys, cfg.routers)
+        self.keyring = Keyring(cfg.agent_keys, cfg.backend_keys, cfg.routers, cfg.sites)
         self.keyring.refresh(force=True)
         self.gatekeeper = Gatekeeper(self.keyring)
         #: reason -> count (the relay's Counters.refused)

@@ -218,16 +218,21 @@ class Relay:
         if cfg.bind.sites:
             sock = self._socket(zmq.ROUTER, ROUTER_MANDATORY=1, SNDHWM=limits.sink_hwm,
                                 RCVHWM=limits.sink_hwm)
+            if self.doorman is not None:        # only security.sites keys link (SPEC 4.10)
+                self.doorman.secure(sock, "sites")
             endpoints["sites"] = self._bind(sock, cfg.bind.sites)
             self.sites = Sites(sock, self.id, cfg.site, self.relay,
                                lambda: self.welcome(endpoints=False), self.max_body,
-                               self.clock, self.monotonic, self.drain)
+                               self.clock, self.monotonic, self.drain,
+                               curve=self.doorman is not None)
             self.desk.beyond = self.sites
         if cfg.upstream:
             self.uplink = Uplink(self.id, cfg.upstream, cfg.site, self.ctx, self.max_body,
                                  limits.sink_hwm, self.clock, self.monotonic)
             self.uplink.down = self.down
             self.uplink.on_durable = self.upstream_durable
+            if cfg.security.curve:              # site.key, verifying the routers' key
+                self.uplink.keys = mesh_keys(cfg.security, cfg.site.key)
         self.endpoints = endpoints
         self.members.own.endpoints = {k: endpoints[k] for k in ENDPOINTS}
         if cfg.security.curve:

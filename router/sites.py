@@ -33,6 +33,7 @@ from fleetwatch import protocol
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import (AGENT_TYPES, MAX_PATH, SIGNATURE, ProtocolError,
                                  parse_path, stamped)
+from router.admission import connection_property
 from router.port import FULL, GONE, SENT
 
 log = logging.getLogger(__name__)
@@ -137,25 +138,31 @@ class Sites:
 
     def __init__(self, sock: zmq.Socket, router_id: str, settings, relay, welcome,
                  max_body: int = protocol.MAX_BODY, clock=time.time,
-                 monotonic=time.monotonic, drain: int = 256):
+                 monotonic=time.monotonic, drain: int = 256, curve: bool = False):
         self.socket, self.id, self.id_frame = sock, router_id, router_id.encode("ascii")
         self.relay, self.welcome = relay, welcome
         self.max_body, self.clock, self.monotonic, self.drain = max_body, clock, monotonic, drain
         self.table = SiteTable(settings.expire_intervals, settings.max_agents, monotonic)
         self.counts: Counter[str] = Counter()
         self.throttle = Throttle(log, 10.0, monotonic)
+        #: with CURVE, a link's HELLO must come from the key of its site (User-Id site:ID)
+        self.curve = curve
 
     # ---------------------------------------------------------------- up
     def read(self) -> None:
         """Up to ``drain`` messages from the site links."""
-        recv = self.socket.recv_multipart
+        recv, curve = self.socket.recv_multipart, self.curve
         for _ in range(self.drain):
             try:
-                frames = recv(NOBLOCK)
+                frames = recv(NOBLOCK, copy=not curve)
             except zmq.Again:
                 return
+            user = ""
+            if curve:                   # (its connection's User-Id: which site's key)
+                user = connection_property(frames[-1], "User-Id")
+                frames = [f.bytes for f in frames]
             try:
-                self.message(frames)
+                self.message(frames, user)
             except ProtocolError as e:
                 self.refuse(frames[0], e)
             except (zmq.ZMQError, ValueError, TypeError, KeyError, UnicodeError) as e:
@@ -163,7 +170,7 @@ class Sites:
                 self.throttle.warning(f"internal {type(e).__name__}", "sites: a message "
                                       "failed: %r", e)
 
-    def message(self, frames: list[bytes]) -> None:
+    def message(self, frames: list[bytes], user: str = "") -> None:
         rid = frames[0]
         if len(frames) != 4:
             raise ProtocolError(protocol.BAD_REQUEST, f"expected 3 frames, got {len(frames) - 1}")
@@ -173,7 +180,7 @@ class Sites:
         link = self.table.links.get(rid)
         cached = link.cache.get(envelope) if link is not None else None
         if cached is None:
-            cached = self._learn(rid, link, envelope, body)
+            cached = self._learn(rid, link, envelope, body, user)
             if cached is None:
                 return
             link = self.table.links[rid]
@@ -194,7 +201,8 @@ class Sites:
         times[0] = times[0] or times[1]
         self.relay(relayed, type_frame, body)
 
-    def _learn(self, rid: bytes, link: SiteLink | None, envelope: bytes, body: bytes):
+    def _learn(self, rid: bytes, link: SiteLink | None, envelope: bytes, body: bytes,
+               user: str = ""):
         """A new envelope on link ``rid``: checked, cached; the link's own HELLO opens it.
         None when nothing more is to be done (answered, or refused)."""
         type_, uuid, path = parse_path(envelope, AGENT_TYPES)
@@ -204,6 +212,10 @@ class Sites:
             if msg.uuid != uuid or msg.get("role") != "site":
                 raise ProtocolError(protocol.BAD_REQUEST, "a site link's HELLO has the site's "
                                                           "id as uuid and role site")
+            if self.curve and user != f"site:{uuid}":
+                self.counts["impostor"] += 1
+                raise ProtocolError(protocol.FORBIDDEN, f"this link's key is "
+                                    f"{user or 'unknown'}'s, not site {uuid}'s")
             link = self.table.hello(rid, uuid, str(msg.get("hostname"))[:255],
                                     float(msg.get("heartbeat")))
             self.counts["hellos"] += 1
@@ -312,5 +324,5 @@ class Sites:
                 "router.sites.agents": len(self.table.uuids),
                 "router.sites.received": c["received"], "router.sites.down": c["down"],
                 "router.sites.expired": c["expired"], "router.sites.refused": c["refused"],
-                "router.sites.unknown": c["unknown"],
+                "router.sites.unknown": c["unknown"], "router.sites.impostors": c["impostor"],
                 "router.sites.bad": sum(n for k, n in c.items() if k.startswith("bad."))}

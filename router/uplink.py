@@ -43,6 +43,9 @@ MORE_NB = zmq.SNDMORE | zmq.NOBLOCK
 UPSTREAM = "upstream"
 #: buffered messages sent per wake-up at most (the agents socket is read in between)
 FLUSH_BATCH = 2000
+#: HELLOs unanswered after which a link's DEALER is made again: libzmq does not retry a
+#: connection whose CURVE handshake was refused (a site key allowed later, SPEC 7.4)
+REDIAL_AFTER = 5
 #: a welcomed link says HELLO again every this many intervals: upstream's registry learns
 #: the site as a host even when it missed the first (a HELLO is never resent otherwise)
 HELLO_EVERY = 60
@@ -55,8 +58,9 @@ class Link:
         self.endpoint, self.socket = endpoint, sock
         self.router_id = ""
         self.welcomed = False
-        #: ticks since its last HELLO
+        #: ticks since its last HELLO; HELLOs sent since its last answer
         self.beats = 0
+        self.unanswered = 0
         #: monotonic time of its last answer (WELCOME or HEARTBEAT)
         self.last_answer = float("-inf")
         self.was_up = False
@@ -111,29 +115,50 @@ class Uplink:
         #: the link messages go over (the first up), None while none is
         self.active: Link | None = None
         self.next_tick = 0.0
+        self.poller: zmq.Poller | None = None
         self.down = lambda target, type_frame, body: None
         self.on_durable = lambda durable: None
+        #: with CURVE: (the site's certificate, the routers' certificate)
+        self.keys: tuple | None = None
 
     # ---------------------------------------------------------------- sockets
     def open(self, poller: zmq.Poller | None = None) -> None:
-        ms = int(self.settings.interval * 1000)
+        self.poller = poller
         for endpoint in self.endpoints:
-            sock = self.ctx.socket(zmq.DEALER)
-            sock.linger = 0
-            sock.sndhwm = self.hwm
-            sock.setsockopt(zmq.IMMEDIATE, 1)
-            sock.setsockopt(zmq.MAXMSGSIZE, self.max_body + 4096)
-            # libzmq drops a connection that stops answering its own pings: the messages
-            # sent after go to the buffer, not into a dead connection's queue
-            sock.setsockopt(zmq.HEARTBEAT_IVL, ms)
-            sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ms * self.settings.expire_intervals)
-            sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-            sock.connect(endpoint)
-            link = Link(endpoint, sock)
+            link = Link(endpoint, self._dealer(endpoint))
             self.links.append(link)
-            self.by_socket[sock] = link
-            if poller is not None:
-                poller.register(sock, zmq.POLLIN)
+            self.by_socket[link.socket] = link
+
+    def _dealer(self, endpoint: str) -> zmq.Socket:
+        ms = int(self.settings.interval * 1000)
+        sock = self.ctx.socket(zmq.DEALER)
+        sock.linger = 0
+        sock.sndhwm = self.hwm
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_body + 4096)
+        # libzmq drops a connection that stops answering its own pings: the messages
+        # sent after go to the buffer, not into a dead connection's queue
+        sock.setsockopt(zmq.HEARTBEAT_IVL, ms)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, ms * self.settings.expire_intervals)
+        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
+        if self.keys is not None:
+            from fleetwatch.security import client
+            client(sock, *self.keys)
+        sock.connect(endpoint)
+        if self.poller is not None:
+            self.poller.register(sock, zmq.POLLIN)
+        return sock
+
+    def _redial(self, link: Link) -> None:
+        """A new DEALER for ``link`` (its HELLOs went unanswered ``REDIAL_AFTER`` times)."""
+        self.counts["redialled"] += 1
+        self.by_socket.pop(link.socket, None)
+        if self.poller is not None:
+            self.poller.unregister(link.socket)
+        link.socket.close(0)
+        link.socket = self._dealer(link.endpoint)
+        link.unanswered = 0
+        self.by_socket[link.socket] = link
 
     def close(self) -> None:
         for link in self.links:
@@ -193,7 +218,10 @@ class Uplink:
                                     interval=self.settings.interval)
                 frames = [SIGNATURE, self.own, protocol.encode_body(msg)]
             else:
+                if link.unanswered >= REDIAL_AFTER:
+                    self._redial(link)
                 link.beats = 0
+                link.unanswered += 1
                 frames = self._hello()
             try:
                 link.socket.send_multipart(frames, NOBLOCK)
@@ -251,6 +279,7 @@ class Uplink:
 
     def _answer(self, link: Link, msg: protocol.Message) -> None:
         now = self.monotonic()
+        link.unanswered = 0
         if msg.type == "WELCOME":
             link.router_id = str(msg.get("router") or msg.uuid)
             link.welcomed, link.last_answer = True, now
@@ -287,4 +316,5 @@ class Uplink:
                 "router.site.sent": self.counts["sent"],
                 "router.site.durable_unsent": self.counts["durable_unsent"],
                 "router.site.errors": self.counts["errors"],
+                "router.site.redialled": self.counts["redialled"],
                 "router.site.bad": self.counts["bad"]}

@@ -30,10 +30,10 @@ from fleetwatch.security import (PUBLIC_SUFFIX, SECRET_SUFFIX, ClientKeys, Secur
                                  read_certificate, write_certificates)
 
 EX_USAGE = 2
-ROLES = ("agent", "router", "backend")
+ROLES = ("agent", "router", "backend", "site")
 #: ``keys new --help``'s usage: the forms :func:`new_command` takes, and only those
 NEW_USAGE = ("%(prog)s agent --uuid UUID DIR [--config PATH]\n"
-             "       %(prog)s {router,backend} NAME DIR [NAME DIR ...] [--config PATH]")
+             "       %(prog)s {router,backend,site} NAME DIR [NAME DIR ...] [--config PATH]")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,11 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          description="Create NAME.key (0644) and NAME.key_secret (0600) in DIR; "
                                      "an agent's key is named by its uuid. Several NAME DIR "
                                      "pairs make several keys of one role.")
-    new.add_argument("role", choices=ROLES, help="agent, router or backend")
+    new.add_argument("role", choices=ROLES, help="agent, router, backend or site (a site "
+                                                 "router's uplink, named by its id)")
     new.add_argument("where", nargs="+", metavar="NAME DIR",
                      help="the key's name (not for agents: their name is the uuid) and "
-                          "the directory to write it in; router and backend keys take "
-                          "several pairs")
+                          "the directory to write it in; router, backend and site keys "
+                          "take several pairs")
     new.add_argument("--uuid", help="the agent's uuid (STATE_DIR/uuid); agents only")
     lst = sub.add_parser("list", parents=[common],
                          help="show every certificate under DIR (recursively)")

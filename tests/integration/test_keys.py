@@ -80,7 +80,10 @@ def test_new_backend_with_several_name_dir_pairs_as_its_usage_says(fleet):
         assert mode(d / f"{name}.key_secret") == 0o600 and str(d / f"{name}.key") in res.stdout
     usage = fleet.cli("keys", "new", "--help").stdout
     assert "fleetwatch keys new agent --uuid UUID DIR" in usage
-    assert "fleetwatch keys new {router,backend} NAME DIR [NAME DIR ...]" in usage
+    assert "fleetwatch keys new {router,backend,site} NAME DIR [NAME DIR ...]" in usage
+    fleet.cli("keys", "new", "site", "site-paris", str(a))      # a site router's (4.10)
+    cert = read_certificate(str(a / "site-paris.key_secret"), need_secret=True)
+    assert (cert.role, cert.name) == ("site", "site-paris")
     # An odd count, or a key that exists already, writes none of them.
     c = fleet.root / "c"
     res = fleet.cli("keys", "new", "backend", "C", str(c), "D", check=False)

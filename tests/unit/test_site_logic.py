@@ -169,7 +169,9 @@ def test_an_agent_behind_a_site_has_it_as_a_parent(uuid, path, parent):
     ("site: {spool_bytes: -1}\n", "site.spool_bytes", "0 or more"),
     ("site: {max_agents: 0}\n", "site.max_agents", "at least 1"),
     ("upstream: [tcp://c:5570]\nsecurity: {curve: true, server_key: k, agent_keys: a, "
-     "backend_keys: b}\n", "upstream, bind.sites", "do not speak CURVE yet"),
+     "backend_keys: b}\n", "site.key", "required with curve when upstream is set"),
+    ("bind: {sites: 'tcp://*:5570'}\nsecurity: {curve: true, server_key: k, agent_keys: a, "
+     "backend_keys: b}\n", "security.sites", "required with curve when bind.sites is set"),
 ])
 def test_site_settings_are_checked_in_one_line(tmp_path, text, key, phrase):
     from fleetwatch.config import ConfigError, load

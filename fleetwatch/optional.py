@@ -12,7 +12,12 @@ import importlib
 #: optional module -> the extra that installs it
 EXTRAS = {"sqlalchemy": "sinks", "croniter": "sinks", "graphyte": "graphite",
           "pyspark": "history", "fastapi": "web", "uvicorn": "web", "argon2": "web",
-          "prometheus_client": "prometheus"}
+          "prometheus_client": "prometheus",
+          # the Spark Connect client (history.remote)
+          "grpc": "connect", "grpc_status": "connect", "google": "connect", "pandas": "connect",
+          "pyarrow": "connect", "zstandard": "connect",
+          # fleetwatch history notebook
+          "jupyterlab": "notebook", "nbclient": "notebook", "ipykernel": "notebook"}
 
 #: exit status when something a command needs is unavailable: an optional dependency, the
 #: state database, an agent, systemd (EX_UNAVAILABLE, sysexits.h)

@@ -37,6 +37,8 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 MASTER_URL = re.compile(r"Starting Spark master at (spark://\S+)")
 MASTER_UI = re.compile(r"Bound MasterWebUI to \S+, and started at https?://[^:/\s]+:(\d+)")
+CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+CONNECT_URL = re.compile(r"Spark Connect server started at: \S+?:(\d+)")
 #: the daemons' own settings: no REST submission server (it binds the fixed port 6066)
 DAEMON_CONF = {"spark.master.rest.enabled": "false"}
 
@@ -52,6 +54,7 @@ class Cluster:
     directory: str
     master: str = ""                      # spark://HOST:PORT
     ui: str = ""                          # http://HOST:PORT (the master's web UI)
+    connect: str = ""                     # sc://HOST:PORT (a Spark Connect server), or ""
     pids: dict[str, int] = field(default_factory=dict)   # master, worker-1... -> pid
 
     @classmethod
@@ -83,13 +86,14 @@ def spark_home() -> str:
 
 
 def is_daemon(pid: int) -> bool:
-    """Whether ``pid`` is a running Spark daemon (master or worker JVM)."""
+    """Whether ``pid`` is a running Spark daemon (master, worker or Connect server: its
+    class is on its command line, from the launcher script's start to the JVM it execs)."""
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmdline = f.read()
     except OSError:
         return False
-    return b"org.apache.spark.deploy." in cmdline
+    return b"org.apache.spark." in cmdline
 
 
 def master_state(ui: str, timeout: float = 5.0) -> dict:
@@ -99,12 +103,18 @@ def master_state(ui: str, timeout: float = 5.0) -> dict:
 
 
 def start(directory: str, workers: int = 1, cores: int | None = None,
-          memory: str = "2g", host: str = "127.0.0.1", timeout: float = 120.0,
-          clock=time.monotonic) -> Cluster:
+          memory: str = "2g", host: str = "127.0.0.1", connect: bool = False,
+          timeout: float = 120.0, clock=time.monotonic) -> Cluster:
     """Start a master and ``workers`` workers (``cores`` and ``memory`` each; cores by
-    default the machine's shared out, at least 1) and wait until all are up."""
+    default the machine's shared out, at least 1) and wait until all are up; with
+    ``connect`` a Spark Connect server too, whose application on the cluster takes half
+    its cores (at least 1: the rest stays free for the history commands' own sessions)."""
     if workers < 1:
         raise ClusterError("--workers: expected 1 or more")
+    if cores is not None and cores < 1:
+        raise ClusterError("--cores: expected 1 or more")
+    if not re.fullmatch(r"[1-9]\d*[kmgt]?", memory, re.IGNORECASE):
+        raise ClusterError(f"--memory: expected a size such as 2g or 1500m, not {memory!r}")
     directory = os.path.abspath(directory)
     old = Cluster.load(directory)
     if old and old.alive():
@@ -116,61 +126,105 @@ def start(directory: str, workers: int = 1, cores: int | None = None,
     Path(conf).write_text("".join(f"{k} {v}\n" for k, v in DAEMON_CONF.items()))
     cores = cores or max(1, (os.cpu_count() or 1) // workers)
     cluster = Cluster(directory)
+    procs: dict[str, subprocess.Popen] = {}   # this process's children: alive while poll() is None
     deadline = clock() + timeout
     try:
         master_log = os.path.join(directory, "master.log")
-        cluster.pids["master"] = _daemon(home, directory, master_log, host, [
+        procs["master"] = _daemon(home, directory, master_log, host, [
             MASTER_CLASS, "--host", host, "--port", "0", "--webui-port", "0",
             "--properties-file", conf])
+        cluster.pids["master"] = procs["master"].pid
         cluster.save()
-        url, port = _master_urls(master_log, cluster.pids["master"], deadline, clock)
+        url, port = _master_urls(master_log, procs["master"], deadline, clock)
         cluster.master, cluster.ui = url, f"http://{host}:{port}"
         for i in range(1, workers + 1):
             name = f"worker-{i}"
-            cluster.pids[name] = _daemon(home, directory,
+            procs[name] = _daemon(home, directory,
                                          os.path.join(directory, f"{name}.log"), host, [
                 WORKER_CLASS, "--host", host, "--port", "0", "--webui-port", "0",
                 "--cores", str(cores), "--memory", memory,
                 "--work-dir", os.path.join(directory, "work"),
                 "--properties-file", conf, url])
+            cluster.pids[name] = procs[name].pid
             cluster.save()
-        _wait_workers(cluster, workers, deadline, clock)
+        _wait_workers(cluster, procs, workers, deadline, clock)
+        if connect:
+            connect_log = os.path.join(directory, "connect.log")
+            procs["connect"] = _daemon(home, directory, connect_log, host, [
+                CONNECT_CLASS, "--master", url, "--name", "fleetwatch Spark Connect",
+                "--conf", f"spark.cores.max={max(1, cores * workers // 2)}",
+                "--conf", "spark.executor.memory=1g",
+                "--conf", f"spark.connect.grpc.binding.address={host}",
+                "--conf", "spark.connect.grpc.binding.port=0",
+                "--conf", f"spark.driver.host={host}",
+                "--conf", f"spark.driver.bindAddress={host}",
+                "--conf", "spark.ui.enabled=false"], submit=True)
+            cluster.pids["connect"] = procs["connect"].pid
+            cluster.save()
+            port = _logged(connect_log, CONNECT_URL, procs["connect"], "Spark Connect "
+                           "server", deadline, clock)
+            cluster.connect = f"sc://{host}:{port}"
+        cluster.save()
     except BaseException:
+        for proc in procs.values():      # ours: killed by group whatever their command line
+            if proc.poll() is None:
+                _signal_group(proc.pid, signal.SIGKILL)
+                proc.wait()
         stop(directory)
         raise
     return cluster
 
 
-def _daemon(home: str, directory: str, log_path: str, host: str, argv: list[str]) -> int:
+def _daemon(home: str, directory: str, log_path: str, host: str, argv: list[str],
+            submit: bool = False) -> subprocess.Popen:
+    """Start a daemon in a process group of its own: ``spark-class ARGV`` (the JVM execs in
+    its place), or with ``submit`` ``spark-submit --class ARGV[0] ARGV[1:]``."""
     env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": host,
            "SPARK_LOG_DIR": directory}
     with open(log_path, "ab") as out:
-        proc = subprocess.Popen([os.path.join(home, "bin", "spark-class"), *argv],
+        command = ([os.path.join(home, "bin", "spark-submit"), "--class", *argv] if submit
+                   else [os.path.join(home, "bin", "spark-class"), *argv])
+        proc = subprocess.Popen(command,
                                 stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, cwd=directory,
                                 start_new_session=True)   # its own group: stop() kills it
-    return proc.pid
+    return proc
 
 
-def _master_urls(log_path: str, pid: int, deadline: float, clock) -> tuple[str, int]:
+def _master_urls(log_path: str, proc, deadline: float, clock) -> tuple[str, int]:
     """The master's spark:// URL and web UI port, read from its log."""
     while clock() < deadline:
         text = Path(log_path).read_text(errors="replace")
         url, ui = MASTER_URL.search(text), MASTER_UI.search(text)
         if url and ui:
             return url.group(1), int(ui.group(1))
-        if not is_daemon(pid):
+        if proc.poll() is not None:
             raise ClusterError(f"the Spark master exited at start: {_last_error(text)} "
                                f"(log: {log_path})")
         time.sleep(0.2)
     raise ClusterError(f"the Spark master did not say its URL in time (log: {log_path})")
 
 
-def _wait_workers(cluster: Cluster, workers: int, deadline: float, clock) -> None:
+def _logged(log_path: str, pattern, proc, what: str, deadline: float, clock) -> str:
+    """The first group of ``pattern`` once the daemon's log has it."""
+    while clock() < deadline:
+        text = Path(log_path).read_text(errors="replace")
+        found = pattern.search(text)
+        if found:
+            return found.group(1)
+        if proc.poll() is not None:
+            raise ClusterError(f"the {what} exited at start: {_last_error(text)} "
+                               f"(log: {log_path})")
+        time.sleep(0.2)
+    raise ClusterError(f"the {what} did not start in time (log: {log_path})")
+
+
+def _wait_workers(cluster: Cluster, procs: dict, workers: int, deadline: float,
+                  clock) -> None:
     alive = 0
     while clock() < deadline:
-        for name, pid in cluster.pids.items():
-            if not is_daemon(pid):
+        for name, proc in procs.items():
+            if proc.poll() is not None:
                 path = os.path.join(cluster.directory, f"{name}.log")
                 raise ClusterError(f"the Spark {name} exited at start: "
                                    f"{_last_error(Path(path).read_text(errors='replace'))} "
@@ -225,7 +279,7 @@ def status(directory: str) -> dict:
     if cluster is None or not cluster.alive():
         return {"running": False, "directory": os.path.abspath(directory)}
     out = {"running": True, "directory": cluster.directory, "master": cluster.master,
-           "ui": cluster.ui, "daemons": cluster.alive()}
+           "ui": cluster.ui, "connect": cluster.connect, "daemons": cluster.alive()}
     try:
         state = master_state(cluster.ui)
         out["workers"] = state.get("aliveworkers", 0)

@@ -45,6 +45,10 @@ class HistorySettings:
                                       "yarn... (a cluster needs the lake on a shared path)")
     conf: dict[str, str] = setting(factory=dict, help="further Spark settings as strings, "
                                    "e.g. spark.driver.memory: 4g (they win over fleetwatch's)")
+    remote: str = setting("", "a Spark Connect server, sc://HOST:15002: every history "
+                              "command and History.open run their Spark there (a session of "
+                              "that server; master and the non-spark.sql conf are then the "
+                              "server's); empty: a Spark session of their own on master")
     processed: str = setting("move", "landing files once compacted: move (to LAKE/landing/"
                                      "done/) or delete")
     max_small_files: int = setting(8, "a date partition holding more small files than this "
@@ -64,6 +68,8 @@ class HistorySettings:
         for key in self.conf:
             if not key.startswith("spark."):
                 raise ValueError(f"conf: {key!r} is not a Spark setting (spark.*)")
+        if self.remote and not self.remote.startswith("sc://"):
+            raise ValueError("remote: expected a Spark Connect URL such as sc://HOST:15002")
         if self.processed not in ("move", "delete"):
             raise ValueError("processed: expected move or delete")
         if self.max_small_files < 1 or self.target_file_mb < 1:

@@ -112,7 +112,9 @@ class History:
     def _stored(self, name: str) -> DataFrame | None:
         """Table ``name``, or None if compaction never wrote it."""
         try:
-            return self.spark.read.schema(TABLES[name]).parquet(self.path(name))
+            df = self.spark.read.schema(TABLES[name]).parquet(self.path(name))
+            df.schema       # Spark Connect analyses lazily: ask now, where a missing path says so
+            return df
         except AnalysisException as e:
             if e.getCondition() != "PATH_NOT_FOUND":
                 raise

@@ -12,6 +12,10 @@ DATE), Parquet timestamps as INT64 micros (read by any Parquet reader, unlike IN
 repeated map key keeps its last value (as Python's json does) instead of failing the job.
 Settings from the config's ``history.conf`` win over these.
 
+``remote(url, conf)``: with ``history.remote`` (``sc://HOST:15002``) the session is a Spark
+Connect client's instead (no JVM here, no Java needed), taking the ``spark.sql.*`` settings
+above; the rest are the Connect server's (docs/operating/history-cluster.md).
+
 Java: Spark runs ``$JAVA_HOME/bin/java``, or ``java`` on the PATH without JAVA_HOME (as its
 ``spark-class`` does); without it :func:`session` raises :class:`JavaMissing`, one line,
 before Spark's launcher fails with a Py4J traceback. The first session of a process reads
@@ -164,6 +168,39 @@ def _forward(pipe, fd: int = 2) -> None:
             log.debug("JVM stderr line dropped: %s", e)
 
 
+#: what ``pyspark.sql.connect`` needs besides PySpark (its ``connect`` extra)
+CONNECT_MODULES = ("grpc", "grpc_status", "google.protobuf", "pandas", "pyarrow", "zstandard")
+
+
+def remote(url: str, conf: dict[str, str] | None = None):
+    """A Spark Connect session on the server at ``url`` (``sc://HOST:PORT``), with
+    fleetwatch's session settings (:func:`session_settings`); MissingDependency without
+    the client's packages (the ``connect`` extra)."""
+    from fleetwatch.optional import optional_import
+    for module in CONNECT_MODULES:
+        optional_import(module, "a Spark Connect session (history.remote)")
+    from pyspark.sql import SparkSession
+    builder = SparkSession.builder.remote(url)
+    for key, value in session_settings(conf).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def session_settings(conf: dict[str, str] | None = None) -> dict[str, str]:
+    """The settings a Spark Connect session takes from :func:`merged`: the ``spark.sql.*``
+    ones (time zone, partition types, timestamps, map keys; shuffle partitions when the
+    config sets them). The rest (master, memory, UI, Java options) belong to the server."""
+    out = {k: v for k, v in merged("connect", conf).items() if k.startswith("spark.sql.")}
+    ignored = sorted(k for k in (conf or {}) if not k.startswith("spark.sql."))
+    if ignored:
+        log.info("history.conf settings left to the Spark Connect server: %s",
+                 ", ".join(ignored))
+    return out
+
+
 def from_settings(settings):
-    """The session for a :class:`sinks.history.config.HistorySettings`."""
+    """The session for a :class:`sinks.history.config.HistorySettings`: on its Spark
+    Connect server when ``remote`` is set, else a session of this process."""
+    if getattr(settings, "remote", ""):
+        return remote(settings.remote, settings.spark_conf())
     return session(settings.master, settings.spark_conf())

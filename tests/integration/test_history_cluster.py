@@ -1,12 +1,14 @@
 """The history side on a real Spark standalone cluster: a master and one worker started by
-``fleetwatch history cluster start`` from the installed PySpark's own scripts and jars, on
-127.0.0.1 with ports the kernel picked, shared by the whole module (a cluster is heavy on
-a 2-core machine) and stopped by ``cluster stop`` (each daemon's process group).
+``fleetwatch history cluster start --connect`` from the installed PySpark's own scripts and
+jars, with a Spark Connect server (the wheel's SparkConnectServer class and spark-connect
+jar) whose application runs on that cluster, all on 127.0.0.1 with ports the kernel
+picked, shared by the whole module (a cluster is heavy on a 2-core machine) and stopped by
+``cluster stop`` (each daemon's process group).
 
 Compaction (killed after staging, then run again), the ready-made queries and ``history
-sql`` run on the cluster in child processes (one SparkContext per process: the test
-process holds the ``local[2]`` one) and must give exactly what ``local[2]`` gives on the
-same lake.
+sql`` run on the cluster, and through Spark Connect, in child processes (one SparkContext
+per process: the test process holds the ``local[2]`` one) and must give exactly what
+``local[2]`` gives on the same lake.
 """
 
 from __future__ import annotations
@@ -48,11 +50,12 @@ def cluster(tmp_path_factory):
     """A master and one worker (2 cores, 2 GB) for the module; stopped, daemons gone."""
     where = tmp_path_factory.mktemp("spark-cluster")
     res = fleetwatch("history", "cluster", "start", "--dir", str(where), "--workers", "1",
-                     timeout=150)
+                     "--connect", timeout=200)
     state = clusters.Cluster.load(str(where))
     try:
         assert res.returncode == 0, res.stdout + res.stderr
         assert f"master {state.master} (web UI {state.ui}), 1 worker" in res.stdout
+        assert f"Spark Connect server {state.connect}: history.remote" in res.stdout
         yield state
     finally:
         pids = state.alive() if state else {}
@@ -62,9 +65,11 @@ def cluster(tmp_path_factory):
 
 
 def config(tmp_path: Path, lake: Path, master: str) -> Path:
+    """An operator config for ``lake`` on ``master`` (an sc:// URL: ``history.remote``)."""
     path = tmp_path / f"fleetwatch-{abs(hash(master))}.yaml"
+    where = f"remote: {master}" if master.startswith("sc://") else f"master: {master}"
     path.write_text(f"routers: [tcp://127.0.0.1:1]\nhistory:\n  lake: {lake}\n"
-                    f"  master: {master}\n  conf: {json.dumps(FAST)}\n")
+                    f"  {where}\n  conf: {json.dumps(FAST)}\n")
     return path
 
 
@@ -73,6 +78,8 @@ def test_the_cluster_is_on_loopback_and_says_so(cluster):
     res = fleetwatch("history", "cluster", "status", "--dir", cluster.directory, "--json")
     state = json.loads(res.stdout)
     assert res.returncode == 0 and state["workers"] == 1 and state["master"] == cluster.master
+    assert state["applications"] == ["fleetwatch Spark Connect"]
+    assert cluster.connect.startswith("sc://127.0.0.1:")
     again = fleetwatch("history", "cluster", "start", "--dir", cluster.directory)
     assert again.returncode == 1
     assert again.stderr.strip() == (f"fleetwatch history cluster: a cluster already runs from "
@@ -82,9 +89,16 @@ def test_the_cluster_is_on_loopback_and_says_so(cluster):
     assert gone.returncode == 1 and gone.stdout.startswith("no cluster runs from ")
 
 
-def test_compaction_on_the_cluster_killed_then_rerun_equals_local(spark, cluster, tmp_path):
+def where(cluster, through: str) -> str:
+    return cluster.master if through == "master" else cluster.connect
+
+
+@pytest.mark.parametrize("through", ["master", "connect"])
+def test_compaction_on_the_cluster_killed_then_rerun_equals_local(spark, cluster, tmp_path,
+                                                                  through):
     """The same landing area compacted by local[2] in this process, and on the cluster by
-    ``fleetwatch history compact`` SIGKILLed right after its executors staged the output
+    ``fleetwatch history compact`` (a session of its own on the master, or a session of
+    the Spark Connect server) SIGKILLed right after its executors staged the output
     (FLEETWATCH_HISTORY_CRASH=staged), then run again: the same tables, every landing file
     processed once."""
     from sinks.history.compact import compact
@@ -94,7 +108,7 @@ def test_compaction_on_the_cluster_killed_then_rerun_equals_local(spark, cluster
     shutil.copytree(local, remote)
     compact(spark, HistorySettings(lake=str(local)), out=lambda line: None)
 
-    cfg = config(tmp_path, remote, cluster.master)
+    cfg = config(tmp_path, remote, where(cluster, through))
     killed = fleetwatch("history", "compact", "--config", str(cfg),
                         env={"FLEETWATCH_HISTORY_CRASH": "staged"})
     assert killed.returncode == -9, killed.stdout + killed.stderr
@@ -113,14 +127,17 @@ def test_compaction_on_the_cluster_killed_then_rerun_equals_local(spark, cluster
     assert done == sorted(p.name for p in (local / "landing" / "done").iterdir())
 
 
+@pytest.mark.parametrize("through", ["master", "connect"])
 def test_queries_and_sql_on_the_cluster_equal_local(spark, cluster, history_lake, tmp_path,
-                                                    capsys):
+                                                    capsys, through):
     """Availability, metric buckets, timelines... (tests/support/historyanswers.py) and
-    ``history sql --json`` on the cluster, against the same on local[2]."""
+    ``history sql --json`` on the cluster (a session on the master, or through Spark
+    Connect), against the same on local[2]."""
     from sinks.history.query import History
     want = answers(History(spark, str(history_lake.path)))
     script = ROOT / "tests" / "support" / "historyanswers.py"
-    res = subprocess.run([sys.executable, str(script), str(history_lake.path), cluster.master],
+    argv = [sys.executable, str(script), str(history_lake.path), where(cluster, through)]
+    res = subprocess.run(argv + (["--remote"] if through == "connect" else []),
                          capture_output=True, text=True, timeout=200, cwd=ROOT)
     assert res.returncode == 0, res.stderr
     got = json.loads(res.stdout)
@@ -135,6 +152,7 @@ def test_queries_and_sql_on_the_cluster_equal_local(spark, cluster, history_lake
                         str(config(tmp_path, history_lake.path, "local[2]")), "--json", query)
     assert code == 0, err
     remote = fleetwatch("history", "sql", "--config",
-                        str(config(tmp_path, history_lake.path, cluster.master)), "--json", query)
+                        str(config(tmp_path, history_lake.path, where(cluster, through))),
+                        "--json", query)
     assert remote.returncode == 0, remote.stderr
     assert json.loads(remote.stdout) == json.loads(out) != []

@@ -54,9 +54,16 @@ def test_state_round_trip_and_recycled_pids(tmp_path):
     assert cluster.Cluster.load(str(tmp_path)).pids == {}
 
 
-def test_start_refuses_no_workers(tmp_path):
-    with pytest.raises(cluster.ClusterError, match="--workers: expected 1 or more"):
-        cluster.start(str(tmp_path), workers=0)
+@pytest.mark.parametrize("kw,message", [
+    ({"workers": 0}, "--workers: expected 1 or more"),
+    ({"cores": 0}, "--cores: expected 1 or more"),
+    ({"memory": "lots"}, "--memory: expected a size such as 2g or 1500m, not 'lots'"),
+    ({"memory": "0g"}, "--memory: expected a size such as 2g or 1500m, not '0g'")])
+def test_start_refuses_bad_sizes_before_any_jvm(tmp_path, kw, message):
+    with pytest.raises(cluster.ClusterError) as e:
+        cluster.start(str(tmp_path), **kw)
+    assert str(e.value) == message
+    assert not list(tmp_path.iterdir())
 
 
 def test_the_cluster_module_never_imports_pyspark():
@@ -66,3 +73,29 @@ def test_the_cluster_module_never_imports_pyspark():
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
                              os.path.abspath(__file__)))))
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_connect_session_takes_the_sql_settings_only():
+    from sinks.history.spark import session_settings
+    got = session_settings({"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "3"})
+    assert got["spark.sql.session.timeZone"] == "UTC"
+    assert got["spark.sql.shuffle.partitions"] == "3"
+    assert all(k.startswith("spark.sql.") for k in got)
+
+
+def test_remote_must_be_a_connect_url():
+    from sinks.history.config import HistorySettings
+    HistorySettings(remote="sc://127.0.0.1:15002").validate()
+    with pytest.raises(ValueError, match="^remote: expected a Spark Connect URL"):
+        HistorySettings(remote="http://127.0.0.1:15002").validate()
+
+
+def test_the_remote_option_must_be_a_connect_url(tmp_path, capsys):
+    from support.cli import fw
+    config = tmp_path / "fleetwatch.yaml"
+    config.write_text(f"routers: [tcp://127.0.0.1:1]\nhistory:\n  lake: {tmp_path}\n")
+    code, out, err = fw(capsys, "history", "sql", "--config", str(config), "--remote",
+                        "127.0.0.1:15002", "SELECT 1")
+    assert code == 2
+    assert "fleetwatch history sql: --remote expects a Spark Connect URL such as " \
+           "sc://HOST:15002" in out + err

@@ -1,8 +1,8 @@
 """``fleetwatch history compact|sql|gaps|replay|expire|cluster``: the history lake's operator commands.
 
-Every verb reads the operator config's ``history:`` section (lake, Spark master and settings;
-``--config``, default /etc/fleetwatch/fleetwatch.yaml), which ``--lake`` and ``--master``
-override. The verbs' modules here hold the command side (options, printing, exit status);
+Every verb reads the operator config's ``history:`` section (lake, Spark master and settings,
+a Spark Connect server; ``--config``, default /etc/fleetwatch/fleetwatch.yaml), which
+``--lake``, ``--master`` and ``--remote`` override. The verbs' modules here hold the command side (options, printing, exit status);
 the work is the library's, :mod:`sinks.history` (compaction, queries, replay, expiry), which
 notebooks use too. PySpark is imported only by the verb that runs, so a missing ``history``
 extra, like a missing Java, is one clear line (exit 69), and ``--help`` works without either.
@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"operator config with a history: section (default {DEFAULT_PATH})")
         p.add_argument("--lake", metavar="PATH", help="the lake directory (wins over the config)")
         p.add_argument("--master", metavar="URL", help="spark.master (wins over the config)")
+        p.add_argument("--remote", metavar="URL", help="a Spark Connect server, sc://HOST:15002 "
+                       "(history.remote; wins over the config)")
         module.add_arguments(p)
 
 
@@ -60,7 +62,12 @@ def settings_from(args):
         settings = HistorySettings()
     else:
         settings = load(OperatorConfig, args.config).history
-    changes = {k: v for k, v in (("lake", args.lake), ("master", args.master)) if v}
+    changes = {k: v for k, v in (("lake", args.lake), ("master", args.master),
+                                 ("remote", args.remote)) if v}
+    if changes.get("remote") and not changes["remote"].startswith("sc://"):
+        print(f"fleetwatch history {args.subcommand}: --remote expects a Spark Connect URL "
+              f"such as sc://HOST:15002", file=sys.stderr)
+        raise SystemExit(2)
     return dataclasses.replace(settings, **changes) if changes else settings
 
 
@@ -70,7 +77,12 @@ def run(args) -> int:
     settings = settings_from(args)
     try:
         optional_import("pyspark", f"fleetwatch history {args.subcommand}")
-        java()
+        if settings.remote and args.subcommand != "cluster":
+            from sinks.history.spark import CONNECT_MODULES
+            for module in CONNECT_MODULES:
+                optional_import(module, f"fleetwatch history {args.subcommand} --remote")
+        else:
+            java()
     except (MissingDependency, JavaMissing) as e:
         print(f"fleetwatch history: {e}", file=sys.stderr)
         return EX_UNAVAILABLE

@@ -2,7 +2,8 @@
 standalone master and workers from the installed PySpark, for trying the history side on a
 cluster on one machine (:mod:`sinks.history.cluster`). Their logs, pids and URLs live in
 ``--dir`` (default LAKE/_cluster). ``start`` prints the master's URL and web UI, and the
-setting that points the history commands at it. Exit status: 0; 1 when the cluster did not
+setting that points the history commands at it; with ``--connect`` it starts a Spark Connect
+server on the cluster too and prints its ``sc://`` URL. Exit status: 0; 1 when the cluster did not
 start, or runs already (start), or does not run (status); 69 without PySpark or Java."""
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="start: cores each worker offers (default: the machine's, shared out)")
     p.add_argument("--memory", default="2g", metavar="SIZE",
                    help="start: memory each worker offers to executors (default 2g)")
+    p.add_argument("--connect", action="store_true",
+                   help="start: a Spark Connect server on the cluster too (its sc:// URL "
+                        "for history.remote; it takes half the cluster's cores)")
     p.add_argument("--dir", metavar="DIR",
                    help="the cluster's logs, pids and URLs (default LAKE/_cluster)")
     p.add_argument("--json", action="store_true", help="status: print it as JSON")
@@ -40,15 +44,18 @@ def run(args, settings) -> int:
     if args.action == "start":
         try:
             c = cluster.start(where, workers=args.workers, cores=args.cores,
-                              memory=args.memory)
+                              memory=args.memory, connect=args.connect)
         except cluster.ClusterError as e:
             print(f"fleetwatch history cluster: {e}", file=sys.stderr)
             return 1
-        workers = len(c.pids) - 1
+        workers = sum(1 for name in c.pids if name.startswith("worker-"))
         print(f"master {c.master} (web UI {c.ui}), {workers} worker"
               f"{'s' if workers != 1 else ''}; logs in {c.directory}")
         print(f"use it: history.master: {c.master} in the operator config, or "
               f"--master {c.master}")
+        if c.connect:
+            print(f"Spark Connect server {c.connect}: history.remote: {c.connect}, or "
+                  f"--remote {c.connect}")
         return 0
     if args.action == "stop":
         stopped = cluster.stop(where)
@@ -64,6 +71,8 @@ def run(args, settings) -> int:
         print(f"master {state['master']} (web UI {state['ui']}): "
               f"workers alive: {state.get('workers', '?')}, cores: {state.get('cores', '?')}, "
               f"applications: {apps}")
+        if state.get("connect"):
+            print(f"Spark Connect server {state['connect']}")
         if "error" in state:
             print(f"fleetwatch history cluster: {state['error']}", file=sys.stderr)
     return 0 if state["running"] else 1

@@ -21,7 +21,8 @@ At restart: ``id`` (stamped in the envelopes built at each HELLO), ``bind``,
 ``advertise_host`` (the endpoints told in WELCOME are worked out at bind),
 ``routes`` (the hot path's table holds the sink sockets) and ``durable`` (told in
 WELCOME), ``mesh`` (its timing is the member table's and the incarnation marks a process
-start), ``security`` (CURVE and the key
+start), ``upstream`` and ``site`` (the uplink's DEALERs and buffer, the site links' table
+are made at bind: SPEC 4.10), ``security`` (CURVE and the key
 paths; the allowlists' contents are what SIGHUP re-reads), ``ready_file``, and the limits
 that are socket options (``max_message_bytes``, ``sink_hwm``, ``agent_hwm``, ``tail_hwm``:
 libzmq copies them into each connection as it is made, so a change would hold for new

@@ -22,6 +22,7 @@ from router.descriptors import RESERVED, nofile, raise_limit
 from router.endpoints import write_ready_file
 from router.relay import Relay
 from router.reload import reloader
+from router.sitebuffer import SpoolError
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         try:
             relay.bind()
-        except SecurityError as e:     # a missing or unreadable key: never plain text instead
+        except (SecurityError, SpoolError) as e:    # a missing key (never plain text
+            # instead), a site's spool directory that cannot be written
             print(f"fleetwatch router: {e}", file=sys.stderr)
             return EX_CONFIG
         except zmq.ZMQError as e:

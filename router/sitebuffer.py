@@ -28,6 +28,10 @@ RECORD = struct.Struct(">II")
 SUFFIX = ".seg"
 
 
+class SpoolError(Exception):
+    """A spool directory that cannot be used; ``str()`` is one line (the router exits 78)."""
+
+
 class SiteBuffer:
     """Messages in order: ``push``, ``peek``, ``pop``; counted in ``dropped``,
     ``spilled`` (written to disk) and ``delivered`` (popped)."""
@@ -47,7 +51,13 @@ class SiteBuffer:
         self.disk_messages = 0
         self.next_segment = 0
         if self.spool is not None:
-            self.spool.mkdir(parents=True, exist_ok=True)
+            try:
+                self.spool.mkdir(parents=True, exist_ok=True)
+                probe = self.spool / ".writable"
+                probe.write_bytes(b"")
+                probe.unlink()
+            except OSError as e:
+                raise SpoolError(f"site.spool_dir: {spool_dir}: {e.strerror or e}") from None
             self._recover()
 
     def __len__(self) -> int:

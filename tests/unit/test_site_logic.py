@@ -287,3 +287,22 @@ def test_uplink_says_hello_again_after_a_401_and_passes_answers_for_agents_down(
     up.read(sock)
     assert down == [("agent-1", b"ACK"), ("agent-2", b"RUN")]
     assert up.counts["bad"] == 1
+
+
+def test_a_spool_dir_that_cannot_be_written_stops_the_router_in_one_line(tmp_path, capsys):
+    from fleetwatch import cli
+    from fleetwatch.config import EX_CONFIG
+    from router.sitebuffer import SpoolError
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(SpoolError) as e:
+        SiteBuffer(10, str(blocker / "spool"), 1000)
+    assert str(blocker) in str(e.value) and "\n" not in str(e.value)
+    path = tmp_path / "router.yaml"
+    local = "tcp://127.0.0.1:*"
+    path.write_text(
+        f"bind: {{agents: '{local}', control: '{local}', tail: '{local}', sinks: {{}}}}\n"
+        f"upstream: ['tcp://127.0.0.1:1']\nsite: {{spool_dir: '{blocker / 'spool'}'}}\n")
+    assert cli.main(["router", "--config", str(path)]) == EX_CONFIG
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("fleetwatch router: site.spool_dir: ")

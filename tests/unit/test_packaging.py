@@ -28,3 +28,11 @@ def test_every_package_on_disk_is_listed_in_setup_cfg():
 
 def test_every_listed_package_exists():
     assert listed() - on_disk() == set()
+
+
+def test_test_modules_have_names_of_their_own():
+    """pytest imports test modules by their basename (no packages under tests/): two files
+    of one name stop ``make test`` at collection, which a run of either file alone hides."""
+    from collections import Counter
+    names = Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
+    assert [n for n, count in names.items() if count > 1] == []

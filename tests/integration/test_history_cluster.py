@@ -27,6 +27,7 @@ pytestmark = pytest.mark.timeout(400)
 
 from sinks.history import cluster as clusters  # noqa: E402
 from support.cli import fw  # noqa: E402
+from support import notebookrun  # noqa: E402
 from support.historyanswers import answers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,3 +157,35 @@ def test_queries_and_sql_on_the_cluster_equal_local(spark, cluster, history_lake
                         "--json", query)
     assert remote.returncode == 0, remote.stderr
     assert json.loads(remote.stdout) == json.loads(out) != []
+
+
+def printed_here(spark, lake, monkeypatch, capsys) -> list[str]:
+    """Each code cell's stdout, the cells executed in this process on local[2] (as
+    tests/integration/test_notebook.py does)."""
+    monkeypatch.setenv("FLEETWATCH_HISTORY", str(lake.path))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    ns, out = {"__name__": "__main__"}, []
+    capsys.readouterr()
+    for i, cell in enumerate(notebookrun.code_cells()):
+        exec(compile(cell, f"code cell {i + 1}", "exec"), ns)
+        out.append(capsys.readouterr().out)
+    import matplotlib.pyplot as plt
+    plt.close("all")
+    return out
+
+
+@pytest.mark.parametrize("through", ["master", "connect"])
+def test_the_notebook_in_a_jupyter_kernel_on_the_cluster(spark, cluster, history_lake,
+                                                         tmp_path, monkeypatch, capsys,
+                                                         through):
+    """The fleet notebook executed by a real Jupyter kernel whose Spark is the cluster (a
+    session on the master, or through Spark Connect): its known answers, and every cell
+    printing what it prints on local[2] (but the first, which names the master)."""
+    pytest.importorskip("matplotlib")
+    cfg = config(tmp_path, history_lake.path, where(cluster, through))
+    nb = notebookrun.execute(str(cfg), tmp_path)
+    notebookrun.check(nb, history_lake)
+    got = notebookrun.printed(nb)
+    assert f"on {cluster.master}" in got[0]
+    assert notebookrun.images(nb) >= 5
+    assert got[1:] == printed_here(spark, history_lake, monkeypatch, capsys)[1:]

@@ -1,4 +1,4 @@
-"""``fleetwatch history compact|sql|gaps|replay|expire|cluster``: the history lake's operator commands.
+"""``fleetwatch history compact|sql|gaps|replay|expire|cluster|notebook``: the history lake's operator commands.
 
 Every verb reads the operator config's ``history:`` section (lake, Spark master and settings,
 a Spark Connect server; ``--config``, default /etc/fleetwatch/fleetwatch.yaml), which
@@ -35,6 +35,7 @@ VERBS = {
     "replay": "fleetwatch.cli.history.replay",
     "expire": "fleetwatch.cli.history.expire",
     "cluster": "fleetwatch.cli.history.cluster",
+    "notebook": "fleetwatch.cli.history.notebook",
 }
 
 

@@ -9,7 +9,9 @@ they can to
   counts (bench/relay.py's router round);
 - *site*: a real site router (``upstream:``) relaying them over its uplink DEALER -> a fake
   central router (a ROUTER that answers the link's HELLO and HEARTBEATs and counts the rest),
-  so that the figure is the site router's alone.
+  so that the figure is the site router's alone;
+- *through*: a real site router -> a real central router (``bind.sites``) -> its alerting
+  PUSH -> the PULL counter: the whole path, the central router relaying a site's traffic.
 
 The figure of a round is messages counted / (last - first arrival); the ratio is site /
 central of the medians.
@@ -135,6 +137,16 @@ def throughput_round(kind: str, senders: int, per_sender: int, workdir: Path) ->
         count = mp.Process(target=counter, args=(relay.endpoints["sinks"]["alerting"],
                                                  expected, relay.frames, child))
         count.start()
+    elif kind == "through":
+        centre, eps = router(workdir, "centre-b", {"sinks": {"alerting": "tcp://127.0.0.1:*"},
+                                                   "sites": "tcp://127.0.0.1:*"},
+                             routes={"NOTIFY": ["alerting"]})
+        count = mp.Process(target=counter, args=(eps["sinks"]["alerting"], expected, 3, child))
+        count.start()
+        proc, site_eps = router(workdir, SITE, {"sinks": {}}, upstream=[eps["sites"]],
+                                site={"interval": 0.5, "buffer_messages": 1_000_000})
+        procs, agents = [proc, centre], site_eps["agents"]
+        wait(lambda: uplink_up(site_eps["control"]), 15, "the site's uplink")
     else:
         count = mp.Process(target=fake_centre, args=(child, expected))
         count.start()
@@ -162,6 +174,27 @@ def throughput_round(kind: str, senders: int, per_sender: int, workdir: Path) ->
         return ((n - 1) / (last - first) if n > 1 and last > first else 0.0), n
     finally:
         stop(*procs)
+
+
+def uplink_up(control: str) -> bool:
+    """Whether the site router at ``control`` has its uplink up (its WELCOME tells the
+    centre's durable routes, not the defaults it starts with)."""
+    import zmq
+
+    from fleetwatch import protocol
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(zmq.DEALER)
+    sock.linger = 0
+    sock.connect(control)
+    try:
+        sock.send_multipart(protocol.encode_control(protocol.make(
+            "HELLO", "bench", hostname="bench", heartbeat=1.0, role="cli")))
+        if not sock.poll(1000):
+            return False
+        welcome = protocol.decode(sock.recv_multipart())
+        return welcome.get("durable", {}).get("NOTIFY") == ["alerting"]
+    finally:
+        sock.close()
 
 
 # ---------------------------------------------------------------- round trip
@@ -194,12 +227,13 @@ NOTES = """\
 Method: throughput as bench/relay.py (4 sender processes, 200 B NOTIFYs as fast as they go,
 a PULL counter that counts frames and naps when idle), rounds alternating *central* (a
 router relaying to its alerting PUSH) and *site* (a site router relaying over its uplink
-DEALER to a fake central ROUTER that only answers the link and counts). The site router
-relays through the uplink's per-type sender (router/uplink.py: three Python calls a message
-instead of three libzmq sends) and its DEALER. Round trip: one DEALER at a fixed rate,
-NOTIFY -> ACK through a real central router and a real alerting sink (committed to SQLite),
-with or without a real site router in front; rounds alternate; the site level's cost is the
-difference of the medians.
+DEALER to a fake central ROUTER that only answers the link and counts) and *through* (a site
+router and a real central router, counted at the central router's alerting PUSH). The site
+router relays through the uplink's per-type sender (router/uplink.py: three Python calls a
+message instead of three libzmq sends) and its DEALER. Round trip: one DEALER at a fixed
+rate, NOTIFY -> ACK through a real central router and a real alerting sink (committed to
+SQLite), with or without a real site router in front; rounds alternate; the site level's
+cost is the difference of the medians.
 """
 
 
@@ -215,11 +249,12 @@ def main(argv=None) -> int:
     mp.set_start_method("fork")
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     per_sender = max(1, args.messages // args.senders)
-    rates: dict[str, list[float]] = {"central": [], "site": []}
+    rates: dict[str, list[float]] = {"central": [], "site": [], "through": []}
     rtts: dict[str, list[tuple[float, float]]] = {"direct": [], "site": []}
     with tempfile.TemporaryDirectory(prefix="fw-bench-site-") as tmp:
         for i in range(args.rounds):
-            for kind in (("central", "site") if i % 2 == 0 else ("site", "central")):
+            kinds = ("central", "site", "through")
+            for kind in (kinds if i % 2 == 0 else kinds[::-1]):
                 rate, n = throughput_round(kind, args.senders, per_sender, Path(tmp))
                 rates[kind].append(rate)
                 print(f"  round {i + 1} {kind:<7} {rate / 1e3:7.1f}k msg/s "
@@ -240,6 +275,8 @@ def main(argv=None) -> int:
         "|---|---|---|---|",
         f"| relay msg/s, 200 B (min / median / max) | {summary(rates['central'])} | "
         f"{summary(rates['site'])} | {ratio:.2f} |",
+        f"| site router -> central router -> sink, 200 B | | {summary(rates['through'])} | "
+        f"{statistics.median(rates['through']) / statistics.median(rates['central']):.2f} |",
         f"| NOTIFY round trip at {args.rate:.0f}/s, p50 | {med['direct'][0]:.2f} ms | "
         f"{med['site'][0]:.2f} ms | +{med['site'][0] - med['direct'][0]:.2f} ms |",
         f"| NOTIFY round trip at {args.rate:.0f}/s, p99 | {med['direct'][1]:.2f} ms | "

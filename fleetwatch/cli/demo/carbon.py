@@ -242,6 +242,10 @@ def serve(argv: list[str]) -> None:
     from twisted.plugins.carbon_cache_plugin import serviceMaker
 
     def make_service(options):
+        # carbon's optional protobuf receiver (unused: the graphite sink sends plaintext) was
+        # generated for protobuf 3 and raises TypeError on import under protobuf 4 and later,
+        # which the Spark Connect client (the connect extra) brings: import it as absent
+        sys.modules.setdefault("carbon.protobuf", None)
         # carbon.service installs a reactor on import: only now, after twistd chose it
         from carbon import service
         root = service.createCacheService(options)

@@ -8,8 +8,11 @@ and ACKed as before, and turns every other message into a line without decoding 
 
     {"msg":BODY,"type":"STATS","uuid":"UUID","router":"ROUTER","received":1795000000.123}
 
+and, for a message that came through sites (SPEC 4.10), ``"path":"ROUTER,SITE,..."`` after
+``router`` (the routers it passed, the relaying one first; the tables do not read it).
+
 BODY is the body frame as received; the envelope fields come from the ENVELOPE frame (the
-router's stamp, checked by :func:`fleetwatch.protocol.parse_envelope`, cached per frame) and
+router's stamp, checked by :func:`fleetwatch.protocol.parse_path`, cached per frame) and
 follow it. A line must stay one line that means what the stamp says, so each body is still
 checked, and refused (counted as ``refused_crlf``, ``refused_body``, ``refused_uuid`` or,
 for the frames, ``refused_envelope``; logged with throttling; the rest of its batch lands)
@@ -81,9 +84,11 @@ def _one_object(marks: bytes) -> bool:
     return True
 
 
-def tail(type_: str, uuid: str, router: str) -> bytes:
-    """What follows BODY on a line, up to ``"received":`` (ids need no JSON quoting)."""
-    return f',"type":"{type_}","uuid":"{uuid}","router":"{router}"'.encode("ascii")
+def tail(type_: str, uuid: str, router: str, path: tuple[str, ...] = ()) -> bytes:
+    """What follows BODY on a line, up to ``"received":`` (ids need no JSON quoting, nor
+    the commas between them); ``path`` when it names more than the relaying router."""
+    hops = f',"path":"{",".join(path)}"' if len(path) > 1 else ""
+    return f',"type":"{type_}","uuid":"{uuid}","router":"{router}"{hops}'.encode("ascii")
 
 
 def landing_data(kept: list[bytes], fresh: list[Relayed], received: float) -> bytes:
@@ -93,7 +98,7 @@ def landing_data(kept: list[bytes], fresh: list[Relayed], received: float) -> by
     for r in fresh:
         msg = r.message
         items.append(_encode(msg.body).encode("utf-8", "surrogatepass")
-                     + tail(msg.type, r.uuid, r.router))
+                     + tail(msg.type, r.uuid, r.router, r.path))
     if not items:
         return b""
     close = f',"received":{received:.3f}}}\n'.encode("ascii")
@@ -172,12 +177,13 @@ class Sorter:
             if len(frames) != 3:
                 raise ProtocolError(protocol.BAD_REQUEST, f"{len(frames)} frames, not 3")
             protocol.check_signature(frames[0])
-            type_, uuid, router = protocol.parse_envelope(frames[1], self.handles)
+            type_, uuid, path = protocol.parse_path(frames[1], self.handles)
         except ProtocolError as e:
             self._refuse("envelope", "a message with a bad envelope (%s)", e)
             return None
         claim = f'"uuid":"{uuid}"'.encode("ascii")
-        entry = DECODE if type_ in self.decoded else (tail(type_, uuid, router), uuid, claim)
+        entry = DECODE if type_ in self.decoded else (tail(type_, uuid, path[0], path), uuid,
+                                                      claim)
         if len(self.envelopes) >= MAX_ENVELOPES:
             self.envelopes.clear()
         self.envelopes[frames[1]] = entry

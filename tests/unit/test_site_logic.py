@@ -306,3 +306,25 @@ def test_a_spool_dir_that_cannot_be_written_stops_the_router_in_one_line(tmp_pat
     assert cli.main(["router", "--config", str(path)]) == EX_CONFIG
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fleetwatch router: site.spool_dir: ")
+
+
+# ---------------------------------------------------------------- the path in the lake
+def test_the_history_sinks_lines_keep_the_path_of_a_message_through_sites():
+    import json
+    from collections import Counter
+
+    from fleetwatch.logs import Throttle
+    from sinks.history.lines import Sorter, landing_data
+    sorter = Sorter(protocol.TYPES, frozenset({"NOTIFY"}), Counter(),
+                    Throttle(__import__("logging").getLogger("t"), 10.0))
+    stats = protocol.make("STATS", "u-1", metrics={"x": 1.0})
+    notify = protocol.make("NOTIFY", "u-1", severity="error", text="t")
+    kept, to_decode = sorter.sort([
+        [protocol.SIGNATURE, b"STATS/u-1/central-1,site-1,site-2", protocol.encode_body(stats)],
+        [protocol.SIGNATURE, b"STATS/u-1/router-1", protocol.encode_body(stats)],
+        [protocol.SIGNATURE, b"NOTIFY/u-1/central-1,site-1", protocol.encode_body(notify)]])
+    fresh = [protocol.decode_relayed(f) for f in to_decode]
+    lines = [json.loads(x) for x in landing_data(kept, fresh, 1.0).splitlines()]
+    assert [(ln["router"], ln.get("path")) for ln in lines] == [
+        ("central-1", "central-1,site-1,site-2"), ("router-1", None),
+        ("central-1", "central-1,site-1")]

@@ -60,6 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--graphite-tags", action="store_true", default=None,
                         help="the graphite sink sends tagged series (NAME;host=HOST), "
                              "registered in graphite-web's tag database")
+    parser.add_argument("--spark-cluster", action="store_true", default=None,
+                        help="run the history side on a local Spark standalone cluster "
+                             "(its master's web UI printed) instead of local[1]")
     parser.add_argument("--for", dest="duration", type=float, default=0.0, metavar="SECONDS",
                         help="stop by itself after this many seconds (default: run until "
                              "Ctrl-C)")
@@ -71,7 +74,8 @@ def settings(args: argparse.Namespace) -> DemoConfig:
     flags = {"dir": args.dir, "routers": args.routers, "heartbeat": args.heartbeat,
              "stats_interval": args.stats_interval, "insecure": args.insecure,
              "alert_webhook": args.alert_webhook, "alert_smtp": args.alert_smtp,
-             "alert_to": args.alert_to, "graphite_tags": args.graphite_tags}
+             "alert_to": args.alert_to, "graphite_tags": args.graphite_tags,
+             "spark_cluster": getattr(args, "spark_cluster", None)}
     merged = {**dataclasses.asdict(base), **{k: v for k, v in flags.items() if v is not None}}
     return build(DemoConfig, merged, args.config or "command line")
 
@@ -190,6 +194,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  logs            {root / 'logs'}/",
         f"  processes       {root / 'demo.json'}",
         "",
+        *spark_lines(info.get("spark")),
         *console_lines(info.get("console"), root),
         "Look at the fleet:",
         f"  {fw} status --config {op}",
@@ -200,6 +205,8 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  {fw} scheduler --list --config {shlex.quote(str(root / 'scheduler.yaml'))}",
         f"  {fw} history sql --config {op} 'SELECT metric, count(*) FROM metrics GROUP BY "
         f"metric'   (after the first compaction, every {COMPACT_EVERY}s)",
+        f"  {fw} history notebook --config {op}   (the fleet notebook in JupyterLab, on "
+        f"this lake)",
         f"  {fw} alerts --config {op}",
         f"  {fw} downtime add {shlex.quote(socket.gethostname())} --for 30m --comment "
         f"'planned work' --config {op}   (then: ack add, silence add, downtime list)",
@@ -207,6 +214,34 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def spark_lines(spark) -> list[str]:
+    """Where the history side's Spark cluster is (``--spark-cluster``), or nothing."""
+    if spark is None:
+        return []
+    return ["The history side runs on a Spark standalone cluster:",
+            f"  {spark.master}   web UI {spark.ui} (the applications fleetwatch submits: "
+            f"compaction every {COMPACT_EVERY}s, queries, notebooks)",
+            f"  logs in {spark.directory}/", ""]
+
+
+def start_spark(root: Path, cfg: DemoConfig):
+    """The local Spark cluster of ``--spark-cluster`` (None without it); RuntimeError with
+    the line to show when it cannot start."""
+    if not cfg.spark_cluster:
+        return None
+    from sinks.history import cluster
+    try:
+        return cluster.start(str(root / "spark-cluster"), workers=1, memory="3g")
+    except cluster.ClusterError as e:
+        raise RuntimeError(f"--spark-cluster: {e}") from None
+
+
+def stop_spark(spark) -> None:
+    if spark is not None:
+        from sinks.history import cluster
+        cluster.stop(spark.directory)
 
 
 def console_lines(console: dict | None, root: Path) -> list[str]:
@@ -240,7 +275,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for stale in root.glob("router-*.ready.json"):
         stale.unlink()
-    children, info = plan(root, cfg)
+    try:
+        spark = start_spark(root, cfg)
+    except RuntimeError as e:
+        print(f"fleetwatch demo: {e}", file=sys.stderr)
+        return 1
+    children, info = plan(root, cfg, spark.master if spark else "")
+    info["spark"] = spark
     stopping = []
 
     def on_signal(signum, frame):
@@ -277,6 +318,8 @@ def run(args: argparse.Namespace) -> int:
             "graphite_web": {"url": web.url} if web is not None else None,
             "console": info.get("console"),
             "prometheus": info["prometheus"],
+            "spark": ({"master": spark.master, "ui": spark.ui, "dir": spark.directory}
+                      if spark else None),
             "processes": [{"name": c.name, "pid": c.pid, "config": str(c.config),
                            "log": str(c.log)} for c in children],
         })
@@ -292,8 +335,10 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         print(f"fleetwatch demo: {e}", file=sys.stderr)
         stop(children)
+        stop_spark(spark)
         return 1
     print("stopping the fleet...", flush=True)
     stop(children)
+    stop_spark(spark)
     print("all processes stopped.", flush=True)
     return 0

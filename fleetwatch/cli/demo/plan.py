@@ -65,6 +65,9 @@ class DemoConfig:
     graphite_tags: bool = setting(False, "the graphite sink sends tagged series (NAME;host="
                                          "HOST): carbon registers them with graphite-web's "
                                          "tag database, the console finds them there")
+    spark_cluster: bool = setting(False, "the history side (compaction, history sql, the "
+                                         "notebook) on a local Spark standalone cluster "
+                                         "(fleetwatch history cluster) instead of local[1]")
 
     def validate(self):
         if self.routers < 1:
@@ -184,8 +187,19 @@ def console_user(root: Path) -> str:
     return password
 
 
-def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
-    """Write every process's config into ``root``; return the children to start, in order."""
+def history_conf(spark_master: str) -> dict[str, str]:
+    """The demo's Spark settings: on a cluster each application (the compaction timer, a
+    query, the notebook) takes one core, so they run side by side instead of waiting."""
+    conf = {"spark.driver.memory": "1g"}
+    if spark_master:
+        conf.update({"spark.cores.max": "1", "spark.executor.memory": "1g",
+                     "spark.sql.shuffle.partitions": "2"})
+    return conf
+
+
+def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Child], dict]:
+    """Write every process's config into ``root``; return the children to start, in order.
+    ``spark_master``: the history side's Spark (a running cluster's URL; default local[1])."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "logs").mkdir(exist_ok=True)
     state_url = f"sqlite:///{(root / 'state.db').resolve()}"
@@ -239,8 +253,8 @@ def plan(root: Path, args: DemoConfig) -> tuple[list[Child], dict]:
         "plugins": {"checks": demo_checks(carbon.port)},
     }
     configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
-                                  "history": {"lake": lake, "master": "local[1]",
-                                              "conf": {"spark.driver.memory": "1g"},
+                                  "history": {"lake": lake, "master": spark_master or "local[1]",
+                                              "conf": history_conf(spark_master),
                                               "state_url": state_url},   # the lifecycle
                                   "web": {"listen": console,
                                           "secret_file": str((root / "web-secret").resolve())}}

@@ -225,6 +225,7 @@ class Relay:
                                lambda: self.welcome(endpoints=False), self.max_body,
                                self.clock, self.monotonic, self.drain,
                                curve=self.doorman is not None)
+            self.sites.unavailable = self.unavailable
             self.desk.beyond = self.sites
         if cfg.upstream:
             self.uplink = Uplink(self.id, cfg.upstream, cfg.site, self.ctx, self.max_body,
@@ -580,6 +581,19 @@ class Relay:
             self.counters.forwarded["unroutable"] += 1
             self.throttle.warning("down:unroutable", "uplink: %s for %s not delivered (%s)",
                                   type_frame[:16], target[:64], sent or "not attached here")
+
+    def unavailable(self, type_frame: bytes) -> str | None:
+        """Why a message of a durable route from a site below cannot be taken now (SPEC
+        4.1, 4.10): no sink of a type its route needs is connected, or this site's uplink
+        is down; None when it can (a full queue is only seen when sending: counted)."""
+        type_ = type_frame.decode()
+        if self.uplink is not None and self.uplink.active is None \
+                and self.durable.get(type_):
+            return f"the uplink of site router {self.id} is down"
+        for sink in self.presence.durable.get(type_, ()):
+            if not self.presence.connected(sink):
+                return f"no {sink} sink is connected to router {self.id}"
+        return None
 
     def upstream_durable(self, durable: dict) -> None:
         """Upstream's WELCOME told its durable routes: this site's agents are told them

@@ -36,6 +36,7 @@ from fleetwatch.protocol import (AGENT_TYPES, MAX_PATH, SIGNATURE, ProtocolError
                                  parse_path, stamped)
 from router.admission import connection_property
 from router.port import FULL, GONE, SENT
+from router.replies import ReplyLimiter
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +150,13 @@ class Sites:
         #: with CURVE, a link's HELLO must come from the key of its site (User-Id site:ID)
         self.curve = curve
         self.rcvmore = rcvmore_reader(sock)
+        #: ``unavailable(type_frame)``: why a durable message cannot be taken now (its sink
+        #: type not connected, this site's uplink down), None when it can (the relay's);
+        #: such a message is still relayed, and its agent answered 503 down the link (at
+        #: most once a second per uuid): it keeps the message (SPEC 4.1, 4.10)
+        self.unavailable = lambda type_frame: None
+        self.durable_frames = frozenset({b"NOTIFY", b"REGISTER"})
+        self.limiter = ReplyLimiter(1.0, monotonic)
         #: messages read; the clocks read once per :meth:`read` (epoch, monotonic)
         self.received = 0
         self.now, self.now_mono = clock(), monotonic()
@@ -211,6 +219,14 @@ class Sites:
         times[1] = now = self.now
         times[0] = times[0] or now
         self.relay(relayed, type_frame, body)
+        if type_frame in self.durable_frames and not own:
+            why = self.unavailable(type_frame)
+            if why is not None and self.limiter.allow(uuid.encode()):
+                self.counts["unavailable"] += 1
+                type_ = type_frame.decode()
+                self._send(rid, protocol.encode_down(protocol.error(
+                    protocol.UNAVAILABLE, f"{why}: keep the {type_} and send it again", type_,
+                    self.id), uuid))
 
     def _learn(self, rid: bytes, link: SiteLink | None, envelope: bytes, body: bytes,
                user: str = ""):
@@ -327,6 +343,7 @@ class Sites:
     # ---------------------------------------------------------------- periodic
     def sweep(self) -> None:
         self.counts["expired"] += len(self.table.expire())
+        self.limiter.prune()
 
     def metrics(self) -> dict[str, int]:
         """A central router's ``router.sites.*`` STATS (SPEC 4.10)."""
@@ -335,5 +352,6 @@ class Sites:
                 "router.sites.agents": len(self.table.uuids),
                 "router.sites.received": self.received, "router.sites.down": c["down"],
                 "router.sites.expired": c["expired"], "router.sites.refused": c["refused"],
+                "router.sites.unavailable": c["unavailable"],
                 "router.sites.unknown": c["unknown"], "router.sites.impostors": c["impostor"],
                 "router.sites.bad": sum(n for k, n in c.items() if k.startswith("bad."))}

@@ -154,3 +154,36 @@ def test_the_centres_peers_list_its_sites_and_the_agents_behind_them(fleet, zctx
         ("site-1", "site-1", None), ("site-2", "site-2", None),
         ("zz-agent", "", "site-2")]
     assert all(e["last_heard"] >= e["since"] > 0 for e in entries)
+
+
+def test_an_agent_behind_sites_is_told_503_when_its_notify_cannot_be_taken(fleet, zctx):
+    """No custody anywhere: the central router with no alerting sink, or a site in the
+    middle of a tree with its uplink down, answers the agent's NOTIFY 503 down the links."""
+    from support.tcpproxy import TcpProxy
+    centre = central(fleet)
+    host, port = centre["endpoints"]["sites"].removeprefix("tcp://").rsplit(":", 1)
+    proxy = TcpProxy(host, int(port))
+    try:
+        middle = site(fleet, "site-1", [proxy.endpoint], sites=True)
+        leaf = site(fleet, "site-2", [middle["endpoints"]["sites"]])
+        agent = FakeAgent(zctx, leaf["endpoints"]["agents"])
+        welcomed(agent)
+
+        def refused(text: str) -> str:
+            """NOTIFY (again: the agent would resend it), and the reason of a 503 naming
+            ``text``, or "" (the 503s are at most one a second per uuid)."""
+            agent.notify("kept by the agent")
+            try:
+                got = agent.expect("ERROR", 1.2, durable=True)
+            except AssertionError:
+                return ""
+            assert (got.get("status"), got.get("ref")) == (protocol.UNAVAILABLE, "NOTIFY")
+            return got.get("reason") if text in got.get("reason") else ""
+        why = wait_for(lambda: refused("no alerting sink"), 15, 0.0,
+                       what="503 from the centre (no alerting sink)")
+        assert "router central-1" in why
+        proxy.cut()
+        wait_for(lambda: refused("uplink of site router site-1 is down"), 20, 0.0,
+                 what="503 from the middle site (its uplink down)")
+    finally:
+        proxy.close()

@@ -42,6 +42,12 @@ def test_an_agent_behind_a_site_whose_uplink_is_down_is_unreachable(fleet, zctx)
                  30, 0.1, what="the site and its agent heard at the centre")
         assert fleet.db_rows("SELECT parents FROM agents WHERE hostname = 'agent-host'") \
             in ([('["site-1"]',)], [(["site-1"],)])
+        # fleetwatch status, asking the central router only, has both alive through it
+        shown = {a["hostname"]: a for a in fleet.status(fleet.operator_config([centre]))
+                 ["agents"]}
+        assert {(h, shown[h]["alive"], tuple(shown[h]["routers"]))
+                for h in ("agent-host", "site-1")} == {("agent-host", True, ("central-1",)),
+                                                       ("site-1", True, ("central-1",))}
 
         proxy.cut()
         wait_for(lambda: hosts(fleet) == {"site-1": (False, None),

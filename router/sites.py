@@ -184,7 +184,8 @@ class Sites:
                 self.message(frames, user)
             except ProtocolError as e:
                 self.refuse(frames[0], e)
-            except (zmq.ZMQError, ValueError, TypeError, KeyError, UnicodeError) as e:
+            except (zmq.ZMQError, ValueError, TypeError, KeyError, AttributeError,
+                    UnicodeError) as e:         # a bug: logged and counted, never fatal
                 self.counts["internal"] += 1
                 self.throttle.warning(f"internal {type(e).__name__}", "sites: a message "
                                       "failed: %r", e)
@@ -352,6 +353,6 @@ class Sites:
                 "router.sites.agents": len(self.table.uuids),
                 "router.sites.received": self.received, "router.sites.down": c["down"],
                 "router.sites.expired": c["expired"], "router.sites.refused": c["refused"],
-                "router.sites.unavailable": c["unavailable"],
+                "router.sites.unavailable": c["unavailable"], "router.sites.internal": c["internal"],
                 "router.sites.unknown": c["unknown"], "router.sites.impostors": c["impostor"],
                 "router.sites.bad": sum(n for k, n in c.items() if k.startswith("bad."))}

@@ -272,10 +272,16 @@ class Uplink:
                 self.throttle.warning(f"bad {link.endpoint[:64]}",
                                       "uplink: bad message from %s: %s", link.endpoint, e)
                 continue
-            if target:
-                self.down(target, frames[1], frames[3])
-                continue
-            self._answer(link, msg)
+            try:
+                if target:
+                    self.down(target, frames[1], frames[3])
+                else:
+                    self._answer(link, msg)
+            except (zmq.ZMQError, ValueError, TypeError, KeyError, AttributeError,
+                    UnicodeError) as e:         # a bug: logged and counted, never fatal
+                self.counts["internal"] += 1
+                self.throttle.warning(f"internal {type(e).__name__}", "uplink: %s from %s "
+                                      "failed: %r", msg.type, link.endpoint, e)
 
     def _answer(self, link: Link, msg: protocol.Message) -> None:
         now = self.monotonic()
@@ -317,4 +323,5 @@ class Uplink:
                 "router.site.durable_unsent": self.counts["durable_unsent"],
                 "router.site.errors": self.counts["errors"],
                 "router.site.redialled": self.counts["redialled"],
+                "router.site.internal": self.counts["internal"],
                 "router.site.bad": self.counts["bad"]}

@@ -45,6 +45,8 @@ MORE_NB = zmq.SNDMORE | zmq.NOBLOCK
 HEARTBEAT, HELLO = b"HEARTBEAT", b"HELLO"
 #: envelopes a link's cache keeps (uuids x types); past it the cache starts again
 MAX_CACHED = 200_000
+#: site links a central router keeps at most: a HELLO of one more site is refused 503
+MAX_LINKS = 10_000
 
 
 @dataclass
@@ -76,9 +78,9 @@ class SiteTable:
     def __len__(self) -> int:
         return len(self.links)
 
-    def hello(self, rid: bytes, site: str, hostname: str, interval: float) -> SiteLink:
+    def hello(self, rid: bytes, site: str, hostname: str, interval: float) -> SiteLink | None:
         """Open (or refresh) the link ``rid`` of ``site``; another link of the same site
-        (it reconnected) is forgotten."""
+        (it reconnected) is forgotten. None: :data:`MAX_LINKS` sites are linked already."""
         now = self.clock()
         link = self.links.get(rid)
         if link is not None and link.site == site:
@@ -89,6 +91,8 @@ class SiteTable:
         old = self.sites.get(site)
         if old is not None:
             self.forget(old.rid)
+        elif len(self.links) >= MAX_LINKS:
+            return None
         link = SiteLink(rid, site, hostname, interval, now, now)
         self.links[rid] = self.sites[site] = link
         log.info("site %s (%s) linked, heartbeat %.3gs", site, hostname, interval)
@@ -246,6 +250,9 @@ class Sites:
                                     f"{user or 'unknown'}'s, not site {uuid}'s")
             link = self.table.hello(rid, uuid, str(msg.get("hostname"))[:255],
                                     float(msg.get("heartbeat")))
+            if link is None:
+                raise ProtocolError(protocol.UNAVAILABLE, f"{MAX_LINKS} sites are linked "
+                                                          f"here already")
             self.counts["hellos"] += 1
             self._send(rid, protocol.encode_down(self.welcome()))
         if link is None:

@@ -145,6 +145,15 @@ def test_site_table_learns_uuids_bounds_them_and_expires_links():
     assert not table.uuids and not table.links
 
 
+def test_site_links_are_bounded(monkeypatch):
+    from router import sites
+    monkeypatch.setattr(sites, "MAX_LINKS", 2)
+    table = SiteTable(expire_intervals=3, max_agents=2, clock=Clock(100.0))
+    assert table.hello(b"r1", "s1", "h", 1.0) and table.hello(b"r2", "s2", "h", 1.0)
+    assert table.hello(b"r3", "s3", "h", 1.0) is None
+    assert table.hello(b"r4", "s1", "h", 1.0) is not None     # a site linked again: taken
+
+
 # ---------------------------------------------------------------- the site as a parent
 @pytest.mark.parametrize("uuid, path, parent", [
     ("agent-1", (), None),                                  # straight to its router

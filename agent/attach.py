@@ -1,8 +1,10 @@
 """Which routers an agent keeps links to: ``k`` of a mesh's live set (SPEC 4.9, issue 20).
 
 The *live set* is what the agent's alive links last told: the union of the ``routers`` of
-each one's newest WELCOME, when that WELCOME had ``members`` (a router of the current
-protocol; ``members`` also maps an agents endpoint to its router's id). The agent attaches
+each one's newest WELCOME, when that WELCOME had ``members`` naming more than its router (a
+router of a mesh; ``members`` also maps an agents endpoint to its router's id: a router
+alone names itself only, and routers each alone, configured side by side, are every one
+linked, as before meshes). The agent attaches
 to ``choose(uuid, live, k)`` (:mod:`agent.rendezvous`), and :meth:`Attach.arrange` makes the
 links match:
 
@@ -11,7 +13,8 @@ links match:
 - a learnt link whose router left the live set is dropped at once (as without ``k``);
 - a link to a live router not chosen (learnt: forgotten until chosen again; configured, a
   *seed*: parked) is closed once a chosen link is alive, so the agent is never left without
-  a router by its own choice;
+  a router by its own choice; a configured link to a router outside the live set (another
+  router alone, or one not yet heard: its id is not known before its WELCOME) is kept;
 - while no chosen link is alive, the parked seeds are unparked (they are how the agent
   learns the live set again).
 
@@ -57,7 +60,8 @@ class Attach:
         if self.k <= 0:
             return None
         tellers = [link for link in self.links.alive()
-                   if link.told is not None and link.members is not None]
+                   if link.told is not None and link.members is not None
+                   and len(link.members) > 1]
         if not tellers:
             return None
         live: dict[str, str | None] = {}
@@ -110,7 +114,7 @@ class Attach:
             elif link.learned:
                 self.links.forget(link)
                 changes.closed.append((link, UNCHOSEN))
-            elif not link.parked:
+            elif not link.parked and is_live(link):
                 link.park()
                 changes.closed.append((link, PARKED))
         linked_ids = {link.router_id for link in self.links.alive()}

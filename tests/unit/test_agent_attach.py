@@ -169,3 +169,31 @@ def test_routers_without_members_and_k_0_keep_every_named_router():
         changes = attach.arrange(1)
         assert changes.closed == [(changes.closed[0][0], DROPPED)]
         assert changes.closed[0][0].endpoint == ROUTERS[4]
+
+
+def test_routers_each_alone_configured_side_by_side_are_every_one_linked():
+    """Two routers without a mesh, both configured: each WELCOME's ``members`` names its
+    router only, so the agent keeps both, as before meshes, whichever answers first."""
+    a, b = ROUTERS[0], ROUTERS[1]
+    links = links_of(a, b)
+    attach = Attach(links, UUID, 1)
+    welcome(links.links[a], live=[a])           # a answers; b is still connecting
+    assert attach.chosen() is None
+    assert attach.arrange(0).closed == [] and not links.links[b].parked
+    welcome(links.links[b], live=[b])
+    assert attach.arrange(1).closed == []
+    assert sorted(link.endpoint for link in links.alive()) == [a, b]
+
+
+def test_a_configured_router_outside_the_mesh_is_kept():
+    """A seed of a mesh tells its live set; another configured router, not in it (a router
+    alone, or one whose WELCOME has not come: its id is unknown), is not parked."""
+    seed, other = ROUTERS[0], "tcp://elsewhere:5555"
+    links = links_of(seed, other)
+    attach = Attach(links, UUID, 3)
+    welcome(links.links[seed], live=ROUTERS)
+    for link in attach.arrange(0).new:
+        welcome(link)
+    changes = attach.arrange(1)
+    assert all(link.endpoint != other for link, _ in changes.closed)
+    assert not links.links[other].parked

@@ -252,7 +252,8 @@ def test_demo_settings_from_a_config_file_and_flags(fleet):
     assert res.returncode == 78
     assert res.stderr.strip().splitlines() == [
         f"fleetwatch demo: {bad}: colour: unknown setting (known here: alert_smtp, alert_to, "
-        f"alert_webhook, dir, graphite_tags, heartbeat, insecure, routers, stats_interval)"]
+        f"alert_webhook, dir, graphite_tags, heartbeat, insecure, routers, spark_cluster, "
+        f"stats_interval)"]
     res = fleet.cli("demo", "--routers", "0", "--dir", str(fleet.root / "d0"), check=False)
     assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
 

@@ -50,7 +50,7 @@ class TailStats:
     def pump(self, timeout: float = 0.0) -> None:
         deadline = time.monotonic() + timeout
         while self.sub.poll(max(0, int((deadline - time.monotonic()) * 1000))):
-            envelope, _sig, body = self.sub.recv_multipart()
+            envelope, _sig, body = self.sub.recv_multipart()[:3]    # (then SEQ, SPEC 4.1)
             sender = envelope.decode().split("/")[1]
             self.latest[sender] = json.loads(body).get("metrics", {})
             self.reports[sender] = self.reports.get(sender, 0) + 1

@@ -37,6 +37,11 @@ log = logging.getLogger(__name__)
 #: why a link is closed: its router left the live set; live but not among the k; a seed
 #: not among the k (parked, kept to learn the live set again)
 DROPPED, UNCHOSEN, PARKED = "dropped", "unchosen", "parked"
+#: seconds a router dropped from the live set stays out of it, whatever a router still
+#: names it: while the mesh converges on a router's death, a router that has not expired it
+#: yet (the one a new link's first WELCOME comes from) would bring it back, and the agent
+#: would move to it and away again
+QUARANTINE = 30.0
 
 
 @dataclass
@@ -52,6 +57,9 @@ class Attach:
 
     def __init__(self, links: Links, uuid: str, k: int):
         self.links, self.uuid, self.k = links, uuid, k
+        #: endpoint -> until when it stays out of the live set (dropped from it: QUARANTINE)
+        self.quarantine: dict[str, float] = {}
+        self.now = 0.0
 
     def live(self) -> dict[str, str | None] | None:
         """The live set told by the alive links, agents endpoint -> router id (None for an
@@ -67,6 +75,8 @@ class Attach:
         live: dict[str, str | None] = {}
         for link in tellers:
             for endpoint in link.told:
+                if self.quarantine.get(endpoint, 0.0) > self.now:
+                    continue
                 if live.get(endpoint) is None:
                     live[endpoint] = link.members.get(endpoint)
         return live
@@ -79,6 +89,8 @@ class Attach:
     def arrange(self, now: float) -> Changes:
         """Make the links match the choice (the caller closes and opens the sockets)."""
         changes = Changes()
+        self.now = now
+        self.quarantine = {e: t for e, t in self.quarantine.items() if t > now}
         live = self.live()
         if live is None:
             for link in self.links:
@@ -108,6 +120,7 @@ class Attach:
             elif link.learned and not is_live(link):
                 self.links.forget(link)
                 changes.closed.append((link, DROPPED))
+                self.quarantine[link.endpoint] = now + QUARANTINE
             elif not settled:
                 if link.parked:
                     link.unpark(now)

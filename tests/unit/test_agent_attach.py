@@ -197,3 +197,34 @@ def test_a_configured_router_outside_the_mesh_is_kept():
     changes = attach.arrange(1)
     assert all(link.endpoint != other for link, _ in changes.closed)
     assert not links.links[other].parked
+
+
+def test_a_router_dropped_from_the_live_set_is_not_taken_back_at_once():
+    """While the mesh converges on a router's death, a router that has not expired it yet
+    (a new link's first WELCOME) names it again: the agent keeps it out of its live set for
+    QUARANTINE seconds, and does not move to it and away again."""
+    from agent.attach import QUARANTINE
+    seed = ROUTERS[0]
+    links = links_of(seed)
+    uuid = next(u for u in (f"agent-{n}" for n in range(1000))
+                if seed in choose(u, ROUTERS, 3) and ROUTERS[4] in choose(u, ROUTERS, 3))
+    attach = Attach(links, uuid, 3)
+    welcome(links.links[seed])
+    for link in attach.arrange(0).new:
+        welcome(link)
+    attach.arrange(1)
+    rest = ROUTERS[:4]
+    for link in links.alive():                 # r4 died: every alive router says so
+        welcome(link, live=rest)
+    changes = attach.arrange(2)
+    assert (ROUTERS[4], DROPPED) in [(link.endpoint, why) for link, why in changes.closed]
+    for link in changes.new:                   # the next best's first WELCOME still names r4
+        welcome(link, live=ROUTERS)
+    assert ROUTERS[4] not in attach.live()
+    changes = attach.arrange(3)
+    assert changes.new == [] and changes.closed == []
+    assert attach.chosen() == choose(uuid, rest, 3)
+    for link in links.alive():                 # r4 back, and named, after the quarantine
+        welcome(link, live=ROUTERS)
+    attach.arrange(3 + QUARANTINE)
+    assert ROUTERS[4] in attach.live() and attach.chosen() == choose(uuid, ROUTERS, 3)

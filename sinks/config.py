@@ -27,7 +27,9 @@ class SinkConfig:
     batch: int = setting(500, "messages written per transaction at most")
     batch_wait: float = setting(
         0.05, "seconds a write waits for more messages to fill its batch: fewer, larger "
-              "transactions under load, at most this much added delay; 0: write what is there")
+              "transactions under load, at most this much added delay; a batch holding a "
+              "message the sink ACKs (NOTIFY, REGISTER) is written at once; 0: write what "
+              "is there")
     dedupe_window: int = setting(100000, "recent msg_ids remembered to drop duplicates")
     hello_interval: float = setting(1.0, "seconds between HELLOs to a router not yet answering")
     stats_interval: float = setting(10.0, "seconds between the sink's own counter reports in logs")

@@ -8,7 +8,10 @@ its one shared PULL.
 
 Each wake-up drains up to ``batch`` messages (:class:`sinks.receiver.Receiver`), waiting up
 to ``batch_wait`` for more while the batch is not full (under load, one transaction of
-hundreds of messages costs much less per message than many of a few), lets
+hundreds of messages costs much less per message than many of a few) and holds no message
+this sink ACKs (an agent's spool waits on that ACK: such a batch is written at once, and
+what arrives during its transaction forms the next one, so batches still grow with the
+load), lets
 :class:`sinks.intake.Intake` decode, filter and deduplicate them, has the sink write the fresh
 ones in one transaction and only then sends the ACKs: one per (router, agent), through the
 control socket of the router named in the ROUTER frame. A failed write is logged and counted
@@ -88,6 +91,8 @@ class SinkLoop:
         self.stopping = False
         #: the last drain filled a whole batch: more may be waiting (no tick until read)
         self.backlog = False
+        #: the types this sink ACKs, as in an ENVELOPE: a batch holding one is not held back
+        self.acked_types = frozenset(t.encode() for t in sink.acks)
         #: set by ``fleetwatch sink``: SIGHUP re-reads the config between batches (sinks/reload.py)
         self.reloader = None
 
@@ -230,20 +235,31 @@ class SinkLoop:
 
     def gather(self) -> list[list[bytes]]:
         """Up to ``batch`` messages: those waiting, and those that arrive within
-        ``batch_wait`` while the batch is not full. ``backlog``: a whole batch was already
-        waiting (the sink is behind: its tick waits until it has read)."""
+        ``batch_wait`` while the batch is not full and holds no message this sink ACKs.
+        ``backlog``: a whole batch was already waiting (the sink is behind: its tick waits
+        until it has read)."""
         limit, linger = self.config.batch, self.config.batch_wait
         raw = self.receiver.take(limit)
         self.backlog = len(raw) >= limit
-        if linger <= 0 or self.backlog:
+        if linger <= 0 or self.backlog or self.owes_ack(raw):
             return raw
         deadline = time.monotonic() + linger
         while len(raw) < limit and not self.stopping:
             left = deadline - time.monotonic()
             if left <= 0 or not self.pull.poll(left * 1000):
                 break
-            raw += self.receiver.take(limit - len(raw))
+            more = self.receiver.take(limit - len(raw))
+            raw += more
+            if self.owes_ack(more):
+                break
         return raw
+
+    def owes_ack(self, raw: list[list[bytes]]) -> bool:
+        """Whether one of ``raw`` is of a type this sink ACKs (the TYPE of its ENVELOPE
+        frame, undecoded: a message the intake then refuses only ends the wait early)."""
+        acked = self.acked_types
+        return bool(acked) and any(len(frames) > 1 and frames[1].partition(b"/")[0] in acked
+                                   for frames in raw)
 
     def drain(self) -> None:
         """Read up to ``batch`` messages (:meth:`gather`), write them, then ACK what was

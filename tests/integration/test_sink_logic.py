@@ -236,6 +236,12 @@ class BatchesSink:
         self.batches.append(len(batch))
 
 
+class NotifyBatchesSink(BatchesSink):
+    """A :class:`BatchesSink` that ACKs NOTIFY, as the alerting sink does."""
+    handles = frozenset({"HEARTBEAT", "NOTIFY"})
+    acks = frozenset({"NOTIFY"})
+
+
 @pytest.fixture
 def batches_loop():
     """``make(batch, batch_wait)``: a sink loop over a :class:`BatchesSink`, its PULL fed
@@ -246,11 +252,11 @@ def batches_loop():
     ctx = zmq.Context()
     made = []
 
-    def make(batch: int, batch_wait: float):
+    def make(batch: int, batch_wait: float, sink: BatchesSink | None = None):
         push = ctx.socket(zmq.PUSH)
         push.linger = 0
         push.bind("inproc://sink-batches")
-        loop = SinkLoop(BatchesSink(), SinkConfig(routers=["inproc://control-batches"],
+        loop = SinkLoop(sink or BatchesSink(), SinkConfig(routers=["inproc://control-batches"],
                                                   batch=batch, batch_wait=batch_wait),
                         ctx=ctx, hostname="test")
         loop.open()
@@ -284,6 +290,26 @@ def test_loop_waits_batch_wait_for_more_messages(batches_loop, batch_wait, expec
         loop.drain()
     late.join()
     assert loop.sink.batches == expected and not loop.backlog
+
+
+def test_a_message_the_sink_acks_ends_the_wait(batches_loop):
+    """An agent's spool waits on a NOTIFY's ACK: the batch holding it is written when it
+    arrives, not ``batch_wait`` later; a HEARTBEAT arriving after is in the next batch."""
+    import threading
+    loop, push = batches_loop(10, 5.0, NotifyBatchesSink())
+    push.send_multipart(heartbeat_frames())
+    assert loop.pull.poll(2000)
+    notify = threading.Timer(0.1, push.send_multipart,
+                             (relayed("NOTIFY", UUID, "r1", severity="error", text="x")[1],))
+    late = threading.Timer(2.0, push.send_multipart, (heartbeat_frames(),))
+    notify.start()
+    late.start()
+    loop.drain()
+    notify.join()
+    late.join()
+    while sum(loop.sink.batches) < 3 and loop.pull.poll(2000):
+        loop.drain()
+    assert loop.sink.batches == [2, 1]
 
 
 def test_loop_writes_a_full_batch_at_once_and_says_it_is_behind(batches_loop):

@@ -108,3 +108,14 @@ def test_lazy_imports_inside_functions_count(tmp_path, monkeypatch):
     source.write_text("def f():\n    from sinks import SINKS\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert [dst for _, dst in imports(source)] == ["sinks", "sinks.SINKS"]
+
+
+def test_the_relays_parts_never_import_the_relay():
+    """router/__init__.py: the relay makes its parts and hands them callables; none of them
+    (nor the slow path) imports router.relay back."""
+    found = []
+    for path in sorted((ROOT / "router").glob("*.py")):
+        if path.name not in ("relay.py", "main.py"):
+            found += [f"{path.name}:{line}" for line, dst in imports(path)
+                      if dst == "router.relay" or dst.startswith("router.relay.")]
+    assert found == []

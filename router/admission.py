@@ -84,6 +84,9 @@ class Admission:
         #: routing id -> (frames, connection, monotonic arrival) of HELLOs the pace deferred
         self.waiting: OrderedDict[bytes, tuple[list[bytes], object, float]] = OrderedDict()
         self.clones = CloneDetector(clock=monotonic)
+        #: keep each attached agent's last HELLO body on its Peer (a site router's: it says
+        #: them again upstream when its uplink comes back, SPEC 4.10)
+        self.keep_hellos = False
         self.next_prune = monotonic() + PRUNE_PERIOD
         self.mismatch_events = Once(EVENT_PERIOD, monotonic)
         self.throttle = Throttle(log, 10.0, monotonic)
@@ -209,6 +212,8 @@ class Admission:
         if found is not None:
             self.counters.clones += 1
             self.security_event(CLONE_TEXT.format(uuid=msg.uuid, a=found[0], b=found[1]))
+        if self.keep_hellos:
+            peer.hello = parts[2]
         port.reply(rid, port.welcome())
         self.counters.count_received(parts[1])
         port.relay(peer.envelopes[parts[1]], parts[1], parts[2])

@@ -46,6 +46,9 @@ class Peer:
     #: type frame -> how many of its messages of that type the tail published (SPEC 4.1,
     #: "The tail": the second number of SEQ; kept across its reconnections)
     tail_seq: dict[bytes, int] = field(default_factory=dict, repr=False)
+    #: the body of its last HELLO, kept by a site router (Admission.keep_hellos): said again
+    #: upstream when its uplink comes back (SPEC 4.10)
+    hello: bytes = field(default=b"", repr=False)
 
     def deadline(self, expiry_intervals: float) -> float:
         """The time after which the peer is forgotten unless heard from again."""

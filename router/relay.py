@@ -128,6 +128,7 @@ class Relay:
         self.admission = Admission(self.peers, self.counters, self.agents_port,
                                    config.id, config.limits, config.security.curve,
                                    clock, monotonic)
+        self.admission.keep_hellos = bool(config.upstream)     # said again upstream (4.10)
         self.desk = ControlDesk(self.peers, self.counters, RelayPort(self, "control"),
                                 config.id, self.max_body, clock, self.members,
                                 self.mesh.merge, config.security.curve)

@@ -13,8 +13,12 @@ It answers the questions of the tree: where an ACK, RUN or ERROR from upstream g
 (:meth:`~SiteLinks.down`: to the agent attached here, or down the link below that speaks for
 it), why a durable message from a site below cannot be taken now
 (:meth:`~SiteLinks.unavailable`), and what upstream's WELCOME told of its durable routes
-(:meth:`~SiteLinks.upstream_durable`, which the relay tells its agents). The uplink's senders
-in the relay's routing table are :meth:`router.uplink.Uplink.sender`'s.
+(:meth:`~SiteLinks.upstream_durable`, which the relay tells its agents), and which agents
+this site speaks for upstream, with their last HELLO, to say again when its uplink comes
+back (:meth:`~SiteLinks.speaks_for`, :meth:`~SiteLinks.hello_of`): those attached here (the
+HELLO kept on each :class:`router.peers.Peer`) and those behind the site links below, the
+sites themselves too (kept on each :class:`router.sites.SiteLink`). The uplink's senders in
+the relay's routing table are :meth:`router.uplink.Uplink.sender`'s.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ class SiteLinks:
         self.sites = Sites(sock, self.id, settings, relay, welcome, max_body, self.clock,
                            self.monotonic, drain, curve=curve)
         self.sites.unavailable = self.unavailable
+        self.sites.keep_hellos = self.uplink is not None
         return self.sites
 
     def above(self, endpoints: list[str], settings: RouterSite, ctx: zmq.Context,
@@ -75,7 +80,10 @@ class SiteLinks:
                              self.monotonic)
         self.uplink.down = self.down
         self.uplink.on_durable = self.upstream_durable
+        self.uplink.speaks_for, self.uplink.hello_of = self.speaks_for, self.hello_of
         self.uplink.keys = keys
+        if self.sites is not None:
+            self.sites.keep_hellos = True
         return self.uplink
 
     # ---------------------------------------------------------------- the relay's loop
@@ -147,6 +155,22 @@ class SiteLinks:
             if not self.presence.connected(sink):
                 return f"no {sink} sink is connected to router {self.id}"
         return None
+
+    def speaks_for(self) -> list[str]:
+        """The uuids this router speaks for upstream: its attached agents', then those
+        behind its site links and the sites linked."""
+        out = list(self.peers.uuids)
+        if self.sites is not None:
+            out += [*self.sites.table.uuids, *self.sites.table.sites]
+        return out
+
+    def hello_of(self, uuid: str) -> tuple[bytes, bytes] | None:
+        """The last HELLO of ``uuid`` as it goes upstream (envelope, body): an attached
+        agent's, or one that came from a site link below; None if not known (any more)."""
+        peer = self.peers.by_uuid(uuid)
+        if peer is not None:
+            return (peer.envelopes[b"HELLO"], peer.hello) if peer.hello else None
+        return self.sites.table.last_hello(uuid) if self.sites is not None else None
 
     def upstream_durable(self, durable: dict) -> None:
         """Upstream's WELCOME told its durable routes: the relay tells this site's agents

@@ -14,7 +14,9 @@ the link's site ``403``. The site's own HELLO and HEARTBEAT are relayed as the s
 host of its own. Every other message's uuid is learnt as behind that link (at most
 ``site.max_agents`` a link: beyond, ``403`` with the uuid as TARGET), so that ACK and RUN for
 it (:meth:`Sites.to_site`, from the control desk) go down the link it was last heard on:
-SIGNATURE, TYPE, TARGET, BODY.
+SIGNATURE, TYPE, TARGET, BODY. A router that is itself a site (a tree) keeps each uuid's last
+HELLO on its link (:attr:`SiteLink.hellos`, the link's own too), to say them again upstream
+when its uplink comes back (:mod:`router.sitelinks`).
 
 :class:`SiteTable` is the logic (links, uuids, expiry; no sockets); :class:`Sites` the thin
 adapter over the socket, read by the relay's loop.
@@ -62,6 +64,9 @@ class SiteLink:
     uuids: set[str] = field(default_factory=set)
     #: envelope as received -> (type frame, envelope as relayed, uuid, the site's own)
     cache: dict[bytes, tuple[bytes, bytes, str, bool]] = field(default_factory=dict)
+    #: uuid -> (envelope as relayed, body) of its last HELLO: the uuids behind the link
+    #: and the site's own (kept when this router is itself a site: Sites.keep_hellos)
+    hellos: dict[str, tuple[bytes, bytes]] = field(default_factory=dict)
 
 
 class SiteTable:
@@ -108,11 +113,18 @@ class SiteTable:
             return False
         if known is not None:
             known.uuids.discard(uuid)
+            known.hellos.pop(uuid, None)
             known.cache.clear()
         link.uuids.add(uuid)
         self.uuids[uuid] = link
         self.times.setdefault(uuid, [0.0, 0.0])
         return True
+
+    def last_hello(self, uuid: str) -> tuple[bytes, bytes] | None:
+        """The last HELLO (envelope as relayed, body) of ``uuid``, behind a link or a site
+        linked, if kept."""
+        link = self.uuids.get(uuid) or self.sites.get(uuid)
+        return link.hellos.get(uuid) if link is not None else None
 
     def forget(self, rid: bytes) -> SiteLink | None:
         link = self.links.pop(rid, None)
@@ -161,6 +173,9 @@ class Sites:
         self.unavailable = lambda type_frame: None
         self.durable_frames = frozenset({b"NOTIFY", b"REGISTER"})
         self.limiter = ReplyLimiter(1.0, monotonic)
+        #: keep each uuid's last HELLO on its link (a site in a tree: it says them again
+        #: upstream when its uplink comes back, SPEC 4.10)
+        self.keep_hellos = False
         #: messages read; the clocks read once per :meth:`read` (epoch, monotonic)
         self.received = 0
         self.now, self.now_mono = clock(), monotonic()
@@ -223,6 +238,8 @@ class Sites:
             times = self.table.times[uuid]
         times[1] = now = self.now
         times[0] = times[0] or now
+        if type_frame == HELLO and self.keep_hellos:
+            link.hellos[uuid] = (relayed, body)
         self.relay(relayed, type_frame, body)
         if type_frame in self.durable_frames and not own:
             why = self.unavailable(type_frame)

@@ -17,6 +17,13 @@ kept) and are delivered, oldest first, at each of the relay's wake-ups once one 
 (:meth:`Uplink.flush`). Upstream's answers for an agent (SIGNATURE, TYPE, TARGET, BODY: ACK,
 RUN, ERROR) go to ``down(target, type_frame, body)``, the relay's way to the agent.
 
+Whenever messages start going over a link (the first up, another, or the same one after it
+was down), the upstream router there may not know the uuids the site speaks for (it
+restarted, or never had this site's traffic): the site says again the last HELLO of each,
+``speaks_for()`` the uuids and ``hello_of(uuid)`` the (envelope, body) to send, if still
+known. They go after what the buffer holds, :data:`FLUSH_BATCH` a wake-up at most, while
+the link takes them (:meth:`Uplink.flush`), best effort like the buffer's.
+
 This is the thin adapter that owns the DEALERs (the relay's poll loop polls them, as
 :mod:`router.mesh`'s); the buffer is logic apart.
 """
@@ -25,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 
 import zmq
 
@@ -118,6 +125,11 @@ class Uplink:
         self.poller: zmq.Poller | None = None
         self.down = lambda target, type_frame, body: None
         self.on_durable = lambda durable: None
+        #: the uuids this site speaks for, and the HELLO (envelope, body) of one of them
+        self.speaks_for = lambda: []
+        self.hello_of = lambda uuid: None
+        #: uuids whose HELLO is still to be said again over the active link
+        self.resending: deque[str] = deque()
         #: with CURVE: (the site's certificate, the routers' certificate)
         self.keys: tuple | None = None
 
@@ -192,9 +204,10 @@ class Uplink:
         return True
 
     def flush(self) -> int:
-        """Deliver buffered messages, oldest first, while the active link takes them."""
+        """Deliver buffered messages, oldest first, while the active link takes them; then
+        the HELLOs to say again (at most :data:`FLUSH_BATCH` messages in all)."""
         link, buffer = self.active, self.buffer
-        if link is None or not len(buffer):
+        if link is None or not (len(buffer) or self.resending):
             return 0
         sent = 0
         while sent < FLUSH_BATCH:
@@ -203,6 +216,17 @@ class Uplink:
                 break
             buffer.pop()
             sent += 1
+        if len(buffer):
+            return sent
+        resending, hello_of = self.resending, self.hello_of
+        while sent < FLUSH_BATCH and resending:
+            hello = hello_of(resending[0])
+            if hello is not None:
+                if not self._send(link, *hello):
+                    break
+                self.counts["resent"] += 1
+                sent += 1
+            resending.popleft()
         return sent
 
     # ---------------------------------------------------------------- the links
@@ -238,7 +262,7 @@ class Uplink:
 
     def _choose(self, now: float) -> None:
         expiry = self.settings.interval * self.settings.expire_intervals
-        active = None
+        active, before = None, self.active
         for link in self.links:
             up = link.welcomed and now - link.last_answer <= expiry
             if up != link.was_up:
@@ -254,6 +278,11 @@ class Uplink:
             if up and active is None:
                 active = link
         self.active = active
+        if active is not None and active is not before:
+            self.resending = deque(self.speaks_for())
+            log.info("uplink: messages go to %s (%s): the HELLOs of the %d agents this site "
+                     "speaks for said again", active.endpoint, active.router_id,
+                     len(self.resending))
 
     def read(self, sock: zmq.Socket) -> None:
         """What one link's upstream router sent: answers to the link, or for an agent."""
@@ -323,5 +352,6 @@ class Uplink:
                 "router.site.durable_unsent": self.counts["durable_unsent"],
                 "router.site.errors": self.counts["errors"],
                 "router.site.redialled": self.counts["redialled"],
+                "router.site.resent": self.counts["resent"],
                 "router.site.internal": self.counts["internal"],
                 "router.site.bad": self.counts["bad"]}

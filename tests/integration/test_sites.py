@@ -187,3 +187,49 @@ def test_an_agent_behind_sites_is_told_503_when_its_notify_cannot_be_taken(fleet
                  what="503 from the middle site (its uplink down)")
     finally:
         proxy.close()
+
+
+def test_a_restarted_centre_knows_the_agents_behind_a_tree_again_from_their_hellos(fleet, zctx):
+    """When a site's messages go over a link again, it says again the last HELLO of every
+    agent it speaks for: its own and those behind the sites below it (SPEC 4.10). A central
+    router restarted while the top uplink was cut lists them again in PEERS, though none of
+    them sent anything after its one HELLO (each said a heartbeat of 60 s: not expired)."""
+    from support.tcpproxy import TcpProxy
+
+    def sites_endpoint(router: dict) -> tuple[str, int]:
+        host, port = router["endpoints"]["sites"].removeprefix("tcp://").rsplit(":", 1)
+        return host, int(port)
+
+    def peers(control: FakeControl) -> dict:
+        control.send("PEERS")
+        return {e["uuid"]: e.get("site") for e in control.expect("PEERS").get("agents")}
+
+    centre = central(fleet)
+    proxy = TcpProxy(*sites_endpoint(centre))
+    try:
+        middle = site(fleet, "site-1", [proxy.endpoint], sites=True)
+        leaf = site(fleet, "site-2", [middle["endpoints"]["sites"]])
+        below = FakeAgent(zctx, leaf["endpoints"]["agents"], uuid="agent-below")
+        here = FakeAgent(zctx, middle["endpoints"]["agents"], uuid="agent-middle")
+        for agent in (below, here):
+            agent.hello(heartbeat=60.0)
+        behind = {"site-2": "site-1", "agent-below": "site-1", "agent-middle": "site-1"}
+        control = FakeControl(zctx, centre["endpoints"]["control"])
+        wait_for(lambda: peers(control) == {"site-1": None, **behind}, 15, 0.2,
+                 what="the centre's PEERS before the restart")
+
+        proxy.cut()
+        centre["proc"].stop()
+        centre = central(fleet)                 # a new process: it knows no uuid
+        proxy.target = sites_endpoint(centre)
+        control = FakeControl(zctx, centre["endpoints"]["control"])
+        assert peers(control) == {}
+        proxy.restore()
+        wait_for(lambda: peers(control) == {"site-1": None, **behind}, 30, 0.2,
+                 what="the agents behind the tree in the restarted centre's PEERS")
+        for agent in (below, here):             # nobody asked the agents for a HELLO
+            while agent.sock.poll(0):
+                msg = protocol.decode(agent.sock.recv_multipart())
+                assert (msg.type, msg.get("status")) != ("ERROR", protocol.HELLO_REQUIRED)
+    finally:
+        proxy.close()

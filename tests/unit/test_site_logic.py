@@ -337,3 +337,66 @@ def test_the_history_sinks_lines_keep_the_path_of_a_message_through_sites():
     assert [(ln["router"], ln.get("path")) for ln in lines] == [
         ("central-1", "central-1,site-1,site-2"), ("router-1", None),
         ("central-1", "central-1,site-1")]
+
+
+# ---------------------------------------------------------------- HELLOs said again (4.10)
+def test_site_table_keeps_a_hello_per_uuid_forgotten_when_it_moves_or_its_link_goes():
+    table = SiteTable(expire_intervals=3, max_agents=10, clock=Clock(100.0))
+    link = table.hello(b"r1", "site-2", "edge", 1.0)
+    assert table.learn("a", link) and table.learn("b", link)
+    link.hellos.update({"a": (b"HELLO/a/site-1,site-2", b"A"), "b": (b"HELLO/b/x", b"B"),
+                        "site-2": (b"HELLO/site-2/site-1,site-2", b"S")})
+    assert table.last_hello("a") == (b"HELLO/a/site-1,site-2", b"A")
+    assert table.last_hello("site-2") == (b"HELLO/site-2/site-1,site-2", b"S")
+    assert table.last_hello("nobody") is None
+    other = table.hello(b"r2", "site-3", "edge3", 1.0)
+    assert table.learn("a", other)                  # moved: its old HELLO is not said again
+    assert table.last_hello("a") is None and "a" not in link.hellos
+    table.forget(b"r1")
+    assert table.last_hello("b") is None and table.last_hello("site-2") is None
+
+
+def test_uplink_says_the_hellos_again_after_the_buffer_when_a_link_comes_back():
+    clock, dealer = Clock(100.0), FakeDealer()
+    up, link = uplink_with(dealer, clock)
+    hellos = {"a": (b"HELLO/a/site-1", b"A"), "b": (b"HELLO/b/site-1,site-2", b"B")}
+    up.speaks_for = lambda: ["a", "gone", "b"]
+    up.hello_of = hellos.get
+    welcome = protocol.make("WELCOME", "central-1", router="central-1", routers=[])
+    relay_through(up.sender(b"STATS", False), 0)    # waits for the link
+    up._answer(link, welcome)                       # up: the buffer, then the HELLOs
+    assert up.flush() == 3
+    assert dealer.sent == [[b"STATS/u-1/site-1", b"0"], [b"HELLO/a/site-1", b"A"],
+                           [b"HELLO/b/site-1,site-2", b"B"]]
+    up._answer(link, welcome)                       # the same link, still up: not again
+    assert up.flush() == 0 and up.metrics()["router.site.resent"] == 2
+    clock.advance(up.settings.interval * up.settings.expire_intervals + 0.1)
+    up._choose(clock())                             # down, then up again: said again
+    dealer.sent.clear()
+    dealer.up = False                               # the link takes none: kept for later
+    up._answer(link, welcome)
+    assert up.flush() == 0 and len(up.resending) == 3
+    dealer.up = True
+    del hellos["a"]                                 # gone meanwhile: skipped
+    assert up.flush() == 1 and dealer.sent == [[b"HELLO/b/site-1,site-2", b"B"]]
+    assert up.counts["resent"] == 3 and not up.resending
+
+
+def test_a_site_speaks_for_its_agents_and_those_behind_its_links_with_their_hellos():
+    from types import SimpleNamespace
+    from router.peers import Peers
+    from router.sitelinks import SiteLinks
+    peers = Peers(3.0, Clock(100.0), b"site-1")
+    own, _ = peers.hello(b"rid-1", "agent-1", "h1", 1.0)
+    own.hello = b"HELLO BODY"
+    peers.hello(b"rid-2", "agent-2", "h2", 1.0)     # no HELLO kept: nothing to say again
+    table = SiteTable(expire_intervals=3, max_agents=10, clock=Clock(100.0))
+    link = table.hello(b"r1", "site-2", "edge", 1.0)
+    table.learn("agent-3", link)
+    link.hellos["agent-3"] = (b"HELLO/agent-3/site-1,site-2", b"B3")
+    links = SiteLinks("site-1", peers, None, None, None, dict, print)
+    links.sites = SimpleNamespace(table=table)
+    assert links.speaks_for() == ["agent-1", "agent-2", "agent-3", "site-2"]
+    assert links.hello_of("agent-1") == (b"HELLO/agent-1/site-1", b"HELLO BODY")
+    assert links.hello_of("agent-2") is None and links.hello_of("site-2") is None
+    assert links.hello_of("agent-3") == (b"HELLO/agent-3/site-1,site-2", b"B3")

@@ -280,9 +280,10 @@ class Uplink:
         self.active = active
         if active is not None and active is not before:
             self.resending = deque(self.speaks_for())
-            log.info("uplink: messages go to %s (%s): the HELLOs of the %d agents this site "
-                     "speaks for said again", active.endpoint, active.router_id,
-                     len(self.resending))
+            if self.resending:
+                log.info("uplink: messages go to %s (%s): the HELLOs of the %d uuids this "
+                         "site speaks for said again", active.endpoint, active.router_id,
+                         len(self.resending))
 
     def read(self, sock: zmq.Socket) -> None:
         """What one link's upstream router sent: answers to the link, or for an agent."""

@@ -1,14 +1,19 @@
 """The Ansible roles (ansible/): lint, syntax, and a real deployment of site.yml.
 
-The real run deploys a small fleet onto this machine with ``connection: local``: two routers,
-the first one monitored by an agent as in the example inventory, and a monitoring host
-(registry, alerting and graphite sinks, a scheduler, carbon, the operator config); each
-"host" into its own temporary root (``fleetwatch_root``) with service management off
+The real run deploys a small fleet onto this machine with ``connection: local``: two central
+routers in a mesh, the first one monitored by an agent as in the example inventory, a
+monitoring host (registry, alerting, graphite and prometheus sinks, a scheduler, carbon, the
+operator config), and a site router whose own agent lists it alone; each "host" into its
+own temporary root (``fleetwatch_root``) with service management off
 (``fleetwatch_manage_services: false``), CURVE on. The controller builds the wheel from this
 checkout and makes the keys; every host gets its own virtualenv. A second run must change
-nothing. Then the deployed routers and agent are started from their roots' virtualenvs with
-the deployed configs and keys, and ``fleetwatch status`` (with the monitoring host's
-operator config and back-end key) must see the agent attached to both routers.
+nothing. The files written are loaded with fleetwatch's own config classes. Then the
+deployed routers and agents are started from their roots' virtualenvs with the deployed
+configs and keys: ``fleetwatch routers`` (with the monitoring host's operator config and
+back-end key) must find the two central routers agreeing on their mesh, and ``fleetwatch
+status`` the first agent attached to both and the site's agent alive through a central
+router (whose PEERS list it, relayed by the site). The static ``peers`` of a fleet without a
+mesh are rendered from the same inventory with ``fleetwatch_mesh: false``.
 
 The deployment is done once for the module (the wheel build and the virtualenvs are the slow
 part); skipped only when ansible-playbook is not installed (``pip install -e '.[test]'``).
@@ -92,12 +97,18 @@ def test_example_inventory_has_the_fleet(tmp_path):
             found |= hosts(child)
         return found
 
-    assert len(hosts("fleetwatch_routers")) == 2
+    assert len(hosts("fleetwatch_routers")) == 3
     assert hosts("fleetwatch_sinks") and hosts("fleetwatch_schedulers")
     assert hosts("fleetwatch_carbon") and len(hosts("fleetwatch_agents")) >= 3
-    mon = inventory["_meta"]["hostvars"][sorted(hosts("fleetwatch_sinks"))[0]]
+    hostvars = inventory["_meta"]["hostvars"]
+    mon = hostvars[sorted(hosts("fleetwatch_sinks"))[0]]
     assert mon["fleetwatch_sink_types"] == ["registry", "alerting", "graphite"]
-    assert mon["fleetwatch_curve"] is True
+    assert mon["fleetwatch_curve"] is True and mon["fleetwatch_mesh"] is True
+    # one site: its machines are agents that list their site router, and only it
+    [site] = hosts("fleetwatch_site_routers")
+    behind = hosts("site_paris")
+    assert site in behind and behind < hosts("fleetwatch_agents")
+    assert all(hostvars[h]["fleetwatch_agent_routers"] == [site] for h in behind)
 
 
 @pytest.mark.timeout(300)
@@ -114,8 +125,9 @@ def test_ansible_lint_is_clean(tmp_path):
 
 # -------------------------------------------------------------------- the real run
 
-HOSTS = ("router-1", "router-2", "mon-1")
+HOSTS = ("router-1", "router-2", "mon-1", "site-1")
 AGENT = "router-1"      # the host the agent runs on
+SITE = "site-1"         # the site router, and the host of the agent behind it
 
 
 @dataclass
@@ -146,7 +158,8 @@ def _inventory(base: Path, ports: dict) -> dict:
         return {"fleetwatch_router_agents_port": p[0], "fleetwatch_router_control_port": p[1],
                 "fleetwatch_router_tail_port": p[2],
                 "fleetwatch_router_sink_ports": dict(zip(
-                    ("registry", "alerting", "graphite", "history", "prometheus"), p[3:8]))}
+                    ("registry", "alerting", "graphite", "history", "prometheus"), p[3:8])),
+                "fleetwatch_router_sites_port": p[8]}
 
     carbon_line, carbon_query, scrape = ports["mon-1"]
     return {"all": {
@@ -164,6 +177,12 @@ def _inventory(base: Path, ports: dict) -> dict:
         "children": {
             "fleetwatch_routers": {"hosts": {"router-1": router("router-1"),
                                              "router-2": router("router-2")}},
+            # a site router: no sinks, only its agents, sites and tail ports are its own
+            "fleetwatch_site_routers": {"hosts": {SITE: {
+                "fleetwatch_router_agents_port": ports[SITE][0],
+                "fleetwatch_router_control_port": ports[SITE][1],
+                "fleetwatch_router_tail_port": ports[SITE][2],
+                "fleetwatch_router_site_interval": 0.2}}},
             "fleetwatch_sinks": {"hosts": {"mon-1": {
                 "fleetwatch_sink_types": ["registry", "alerting", "graphite", "prometheus"],
                 "fleetwatch_sink_prometheus": {"listen": f"127.0.0.1:{scrape}"},
@@ -179,15 +198,20 @@ def _inventory(base: Path, ports: dict) -> dict:
                 "fleetwatch_agent_checks": [
                     {"name": "load", "command": "check_fw_load",
                      "args": ["-w", "50", "-c", "100"], "interval": 30}],
-                "fleetwatch_agent_settings": {"stats_interval": 30}}}},
+                "fleetwatch_agent_settings": {"stats_interval": 30}},
+                # behind the site: its agent lists the site router alone
+                SITE: {"fleetwatch_agent_hostname": "site-1.test",
+                       "fleetwatch_agent_routers": [SITE],
+                       "fleetwatch_agent_settings": {"stats_interval": 30}}}},
         }}}
 
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory) -> Deployment:
     base = tmp_path_factory.mktemp("ansible")
-    numbers = free_ports(19)
-    ports = {"router-1": numbers[0:8], "router-2": numbers[8:16], "mon-1": numbers[16:19]}
+    numbers = free_ports(24)
+    ports = {"router-1": numbers[0:9], "router-2": numbers[9:18], "mon-1": numbers[18:21],
+             SITE: numbers[21:24]}
     inventory = base / "hosts.yml"
     inventory.write_text(yaml.safe_dump(_inventory(base, ports), sort_keys=False))
     env = ansible_env(base / "ansible-home")
@@ -237,15 +261,21 @@ def _mode(path: Path) -> int:
 def test_the_files_written(deployed):
     from fleetwatch.security import read_certificate
     d = deployed
-    agents_ep = {r: f"tcp://127.0.0.1:{d.ports[r][0]}" for r in ("router-1", "router-2")}
+    agents_ep = {r: f"tcp://127.0.0.1:{d.ports[r][0]}" for r in ("router-1", "router-2", SITE)}
     control_ep = [f"tcp://127.0.0.1:{d.ports[r][1]}" for r in ("router-1", "router-2")]
+    sites_ep = [f"tcp://127.0.0.1:{d.ports[r][8]}" for r in ("router-1", "router-2")]
 
     # the wheel the controller built, once, and the key store
     assert [p.name for p in (d.base / "wheels").iterdir()] == \
         [f"fleetwatch-{__version__}-py3-none-any.whl"]
     assert (d.keys / "routers" / "fleet.key_secret").exists()
     uuid = (d.root(AGENT) / "var/lib/fleetwatch/agent/uuid").read_text().strip()
-    assert (d.keys / "agents" / f"{uuid}.key").exists()
+    site_uuid = (d.root(SITE) / "var/lib/fleetwatch/agent/uuid").read_text().strip()
+    assert {p.name for p in (d.keys / "agents").glob("*.key")} == \
+        {f"{uuid}.key", f"{site_uuid}.key"}
+    # a mesh key per central router, a site key named by the site's id
+    assert {p.name for p in (d.keys / "mesh").glob("*.key")} == {"router-1.key", "router-2.key"}
+    assert [p.name for p in (d.keys / "sites").glob("*.key")] == [f"{SITE}.key"]
     backends = {p.name for p in (d.keys / "backends").glob("*.key")}
     assert backends == {"sink-registry@mon-1.key", "sink-alerting@mon-1.key",
                         "sink-graphite@mon-1.key", "sink-prometheus@mon-1.key",
@@ -256,7 +286,19 @@ def test_the_files_written(deployed):
         etc = d.etc(name)
         cfg = _load("router.config:RouterConfig", etc / "router.yaml")
         other = "router-2" if name == "router-1" else "router-1"
-        assert cfg.id == name and cfg.peers == [agents_ep[other]]
+        # a mesh through the other router, the router's timing, its own key; no static peers
+        assert cfg.id == name and cfg.peers == []
+        assert cfg.mesh.seeds == [f"tcp://127.0.0.1:{d.ports[other][1]}"]
+        assert (cfg.mesh.interval, cfg.mesh.expire_intervals, cfg.mesh.fanout) == (1.0, 5, 3)
+        mesh_key = read_certificate(cfg.mesh.key, need_secret=True)
+        assert (mesh_key.role, mesh_key.name) == ("router", name)
+        assert _mode(Path(cfg.mesh.key)) == 0o600
+        assert sorted(p.name for p in Path(cfg.security.routers).glob("*")) == \
+            ["router-1.key", "router-2.key"]
+        # sites accepted, from the site's key only
+        assert cfg.bind.sites == sites_ep[int(name[-1]) - 1]
+        assert [p.name for p in Path(cfg.security.sites).glob("*")] == [f"{SITE}.key"]
+        assert cfg.site.max_agents == 100_000 and cfg.upstream == []
         # the example fleet has no history sink: nothing is routed there, so no agent
         # waits for a history ACK (durable routes, SPEC 4.1)
         assert all("history" not in sinks for sinks in cfg.routes.values())
@@ -266,12 +308,35 @@ def test_the_files_written(deployed):
         assert cfg.security.curve and Path(cfg.security.server_key).is_relative_to(d.root(name))
         assert _mode(Path(cfg.security.server_key)) == 0o600
         assert {p.name for p in Path(cfg.security.backend_keys).glob("*.key")} == backends
-        assert [p.name for p in Path(cfg.security.agent_keys).glob("*")] == [f"{uuid}.key"]
+        assert {p.name for p in Path(cfg.security.agent_keys).glob("*")} == \
+            {f"{uuid}.key", f"{site_uuid}.key"}
         unit = (d.root(name) / "etc/systemd/system/fleetwatch-router.service").read_text()
         assert "ExecStart=/opt/fleetwatch/venv/bin/fleetwatch router --config " \
                "/etc/fleetwatch/router.yaml" in unit
         # sized for fleetwatch_router_max_agents: 2 descriptors per agent and 1,024 more
         assert cfg.max_agents == 10000 and "\nLimitNOFILE=21024\n" in unit
+
+    # the site router: upstream to both central routers' sites endpoints, no sinks, no mesh,
+    # its site key; its disk buffer writable under the unit
+    cfg = _load("router.config:RouterConfig", d.etc(SITE) / "router.yaml")
+    assert cfg.id == SITE and cfg.upstream == sites_ep
+    assert cfg.bind.sinks == {} and cfg.bind.sites == "" and cfg.mesh.seeds == []
+    assert all(sinks == [] for sinks in cfg.routes.values()) and cfg.peers == []
+    spool = d.root(SITE) / "var/lib/fleetwatch/site-buffer"
+    assert (cfg.site.interval, cfg.site.expire_intervals, cfg.site.buffer_messages,
+            cfg.site.spool_dir, cfg.site.spool_bytes) == (0.2, 3, 10000, str(spool), 100 << 20)
+    assert spool.is_dir() and _mode(spool) == 0o750
+    site_key = read_certificate(cfg.site.key, need_secret=True)
+    assert (site_key.role, site_key.name) == ("site", SITE) and _mode(Path(cfg.site.key)) == 0o600
+    assert cfg.security.curve and cfg.security.routers == "" and cfg.security.sites == ""
+    assert {p.name for p in Path(cfg.security.agent_keys).glob("*")} == \
+        {f"{uuid}.key", f"{site_uuid}.key"}
+    units = d.root(SITE) / "etc/systemd/system"
+    assert (units / "fleetwatch-router.service").exists()
+    assert (units / "fleetwatch-router.service.d/site-buffer.conf").read_text().endswith(
+        "\n[Service]\nReadWritePaths=/var/lib/fleetwatch/site-buffer\n")
+    cfg = _load("agent.config:AgentConfig", d.etc(SITE) / "agent.yaml")
+    assert cfg.routers == [agents_ep[SITE]] and cfg.hostname == "site-1.test"
 
     # the agent: config, uuid-bound key, the unit
     cfg = _load("agent.config:AgentConfig", d.etc(AGENT) / "agent.yaml")
@@ -316,31 +381,56 @@ def test_the_files_written(deployed):
     assert res.returncode == 0, res.stderr
 
 
+def _operator(d: Deployment, *args: str) -> subprocess.CompletedProcess:
+    """A ``fleetwatch`` operator command on the monitoring host (its config and key)."""
+    return subprocess.run([d.fleetwatch("mon-1"), *args, "--config",
+                           str(d.etc("mon-1") / "fleetwatch.yaml")],
+                          capture_output=True, text=True, timeout=30)
+
+
 @pytest.mark.timeout(900)
-def test_deployed_router_and_agent_talk(deployed, tmp_path):
+def test_deployed_fleet_meshes_and_links_its_site(deployed, tmp_path):
     d = deployed
     procs = [Proc(name, [d.fleetwatch(host), kind, "--config", str(d.etc(host) / f"{kind}.yaml")],
                   tmp_path / f"{name}.log")
              for name, host, kind in (("router-1", "router-1", "router"),
                                       ("router-2", "router-2", "router"),
-                                      ("agent", AGENT, "agent"))]
+                                      ("site-router", SITE, "router"),
+                                      ("agent", AGENT, "agent"),
+                                      ("site-agent", SITE, "agent"))]
     uuid = (d.root(AGENT) / "var/lib/fleetwatch/agent/uuid").read_text().strip()
-    operator = str(d.etc("mon-1") / "fleetwatch.yaml")
+    site_uuid = (d.root(SITE) / "var/lib/fleetwatch/agent/uuid").read_text().strip()
+
+    def agreed():
+        res = _operator(d, "routers", "--json")
+        return json.loads(res.stdout) if res.returncode == 0 else None
 
     def attached():
-        res = subprocess.run([d.fleetwatch("mon-1"), "status", "--json", "--config", operator],
-                             capture_output=True, text=True, timeout=30)
+        res = _operator(d, "status", "--json")
         if res.returncode != 0:
             return None
         agents = {a["uuid"]: a for a in json.loads(res.stdout)["agents"]}
-        agent = agents.get(uuid)
-        return agent if agent and agent["alive"] and len(agent["routers"]) == 2 else None
+        agent, behind, site = agents.get(uuid), agents.get(site_uuid), agents.get(SITE)
+        if agent and agent["alive"] and len(agent["routers"]) == 2 \
+                and all(a and a["alive"] and a["routers"] for a in (behind, site)):
+            return agent, behind, site
+        return None
 
     try:
-        agent = wait_for(attached, timeout=60, interval=0.5,
-                         what="the deployed agent attached to both deployed routers")
+        # the central routers found each other with their own keys, and agree
+        mesh = wait_for(agreed, timeout=60, interval=0.5,
+                        what="the deployed central routers agreeing on their mesh")
+        assert mesh["live"] == ["router-1", "router-2"] and mesh["disagreements"] == []
+        # the first agent on both; the site's agent, which knows its site router only,
+        # through a central router (its PEERS list it, and the site as a host of its own):
+        # the site linked up with its key. (The hostname of an agent behind a site comes
+        # from the registry, whose sink is not started here.)
+        agent, behind, site = wait_for(attached, timeout=60, interval=0.5,
+                                       what="both deployed agents seen from the centre")
         assert sorted(agent["routers"]) == ["router-1", "router-2"]
-        assert agent["hostname"] == "router-1.test"
+        assert agent["hostname"] == "router-1.test" and site["hostname"] == SITE
+        assert set(behind["routers"]) <= {"router-1", "router-2"}
+        assert set(site["routers"]) <= {"router-1", "router-2"}
         assert all(p.alive() for p in procs)
     except AssertionError:
         for p in procs:
@@ -349,3 +439,26 @@ def test_deployed_router_and_agent_talk(deployed, tmp_path):
     finally:
         for p in reversed(procs):
             p.stop()
+
+
+@pytest.mark.timeout(300)
+def test_static_peers_without_a_mesh(deployed, tmp_path):
+    """``fleetwatch_mesh: false``: the router role's config tasks alone, for a central router
+    of the same inventory, write the static ``peers`` of before and no mesh."""
+    d = deployed
+    playbook = tmp_path / "static.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Write router.yaml without a mesh", "hosts": "router-1", "gather_facts": False,
+        "tasks": [{"name": "The router's config", "ansible.builtin.include_role": {
+            "name": "fleetwatch_router", "tasks_from": "config.yml"}}]}], sort_keys=False))
+    written = tmp_path / "router.yaml"
+    extra = {"fleetwatch_mesh": False, "fleetwatch_common_done": True,
+             "fleetwatch_router_config": str(written)}
+    res = run([PLAYBOOK, "-i", str(d.base / "hosts.yml"), "-e", json.dumps(extra),
+               str(playbook)], d.env, timeout=240)
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
+    cfg = _load("router.config:RouterConfig", written)
+    assert cfg.peers == [f"tcp://127.0.0.1:{d.ports['router-2'][0]}"]
+    assert cfg.mesh.seeds == [] and cfg.mesh.key == "" and cfg.security.routers == ""
+    # the site router of the inventory is still served
+    assert cfg.bind.sites == f"tcp://127.0.0.1:{d.ports['router-1'][8]}"

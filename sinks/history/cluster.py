@@ -11,6 +11,13 @@ profile, into their log files), then waits until the master's ``/json`` lists ev
 ALIVE. No PySpark import: this only starts JVMs (``java`` as sinks/history/spark.py finds
 it, through ``spark-class``).
 
+A cluster started ``owned`` (the demo's) belongs to the process that started it: its
+daemons get the parent-death signal (:mod:`fleetwatch.lifeline`: SIGTERM when that process
+ends, even by SIGKILL), and :data:`STATE` names the owner (pid and start time), so a later
+:func:`start` in the same directory finds a cluster whose owner is gone, stops it and says
+so. A cluster started by ``fleetwatch history cluster start`` has no owner: it runs until
+``stop``.
+
 A cluster of one machine is for trying things: on a real cluster the lake must be on a path
 every executor reads (docs/operating/history-cluster.md).
 """
@@ -28,6 +35,8 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from fleetwatch.lifeline import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +65,7 @@ class Cluster:
     ui: str = ""                          # http://HOST:PORT (the master's web UI)
     connect: str = ""                     # sc://HOST:PORT (a Spark Connect server), or ""
     pids: dict[str, int] = field(default_factory=dict)   # master, worker-1... -> pid
+    owner: list[int] = field(default_factory=list)  # [pid, start time] of an owned cluster's owner
 
     @classmethod
     def load(cls, directory: str) -> "Cluster | None":
@@ -74,6 +84,21 @@ class Cluster:
     def alive(self) -> dict[str, int]:
         """The recorded daemons still running (a recycled pid is not one of them)."""
         return {name: pid for name, pid in self.pids.items() if is_daemon(pid)}
+
+    def orphaned(self) -> bool:
+        """Whether the cluster was owned by a process that has ended (a recycled pid has
+        another start time)."""
+        return bool(self.owner) and started(self.owner[0]) != self.owner[1]
+
+
+def started(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat), or None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat.rsplit(b")", 1)[1].split()[19])    # field 22, after "pid (comm)"
 
 
 def spark_home() -> str:
@@ -104,11 +129,14 @@ def master_state(ui: str, timeout: float = 5.0) -> dict:
 
 def start(directory: str, workers: int = 1, cores: int | None = None,
           memory: str = "2g", host: str = "127.0.0.1", connect: bool = False,
-          timeout: float = 120.0, clock=time.monotonic) -> Cluster:
+          owned: bool = False, say=lambda line: None, timeout: float = 120.0,
+          clock=time.monotonic) -> Cluster:
     """Start a master and ``workers`` workers (``cores`` and ``memory`` each; cores by
     default the machine's shared out, at least 1) and wait until all are up; with
     ``connect`` a Spark Connect server too, whose application on the cluster takes half
-    its cores (at least 1: the rest stays free for the history commands' own sessions)."""
+    its cores (at least 1: the rest stays free for the history commands' own sessions).
+    ``owned``: the daemons end with this process. A cluster left in ``directory`` by an
+    owner that has ended is stopped first, told through ``say``."""
     if workers < 1:
         raise ClusterError("--workers: expected 1 or more")
     if cores is not None and cores < 1:
@@ -118,33 +146,37 @@ def start(directory: str, workers: int = 1, cores: int | None = None,
     directory = os.path.abspath(directory)
     old = Cluster.load(directory)
     if old and old.alive():
-        raise ClusterError(f"a cluster already runs from {directory} ({old.master}): "
-                           f"fleetwatch history cluster stop first")
+        if not old.orphaned():
+            raise ClusterError(f"a cluster already runs from {directory} ({old.master}): "
+                               f"fleetwatch history cluster stop first")
+        names = stop(directory)
+        say(f"stopped the Spark cluster (pid {old.owner[0]}'s, which has ended) left "
+            f"running in {directory}: {', '.join(names)}")
     home = spark_home()
     os.makedirs(os.path.join(directory, "work"), exist_ok=True)
     conf = os.path.join(directory, "spark-defaults.conf")
     Path(conf).write_text("".join(f"{k} {v}\n" for k, v in DAEMON_CONF.items()))
     cores = cores or max(1, (os.cpu_count() or 1) // workers)
-    cluster = Cluster(directory)
+    cluster = Cluster(directory, owner=[os.getpid(), started(os.getpid())] if owned else [])
     procs: dict[str, subprocess.Popen] = {}   # this process's children: alive while poll() is None
     deadline = clock() + timeout
     try:
         master_log = os.path.join(directory, "master.log")
         procs["master"] = _daemon(home, directory, master_log, host, [
             MASTER_CLASS, "--host", host, "--port", "0", "--webui-port", "0",
-            "--properties-file", conf])
+            "--properties-file", conf], owned=owned)
         cluster.pids["master"] = procs["master"].pid
         cluster.save()
         url, port = _master_urls(master_log, procs["master"], deadline, clock)
         cluster.master, cluster.ui = url, f"http://{host}:{port}"
         for i in range(1, workers + 1):
             name = f"worker-{i}"
-            procs[name] = _daemon(home, directory,
-                                         os.path.join(directory, f"{name}.log"), host, [
+            procs[name] = _daemon(home, directory, os.path.join(directory, f"{name}.log"),
+                                  host, [
                 WORKER_CLASS, "--host", host, "--port", "0", "--webui-port", "0",
                 "--cores", str(cores), "--memory", memory,
                 "--work-dir", os.path.join(directory, "work"),
-                "--properties-file", conf, url])
+                "--properties-file", conf, url], owned=owned)
             cluster.pids[name] = procs[name].pid
             cluster.save()
         _wait_workers(cluster, procs, workers, deadline, clock)
@@ -158,7 +190,7 @@ def start(directory: str, workers: int = 1, cores: int | None = None,
                 "--conf", "spark.connect.grpc.binding.port=0",
                 "--conf", f"spark.driver.host={host}",
                 "--conf", f"spark.driver.bindAddress={host}",
-                "--conf", "spark.ui.enabled=false"], submit=True)
+                "--conf", "spark.ui.enabled=false"], submit=True, owned=owned)
             cluster.pids["connect"] = procs["connect"].pid
             cluster.save()
             port = _logged(connect_log, CONNECT_URL, procs["connect"], "Spark Connect "
@@ -176,9 +208,10 @@ def start(directory: str, workers: int = 1, cores: int | None = None,
 
 
 def _daemon(home: str, directory: str, log_path: str, host: str, argv: list[str],
-            submit: bool = False) -> subprocess.Popen:
+            submit: bool = False, owned: bool = False) -> subprocess.Popen:
     """Start a daemon in a process group of its own: ``spark-class ARGV`` (the JVM execs in
-    its place), or with ``submit`` ``spark-submit --class ARGV[0] ARGV[1:]``."""
+    its place), or with ``submit`` ``spark-submit --class ARGV[0] ARGV[1:]``; ``owned``:
+    SIGTERM to it when this process ends."""
     env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": host,
            "SPARK_LOG_DIR": directory}
     with open(log_path, "ab") as out:
@@ -187,7 +220,8 @@ def _daemon(home: str, directory: str, log_path: str, host: str, argv: list[str]
         proc = subprocess.Popen(command,
                                 stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, cwd=directory,
-                                start_new_session=True)   # its own group: stop() kills it
+                                start_new_session=True,   # its own group: stop() kills it
+                                preexec_fn=die_with_parent() if owned else None)
     return proc
 
 

@@ -22,7 +22,9 @@ import dataclasses
 import importlib
 import os
 import shlex
+import socket
 import sys
+import urllib.parse
 
 from fleetwatch.config import load
 from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig
@@ -66,11 +68,45 @@ def settings_from(args):
         settings = load(OperatorConfig, args.config).history
     changes = {k: v for k, v in (("lake", args.lake), ("master", args.master),
                                  ("remote", args.remote)) if v}
-    if changes.get("remote") and not changes["remote"].startswith("sc://"):
-        print(f"fleetwatch history {args.subcommand}: --remote expects a Spark Connect URL "
-              f"such as sc://HOST:15002", file=sys.stderr)
-        raise SystemExit(2)
+    if changes.get("remote"):
+        try:
+            connect_address(changes["remote"])
+        except ValueError as e:
+            print(f"fleetwatch history {args.subcommand}: --remote {e}", file=sys.stderr)
+            raise SystemExit(2) from None
     return dataclasses.replace(settings, **changes) if changes else settings
+
+
+#: the port of ``sc://HOST`` (Spark Connect's default)
+CONNECT_PORT = 15002
+
+
+def connect_address(url: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL, ``sc://HOST[:PORT][/;PARAMS]``;
+    ValueError (its text what was expected) for anything else."""
+    expected = f"expects a Spark Connect URL such as sc://HOST:{CONNECT_PORT}, not {url!r}"
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port or CONNECT_PORT
+    except ValueError:
+        raise ValueError(expected) from None
+    params = parts.path in ("", "/") or parts.path.startswith("/;")
+    if parts.scheme != "sc" or not parts.hostname or not params:
+        raise ValueError(expected)
+    return parts.hostname, port
+
+
+def reach(url: str, timeout: float = 5.0) -> None:
+    """Connect to the Spark Connect server of ``url`` once: PySpark's own client retries an
+    absent server for minutes before its traceback, so a command asks first and says in one
+    line (OSError) that nothing answers there."""
+    host, port = connect_address(url)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as e:
+        raise OSError(f"no Spark Connect server answers at {url}: "
+                      f"{e.strerror or e.__class__.__name__}") from None
 
 
 def run(args) -> int:
@@ -83,11 +119,15 @@ def run(args) -> int:
             from sinks.history.spark import CONNECT_MODULES
             for module in CONNECT_MODULES:
                 optional_import(module, f"fleetwatch history {args.subcommand} --remote")
+            reach(settings.remote)
         else:
             java()
-    except (MissingDependency, JavaMissing) as e:
+    except (MissingDependency, JavaMissing, OSError) as e:
         print(f"fleetwatch history: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
+    except ValueError as e:          # the config's history.remote (--remote was checked)
+        print(f"fleetwatch history: {args.config}: history.remote {e}", file=sys.stderr)
+        return 78
     return importlib.import_module(VERBS[args.subcommand]).run(args, settings)
 
 

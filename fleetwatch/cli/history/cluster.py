@@ -44,7 +44,7 @@ def run(args, settings) -> int:
     if args.action == "start":
         try:
             c = cluster.start(where, workers=args.workers, cores=args.cores,
-                              memory=args.memory, connect=args.connect)
+                              memory=args.memory, connect=args.connect, say=print)
         except cluster.ClusterError as e:
             print(f"fleetwatch history cluster: {e}", file=sys.stderr)
             return 1

@@ -12,9 +12,9 @@ hosts) are compacted, each round on a fresh copy, four ways, each in a process o
   limit for this work;
 
 each on ``local[2]`` and on a standalone master with one worker of 2 cores started from
-the installed PySpark (sinks/history/cluster.py, 127.0.0.1), stopped at the end. Prints
-events/s per way (median of ``--rounds``) and fleetwatch's as a ratio to the bare job on
-the same master.
+the installed PySpark (sinks/history/cluster.py, 127.0.0.1; owned: it ends with the
+benchmark), stopped at the end. Prints events/s per way (median of ``--rounds``) and
+fleetwatch's as a ratio to the bare job on the same master.
 
     python bench/compaction_cluster.py [--events 300000] [--files 8] [--rounds 3]
                                        [--results bench/RESULTS.md]
@@ -118,7 +118,8 @@ def main(argv=None) -> int:
         paths = generate(os.path.join(pristine, "landing"), args.events, args.files)
         size = sum(os.path.getsize(p) for p in paths)
         print(f"generated {args.events} events, {size / 1e6:.0f} MB", flush=True)
-        c = cluster.start(os.path.join(work, "cluster"), workers=1, memory="3g")
+        c = cluster.start(os.path.join(work, "cluster"), workers=1, memory="3g",
+                          owned=True)     # a killed benchmark takes its cluster along
         print(f"cluster {c.master} (web UI {c.ui})", flush=True)
         masters = {"local[2]": "local[2]", "standalone": c.master}
         runs: dict[tuple[str, str], list[dict]] = {}

@@ -167,7 +167,10 @@ def start(directory: str, workers: int = 1, cores: int | None = None,
             "--properties-file", conf], owned=owned)
         cluster.pids["master"] = procs["master"].pid
         cluster.save()
-        url, port = _master_urls(master_log, procs["master"], deadline, clock)
+        url = _logged(master_log, MASTER_URL, procs["master"], "Spark master", deadline,
+                      clock)
+        port = _logged(master_log, MASTER_UI, procs["master"], "Spark master", deadline,
+                       clock)
         cluster.master, cluster.ui = url, f"http://{host}:{port}"
         for i in range(1, workers + 1):
             name = f"worker-{i}"
@@ -223,20 +226,6 @@ def _daemon(home: str, directory: str, log_path: str, host: str, argv: list[str]
                                 start_new_session=True,   # its own group: stop() kills it
                                 preexec_fn=die_with_parent() if owned else None)
     return proc
-
-
-def _master_urls(log_path: str, proc, deadline: float, clock) -> tuple[str, int]:
-    """The master's spark:// URL and web UI port, read from its log."""
-    while clock() < deadline:
-        text = Path(log_path).read_text(errors="replace")
-        url, ui = MASTER_URL.search(text), MASTER_UI.search(text)
-        if url and ui:
-            return url.group(1), int(ui.group(1))
-        if proc.poll() is not None:
-            raise ClusterError(f"the Spark master exited at start: {_last_error(text)} "
-                               f"(log: {log_path})")
-        time.sleep(0.2)
-    raise ClusterError(f"the Spark master did not say its URL in time (log: {log_path})")
 
 
 def _logged(log_path: str, pattern, proc, what: str, deadline: float, clock) -> str:

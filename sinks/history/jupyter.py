@@ -6,8 +6,9 @@ section the command runs with (the operator config's, with ``--lake``, ``--maste
 ``--remote`` applied), which the notebook's first cell opens through ``FLEETWATCH_HISTORY``.
 :func:`start` runs JupyterLab (``python -m jupyterlab`` of this interpreter, so its kernels
 run this fleetwatch and PySpark) on 127.0.0.1 at a port the kernel picks, with a random
-token, in a process group of its own, and returns once the server's runtime file says
-where it listens. Nothing leaves the machine: no update check, no news, no extension
+token, in a process group of its own that gets SIGTERM when the starting process ends
+however it ends (:mod:`fleetwatch.lifeline`), and returns once the server's runtime file
+says where it listens. Nothing leaves the machine: no update check, no news, no extension
 manager asking PyPI, no terminals. No PySpark import.
 """
 
@@ -18,11 +19,14 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from fleetwatch.lifeline import die_with_parent
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "fleet-history.ipynb"
 SETTINGS = "history.yaml"
@@ -47,7 +51,7 @@ class Lab:
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM to its process group (server and kernels), SIGKILL past ``timeout``."""
-        for sig, wait in ((15, timeout), (9, 10.0)):
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
             if self.proc.poll() is not None:
                 return
             try:
@@ -88,7 +92,8 @@ def start(directory: str, host: str = "127.0.0.1", timeout: float = 60.0,
         argv.append("--ServerApp.allow_root=True")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                             stdin=subprocess.DEVNULL, env=env, cwd=directory,
-                            start_new_session=True)
+                            start_new_session=True,   # Lab.stop: the server and its kernels
+                            preexec_fn=die_with_parent())   # and SIGTERM if we are killed
     info = os.path.join(runtime, f"jpserver-{proc.pid}.json")
     deadline = clock() + timeout
     while clock() < deadline:

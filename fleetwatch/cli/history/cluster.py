@@ -40,7 +40,7 @@ def directory(args, settings) -> str:
 
 def run(args, settings) -> int:
     from sinks.history import cluster
-    where = directory(args, settings)
+    where = os.path.abspath(directory(args, settings))
     if args.action == "start":
         try:
             c = cluster.start(where, workers=args.workers, cores=args.cores,

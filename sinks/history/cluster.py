@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fleetwatch.lifeline import die_with_parent
+from sinks.history.spark import JavaMissing, java
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,10 @@ def start(directory: str, workers: int = 1, cores: int | None = None,
         say(f"stopped the Spark cluster (pid {old.owner[0]}'s, which has ended) left "
             f"running in {directory}: {', '.join(names)}")
     home = spark_home()
+    try:
+        java()                      # spark-class without one fails with a bash error
+    except JavaMissing as e:
+        raise ClusterError(str(e)) from None
     os.makedirs(os.path.join(directory, "work"), exist_ok=True)
     conf = os.path.join(directory, "spark-defaults.conf")
     Path(conf).write_text("".join(f"{k} {v}\n" for k, v in DAEMON_CONF.items()))

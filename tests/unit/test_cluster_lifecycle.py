@@ -131,3 +131,13 @@ def test_a_bad_connect_url_is_one_line(tmp_path, capsys, url):
     assert code == 2
     assert err == (f"fleetwatch history notebook: --remote expects a Spark Connect URL such "
                    f"as sc://HOST:15002, not {url!r}\n")
+
+
+def test_no_java_is_one_line_before_any_daemon(tmp_path, monkeypatch):
+    pytest.importorskip("pyspark", reason="the history extra is not installed")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    with pytest.raises(cluster.ClusterError) as e:
+        cluster.start(str(tmp_path / "cluster"))
+    assert str(e.value).startswith("Java 17 or 21 is needed for the history side "
+                                   f"(JAVA_HOME={tmp_path / 'no-jdk'} has no bin/java)")
+    assert not (tmp_path / "cluster").exists()

@@ -252,7 +252,8 @@ class Pass:
                          self.hostname(uuid), self.now - state.last_heard)
                 self.departed[uuid] = None
             elif not name and not new.up and not new.notified:     # a DOWN to tell
-                blocked = reachability.judge_host(self, uuid, state.last_heard + timeout)
+                blocked = reachability.judge_host(self, uuid, state.last_heard + timeout,
+                                                  timeout)
                 if blocked is not None and blocked[1] == freshness.QUIET:
                     self.counts["host_held"] += 1       # its parent is not decided yet
                     changed[key] = (state, hoststate.deadline(state, policy))

@@ -64,6 +64,7 @@ class Host:
     up: bool = True
     heard: float = 0.0          # its last heartbeat
     downtime: bool = False      # a downtime of the whole host covers it now
+    since: float = 0.0          # when it last went UP (or DOWN)
 
     @classmethod
     def of_check(cls, problem: bool, hard: bool) -> Host:
@@ -84,6 +85,19 @@ def held(host: Host | None, deadline: float) -> str | None:
         return DOWN
     if host.heard <= deadline:
         return QUIET
+    return None
+
+
+def returned(parents: dict[str, Host | None], silent_since: float, timeout: float,
+             now: float) -> str | None:
+    """The parent (first by reference) that came back UP after a child fell silent at
+    ``silent_since``, less than the child's ``timeout`` ago: the child is not judged yet.
+    Its heartbeats come through that parent (a site router, a switch), so they resume when
+    it does, a moment later: judged at once, it would be DOWN, and page, for that moment."""
+    for ref, host in sorted(parents.items()):
+        if host is not None and host.up and not host.downtime \
+                and host.since > silent_since and now < host.since + timeout:
+            return ref
     return None
 
 

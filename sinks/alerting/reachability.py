@@ -12,8 +12,10 @@ The SQL side of :mod:`sinks.alerting.dependencies`, called from a
   check behind its host). A parent DOWN (or UNREACHABLE itself), or a parent check in a
   HARD problem: the host is UNREACHABLE (``host_state.unreachable``), its DOWN is held and
   pages nobody, and the tick looks at it again (it is ``pending``) until the parent is
-  back: then, still silent, it is DOWN and pages once. A parent not heard since the
-  child's deadline, or a parent check in a SOFT problem: the child is not judged yet.
+  back and the host has had its own timeout since (:func:`freshness.returned`: its
+  heartbeats may come through the parent): then, still silent, it is DOWN and pages once.
+  A parent not heard since the child's deadline, or a parent check in a SOFT problem: the
+  child is not judged yet.
 - :func:`check_blocker`, from every check evaluation: the parent that holds the check's
   problem alerts back (its host UNREACHABLE, or a parent check in a HARD problem),
   recorded as ``check_state.unreachable``; a held alert is not told to the state machine,
@@ -117,7 +119,7 @@ def parent_states(conn, refs) -> dict[str, freshness.Host | None]:
         for r in refs:
             row = known.get(uuids.get(r.host)) if r.check is None else None
             if row is not None:
-                out[str(r)] = freshness.Host(bool(row.up), row.last_heard)
+                out[str(r)] = freshness.Host(bool(row.up), row.last_heard, since=row.since)
     checks = [(uuids[r.host], r.check) for r in refs if r.check is not None and r.host in uuids]
     if checks:
         t = schema.check_state
@@ -133,7 +135,7 @@ def parent_states(conn, refs) -> dict[str, freshness.Host | None]:
 
 def _host_rows(conn, uuids):
     t = schema.host_state
-    return conn.execute(select(t.c.uuid, t.c.up, t.c.last_heard).where(
+    return conn.execute(select(t.c.uuid, t.c.up, t.c.last_heard, t.c.since).where(
         t.c.name == "", t.c.last_heard > 0, t.c.uuid.in_(sorted(set(uuids)))))
 
 
@@ -150,18 +152,25 @@ def _seen(run: Pass, refs) -> dict[str, freshness.Host | None]:
     return seen
 
 
-def judge_host(run: Pass, uuid: str, deadline: float) -> tuple[str, str] | None:
-    """What holds agent ``uuid``, silent past ``deadline``: ``(parent, reason)``, reason
-    :data:`freshness.DOWN` (it is UNREACHABLE) or :data:`freshness.QUIET` (not judged
-    yet); None: nothing, it is DOWN. Not judged is for :data:`HOLD_MAX` seconds at most
-    (a parent check left in a SOFT problem by a plugin that stopped must not hold its
-    children for ever)."""
+def judge_host(run: Pass, uuid: str, deadline: float,
+               timeout: float = 0.0) -> tuple[str, str] | None:
+    """What holds agent ``uuid``, silent past ``deadline`` (its ``timeout`` after its last
+    heartbeat): ``(parent, reason)``, reason :data:`freshness.DOWN` (it is UNREACHABLE) or
+    :data:`freshness.QUIET` (not judged yet); None: nothing, it is DOWN. Not judged is for
+    :data:`HOLD_MAX` seconds at most (a parent check left in a SOFT problem by a plugin
+    that stopped must not hold its children for ever), or, behind a parent that came back
+    after the agent fell silent, until the agent has had its ``timeout`` since
+    (:func:`freshness.returned`)."""
     graph = _graph(run)
     hostname = run.hostname(uuid) if graph else None
     refs = graph.parents(Ref(hostname)) if hostname else ()
     if not refs:
         return None
-    blocked = freshness.blocking(_seen(run, refs), deadline)
+    seen = _seen(run, refs)
+    blocked = freshness.blocking(seen, deadline)
+    if blocked is None:
+        back = freshness.returned(seen, deadline - timeout, timeout, run.now)
+        return None if back is None else (back, freshness.QUIET)
     if blocked is not None and blocked[1] == freshness.QUIET \
             and run.now - deadline > HOLD_MAX:
         run.sink.throttle.warning(f"hold:{blocked[0]}", "parent %s still not decided %d s "

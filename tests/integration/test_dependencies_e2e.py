@@ -81,9 +81,12 @@ def test_a_parent_and_20_children_silent_page_once_then_the_children_after_it(ur
         assert a.counts["host_held"] + b.counts["host_held"] >= 20    # held at T0+15 first
         clock.now = T0 + 40
         b.write([beat(SW)])                             # the parent is back, they are not
-        for i in range(41, 45):
-            clock.now = T0 + i
+        for i in range(41, 53):                         # their heartbeats may come through
+            clock.now = T0 + i                          # it a moment later: each child is
+            b.write([beat(SW)])                         # given its timeout (10 s) first
             in_threads(a.tick, b.tick)
+            if i < 50:
+                assert events(url) == [("trigger", "sw", None), ("resolve", "sw", None)]
     finally:
         a.close()
         b.close()

@@ -7,6 +7,9 @@ behind it."""
 
 from __future__ import annotations
 
+import json
+import signal
+
 import pytest
 
 from support.fleet import wait_for
@@ -56,5 +59,25 @@ def test_an_agent_behind_a_site_whose_uplink_is_down_is_unreachable(fleet, zctx)
         proxy.restore()
         wait_for(lambda: hosts(fleet) == {"site-1": (True, None), "agent-host": (True, None)},
                  30, 0.1, what="both back")
+
+        # The site router itself stopped (SIGSTOP), then let go: its agent, whose link to it
+        # expired meanwhile, attaches again a moment after the site is heard upstream.
+        edge["proc"].signal(signal.SIGSTOP)
+        try:
+            wait_for(lambda: hosts(fleet) == {"site-1": (False, None),
+                                              "agent-host": (False, "site-1")},
+                     30, 0.1, what="the stopped site DOWN, its agent UNREACHABLE")
+        finally:
+            edge["proc"].signal(signal.SIGCONT)
+        wait_for(lambda: hosts(fleet) == {"site-1": (True, None), "agent-host": (True, None)},
+                 30, 0.1, what="both back after SIGCONT")
+        # the site was paged DOWN and UP, twice; its agent never: neither while UNREACHABLE
+        # nor in the moments between the site's return and its own heartbeats', which come
+        # through it (freshness.returned)
+        alerts = json.loads(fleet.cli("alerts", "--config", str(fleet.operator_config(
+            [centre])), "--json").stdout)["alerts"]
+        assert sorted((a["hostname"], a["severity"]) for a in alerts) == [
+            ("site-1", "critical"), ("site-1", "critical"), ("site-1", "ok"),
+            ("site-1", "ok")], alerts
     finally:
         proxy.close()

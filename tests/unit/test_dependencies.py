@@ -240,3 +240,20 @@ def test_an_agent_reload_announces_new_parents_in_a_register(tmp_path):
         assert registers[-1].get("parents") is None          # none declared: left out
     finally:
         agent.close()
+
+
+@pytest.mark.parametrize("name, parent, expected", [
+    ("back after the child fell silent, within its timeout: not judged yet",
+     Host(True, 130.0, since=125.0), "site"),
+    ("back a whole timeout ago: judged", Host(True, 129.0, since=105.0), None),
+    ("up all along (since before the child fell silent): judged",
+     Host(True, 130.0, since=50.0), None),
+    ("still down: not this rule (blocking says UNREACHABLE)", Host(False, 90.0, since=95.0),
+     None),
+    ("unknown parent", None, None),
+])
+def test_a_parent_back_gives_its_child_a_timeout(name, parent, expected):
+    """The child fell silent at 90 (timeout 20); now is 130: a site router back at 125
+    relays its agents' heartbeats a moment later, so the agent is not DOWN yet."""
+    from sinks.alerting.freshness import returned
+    assert returned({"site": parent}, 90.0, 20.0, 130.0) == expected

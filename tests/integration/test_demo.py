@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 
 from pathlib import Path
 
@@ -33,9 +34,9 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
     check_security_sections(demo_dir, insecure)
     assert ("CURVE           OFF" if insecure else "CURVE           on: keys in") in demo.log()
     names = {p["name"] for p in procs}
-    assert {"router-1", "router-2", "carbon", "graphite-web", "sink-registry", "sink-alerting",
-            "sink-graphite", "sink-history", "sink-prometheus", "scheduler", "history-compact",
-            "agent", "console"} <= names
+    assert {"router-1", "router-2", "site-1", "carbon", "graphite-web", "sink-registry",
+            "sink-alerting", "sink-graphite", "sink-history", "sink-prometheus", "scheduler",
+            "history-compact", "agent", "agent-site-1", "console"} <= names
     assert "Open the console:" in demo.log() and info["console"]["password"] in demo.log()
     for p in procs:
         assert psutil.pid_exists(p["pid"]), p
@@ -48,15 +49,21 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet, insecure):
         res = fleet.cli("status", "--config", op, "--json", check=False)
         if res.returncode != 0:
             return None
-        agents = json.loads(res.stdout)["agents"]
-        return agents if agents and all(a["alive"] for a in agents) else None
-    agents = wait_for(agent_alive, 30, interval=0.5, what="the demo agent alive in status")
-    assert len(agents) == 1
-    entry = agents[0]
+        agents = {a["hostname"]: a for a in json.loads(res.stdout)["agents"]}
+        # the agent, the site router (a host upstream) and the agent behind it
+        return agents if len(agents) == 3 and all(a["alive"] for a in agents.values()) \
+            else None
+    agents = wait_for(agent_alive, 30, interval=0.5, what="the demo agents alive in status")
+    assert set(agents) == {socket.gethostname(), "site-1", "site-1-host"}, agents
+    entry = agents[socket.gethostname()]
     assert {"uuid", "hostname", "alive", "last_seen", "routers"} <= set(entry)
-    # The agent knows router-1 only; it learns router-2 from WELCOME.
-    wait_for(lambda: sorted((agent_alive() or [{}])[0].get("routers", [])) ==
-             ["router-1", "router-2"], 30, interval=0.5, what="agent attached to both routers")
+    # The agent knows router-1 only; it learns router-2 from WELCOME (the routers are a
+    # mesh, each given one seed), and so do the sinks; the site's agent is seen through it.
+    wait_for(lambda: sorted((agent_alive() or {}).get(entry["hostname"], {})
+                            .get("routers", [])) == ["router-1", "router-2"], 30,
+             interval=0.5, what="agent attached to both routers")
+    mesh = json.loads(fleet.cli("routers", "--config", op, "--json").stdout)
+    assert sorted(mesh["live"]) == ["router-1", "router-2"] and not mesh["disagreements"]
 
     sent = fleet.cli("send", "notify", "--config", agent_cfg, "--severity", "error",
                      "demo disk on fire").stdout.strip()
@@ -135,7 +142,8 @@ def test_demo_with_tagged_graphite_series_draws_the_hosts_graphs(fleet):
     def agent():
         res = fleet.cli("status", "--config", op, "--json", check=False)
         agents = json.loads(res.stdout)["agents"] if res.returncode == 0 else []
-        return agents[0] if agents else None
+        mine = [a for a in agents if a["hostname"] == socket.gethostname()]
+        return mine[0] if mine else None    # (not the site's, nor the agent behind it)
     entry = wait_for(agent, 30, interval=0.5, what="the demo agent in status")
     # no host paths: every series of the host is tagged
     assert not (Path(info["carbon"]["whisper_dir"]) / "fleet" /
@@ -213,18 +221,24 @@ def check_security_sections(demo_dir, insecure: bool) -> None:
     if insecure:
         assert not any("security" in c for c in configs.values())
         return
-    uuid = (demo_dir / "agent-state" / "uuid").read_text().strip()
     for name, cfg in configs.items():
         sec = cfg["security"]
         assert sec["curve"] is True, name
-        if name.startswith("router-"):
+        if name.startswith(("router-", "site-")):
             assert read_certificate(sec["server_key"], need_secret=True).role == "router"
+            if name.startswith("site-"):        # its uplink's key, named by its id
+                site = read_certificate(cfg["site"]["key"], need_secret=True)
+                assert site.role == "site" and site.name == cfg["id"]
+            else:                               # the mesh and the sites it admits
+                assert Path(sec["routers"], "fleet.key").exists()
+                assert Path(sec["sites"], "site-1.key").exists()
             continue
         own = read_certificate(sec["key"], need_secret=True)
         assert read_certificate(sec["router_key"]).role == "router"
         assert oct(os.stat(sec["key"]).st_mode & 0o777) == "0o600"
-        if name == "agent.yaml":
-            assert own.role == "agent" and own.uuid == uuid
+        if name.startswith("agent"):            # agent.yaml, agent-site-1.yaml
+            state = Path(cfg["state_dir"], "uuid").read_text().strip()
+            assert own.role == "agent" and own.uuid == state, name
         else:
             assert own.role == "backend", name
 
@@ -239,8 +253,9 @@ def test_demo_reuses_its_keys(fleet):
     demo.plan(root, cfg)
     keys = sorted((root / "keys").rglob("*.key*"))
     before = {p: p.read_bytes() for p in keys}
-    # fleet, the agent, and each back-end client (sinks, scheduler, operator)
-    assert len(keys) == 2 * (2 + len(backend_names()))
+    # fleet, the agent, the site router and the agent behind it, and each back-end client
+    # (sinks, scheduler, operator)
+    assert len(keys) == 2 * (4 + len(backend_names()))
     demo.plan(root, cfg)
     assert {p: p.read_bytes() for p in sorted((root / "keys").rglob("*.key*"))} == before
     check_security_sections(root, insecure=False)
@@ -252,14 +267,16 @@ def test_demo_settings_from_a_config_file_and_flags(fleet):
     assert res.returncode == 78
     assert res.stderr.strip().splitlines() == [
         f"fleetwatch demo: {bad}: colour: unknown setting (known here: alert_smtp, alert_to, "
-        f"alert_webhook, dir, graphite_tags, heartbeat, insecure, routers, spark_cluster, "
-        f"stats_interval)"]
+        f"alert_webhook, dir, graphite_tags, heartbeat, insecure, routers, sites, "
+        f"spark_cluster, stats_interval)"]
     res = fleet.cli("demo", "--routers", "0", "--dir", str(fleet.root / "d0"), check=False)
     assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
+    res = fleet.cli("demo", "--sites", "-1", "--dir", str(fleet.root / "d0"), check=False)
+    assert res.returncode == 78 and "sites: expected 0 to 9" in res.stderr
 
 
 def test_demo_config_file_is_used(fleet):
-    cfg = fleet.write("demo.yaml", {"routers": 1, "heartbeat": 0.5,
+    cfg = fleet.write("demo.yaml", {"routers": 1, "sites": 0, "heartbeat": 0.5,
                                     "dir": str(fleet.root / "one")})
     demo = fleet.start("demo", "demo", "--config", str(cfg), "--for", "30")
     manifest = fleet.root / "one" / "demo.json"

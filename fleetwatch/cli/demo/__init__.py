@@ -1,12 +1,13 @@
 """``fleetwatch demo``: a whole fleet on this machine, each process its own, on 127.0.0.1.
 
 :mod:`fleetwatch.cli.demo.plan` writes one config file per process into ``--dir`` (and the CURVE
-keys unless ``--insecure``); this module starts the processes in order (routers, carbon-cache
+keys unless ``--insecure``); this module starts the processes in order (routers and site
+routers, carbon-cache
 and graphite-web, sinks (the prometheus sink among them), the scheduler, the agent, the
 console), records them in ``demo.json``, prints where everything listens (graphite-web's URL
 too: the operator config's ``graphite.url``; the console's, with its demo user and password;
 the prometheus sink's ``/metrics``), and
-supervises them until Ctrl-C or SIGTERM, when it stops them all: agent first, routers last,
+supervises them until Ctrl-C or SIGTERM, when it stops them all: agents first, routers last,
 SIGKILL for any that do not exit in time.
 """
 
@@ -42,7 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="PATH",
                         help="optional YAML file with the settings below (flags win)")
     parser.add_argument("--dir", help="where configs, logs and state go (default: .demo)")
-    parser.add_argument("--routers", type=int, help="number of routers (default 2)")
+    parser.add_argument("--routers", type=int, help="number of routers, a mesh (default 2)")
+    parser.add_argument("--sites", type=int,
+                        help="site routers linked upstream, each with an agent behind it "
+                             "(default 1; 0: none)")
     parser.add_argument("--heartbeat", type=float,
                         help="the agent's heartbeat interval in seconds (default 1)")
     parser.add_argument("--stats-interval", type=float,
@@ -71,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def settings(args: argparse.Namespace) -> DemoConfig:
     """The config file's settings (or the defaults), overridden by the flags given."""
     base = load(DemoConfig, args.config) if args.config else DemoConfig()
-    flags = {"dir": args.dir, "routers": args.routers, "heartbeat": args.heartbeat,
+    flags = {"dir": args.dir, "routers": args.routers, "sites": getattr(args, "sites", None),
+             "heartbeat": args.heartbeat,
              "stats_interval": args.stats_interval, "insecure": args.insecure,
              "alert_webhook": args.alert_webhook, "alert_smtp": args.alert_smtp,
              "alert_to": args.alert_to, "graphite_tags": args.graphite_tags,
@@ -167,10 +172,16 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
     op = shlex.quote(str(root / "fleetwatch.yaml"))
     agent_cfg = shlex.quote(str(root / "agent.yaml"))
     lines = ["", "fleetwatch demo is running (Ctrl-C stops every process).", ""]
-    for r in info["routers"]:
+    for r in info["routers"] + info["sites"]:
         b = r["bind"]
         lines.append(f"  {r['id']:<14} agents {b['agents']}  control {b['control']}  "
                      f"tail {b['tail']}")
+    if len(info["routers"]) > 1:
+        lines.append(f"  (the routers are a mesh: each named one seed; the agent, the sinks "
+                     f"and the scheduler were given {info['routers'][0]['id']} only)")
+    for s in info["sites"]:
+        lines.append(f"  ({s['id']} is a site router: one link up to each router's sites "
+                     f"socket; agent-{s['id']}, host {s['id']}-host, is behind it)")
     for c in children:
         lines.append(f"  {c.name:<14} pid {c.pid:<7} config {c.config}")
     lines += [
@@ -199,6 +210,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         "Look at the fleet:",
         f"  {fw} status --config {op}",
         f"  {fw} status --problems --config {op}   (unhandled problems, worst first)",
+        f"  {fw} routers --config {op}   (the mesh's live routers, as each sees them)",
         f"  {fw} tail --config {op}",
         f"  {fw} send notify --config {agent_cfg} --severity error 'disk on fire'",
         f"  {fw} run --config {op} --wait {shlex.quote(socket.gethostname())} disk_root",
@@ -273,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"fleetwatch demo: {root} is in use by a running demo (pid {escape(lock)}): stop "
               f"that demo first (Ctrl-C), or give another --dir", file=sys.stderr)
         return 1
-    for stale in root.glob("router-*.ready.json"):
+    for stale in [*root.glob("router-*.ready.json"), *root.glob("site-*.ready.json")]:
         stale.unlink()
     try:
         spark = start_spark(root, cfg)
@@ -292,11 +304,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         # routers and carbon first: the sinks, the scheduler and the agent connect to them;
         # graphite-web (a few seconds to start) with them, waited for once the rest started
-        first = [c for c in children if c.name.startswith("router-") or
+        first = [c for c in children if c.name.startswith(("router-", "site-")) or
                  c.name in ("carbon", "graphite-web")]
         for c in first:
             start(c)
-        waits = [(r["id"], Path(r["ready_file"]).exists) for r in info["routers"]]
+        waits = [(r["id"], Path(r["ready_file"]).exists)
+                 for r in info["routers"] + info["sites"]]
         wait_ready(first, waits + [("carbon-cache", info["carbon"].accepting)])
         web = info.get("graphite_web")
         if web is not None and info["carbon"].tagdb:

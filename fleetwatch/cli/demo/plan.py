@@ -1,17 +1,25 @@
 """What ``fleetwatch demo`` runs: one config file per process, written into the demo directory.
 
 :func:`plan` writes ``fleetwatch.yaml`` (the operator commands), ``agent.yaml``,
-``router-N.yaml``, ``sink-TYPE.yaml`` and ``scheduler.yaml`` and returns the processes to
-start, in order: routers, a real carbon-cache (:mod:`fleetwatch.cli.demo.carbon`, for the graphite
+``router-N.yaml``, ``site-N.yaml`` and ``agent-site-N.yaml``, ``sink-TYPE.yaml`` and
+``scheduler.yaml`` and returns the processes to start, in order: routers and site routers,
+a real carbon-cache (:mod:`fleetwatch.cli.demo.carbon`, for the graphite
 sink), graphite-web over carbon's files (:mod:`fleetwatch.cli.demo.graphiteweb`, when installed:
 its URL is the operator config's ``graphite.url``), sinks, the scheduler, the agent. Ports
 are picked free on 127.0.0.1 when the plan is made. With ``graphite_tags`` the graphite sink
 sends tagged series, carbon registers them with graphite-web's tag database and the operator
 config says ``graphite.tags: true``. :mod:`fleetwatch.cli.demo` starts and supervises them.
 
+The routers form a mesh (SPEC 4.9): each names one other as its seed, and the agent, the
+sinks and the scheduler are configured with router-1 only: they learn the others from it,
+as a fleet's would. Each site router (SPEC 4.10) links upstream to every router's ``sites``
+socket and has an agent of its own behind it (hostname ``site-N-host``), which the centre
+sees through it: ``fleetwatch routers`` shows the mesh, ``fleetwatch status`` that host.
+
 CURVE is on unless ``insecure``: the keys go to ``DIR/keys`` (``routers/fleet``, the routers'
-shared server key; ``agents/UUID``, the agent's key bound to its uuid; ``backends/NAME`` for
-each sink, the scheduler and the operator commands). Keys already there are reused, so a
+shared server key; ``agents/UUID``, each agent's key bound to its uuid; ``backends/NAME`` for
+each sink, the scheduler and the operator commands; ``sites/site-N``, each site router's
+uplink key). Keys already there are reused, so a
 demo directory can be started again.
 
 The demo agent declares a few bundled checks and one Debian plugin, with short intervals,
@@ -54,7 +62,9 @@ class DemoConfig:
     """``fleetwatch demo --config demo.yaml``: the demo's settings (flags override them)."""
 
     dir: str = setting(".demo", "where configs, logs and state go")
-    routers: int = setting(2, "number of routers")
+    routers: int = setting(2, "number of routers (a mesh: each names one other as its seed)")
+    sites: int = setting(1, "site routers linked upstream to the routers, each with an agent "
+                            "of its own behind it (0: none)")
     heartbeat: float = setting(1.0, "the agent's heartbeat interval in seconds")
     stats_interval: float = setting(10.0, "the agent's stats interval in seconds")
     insecure: bool = setting(False, "plain TCP instead of CURVE (for debugging)")
@@ -72,6 +82,8 @@ class DemoConfig:
     def validate(self):
         if self.routers < 1:
             raise ValueError("routers: expected at least 1")
+        if not 0 <= self.sites <= 9:
+            raise ValueError("sites: expected 0 to 9")
         if self.heartbeat <= 0 or self.stats_interval <= 0:
             raise ValueError("heartbeat: expected positive intervals (and stats_interval)")
         self.delivery()
@@ -124,25 +136,38 @@ def backend_names() -> list[str]:
     return [f"sink-{t}" for t in SINK_TYPES] + ["scheduler", "operator"]
 
 
-def make_keys(root: Path, agent_state: Path) -> dict:
-    """The demo's keys in ``root/keys``: security sections for each kind of process."""
+def make_keys(root: Path, agent_states: dict[str, Path], sites: list[str]) -> dict:
+    """The demo's keys in ``root/keys``: security sections for each kind of process, by
+    name: each agent of ``agent_states`` (name -> its state directory), each site router of
+    ``sites``, ``router`` and each back-end."""
     from agent import identity
 
     keys = root / "keys"
-    uuid = identity.load_or_create(str(agent_state))  # the agent will find this uuid
     fleet_public, fleet_secret = ensure_key(keys / "routers", "fleet",
                                             {"role": "router", "name": "fleet"})
-    _, agent_secret = ensure_key(keys / "agents", uuid,
-                                 {"role": "agent", "uuid": uuid, "name": uuid})
+    agents = {}
+    for name, state in agent_states.items():
+        uuid = identity.load_or_create(str(state))  # the agent will find this uuid
+        _, secret = ensure_key(keys / "agents", uuid, {"role": "agent", "uuid": uuid,
+                                                       "name": uuid})
+        agents[name] = {"curve": True, "key": secret, "router_key": fleet_public}
+    router = {"curve": True, "server_key": fleet_secret, "agent_keys": str(keys / "agents"),
+              "backend_keys": str(keys / "backends")}
+    site_keys = {}
+    for site in sites:
+        _, secret = ensure_key(keys / "sites", site, {"role": "site", "name": site})
+        site_keys[site] = {"security": router, "key": secret}
     backends = {}
     for name in backend_names():
         _, secret = ensure_key(keys / "backends", name, {"role": "backend", "name": name})
         backends[name] = {"curve": True, "key": secret, "router_key": fleet_public}
     return {
         "dir": str(keys),
-        "router": {"curve": True, "server_key": fleet_secret,
-                   "agent_keys": str(keys / "agents"), "backend_keys": str(keys / "backends")},
-        "agent": {"curve": True, "key": agent_secret, "router_key": fleet_public},
+        # the routers of the mesh present the fleet's key to each other (mesh.key unset)
+        "router": {**router, "routers": str(keys / "routers"),
+                   **({"sites": str(keys / "sites")} if sites else {})},
+        "sites": site_keys,
+        **agents,
         **backends,
     }
 
@@ -208,17 +233,30 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
         routers.append({
             "id": f"router-{i}",
             "bind": {"agents": endpoint(), "control": endpoint(), "tail": endpoint(),
-                     "sinks": {t: endpoint() for t in ROUTED_TYPES}},
+                     "sinks": {t: endpoint() for t in ROUTED_TYPES},
+                     **({"sites": endpoint()} if args.sites else {})},
             "ready_file": str((root / f"router-{i}.ready.json").resolve()),
         })
-    for r in routers:
-        r["peers"] = [o["bind"]["agents"] for o in routers if o is not r]
+    for i, r in enumerate(routers):         # one seed each: router-1's is router-2
+        if len(routers) > 1:
+            r["mesh"] = {"seeds": [routers[1 if i == 0 else 0]["bind"]["control"]]}
     controls = [r["bind"]["control"] for r in routers]
-    agent_state = (root / "agent-state").resolve()
-    security = {} if args.insecure else make_keys(root.resolve(), agent_state)
-    configs = {f"{r['id']}.yaml": r for r in routers}
+    sites = [{
+        "id": f"site-{j}",
+        "bind": {"agents": endpoint(), "control": endpoint(), "tail": endpoint(), "sinks": {}},
+        "upstream": [r["bind"]["sites"] for r in routers],
+        "site": {"spool_dir": str((root / f"site-{j}-spool").resolve())},
+        "ready_file": str((root / f"site-{j}.ready.json").resolve()),
+    } for j in range(1, args.sites + 1)]
+    agent_states = {"agent": (root / "agent-state").resolve(),
+                    **{f"agent-{s['id']}": (root / f"agent-{s['id']}-state").resolve()
+                       for s in sites}}
+    security = {} if args.insecure else make_keys(root.resolve(), agent_states,
+                                                  [s["id"] for s in sites])
+    configs = {f"{r['id']}.yaml": r for r in routers + sites}
+    # the back-ends know router-1 and learn the others from its WELCOME (SPEC 4.9)
     for t in SINK_TYPES:
-        configs[f"sink-{t}.yaml"] = {"routers": controls, "state_url": state_url,
+        configs[f"sink-{t}.yaml"] = {"routers": controls[:1], "state_url": state_url,
                                      "name": f"sink-{t}"}
     lake = str((root / "history").resolve())
     # history ACKs too, but the agent waits for the alerting and registry sinks only
@@ -242,16 +280,20 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
     delivery = args.delivery()
     if delivery:
         configs["sink-alerting.yaml"]["alerting"] = {"delivery": delivery}
-    configs["scheduler.yaml"] = {"routers": controls, "state_url": state_url,
+    configs["scheduler.yaml"] = {"routers": controls[:1], "state_url": state_url,
                                  "id": "scheduler", "refresh_interval": 5.0}
-    # The agent knows one router and learns the others from its WELCOME.
-    configs["agent.yaml"] = {
-        "routers": [routers[0]["bind"]["agents"]],
-        "state_dir": str(agent_state),
-        "heartbeat_interval": args.heartbeat,
-        "stats_interval": args.stats_interval,
-        "plugins": {"checks": demo_checks(carbon.port)},
-    }
+    # The agent knows one router and learns the others from its WELCOME; a site's agent
+    # knows its site router only.
+    for name, state in agent_states.items():
+        site = name.removeprefix("agent-") if name != "agent" else ""
+        configs[f"{name}.yaml"] = {
+            "routers": [(configs[f"{site}.yaml"] if site else routers[0])["bind"]["agents"]],
+            **({"hostname": f"{site}-host"} if site else {}),
+            "state_dir": str(state),
+            "heartbeat_interval": args.heartbeat,
+            "stats_interval": args.stats_interval,
+            "plugins": {"checks": demo_checks(carbon.port)},
+        }
     configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
                                   "history": {"lake": lake, "master": spark_master or "local[1]",
                                               "conf": history_conf(spark_master),
@@ -265,10 +307,14 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
     if security:
         for r in routers:
             r["security"] = security["router"]
+        for s in sites:
+            s["security"] = security["sites"][s["id"]]["security"]
+            s["site"]["key"] = security["sites"][s["id"]]["key"]
         for t in SINK_TYPES:
             configs[f"sink-{t}.yaml"]["security"] = security[f"sink-{t}"]
         configs["scheduler.yaml"]["security"] = security["scheduler"]
-        configs["agent.yaml"]["security"] = security["agent"]
+        for name in agent_states:
+            configs[f"{name}.yaml"]["security"] = security[name]
         configs["fleetwatch.yaml"]["security"] = security["operator"]
     for name, data in configs.items():       # 0600: key paths, a webhook's routing key
         private.write(root / name, yaml.safe_dump(data, sort_keys=False))
@@ -278,7 +324,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
         return Child(name, cfg, [sys.executable, "-m", "fleetwatch", *argv, "--config",
                                  str(cfg)], (root / "logs" / f"{name}.log").resolve())
 
-    children = [child(r["id"], "router") for r in routers]
+    children = [child(r["id"], "router") for r in routers + sites]
     children.append(Child("carbon", carbon.config_path, carbon.command(),
                           (root / "logs" / "carbon.log").resolve()))
     if web is not None:
@@ -291,7 +337,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
         compact.name = "history-compact"
         compact.log = (root / "logs" / "history-compact.log").resolve()
         children.append(compact)
-    children.append(child("agent", "agent"))
+    children += [child(name, "agent") for name in agent_states]
     if importlib.util.find_spec("fastapi") is not None:    # the web extra
         web_child = child("fleetwatch", "web")
         web_child.name, web_child.log = "console", (root / "logs" / "console.log").resolve()
@@ -299,7 +345,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
         password = console_user(root)
     else:
         password = None
-    return children, {"routers": routers, "state_url": state_url,
+    return children, {"routers": routers, "sites": sites, "state_url": state_url,
                       "console": {"url": f"http://{console}/", "user": CONSOLE_USER,
                                   "password": password} if password else None,
                       "prometheus": f"http://{prometheus}/metrics",

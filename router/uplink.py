@@ -54,8 +54,10 @@ FLUSH_BATCH = 2000
 #: connection whose CURVE handshake was refused (a site key allowed later, SPEC 7.4)
 REDIAL_AFTER = 5
 #: a welcomed link says HELLO again every this many intervals: upstream's registry learns
-#: the site as a host even when it missed the first (a HELLO is never resent otherwise)
-HELLO_EVERY = 60
+#: the site as a host even when it missed the first (a registry sink that connected after
+#: the link opened: until then the site's DOWN would find no host, and its agents no
+#: parent); one HELLO per site every 10 s at the default interval costs nothing
+HELLO_EVERY = 10
 
 
 class Link:

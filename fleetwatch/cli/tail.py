@@ -93,18 +93,22 @@ def wanted(relayed: Relayed, types: list[str], uuids: list[str]) -> bool:
 
 def line(relayed: Relayed, hostnames: dict[str, str | None], as_json: bool,
          extra: dict | None = None) -> str:
-    """One message as ``tail`` prints it; ``extra``: more fields for ``--json``."""
+    """One message as ``tail`` prints it; ``extra``: more fields for ``--json``. The routers
+    it passed are shown whole (SPEC 4.10): ``central-1,site-3`` (the relaying router first,
+    the agent's own last), and in ``--json`` as ``path``, a list, beside ``router`` (the
+    first of them)."""
     msg = relayed.message
     ts = msg.get("ts")
     ts = ts if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
     hostname = hostnames.get(relayed.uuid) or msg.get("hostname")
+    path = relayed.path or (relayed.router,)
     if as_json:
-        return json.dumps({"time": iso(ts), "router": relayed.router, "type": msg.type,
-                           "uuid": relayed.uuid, "hostname": hostname, **(extra or {}),
-                           "body": msg.body},
+        return json.dumps({"time": iso(ts), "router": relayed.router, "path": list(path),
+                           "type": msg.type, "uuid": relayed.uuid, "hostname": hostname,
+                           **(extra or {}), "body": msg.body},
                           separators=(",", ":"), ensure_ascii=False)
     who = f"{hostname}/{relayed.uuid[:8]}" if hostname else relayed.uuid
-    return escape(f"{human(ts) or '-'} {relayed.router} {msg.type} {who} {compact(msg.body)}")
+    return escape(f"{human(ts) or '-'} {','.join(path)} {msg.type} {who} {compact(msg.body)}")
 
 
 def lost_line(lost: Lost) -> str:
@@ -202,7 +206,8 @@ def replay(config: OperatorConfig, endpoints: list[str], uuids: list[str],
     events = follower.events()
     try:
         for event in events:
-            relayed = Relayed(event.uuid, event.router, protocol.Message(event.type, event.body))
+            relayed = Relayed(event.uuid, event.router, protocol.Message(event.type, event.body),
+                              path=event.path)
             print(line(relayed, hostnames, args.json, {"received": iso(event.received)}),
                   flush=True)
             shown += 1

@@ -36,15 +36,16 @@ def tables_of(types) -> list[str]:
 
 
 def messages(spark: SparkSession, lake: str, table: str) -> DataFrame | None:
-    """Table ``table`` as one row per message: msg_id, type, uuid, router, received, at
-    (the lake's order: received, else ts), ts (epoch seconds), body (JSON text); None if
-    never written."""
+    """Table ``table`` as one row per message: msg_id, type, uuid, router, received, path
+    (null in rows compacted before the tables kept it), at (the lake's order: received,
+    else ts), ts (epoch seconds), body (JSON text); None if never written."""
     path = os.path.join(lake, "tables", table)
     if not os.path.isdir(path):
         return None
     df = spark.read.schema(TABLES[table]).parquet(path)
     if table == "metrics":
-        df = (df.groupBy("msg_id", "uuid", "router", "received", "ts", "hostname", "source")
+        df = (df.groupBy("msg_id", "uuid", "router", "received", "path", "ts", "hostname",
+                         "source")
               .agg(F.map_from_entries(F.collect_list(F.struct("metric", "value")))
                    .alias("metrics")))
     if table == "registrations":
@@ -53,7 +54,7 @@ def messages(spark: SparkSession, lake: str, table: str) -> DataFrame | None:
         type_ = F.lit(SOURCE_TYPES[table][0])
     body = F.to_json(F.struct(F.col("msg_id"), F.col("uuid"), secs().alias("ts"),
                               *(F.col(f) for f in FIELDS[table])))
-    return df.select("msg_id", type_.alias("type"), "uuid", "router", "received",
+    return df.select("msg_id", type_.alias("type"), "uuid", "router", "received", "path",
                      F.coalesce(F.col("received"), secs()).alias("at"), secs().alias("ts"),
                      body.alias("body"))
 
@@ -90,7 +91,9 @@ def event(row) -> Event:
                 body[name] = json.loads(body[name])
             except ValueError:
                 pass            # kept as the text the table holds
-    return Event(row["msg_id"], row["type"], row["uuid"], row["router"], row["received"], body)
+    path = tuple(row["path"] or ()) or (row["router"],)      # compacted before: the router
+    return Event(row["msg_id"], row["type"], row["uuid"], row["router"], row["received"], body,
+                 path=path)
 
 
 def events(df: DataFrame, progress=None, every: int = 10_000):

@@ -343,12 +343,14 @@ class Follower:
 
 def live_event(relayed: Relayed) -> Event:
     msg = relayed.message
-    return Event(msg.msg_id, msg.type, relayed.uuid, relayed.router, None, msg.body, live=True)
+    return Event(msg.msg_id, msg.type, relayed.uuid, relayed.router, None, msg.body, live=True,
+                 path=relayed.path or (relayed.router,))
 
 
 def follow(lake, since, types=None, agents=None, tail=(), keys=None, **options):
     """Yield :class:`sinks.history.landed.Event` objects (``msg_id``, ``type``, ``uuid``,
-    ``router``, ``received``: None for a live one, ``body``, ``live``): every message that
+    ``router``, ``received``: None for a live one, ``body``, ``live``, ``path``: the routers
+    it passed, ``router`` first, the same from the lake and live): every message that
     landed in the history lake since ``since`` (a time, or a msg_id: after it), in the order
     they landed, then (``tail``: the routers' tail endpoints) the live ones, with no gap and
     no duplicate at the seam. ``types`` and ``agents`` (uuids) filter. Resumable: called

@@ -58,7 +58,9 @@ class Event:
     """One message of a replay: from the lake (``received``: when it landed; None for a row
     compacted before the tables kept it) or from the live tail (``live``, ``received``
     None). ``body`` is the message as the agent sent it (from a table: the fields the table
-    keeps)."""
+    keeps). ``path``: the routers it passed (SPEC 4.10), ``router`` first, the one its
+    agent is attached to last; ``(router,)`` when it passed one, or for a row compacted
+    before the tables kept the path."""
 
     msg_id: str
     type: str
@@ -67,6 +69,7 @@ class Event:
     received: float | None
     body: dict
     live: bool = False
+    path: tuple[str, ...] = ()
 
     @property
     def ts(self) -> float | None:
@@ -103,7 +106,9 @@ def parse(line: bytes) -> Event | None:
             or not protocol.TS_MIN <= ts < protocol.TS_END
             or body.get("uuid", uuid) != uuid):
         return None
-    return Event(msg_id, type_, uuid, router, float(received), body)
+    path = doc.get("path")
+    hops = tuple(path.split(",")) if isinstance(path, str) and path else (router,)
+    return Event(msg_id, type_, uuid, router, float(received), body, path=hops)
 
 
 # ---------------------------------------------------------------- files and their bounds

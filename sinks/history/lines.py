@@ -9,7 +9,8 @@ and ACKed as before, and turns every other message into a line without decoding 
     {"msg":BODY,"type":"STATS","uuid":"UUID","router":"ROUTER","received":1795000000.123}
 
 and, for a message that came through sites (SPEC 4.10), ``"path":"ROUTER,SITE,..."`` after
-``router`` (the routers it passed, the relaying one first; the tables do not read it).
+``router`` (the routers it passed, the relaying one first; compaction keeps it in the
+tables' ``path`` column, replay and ``fleetwatch tail --since`` show it).
 
 BODY is the body frame as received; the envelope fields come from the ENVELOPE frame (the
 router's stamp, checked by :func:`fleetwatch.protocol.parse_path`, cached per frame) and

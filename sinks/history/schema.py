@@ -15,12 +15,19 @@ entry (``drops``: a bad entry costs that entry, not the line). ``metrics`` is a 
 strings so that one non-numeric value costs only that metric (``try_cast`` to double,
 skipped when null), not the whole line; a line that is not JSON at all lands in
 ``_corrupt_record`` and is counted.
+
+A landing line names ``path`` (the routers a message passed, SPEC 4.10) only when it came
+through sites; the message tables keep it in every row as an array (``PATH``), ``[router]``
+for one router. Tables compacted before the column read it as null (Parquet files without a
+column give null under a schema that has it), and compaction merges such files with new
+rows as they are.
 """
 
 from __future__ import annotations
 
-from pyspark.sql.types import (BooleanType, DataType, DoubleType, IntegerType, LongType,
-                               MapType, StringType, StructField, StructType, TimestampType)
+from pyspark.sql.types import (ArrayType, BooleanType, DataType, DoubleType, IntegerType,
+                               LongType, MapType, StringType, StructField, StructType,
+                               TimestampType)
 
 #: the column that holds a landing line Spark could not parse (PERMISSIVE mode)
 CORRUPT = "_corrupt_record"
@@ -70,6 +77,7 @@ LANDING = StructType([
     StructField("type", StringType()),
     StructField("uuid", StringType()),             # the router's stamp: the authenticated sender
     StructField("router", StringType()),
+    StructField("path", StringType()),             # ROUTER,SITE,...: came through sites
     StructField("received", DoubleType()),         # sink clock, epoch seconds
     StructField("msg", MSG),
     StructField(CORRUPT, StringType()),
@@ -77,13 +85,18 @@ LANDING = StructType([
 
 _S, _D, _I, _L, _T = (StringType(), DoubleType(), IntegerType(), LongType(),
                       TimestampType())
+#: the type of the message tables' ``path`` column: router ids, the relaying one first
+PATH = ArrayType(StringType())
 _DATE = ("date", _S, "partition: YYYY-MM-DD (UTC) of ts")
 _TS = ("ts", _T, "the message's ts (sender clock), UTC")
 _UUID = ("uuid", _S, "the agent, as stamped by the router")
 _TAIL = [("msg_id", _S, "the message's id: duplicates (resends, replays) are dropped"),
          ("router", _S, "the router that relayed it"),
          ("received", _D, "when the history sink landed it (its clock), epoch seconds: "
-                          "the lake's order; null in rows compacted before the column")]
+                          "the lake's order; null in rows compacted before the column"),
+         ("path", PATH, "the routers it passed, the relaying one first, the agent's "
+                        "own last (SPEC 4.10): [router] when it passed one; null in rows "
+                        "compacted before the column")]
 
 #: table -> [(column, Spark type, meaning)] in storage order (``date`` is the partition).
 COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {

@@ -60,8 +60,12 @@ def body(kind: str, n: int, host: int, ts: float, rng: random.Random,
 
 
 def lines(events: int, hosts: int = 50, days: int = 1, start: float = 1_795_000_000.0,
-          seed: int = 1, metrics_per_stats: int = 8, first: int = 0, routers: int = 2):
-    """Yield ``events`` landing lines (str, newline included), numbered from ``first``."""
+          seed: int = 1, metrics_per_stats: int = 8, first: int = 0, routers: int = 2,
+          sites: int = 0):
+    """Yield ``events`` landing lines (str, newline included), numbered from ``first``.
+    ``sites``: the odd hosts are behind site routers ``site-0``... (host 1 behind site-0,
+    host 3 behind site-1... modulo ``sites``), their lines carrying the path (SPEC 4.10)
+    ``rN,site-M``."""
     rng = random.Random(seed * 1_000_003 + first)
     kinds = [k for k, w in MIX for _ in range(w)]
     random.Random(0).shuffle(kinds)          # interleaved: any 20 events hold a mix
@@ -73,7 +77,9 @@ def lines(events: int, hosts: int = 50, days: int = 1, start: float = 1_795_000_
         host = n % hosts
         ts = round(start + (n - first) * step, 3)
         msg = body(kind, n, host, ts, rng, metrics_per_stats)
-        yield (f'{{"type":"{kind}","uuid":"{msg["uuid"]}","router":"r{n % routers}",'
+        router = f"r{n % routers}"
+        path = f',"path":"{router},site-{host // 2 % sites}"' if sites and host % 2 else ""
+        yield (f'{{"type":"{kind}","uuid":"{msg["uuid"]}","router":"{router}"{path},'
                f'"received":{ts + 0.01:.3f},"msg":{_encode(msg)}}}\n')
 
 

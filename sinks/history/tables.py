@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 
 from fleetwatch.protocol import TS_END, TS_MIN
 from sinks.history import drops
-from sinks.history.schema import CORRUPT, COLUMNS, LANDING, SOURCE_TYPES, TABLE_OF_TYPE
+from sinks.history.schema import (CORRUPT, COLUMNS, LANDING, PATH, SOURCE_TYPES,
+                                   TABLE_OF_TYPE)
 
 
 #: table -> the flattened landing columns it needs (besides msg_id, ts, date, uuid, router)
@@ -37,8 +38,9 @@ NEEDS = {
 
 
 def read_landing(spark: SparkSession, paths: list[str]) -> DataFrame:
-    """Landing files as flat rows: type, uuid, router, received, msg_id, ts (timestamp),
-    date, every body field any table needs, and ``bad`` (true for a line no table takes)."""
+    """Landing files as flat rows: type, uuid, router, received, path (an array: the line's
+    ``path`` split, else [router]), msg_id, ts (timestamp), date, every body field any
+    table needs, and ``bad`` (true for a line no table takes)."""
     raw = (spark.read.schema(LANDING).option("mode", "PERMISSIVE")
            .option("columnNameOfCorruptRecord", CORRUPT).json(paths))
     msg = F.col("msg")
@@ -49,8 +51,12 @@ def read_landing(spark: SparkSession, paths: list[str]) -> DataFrame:
           & (msg["uuid"].isNull() | (msg["uuid"] == F.col("uuid"))))
     ok = F.coalesce(ok, F.lit(False))
     ts = F.when(ok, F.timestamp_seconds(msg["ts"]))
+    # a line names its path only when it came through sites (sinks/history/lines.py)
+    path = F.coalesce(F.split(F.nullif(F.col("path"), F.lit("")), ","),
+                      F.when(F.col("router").isNotNull(), F.array(F.col("router"))))
+    path = path.cast(PATH)             # elements nullable, as the tables declare them
     return raw.select(
-        "type", "uuid", "router", "received",
+        "type", "uuid", "router", "received", path.alias("path"),
         msg["msg_id"].alias("msg_id"),
         ts.alias("ts"),
         F.date_format(ts, "yyyy-MM-dd").alias("date"),
@@ -71,7 +77,7 @@ def messages(landing: DataFrame, table: str, dups: DataFrame | None = None,
     the lowest router id). ``dups`` (small, broadcast) are the msg_ids to resolve, the
     other lines pass through without a shuffle; ``dedupe_all`` resolves every msg_id (one
     shuffle of the rows, for a landing area made mostly of duplicates)."""
-    cols = ("ts", "date", "uuid", "router", "received", *NEEDS[table])
+    cols = ("ts", "date", "uuid", "router", "received", "path", *NEEDS[table])
     good = lines(landing, table)
     order = F.struct(F.col("received"), F.col("router"))
     first = F.min_by(F.struct(*cols), order).alias("m")

@@ -353,5 +353,5 @@ def test_schemas_are_documented():
     text = (ROOT / "sinks" / "history" / "README.md").read_text()
     for name, columns in COLUMNS.items():
         section = text.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0]
-        rows = re.findall(r"^\| `(\w+)` \| (\w+) \|", section, re.M)
+        rows = re.findall(r"^\| `(\w+)` \| ([\w<>,]+) \|", section, re.M)
         assert rows == [(col, type_.simpleString()) for col, type_, _ in columns], name

@@ -121,13 +121,13 @@ def heartbeat_lake(spark, root) -> None:
     beats, hellos = [], []
     for uuid, name in (("u-a", "web1"), ("u-b", "db1")):
         hellos.append(("1970-01-01", utc(0), uuid, "HELLO", None, name, "1", None,
-                       f"h-{uuid}", "r", None))
+                       f"h-{uuid}", "r", None, None))
         for t in range(0, 3601, 10):
             if uuid == "u-a" and 990 < t < 2000:
                 continue
             ts = BASE + t
             beats.append((utc(ts).strftime("%Y-%m-%d"), utc(ts), uuid, None, 10.0,
-                          f"b-{uuid}-{t}", "r", None))
+                          f"b-{uuid}-{t}", "r", None, None))
     for name, data in (("heartbeats", beats), ("registrations", hellos)):
         (spark.createDataFrame(data, TABLES[name]).coalesce(1).write
          .partitionBy("date").parquet(str(root / "tables" / name)))

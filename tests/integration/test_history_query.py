@@ -96,7 +96,7 @@ def test_a_row_is_named_by_the_hello_at_or_before_it(spark):
             (200, "u1", "HELLO", None, "b"), (50, "u2", "REGISTER", "backup", "x"),
             (60, "u3", "HELLO", None, ""), (80, "u4", "REGISTER", "agent", "y")]
     registrations = spark.createDataFrame(
-        [("d", at(t), uuid, kind, name, hostname, None, None, f"m{t}", "r", None)
+        [("d", at(t), uuid, kind, name, hostname, None, None, f"m{t}", "r", None, None)
          for t, uuid, kind, name, hostname in said], TABLES["registrations"])
     claims = spark.createDataFrame([(uuid, at(t), "liar") for uuid, t in (
         ("u1", 50), ("u1", 100), ("u1", 199), ("u1", 200), ("u1", 300), ("u2", 60),
@@ -126,7 +126,8 @@ def test_a_later_hello_or_register_takes_over_from_its_ts(spark):
             (100, "v2", "REGISTER", "agent", "p"), (200, "v2", "HELLO", None, "q"),
             (100, "v3", "REGISTER", "agent", "h" * 300)]
     registrations = spark.createDataFrame(
-        [("d", at(t), uuid, kind, name, hostname, None, None, f"m{uuid}{t}", "r", None)
+        [("d", at(t), uuid, kind, name, hostname, None, None, f"m{uuid}{t}", "r", None,
+          None)
          for t, uuid, kind, name, hostname in said], TABLES["registrations"])
     claims = spark.createDataFrame([(uuid, at(t), "liar") for uuid, t in (
         ("v1", 50), ("v1", 199), ("v1", 200), ("v1", 250), ("v1", 299), ("v1", 300),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -33,9 +34,12 @@ class Stream:
     """A FakeAgent sending NOTIFY ``n1``, ``n2``... every ``every`` seconds (a thread) until
     :meth:`stop`."""
 
-    def __init__(self, ctx, router: dict, every: float = 0.02):
+    def __init__(self, ctx, router: dict, every: float = 0.02, ready=None):
         self.agent = FakeAgent(ctx, router["endpoints"]["agents"])
-        self.agent.hello()
+        if ready is None:
+            self.agent.hello()
+        else:
+            ready(self.agent)
         self.sent = 0
         self.every = every
         self._stop = threading.Event()
@@ -62,9 +66,10 @@ def notify_lines(lake: Path) -> list[dict]:
     return [ln for ln in landed(lake) if ln["type"] == "NOTIFY"]
 
 
-def start(fleet, tmp_path) -> tuple[dict, Path, Path]:
-    """A router, a history sink on a lake in tmp, and an operator config naming both."""
-    router = fleet.router(sink_types=("history",))
+def start(fleet, tmp_path, router: dict | None = None) -> tuple[dict, Path, Path]:
+    """A router (``router``, else a new one for history), a history sink on a lake in tmp,
+    and an operator config naming both."""
+    router = router or fleet.router(sink_types=("history",))
     lake = tmp_path / "lake"
     sink = fleet.sink("history", [router], history={"lake": str(lake), "rotate_seconds": 2})
     wait_for(lambda: "welcomed us" in sink.log(), 15, what="the history sink connected")
@@ -117,6 +122,83 @@ def test_tail_since_a_time_prints_every_number_once_across_the_seam(fleet, tmp_p
     assert from_lake and from_lake == printed[:len(from_lake)]       # the lake, then live
     assert all(p["received"] >= iso(at) for p in from_lake)          # ISO 8601 texts
     assert tail.returncode == 0, err
+
+
+def text_number(printed: str) -> int:
+    """The number of a NOTIFY as ``tail`` prints it (no --json)."""
+    return int(re.search(r'"text":"n(\d+)"', printed).group(1))
+
+
+def tail_lines(args: list[str]) -> tuple[subprocess.Popen, list[str], threading.Thread]:
+    """``fleetwatch tail ARGS`` running, the lines it prints gathered by a thread."""
+    proc = subprocess.Popen([sys.executable, "-m", "fleetwatch", "tail", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    printed: list[str] = []
+    reader = threading.Thread(target=lambda: printed.extend(ln.rstrip("\n") for ln in
+                                                            proc.stdout), daemon=True)
+    reader.start()
+    return proc, printed, reader
+
+
+def interrupted(proc: subprocess.Popen) -> str:
+    """Stop a ``tail`` as a person does (SIGINT); its stderr."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+    return err
+
+
+def test_a_site_agents_messages_print_the_same_replayed_and_live(fleet, tmp_path, zctx):
+    """A site router (SPEC 4.10) relays an agent's NOTIFY stream to a central router with a
+    history sink. A plain ``tail`` (live only) runs first; then ``tail --since`` from a
+    point in the lake: it prints every number once across its seam, each with the whole
+    path ``central-1,site-1``, and each line it prints (from the lake: the messages the
+    live tail printed before it started; from its own live part: the later ones) is the
+    very line the live tail printed for that message."""
+    from support.sites import central, site
+    centre, lake, config = start(fleet, tmp_path, central(fleet, sink_types=("history",)))
+    edge = site(fleet, "site-1", [centre["endpoints"]["sites"]])
+
+    def through_the_site(agent):
+        def told():
+            msg = agent.hello(heartbeat=5.0)
+            return msg if "history" in msg.get("durable", {}).get("NOTIFY", []) else None
+        wait_for(told, 15, interval=0.2, what="the centre's durable routes told by the site")
+    stream = Stream(zctx, edge, ready=through_the_site)
+    common = ["--config", str(config), "--type", "NOTIFY", "--timeout", "120"]
+    live = replay = None
+    try:
+        wait_for(lambda: len(notify_lines(lake)) >= 40, 30, what="40 NOTIFYs landed")
+        assert {ln.get("path") for ln in notify_lines(lake)} == {"central-1,site-1"}
+        at, first = point_in(lake, 20)
+        live, heard, _ = tail_lines(common)
+        wait_for(lambda: len(heard) >= 10, 30, what="the live tail printing")
+        before = {text_number(ln) for ln in heard}        # relayed before the replay began
+        replay, replayed, reader = tail_lines([*common, "--since", repr(at)])
+        wait_for(lambda: replayed and text_number(replayed[-1]) > max(before) + 30, 60,
+                 what="the replay 30 messages past the live tail's start")
+        last = stream.stop()
+        wait_for(lambda: replayed and text_number(replayed[-1]) == last, 30,
+                 what=f"n{last} replayed")
+        wait_for(lambda: heard and text_number(heard[-1]) == last, 30,
+                 what=f"n{last} heard live")
+    finally:
+        stream.stop()
+        errors = [interrupted(p) for p in (live, replay) if p is not None]
+    reader.join(5)
+    numbers = [text_number(ln) for ln in replayed]
+    assert numbers == list(range(first, last + 1)), errors
+    assert all(ln.split(" ")[3] == "central-1,site-1" for ln in replayed), replayed[:3]
+    heard_by_number = {text_number(ln): ln for ln in heard}
+    both = [ln for ln in replayed if text_number(ln) in heard_by_number]
+    assert before <= {text_number(ln) for ln in both}            # from the lake, and later
+    assert len(both) > len(before) + 20                          # live ones too
+    assert both == [heard_by_number[text_number(ln)] for ln in both]
+    assert live.returncode == replay.returncode == 0, errors
 
 
 def test_the_generator_resumed_from_its_last_msg_id_misses_and_repeats_nothing(fleet,

@@ -14,7 +14,6 @@ SIGKILL for any that do not exit in time.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import fcntl
 import json
@@ -29,13 +28,13 @@ from pathlib import Path
 from typing import Callable
 
 from fleetwatch import private
+from fleetwatch.lifeline import die_with_parent
 from fleetwatch.config import build, load
 from fleetwatch.cli.demo.plan import COMPACT_EVERY, GRAPHITE_PREFIX, Child, DemoConfig, plan
 from fleetwatch.display import escape
 
 __all__ = ["DemoConfig", "plan", "run"]
 
-PR_SET_PDEATHSIG = 1
 STOP_TIMEOUT = 5.0
 
 
@@ -85,19 +84,11 @@ def settings(args: argparse.Namespace) -> DemoConfig:
     return build(DemoConfig, merged, args.config or "command line")
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM if the demo itself is killed."""
-    try:
-        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        pass
-
-
 def start(child: Child) -> None:
     log = private.append(child.log)         # 0600: what the processes log is private
     child.popen = subprocess.Popen(child.argv, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True,
-                                   preexec_fn=_die_with_parent)
+                                   preexec_fn=die_with_parent())   # SIGTERM if the demo is killed
     log.close()
 
 
@@ -239,13 +230,16 @@ def spark_lines(spark) -> list[str]:
 
 
 def start_spark(root: Path, cfg: DemoConfig):
-    """The local Spark cluster of ``--spark-cluster`` (None without it); RuntimeError with
-    the line to show when it cannot start."""
+    """The local Spark cluster of ``--spark-cluster`` (None without it), owned by the demo:
+    its daemons end with the demo, even a SIGKILLed one, and a cluster a demo left (its
+    daemons outlived it) is stopped first, saying so; RuntimeError with the line to show
+    when it cannot start."""
     if not cfg.spark_cluster:
         return None
     from sinks.history import cluster
     try:
-        return cluster.start(str(root / "spark-cluster"), workers=1, memory="3g")
+        return cluster.start(str(root / "spark-cluster"), workers=1, memory="3g", owned=True,
+                             say=lambda line: print(f"fleetwatch demo: {line}", flush=True))
     except cluster.ClusterError as e:
         raise RuntimeError(f"--spark-cluster: {e}") from None
 

@@ -111,6 +111,63 @@ def test_example_inventory_has_the_fleet(tmp_path):
     assert all(hostvars[h]["fleetwatch_agent_routers"] == [site] for h in behind)
 
 
+def test_the_example_renders_a_mesh_and_a_site(tmp_path):
+    """The example inventory's router.yaml and agent.yaml, rendered on the controller by the
+    roles' templates with the roles' defaults (a throwaway role holding them, so that the
+    inventory's group_vars win as in a real run) and loaded by fleetwatch's config classes:
+    each central router joins through the other seeds, the site router links up to the
+    three, the site's agents list it and the others the seeds."""
+    roles = ANSIBLE / "roles"
+    defaults = {}
+    for role in ("fleetwatch_common", "fleetwatch_router", "fleetwatch_agent"):
+        defaults.update(yaml.safe_load((roles / role / "defaults" / "main.yml").read_text()))
+    render = tmp_path / "roles" / "render"
+    (render / "defaults").mkdir(parents=True)
+    (render / "tasks").mkdir()
+    (render / "defaults" / "main.yml").write_text(yaml.safe_dump(defaults))
+    out = tmp_path / "out"
+    out.mkdir()
+    tasks = [{"name": f"Render {kind}.yaml", "when": f"inventory_hostname in {group}",
+              "delegate_to": "localhost", "ansible.builtin.copy": {
+                  "content": "{{ lookup('ansible.builtin.template', '%s') }}"
+                             % (roles / f"fleetwatch_{kind}" / "templates" / f"{kind}.yaml.j2"),
+                  "dest": f"{out}/{{{{ inventory_hostname }}}}-{kind}.yaml", "mode": "0644"}}
+             for kind, group in (("router", "groups['fleetwatch_routers'] + "
+                                            "groups['fleetwatch_site_routers']"),
+                                 ("agent", "groups['fleetwatch_agents']"))]
+    (render / "tasks" / "main.yml").write_text(yaml.safe_dump(tasks, sort_keys=False))
+    playbook = tmp_path / "render.yml"
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Render the example's configs", "hosts": "all", "gather_facts": False,
+        "vars": {"fleetwatch_agent_uuid": "0" * 8, "ansible_connection": "local",
+                 "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
+        "roles": ["render"]}], sort_keys=False))
+    res = run([PLAYBOOK, "-i", str(EXAMPLE), str(playbook)], ansible_env(tmp_path), timeout=120)
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
+
+    def router(host: str):
+        return _load("router.config:RouterConfig", out / f"{host}.example.com-router.yaml")
+
+    control = {n: f"tcp://router-{n}.example.com:5556" for n in (1, 2, 3)}
+    for n in (1, 2, 3):
+        cfg = router(f"router-{n}")
+        assert cfg.mesh.seeds == [control[m] for m in (1, 2, 3) if m != n]
+        assert cfg.peers == [] and cfg.bind.sites == "tcp://*:5570"
+        assert (cfg.security.routers, cfg.security.sites) == ("/etc/fleetwatch/keys/mesh",
+                                                              "/etc/fleetwatch/keys/sites")
+    site = router("paris-router")
+    assert site.id == "paris-router" and site.bind.sinks == {} and site.mesh.seeds == []
+    assert site.upstream == [f"tcp://router-{n}.example.com:5570" for n in (1, 2, 3)]
+    assert site.site.key == "/etc/fleetwatch/keys/site.key_secret"
+    assert site.site.spool_dir == "/var/lib/fleetwatch/site-buffer"
+    seeds = [f"tcp://router-{n}.example.com:5555" for n in (1, 2, 3)]
+    for host, routers in (("web-1", seeds), ("router-2", seeds), ("mon-1", seeds),
+                          ("paris-web-1", ["tcp://paris-router.example.com:5555"]),
+                          ("paris-router", ["tcp://paris-router.example.com:5555"])):
+        cfg = _load("agent.config:AgentConfig", out / f"{host}.example.com-agent.yaml")
+        assert cfg.routers == routers, host
+
+
 @pytest.mark.timeout(300)
 def test_ansible_lint_is_clean(tmp_path):
     lint = _tool("ansible-lint")

@@ -61,6 +61,21 @@ def inventory(build: nspawn.Build) -> dict:
         }}}
 
 
+def play(box, hosts: dict, timeout: float, *args: str):
+    """site.yml inside the container with the inventory ``hosts``."""
+    env = {"ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
+           "ANSIBLE_HOME": f"{CONTROLLER}/ansible-home",
+           "ANSIBLE_LOCAL_TEMP": f"{CONTROLLER}/ansible-home/tmp",
+           "ANSIBLE_REMOTE_TEMP": f"{CONTROLLER}/ansible-home/rtmp",
+           "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+    text = yaml.safe_dump(hosts, sort_keys=False)
+    box.sh(f"cat > {CONTROLLER}/hosts.yml <<'EOF'\n{text}EOF\n", check=True)
+    return box.sh(f"cd {shlex.quote(str(ANSIBLE))} && "
+                  + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+                  + f" {PLAYBOOK} -i {CONTROLLER}/hosts.yml site.yml "
+                  + " ".join(shlex.quote(a) for a in args), timeout=timeout)
+
+
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory):
     if not os.access(PLAYBOOK, os.X_OK):
@@ -71,19 +86,12 @@ def deployed(tmp_path_factory):
     box = nspawn.booted(tmp_path_factory.mktemp("nspawn") / "nspawn.log",
                         shared=(ANSIBLE.parent, PLAYBOOK.parent.parent))
     try:
-        hosts = yaml.safe_dump(inventory(build), sort_keys=False)
-        env = {"ANSIBLE_CONFIG": str(ANSIBLE / "ansible.cfg"),
-               "ANSIBLE_HOME": f"{CONTROLLER}/ansible-home",
-               "ANSIBLE_LOCAL_TEMP": f"{CONTROLLER}/ansible-home/tmp",
-               "ANSIBLE_REMOTE_TEMP": f"{CONTROLLER}/ansible-home/rtmp",
-               "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
-        box.sh(f"mkdir -p {CONTROLLER}/ansible-home/tmp {CONTROLLER}/ansible-home/rtmp && "
-               f"cat > {CONTROLLER}/hosts.yml <<'EOF'\n{hosts}EOF\n", check=True)
-        play = (f"cd {shlex.quote(str(ANSIBLE))} && "
-                + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-                + f" {PLAYBOOK} -i {CONTROLLER}/hosts.yml site.yml")
-        box.first = box.sh(play, timeout=400)
-        box.second = box.sh(play, timeout=300) if box.first.returncode == 0 else None
+        box.build = build
+        box.sh(f"mkdir -p {CONTROLLER}/ansible-home/tmp {CONTROLLER}/ansible-home/rtmp",
+               check=True)
+        box.first = play(box, inventory(build), timeout=400)
+        box.second = play(box, inventory(build), timeout=300) \
+            if box.first.returncode == 0 else None
         yield box
     finally:
         box.close()
@@ -131,3 +139,32 @@ def test_second_run_changes_nothing(deployed):
     for unit in UNITS:
         assert deployed.show(unit, "ActiveState", "NRestarts") == \
             {"ActiveState": "active", "NRestarts": "0"}, unit
+
+
+def test_redeployed_as_a_site_router_it_writes_its_disk_buffer(deployed):
+    """The host's router made a site router (last: it changes the host): its unit, read-only
+    but for its drop-in's ReadWritePaths=, is restarted with the disk buffer the role made
+    (the router probes it before READY=1, and exits 78 otherwise: the play's restart would
+    fail). Its upstream is a central router of the inventory that does not run (the uplink
+    stays down); the clients' endpoints are the same (that router has this host's address
+    and ports), so only the router changes."""
+    unit = "fleetwatch-router.service"
+    before = deployed.show(unit, "ExecMainStartTimestamp")
+    hosts = inventory(deployed.build)
+    groups = hosts["all"]["children"]
+    groups["fleetwatch_site_routers"] = groups.pop("fleetwatch_routers")
+    groups["fleetwatch_routers"] = {"hosts": {"central": {"fleetwatch_router_sites_port": 5999}}}
+    res = play(deployed, hosts, 300, "--limit", HOST)
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:] + \
+        deployed.sh("journalctl -u fleetwatch-router --no-pager | tail -30").stdout
+    config = yaml.safe_load(deployed.sh("cat /etc/fleetwatch/router.yaml", check=True).stdout)
+    assert config["upstream"] == ["tcp://127.0.0.1:5999"]
+    assert config["site"]["spool_dir"] == "/var/lib/fleetwatch/site-buffer"
+    assert deployed.show(unit, "ReadWritePaths")["ReadWritePaths"] == \
+        "/var/lib/fleetwatch/site-buffer"
+    assert deployed.show(unit, "ExecMainStartTimestamp") != before
+    assert deployed.show(unit, "ActiveState", "NRestarts") == \
+        {"ActiveState": "active", "NRestarts": "0"}, \
+        deployed.sh("journalctl -u fleetwatch-router --no-pager | tail -30").stdout
+    assert deployed.sh("stat -c %U /var/lib/fleetwatch/site-buffer",
+                       check=True).stdout.strip() == "fleetwatch"

@@ -8,11 +8,17 @@ picked, shared by the whole module (a cluster is heavy on a 2-core machine) and 
 Compaction (killed after staging, then run again), the ready-made queries and ``history
 sql`` run on the cluster, and through Spark Connect, in child processes (one SparkContext
 per process: the test process holds the ``local[2]`` one) and must give exactly what
-``local[2]`` gives on the same lake.
+``local[2]`` gives on the same lake; the fleet notebook, executed by a real Jupyter kernel
+(nbclient + ipykernel) on local Spark, on the cluster and through Spark Connect, prints the
+same in every cell. What local Spark gives is worked out once for the module (fixtures
+``local_*``), each cluster run compared with it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import io
 import json
 import os
 import shutil
@@ -23,10 +29,11 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("pyspark", reason="the history extra is not installed")
-pytestmark = pytest.mark.timeout(400)
+pytestmark = pytest.mark.timeout(600)
 
 from sinks.history import cluster as clusters  # noqa: E402
-from support.cli import fw  # noqa: E402
+from sinks.history import jupyter  # noqa: E402
+from sinks.history.config import HistorySettings  # noqa: E402
 from support import notebookrun  # noqa: E402
 from support.historyanswers import answers  # noqa: E402
 
@@ -94,20 +101,31 @@ def where(cluster, through: str) -> str:
     return cluster.master if through == "master" else cluster.connect
 
 
+@pytest.fixture(scope="module")
+def local_compaction(spark, tmp_path_factory):
+    """A landing area as written, its expected counts, and what local[2] in this process
+    makes of it: the tables' rows and the landing files done."""
+    from sinks.history.compact import compact
+    base = tmp_path_factory.mktemp("landing")
+    landed, local = base / "landed", base / "local"
+    want = landing_area(landed)
+    shutil.copytree(landed, local)
+    compact(spark, HistorySettings(lake=str(local)), out=lambda line: None)
+    done = sorted(p.name for p in (local / "landing" / "done").iterdir())
+    return landed, want, tables(spark, local), done
+
+
 @pytest.mark.parametrize("through", ["master", "connect"])
 def test_compaction_on_the_cluster_killed_then_rerun_equals_local(spark, cluster, tmp_path,
-                                                                  through):
+                                                                  local_compaction, through):
     """The same landing area compacted by local[2] in this process, and on the cluster by
     ``fleetwatch history compact`` (a session of its own on the master, or a session of
     the Spark Connect server) SIGKILLed right after its executors staged the output
     (FLEETWATCH_HISTORY_CRASH=staged), then run again: the same tables, every landing file
     processed once."""
-    from sinks.history.compact import compact
-    from sinks.history.config import HistorySettings
-    local, remote = tmp_path / "local", tmp_path / "cluster"
-    want = landing_area(local)
-    shutil.copytree(local, remote)
-    compact(spark, HistorySettings(lake=str(local)), out=lambda line: None)
+    landed, want, local_tables, local_done = local_compaction
+    remote = tmp_path / "cluster"
+    shutil.copytree(landed, remote)
 
     cfg = config(tmp_path, remote, where(cluster, through))
     killed = fleetwatch("history", "compact", "--config", str(cfg),
@@ -122,65 +140,80 @@ def test_compaction_on_the_cluster_killed_then_rerun_equals_local(spark, cluster
     assert "staged output removed" in rerun.stdout
     assert f"{want['duplicates']} duplicates dropped" in rerun.stdout
     lake_is_settled(remote)
-    assert tables(spark, remote) == tables(spark, local)
+    assert tables(spark, remote) == local_tables
     assert len(list((remote / "_compaction" / "manifest" / "settled").iterdir())) == 1
-    done = sorted(p.name for p in (remote / "landing" / "done").iterdir())
-    assert done == sorted(p.name for p in (local / "landing" / "done").iterdir())
+    assert sorted(p.name for p in (remote / "landing" / "done").iterdir()) == local_done
+
+
+QUERY = ("SELECT hostname, date, count(*) AS n, round(avg(value), 3) AS avg FROM metrics "
+         "GROUP BY hostname, date ORDER BY hostname, date")
+
+
+@pytest.fixture(scope="module")
+def local_answers(spark, history_lake, tmp_path_factory):
+    """The queries' answers (tests/support/historyanswers.py) and ``history sql --json
+    QUERY``'s rows on local[2], in this process."""
+    from sinks.history.query import History
+    from fleetwatch.cli import main
+    want = answers(History(spark, str(history_lake.path)))
+    assert want["availability"] and want["metric"]
+    cfg = config(tmp_path_factory.mktemp("local-sql"), history_lake.path, "local[2]")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["history", "sql", "--config", str(cfg), "--json", QUERY]) == 0
+    rows = json.loads(out.getvalue())
+    assert rows
+    return want, rows
 
 
 @pytest.mark.parametrize("through", ["master", "connect"])
-def test_queries_and_sql_on_the_cluster_equal_local(spark, cluster, history_lake, tmp_path,
-                                                    capsys, through):
+def test_queries_and_sql_on_the_cluster_equal_local(cluster, history_lake, tmp_path,
+                                                    local_answers, through):
     """Availability, metric buckets, timelines... (tests/support/historyanswers.py) and
-    ``history sql --json`` on the cluster (a session on the master, or through Spark
-    Connect), against the same on local[2]."""
-    from sinks.history.query import History
-    want = answers(History(spark, str(history_lake.path)))
+    ``fleetwatch history sql --json`` on the cluster (a session on the master, or through
+    Spark Connect; one child process for both), against the same on local[2]."""
+    want, rows = local_answers
     script = ROOT / "tests" / "support" / "historyanswers.py"
-    argv = [sys.executable, str(script), str(history_lake.path), where(cluster, through)]
-    res = subprocess.run(argv + (["--remote"] if through == "connect" else []),
-                         capture_output=True, text=True, timeout=200, cwd=ROOT)
+    cfg = config(tmp_path, history_lake.path, where(cluster, through))
+    argv = [sys.executable, str(script), str(history_lake.path), where(cluster, through),
+            *(["--remote"] if through == "connect" else []), "--sql", str(cfg), QUERY]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr
-    got = json.loads(res.stdout)
+    first, sql = res.stdout.split("\n", 1)
+    got = json.loads(first)
     assert got.keys() == want.keys()
     for name in want:
         assert got[name] == want[name], name
-    assert want["availability"] and want["metric"]
-
-    query = ("SELECT hostname, date, count(*) AS n, round(avg(value), 3) AS avg FROM metrics "
-             "GROUP BY hostname, date ORDER BY hostname, date")
-    code, out, err = fw(capsys, "history", "sql", "--config",
-                        str(config(tmp_path, history_lake.path, "local[2]")), "--json", query)
-    assert code == 0, err
-    remote = fleetwatch("history", "sql", "--config",
-                        str(config(tmp_path, history_lake.path, where(cluster, through))),
-                        "--json", query)
-    assert remote.returncode == 0, remote.stderr
-    assert json.loads(remote.stdout) == json.loads(out) != []
+    assert json.loads(sql) == rows
 
 
-def printed_here(spark, lake, monkeypatch, capsys) -> list[str]:
-    """Each code cell's stdout, the cells executed in this process on local[2] (as
-    tests/integration/test_notebook.py does)."""
-    monkeypatch.setenv("FLEETWATCH_HISTORY", str(lake.path))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    ns, out = {"__name__": "__main__"}, []
-    capsys.readouterr()
-    for i, cell in enumerate(notebookrun.code_cells()):
-        exec(compile(cell, f"code cell {i + 1}", "exec"), ns)
-        out.append(capsys.readouterr().out)
-    import matplotlib.pyplot as plt
-    plt.close("all")
-    return out
+@pytest.fixture(scope="module")
+def local_notebook(history_lake, tmp_path_factory):
+    """The fleet notebook executed by a real Jupyter kernel on local[1], in the notebook
+    directory ``fleetwatch history notebook`` makes (jupyter.prepare): each code cell's
+    stdout."""
+    pytest.importorskip("jupyterlab", reason="the notebook extra is not installed")
+    directory = tmp_path_factory.mktemp("notebooks")
+    jupyter.prepare(str(directory), HistorySettings(lake=str(history_lake.path),
+                                                    master="local[1]", conf=FAST))
+    nb = notebookrun.execute(str(directory / jupyter.SETTINGS), directory)
+    notebookrun.check(nb, history_lake)
+    return nb
+
+
+def test_the_notebook_runs_in_a_jupyter_kernel_on_local_spark(local_notebook):
+    assert "on local[1]" in notebookrun.printed(local_notebook)[0]
+    if importlib.util.find_spec("matplotlib"):
+        assert notebookrun.images(local_notebook) >= 5     # the plots, through the kernel
 
 
 @pytest.mark.parametrize("through", ["master", "connect"])
-def test_the_notebook_in_a_jupyter_kernel_on_the_cluster(spark, cluster, history_lake,
-                                                         tmp_path, monkeypatch, capsys,
-                                                         through):
+def test_the_notebook_in_a_jupyter_kernel_on_the_cluster(cluster, history_lake, tmp_path,
+                                                         local_notebook, through):
     """The fleet notebook executed by a real Jupyter kernel whose Spark is the cluster (a
     session on the master, or through Spark Connect): its known answers, and every cell
-    printing what it prints on local[2] (but the first, which names the master)."""
+    printing what it prints in a kernel on local Spark (but the first, which names the
+    master)."""
     pytest.importorskip("matplotlib")
     cfg = config(tmp_path, history_lake.path, where(cluster, through))
     nb = notebookrun.execute(str(cfg), tmp_path)
@@ -188,4 +221,4 @@ def test_the_notebook_in_a_jupyter_kernel_on_the_cluster(spark, cluster, history
     got = notebookrun.printed(nb)
     assert f"on {cluster.master}" in got[0]
     assert notebookrun.images(nb) >= 5
-    assert got[1:] == printed_here(spark, history_lake, monkeypatch, capsys)[1:]
+    assert got[1:] == notebookrun.printed(local_notebook)[1:]

@@ -1,11 +1,11 @@
-"""The fleet notebook in Jupyter: executed by a real kernel (nbclient + ipykernel) on local
-Spark, its outputs checked; and ``fleetwatch history notebook`` serving JupyterLab on
-127.0.0.1, its page opened in headless Chromium (tests/support/browser.py). The same
-notebook on a standalone cluster and through Spark Connect: test_history_cluster.py."""
+"""``fleetwatch history notebook`` serving JupyterLab on 127.0.0.1, its page opened in headless
+Chromium (tests/support/browser.py). The fleet notebook executed by a real kernel (nbclient
++ ipykernel) on local Spark, on a standalone cluster and through Spark Connect, its outputs
+checked and compared: test_history_cluster.py (one kernel run on local Spark for the
+module's comparisons)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -17,24 +17,7 @@ import pytest
 pytest.importorskip("pyspark", reason="the history extra is not installed")
 pytest.importorskip("jupyterlab", reason="the notebook extra is not installed")
 
-from sinks.history import jupyter  # noqa: E402
-from sinks.history.config import HistorySettings  # noqa: E402
-from support import notebookrun  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[2]
-FAST = {"spark.driver.memory": "1g", "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
-
-
-@pytest.mark.timeout(600)
-def test_the_notebook_runs_in_a_jupyter_kernel_on_local_spark(history_lake, tmp_path):
-    directory = tmp_path / "notebooks"
-    jupyter.prepare(str(directory), HistorySettings(lake=str(history_lake.path),
-                                                    master="local[1]", conf=FAST))
-    nb = notebookrun.execute(str(directory / jupyter.SETTINGS), directory)
-    notebookrun.check(nb, history_lake)
-    assert "on local[1]" in notebookrun.printed(nb)[0]
-    if importlib.util.find_spec("matplotlib"):
-        assert notebookrun.images(nb) >= 5          # the plots, through the kernel
 
 
 def group_alive(pgid: int) -> bool:

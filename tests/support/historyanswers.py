@@ -3,9 +3,11 @@ sessions (``local[*]`` in the test process, a standalone cluster or Spark Connec
 child process) can be compared: availability (from spans, from every heartbeat, downtime
 excused), metric buckets, top hosts, check timelines and time in state, notifications.
 
-As a script: ``python tests/support/historyanswers.py LAKE MASTER [--remote]`` prints the
-answers as one JSON document (MASTER: a spark:// URL, local[N], or with --remote an
-sc:// URL), run by the cluster and Connect tests with the installed fleetwatch.
+As a script: ``python tests/support/historyanswers.py LAKE MASTER [--remote] [--sql CONFIG
+QUERY]`` prints the answers as one JSON document on one line (MASTER: a spark:// URL,
+local[N], or with --remote an sc:// URL), then with ``--sql`` what ``fleetwatch history sql
+--config CONFIG --json QUERY`` prints, run in the same process (one Spark driver for both),
+by the cluster and Connect tests with the installed fleetwatch.
 """
 
 from __future__ import annotations
@@ -57,7 +59,11 @@ def main(argv: list[str]) -> int:
     else:
         spark = sparks.session(master, {"spark.driver.memory": "1g"})
     try:
-        print(json.dumps(answers(History(spark, lake))))
+        print(json.dumps(answers(History(spark, lake))), flush=True)
+        if "--sql" in argv:
+            from fleetwatch.cli import main as fleetwatch
+            config, query = argv[argv.index("--sql") + 1:][:2]
+            return fleetwatch(["history", "sql", "--config", config, "--json", query])
     finally:
         spark.stop()
     return 0

@@ -9,7 +9,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BENCHES = ["relay.py", "notify_rtt.py", "agent_footprint.py", "scheduler.py", "graphite.py",
            "prometheus.py", "alerting.py", "history_query.py",
-           "history_sink.py", "compaction.py", "compaction_cluster.py", "status_scale.py",
+           "history_sink.py", "compaction.py", "compaction_cluster.py",
+           "compaction_path.py", "status_scale.py",
            "web.py", "mesh.py", "site.py",
            "fleetsim.py"]
 

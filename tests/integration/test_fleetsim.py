@@ -1,4 +1,4 @@
-"""bench/fleetsim.py's short run: 1,000 simulated agents for 40 s against a real router, the
+"""bench/fleetsim.py's short run: 1,000 simulated agents for 30 s against a real router, the
 real sinks (graphite into a real carbon-cache when carbon is installed) and a real scheduler.
 
 The figures it prints must add up: what the agents sent is what the routers received, what
@@ -6,7 +6,7 @@ the routers received is what they relayed to each sink type plus what they count
 dropped, what they relayed is what each sink received, every ACK and RUN the routers
 forwarded reached an agent, and every NOTIFY was ACKed or is still counted as not ACKed.
 Timing is the benchmark's business, not this test's: nothing here asserts a latency or a
-CPU figure. The window is 40 s so that every kind of traffic runs in steady state, four
+CPU figure. The window is 30 s so that every kind of traffic runs in steady state, three
 periods of each (STATS every 10 s, RUNs of 10 s checks, NOTIFYs every 10 s).
 """
 
@@ -29,7 +29,7 @@ def run() -> dict:
     """The run's JSON document; its working directory (a few hundred MB of lake, whisper
     files and logs) is the simulator's own temporary one, removed when it ends."""
     res = subprocess.run(
-        [sys.executable, str(FLEETSIM), "--agents", "1000", "--seconds", "40", "--settle", "5",
+        [sys.executable, str(FLEETSIM), "--agents", "1000", "--seconds", "30", "--settle", "5",
          "--check-interval", "10", "--notify-interval", "10", "--json"],
         capture_output=True, text=True, timeout=400)
     if res.returncode == 77:

@@ -6,9 +6,9 @@ with integer flags, compares the signature frame, looks the type frame up in the
 table and sends the stamped frames (SIGNATURE, ENVELOPE, BODY) to each sink type's PUSH
 socket with ``NOBLOCK``, counting a ``zmq.Again`` as a drop (noted and answered by
 :meth:`router.fanout.Fanout.lost`), then publishes on the tail if anyone listens: the send
-loop of :meth:`router.fanout.Fanout.relay`, inlined. An attached agent's HEARTBEAT, well framed, is answered and relayed
-here too (:meth:`Intake.heartbeat`: one a second from every agent, the bulk of a big fleet's
-traffic). Everything else (HELLO, bad frames, unknown peers) is read here and handed as
+loop of :meth:`router.fanout.Fanout.relay`, inlined. An attached agent's HEARTBEAT, well
+framed, is answered and relayed here too (:meth:`Intake.heartbeat`: one a second from every
+agent, the bulk of a big fleet's traffic). Everything else (HELLO, bad frames, unknown peers) is read here and handed as
 frames to the slow path, :class:`router.admission.Admission`, through the relay's
 ``guarded`` (a bug in a handler is counted, never fatal).
 

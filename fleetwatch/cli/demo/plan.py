@@ -248,11 +248,13 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
         "site": {"spool_dir": str((root / f"site-{j}-spool").resolve())},
         "ready_file": str((root / f"site-{j}.ready.json").resolve()),
     } for j in range(1, args.sites + 1)]
-    agent_states = {"agent": (root / "agent-state").resolve(),
-                    **{f"agent-{s['id']}": (root / f"agent-{s['id']}-state").resolve()
-                       for s in sites}}
-    security = {} if args.insecure else make_keys(root.resolve(), agent_states,
-                                                  [s["id"] for s in sites])
+    # each agent: its state directory, the router it is given, its hostname (None: this
+    # machine's); a site's agent knows its site router only
+    agents = {"agent": ((root / "agent-state").resolve(), routers[0], None),
+              **{f"agent-{s['id']}": ((root / f"agent-{s['id']}-state").resolve(), s,
+                                      f"{s['id']}-host") for s in sites}}
+    security = {} if args.insecure else make_keys(
+        root.resolve(), {name: a[0] for name, a in agents.items()}, [s["id"] for s in sites])
     configs = {f"{r['id']}.yaml": r for r in routers + sites}
     # the back-ends know router-1 and learn the others from its WELCOME (SPEC 4.9)
     for t in SINK_TYPES:
@@ -282,13 +284,11 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
         configs["sink-alerting.yaml"]["alerting"] = {"delivery": delivery}
     configs["scheduler.yaml"] = {"routers": controls[:1], "state_url": state_url,
                                  "id": "scheduler", "refresh_interval": 5.0}
-    # The agent knows one router and learns the others from its WELCOME; a site's agent
-    # knows its site router only.
-    for name, state in agent_states.items():
-        site = name.removeprefix("agent-") if name != "agent" else ""
+    # The agent knows one router and learns the others from its WELCOME.
+    for name, (state, router, hostname) in agents.items():
         configs[f"{name}.yaml"] = {
-            "routers": [(configs[f"{site}.yaml"] if site else routers[0])["bind"]["agents"]],
-            **({"hostname": f"{site}-host"} if site else {}),
+            "routers": [router["bind"]["agents"]],
+            **({"hostname": hostname} if hostname else {}),
             "state_dir": str(state),
             "heartbeat_interval": args.heartbeat,
             "stats_interval": args.stats_interval,
@@ -313,7 +313,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
         for t in SINK_TYPES:
             configs[f"sink-{t}.yaml"]["security"] = security[f"sink-{t}"]
         configs["scheduler.yaml"]["security"] = security["scheduler"]
-        for name in agent_states:
+        for name in agents:
             configs[f"{name}.yaml"]["security"] = security[name]
         configs["fleetwatch.yaml"]["security"] = security["operator"]
     for name, data in configs.items():       # 0600: key paths, a webhook's routing key
@@ -337,7 +337,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
         compact.name = "history-compact"
         compact.log = (root / "logs" / "history-compact.log").resolve()
         children.append(compact)
-    children += [child(name, "agent") for name in agent_states]
+    children += [child(name, "agent") for name in agents]
     if importlib.util.find_spec("fastapi") is not None:    # the web extra
         web_child = child("fleetwatch", "web")
         web_child.name, web_child.log = "console", (root / "logs" / "console.log").resolve()

@@ -5,8 +5,9 @@ Every verb reads the operator config's ``history:`` section (lake, Spark master 
 a Spark Connect server; ``--config``, default /etc/fleetwatch/fleetwatch.yaml), which
 ``--lake``, ``--master`` and ``--remote`` override. The verbs' modules here hold the command
 side (options, printing, exit status); the work is the library's, :mod:`sinks.history`
-(compaction, queries, replay, expiry), which notebooks use too. PySpark is imported only by the verb that runs, so a missing ``history``
-extra, like a missing Java, is one clear line (exit 69), and ``--help`` works without either.
+(compaction, queries, replay, expiry), which notebooks use too. PySpark is imported only
+by the verb that runs, so a missing ``history`` extra, like a missing Java, is one clear
+line (exit 69), and ``--help`` works without either.
 
 Adding a verb: a module here with ``HELP``, ``add_arguments(parser)`` for its own options
 and ``run(args, settings) -> int`` (``settings``: the loaded

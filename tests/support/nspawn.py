@@ -141,13 +141,30 @@ def booted(log: Path, shared: tuple[Path, ...] = ()) -> Container:
 
 # ---------------------------------------------------------------- the container
 
+def overlaid(shared: tuple[Path, ...]) -> list[Path]:
+    """The directories to overlay so that each of ``shared`` under /tmp or /var/tmp shows
+    inside at its own path: the top one under /tmp (or /var/tmp) holding it, once.
+    systemd-nspawn makes an overlay's mount point with one mkdir, not ``mkdir -p``, and the
+    container's /tmp is empty: ``/tmp/a/fleetwatch`` itself would fail with "Creating mount
+    point for overlay ... No such file or directory" where ``/tmp/a`` succeeds."""
+    tops: list[Path] = []
+    for d in shared:
+        path = Path(os.path.abspath(d))
+        for base in (Path("/tmp"), Path("/var/tmp")):
+            if path.is_relative_to(base) and path != base:
+                top = base / path.relative_to(base).parts[0]
+                if top not in tops:
+                    tops.append(top)
+    return tops
+
+
 class Container:
     """One booted container; :meth:`close` powers it off and unmounts, whatever happened."""
 
     def __init__(self, log: Path, shared: tuple[Path, ...] = ()):
         #: host directories the container's own /tmp would hide, shown at the same path
         #: through a throwaway overlay (writes inside never reach the host)
-        self.shared = [d for d in shared if str(d).startswith(("/tmp/", "/var/tmp/"))]
+        self.shared = overlaid(shared)
         self.name = f"fwtest-{os.getpid()}"
         self.root = BASE / f"root-{os.getpid()}"
         self.log = log
@@ -168,16 +185,19 @@ class Container:
             self.mounted = True
         with open(self.log, "wb") as out:
             self.nspawn = subprocess.Popen(
-                ["systemd-nspawn", "-D", str(self.root), "--volatile=overlay",
-                 "--register=no", "--keep-unit", "--link-journal=no",
-                 f"--uuid={uuid.uuid4().hex}", "--private-network", "-M", self.name,
-                 *(f"--overlay={d}::{d}" for d in self.shared), "-b"],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                self.argv(), stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True)
         self.pid1 = wait_for(self._systemd, timeout, 0.1, "the container's systemd")
         wait_for(lambda: self.sh("systemctl is-system-running", timeout=10).stdout.strip()
                  in ("running", "degraded"), timeout, 0.2, "the container to boot")
         return self
+
+    def argv(self) -> list[str]:
+        """The systemd-nspawn command line that boots :attr:`root`."""
+        return ["systemd-nspawn", "-D", str(self.root), "--volatile=overlay",
+                "--register=no", "--keep-unit", "--link-journal=no",
+                f"--uuid={uuid.uuid4().hex}", "--private-network", "-M", self.name,
+                *(f"--overlay={d}::{d}" for d in self.shared), "-b"]
 
     def _systemd(self) -> int:
         if self.nspawn.poll() is not None:

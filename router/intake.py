@@ -69,9 +69,10 @@ class Intake:
         self.relay, self.lost = fanout.relay, fanout.lost
         self.guarded, self.misframed = guarded, misframed
 
-    def fast(self, now: float, drain: int) -> None:
+    def fast(self, now: float, drain: int) -> bool:
         """Handle up to ``drain`` agent messages, RCVMORE read once each (the module
-        docstring: the relay switches to :meth:`careful` after a malformed one)."""
+        docstring: the relay switches to :meth:`careful` after a malformed one). True when
+        the socket was emptied: every message queued before ``now`` has been read."""
         recv, more = self.socket.recv, self.rcvmore
         fast, known = self.fast_routes, self.peers.table
         received, relayed, dropped = (self.counters.received, self.counters.relayed,
@@ -83,7 +84,7 @@ class Intake:
             try:
                 rid = recv(NOBLOCK)
             except zmq.Again:
-                return
+                return True
             peer = known.get(rid)
             if peer is None:         # not attached: the slow way
                 self.stranger(rid, now)
@@ -95,7 +96,7 @@ class Intake:
                 body = recv(NOBLOCK)
             except zmq.Again:        # fewer than three frames and nothing behind them
                 self.misframed(rid, [f for f in (sig, type_frame) if f is not None], now)
-                return
+                return True
             if more():
                 parts = [sig, type_frame, body]
                 while more():
@@ -129,6 +130,7 @@ class Intake:
                 relayed[slot] += 1
             if tail:
                 publish(type_frame, envelope, body, peer.tail_seq)
+        return False
 
     def heartbeat(self, rid: bytes, peer, body: bytes, now: float) -> None:
         """An attached agent's HEARTBEAT read the fast way (three frames, the signature
@@ -152,8 +154,9 @@ class Intake:
             self.counters.replies_failed += 1
         self.relay(peer.envelopes[HEARTBEAT], HEARTBEAT, body, rid, peer, now)
 
-    def careful(self, now: float, drain: int) -> None:
-        """Handle up to ``drain`` agent messages, checking RCVMORE after every frame.
+    def careful(self, now: float, drain: int) -> bool:
+        """Handle up to ``drain`` agent messages, checking RCVMORE after every frame; True
+        when the socket was emptied (as :meth:`fast`).
 
         Frame by frame with integer flags (recv_multipart costs 4x more; docs/development/
         decisions.md, "Reading frames on the hot path"), RCVMORE read through
@@ -168,7 +171,7 @@ class Intake:
             try:
                 rid = recv(NOBLOCK)
             except zmq.Again:
-                return
+                return True
             peer = known.get(rid)
             if peer is None:
                 self.stranger(rid, now)
@@ -200,6 +203,7 @@ class Intake:
             received[type_frame] += 1
             # not the hot path: the send loop inlined in fast() is Fanout.relay's
             self.relay(peer.envelopes[type_frame], type_frame, body, rid, peer, now)
+        return False
 
     def stranger(self, rid: bytes, now: float) -> None:
         """A message from a routing id not in the hot path's table: read it frame by frame

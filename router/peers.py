@@ -135,7 +135,9 @@ class Peers:
         return peer
 
     def expire(self, now: float | None = None) -> list[Peer]:
-        """Forget and return every peer silent for longer than its expiry deadline."""
+        """Forget and return every peer silent for longer than its expiry deadline at
+        ``now``: the time up to which the agents' messages have been read (the relay's
+        ``read_up_to``), which is behind the clock while the inbound queue is."""
         now = self.clock() if now is None else now
         gone = [p for p in self.table.values() if now > p.deadline(self.expiry_intervals)]
         for peer in gone:

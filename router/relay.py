@@ -88,6 +88,11 @@ class Relay:
         self.durable_limiter = ReplyLimiter(1.0, monotonic)
         #: how much of its time the loop works (admission paces itself by it)
         self.busy = Busy(monotonic)
+        #: the agents socket was last found empty at this time (epoch seconds): every
+        #: message an agent sent before it has been read. Silence is judged up to here, not
+        #: up to now: a router whose inbound queue is behind does not expire the agents
+        #: whose heartbeats wait in that queue (SPEC 7.6)
+        self.read_up_to = clock()
         self.throttle = Throttle(log, 10.0, monotonic)
         self.endpoints: dict = {}
         self.stopping = False
@@ -217,7 +222,7 @@ class Relay:
         for sock in (self.agents, self.control, tail):
             poller.register(sock, zmq.POLLIN)
         agents, control = self.agents, self.control
-        fast, careful = self.intake.fast, self.intake.careful
+        read_agents = self.read_agents
         doorman = self.doorman
         zap = None
         if doorman is not None:
@@ -239,6 +244,7 @@ class Relay:
                 timeout = min(timeout, links.next_tick - before)
             if self.admission.waiting:      # HELLOs wait for the pace: look again soon
                 timeout = min(timeout, WAITING_POLL)
+            polled = self.clock()
             events = dict(poller.poll(max(0.0, min(timeout, MAX_POLL)) * 1000))
             waited(mono() - before)
             if self.reload_requested:
@@ -251,8 +257,10 @@ class Relay:
                 doorman.answer()
             if tail in events:
                 self.tail.drain(self.drain, self.config.limits.tail_topics)
-            if agents in events:            # careful for a while after a misframed message
-                (careful if mono() < self.careful_until else fast)(self.clock(), self.drain)
+            if agents in events:
+                read_agents(self.clock())
+            else:                           # nothing was queued when the poll returned
+                self.read_up_to = polled
             if control in events:
                 self._drain_control()
             for sock in [s for s in mesh.by_socket if s in events]:
@@ -286,6 +294,15 @@ class Relay:
             self.ctx.term()
 
     # ---------------------------------------------------------------- agents
+    def read_agents(self, now: float) -> None:
+        """Read up to ``drain`` messages from the agents socket (``now``: epoch seconds),
+        carefully for a while after a misframed one; if that emptied it, every message sent
+        before ``now`` has been read (:attr:`read_up_to`)."""
+        intake = self.intake
+        read = intake.careful if self.monotonic() < self.careful_until else intake.fast
+        if read(now, self.drain):
+            self.read_up_to = now
+
     def _misframed(self, rid: bytes, parts: list[bytes], now: float) -> None:
         """A message with the wrong number of frames: refuse it and drain carefully."""
         self.careful_until = self.monotonic() + self.careful_for
@@ -380,7 +397,7 @@ class Relay:
             self.doorman.drain_monitors()
         self.presence.drain()
         self.presence.check()
-        self.peers.expire()
+        self.peers.expire(self.read_up_to)
         self.links.sweep()
         self.limiter.prune()
         self.durable_limiter.prune()

@@ -5,9 +5,10 @@ only narrow the mode ``open`` gives), so there is no moment when it is more open
 gives a database's ``-wal``, ``-shm`` and journal files the mode of the database file, so
 creating the (empty) database file first with :func:`create` is enough for all of them.
 
-Modes: :data:`PRIVATE` (0600) for what one user reads (the demo's configs and logs);
-:data:`GROUP` (0640) for what the service group reads too (the state database, the spool,
-like the files the services make under ``UMask=0027``).
+Modes: :data:`PRIVATE` (0600) for what one user reads (the demo's configs, logs and
+``demo.json``); :data:`GROUP` (0640) for what the service group reads too (the state
+database, the spool, a site router's buffer, the lake's tables, like the files the services
+make under ``UMask=0027``).
 """
 
 from __future__ import annotations
@@ -57,10 +58,20 @@ def write(path: str | os.PathLike, text: str, mode: int = PRIVATE) -> None:
 
 def append(path: str | os.PathLike, mode: int = PRIVATE) -> BinaryIO:
     """``path`` opened to append bytes (a log), created with ``mode``, or narrowed to it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, mode)
+    return _open(path, os.O_APPEND, mode, "ab")
+
+
+def rewrite(path: str | os.PathLike, mode: int = PRIVATE) -> BinaryIO:
+    """``path`` opened to write bytes from empty (a spool segment), created with ``mode``,
+    or narrowed to it."""
+    return _open(path, os.O_TRUNC, mode, "wb")
+
+
+def _open(path: str | os.PathLike, flag: int, mode: int, how: str) -> BinaryIO:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | flag, mode)
     try:
         os.fchmod(fd, mode)
     except OSError:
         os.close(fd)
         raise
-    return os.fdopen(fd, "ab")
+    return os.fdopen(fd, how)

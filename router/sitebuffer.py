@@ -22,6 +22,8 @@ import struct
 from collections import deque
 from pathlib import Path
 
+from fleetwatch import private
+
 log = logging.getLogger(__name__)
 
 RECORD = struct.Struct(">II")
@@ -122,7 +124,7 @@ class SiteBuffer:
         self.next_segment += 1
         data = b"".join(RECORD.pack(len(e), len(b)) + e + b for e, b in records)
         try:
-            with open(path, "wb") as f:
+            with private.rewrite(path, private.GROUP) as f:    # every host's results
                 f.write(data)
         except OSError as e:            # a full or broken disk: these are lost, counted
             self.dropped += len(records)

@@ -32,6 +32,7 @@ import secrets
 import shutil
 import time
 
+from fleetwatch import private
 from sinks.history.landing import SUFFIX, fsync_dir
 
 log = logging.getLogger(__name__)
@@ -151,6 +152,9 @@ def apply(lake: Lake, intent: dict) -> None:
             for fname in change["add"]:
                 src = os.path.join(source, fname)
                 if os.path.exists(src):
+                    # Spark writes with its JVM's umask (0644 under the usual 0022): the
+                    # tables hold every host's data, 0640 like the landing files
+                    os.chmod(src, private.GROUP)
                     os.rename(src, os.path.join(target, fname))
             fsync_dir(target)
             for fname in change["remove"]:

@@ -79,3 +79,46 @@ def test_demo_configs_and_logs_are_private(fleet):
             child.popen.kill()
     assert (root / "logs" / "quick.log").read_text() == "hi\n"
     assert oct(mode(root / "logs" / "quick.log")) == "0o600"
+
+
+def test_demo_json_holding_the_console_password_is_private(tmp_path):
+    """demo.json names the console's demo user and password: 0600, like the configs."""
+    from fleetwatch.cli import demo
+    root = tmp_path / "demo"
+    root.mkdir()
+    console = {"url": "http://127.0.0.1:1/", "user": "admin", "password": "s3cret"}
+    with umask(0o022):
+        demo.record(root, {"console": console})
+    assert oct(mode(root / "demo.json")) == "0o600"
+    assert "s3cret" in (root / "demo.json").read_text()
+    assert [p.name for p in root.iterdir()] == ["demo.json"]      # nothing left beside it
+
+
+def test_site_buffer_segments_are_not_world_readable(tmp_path):
+    """A site router's buffer spilled to disk holds every host's results: 0640."""
+    from router.sitebuffer import SUFFIX, SiteBuffer
+    with umask(0o022):
+        buf = SiteBuffer(max_messages=2, spool_dir=str(tmp_path / "spool"), spool_bytes=1 << 20)
+        for i in range(7):
+            buf.push(b"envelope", b"body %d" % i)
+    segments = sorted((tmp_path / "spool").glob(f"*{SUFFIX}"))
+    assert segments
+    assert {p.name: oct(mode(p)) for p in segments} == {p.name: "0o640" for p in segments}
+
+
+@pytest.mark.timeout(240)     # the session's Spark starts in it when run alone
+def test_compacted_tables_are_not_world_readable(spark, tmp_path):
+    """The lake's Parquet files, written by Spark whatever its umask, are 0640 like the
+    landing files they come from (a real compaction of a few notifications)."""
+    from sinks.history import synth
+    from sinks.history.compact import compact
+    from sinks.history.config import HistorySettings
+    lake = tmp_path / "lake"
+    (lake / "landing").mkdir(parents=True)
+    (lake / "landing" / "20260101T000000-x-00000000.jsonl").write_text(
+        "".join(ln for ln in synth.lines(100) if '"type":"NOTIFY"' in ln))
+    with umask(0o022):
+        compact(spark, HistorySettings(lake=str(lake)), out=lambda line: None)
+    files = [p for p in (lake / "tables").rglob("*") if p.is_file()]
+    assert any(p.suffix == ".parquet" for p in files)
+    assert {str(p): oct(mode(p)) for p in files} == {str(p): "0o640" for p in files}

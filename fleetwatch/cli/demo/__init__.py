@@ -142,10 +142,9 @@ def hold(root: Path) -> int | str:
 
 def record(root: Path, data: dict) -> None:
     """``root/demo.json``, with the demo's own pid (SIGTERM to it stops the whole demo);
-    written beside and renamed, so a reader never finds it empty or half written."""
-    part = root / "demo.json.part"
-    part.write_text(json.dumps({"pid": os.getpid(), **data}, indent=2))
-    os.replace(part, root / "demo.json")
+    written beside and renamed, so a reader never finds it empty or half written; 0600:
+    it holds the console's password."""
+    private.write(root / "demo.json", json.dumps({"pid": os.getpid(), **data}, indent=2))
 
 
 def command_prefix() -> str:

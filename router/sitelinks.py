@@ -69,6 +69,7 @@ class SiteLinks:
         self.sites = Sites(sock, self.id, settings, relay, welcome, max_body, self.clock,
                            self.monotonic, drain, curve=curve)
         self.sites.unavailable = self.unavailable
+        self.sites.table.attached = self.peers.uuids     # a site never speaks for them
         self.sites.keep_hellos = self.uplink is not None
         return self.sites
 

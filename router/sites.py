@@ -14,9 +14,13 @@ the link's site ``403``. The site's own HELLO and HEARTBEAT are relayed as the s
 host of its own. Every other message's uuid is learnt as behind that link (at most
 ``site.max_agents`` a link: beyond, ``403`` with the uuid as TARGET), so that ACK and RUN for
 it (:meth:`Sites.to_site`, from the control desk) go down the link it was last heard on:
-SIGNATURE, TYPE, TARGET, BODY. A router that is itself a site (a tree) keeps each uuid's last
-HELLO on its link (:attr:`SiteLink.hellos`, the link's own too), to say them again upstream
-when its uplink comes back (:mod:`router.sitelinks`).
+SIGNATURE, TYPE, TARGET, BODY. A link never speaks for a uuid that is elsewhere
+(:meth:`SiteTable.elsewhere`): an agent attached to this router, a router linked here or
+this router itself, or a uuid heard through another link in the last :data:`HELD` seconds;
+such a message is dropped, counted (``router.sites.foreign``) and answered ``403`` with the
+uuid as TARGET (at most once a second per uuid). A router that is itself a site (a tree)
+keeps each uuid's last HELLO on its link (:attr:`SiteLink.hellos`, the link's own too), to
+say them again upstream when its uplink comes back (:mod:`router.sitelinks`).
 
 :class:`SiteTable` is the logic (links, uuids, expiry; no sockets); :class:`Sites` the thin
 adapter over the socket, read by the relay's loop.
@@ -49,6 +53,9 @@ HEARTBEAT, HELLO = b"HEARTBEAT", b"HELLO"
 MAX_CACHED = 200_000
 #: site links a central router keeps at most: a HELLO of one more site is refused 503
 MAX_LINKS = 10_000
+#: seconds a uuid heard through one site link stays that link's: the messages of another
+#: link for it are refused meanwhile (an agent that moved is taken there once silent here)
+HELD = 60.0
 
 
 @dataclass
@@ -70,10 +77,13 @@ class SiteLink:
 
 
 class SiteTable:
-    """The open links and the uuids behind each (``clock``: seconds)."""
+    """The open links and the uuids behind each (``clock``: seconds) of router
+    ``router_id``; ``attached``: the uuids of the agents attached to it (a live view)."""
 
-    def __init__(self, expire_intervals: int, max_agents: int, clock=time.monotonic):
+    def __init__(self, expire_intervals: int, max_agents: int, clock=time.monotonic,
+                 router_id: str = "", attached=frozenset()):
         self.expire_intervals, self.max_agents, self.clock = expire_intervals, max_agents, clock
+        self.router_id, self.attached = router_id, attached
         self.links: dict[bytes, SiteLink] = {}
         self.sites: dict[str, SiteLink] = {}
         self.uuids: dict[str, SiteLink] = {}
@@ -102,6 +112,21 @@ class SiteTable:
         self.links[rid] = self.sites[site] = link
         log.info("site %s (%s) linked, heartbeat %.3gs", site, hostname, interval)
         return link
+
+    def elsewhere(self, uuid: str, link: SiteLink, now: float) -> str | None:
+        """Why ``link`` may not speak for ``uuid`` (SPEC 4.10), None when it may: the uuid
+        is an agent attached to this router, a site linked here or this router's own id,
+        or it was heard through another link less than :data:`HELD` seconds before ``now``
+        (epoch seconds, as :attr:`times`)."""
+        if uuid in self.attached:
+            return f"agent {uuid} is attached to router {self.router_id} itself"
+        if uuid in self.sites or uuid == self.router_id:
+            return f"{uuid} is a router linked to router {self.router_id} itself"
+        holder = self.uuids.get(uuid)
+        if holder is not None and holder is not link \
+                and now - self.times.get(uuid, (0.0, 0.0))[1] < HELD:
+            return f"{uuid} is behind site {holder.site}"
+        return None
 
     def learn(self, uuid: str, link: SiteLink) -> bool:
         """``uuid`` spoke through ``link``: ACK and RUN for it go there. False (not learnt)
@@ -160,7 +185,8 @@ class Sites:
         self.socket, self.id, self.id_frame = sock, router_id, router_id.encode("ascii")
         self.relay, self.welcome = relay, welcome
         self.max_body, self.clock, self.monotonic, self.drain = max_body, clock, monotonic, drain
-        self.table = SiteTable(settings.expire_intervals, settings.max_agents, monotonic)
+        self.table = SiteTable(settings.expire_intervals, settings.max_agents, monotonic,
+                               router_id)
         self.counts: Counter[str] = Counter()
         self.throttle = Throttle(log, 10.0, monotonic)
         #: with CURVE, a link's HELLO must come from the key of its site (User-Id site:ID)
@@ -232,10 +258,16 @@ class Sites:
                                                                    self.clock)))
             times = self.table.times.setdefault(uuid, [0.0, 0.0])
         else:
-            if self.table.uuids.get(uuid) is not link and not self.table.learn(uuid, link):
-                self._too_many(rid, link, uuid)
-                return
-            times = self.table.times[uuid]
+            table = self.table
+            if table.uuids.get(uuid) is not link or uuid in table.attached:
+                why = table.elsewhere(uuid, link, self.now)
+                if why is not None:
+                    self._foreign(rid, link, uuid, why)
+                    return
+                if not table.learn(uuid, link):
+                    self._too_many(rid, link, uuid)
+                    return
+            times = table.times[uuid]
         times[1] = now = self.now
         times[0] = times[0] or now
         if type_frame == HELLO and self.keep_hellos:
@@ -282,9 +314,6 @@ class Sites:
         if len(path) >= MAX_PATH:
             raise ProtocolError(protocol.BAD_REQUEST, f"a path of {len(path)} routers cannot "
                                                       f"grow (at most {MAX_PATH})")
-        if not own and not self.table.learn(uuid, link):
-            self._too_many(rid, link, uuid)
-            return None
         entry = (type_.encode(), stamped(envelope, self.id_frame), uuid, own)
         if not (own and type_ == "HELLO"):         # (each of those opens the link again)
             if len(link.cache) >= MAX_CACHED:
@@ -299,6 +328,17 @@ class Sites:
         self._send(rid, protocol.encode_down(protocol.error(
             protocol.FORBIDDEN, f"site {link.site} speaks for {len(link.uuids)} agents "
                                 f"already", None, self.id), uuid))
+
+    def _foreign(self, rid: bytes, link: SiteLink, uuid: str, why: str) -> None:
+        """A message of ``link`` for ``uuid``, which is elsewhere (``why``): dropped,
+        counted, answered 403 (at most once a second per uuid)."""
+        self.counts["foreign"] += 1
+        self.throttle.warning(f"foreign {link.site}", "sites: site %s spoke for %s: %s; "
+                              "dropped", link.site, uuid[:64], why)
+        if self.limiter.allow(b"foreign " + uuid.encode()):
+            self._send(rid, protocol.encode_down(protocol.error(
+                protocol.FORBIDDEN, f"site {link.site} does not speak for {uuid}: {why}",
+                None, self.id), uuid))
 
     def refuse(self, rid: bytes, err: ProtocolError) -> None:
         self.counts[f"bad.{err.status}"] += 1
@@ -379,4 +419,5 @@ class Sites:
                 "router.sites.expired": c["expired"], "router.sites.refused": c["refused"],
                 "router.sites.unavailable": c["unavailable"], "router.sites.internal": c["internal"],
                 "router.sites.unknown": c["unknown"], "router.sites.impostors": c["impostor"],
+                "router.sites.foreign": c["foreign"],
                 "router.sites.bad": sum(n for k, n in c.items() if k.startswith("bad."))}

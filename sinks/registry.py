@@ -27,6 +27,9 @@ DEREGISTER (the agent leaves for good, SPEC 4.8) is ACKed once committed: the ag
 ``agents`` row is marked ``gone`` with the DEREGISTER's ``ts``, which readers take as not
 there; a HELLO or REGISTER of that uuid sent before it (relayed late, or by another registry
 sink) is ignored and counted (``after_deregister``), a later one registers the agent again.
+That ``ts`` is the sender's clock, kept bounded by the receiver's: never after the moment the
+DEREGISTER was written (``last_seen``), so one dated in the future (a wrong clock, or a forged
+one) does not make the agent's later HELLOs "sent before it".
 The alerting sinks forget the row with the rest after ``alerting.forget_after``
 (:mod:`sinks.state.forget`).
 """
@@ -85,8 +88,9 @@ class RegistrySink(db.DatabaseSink):
                 for relayed in batch:
                     msg = relayed.message
                     if msg.type == "DEREGISTER":
-                        self._deregister(conn, relayed, now)
-                        gone[relayed.uuid] = max(gone.get(relayed.uuid, msg.ts), msg.ts)
+                        left = min(msg.ts, now)             # the sender's clock, bounded
+                        self._deregister(conn, relayed, now, left)
+                        gone[relayed.uuid] = max(gone.get(relayed.uuid, left), left)
                     elif relayed.uuid in gone and msg.ts <= gone[relayed.uuid]:
                         counts["after_deregister"] += 1      # sent before it left
                     elif msg.type == "HELLO":
@@ -120,12 +124,12 @@ class RegistrySink(db.DatabaseSink):
         self._seen(conn, relayed, now, **fields)
         return bad
 
-    def _deregister(self, conn, relayed: Relayed, now: float) -> None:
+    def _deregister(self, conn, relayed: Relayed, now: float, left: float) -> None:
         uuid = relayed.uuid
         for t in (schema.plugins, schema.agent_routers):
             conn.execute(t.delete().where(t.c.uuid == uuid))
         db.upsert(conn, schema.agents, {"uuid": uuid, "first_seen": now, "last_seen": now,
-                                        "gone": relayed.message.ts}, update=["gone"])
+                                        "gone": left}, update=["gone", "last_seen"])
         log.info("agent %s deregistered (%s)", uuid,
                  str(relayed.message.get("reason") or "no reason given")[:200])
 
@@ -176,7 +180,10 @@ def _identity(msg, site: str | None = None) -> tuple[dict, int]:
 
 
 def _gone(conn, uuids: set[str]) -> dict[str, float]:
-    """uuid -> the ``ts`` of its DEREGISTER, for the deregistered agents among ``uuids``."""
+    """uuid -> the ``ts`` of its DEREGISTER, for the deregistered agents among ``uuids``,
+    never after its row was last written (a row marked before that bound holds the ``ts``
+    as sent)."""
     t = schema.agents
-    return dict(conn.execute(select(t.c.uuid, t.c.gone).where(
-        t.c.uuid.in_(sorted(uuids)), t.c.gone.is_not(None))).all()) if uuids else {}
+    rows = conn.execute(select(t.c.uuid, t.c.gone, t.c.last_seen).where(
+        t.c.uuid.in_(sorted(uuids)), t.c.gone.is_not(None))).all() if uuids else []
+    return {uuid: min(left, seen) for uuid, left, seen in rows}

@@ -19,8 +19,12 @@ ephemeral (``ephemeral: true`` in its agent's config, an autoscaled instance) an
 silent past its timeout. A GONE host is not timed and owes no alert: it never turns DOWN,
 and its going pages nobody (the caller closes the problems it had told, logs it and counts
 it). A heartbeat brings it back UP without an alert, unless it was sent before the
-DEREGISTER (its ``ts`` is not after the DEREGISTER's: relayed late, it is ignored). The caller
-forgets a host GONE for ``forget_after`` (:mod:`sinks.state.forget`).
+DEREGISTER (its ``ts`` is not after the DEREGISTER's: relayed late, it is ignored). The
+DEREGISTER's ``ts`` is the sender's clock, so it is kept bounded by the receiver's: never
+after the moment the host was judged GONE (:attr:`HostState.left`). A DEREGISTER dated in
+the future (a wrong clock, or a forged one) so makes no later heartbeat "sent before it":
+the host is back at its next heartbeat, and timed again. The caller forgets a host GONE for
+``forget_after`` (:mod:`sinks.state.forget`).
 
 Like :mod:`sinks.alerting.checks`, what the outside world was told (``notified``) is state:
 an alert held back by a silence is not :func:`delivered`, ``pending`` stays true, and the
@@ -71,8 +75,19 @@ class HostState:
     unreachable: str | None = None
     #: when it was judged GONE (:func:`gone`); None while it is not
     gone: float | None = None
-    #: the ``ts`` of its DEREGISTER (the agent's clock); None if it did not deregister
+    #: the ``ts`` of its DEREGISTER (the agent's clock), at most ``gone``; None if it did
+    #: not deregister
     deregistered: float | None = None
+
+    @property
+    def left(self) -> float | None:
+        """When the host deregistered, the sender's word bounded by the receiver's clock:
+        its DEREGISTER's ``ts``, never after the moment it was judged GONE (a row written
+        before that bound holds the ``ts`` as sent)."""
+        if self.deregistered is None:
+            return None
+        return min(self.deregistered, self.gone) if self.gone is not None \
+            else self.deregistered
 
     @property
     def pending(self) -> bool:
@@ -104,12 +119,17 @@ def deadline(state: HostState, policy: Policy) -> float:
 
 
 def gone(state: HostState | None, now: float, deregistered: float | None = None) -> HostState:
-    """The host GONE at ``now``: deregistered (``deregistered``: its DEREGISTER's ``ts``), or
-    ephemeral and silent past its timeout. Nothing is owed or told any more."""
+    """The host GONE at ``now``: deregistered (``deregistered``: its DEREGISTER's ``ts``,
+    kept no later than the moment it went GONE: the sender's clock is not the receiver's),
+    or ephemeral and silent past its timeout. Nothing is owed or told any more."""
     state = state or HostState(since=now)
     if state.gone is not None:
+        if deregistered is not None:
+            deregistered = min(deregistered, state.gone)
         return replace(state, deregistered=max(deregistered or 0.0,
                                                state.deregistered or 0.0) or None)
+    if deregistered is not None:
+        deregistered = min(deregistered, now)
     return replace(state, up=False, since=now, notified=False, unreachable=None, gone=now,
                    deregistered=deregistered)
 
@@ -117,12 +137,14 @@ def gone(state: HostState | None, now: float, deregistered: float | None = None)
 def heard(state: HostState | None, router: str, now: float, interval: float | None,
           policy: Policy, sent: float | None = None) -> Heard:
     """A heartbeat through ``router`` at ``now`` (the sink's clock), ``sent`` at its
-    sender's ``ts``: a heartbeat sent before the host deregistered changes nothing."""
+    sender's ``ts``: a heartbeat sent before the host deregistered (:attr:`HostState.left`)
+    changes nothing."""
     if state is None:
         state = HostState(since=now)
     changes: dict = {}
     if state.gone is not None:
-        if state.deregistered is not None and (sent is None or sent <= state.deregistered):
+        left = state.left
+        if left is not None and (sent is None or sent <= left):
             return Heard(state)
         changes.update(gone=None, deregistered=None, notified=False)
     if interval is not None and interval > 0 and interval != state.interval:

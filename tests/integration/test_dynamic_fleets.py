@@ -122,8 +122,8 @@ def test_a_deregistered_agent_ends_its_checks_jobs_and_down_alerting(url):
         registry(url, clock, agents_of([WEB], ephemeral=False))
         sink.write([beat(), result(2, clock.advance(1))])
         assert alertsink.told(url) == ["trigger"] and scheduled(url) == {WEB}
-        late = beat()                                   # sent before it left...
-        leave = msg("DEREGISTER", reason="stop")
+        late = msg("HEARTBEAT", interval=1.0, ts=clock() - 0.5)    # sent before it left...
+        leave = msg("DEREGISTER", reason="stop", ts=clock())
         registry(url, clock, [leave])
         sink.write([leave])
         assert scheduled(url) == set() and rows(url, "plugins") == []
@@ -147,6 +147,32 @@ def test_a_deregistered_agent_ends_its_checks_jobs_and_down_alerting(url):
         sink.tick()
         for table in ("agents", "plugins", "host_state", "check_state", "check_freshness"):
             assert rows(url, table) == [], table
+    finally:
+        sink.close()
+
+
+def test_a_deregister_dated_in_the_future_decides_no_gone_for_long(url):
+    """Issue 31: a DEREGISTER's ``ts`` is the sender's clock; the sinks bound it by theirs.
+    One dated in year 9999 leaves the agent GONE only until its next HELLO (the registry)
+    and heartbeat (the alerting sink): then it is timed again, DOWN when silent."""
+    clock = Clock(T0)
+    sink = alertsink.sink(url, clock, **QUICK)
+    try:
+        registry(url, clock, agents_of([WEB], ephemeral=False))
+        sink.write([msg("HEARTBEAT", interval=1.0, ts=clock())])
+        forged = msg("DEREGISTER", reason="forged", ts=253402300799.0)
+        registry(url, clock, [forged])
+        sink.write([forged])
+        assert [r["gone"] for r in rows(url, "agents")] == [T0]
+        clock.advance(1)
+        registry(url, clock, [msg("HELLO", hostname="web-1", heartbeat=1.0, ts=clock())])
+        sink.write([msg("HEARTBEAT", interval=1.0, ts=clock())])
+        assert [(r["hostname"], r["gone"]) for r in rows(url, "agents")] == [("web-1", None)]
+        assert [(r["up"], r["gone"]) for r in rows(url, "host_state")] == [(True, None)]
+        assert sink.counts["heartbeat_after_deregister"] == 0
+        clock.advance(11)
+        sink.tick()
+        assert alertsink.told(url, f"{WEB}/host") == ["trigger"]
     finally:
         sink.close()
 

@@ -2,11 +2,13 @@
 site key (`site.key`, named by the site's id), which the central router's `security.sites`
 must list; a key not listed fails the handshake, a listed key of another site's name is
 refused 403 at the link's HELLO; the agents behind a CURVE site are bound to their keys by
-the site router as by any router."""
+the site router as by any router. A site key speaks for no agent attached to the central
+router itself, whatever its messages say and however far ahead their clock (issue 31)."""
 
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
@@ -71,3 +73,73 @@ def test_a_curve_site_links_with_its_key_and_others_are_refused(fleet, zctx, key
     # its key allowed later (the allowlist is re-read by itself): site-2 dials again, links
     shutil.copy(public_of(unlisted), allowed)
     stats_from(graphite, lambda m: m.get("router.sites.links") == 2, 30, router="central-1")
+
+
+#: 9999-12-31T23:59:59Z: the ``ts`` of the forged messages (issue 31, item 1)
+YEAR_9999 = 253402300799.0
+
+
+def test_a_site_key_cannot_speak_for_an_agent_attached_to_the_centre(fleet, zctx, keys):
+    """The attack of issue 31: with an admitted site key, a DEREGISTER and a HELLO sent up
+    the `sites` socket for an agent attached to the central router itself, both dated in
+    year 9999. The centre refuses both (403 down the link, counted `router.sites.foreign`):
+    the agent keeps its name and parents, its heartbeats still count, and when it goes
+    silent it is DOWN within its host timeout."""
+    from support.fleet import agent_uuid_for
+    allowed = fleet.root / "sites-allowed"
+    allowed.mkdir()
+    rogue_cert = security.read_certificate(site_key(keys, "site-1", allowed))
+    uuid = agent_uuid_for(fleet)
+    backends = {n: keys.backend(n) for n in ("registry", "alerting", "graphite")}
+    centre = central(fleet, sink_types=("registry", "alerting", "graphite"),
+                     security={**keys.router_security(), "sites": str(allowed)})
+    fleet.sink("registry", [centre], security=keys.client(backends["registry"]))
+    fleet.sink("alerting", [centre], security=keys.client(backends["alerting"]),
+               alerting={"tick_interval": 0.2, "host_timeout": 3})
+    graphite = backend_pull(zctx, centre["endpoints"]["sinks"]["graphite"],
+                            security.read_certificate(backends["graphite"]), keys)
+    fleet.agent([centre], security=keys.client(keys.agent(uuid)), heartbeat_interval=0.3)
+
+    def host() -> tuple | None:
+        got = fleet.db_rows("SELECT a.hostname, a.parents, a.gone, h.up, h.gone, "
+                            "h.last_heard FROM agents a JOIN host_state h ON h.uuid = a.uuid "
+                            "WHERE a.uuid = ? AND h.name = ''", (uuid,))
+        return got[0] if got else None
+    wait_for(lambda: (host() or ())[:5] == ("agent-host", None, None, 1, None), 30, 0.1,
+             what="the agent heard at the centre")
+
+    link = dealer(zctx, centre["endpoints"]["sites"], None, rogue_cert, keys)
+    hello = protocol.make("HELLO", "site-1", hostname="site-1", heartbeat=1.0, role="site")
+    link.send_multipart([protocol.SIGNATURE, b"HELLO/site-1/site-1",
+                         protocol.encode_body(hello)])
+    assert recv_until(link, lambda f: f[1] == b"WELCOME", 10, what="the link's WELCOME")
+    forged = [protocol.make("HELLO", uuid, lambda: YEAR_9999, hostname="renamed-by-site",
+                            heartbeat=1.0),
+              protocol.make("DEREGISTER", uuid, lambda: YEAR_9999, reason="forged")]
+    for msg in forged:
+        link.send_multipart([protocol.SIGNATURE, f"{msg.type}/{uuid}/site-1".encode(),
+                             protocol.encode_body(msg)])
+    attacked = time.time()
+
+    # its heartbeats still count; its name and parents are its own
+    wait_for(lambda: (host() or (0,) * 6)[5] > attacked + 1.0, 15, 0.1,
+             what="the agent's heartbeats counted after the attack")
+    assert host()[:5] == ("agent-host", None, None, 1, None)
+    assert fleet.db_rows("SELECT router FROM agent_routers WHERE uuid = ?", (uuid,)) \
+        == [("central-1",)]
+    # the centre refused both, down the link, and counted them
+    refused = protocol.decode_down(recv_until(link, lambda f: f[1] == b"ERROR", 10,
+                                              what="the centre's refusal"))
+    assert (refused[0], refused[1].get("status")) == (uuid, protocol.FORBIDDEN)
+    stats_from(graphite, lambda m: m.get("router.sites.foreign", 0) >= 2, 15,
+               router="central-1")
+
+    # silent, it is DOWN within its timeout (3 s), and paged
+    fleet.procs[-1].kill()
+    silent = time.monotonic()
+    wait_for(lambda: (host() or (None,) * 5)[3] == 0, 3 + 10, 0.1,
+             what="the silent agent DOWN")
+    assert host()[4] is None and time.monotonic() - silent < 3 + 10
+    op = fleet.operator_config([centre])
+    wait_for(lambda: [(a["hostname"], a["severity"]) for a in fleet.alerts(op)]
+             == [("agent-host", "critical")], 10, 0.3, what="the DOWN alert")

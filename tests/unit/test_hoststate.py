@@ -179,6 +179,24 @@ def test_a_deregistered_host_ignores_heartbeats_sent_before_it_left():
     assert again.state.up and again.state.gone is None and again.alerts == ()
 
 
+def test_a_deregister_dated_in_the_future_hides_no_later_heartbeat():
+    """Issue 31: the DEREGISTER's ``ts`` is the sender's clock, bounded by the receiver's
+    (when the host went GONE): one dated in year 9999 leaves the host back at its next
+    heartbeat, and DOWN when it then goes silent."""
+    from sinks.alerting.hosts import gone
+    state = heard(None, "r1", 100.0, 2.0, POLICY).state
+    left = gone(state, 101.0, deregistered=253402300799.0)
+    assert (left.gone, left.deregistered, left.left) == (101.0, 101.0, 101.0)
+    assert heard(left, "r1", 101.5, 2.0, POLICY, sent=100.9).state == left   # sent before
+    back = heard(left, "r1", 102.0, 2.0, POLICY, sent=101.9).state
+    assert back.up and back.gone is None
+    assert expire(back, 112.5, POLICY)[1][0].action == "trigger"
+    # a row written before the bound holds the ts as sent: bounded when read
+    old = HostState(up=False, last_heard=100.0, gone=101.0, deregistered=253402300799.0)
+    assert old.left == 101.0 and heard(old, "r1", 102.0, 2.0, POLICY, sent=101.9).state.up
+    assert gone(left, 120.0, deregistered=253402300799.0).left == 101.0    # resent
+
+
 def test_a_host_down_and_told_that_leaves_owes_nothing():
     from sinks.alerting.hosts import gone
     state, sent, _ = drive([("beat", 100.0, "r1"), ("tick", 111.0)])

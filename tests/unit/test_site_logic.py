@@ -145,6 +145,28 @@ def test_site_table_learns_uuids_bounds_them_and_expires_links():
     assert not table.uuids and not table.links
 
 
+def test_a_site_link_speaks_for_no_uuid_that_is_elsewhere():
+    """Issue 31: not for an agent attached to this router, a router linked here or this
+    router itself, nor for a uuid heard through another link in the last HELD seconds
+    (the times are the caller's epoch seconds)."""
+    from router.sites import HELD
+    attached = {"direct": object()}                 # the live view of Peers.uuids
+    table = SiteTable(expire_intervals=3, max_agents=10, clock=Clock(100.0),
+                      router_id="central-1", attached=attached)
+    one = table.hello(b"r1", "site-1", "edge", 1.0)
+    two = table.hello(b"r2", "site-2", "edge2", 1.0)
+    for uuid in ("direct", "site-2", "central-1"):
+        assert table.elsewhere(uuid, one, 1000.0), uuid
+    assert table.elsewhere("site-1", one, 1000.0)   # its own id, not as its own
+    assert table.elsewhere("behind", one, 1000.0) is None and table.learn("behind", one)
+    table.times["behind"][1] = 1000.0
+    assert "behind site site-1" in table.elsewhere("behind", two, 1000.0 + HELD - 1)
+    assert table.elsewhere("behind", one, 1000.0 + HELD - 1) is None
+    assert table.elsewhere("behind", two, 1000.0 + HELD) is None   # silent there: it moved
+    attached["behind"] = object()                   # now attached here: never the site's
+    assert "attached to router central-1" in table.elsewhere("behind", one, 1000.0)
+
+
 def test_site_links_are_bounded(monkeypatch):
     from router import sites
     monkeypatch.setattr(sites, "MAX_LINKS", 2)

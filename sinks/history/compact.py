@@ -31,7 +31,6 @@ SIGKILL itself right after that step: the tests use it to kill a run at a known 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import signal
@@ -47,6 +46,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from sinks.history import drops, lifecycle, manifest, spans, tables
+from sinks.history.lock import EX_TEMPFAIL, Busy, locked  # noqa: F401 (their home was here)
 from sinks.history.manifest import Lake
 from sinks.history.schema import (ORDER, PARTITION, SOURCE_TYPES, TABLE_NAMES, TABLE_OF_TYPE,
                                    TABLES)
@@ -57,16 +57,10 @@ log = logging.getLogger(__name__)
 
 CRASH_ENV = "FLEETWATCH_HISTORY_CRASH"
 STEPS = ("staged", "intent", "applied", "committed")
-#: exit status when another compaction holds the lock (EX_TEMPFAIL)
-EX_TEMPFAIL = 75
 #: msg_ids broadcast to the tasks at most (duplicated ids, or a table's new ids checked
 #: against its stored partitions); past it, a shuffle join does the work
 MAX_BROADCAST_IDS = 1_000_000
 CACHE_COMPRESSED = "spark.sql.inMemoryColumnarStorage.compressed"
-
-
-class Busy(Exception):
-    """Another compaction runs on this lake."""
 
 
 @dataclass
@@ -123,28 +117,14 @@ def crash_hook(step: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-@contextlib.contextmanager
-def locked(lake: Lake):
-    """Hold the lake's compaction lock (raise :class:`Busy` if another run holds it). The
-    other commands that change tables (expire) take it too."""
-    os.makedirs(lake.work, exist_ok=True)
-    fd = os.open(lake.lock_path, os.O_RDWR | os.O_CREAT, 0o640)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise Busy(f"another compaction is running on {lake.root}") from None
-        yield
-    finally:
-        os.close(fd)
-
-
-def compact(spark, settings, out=print, hook=crash_hook, wall=time.time) -> Summary:
-    """One compaction run of the lake in ``settings`` (a HistorySettings)."""
+def compact(spark, settings, out=print, hook=crash_hook, wall=time.time,
+            held: bool = False) -> Summary:
+    """One compaction run of the lake in ``settings`` (a HistorySettings), under the lake's
+    lock (:func:`sinks.history.lock.locked`; ``held``: the caller holds it already)."""
     lake = Lake(settings.lake)
     lake.make_dirs()
     summary = Summary()
-    with locked(lake):
+    with contextlib.nullcontext() if held else locked(lake):
         t0 = time.monotonic()
         summary.recovered = manifest.recover(lake, settings.processed)
         summary.recovered += [f"closed {p} (its sink died)" for p in recover_stale(lake.root)]

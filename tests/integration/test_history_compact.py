@@ -192,7 +192,9 @@ def notify_file(lake: Path, index: int) -> Path:
 def test_cli_killed_mid_run_then_rerun_on_a_timer(spark, tmp_path):
     """The real thing: ``fleetwatch history compact`` SIGKILLs itself after writing its
     staging output (FLEETWATCH_HISTORY_CRASH=staged); then ``compact --every`` (as the demo
-    runs it) starts over cleanly, compacts what lands later, and stops on SIGTERM."""
+    runs it) starts over cleanly, compacts what lands later, and stops on SIGTERM. The
+    first run starts while the test holds the lake's lock: it waits, saying so."""
+    from sinks.history.compact import locked
     from support.fleet import wait_for
     lake = tmp_path / "lake"
     paths = [notify_file(lake, 0), notify_file(lake, 1)]
@@ -201,8 +203,22 @@ def test_cli_killed_mid_run_then_rerun_on_a_timer(spark, tmp_path):
     cfg.write_text(f"routers: [tcp://127.0.0.1:1]\nhistory:\n  lake: {lake}\n"
                    f"  master: local[1]\n  conf: {json.dumps(FAST_JVM)}\n")
     argv = [sys.executable, "-m", "fleetwatch", "history", "compact", "--config", str(cfg)]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=110, cwd=ROOT,
-                         env={**os.environ, "FLEETWATCH_HISTORY_CRASH": "staged"})
+    # started while another compaction holds the lake (as the demo's periodic one may): it
+    # waits for it, saying so, then runs
+    err = tmp_path / "first.err"
+    with locked(Lake(str(lake))), open(err, "wb") as errors:
+        first = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=errors, cwd=ROOT,
+                                 env={**os.environ, "FLEETWATCH_HISTORY_CRASH": "staged"})
+        wait_for(lambda: "waiting for the compaction running since" in err.read_text()
+                 or first.poll() is not None, 30, 0.1, "the waiting line")
+    try:
+        stdout = first.communicate(timeout=110)[0].decode()
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    res = subprocess.CompletedProcess(argv, first.returncode, stdout, err.read_text())
+    assert "waiting for the compaction running since" in res.stderr, res.stderr
     assert res.returncode == -9, res.stdout + res.stderr
     assert "read: 8 events" in res.stdout and "notifications: 8 rows" in res.stdout
     assert all(p.exists() for p in paths)                        # not processed yet
@@ -316,6 +332,29 @@ def test_one_compaction_at_a_time(tmp_path):
                 pass
     with locked(lake):
         pass
+
+
+def test_compact_refuses_with_no_wait_and_gives_up_after_its_wait(tmp_path, capsys):
+    """``history compact`` while another compaction holds the lake: ``--no-wait`` refuses
+    at once (exit 75) naming since when it runs; ``--wait`` says it waits, then gives up
+    (75) when that run outlasts it. Neither starts Spark."""
+    from fleetwatch import cli
+    from sinks.history.compact import EX_TEMPFAIL, locked
+    lake = tmp_path / "lake"
+    config = tmp_path / "fleetwatch.yaml"
+    config.write_text(f"routers: [tcp://127.0.0.1:5556]\nhistory:\n  lake: {lake}\n")
+    argv = ["history", "compact", "--config", str(config)]
+    with locked(Lake(str(lake))):
+        assert cli.main(argv + ["--no-wait"]) == EX_TEMPFAIL
+        err = capsys.readouterr().err
+        assert "another compaction is running on" in err and f"pid {os.getpid()})" in err
+        assert "since " in err and "waiting" not in err
+        assert cli.main(argv + ["--wait", "0.3"]) == EX_TEMPFAIL
+        err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2, err
+    assert err[0].startswith("fleetwatch history compact: waiting for the compaction "
+                             "running since ") and "up to 0.3 s" in err[0]
+    assert "still running after 0.3 s" in err[1]
 
 
 def test_spark_settings():

@@ -4,9 +4,11 @@ Parquet tables, exactly once (:mod:`sinks.history.compact` is the run).
 One run, or with ``--every`` one run every SECONDS in one Spark session until SIGTERM, which
 ends the loop after the current run (a SIGKILL at any point is safe too). A failed run changes
 nothing visible: alone it exits 1; under ``--every`` it is logged and retried next time with a
-new Spark session. Another compaction holding the lake exits 75 (EX_TEMPFAIL), or under
-``--every`` waits for the next turn. Progress is one line per step on stdout (``--quiet``:
-only the summary).
+new Spark session. Another compaction holding the lake (the demo's periodic one, say): one
+run waits for it, up to ``--wait`` seconds, with a line on stderr naming it, before it starts
+Spark; past the wait, or at once with ``--no-wait``, it exits 75 (EX_TEMPFAIL). Under
+``--every`` it waits for the next turn. Progress is one line per step on stdout
+(``--quiet``: only the summary).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import threading
 log = logging.getLogger(__name__)
 
 HELP = "landing files -> Parquet tables (dedupe by msg_id, exactly once per file)"
+#: how long one run waits at most for a compaction already running (seconds)
+WAIT = 600.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -27,10 +31,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="compact again this many seconds after each run, until SIGTERM "
                         "(one Spark session for all runs; `make demo` uses this)")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
+    p.add_argument("--wait", type=float, default=WAIT, metavar="SECONDS",
+                   help="with another compaction running, wait this long at most for it, "
+                        f"saying so on stderr (default {WAIT:g})")
+    p.add_argument("--no-wait", action="store_true",
+                   help="with another compaction running, exit 75 at once")
 
 
 def run(args, settings) -> int:
-    from sinks.history.compact import EX_TEMPFAIL, Busy, compact
+    from sinks.history.compact import Busy, compact
     from sinks.history.spark import from_settings
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     quiet = getattr(args, "quiet", False)
@@ -40,9 +49,10 @@ def run(args, settings) -> int:
         print("fleetwatch history compact: --every expects a positive number of seconds",
               file=sys.stderr)
         return 2
+    if not every:
+        return once(args, settings, out, quiet)
     stop = threading.Event()
-    if every:
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     spark = from_settings(settings)
     try:
         while True:
@@ -51,25 +61,49 @@ def run(args, settings) -> int:
                 if quiet:
                     print(summary.line(), flush=True)
             except Busy as e:
-                print(f"fleetwatch history compact: {e}", file=sys.stderr)
-                if not every:
-                    return EX_TEMPFAIL
+                say(str(e))
             except Exception as e:  # a failed run changes nothing visible; retried next time
-                if not every:
-                    print(f"fleetwatch history compact: failed: {first_line(e)}",
-                          file=sys.stderr)
-                    return 1
                 log.error("compaction failed (retried in %.0f s with a new Spark session): "
                           "%s", every, first_line(e))
                 _stop(spark)            # a session whose JVM died would fail every run
                 spark = None
-            if not every or stop.wait(every):
+            if stop.wait(every):
                 return 0
             if spark is None:
                 spark = from_settings(settings)
     finally:
         if spark is not None:
             _stop(spark)
+
+
+def once(args, settings, out, quiet: bool) -> int:
+    """One run: the lake's lock first (waiting for a run that holds it, if asked), then
+    Spark, then the compaction."""
+    from sinks.history.compact import compact
+    from sinks.history.lock import EX_TEMPFAIL, Busy, locked
+    from sinks.history.manifest import Lake
+    from sinks.history.spark import from_settings
+    wait = 0.0 if args.no_wait else args.wait
+    try:
+        with locked(Lake(settings.lake), wait=wait, tell=say):
+            spark = from_settings(settings)
+            try:
+                summary = compact(spark, settings, out, held=True)
+            except Exception as e:  # a failed run changes nothing visible
+                say(f"failed: {first_line(e)}")
+                return 1
+            finally:
+                _stop(spark)
+    except Busy as e:
+        say(str(e))
+        return EX_TEMPFAIL
+    if quiet:
+        print(summary.line(), flush=True)
+    return 0
+
+
+def say(line: str) -> None:
+    print(f"fleetwatch history compact: {line}", file=sys.stderr, flush=True)
 
 
 def _stop(spark) -> None:

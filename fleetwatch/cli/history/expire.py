@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args, settings) -> int:
-    from sinks.history.compact import EX_TEMPFAIL, Busy
+    from sinks.history.lock import EX_TEMPFAIL, Busy
     from sinks.history.expire import expire
     from sinks.history.times import seconds
     try:

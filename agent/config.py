@@ -59,6 +59,8 @@ class SpoolConfig:
 
 #: What a local process may hand the intake, unless ``local.allow`` narrows it.
 INTAKE_TYPES = ("NOTIFY", "STATS", "HEARTBEAT", "REGISTER")
+#: The default of ``local.max_metric_names``: distinct STATS names of local processes.
+MAX_METRIC_NAMES = 500
 
 
 @dataclass(frozen=True)
@@ -75,8 +77,17 @@ class LocalConfig:
                                       "local process may run, with the arguments the process "
                                       "gives; empty (the default): local processes declare "
                                       "no plugins. Never an exec-wrapper such as negate")
+    max_metric_names: int = setting(
+        MAX_METRIC_NAMES, "distinct STATS metric names local processes may send, all of "
+                          "them together (a name not sent for a day frees its place); a "
+                          "STATS's names past it are left out, counted "
+                          "(agent.intake.names_refused) and answered ERROR 429. Keep it "
+                          "below the sinks' max_names_per_host and max_series_per_host, "
+                          "with room for the agent's own names")
 
     def validate(self):
+        if self.max_metric_names < 1:
+            raise ValueError("max_metric_names: expected at least 1")
         for t in self.allow:
             if t not in INTAKE_TYPES:
                 raise ValueError(f"allow: unknown type {t!r} (known: {', '.join(INTAKE_TYPES)})")

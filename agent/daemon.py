@@ -71,7 +71,8 @@ class Agent:
         self.links = Links(cfg.routers, lambda endpoint, learned: Link(
             endpoint, cfg.heartbeat_interval, cfg.liveness, cfg.reconnect_min,
             cfg.reconnect_max, learned=learned, rand=rand))
-        self.intake = Intake(uuid, hostname, allow=cfg.local.allow, names=cfg.local.names)
+        self.intake = Intake(uuid, hostname, allow=cfg.local.allow, names=cfg.local.names,
+                             max_metric_names=cfg.local.max_metric_names, clock=clock)
         self.intake_sock: IntakeSocket | None = None
         self.declared = Declared(cfg.plugins.checks, os.path.join(cfg.state_dir, "plugins.json"),
                                  cfg.local.plugins)

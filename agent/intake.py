@@ -16,6 +16,12 @@ is answered ``ERROR 403`` with the reason and counted (``refused``). A REGISTER 
 plugins is checked further by the daemon with :class:`agent.declared.Declared` (400 or 403),
 which also rewrites its ``plugins`` to their wire form before it is spooled.
 
+Local processes together have at most ``local.max_metric_names`` distinct STATS metric names
+(:class:`fleetwatch.cardinality.NameCap`: a name unseen for a day frees its place): each
+sink makes a series of every name, under this host. A STATS's names past that are taken out
+of it and counted (``names_refused``); the rest is queued, and the sender is answered
+``ERROR 429`` saying how many were refused.
+
 The socket file is created 0600, or 0660 and owned by ``intake_group`` when one is set; the
 umask is narrowed around the bind so that there is no moment when it is more open.
 """
@@ -25,10 +31,12 @@ from __future__ import annotations
 import fnmatch
 import logging
 import os
+import time
 
 import zmq
 
 from fleetwatch import protocol
+from fleetwatch.cardinality import NameCap
 from fleetwatch.logs import Throttle
 
 from agent import config as agent_config
@@ -46,13 +54,18 @@ class Intake:
     """Checks and rewrites local messages; counts what it received and refused."""
 
     def __init__(self, uuid: str, hostname: str, max_body: int = protocol.MAX_BODY,
-                 allow=INTAKE_TYPES, names=("*",)):
+                 allow=INTAKE_TYPES, names=("*",),
+                 max_metric_names: int = agent_config.MAX_METRIC_NAMES, clock=time.monotonic):
         self.uuid, self.hostname, self.max_body = uuid, hostname, max_body
         self.allow = frozenset(allow)
         self.names = tuple(names)
+        #: the STATS metric names local processes sent (one owner: this host)
+        self.metric_names = NameCap(max_metric_names, clock=clock, max_owners=1)
         self.received = 0
         self.errors = 0
         self.refused = 0
+        #: STATS metric names refused past ``max_metric_names``
+        self.names_refused = 0
         self.throttle = Throttle(log, 10.0)
 
     def refusal(self, msg: protocol.Message) -> str | None:
@@ -75,7 +88,8 @@ class Intake:
                                                    protocol.Message | None]:
         """(the rewritten message, or None; an ERROR reply, or None).
 
-        Both None: a foreign message, dropped without an answer.
+        Both None: a foreign message, dropped without an answer. Both set: a STATS some of
+        whose names were refused; the message (the rest) goes on, the ERROR answers it.
         """
         self.received += 1
         try:
@@ -96,7 +110,36 @@ class Intake:
         body = {k: v for k, v in msg.body.items() if k not in ("retry", "dup")}
         body["uuid"] = self.uuid
         body["hostname"] = self.hostname
-        return protocol.Message(msg.type, body), None
+        err = None
+        if msg.type == "STATS":
+            err = self._cap_names(body, msg.msg_id)
+            if err is not None and not body["metrics"]:
+                return None, err
+        return protocol.Message(msg.type, body), err
+
+    def _cap_names(self, body: dict, msg_id: str) -> protocol.Message | None:
+        """Take out of a STATS ``body`` the metric names past ``max_metric_names``; the
+        ERROR 429 that says so, or None when every name was taken."""
+        metrics = body["metrics"]
+        admit = self.metric_names.admit
+        kept = {name: value for name, value in metrics.items() if admit(None, name)}
+        refused = len(metrics) - len(kept)
+        if not refused:
+            return None
+        body["metrics"] = kept
+        self.names_refused += refused
+        limit = self.metric_names.limit
+        self.throttle.warning("names", "intake: refused %d metric names of a local STATS: "
+                              "local processes have their %d distinct names "
+                              "(local.max_metric_names)", refused, limit)
+        return protocol.error(protocol.RATE_LIMITED,
+                              f"{refused} of {len(metrics)} metric names refused: local "
+                              f"processes have their {limit} distinct names "
+                              f"(local.max_metric_names); the others were queued"
+                              if kept else
+                              f"{refused} metric names refused: local processes have their "
+                              f"{limit} distinct names (local.max_metric_names)",
+                              ref=msg_id, uuid=self.uuid)
 
     def ack(self, msg: protocol.Message) -> protocol.Message:
         return protocol.make("ACK", self.uuid, msg_ids=[msg.msg_id])

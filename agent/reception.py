@@ -6,7 +6,8 @@ REGISTER are committed to the spool, in one batch per wake-up, before their ACK:
 cannot be written (a full disk) answers each ``ERROR 500``. A REGISTER declaring plugins is
 checked by :class:`agent.declared.Declared` (refused: ``ERROR 403``, counted, logged at most
 every 10 s) and its declaration applied once the REGISTER is spooled. STATS and HEARTBEAT go
-to the at-most-once queue and are ACKed at once.
+to the at-most-once queue and are ACKed at once; a STATS some of whose names the intake
+refused (``local.max_metric_names``) goes with the rest, answered by the intake's ERROR 429.
 """
 
 from __future__ import annotations
@@ -41,15 +42,14 @@ class Reception:
             if err is None and msg is not None and msg.type == "REGISTER" \
                     and msg.get("plugins") is not None:
                 msg, err = self._local_plugins(msg, declarations)
-            if err is not None:
-                sock.reply(envelope, err)
-            elif msg is None:
-                continue
+            if msg is None:
+                if err is not None:
+                    sock.reply(envelope, err)
             elif msg.type in DURABLE_TYPES:
                 durable.append((envelope, msg))
-            else:
+            else:   # an ERROR with a message: a STATS whose names past the cap were left out
                 self.outbox.enqueue(msg)
-                sock.reply(envelope, self.intake.ack(msg))
+                sock.reply(envelope, err or self.intake.ack(msg))
         if not durable:
             return
         try:

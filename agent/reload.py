@@ -44,6 +44,7 @@ def apply(agent, old, new, changed: list[str]) -> None:
     if any(p.startswith("local.") for p in changed):
         agent.intake.allow = frozenset(new.local.allow)
         agent.intake.names = tuple(new.local.names)
+        agent.intake.metric_names.limit = new.local.max_metric_names
         agent.declared.replace_local_commands(new.local.plugins)
     if "parents" in changed or "ephemeral" in changed:
         agent.routers.parents = tuple(new.parents)

@@ -47,6 +47,8 @@ class SelfStats:
             "agent.intake.received": self.intake.received,
             "agent.intake.errors": self.intake.errors,
             "agent.intake.refused": self.intake.refused,
+            "agent.intake.names": len(self.intake.metric_names),
+            "agent.intake.names_refused": self.intake.names_refused,
             "agent.collectors.failures": self.collectors.failures,
             **self.runner.counters,
             **self.runner.gauges(),

@@ -30,8 +30,10 @@ from fleetwatch.protocol import ProtocolError
 
 log = logging.getLogger(__name__)
 
-#: an agent's counters that say it lost something (its spool full, its STATS queue full)
-AGENT_DROPS = ("agent.spool.dropped", "agent.stats.dropped", "agent.runs.malformed")
+#: an agent's counters that say it lost something (its spool full, its STATS queue full,
+#: metric names of local processes refused past ``local.max_metric_names``)
+AGENT_DROPS = ("agent.spool.dropped", "agent.stats.dropped", "agent.runs.malformed",
+               "agent.intake.names_refused")
 #: the sources of back-end processes' STATS (SPEC 4.3)
 BACKENDS = ("router", "sink", "scheduler")
 #: seconds after which a process not heard from is forgotten

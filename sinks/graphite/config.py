@@ -9,6 +9,7 @@ names and buffers datapoints.
       prefix: fleet       # first node(s) of every path; '' for none
       tags: false         # tagged series (name;host=...) instead of host paths
       buffer: 100000      # datapoints kept while carbon is slow or down
+      max_names_per_host: 1000   # distinct paths a host may have; new ones beyond refused
 
 Only the graphite sink reads it; other sink types accept and ignore it.
 """
@@ -40,6 +41,11 @@ class GraphiteSettings:
                                         "reconnect_max")
     reconnect_max: float = setting(30.0, "longest wait between attempts while carbon is down")
     flush_at_exit: float = setting(5.0, "seconds spent sending the buffer when the sink stops")
+    max_names_per_host: int = setting(
+        1000, "distinct metric paths (stats, checks' perfdata and status) a host may have, "
+              "and a fleetwatch process for its counters; carbon makes a whisper file of "
+              "each, so a new one past this is not sent, counted (names_refused, "
+              "names_refused_by_host.HOST) until a path not seen for a day frees its place")
 
     def validate(self):
         if not self.host:
@@ -57,3 +63,5 @@ class GraphiteSettings:
             raise ValueError("reconnect_max: expected at least reconnect_min")
         if self.flush_at_exit < 0:
             raise ValueError("flush_at_exit: expected 0 or more seconds")
+        if self.max_names_per_host < 1:
+            raise ValueError("max_names_per_host: expected at least 1")

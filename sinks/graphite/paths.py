@@ -21,6 +21,11 @@ With tags on, the owner node moves into a tag instead (Graphite tagged series):
 ``M;host=<hostname>``, ``checks.P.L;host=<hostname>``, ``fleetwatch.C;id=<id>``; tag values
 keep their dots.
 
+Each host (each fleetwatch process, for its own counters) has at most ``max_names_per_host``
+distinct metric names (:class:`Namer` with a :class:`fleetwatch.cardinality.NameCap`): carbon
+makes a whisper file of every new name, so a new one past that is not sent and is counted
+``names_refused``, until a name unseen for a day frees its place.
+
 Perfdata values are normalised to base units: ``B KB MB GB TB`` (and ``KiB``...; binary
 multiples, as the Monitoring Plugins use them) to bytes, ``s ms us`` to seconds; ``%``, ``c``
 and no unit as they are; any other unit is passed through unchanged and counted
@@ -35,6 +40,7 @@ import math
 from collections import Counter
 from typing import NamedTuple
 
+from fleetwatch.cardinality import NameCap
 from fleetwatch.metricpath import node, tag_value
 
 #: longest node (a whisper directory or file name, ``.wsp`` added, must fit in 255 bytes)
@@ -121,10 +127,16 @@ class Namer:
     metric name (a STATS key, a check's plugin and label) is sanitised once and remembered
     apart (at most ``cache_size`` of each; a memory is cleared when full), so a point costs
     two lookups and a join, whatever the size of the fleet.
+
+    With a ``cap`` (:class:`fleetwatch.cardinality.NameCap`), each owner's path (its head:
+    ``HOST``, ``fleetwatch.ID``, or the tag) has at most the cap's limit of distinct metric
+    names: a new one past it is counted ``names_refused`` and not sent, so carbon makes no
+    whisper file of it.
     """
 
-    def __init__(self, tagged: bool = False, cache_size: int = 200_000):
-        self.tagged, self.cache_size = tagged, cache_size
+    def __init__(self, tagged: bool = False, cache_size: int = 200_000,
+                 cap: NameCap | None = None):
+        self.tagged, self.cache_size, self.cap = tagged, cache_size, cap
         self._metrics: dict = {}        # raw -> sanitised metric, or a defect's counter
         self._owners: dict = {}         # (internal, owner) -> (head, tags), or None
 
@@ -134,9 +146,11 @@ class Namer:
         memory[key] = value
         return value
 
-    def _series(self, internal: bool, owner: str, raw) -> tuple[str, tuple] | str:
+    def _series(self, internal: bool, owner: str, raw, capped: bool = True
+                ) -> tuple[str, tuple] | str:
         """(name, tags) for a STATS key ``raw`` (str) or a check's (plugin, label); a
-        label of None is the check's status. A str result is the counter of the defect."""
+        label of None is the check's status. A str result is the counter of the defect
+        (``names_refused`` past the cap, unless not ``capped``)."""
         metric = self._metrics.get(raw)
         if metric is None:
             metric = self._remember(self._metrics, raw, self._metric(raw))
@@ -148,7 +162,11 @@ class Namer:
         if head is None:
             return "bad_name"
         name = f"{head[0]}.{metric[0]}" if head[0] else metric[0]
-        return (name, head[1]) if len(name) <= MAX_NAME else "bad_name"
+        if len(name) > MAX_NAME:
+            return "bad_name"
+        if capped and self.cap is not None and not self.cap.admit(head, metric[0]):
+            return "names_refused"
+        return name, head[1]
 
     @staticmethod
     def _metric(raw) -> tuple[str] | str:
@@ -174,14 +192,16 @@ class Namer:
             return None
         return (f"fleetwatch.{own}" if internal else own, ())
 
-    def stats(self, metrics: dict, ts: float, owner: str, internal: bool = False
-              ) -> tuple[list[Point], Counter]:
-        """Points of a STATS ``metrics`` object (values already finite numbers on the wire)."""
+    def stats(self, metrics: dict, ts: float, owner: str, internal: bool = False,
+              capped: bool = True) -> tuple[list[Point], Counter]:
+        """Points of a STATS ``metrics`` object (values already finite numbers on the wire);
+        not ``capped``: past the cap all the same (the sink's own counters)."""
         counts: Counter = Counter()
         points, second = [], timestamp(ts)
         for key, raw in metrics.items():
             value = number(raw)
-            series = self._series(internal, owner, key) if value is not None else "bad_metric"
+            series = self._series(internal, owner, key, capped) if value is not None \
+                else "bad_metric"
             if isinstance(series, str):
                 counts[series] += 1
                 continue

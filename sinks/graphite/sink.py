@@ -15,8 +15,12 @@ uuid. :class:`sinks.hostnames.HostNames` keeps at most
 :data:`sinks.hostnames.MAX_HOSTS` of them (least recently used
 forgotten).
 
+Each host has at most ``max_names_per_host`` distinct paths (:mod:`sinks.graphite.paths`); a
+new one past that is not sent (no whisper file is made), counted ``names_refused`` and, for
+the :data:`fleetwatch.cardinality.REPORTED` most refused hosts, ``names_refused_by_host.HOST``.
+
 The sink's own counters go to carbon too, every ``stats_interval``, under
-``<prefix>.fleetwatch.<sink name>.graphite.<counter>``.
+``<prefix>.fleetwatch.<sink name>.graphite.<counter>``; they are never refused.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections import Counter
 import graphyte
 
 from fleetwatch import protocol
+from fleetwatch.cardinality import NameCap, Refusals
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.graphite.sender import CarbonSender, LineBuffer
@@ -41,7 +46,7 @@ log = logging.getLogger(__name__)
 NO_TAGS: dict = {}
 #: every counter this sink keeps (created at once: another thread reads them)
 COUNTERS = ("stats", "results", "hellos", "datapoints", "bad_name", "bad_metric",
-            "perfdata_bad", "perfdata_unknown", "unit_unknown")
+            "perfdata_bad", "perfdata_unknown", "unit_unknown", "names_refused")
 
 
 class GraphiteSink:
@@ -52,8 +57,13 @@ class GraphiteSink:
     def __init__(self, settings, sink_id: str = "graphite", stats_interval: float = 10.0,
                  clock=time.time):
         self.settings, self.sink_id, self.clock = settings, sink_id, clock
-        self.namer = Namer(settings.tags)
+        self.cap = NameCap(settings.max_names_per_host)
+        self.namer = Namer(settings.tags, cap=self.cap)
         self.hosts = HostNames()
+        #: names refused per host, and what the counters report of them (made by the loop
+        #: thread, read by the sender's)
+        self.refusals = Refusals()
+        self._refused_report: dict = {}
         # graphyte without `interval`: no thread, no queue; we only use it to build lines
         self.graphyte = graphyte.Sender(settings.host, settings.port,
                                         prefix=settings.prefix or None,
@@ -77,14 +87,17 @@ class GraphiteSink:
         merged = Counter(dict(self._counts))
         merged.update(dict(self.hosts.counts))
         merged.update(self.sender.snapshot())
+        merged.update(self._refused_report)
         merged["dropped_overflow"] = self.buffer.dropped
         merged["buffered"] = len(self.buffer)
+        merged["names"] = len(self.cap)
         return merged
 
     def start(self) -> None:
         s = self.settings
-        log.info("sending to carbon at %s:%d, prefix %r, tags %s, buffer %d datapoints",
-                 s.host, s.port, s.prefix, "on" if s.tags else "off", s.buffer)
+        log.info("sending to carbon at %s:%d, prefix %r, tags %s, buffer %d datapoints, "
+                 "%d names a host at most", s.host, s.port, s.prefix,
+                 "on" if s.tags else "off", s.buffer, s.max_names_per_host)
         self.sender.start()
 
     def close(self) -> None:
@@ -111,6 +124,7 @@ class GraphiteSink:
         if msg.type == "STATS":
             self._counts["stats"] += 1
             if msg.get("source") in INTERNAL_SOURCES:
+                owner = uuid
                 points, counts = self.namer.stats(msg.get("metrics"), msg.ts, uuid, True)
             else:
                 owner = self.hosts.of_stats(uuid, msg.get("hostname"))
@@ -125,7 +139,17 @@ class GraphiteSink:
                                                msg.get("perfdata"), ts, owner)
         for key, n in counts.items():
             self._counts[key] += n
+        refused = counts["names_refused"]
+        if refused:
+            self._refused(owner, refused)
         return points
+
+    def _refused(self, owner: str, refused: int) -> None:
+        self.refusals.add(owner, refused)
+        self._refused_report = self.refusals.counters("names_refused_by_host")
+        self.throttle.warning("names", "%s has its %d distinct names: %d new names not sent "
+                              "(max_names_per_host)", owner[:100],
+                              self.settings.max_names_per_host, refused)
 
     def encode(self, points: list[Point], counts: Counter | None = None) -> list[bytes]:
         counts = self._counts if counts is None else counts
@@ -150,6 +174,7 @@ class GraphiteSink:
         """Queue this sink's counters as datapoints (runs in the sender thread)."""
         counts = self.counts
         metrics = {f"graphite.{k}": v for k, v in sorted(counts.items())}
-        points, _ = self.namer.stats(metrics, self.clock(), self.sink_id, internal=True)
+        points, _ = self.namer.stats(metrics, self.clock(), self.sink_id, internal=True,
+                                     capped=False)
         # Counter() here: _counts belongs to the loop thread
         self.buffer.put(self.encode(points, Counter()))

@@ -8,6 +8,7 @@ endpoint, how it names series and how long and how many it keeps.
       prefix: fleetwatch_      # first characters of every metric name; '' for none
       stale_after: 300         # seconds without a new value before a series is dropped
       max_series: 1000000      # series kept at most; new ones beyond are dropped, counted
+      max_series_per_host: 1000  # series kept of one host at most; likewise
 
 Only the prometheus sink reads it; other sink types accept and ignore it.
 """
@@ -47,6 +48,11 @@ class PrometheusSettings:
     max_series: int = setting(1_000_000, "series kept at most (about 150 bytes each); a new "
                                          "series beyond is dropped and counted "
                                          "(dropped_max_series) until stale ones are gone")
+    max_series_per_host: int = setting(
+        1000, "series kept of one host (one agent uuid, or a fleetwatch process for its "
+              "counters) at most, so that one host flooding names cannot take the others' "
+              "room; a new series beyond is dropped and counted (dropped_max_series_per_host,"
+              " dropped_by_host.HOST) until its stale ones are gone")
 
     def validate(self):
         if not self.listen:
@@ -62,3 +68,5 @@ class PrometheusSettings:
             raise ValueError("stale_after: expected a positive number of seconds")
         if self.max_series < 1:
             raise ValueError("max_series: expected at least 1")
+        if self.max_series_per_host < 1:
+            raise ValueError("max_series_per_host: expected at least 1")

@@ -4,7 +4,8 @@
 SeriesTable`: at each scrape it takes the table's snapshot and yields one metric family per
 name (type ``unknown`` for STATS, whose kind fleetwatch does not know; ``gauge`` for checks),
 without the stale series, then the sink's own counters (``PREFIX prometheus_sink_COUNTER``,
-counters, and ``PREFIX prometheus_sink_series``, a gauge). prometheus_client's WSGI
+counters, and ``PREFIX prometheus_sink_series``, a gauge; the series refused per host,
+``PREFIX prometheus_sink_dropped_by_host`` labelled ``host``). prometheus_client's WSGI
 exposition answers OpenMetrics when the scraper asks for it (Prometheus does) and the text
 format otherwise, gzipped when accepted. :class:`MetricsServer` runs it in prometheus_client's
 threaded HTTP server (one daemon thread, a thread per request): the sink's loop never serves.
@@ -19,7 +20,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
-from sinks.prometheus.names import OWN, labels_of
+from sinks.prometheus.names import OWN, label_value, labels_of
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +34,13 @@ class TableCollector:
     """A prometheus_client collector over a series table and the sink's own counters.
 
     ``own()`` returns the sink's counters (a mapping name -> number) and ``instance`` labels
-    them. One scrape builds at a time (:attr:`busy`): a crowd of scrapers waits rather than
-    copying the table at once."""
+    them; ``by_host()`` the (host, series refused) of the hosts most refused. One scrape
+    builds at a time (:attr:`busy`): a crowd of scrapers waits rather than copying the
+    table at once."""
 
-    def __init__(self, table, prefix: str, instance: str, own=dict):
+    def __init__(self, table, prefix: str, instance: str, own=dict, by_host=list):
         self.table, self.prefix, self.instance, self.own = table, prefix, instance, own
+        self.by_host = by_host
         self.busy = threading.Lock()
         self.scrapes = 0
 
@@ -71,6 +74,13 @@ class TableCollector:
             else:
                 metric = Metric(family, f"the prometheus sink's {name} counter", "counter")
                 metric.samples = [Sample(family + "_total", labels, value)]
+            yield metric
+        family = f"{self.prefix}{OWN}dropped_by_host"
+        metric = Metric(family, "new series dropped for a host that had its "
+                                "max_series_per_host (the most refused hosts)", "counter")
+        metric.samples = [Sample(family + "_total", {**labels, "host": label_value(host) or ""},
+                                 n) for host, n in self.by_host()]
+        if metric.samples:
             yield metric
 
 

@@ -15,6 +15,12 @@ uuid's first STATS ``hostname``; a STATS naming another host is filed under the 
 counted ``hostname_mismatch``; a RESULT of a uuid with no name known is labelled with the uuid
 (counted ``result_no_host``). ``instance`` is the stamped uuid (the process id for own
 counters).
+
+Each ``instance`` has at most ``max_series_per_host`` series in the table, so one host that
+floods names cannot take the room of the others (``max_series``); what it is refused is
+counted ``dropped_max_series_per_host``, per host for the
+:data:`fleetwatch.cardinality.REPORTED` most refused (``dropped_by_host.HOST`` in the
+sink's STATS; ``PREFIX prometheus_sink_dropped_by_host_total{host}`` on the endpoint).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import time
 from collections import Counter
 
 from fleetwatch import protocol
+from fleetwatch.cardinality import REPORTED, counters
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.hostnames import HostNames
@@ -51,9 +58,11 @@ class PrometheusSink:
         self.settings, self.sink_id, self.clock = settings, sink_id, clock
         self.namer = Namer(settings.prefix)
         self.hosts = HostNames()
-        self.table = SeriesTable(settings.max_series, settings.stale_after, clock)
+        self.table = SeriesTable(settings.max_series, settings.stale_after, clock,
+                                 settings.max_series_per_host)
         self._counts: Counter = Counter({k: 0 for k in COUNTERS})
-        self.collector = TableCollector(self.table, settings.prefix, sink_id, self.own)
+        self.collector = TableCollector(self.table, settings.prefix, sink_id, self.own,
+                                        lambda: self.table.refused_hosts(REPORTED))
         host, port = split_listen(settings.listen)
         self.server = MetricsServer(self.collector, host, port)
         #: the loop calls :meth:`tick` this often: stale series are forgotten
@@ -67,7 +76,15 @@ class PrometheusSink:
 
     @property
     def counts(self) -> Counter:
-        """This sink's counters, the table's, ``scrapes`` and ``series`` (a gauge)."""
+        """This sink's counters, the table's, ``scrapes`` and ``series`` (a gauge), and the
+        series refused of the most refused hosts (``dropped_by_host.HOST``)."""
+        merged = self.own()
+        merged.update(counters("dropped_by_host", self.table.refused_hosts(REPORTED)))
+        return merged
+
+    def own(self) -> Counter:
+        """The counters a scrape shows (read from the scrape thread; the refusals per
+        host are a family of their own there)."""
         merged = Counter(dict(self._counts))
         merged.update(dict(self.hosts.counts))
         merged.update(dict(self.table.counts))
@@ -75,15 +92,12 @@ class PrometheusSink:
         merged["series"] = len(self.table)
         return merged
 
-    def own(self) -> dict:
-        """The counters a scrape shows (read from the scrape thread)."""
-        return dict(self.counts)
-
     def start(self) -> None:
         """Serve the scrape endpoint; a taken address stops the sink (OSError: exit 69)."""
         self.server.start()
-        log.info("serving %d series at most on %s for scrapes (stale after %g s)",
-                 self.settings.max_series, self.server.url(), self.settings.stale_after)
+        log.info("serving %d series at most, %d a host, on %s for scrapes (stale after "
+                 "%g s)", self.settings.max_series, self.settings.max_series_per_host,
+                 self.server.url(), self.settings.stale_after)
 
     def close(self) -> None:
         self.server.stop()
@@ -94,10 +108,20 @@ class PrometheusSink:
         for relayed in batch:
             samples.extend(self.samples(relayed))
         self._counts["samples"] += len(samples)
+        before = self.table.counts["dropped_max_series"]
         refused = self.table.write(samples)
         if refused:
-            self.throttle.warning("max_series", "table full (%d series): %d new series "
-                                  "dropped", self.settings.max_series, refused)
+            full = self.table.counts["dropped_max_series"] - before
+            if full:
+                self.throttle.warning("max_series", "table full (%d series): %d new series "
+                                      "dropped", self.settings.max_series, full)
+            if refused > full:
+                self.throttle.warning("max_series_per_host", "%d new series dropped: their "
+                                      "hosts have their %d series (max_series_per_host; "
+                                      "the most refused: %s)", refused - full,
+                                      self.settings.max_series_per_host,
+                                      ", ".join(f"{h[:64]} {n}" for h, n in
+                                                self.table.refused_hosts(3)))
 
     def samples(self, relayed: Relayed) -> list[Sample]:
         msg, uuid = relayed.message, relayed.uuid

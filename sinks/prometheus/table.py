@@ -13,7 +13,11 @@ the value arrived (not the agent's: clocks of a fleet differ, and no sample time
 exposed, so Prometheus stamps the scrape). A series with no new value for ``stale_after``
 seconds is no longer in snapshots and is forgotten at the next :meth:`expire`. At most
 ``max_series`` series: a new one beyond is refused and counted (``dropped_max_series``);
-known series keep updating.
+known series keep updating. At most ``max_per_owner`` of them per owner, the ``instance``
+label (an agent's stamped uuid, a process's id): a new one beyond is refused and counted
+(``dropped_max_series_per_host``, and per host in :attr:`SeriesTable.refusals`), so one host
+that floods fills its own share, never the others' room; its share comes back as its stale
+series are forgotten.
 """
 
 from __future__ import annotations
@@ -23,41 +27,61 @@ import time
 from collections import Counter
 from typing import Iterable
 
+from fleetwatch.cardinality import Refusals
 from sinks.prometheus.names import Sample
+
+#: the position of the owner (``instance``) and of ``host`` in every family's label values
+OWNER, HOST = 1, 0
 
 
 class SeriesTable:
-    def __init__(self, max_series: int, stale_after: float, clock=time.monotonic):
+    def __init__(self, max_series: int, stale_after: float, clock=time.monotonic,
+                 max_per_owner: int | None = None):
         self.max_series, self.stale_after, self.clock = max_series, stale_after, clock
+        self.max_per_owner = max_series if max_per_owner is None else max_per_owner
         #: family -> {label values: (value, when)}
         self.families: dict[str, dict[tuple, tuple[float, float]]] = {}
         self.size = 0
+        #: owner (instance label) -> its series in the table
+        self.owned: Counter = Counter()
+        #: series refused per host (label value) for ``max_per_owner``
+        self.refusals = Refusals()
         self.lock = threading.Lock()
-        self.counts: Counter = Counter({"dropped_max_series": 0, "expired": 0})
+        self.counts: Counter = Counter({"dropped_max_series": 0,
+                                        "dropped_max_series_per_host": 0, "expired": 0})
 
     def __len__(self) -> int:
         return self.size
 
     def put(self, samples: Iterable[Sample], now: float | None = None) -> int:
         """Store the samples (the caller holds :attr:`lock`); returns how many were refused
-        for ``max_series``."""
+        for ``max_series`` or ``max_per_owner``."""
         now = self.clock() if now is None else now
-        families, refused = self.families, 0
+        families, owned, refused, over = self.families, self.owned, 0, 0
         for family, labels, value in samples:
             series = families.get(family)
-            if series is None:
+            if series is None or labels not in series:
                 if self.size >= self.max_series:
                     refused += 1
                     continue
-                series = families[family] = {}
-            if labels not in series:
-                if self.size >= self.max_series:
-                    refused += 1
+                if owned[labels[OWNER]] >= self.max_per_owner:
+                    over += 1
+                    self.refusals.add(labels[HOST])
                     continue
+                if series is None:
+                    series = families[family] = {}
+                owned[labels[OWNER]] += 1
                 self.size += 1
             series[labels] = (value, now)
         self.counts["dropped_max_series"] += refused
-        return refused
+        self.counts["dropped_max_series_per_host"] += over
+        return refused + over
+
+    def refused_hosts(self, n: int) -> list[tuple[str, int]]:
+        """(host, series refused) of the ``n`` hosts most refused for ``max_per_owner``
+        (any thread)."""
+        with self.lock:
+            return self.refusals.worst(n)
 
     def write(self, samples: Iterable[Sample]) -> int:
         """:meth:`put` under the lock."""
@@ -75,6 +99,10 @@ class SeriesTable:
                 stale = [labels for labels, (_, when) in series.items() if when < cutoff]
                 for labels in stale:
                     del series[labels]
+                    owner = labels[OWNER]
+                    self.owned[owner] -= 1
+                    if not self.owned[owner]:
+                        del self.owned[owner]
                 gone += len(stale)
                 if not series:
                     del self.families[family]

@@ -136,6 +136,29 @@ def test_tagged_series(carbon, fleet, zctx):
     wait_for(landed, 20, 0.2, "the tagged series")
 
 
+# ---------------------------------------------------------------- a flood of names
+
+def test_a_flood_of_names_makes_at_most_the_cap_of_whisper_files(carbon, fleet, zctx):
+    """One STATS of 300 names from one host: 100 whisper files (``max_names_per_host``), the
+    other 200 names never sent and counted for that host (issue 31: 200 files, 119 MB)."""
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port, max_names_per_host=100)
+    warm_up(carbon, DealerAgent(zctx, router, "warm"))
+    flood = DealerAgent(zctx, router, "flood.example.com")
+    second = int(time.time()) - 5
+    flood.stats({f"flood.m{i:03d}": float(i) for i in range(300)}, ts=second)
+    counter = f"{PREFIX}.fleetwatch.sink-graphite.graphite.names_refused_by_host." \
+              "flood_example_com"
+    wait_for(lambda: max(points(carbon, counter).values()) == 200, 30, 0.2,
+             "200 names refused for the host, in carbon")
+    assert max(points(carbon, f"{PREFIX}.fleetwatch.sink-graphite.graphite."
+                              "names_refused").values()) >= 200
+    host = carbon.whisper_dir / PREFIX / "flood_example_com"
+    wait_for(lambda: len(list(host.rglob("*.wsp"))) == 100, 15, 0.1, "the 100 files admitted")
+    assert sorted(p.stem for p in host.rglob("*.wsp")) == [f"m{i:03d}" for i in range(100)]
+    assert value_at(carbon, f"{PREFIX}.flood_example_com.flood.m099", second) == 99.0
+
+
 # ---------------------------------------------------------------- carbon down
 
 def test_carbon_stopped_and_restarted_mid_stream_loses_nothing(carbon, fleet, zctx):

@@ -10,6 +10,8 @@ hostname a real carbon-cache behind the graphite sink.
 - A local process cannot write another host's metrics: the intake gives every local message
   the agent's hostname, and the graphite sink names a STATS after the hostname of the
   stamped uuid's HELLO, not the body's.
+- A local process cannot flood the sinks with names: local processes have
+  ``local.max_metric_names`` distinct names, the rest refused (ERROR 429) and counted.
 """
 
 from __future__ import annotations
@@ -201,19 +203,27 @@ def test_graphite_names_a_stats_after_its_agents_hello():
     assert names.claim("u3", None) == (None, False)
 
 
-def intake_stats(fleet, zctx, metrics: dict, hostname: str):
-    """A local process of any language: a raw DEALER on the intake sending a STATS that
-    claims ``hostname``; returns once the agent ACKed it."""
+def intake_send(fleet, zctx, msg):
+    """A local process of any language: a raw DEALER on the intake sending ``msg``; the
+    agent's answer."""
     import zmq
 
     from fleetwatch import protocol
     sock = zctx.socket(zmq.DEALER)
     sock.linger = 0
     sock.connect(f"ipc://{fleet.root / 'agent-state' / 'intake.sock'}")
-    msg = protocol.make("STATS", "local", metrics=metrics, hostname=hostname)
     sock.send_multipart(protocol.encode(msg))
     reply = protocol.decode(recv(sock, 10.0))
     sock.close()
+    return reply
+
+
+def intake_stats(fleet, zctx, metrics: dict, hostname: str):
+    """A STATS that claims ``hostname`` from a local process; returns once the agent ACKed
+    it."""
+    from fleetwatch import protocol
+    reply = intake_send(fleet, zctx, protocol.make("STATS", "local", metrics=metrics,
+                                                   hostname=hostname))
     assert reply.type == "ACK", reply.body
 
 
@@ -276,3 +286,32 @@ def test_registry_and_alerts_name_the_host_after_its_hello(tmp_path):
         assert [e["hostname"] for e in reads.alert_events(conn)] == ["web-1"]
     alerting.close()
     registry.close()
+
+
+# ---------------------------------------------------------------- issue 31, item 5: how many
+
+def test_a_local_flood_of_names_is_refused_past_the_cap_and_counted(fleet, zctx):
+    """Issue 31: one local process made 200,000 Prometheus series in 1.1 s. Local processes
+    have ``local.max_metric_names`` distinct names: the rest of a STATS is refused with
+    ERROR 429, counted in the agent's STATS, and never reaches a sink."""
+    from fleetwatch import protocol
+    from support.prometheus import SINK_TYPES, counter, prometheus_sink, samples, scrape
+    pytest.importorskip("prometheus_client")
+    router = fleet.router(sink_types=SINK_TYPES)
+    _, url = prometheus_sink(fleet, [router])
+    agent_up(fleet, router, local={"max_metric_names": 20})
+    flood = protocol.make("STATS", "local", metrics={f"flood.m{i}": i for i in range(200)})
+    reply = intake_send(fleet, zctx, flood)
+    assert (reply.type, reply.get("status"), reply.get("ref")) == ("ERROR", 429, flood.msg_id)
+    assert reply.get("reason") == ("180 of 200 metric names refused: local processes have "
+                                   "their 20 distinct names (local.max_metric_names); the "
+                                   "others were queued")
+    refused = wait_for(lambda: counter(url, "fleetwatch_agent_intake_names_refused",
+                                       host="agent-host"), 30, 0.2,
+                       "the agent's agent.intake.names_refused in a scrape")
+    assert refused == 180
+    flooded = [name for name, labels in samples(scrape(url)[1])
+               if name.startswith("fleetwatch_flood_m") and ("host", "agent-host") in labels]
+    assert sorted(flooded) == sorted(f"fleetwatch_flood_m{i}" for i in range(20))
+    assert "intake: refused 180 metric names of a local STATS" in \
+        (fleet.root / "agent.log").read_text()

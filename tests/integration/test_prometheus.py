@@ -13,7 +13,7 @@ import pytest
 
 from support.fleet import agent_uuid_for, wait_for
 from support.graphite import DealerAgent
-from support.prometheus import (SINK_TYPES, PrometheusServer, prometheus_available,
+from support.prometheus import (SINK_TYPES, PrometheusServer, counter, prometheus_available,
                                 prometheus_sink, samples, scrape, value)
 
 pytest.importorskip("prometheus_client")
@@ -134,6 +134,37 @@ def test_stale_series_are_dropped(fleet, zctx):
     assert value(url, "fleetwatch_load_1", host="busy") == 2
     wait_for(lambda: (value(url, "fleetwatch_prometheus_sink_expired_total") or 0) >= 1, 10,
              0.2, "the sweep forgetting it")
+
+
+def test_one_host_flooding_names_leaves_room_for_the_others(fleet, zctx):
+    """Issue 31: one host's 200,000 series filled the fleet-wide ``max_series``, so no
+    other host could add one. Each host has ``max_series_per_host``; the flood is held to
+    it, the others come in, and what the flooder was refused is counted under its name."""
+    router = fleet.router(sink_types=SINK_TYPES)
+    _, url = prometheus_sink(fleet, [router], max_series=250, max_series_per_host=100)
+    warm = DealerAgent(zctx, router, "warm")
+    wait_for(lambda: warm.stats({"up": 1}) and value(url, "fleetwatch_up", host="warm"), 20,
+             0.2, "the sink connected")
+    flood = DealerAgent(zctx, router, "flood.example.com")
+    flood.stats({f"flood.m{i:03d}": float(i) for i in range(300)})
+    web = DealerAgent(zctx, router, "web1")
+    refused = "fleetwatch_prometheus_sink_dropped_by_host_total"
+    wait_for(lambda: value(url, refused, host="flood.example.com") == 200, 20, 0.2,
+             "the flood's 200 refused series counted under its host")
+
+    def web_in():
+        web.stats({"cpu.percent": 5.0})
+        return value(url, "fleetwatch_cpu_percent", host="web1") == 5.0
+    wait_for(web_in, 20, 0.2, "another host's series after the flood")
+    got = samples(scrape(url)[1])
+    flooded = [name for name, labels in got if name.startswith("fleetwatch_flood_m")]
+    assert len(flooded) == 100
+    assert got[("fleetwatch_prometheus_sink_dropped_max_series_total",
+                (("instance", "sink-prometheus"),))] == 0
+    # and in the sink's own STATS, as every sink's counters (the console's health page)
+    assert wait_for(lambda: counter(url, "fleetwatch_sink_prometheus_dropped_by_host_"
+                                         "flood_example_com", instance="sink-prometheus"),
+                    20, 0.2, "the sink's STATS naming the host") == 200
 
 
 @pytest.mark.skipif(not prometheus_available(), reason="Debian's prometheus is not installed "

@@ -65,6 +65,14 @@ def value(url: str, name: str, **labels) -> float | None:
     return None
 
 
+def counter(url: str, name: str, **labels) -> float | None:
+    """The value of a fleetwatch counter ``name`` in a scrape, served as ``name_total``
+    where the sink knows it for a counter (sinks/prometheus/catalogue.py), else as
+    ``name``."""
+    got = value(url, name + "_total", **labels)
+    return got if got is not None else value(url, name, **labels)
+
+
 class PrometheusServer:
     """A real Prometheus scraping ``targets`` (host:port) every second, its storage in
     ``root``, listening on 127.0.0.1:``port``; :meth:`query` is its HTTP API."""

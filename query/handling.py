@@ -279,6 +279,15 @@ def cell(how: dict | None) -> str | None:
     return "; ".join(parts) or None
 
 
+def kept_back(kept: dict | None) -> str:
+    """What kept a notification back, as ``alerts`` and the console's alerts say it:
+    ``muted by silence 3``, ``held by downtime 1``; '' for nothing."""
+    if not kept:
+        return ""
+    return "; ".join(f"{'muted' if what == 'silence' else 'held'} by {what} {number}"
+                     for what, number in kept.items())
+
+
 def what(row: dict) -> str:
     """The problem's name in a table: the check, ``process NAME``, or the host's state."""
     if row["kind"] == "check":

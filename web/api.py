@@ -39,6 +39,8 @@ class AckRequest(BaseModel):
     comment: str = Field("", max_length=1000)
     sticky: bool = Field(False, description="until recovery, not the next state change")
     expire: float | None = Field(None, gt=0, description="seconds it lasts at most")
+    force: bool = Field(False, description="accept a host (or check) the fleet has never "
+                                           "seen (`fleetwatch ack add --force`)")
 
 
 class RunRequest(BaseModel):
@@ -51,6 +53,9 @@ class DowntimeRequest(BaseModel):
     check: str | None = Field(None, max_length=255, description="none: every alert")
     duration: str = Field(min_length=1, max_length=32, description="how long: 30m, 2h, 1d")
     comment: str = Field("", max_length=1000)
+    force: bool = Field(False, description="accept a host (or check) the fleet has never "
+                                           "seen: one not deployed yet (`fleetwatch "
+                                           "downtime add --force`)")
 
 
 def refused(e: Refused) -> HTTPException:
@@ -152,7 +157,8 @@ def routes(web: "Web") -> APIRouter:
         web.may(user, "ack")
         try:
             made = web.acknowledge(user, body.host, body.check, body.comment, body.sticky,
-                                   console.clock() + body.expire if body.expire else None)
+                                   console.clock() + body.expire if body.expire else None,
+                                   body.force)
         except Refused as e:
             raise refused(e) from None
         except ValueError as e:
@@ -178,7 +184,7 @@ def routes(web: "Web") -> APIRouter:
     def downtime(user: User, body: DowntimeRequest):
         web.may(user, "downtime")
         return {"id": answer(web.schedule, user, body.host, body.check, body.duration,
-                             body.comment)}
+                             body.comment, body.force)}
 
     @router.delete("/downtimes/{downtime_id}", status_code=204,
                    summary="End a running or planned downtime; operator")

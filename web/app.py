@@ -27,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from markupsafe import Markup
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.middleware.sessions import SessionMiddleware
@@ -122,8 +123,10 @@ class Web:
             store.audit(conn, found.name, action, target, details, self.console.clock)
 
     def acknowledge(self, found: store.Who, host: str, check: str | None, comment: str,
-                    sticky: bool = False, expire: float | None = None) -> list:
-        made = self.console.actions.ack(host, check, found.name, comment, sticky, expire)
+                    sticky: bool = False, expire: float | None = None,
+                    force: bool = False) -> list:
+        made = self.console.actions.ack(host, check, found.name, comment, sticky, expire,
+                                        force)
         self._audit(found, "ack.add", f"{host} {check or '(host)'}",
                     {"acks": [a[0] for a in made], "comment": comment})
         return made
@@ -139,8 +142,9 @@ class Web:
         return result
 
     def schedule(self, found: store.Who, host: str, check: str | None, duration: str,
-                 comment: str) -> int:
-        downtime_id = self.console.actions.downtime(found.name, host, check, duration, comment)
+                 comment: str, force: bool = False) -> int:
+        downtime_id = self.console.actions.downtime(found.name, host, check, duration, comment,
+                                                    force=force)
         self._audit(found, "downtime.add", f"{host} {check or '(host)'}",
                     {"id": downtime_id, "duration": duration, "comment": comment})
         return downtime_id
@@ -149,6 +153,17 @@ class Web:
         if not self.console.actions.end_downtime(downtime_id):
             raise Refused(f"no running or planned downtime {downtime_id}", 404)
         self._audit(found, "downtime.remove", str(downtime_id), None)
+
+
+def invalid_text(exc: RequestValidationError) -> str:
+    """A request FastAPI could not validate, in the API's words: one line, each problem as
+    ``WHERE.FIELD: what is wrong`` (``body.duration: Field required``)."""
+    parts = []
+    for problem in exc.errors()[:5]:
+        where = ".".join(str(p) for p in problem.get("loc", ()))
+        parts.append(f"{where}: {problem.get('msg', 'not valid')}" if where
+                     else str(problem.get("msg", "not valid")))
+    return "; ".join(parts) or "the request is not valid"
 
 
 def create_app(console: Console, secret: str) -> FastAPI:
@@ -160,7 +175,8 @@ def create_app(console: Console, secret: str) -> FastAPI:
                        https_only=bool(settings.tls_cert))
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.finalize = _finalize
-    templates.env.globals.update(handled_cell=handling.cell, what=handling.what, human=human)
+    templates.env.globals.update(handled_cell=handling.cell, what=handling.what, human=human,
+                                 kept_back=handling.kept_back)
     assets.mount(app, templates, settings)       # /static/, styles(), scripts(), refresh
 
     @app.middleware("http")
@@ -177,5 +193,9 @@ def create_app(console: Console, secret: str) -> FastAPI:
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
         return JSONResponse({"error": exc.detail}, exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        return JSONResponse({"error": invalid_text(exc)}, 422)
 
     return app

@@ -57,11 +57,10 @@ def _or_error(fn, empty, *args):
         return empty, str(e)
 
 
-def refused_text(e: Exception) -> PlainTextResponse:
-    """What a form's action answers when refused: its text, with the status the API gives
-    for it (404: nothing running by that id; 503: no database), 422 for a value that is
-    not one (ValueError)."""
-    return PlainTextResponse(str(e), e.status if isinstance(e, Refused) else 422)
+def status_of(e: Exception) -> int:
+    """The status a form's refusal answers with: the API's for it (404: nothing running by
+    that id; 503: no database), 422 for a value that is not one (ValueError)."""
+    return e.status if isinstance(e, Refused) else 422
 
 
 def routes(web: Web) -> APIRouter:
@@ -187,9 +186,11 @@ def routes(web: Web) -> APIRouter:
         check = str(form.get("check", ""))[:255] or None
         try:
             await run_in_threadpool(web.acknowledge, found, host, check,
-                                    str(form.get("comment", ""))[:1000])
+                                    str(form.get("comment", ""))[:1000],
+                                    force=bool(form.get("force")))
         except (Refused, ValueError) as e:
-            return PlainTextResponse(str(e), 422)
+            return web.page(request, "refused.html", status_of(e), who=found, error=str(e),
+                            back=_back(form.get("back")))
         return RedirectResponse(_back(form.get("back")), status_code=303)
 
     @router.get("/acks", response_class=HTMLResponse)
@@ -209,7 +210,8 @@ def routes(web: Web) -> APIRouter:
         try:
             await run_in_threadpool(web.end_ack, found, int(str(form.get("remove"))))
         except (Refused, ValueError) as e:
-            return refused_text(e)
+            return web.page(request, "refused.html", status_of(e), who=found, error=str(e),
+                            back="/acks")
         return RedirectResponse("/acks", status_code=303)
 
     @router.post("/run", response_class=HTMLResponse)
@@ -235,30 +237,42 @@ def routes(web: Web) -> APIRouter:
         return web.page(request, "alerts.html", who=found, alerts=rows, total=total,
                         error=error)
 
+    def downtimes_view(request: Request, found: store.Who, status: int = 200,
+                       form_error: str | None = None, typed: dict | None = None):
+        rows, error = _or_error(console.actions.downtimes, [])
+        return web.page(request, "downtimes.html", status, who=found, downtimes=rows,
+                        error=error, may=auth.allows(found.role, "downtime"),
+                        form_error=form_error, typed=typed or {})
+
     @router.get("/downtimes", response_class=HTMLResponse)
     def downtimes_page(request: Request):
         found = user_of(request)
         if found is None:
             return to_login()
-        rows, error = _or_error(console.actions.downtimes, [])
-        return web.page(request, "downtimes.html", who=found, downtimes=rows, error=error,
-                        may=auth.allows(found.role, "downtime"))
+        return downtimes_view(request, found)
 
     @router.post("/downtimes")
     async def downtime_form(request: Request):
         form, found = await web.posted(request, "downtime", "schedule downtimes")
         if not isinstance(found, store.Who):
             return found
+        typed = {"host": str(form.get("host", ""))[:255],
+                 "check": str(form.get("check", ""))[:255],
+                 "duration": str(form.get("duration", ""))[:32],
+                 "comment": str(form.get("comment", ""))[:1000],
+                 "force": bool(form.get("force"))}
         try:
             if form.get("remove"):
+                typed = {}
                 await run_in_threadpool(web.end_downtime, found, int(str(form.get("remove"))))
             else:
-                await run_in_threadpool(
-                    web.schedule, found, str(form.get("host", ""))[:255],
-                    str(form.get("check", ""))[:255] or None,
-                    str(form.get("duration", ""))[:32], str(form.get("comment", ""))[:1000])
+                await run_in_threadpool(web.schedule, found, typed["host"],
+                                        typed["check"] or None, typed["duration"],
+                                        typed["comment"], typed["force"])
         except (Refused, ValueError) as e:
-            return refused_text(e)
+            # the page again, the reason beside the form and what was typed kept in it
+            return await run_in_threadpool(downtimes_view, request, found, status_of(e),
+                                           str(e), typed)
         return RedirectResponse("/downtimes", status_code=303)
 
     return router

@@ -9,9 +9,10 @@ An acknowledgement is a row in the state database's ``acknowledgements`` table, 
 alerting sink reads (:mod:`sinks.alerting.acks` says what it holds back and when it ends).
 HOST is a hostname (any case) or a uuid; with CHECK it acknowledges that check's problem
 (its latest result not OK), without it the host's DOWN. ``ack add`` refuses when there is no
-such problem now.
+such problem now, and a HOST (or CHECK) the fleet has never seen, naming the closest known
+ones (:mod:`query.known`; ``--force`` skips that).
 
-Exit status: 2 for a usage error, 1 when ``add`` finds no current problem or ``remove`` no
+Exit status: 2 for a usage error (an unknown host among them), 1 when ``add`` finds no current problem or ``remove`` no
 running acknowledgement of that id, 69 (EX_UNAVAILABLE) when the state database cannot be
 used, 78 for a bad config file.
 """
@@ -24,10 +25,10 @@ import sys
 import time
 
 from fleetwatch.config import load
-from fleetwatch.display import human, iso, state, table
+from fleetwatch.display import escape, human, iso, state, table
 from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import OperatorConfig, add_config, login
-from fleetwatch.cli.silence import Unavailable, removed, write
+from fleetwatch.cli.silence import Unavailable, add_force, removed, write
 
 VERBS = ("add", "list", "remove")
 FIELDS = ("id", "key", "uuid", "hostname", "check", "status", "state", "by", "comment",
@@ -55,6 +56,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-notify", dest="notify", action="store_false",
                         help="do not tell the channels")
     parser.add_argument("--by", metavar="NAME", help="who acknowledges (default: your login)")
+    add_force(parser)
     add_config(parser)
 
 
@@ -109,11 +111,17 @@ def problems(conn, host: str, check: str | None) -> list[tuple[str, int]]:
 
 
 def create(url: str, host: str, check: str | None, now: float, by: str, comment: str,
-           sticky: bool, notify: bool, expire: float | None) -> list[tuple[int, str, int]]:
-    """Acknowledge the problems of ``host`` [``check``]: (id, uuid, status) of each."""
+           sticky: bool, notify: bool, expire: float | None,
+           force: bool = False) -> list[tuple[int, str, int]]:
+    """Acknowledge the problems of ``host`` [``check``]: (id, uuid, status) of each;
+    :class:`query.known.Unknown` for a host (or check) the fleet has never seen, unless
+    ``force``; :class:`NoProblem` when nothing is wrong there now."""
+    from query.known import refuse_unknown
     from sinks.alerting import acks, ackstore
 
     def change(conn):
+        if not force:
+            refuse_unknown(conn, host, check)
         found = problems(conn, host, check)
         if not found:
             why = "its latest result is OK or it never ran" if check else "it is not DOWN"
@@ -150,7 +158,10 @@ def add(args, clock=time.time) -> int:
     expire = now + seconds if seconds is not None else None
     try:
         made = create(config.state_url, host, check, now, by, comment, args.sticky,
-                      args.notify, expire)
+                      args.notify, expire, args.force)
+    except ValueError as e:             # (query.known.Unknown: never seen)
+        print(f"fleetwatch ack: {escape(str(e))}", file=sys.stderr)
+        return 2
     except NoProblem as e:
         print(f"fleetwatch ack: {e}", file=sys.stderr)
         return 1

@@ -82,8 +82,7 @@ def delivery_cell(deliveries: list[dict], kept_back: dict | None = None) -> str:
     """``pager: sent; mail: pending (3 attempts: connection refused)``; ``muted by silence
     3`` or ``held by downtime 1`` for a notification one kept back; ``-`` if routed nowhere."""
     if kept_back:
-        (what, number), = kept_back.items()
-        return f"{'muted' if what == 'silence' else 'held'} by {what} {number}"
+        return handling.kept_back(kept_back)
     parts = []
     for d in deliveries:
         part = f"{d['channel']}: {d['state']}"

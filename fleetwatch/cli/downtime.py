@@ -16,7 +16,10 @@ Times (``--start``, ``--end``) are ISO 8601 (``2026-11-28T02:00``, with an offse
 machine the command runs on. An ``--end HH:MM`` not after the start is the next day's.
 A schedule's wall-clock hours (``--every``) are in the alerting sinks' local time zone.
 
-Exit status: 2 for a usage error, 1 when ``remove`` finds no running downtime of that id,
+A HOST (or HOST and CHECK) the fleet has never seen is refused, naming the closest known
+ones (:mod:`query.known`), unless ``--force`` (a host not deployed yet).
+
+Exit status: 2 for a usage error (an unknown host among them), 1 when ``remove`` finds no running downtime of that id,
 69 (EX_UNAVAILABLE) when the state database cannot be used, 78 for a bad config file.
 """
 
@@ -30,10 +33,10 @@ import time
 from datetime import datetime
 
 from fleetwatch.config import load
-from fleetwatch.display import human, iso, table
+from fleetwatch.display import escape, human, iso, table
 from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import OperatorConfig, add_config, login
-from fleetwatch.cli.silence import Unavailable, removed, write
+from fleetwatch.cli.silence import Unavailable, add_force, removed, write
 
 VERBS = ("add", "list", "remove")
 #: how far ahead ``list`` looks for a recurring downtime's next window
@@ -68,6 +71,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--comment", default="", metavar="TEXT",
                         help="why (shown in listings)")
     parser.add_argument("--by", metavar="NAME", help="who plans it (default: your login)")
+    add_force(parser)
     add_config(parser)
 
 
@@ -167,8 +171,20 @@ def _windows(d, now: float, tz, limit: int = 2):
 
 # ---------------------------------------------------------------- the verbs
 
-def add(args, clock=time.time, tz=None) -> int:
+def create(url: str, d, force: bool = False) -> int:
+    """Write the downtime ``d`` (:func:`plan`): its id; :class:`query.known.Unknown` for a
+    host (or check) the fleet has never seen, unless ``force`` (the console's too)."""
+    from query.known import refuse_unknown
     from sinks.alerting import downtimestore
+
+    def change(conn):
+        if not force:
+            refuse_unknown(conn, d.host, d.check)
+        return downtimestore.add(conn, d)
+    return write(url, change, "downtimes")
+
+
+def add(args, clock=time.time, tz=None) -> int:
     from sinks.alerting.downtimes import local_zone
     from sinks.alerting.silences import check_pattern
     now = clock()
@@ -181,8 +197,10 @@ def add(args, clock=time.time, tz=None) -> int:
         return 2
     config = load(OperatorConfig, args.config)
     try:
-        downtime_id = write(config.state_url, lambda conn: downtimestore.add(conn, d),
-                            "downtimes")
+        downtime_id = create(config.state_url, d, args.force)
+    except ValueError as e:             # (query.known.Unknown: never seen)
+        print(f"fleetwatch downtime: {escape(str(e))}", file=sys.stderr)
+        return 2
     except Unavailable as e:
         print(f"fleetwatch downtime: {e}", file=sys.stderr)
         return EX_UNAVAILABLE

@@ -13,7 +13,10 @@ The old spellings stay, with the same output and exit status: ``fleetwatch silen
 (no verb) is ``silence add``, and ``fleetwatch silences [--json] [--all] [--remove ID]`` is
 ``silence list`` (``silence remove ID`` with ``--remove``): :data:`ALIASES`.
 
-Exit status: 2 for a usage error, 1 when ``remove`` finds no running silence of that id,
+A HOST (or HOST and CHECK) the fleet has never seen is refused, naming the closest known
+ones (:mod:`query.known`), unless ``--force`` (a host not deployed yet).
+
+Exit status: 2 for a usage error (an unknown host among them), 1 when ``remove`` finds no running silence of that id,
 69 (EX_UNAVAILABLE) when the state database cannot be used, 78 for a bad config file.
 """
 
@@ -26,7 +29,7 @@ import sys
 import time
 
 from fleetwatch.config import load
-from fleetwatch.display import human, iso, table
+from fleetwatch.display import escape, human, iso, table
 from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import OperatorConfig, add_config, login
 
@@ -50,7 +53,16 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--for", dest="duration", required=True, metavar="DURATION",
                         help="how long: 90s, 30m, 2h, 1d, 1h30m")
     parser.add_argument("--reason", default="", metavar="TEXT", help="why (shown in listings)")
+    add_force(parser)
     add_config(parser)
+
+
+def add_force(parser: argparse.ArgumentParser) -> None:
+    """``--force`` of ``silence add``, ``downtime add`` and ``ack add``."""
+    parser.add_argument("--force", action="store_true",
+                        help="accept a HOST (or CHECK) the fleet has never seen (one not "
+                             "deployed yet); without it such a name is refused, naming the "
+                             "closest known ones")
 
 
 def _list_options(parser: argparse.ArgumentParser) -> None:
@@ -129,10 +141,17 @@ def write(url: str, change, owner: str = "silences"):
 
 
 def create(url: str, host: str, check: str | None, seconds: float, reason: str,
-           now: float) -> int:
+           now: float, force: bool = False) -> int:
+    """A silence of ``host`` [``check``]: its id; :class:`query.known.Unknown` for a host
+    (or check) the fleet has never seen, unless ``force``."""
+    from query.known import refuse_unknown
     from sinks.alerting import state as alertstate
-    return write(url, lambda conn: alertstate.add_silence(conn, host, check, now, now + seconds,
-                                                          reason, who()))
+
+    def change(conn):
+        if not force:
+            refuse_unknown(conn, host, check)
+        return alertstate.add_silence(conn, host, check, now, now + seconds, reason, who())
+    return write(url, change)
 
 
 def remove(url: str, silence_id: int, now: float) -> bool:
@@ -156,7 +175,11 @@ def add(args, clock=time.time, name: str = "silence") -> int:
     config = load(OperatorConfig, args.config)
     now = clock()
     try:
-        silence_id = create(config.state_url, host, check, seconds, args.reason, now)
+        silence_id = create(config.state_url, host, check, seconds, args.reason, now,
+                            args.force)
+    except ValueError as e:             # (query.known.Unknown: never seen)
+        print(f"fleetwatch {name}: {escape(str(e))}", file=sys.stderr)
+        return 2
     except Unavailable as e:
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
         return EX_UNAVAILABLE

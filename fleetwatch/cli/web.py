@@ -185,19 +185,20 @@ class Actions:
                           404 if res.returncode == 3 else 422) from None
 
     def ack(self, host: str, check: str | None, by: str, comment: str, sticky: bool,
-            expire: float | None) -> list:
+            expire: float | None, force: bool = False) -> list:
         from fleetwatch.cli import ack
         from fleetwatch.cli.silence import Unavailable
         from sinks.alerting.acks import check_comment
         from web.app import Refused
         try:
             return ack.create(self.config.state_url, host, check, self.clock(), by,
-                              check_comment(comment), sticky, True, expire)
+                              check_comment(comment), sticky, True, expire, force)
         except ack.NoProblem as e:
             raise Refused(str(e), 404) from None
+        except ValueError as e:             # a comment, or a host never seen
+            raise Refused(_fields(e)) from None
         except Unavailable as e:
             raise Refused(str(e), 503) from None
-
 
     def alerts(self, limit: int, uuid: str | None = None) -> tuple[list[dict], int]:
         """The newest ``limit`` alerts (of the agent ``uuid``) with their delivery per
@@ -245,13 +246,12 @@ class Actions:
             raise Refused(str(e), 503) from None
 
     def downtime(self, by: str, host: str, check: str | None, duration: str, comment: str,
-                 children: bool = False) -> int:
+                 children: bool = False, force: bool = False) -> int:
         """A downtime of ``host`` [``check``] from now for ``duration`` (``2h``); its id."""
         import types
 
         from fleetwatch.cli import downtime
-        from fleetwatch.cli.silence import Unavailable, write
-        from sinks.alerting import downtimestore
+        from fleetwatch.cli.silence import Unavailable
         from sinks.alerting.downtimes import local_zone
         from web.app import Refused
         args = types.SimpleNamespace(host=host, check=check, comment=comment,
@@ -259,11 +259,9 @@ class Actions:
                                      every=None, children=children)
         try:
             d = downtime.plan(args, self.clock(), local_zone(), by)
-            return write(self.config.state_url, lambda conn: downtimestore.add(conn, d),
-                         "downtimes")
+            return downtime.create(self.config.state_url, d, force)
         except ValueError as e:
-            raise Refused(str(e).replace("--for", "duration").replace("--comment",
-                                                                      "comment")) from None
+            raise Refused(_fields(e)) from None
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 
@@ -276,6 +274,14 @@ class Actions:
                 conn, downtime_id, self.clock()), "downtimes"))
         except Unavailable as e:
             raise Refused(str(e), 503) from None
+
+
+def _fields(e: ValueError) -> str:
+    """A command's refusal in the console's words: its options named as the form's and the
+    API's fields (``--for``: duration, ``--force``: force)."""
+    import re
+    return re.sub(r"--(force|for|comment)\b",
+                  lambda m: {"for": "duration"}.get(m.group(1), m.group(1)), str(e))
 
 
 def secret_of(path: str) -> str:

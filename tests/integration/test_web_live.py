@@ -50,7 +50,8 @@ def start(fleet, **web):
 def schedule(url: str, token: str, host: str) -> int:
     """A downtime of ``host`` scheduled through the API: its id."""
     req = urllib.request.Request(url + "/api/v1/downtimes", method="POST",
-                                 data=json.dumps({"host": host, "duration": "2h"}).encode(),
+                                 data=json.dumps({"host": host, "duration": "2h",
+                                                  "force": True}).encode(),
                                  headers={"Authorization": f"Bearer {token}",
                                           "Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=10) as res:
@@ -105,7 +106,8 @@ def test_an_open_page_updates_itself_from_the_console_alone(fleet, built, reques
         schedule(url, token, "db-1")
         until(driver, lambda: any("db-1" in r for r in rows(driver)), "the downtime shown")
         assert driver.execute_script("return window.sameDocument") is True
-        assert text(driver, "#live").startswith("Updated ")
+        # when, in the console's one time format: 24-hour UTC with the zone said
+        assert re.fullmatch(r"Updated \d\d:\d\d:\d\d UTC", text(driver, "#live"))
 
         # its CSS and JavaScript came from the console, and nothing else did
         names = driver.execute_script(

@@ -23,3 +23,27 @@ def fw(capsys, *argv: str) -> tuple[int, str, str]:
         code = e.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def register(config: str, hosts: dict[str, list[str]]) -> None:
+    """Record ``hosts`` (hostname -> its declared checks) in the state database of the
+    operator config ``config`` as the registry sink would: the fleet has seen them (uuid
+    ``uuid-HOSTNAME``)."""
+    import time
+
+    import yaml
+    from sqlalchemy import insert
+
+    from sinks.state import db, schema
+    eng = db.engine(yaml.safe_load(open(config, encoding="utf-8"))["state_url"])
+    db.create(eng, "registry")
+    now = time.time()
+    with eng.begin() as conn:
+        for host, checks in hosts.items():
+            uuid = f"uuid-{host}"
+            conn.execute(insert(schema.agents).values(uuid=uuid, hostname=host,
+                                                      first_seen=now, last_seen=now))
+            for check in checks:
+                conn.execute(insert(schema.plugins).values(uuid=uuid, source="", name=check,
+                                                           spec={}, declared_at=now))
+    eng.dispose()

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from support.cli import fw, operator_config
+from support.cli import fw, operator_config, register
 
 pytest.importorskip("sqlalchemy")
 
 
 @pytest.fixture
 def op(tmp_path):
-    return operator_config(tmp_path)
+    path = operator_config(tmp_path)
+    register(path, {"web-1": ["load"]})           # (hosts the fleet has seen: query.known)
+    return path
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from support.cli import fw, operator_config
+from support.cli import fw, operator_config, register
 
 pytest.importorskip("sqlalchemy")
 
@@ -24,7 +24,9 @@ H = 3600.0
 
 @pytest.fixture
 def op(tmp_path):
-    return operator_config(tmp_path)
+    path = operator_config(tmp_path)
+    register(path, {"web-1": ["load"], "db-1": []})           # (hosts the fleet has seen: query.known)
+    return path
 
 
 def args(host="web-1", check=None, **options) -> argparse.Namespace:

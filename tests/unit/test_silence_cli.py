@@ -9,12 +9,14 @@ import re
 import pytest
 
 from fleetwatch import cli
-from support.cli import fw, operator_config
+from support.cli import fw, operator_config, register
 
 
 @pytest.fixture
 def op(tmp_path):
-    return operator_config(tmp_path)
+    path = operator_config(tmp_path)
+    register(path, {"web-1": ["load"], "db-1": []})           # (hosts the fleet has seen: query.known)
+    return path
 
 
 def added(out: str) -> int:

@@ -8,7 +8,7 @@
 //   costs the console nothing; it updates as soon as it is shown again);
 // - an answer that is not this page (the session ended: redirected to /login) reloads the
 //   whole page, so the login form is never swapped into it;
-// - #live says when the page was last updated, or why not.
+// - #live says when the page was last updated (HH:MM:SS UTC), or why not.
 (function () {
   "use strict";
 
@@ -72,7 +72,9 @@
   }
 
   function now() {
-    return new Date().toLocaleTimeString();
+    // the console's one time format, the tables' (fleetwatch/display.py HUMAN): 24-hour
+    // UTC with the zone said, never the browser's local 12-hour clock
+    return new Date().toISOString().slice(11, 19) + " UTC";
   }
 
   document.addEventListener("htmx:confirm", function (evt) {

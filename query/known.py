@@ -1,0 +1,98 @@
+"""Whether the fleet has ever seen a host (and a check of it): what ``downtime add``,
+``silence add`` and ``ack add`` ask before they write, in the command line, the console and
+the API alike, so that a typo in planned work is refused instead of leaving the real host
+paging.
+
+A host is **known** when the state database names it anywhere the fleet wrote it: an agent
+of the registry (``agents``: its uuid or its hostname, ignoring case, and the parents the
+agents declared), or a uuid the alerting sinks judged (``host_state``, ``check_state``,
+``checks``: a RESULT may come before the registry recorded its agent). A check is known for
+those hosts when they declared it (``plugins``), reported it (``checks``, ``check_state``),
+heartbeat as a local process of that name (``host_state``), or sent a NOTIFY with that
+``source``. HOST and CHECK may be globs (``web-*``), matched as the silences and downtimes
+match them (:func:`sinks.alerting.silences.matches`): a glob is known when it matches a
+known name.
+
+:func:`refuse_unknown` raises :class:`Unknown` (a ValueError: the commands' usage error)
+with one line naming the closest known names (:func:`difflib.get_close_matches`), as
+written (a terminal escapes them, :func:`fleetwatch.display.escape`; a page's template
+does); the caller skips it for a host not deployed yet (``--force``, a ``force`` field). Plain reads
+on a connection: the caller runs them in the transaction that writes.
+"""
+
+from __future__ import annotations
+
+import difflib
+from fnmatch import fnmatchcase
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from sinks.state import schema
+from sinks.state.db import has_tables
+
+#: how many close names the refusal offers
+CLOSEST = 3
+
+
+class Unknown(ValueError):
+    """A host or check the fleet has never seen: one line, naming the closest known ones."""
+
+
+def _hosts(conn: Connection) -> dict[str, set[str]]:
+    """Every name a host is known by (lower case) -> its uuids (empty for a parent that is
+    not an agent)."""
+    names: dict[str, set[str]] = {}
+    if has_tables(conn, "agents"):
+        a = schema.agents
+        for uuid, hostname, parents in conn.execute(select(a.c.uuid, a.c.hostname,
+                                                           a.c.parents)):
+            names.setdefault(uuid.lower(), set()).add(uuid)
+            if hostname:
+                names.setdefault(hostname.lower(), set()).add(uuid)
+            for parent in parents if isinstance(parents, list) else ():
+                if isinstance(parent, str) and parent:
+                    names.setdefault(parent.split("/", 1)[0].lower(), set())
+    for table in (schema.host_state, schema.check_state, schema.checks):
+        if has_tables(conn, table.name):
+            for uuid in conn.scalars(select(table.c.uuid).distinct()):
+                names.setdefault(uuid.lower(), set()).add(uuid)
+    return names
+
+
+def _checks(conn: Connection, uuids: set[str]):
+    """The names of the checks (plugins, local processes, NOTIFY sources) of ``uuids``, a
+    table at a time (the caller stops at the first that has its check)."""
+    for table, column in ((schema.plugins, "name"), (schema.checks, "plugin"),
+                          (schema.check_state, "plugin"), (schema.host_state, "name"),
+                          (schema.notifications, "source")):
+        if uuids and has_tables(conn, table.name):
+            col = table.c[column]
+            yield set(conn.scalars(select(col).distinct().where(
+                table.c.uuid.in_(sorted(uuids)), col.is_not(None), col != "")))
+
+
+def _closest(text: str, names) -> str:
+    close = difflib.get_close_matches(text, sorted(names), CLOSEST, 0.6)
+    return f"closest known: {', '.join(close)}" if close else "none is close"
+
+
+def refuse_unknown(conn: Connection, host: str, check: str | None = None) -> None:
+    """Nothing when the fleet has seen ``host`` (and ``check`` on it); :class:`Unknown`
+    otherwise, one line naming the closest known hosts (checks of that host)."""
+    hosts = _hosts(conn)
+    pattern = host.lower()
+    matched = {name for name in hosts if fnmatchcase(name, pattern)}
+    if not matched:
+        raise Unknown(f"HOST {host}: no host of that name has been seen in the fleet "
+                      f"({_closest(pattern, hosts)}; --force for a host not deployed yet)")
+    if check is None:
+        return
+    uuids = set().union(*(hosts[name] for name in matched))
+    seen: set[str] = set()
+    for checks in _checks(conn, uuids):
+        if any(fnmatchcase(name, check) for name in checks):
+            return
+        seen |= checks
+    raise Unknown(f"CHECK {check}: {host} has never had a check of that name "
+                  f"({_closest(check, seen)}; --force for a check not deployed yet)")

@@ -2,8 +2,10 @@
 
 :class:`TableCollector` is a custom collector over :class:`sinks.prometheus.table.
 SeriesTable`: at each scrape it takes the table's snapshot and yields one metric family per
-name (type ``unknown`` for STATS, whose kind fleetwatch does not know; ``gauge`` for checks),
-without the stale series, then the sink's own counters (``PREFIX prometheus_sink_COUNTER``,
+name, typed and described by :mod:`sinks.prometheus.catalogue` (``gauge`` for checks and
+the levels fleetwatch's parts report, ``counter`` for their counters, served as
+``NAME_total``; ``unknown`` for a STATS name fleetwatch does not know), without the stale
+series, then the sink's own counters (``PREFIX prometheus_sink_COUNTER``,
 counters, and ``PREFIX prometheus_sink_series``, a gauge; the series refused per host,
 ``PREFIX prometheus_sink_dropped_by_host`` labelled ``host``). prometheus_client's WSGI
 exposition answers OpenMetrics when the scraper asks for it (Prometheus does) and the text
@@ -20,14 +22,11 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 
+from sinks.prometheus.catalogue import kind
 from sinks.prometheus.names import OWN, label_value, labels_of
 
 log = logging.getLogger(__name__)
 
-#: HELP of the families
-STATS_HELP = "latest value of a fleetwatch STATS metric"
-HELP = {"check_status": "latest status of a check: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN",
-        "check_perfdata": "latest perfdata value of a check, in base units (bytes, seconds)"}
 
 
 class TableCollector:
@@ -54,10 +53,10 @@ class TableCollector:
             prefix = self.prefix
             for family in sorted(families):
                 names = labels_of(family, prefix)
-                short = family[len(prefix):]
-                metric = Metric(family, HELP.get(short, STATS_HELP),
-                                "gauge" if short in HELP else "unknown")
-                metric.samples = [Sample(family, dict(zip(names, labels)), value)
+                type_, help_ = kind(family[len(prefix):])
+                metric = Metric(family, help_, type_)
+                sample = family + "_total" if type_ == "counter" else family
+                metric.samples = [Sample(sample, dict(zip(names, labels)), value)
                                   for labels, (value, when) in families[family].items()
                                   if when >= oldest]
                 if metric.samples:

@@ -46,14 +46,22 @@ def test_agent_router_and_sink_series_are_scraped(fleet):
     # the router's own counters, under its id, and the sink loop's (its STATS, relayed back)
     assert wait_for(lambda: value(url, "fleetwatch_router_agents", instance="router-1"),
                     20, 0.2, "the router's router.agents") >= 1
-    assert wait_for(lambda: value(url, "fleetwatch_sink_received", instance="sink-prometheus"),
+    assert wait_for(lambda: value(url, "fleetwatch_sink_received_total",
+                                  instance="sink-prometheus"),
                     20, 0.2, "the sink loop's sink.received") > 0
     # the sink's own counters, served directly
     assert value(url, "fleetwatch_prometheus_sink_stats_total",
                  instance="sink-prometheus") > 0
     content_type, text = scrape(url)
-    assert content_type.startswith("text/plain") and "# TYPE fleetwatch_cpu_percent untyped" \
+    assert content_type.startswith("text/plain") and "# TYPE fleetwatch_cpu_percent gauge" \
         in text
+    # every family of fleetwatch's own parts typed, each with its own help (catalogue.py)
+    types = dict(line.split()[2:4] for line in text.splitlines() if line.startswith("# TYPE"))
+    helps = [line.split(" ", 3)[3] for line in text.splitlines() if line.startswith("# HELP")]
+    assert len(types) > 50 and [n for n, t in types.items() if t == "untyped"] == []
+    assert types["fleetwatch_router_agents"] == "gauge"
+    assert types["fleetwatch_router_received_HEARTBEAT_total"] == "counter"
+    assert len(set(helps)) == len(helps), {h for h in helps if helps.count(h) > 1}
     content_type, om = scrape(url, openmetrics=True)
     assert content_type.startswith("application/openmetrics-text") and om.endswith("# EOF\n")
     assert samples(om, openmetrics=True)        # the OpenMetrics parser takes it whole

@@ -212,10 +212,10 @@ def test_results_checks_and_own_counters_in_both_formats(sink):
     assert got['fleetwatch_router_agents{host="rbox",instance="router-1"}'] == 3
     assert got['fleetwatch_prometheus_sink_stats_total{instance="prom@test"}'] == 2
     assert got['fleetwatch_prometheus_sink_series{instance="prom@test"}'] == 4
-    assert "# TYPE fleetwatch_load_1 untyped" in text
+    assert "# TYPE fleetwatch_load_1 gauge" in text
     assert "# TYPE fleetwatch_check_status gauge" in text
     om = scrape(sink, openmetrics=True)
-    assert om.endswith("# EOF\n") and "# TYPE fleetwatch_load_1 unknown" in om
+    assert om.endswith("# EOF\n") and "# TYPE fleetwatch_load_1 gauge" in om
     assert series(om.replace("# EOF\n", "")) == {k: v for k, v in got.items()
                                                  if "prometheus_sink_scrapes" not in k} | {
         'fleetwatch_prometheus_sink_scrapes_total{instance="prom@test"}': 2.0}

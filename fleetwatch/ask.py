@@ -7,6 +7,9 @@ With CURVE on, ``keys`` (:class:`fleetwatch.security.ClientKeys`, the operator's
 key) is applied to every socket before it connects, and a failed CURVE handshake (the router
 refused the key, or does not speak CURVE) is reported as the router's problem at once
 instead of a time-out.
+
+:func:`ask_mesh` asks the routers of the whole mesh (SPEC 4.9), however few the operator
+config names: ``status``, ``routers`` and the console read the fleet through it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,12 @@ class Answer:
     endpoint: str
     replies: dict[str, Message] = field(default_factory=dict)
     problem: str = ""
+    #: how the router was found (:func:`ask_mesh`): ``configured``, ``live`` (a router
+    #: that answered sees it live, or it answered), ``dead`` (those that answered hold it
+    #: dead), ``remembered`` (seen before: the console's :class:`Remembered`)
+    known: str = "configured"
+    #: its id as the mesh names it (MEMBERS), for a router that did not say it itself
+    mesh_id: str | None = None
 
     @property
     def reachable(self) -> bool:
@@ -46,7 +55,7 @@ class Answer:
             value = reply.get("router")
             if isinstance(value, str):
                 return value
-        return None
+        return self.mesh_id
 
 
 def cli_id() -> str:
@@ -164,3 +173,94 @@ def ask_all(endpoints: list[str], types: tuple[str, ...], timeout: float,
         for link, _ in links.values():
             link.close(0)
     return answers
+
+
+#: rounds of asking the routers the answers name (two find every router of a mesh)
+ROUNDS = 3
+
+
+def members_of(answer: Answer) -> list[dict]:
+    """The well-formed entries of a router's MEMBERS answer (SPEC 4.9; others left out)."""
+    msg = answer.get("MEMBERS")
+    routers = msg.get("routers") if msg is not None else None
+    if not isinstance(routers, list):
+        return []
+    return [e for e in routers if isinstance(e, dict) and isinstance(e.get("id"), str)
+            and isinstance(e.get("endpoints"), dict)
+            and isinstance(e["endpoints"].get("control"), str)]
+
+
+def ask_mesh(endpoints: list[str], types: tuple[str, ...], timeout: float, keys=None,
+             fields: dict[str, dict] | None = None, also: list[str] = (),
+             ask=ask_all) -> list[Answer]:
+    """``types`` and MEMBERS (asking only: nothing is merged) of every endpoint and of
+    ``also`` (routers seen before), then of the control endpoints the answers name, live or
+    dead, for the routers that have not answered yet: a few rounds (:data:`ROUNDS`), one
+    deadline each. The answers of every router of the mesh, each with how it was found
+    (:attr:`Answer.known`). A router older than meshes answers MEMBERS with an ERROR: that
+    is not its problem when the other types were answered."""
+    wanted = tuple(dict.fromkeys((*types, "MEMBERS")))
+    extra = {"fields": fields} if fields else {}
+    answers: list[Answer] = []
+    asked: set[str] = set()
+    todo = list(dict.fromkeys([*endpoints, *also]))
+    for _ in range(ROUNDS):
+        if not todo:
+            break
+        asked.update(todo)
+        answers += ask(todo, wanted, timeout, keys=keys, **extra)
+        answered = {a.router_id for a in answers if a.get("MEMBERS") is not None}
+        named = [e["endpoints"]["control"] for a in answers for e in members_of(a)
+                 if e["id"] not in answered]        # (one that answered at another endpoint)
+        todo = [e for e in dict.fromkeys(named) if e not in asked]
+    live = {e["endpoints"]["control"] for a in answers for e in members_of(a)
+            if not e.get("dead")}
+    named = {e["endpoints"]["control"]: e["id"] for a in answers for e in members_of(a)}
+    for answer in answers:
+        answer.mesh_id = named.get(answer.endpoint)
+        if answer.endpoint in endpoints:
+            answer.known = "configured"
+        elif answer.reachable or answer.endpoint in live:
+            answer.known = "live"
+        else:
+            answer.known = "dead" if answer.endpoint in named else "remembered"
+        if types and answer.problem.startswith("ERROR") \
+                and all(answer.get(t) is not None for t in types):
+            answer.problem = ""
+    return answers
+
+
+class Remembered:
+    """The routers a long-running reader (the console) has seen, by id, with their control
+    endpoint, kept ``keep`` seconds after they last answered or were named live: asked
+    again (:func:`ask_mesh` ``also``) after the mesh has forgotten a dead one (SPEC 4.9:
+    a tombstone is kept for twice the expiry), so it stays a problem that long."""
+
+    def __init__(self, keep: float, clock=time.monotonic):
+        self.keep, self.clock = keep, clock
+        self.seen: dict[str, tuple[str, float]] = {}     # id -> (control, when seen)
+
+    def take(self, answers: list[Answer]) -> None:
+        """Remember the routers these answers show live; name by its remembered id each
+        router that did not answer and that the mesh no longer names."""
+        now = self.clock()
+        ids = {control: ident for ident, (control, _) in self.seen.items()}
+        for answer in answers:
+            if answer.mesh_id is None and not answer.reachable:
+                answer.mesh_id = ids.get(answer.endpoint)
+            if answer.reachable and answer.router_id:
+                self.seen[answer.router_id] = (answer.endpoint, now)
+            for entry in members_of(answer):
+                if not entry.get("dead"):
+                    self.seen[entry["id"]] = (entry["endpoints"]["control"], now)
+        for ident in [i for i, (_, t) in self.seen.items() if now - t > self.keep]:
+            del self.seen[ident]
+        while len(self.seen) > MAX_REMEMBERED:
+            del self.seen[min(self.seen, key=lambda i: self.seen[i][1])]
+
+    def endpoints(self) -> list[str]:
+        return sorted({control for control, _ in self.seen.values()})
+
+
+#: most routers :class:`Remembered` keeps (a member table's size, SPEC 4.9)
+MAX_REMEMBERED = 256

@@ -7,7 +7,9 @@ agents then keep those messages in their spools (bounded, drops counted) until o
 and the fleet's durability is **degraded**. A route some routers serve and others do not is
 *partial*: agents resend through the routers that can (SPEC 4.2), so nothing is lost, but an
 operator wants to know. Routers older than these fields say nothing: with none that says
-anything, the state is unknown. Pure logic: ``fleetwatch status`` prints it.
+anything, the state is unknown; and while a router asked does not answer, what it serves is
+not known: the state is unknown then too, never ok (``unanswered`` names them). Pure
+logic: ``fleetwatch status`` and the console show it.
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ def _connected(reply, sink: str) -> bool:
 
 def assess(answers: list[Answer]) -> dict:
     """``{"state", "routes": [{"type", "sink", "served_by", "not_served_by"}], "missing",
-    "partial"}``: every durable route any answering router named, with the routers that have
-    a sink of its type connected and those that do not; ``missing`` and ``partial`` list the
-    (type, sink) of the routes served by none, and by some only."""
+    "partial", "unanswered"}``: every durable route any answering router named, with the
+    routers that have a sink of its type connected and those that do not; ``missing`` and
+    ``partial`` list the (type, sink) of the routes served by none, and by some only;
+    ``unanswered`` the routers that did not answer."""
     seen: dict[tuple[str, str], dict] = {}
     told = False
+    unanswered = [a.router_id or a.endpoint for a in answers if a.get("PEERS") is None]
     for answer in answers:
         reply = answer.get("PEERS")
         routes = _routes(reply) if reply is not None else None
@@ -54,20 +58,24 @@ def assess(answers: list[Answer]) -> dict:
     missing = [{"type": r["type"], "sink": r["sink"]} for r in routes if not r["served_by"]]
     partial = [{"type": r["type"], "sink": r["sink"], "not_served_by": r["not_served_by"]}
                for r in routes if r["served_by"] and r["not_served_by"]]
-    state = UNKNOWN if not told else DEGRADED if missing else OK
-    return {"state": state, "routes": routes, "missing": missing, "partial": partial}
+    state = UNKNOWN if not told or (unanswered and not missing) else DEGRADED if missing else OK
+    return {"state": state, "routes": routes, "missing": missing, "partial": partial,
+            "unanswered": unanswered}
 
 
 def lines(found: dict) -> list[str]:
     """What ``status`` prints of it: one line, and one per partial route."""
-    if found["state"] == UNKNOWN:
+    unanswered = found.get("unanswered") or []
+    if found["state"] == UNKNOWN and not found["routes"]:
         return ["durability: unknown (no router said its durable routes)"]
-    if found["state"] == OK:
+    if found["state"] in (OK, UNKNOWN):
         routes: dict[str, list[str]] = {}
         for r in found["routes"]:
             routes.setdefault(r["type"], []).append(r["sink"])
         told = "; ".join(f"{t} -> {', '.join(s)}" for t, s in routes.items()) or "none"
-        out = [f"durability: ok ({told})"]
+        out = [f"durability: ok ({told})" if found["state"] == OK else
+               f"durability: unknown: {', '.join(unanswered)} did not answer (ok on the "
+               f"routers that did: {told})"]
     else:
         by_sink: dict[str, list[str]] = {}
         for m in found["missing"]:

@@ -94,7 +94,9 @@ def routes(web: "Web") -> APIRouter:
                                                  description="only this agent's (uuid)")] = None):
         return answer(console.check_list, after, limit, host, state)
 
-    @router.get("/problems", summary="Every problem, worst first, with how it is handled, "
+    @router.get("/problems", summary="The fleet's own faults (`fleet`: routers, sites, "
+                                      "sinks, schedulers, worst first), then every "
+                                      "problem, worst first, with how it is handled, "
                                       "as the fleet was read at `read_at` (at most "
                                       "web.refresh seconds before)")
     def problems(user: User, limit: Limit = PAGE_ROWS, after: After = "",
@@ -106,7 +108,7 @@ def routes(web: "Web") -> APIRouter:
         rows = view["unhandled" if unhandled else "problems"]
         start = int(after) if after.isdigit() else 0
         page = rows[start:start + limit]
-        return {"items": page, "total": len(rows),
+        return {"fleet": view["fleet"], "items": page, "total": len(rows),
                 "next": str(start + limit) if start + limit < len(rows) else None,
                 "read_at": iso(view["read_at"]), "read_ms": view["read_ms"]}
 

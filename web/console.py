@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from fleetwatch import durability
-from query import fleet, pages
+from query import faults, fleet, pages
 from web import auth
 
 log = logging.getLogger(__name__)
@@ -93,8 +93,10 @@ class Console:
         return fleet.assemble(rows, now)
 
     def routers(self) -> dict:
-        """``routers`` (endpoint, id, reachable, problem, agents, sinks) and the fleet's
-        ``durability``, asked at most every :data:`ROUTERS_TTL` seconds."""
+        """``routers`` (endpoint, id, reachable, problem, known, agents, sinks: of the mesh,
+        :func:`fleetwatch.ask.ask_mesh`), the fleet's ``durability`` and the routers' and
+        sinks' faults (``router_faults``: :func:`query.faults.of_routers`), asked at most
+        every :data:`ROUTERS_TTL` seconds."""
         with self._routers_lock:
             if self._routers is not None and self.monotonic() - self._routers[0] < ROUTERS_TTL:
                 return self._routers[1]
@@ -104,9 +106,11 @@ class Console:
                 peers = a.get("PEERS")
                 routers.append({"endpoint": a.endpoint, "id": a.router_id,
                                 "reachable": a.reachable, "problem": a.problem or None,
+                                "known": a.known,
                                 "agents": peers.get("total") if peers else None,
                                 "sinks": peers.get("sinks") if peers else None})
-            found = {"routers": routers, "durability": durability.assess(answers)}
+            found = {"routers": routers, "durability": durability.assess(answers),
+                     "router_faults": faults.of_routers(answers)}
             self._routers = (self.monotonic(), found)
             return found
 
@@ -168,23 +172,37 @@ class Console:
                         log.exception("reading the fleet ahead failed")
 
     # ------------------------------------------------------------ the pages' data
+    def fleet_faults(self, routers: dict | None = None) -> list[dict]:
+        """The fleet's own faults, worst first (:mod:`query.faults`): routers not answering
+        and sink types without a sink (the routers' answers), sites whose uplink is down
+        and schedulers silent (the STATS :mod:`web.health` follows)."""
+        found = list((routers or self.routers())["router_faults"])
+        if self.health is not None:
+            read = self._view
+            checks = bool(read[1]["checks"]) if read is not None else True
+            found += faults.of_health(self.health.snapshot(), self.clock(), checks)
+        return faults.ordered(found)
+
     def overview(self) -> dict:
-        """Hosts and checks by state, the unhandled problems (the first
-        :data:`OVERVIEW_PROBLEMS`), how many are handled, the routers."""
+        """Hosts and checks by state, the fleet's own faults (``fleet``), the unhandled
+        problems (the first :data:`OVERVIEW_PROBLEMS`), how many are handled, the
+        routers."""
         view = self.fleet_view()
+        routers = self.routers()
         return {**view, "unhandled": view["unhandled"][:OVERVIEW_PROBLEMS],
                 "unhandled_count": len(view["unhandled"]),
                 "handled_count": len(view["problems"]) - len(view["unhandled"]),
-                "warnings": list(view["warnings"]), **self.routers()}
+                "warnings": list(view["warnings"]), **routers,
+                "fleet": self.fleet_faults(routers)}
 
     def problems(self) -> dict:
         """Every problem of the fleet (handled or not, worst first) and the unhandled ones:
         the agents and checks in a problem are chosen in SQL, then judged
-        (:meth:`fleet_view`)."""
+        (:meth:`fleet_view`); and the fleet's own faults (``fleet``)."""
         view = self.fleet_view()
         return {"problems": view["problems"], "unhandled": view["unhandled"],
                 "read_at": view["read_at"], "read_ms": view["read_ms"],
-                "warnings": list(view["warnings"])}
+                "warnings": list(view["warnings"]), "fleet": self.fleet_faults()}
 
     def host(self, uuid: str) -> dict | None:
         """One agent (None: not in the fleet), its checks, its problems, its routers."""
@@ -228,7 +246,7 @@ class Console:
         view = {**self.routers(), "warnings": []}
         if self.health is None:
             view["warnings"].append("the routers' tails are not followed: no counters")
-            return view
+            return {**view, "fleet": self.fleet_faults(view)}
         found = self.health.snapshot()
         for process in found["router_stats"] + found["sinks"] + found["schedulers"]:
             process["problems"] = {k: v for k, v in sorted(process["metrics"].items())
@@ -246,7 +264,7 @@ class Console:
         if not found["connected"]:
             view["warnings"].append("no router's tail reached yet: counters come with the "
                                     "next STATS once one is")
-        return {**view, **found}
+        return {**view, **found, "fleet": self.fleet_faults(view)}
 
     # ------------------------------------------------------------ the API's lists
     def host_list(self, after: str, limit: int, state: str | None, search: str) -> dict:

@@ -38,7 +38,7 @@ AGENT_DROPS = ("agent.spool.dropped", "agent.stats.dropped", "agent.runs.malform
 BACKENDS = ("router", "sink", "scheduler")
 #: seconds after which a process not heard from is forgotten
 FORGET = 600.0
-#: seconds between two tries to learn the tail endpoints while none is known
+#: seconds between two askings of the tail endpoints (routers join the mesh: SPEC 4.9)
 RESOLVE_EVERY = 30.0
 #: most agents kept with drops (the worst are shown; a bound on memory)
 MAX_AGENTS = 10_000
@@ -110,7 +110,7 @@ class Health:
         next_resolve = 0.0
         try:
             while not self._stop.is_set():
-                if not self.connected and self.monotonic() >= next_resolve:
+                if self.monotonic() >= next_resolve:
                     next_resolve = self.monotonic() + RESOLVE_EVERY
                     self._connect(sub)
                 if not sub.poll(500):
@@ -131,14 +131,15 @@ class Health:
         except Exception as e:  # a router down, a bad key: the page says so, the thread lives
             log.warning("health: cannot learn the routers' tail endpoints: %s", e)
             return
-        for endpoint in found:
+        new = [e for e in found if e not in self.connected]
+        for endpoint in new:
             try:
                 sub.connect(endpoint)
             except zmq.ZMQError as e:
                 log.warning("health: cannot connect to tail %s: %s", endpoint, e)
                 continue
             self.connected.append(endpoint)
-        if self.connected:
+        if new and self.connected:
             log.info("health: following STATS on %s", ", ".join(self.connected))
 
     # ------------------------------------------------------------ what is kept
@@ -171,9 +172,12 @@ class Health:
                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
         with self._lock:
             if source in BACKENDS:
+                last = self.backends.get((source, relayed.uuid))
                 self.backends[(source, relayed.uuid)] = {
                     "source": source, "id": relayed.uuid, "hostname": hostname,
-                    "router": relayed.router, "heard": now, "metrics": numbers}
+                    "router": relayed.router, "heard": now, "metrics": numbers,
+                    # its reporting interval as seen (a fault once silent for 3 of them)
+                    "every": now - last["heard"] if last else None}
                 drops = msg.get("drops")
                 if source == "router" and isinstance(drops, list):
                     self._router_drops(relayed.uuid, drops[:500], now)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from fleetwatch.ask import Answer, ask_all
+from fleetwatch.ask import Answer, ask_all, ask_mesh, members_of
 from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
 from fleetwatch.config import load
 from fleetwatch.display import escape, table
@@ -31,8 +31,6 @@ EXIT_STATUSES = {EXIT_OK: "every router answered and they agree on the live rout
                  EXIT_DISAGREE: "some router did not answer, or their views of the live "
                                 "routers differ (the output says which)",
                  EXIT_UNREACHABLE: "no router answered"}
-#: rounds of asking the routers the answers name
-ROUNDS = 3
 
 
 def add_arguments(parser) -> None:
@@ -46,31 +44,8 @@ def add_arguments(parser) -> None:
 
 def gather(endpoints: list[str], timeout: float, keys=None, ask=ask_all) -> list[Answer]:
     """MEMBERS of every endpoint, and of the control endpoints the answers name for
-    routers that have not answered yet."""
-    answers: list[Answer] = []
-    asked: set[str] = set()
-    todo = list(dict.fromkeys(endpoints))
-    for _ in range(ROUNDS):
-        if not todo:
-            break
-        asked.update(todo)
-        answers += ask(todo, ("MEMBERS",), timeout, keys=keys)
-        answered = {a.router_id for a in answers if a.get("MEMBERS") is not None}
-        named = [e["endpoints"]["control"] for a in answers for e in _entries(a)
-                 if e["id"] not in answered]        # (one that answered at another endpoint)
-        todo = [e for e in dict.fromkeys(named) if e not in asked]
-    return answers
-
-
-def _entries(answer: Answer) -> list[dict]:
-    """The well-formed entries of a MEMBERS answer (others are left out)."""
-    msg = answer.get("MEMBERS")
-    routers = msg.get("routers") if msg is not None else None
-    if not isinstance(routers, list):
-        return []
-    return [e for e in routers if isinstance(e, dict) and isinstance(e.get("id"), str)
-            and isinstance(e.get("endpoints"), dict)
-            and isinstance(e["endpoints"].get("control"), str)]
+    routers that have not answered yet (:func:`fleetwatch.ask.ask_mesh`)."""
+    return ask_mesh(endpoints, (), timeout, keys, ask=ask)
 
 
 def views(answers: list[Answer], configured: tuple[str, ...] = ()) -> dict:
@@ -80,7 +55,7 @@ def views(answers: list[Answer], configured: tuple[str, ...] = ()) -> dict:
     routers, seen_live = [], {}
     for answer in answers:
         msg = answer.get("MEMBERS")
-        entries = _entries(answer)
+        entries = members_of(answer)
         view = {"endpoint": answer.endpoint, "router": answer.router_id,
                 "problem": (answer.problem or "no answer") if msg is None else None,
                 "live": [_row(e) for e in entries if not e.get("dead")],

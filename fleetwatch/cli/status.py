@@ -34,11 +34,11 @@ import logging
 import sys
 import time
 
-from fleetwatch.ask import Answer, ask_all
+from fleetwatch.ask import Answer, ask_all, ask_mesh
 from fleetwatch.config import load
 from fleetwatch import durability
 from fleetwatch.display import escape, first_line, table
-from query import fleet, handling
+from query import faults, fleet, handling
 from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
 
 log = logging.getLogger(__name__)
@@ -106,36 +106,42 @@ def _type(check: dict) -> str | None:
 
 
 def gather(config: OperatorConfig, now: float, warn=None) -> dict:
-    """What ``status`` shows, read once: every router's PEERS answer and the state database
-    merged (:mod:`query.fleet`, the console's reading too). ``agents``, ``checks``,
-    ``routers`` (endpoint, id, reachable, problem), ``durability``
-    (:mod:`fleetwatch.durability`), ``problems`` (every problem, handled or not:
+    """What ``status`` shows, read once: the PEERS answer of every router of the mesh (the
+    operator config's and those they name: :func:`fleetwatch.ask.ask_mesh`) and the state
+    database merged (:mod:`query.fleet`, the console's reading too). ``agents``,
+    ``checks``, ``routers`` (endpoint, id, reachable, problem, known), ``durability``
+    (:mod:`fleetwatch.durability`), ``fleet`` (the routers' and sinks' faults, worst first:
+    :mod:`query.faults`), ``problems`` (every problem, handled or not:
     :mod:`query.handling`), ``unhandled`` (those nothing handles, worst first) and the
     routers' raw ``answers``. ``warn(line)``: what cannot be read (default: stderr)."""
-    answers = ask_all(config.routers, ("PEERS",), config.timeout, keys=client_keys(config))
+    answers = ask_mesh(config.routers, ("PEERS",), config.timeout, keys=client_keys(config),
+                       ask=ask_all)
     rows = _read_state(config.state_url, now, warn) or fleet.Rows()
-    view = fleet.assemble(rows, now, answers)
+    # a router the mesh holds dead has no agents: it leaves no agent unknown
+    view = fleet.assemble(rows, now, [a for a in answers if a.reachable or a.known != "dead"])
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
-                "problem": a.problem or None} for a in answers]
+                "problem": a.problem or None, "known": a.known} for a in answers]
     return {**view, "routers": routers, "durability": durability.assess(answers),
-            "answers": answers}
+            "fleet": faults.of_routers(answers), "answers": answers}
 
 
 def run(args, clock=time.time) -> int:
     config = load(OperatorConfig, args.config)
     view = gather(config, clock())
-    agents, checks, routers, durable, found, answers = (
-        view[k] for k in ("agents", "checks", "routers", "durability", "problems", "answers"))
+    agents, checks, routers, durable, found, answers, own = (
+        view[k] for k in ("agents", "checks", "routers", "durability", "problems", "answers",
+                          "fleet"))
     code = exit_status(answers)
     if code != EXIT_OK:
         missing = sum(1 for a in answers if a.get("PEERS") is None)
         what = "no router answered" if code == EXIT_UNREACHABLE else "some routers did not answer"
         print(f"fleetwatch status: {what} ({missing} of {len(answers)})", file=sys.stderr)
     if args.problems:
-        return _problems(found, routers, durable, args.json, code)
+        return _problems(found, routers, durable, args.json, code, own)
     if args.json:
         print(json.dumps({"agents": agents, "checks": checks, "routers": routers,
-                          "durability": durable}, indent=2, ensure_ascii=False))
+                          "durability": durable, "fleet": own}, indent=2,
+                         ensure_ascii=False))
         return code
     print(table(agents, ["hostname", "uuid", "alive", "state", "last_seen", "routers"]))
     if checks:
@@ -160,23 +166,29 @@ def run(args, clock=time.time) -> int:
     print(table(routers, ["endpoint", "id", "reachable", "problem"]))
     for line in durability.lines(durable):
         print(escape(line))
+    if own:
+        print()
+        print(_fleet_table(own))
     print()
     print(summary(agents))
     return code
 
 
 def _problems(found: list[dict], routers: list[dict], durable: dict, as_json: bool,
-              code: int) -> int:
-    """``status --problems``: the unhandled problems, worst first (and the fleet's
-    durability when degraded); the exit status is the routers' all the same
-    (:data:`EXIT_STATUSES`)."""
+              code: int, own: list[dict] = ()) -> int:
+    """``status --problems``: the fleet's own faults (``own``: :mod:`query.faults`), then
+    the unhandled problems, worst first (and the fleet's durability when not ok); the exit
+    status is the routers' all the same (:data:`EXIT_STATUSES`)."""
     shown = handling.unhandled(found)
     if as_json:
-        print(json.dumps({"problems": shown, "handled": len(found) - len(shown),
-                          "routers": routers, "durability": durable}, indent=2,
-                         ensure_ascii=False))
+        print(json.dumps({"fleet": list(own), "problems": shown,
+                          "handled": len(found) - len(shown), "routers": routers,
+                          "durability": durable}, indent=2, ensure_ascii=False))
         return code
-    if durable["state"] == durability.DEGRADED:
+    if own:
+        print(_fleet_table(own))
+        print()
+    if durable["state"] != durability.OK and durable["routes"]:
         for line in durability.lines(durable):
             print(escape(line))
         print()
@@ -186,8 +198,16 @@ def _problems(found: list[dict], routers: list[dict], durable: dict, as_json: bo
                      for p in shown],
                     ["agent", "problem", "state", "type", "since", "output"]))
         print()
-    print(handling.summary(shown, len(found) - len(shown)))
+    faults_line = f"{len(own)} fault{'' if len(own) == 1 else 's'} of the fleet itself; " \
+        if own else ""
+    print(faults_line + handling.summary(shown, len(found) - len(shown)))
     return code
+
+
+def _fleet_table(own: list[dict]) -> str:
+    """The fleet's own faults as a table: ``WHAT NAME STATE SINCE OUTPUT``."""
+    return table([{**f, "what": f["kind"]} for f in own],
+                 ["what", "name", "state", "since", "output"])
 
 
 def _problem_type(problem: dict) -> str | None:

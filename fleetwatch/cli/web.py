@@ -305,11 +305,11 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
 
     import uvicorn
 
-    from fleetwatch.ask import ask_all
+    from fleetwatch.ask import Remembered, ask_mesh
     from fleetwatch.cli.operator import client_keys
     from web.app import Console, create_app
     from sinks.state.reader import Reader
-    from web.health import Health
+    from web.health import FORGET, Health
     from web.settings import WebSettings
     if listen:
         try:
@@ -319,17 +319,22 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
             return _fail(f"--listen: {e}")
         config = dataclasses.replace(config, web=settings)
     keys = client_keys(config)
+    # the routers of the mesh (SPEC 4.9), and those seen before, as long as the health
+    # page keeps a silent process: a router the mesh forgot stays a problem that long
+    seen = Remembered(FORGET)
 
     def ask_routers():
         """Every router's health: PEERS without its listing (``limit`` 0)."""
-        return ask_all(config.routers, ("PEERS",), config.timeout, keys=keys,
-                       fields={"PEERS": {"limit": 0}})
+        answers = ask_mesh(config.routers, ("PEERS",), config.timeout, keys=keys,
+                           fields={"PEERS": {"limit": 0}}, also=seen.endpoints())
+        seen.take(answers)
+        return answers
 
     def tail_endpoints():
         """Where the health page's STATS come from (as ``fleetwatch tail`` finds them)."""
         from fleetwatch.cli.tail import endpoints_of
-        return endpoints_of(config, ask_all(config.routers, ("HELLO",), config.timeout,
-                                            keys=keys))
+        return endpoints_of(config, ask_mesh(config.routers, ("HELLO",), config.timeout,
+                                             keys=keys))
 
     engine = _engine(config)
     health = Health(tail_endpoints, keys)

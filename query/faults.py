@@ -1,0 +1,132 @@
+"""The fleet's own faults, as problems: what ``status --problems``, the console's problem
+lists and ``/api/v1/problems`` show before the hosts' problems (a fault of the fleet can
+make the hosts' problems wrong: a sink missing leaves checks stale).
+
+Each fault is ``{"kind", "name", "state", "since", "output"}``, listed worst first (by
+``state``: DOWN, CRITICAL, WARNING; then by kind in this order; then by name):
+
+- ``router`` DOWN: a router that did not answer, of the operator config or of the mesh
+  (SPEC 4.9: live for the routers that answered, held dead by them, or remembered by the
+  console: :class:`fleetwatch.ask.Remembered`);
+- ``site`` DOWN: a site router whose uplink is down (SPEC 4.10): its last STATS said
+  ``router.site.up`` 0, or its STATS stopped (:func:`silent`);
+- ``sink`` CRITICAL: a sink type some router binds with no sink of it connected to any
+  router that answered: the durable types it must ACK wait in the agents' spools, the rest
+  routed to it are dropped and counted; WARNING when only some routers lack one;
+- ``scheduler`` CRITICAL: a scheduler whose STATS stopped (:func:`silent`), or, in a fleet
+  that declares checks, none heard at all while the routers' STATS have been followed for
+  :data:`NONE_HEARD_AFTER` seconds.
+
+From the routers' PEERS answers (:func:`of_routers`: ``status`` and the console) and the
+console's tail of the fleet's STATS (:func:`of_health`: :mod:`web.health`). Pure logic.
+"""
+
+from __future__ import annotations
+
+from fleetwatch.display import iso
+
+#: states, worst first, and the kinds in their order within a state
+STATES = ("DOWN", "CRITICAL", "WARNING")
+KINDS = ("router", "site", "sink", "scheduler")
+#: a process is silent once this many of its reporting intervals passed without its STATS
+SILENT_INTERVALS = 3
+#: its reporting interval while fewer than two of its STATS were heard (the scheduler's
+#: default ``stats_interval``, the longest of the fleet's)
+DEFAULT_EVERY = 60.0
+#: seconds of following the tails without a scheduler's STATS before "no scheduler heard"
+NONE_HEARD_AFTER = SILENT_INTERVALS * DEFAULT_EVERY
+
+
+def fault(kind: str, name: str, state: str, output: str, since: float | None = None) -> dict:
+    return {"kind": kind, "name": name, "state": state, "since": iso(since), "output": output}
+
+
+def ordered(faults: list[dict]) -> list[dict]:
+    """Worst first: by state, then kind (:data:`STATES`, :data:`KINDS`), then name."""
+    return sorted(faults, key=lambda f: (STATES.index(f["state"]), KINDS.index(f["kind"]),
+                                         f["name"]))
+
+
+def of_routers(answers) -> list[dict]:
+    """The routers that did not answer (PEERS) and the sink types with no sink connected,
+    from the routers' answers (:func:`fleetwatch.ask.ask_mesh`), worst first."""
+    found = []
+    served: dict[str, list[str]] = {}       # sink type -> routers with one connected
+    lacking: dict[str, list[str]] = {}      # sink type -> routers without
+    durable: dict[str, list[str]] = {}      # sink type -> the types that wait for it
+    answered = 0
+    for answer in answers:
+        name = answer.router_id or answer.endpoint
+        reply = answer.get("PEERS")
+        if reply is None:
+            how = {"live": ", live for the routers that answered",
+                   "dead": ", held dead by the routers that answered",
+                   "remembered": ", seen before"}.get(getattr(answer, "known", ""), "")
+            found.append(fault("router", name, "DOWN",
+                               f"not answering at {answer.endpoint}: "
+                               f"{answer.problem or 'no answer'}{how}"))
+            continue
+        answered += 1
+        sinks = reply.get("sinks")
+        for sink, count in (sinks.items() if isinstance(sinks, dict) else ()):
+            ok = isinstance(count, int) and not isinstance(count, bool) and count > 0
+            (served if ok else lacking).setdefault(str(sink), []).append(name)
+        routes = reply.get("durable")
+        for type_, wanted in (routes.items() if isinstance(routes, dict) else ()):
+            for sink in wanted if isinstance(wanted, list) else ():
+                types = durable.setdefault(str(sink), [])
+                if type_ not in types:
+                    types.append(str(type_))
+    for sink in sorted(lacking):
+        if sink not in served:
+            waits = sorted(durable.get(sink, []))
+            then = (f"{', '.join(waits)} wait in the agents' spools until one is" if waits
+                    else "what the routers route to it is dropped (counted)")
+            found.append(fault("sink", sink, "CRITICAL",
+                               f"no {sink} sink connected to any router: {then}"))
+        else:
+            found.append(fault("sink", sink, "WARNING",
+                               f"no {sink} sink connected to {', '.join(lacking[sink])} "
+                               f"({len(lacking[sink])} of {len(lacking[sink]) + len(served[sink])}"
+                               f" routers): what they route to it is dropped (counted)"))
+    return ordered(found)
+
+
+def silent(process: dict, now: float) -> float | None:
+    """Seconds a process (a :mod:`web.health` entry: ``heard``, ``every``) has been silent
+    past :data:`SILENT_INTERVALS` of its reporting interval, or None while it is not."""
+    every = process.get("every") or DEFAULT_EVERY
+    quiet = now - process["heard"]
+    return quiet if quiet > SILENT_INTERVALS * every else None
+
+
+def of_health(snapshot: dict, now: float, checks: bool = True) -> list[dict]:
+    """The sites whose uplink is down and the schedulers silent, from the STATS the
+    console follows (:meth:`web.health.Health.snapshot`), worst first; ``checks``: whether
+    the fleet declares any check (without, a fleet needs no scheduler)."""
+    found = []
+    for router in snapshot.get("router_stats", []):
+        up = router["metrics"].get("router.site.up")
+        if up is None:                      # not a site router
+            continue
+        quiet = silent(router, now)
+        if up == 0 or quiet is not None:
+            said = (f"no STATS for {int(quiet)} s" if quiet is not None
+                    else "its STATS say its uplink is down (router.site.up 0)")
+            found.append(fault("site", router["id"], "DOWN",
+                               f"uplink down: {said}; its agents are UNREACHABLE behind it",
+                               router["heard"]))
+    schedulers = snapshot.get("schedulers", [])
+    for scheduler in schedulers:
+        quiet = silent(scheduler, now)
+        if quiet is not None:
+            found.append(fault("scheduler", scheduler["id"], "CRITICAL",
+                               f"no STATS for {int(quiet)} s: the checks it schedules are not "
+                               f"run", scheduler["heard"]))
+    followed = snapshot.get("since")
+    if checks and not schedulers and snapshot.get("router_stats") and followed is not None \
+            and now - followed > NONE_HEARD_AFTER:
+        found.append(fault("scheduler", "-", "CRITICAL",
+                           f"no scheduler heard in {int(now - followed)} s: no check is "
+                           f"scheduled"))
+    return ordered(found)

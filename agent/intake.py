@@ -11,7 +11,8 @@ and counted; nothing a local process sends stops the agent.
 
 What local processes may declare is limited by the config's ``local`` section: the types
 allowed, and fnmatch patterns for the names they speak as (a REGISTER's or HEARTBEAT's
-``name``, any message's ``source``). The agent's own name, ``agent``, is reserved. A refusal
+``name``, any message's ``source``). The agent's own name, ``agent``, is reserved, and so are
+the back-ends' roles as a ``source`` (``router``, ``sink``, ``scheduler``). A refusal
 is answered ``ERROR 403`` with the reason and counted (``refused``). A REGISTER that declares
 plugins is checked further by the daemon with :class:`agent.declared.Declared` (400 or 403),
 which also rewrites its ``plugins`` to their wire form before it is spooled.
@@ -80,6 +81,9 @@ class Intake:
                 continue
             if value in RESERVED_NAMES:
                 return f"{field} {value!r} is reserved for the agent itself"
+            if field == "source" and value in protocol.REPORTERS:
+                return (f"source {value!r} is a back-end's: a local process speaks for this "
+                        f"host, never as a router, a sink or a scheduler")
             if not any(fnmatch.fnmatchcase(value, p) for p in self.names):
                 return f"{field} {value[:64]!r} is not allowed (local.names)"
         return None

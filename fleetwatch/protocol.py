@@ -483,6 +483,26 @@ def decode_relayed(frames: list[bytes], allowed: frozenset[str] = TYPES,
     return Relayed(uuid, path[0], msg, path=path if len(path) > 1 else ())
 
 
+#: the roles of the processes whose own counters a STATS may carry besides agents (SPEC 4.3)
+REPORTERS = frozenset({"router", "sink", "scheduler"})
+
+
+def reporter(relayed: Relayed) -> str | None:
+    """Whose own counters a relayed STATS carries, from the router's stamp (SPEC 4.3): None
+    for an agent's, whatever its body says. An agent's stamped uuid is never the last id of
+    the path (the router it attached to, which refuses its own id as a uuid); a router's
+    own STATS is stamped with its own id (``STATS/ID/ID``), a back-end's from control with
+    its id ending the path (``STATS/ID/ROUTER,ID``). For those, the role is the body's
+    ``source``, which the router checked (control takes ``sink`` and ``scheduler`` only)."""
+    path = relayed.path or (relayed.router,)
+    if relayed.uuid != path[-1]:
+        return None
+    if len(path) == 1:
+        return "router"
+    source = relayed.message.get("source")
+    return source if source in REPORTERS else None
+
+
 def _ascii_id(frame: bytes, what: str) -> str:
     try:
         text = frame.decode("ascii")

@@ -197,6 +197,11 @@ class Admission:
         except ProtocolError as e:
             port.refuse(rid, e, careful=careful)
             return
+        if msg.uuid == self.id:             # what stamps this router's own STATS (SPEC 4.3)
+            self.counters.refused["own_id"] += 1
+            port.refuse(rid, ProtocolError(protocol.FORBIDDEN, f"uuid {self.id} is this "
+                                           f"router's own id"), ref=msg.msg_id, careful=careful)
+            return
         attached = self.peers.get(rid)
         if attached is not None:            # its connection is bound: to this uuid only
             if attached.uuid != msg.uuid:

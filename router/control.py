@@ -133,7 +133,10 @@ class ControlDesk:
                                       + ", ".join(sorted(BACKEND_SOURCES))), ref=msg.msg_id)
             return
         self.counters.control_stats += 1
-        self.port.relay(protocol.envelope("STATS", msg.uuid, self.id), b"STATS", parts[3])
+        # the sender's id ends the path, as a router's own id does: what no agent's STATS
+        # can say (protocol.reporter), whatever its body's ``source``
+        self.port.relay(protocol.envelope("STATS", msg.uuid, f"{self.id},{msg.uuid}"),
+                        b"STATS", parts[3])
 
     def forward(self, rid: bytes, target: str, type_frame: bytes, body: bytes, msg: Message):
         """ACK or RUN to the agent ``target``: SIGNATURE, TYPE, BODY as received."""

@@ -4,9 +4,10 @@ dropped, as their STATS pass on the routers' tails.
 
 :class:`Health` subscribes to ``STATS/`` on every router's tail (the topic prefix is
 filtered on the routers: nothing else reaches the console) in a thread of its own, and keeps
-the last STATS of each back-end process (``source`` router, sink or scheduler) and, of the
-agents, only those whose drop counters are not zero (:data:`AGENT_DROPS`): a fleet of 10,000
-agents costs a dictionary of the few that drop. What it has not heard from for
+the last STATS of each back-end process (router, sink or scheduler, as the routers' stamp
+says: :func:`fleetwatch.protocol.reporter`; an agent's STATS claiming such a ``source`` is
+an agent's, SPEC 4.3) and, of the agents, only those whose drop counters are not zero
+(:data:`AGENT_DROPS`): a fleet of 10,000 agents costs a dictionary of the few that drop. What it has not heard from for
 :data:`FORGET` seconds is forgotten. A tail subscriber that falls behind loses messages at
 the routers' high-water mark (SPEC: by design), never slows a router or a sink; the console
 receives about 1,000 STATS a second at 10,000 agents (one every 10 s each), drained in
@@ -34,8 +35,6 @@ log = logging.getLogger(__name__)
 #: metric names of local processes refused past ``local.max_metric_names``)
 AGENT_DROPS = ("agent.spool.dropped", "agent.stats.dropped", "agent.runs.malformed",
                "agent.intake.names_refused")
-#: the sources of back-end processes' STATS (SPEC 4.3)
-BACKENDS = ("router", "sink", "scheduler")
 #: seconds after which a process not heard from is forgotten
 FORGET = 600.0
 #: seconds between two askings of the tail endpoints (routers join the mesh: SPEC 4.9)
@@ -166,12 +165,12 @@ class Health:
             return
         self.received += 1
         now = self.clock()
-        source = msg.get("source")
+        source = protocol.reporter(relayed)         # the stamp's word, not the body's
         hostname = msg.get("hostname") if isinstance(msg.get("hostname"), str) else None
         numbers = {str(k)[:200]: v for k, v in metrics.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
         with self._lock:
-            if source in BACKENDS:
+            if source is not None:
                 last = self.backends.get((source, relayed.uuid))
                 self.backends[(source, relayed.uuid)] = {
                     "source": source, "id": relayed.uuid, "hostname": hostname,

@@ -187,6 +187,23 @@ def test_the_intake_gives_every_local_message_the_agents_hostname():
             assert (msg.uuid, msg.get("hostname")) == ("agent-uuid", "web-1"), (type_, claimed)
 
 
+def test_the_intake_refuses_a_back_end_s_role_as_a_source():
+    """Issue 31 item 6: a local process is never a router, a sink or a scheduler."""
+    from agent.intake import Intake
+    from fleetwatch import protocol
+
+    intake = Intake("agent-uuid", "web-1")
+    for source in ("router", "sink", "scheduler"):
+        msg, err = intake.accept(protocol.encode(protocol.make(
+            "STATS", "local", metrics={"x": 1}, source=source)))
+        assert msg is None and err.get("status") == protocol.FORBIDDEN
+        assert err.get("reason").startswith(f"source {source!r} is a back-end's")
+    assert intake.refused == 3
+    msg, err = intake.accept(protocol.encode(protocol.make("STATS", "local", metrics={"x": 1},
+                                                           source="backup")))
+    assert err is None and msg.get("source") == "backup"
+
+
 def test_graphite_names_a_stats_after_its_agents_hello():
     """Logic: the HELLO's hostname names the uuid's paths; a STATS claiming another is filed
     under it and counted; before any HELLO, the first STATS's hostname holds."""

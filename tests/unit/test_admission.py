@@ -227,6 +227,17 @@ def test_a_bound_routing_id_cannot_claim_another_uuid():
     assert r.peers.by_uuid(OTHER) is None and r.peers.get(RID).uuid == UUID
 
 
+def test_no_agent_takes_the_routers_own_id():
+    """The router's own STATS is stamped ``STATS/ID/ID``: an agent of that uuid would pass
+    for the router (SPEC 4.3, issue 31 item 6)."""
+    r = Router()
+    r.stranger(RID, hello("router-1"))
+    refusal, = r.port.refusals
+    assert refusal.status == protocol.FORBIDDEN and "this router's own id" in refusal.reason
+    assert r.counters.refused["own_id"] == 1
+    assert r.peers.get(RID) is None and r.port.relayed == []
+
+
 def test_with_curve_the_connections_key_must_be_bound_to_the_uuid():
     r = Router(curve=True)
     r.stranger(RID, hello(UUID), {"User-Id": "agent:" + UUID, "Peer-Address": "10.0.0.1"})

@@ -75,10 +75,15 @@ def test_peers_without_a_limit_is_one_default_page_and_limit_0_a_summary():
 
 
 def test_a_backends_stats_is_relayed_stamped_with_its_sender():
+    """Its id ends the path, as a router's own STATS's does, so that no agent passes for
+    it (an agent's uuid never ends the path: SPEC 4.3, issue 31 item 6)."""
     d = Desk()
     msg = d.request("STATS", metrics={"sink.received": 3}, source="sink")
-    assert d.port.relayed == [(b"STATS/sink-1/router-1", b"STATS", protocol.encode_body(msg))]
+    assert d.port.relayed == [(b"STATS/sink-1/router-1,sink-1", b"STATS",
+                               protocol.encode_body(msg))]
     assert d.counters.control_stats == 1 and d.port.replies == []
+    relayed = protocol.decode_relayed([SIGNATURE, *d.port.relayed[0][::2]])
+    assert (relayed.router, protocol.reporter(relayed)) == ("router-1", "sink")
 
 
 def test_a_stats_that_does_not_say_it_comes_from_a_backend_is_refused():

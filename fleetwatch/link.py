@@ -16,6 +16,7 @@ the router re-reads its allowlists by itself, and a back-end started before its 
 allowed connects once it is. Replies are decoded here: one that does not decode is counted
 (``control_bad``) and logged at most every 10 s, and so are the types a back-end never gets
 (``control_unexpected``); WELCOME and ERROR go to the caller. Each link is used by one thread.
+:meth:`Links.report` sends the process's own counters (STATS, ``source`` its role).
 
 Routers that find each other (SPEC 4.9) name the live routers in WELCOME ``members``: a
 link to a router whose WELCOME has them asks it MEMBERS every ``MEMBERS_EVERY`` seconds
@@ -235,6 +236,8 @@ class Links:
         self.counts = counts if counts is not None else Counter()
         self.throttle = throttle or Throttle(log)
         self.poller: zmq.Poller | None = None
+        #: the link the latest :meth:`report` went through, among the welcomed ones
+        self._turn = -1
 
     def __iter__(self) -> Iterator[Link]:
         return iter(self.links)
@@ -273,6 +276,22 @@ class Links:
 
     def welcomed(self) -> list[Link]:
         return [link for link in self.links if link.router_id is not None]
+
+    def report(self, metrics: dict) -> bool:
+        """The process's own counters as a STATS (``source`` its role) through one router
+        that WELCOMEd it, turn by turn, so that they reach the STATS route and the tails
+        like a router's own, relayed once (SPEC 4.3); False when no router took it (none
+        welcomed it yet, or its queue is full: counted ``stats_unsent``)."""
+        live = self.welcomed()
+        if not live:
+            return False
+        self._turn = (self._turn + 1) % len(live)
+        msg = protocol.make("STATS", self.sender_id, self.clock, metrics=metrics,
+                            hostname=self.hostname, source=self.role)
+        if live[self._turn].send(protocol.encode_control(msg)):
+            return True
+        self.counts["stats_unsent"] += 1
+        return False
 
     def hellos(self, now: float, interval: float) -> float:
         """HELLO to the links due one (on a new socket where :class:`Dial` says so), and

@@ -162,6 +162,9 @@ class ControlDesk:
             if sent == FULL:
                 status, reason = (protocol.UNAVAILABLE,
                                   f"the site link of agent {target[:64]} is not reading")
-        self.counters.count_bad(status)
+        if status == protocol.NOT_FOUND and msg.type == "RUN":
+            self.counters.run_elsewhere += 1    # a scheduler sends each RUN to every router
+        else:
+            self.counters.count_bad(status)
         log.debug("cannot forward %s %s: %s", msg.type, msg.msg_id, reason)
         self.port.reply(rid, protocol.error(status, reason, msg.msg_id, self.id))

@@ -6,7 +6,9 @@ into the flat ``{name: number}`` of the router's own STATS:
 - ``router.received.TYPE``: agent messages of TYPE accepted (from attached agents);
 - ``router.relayed.TYPE.SINK`` / ``router.dropped.TYPE.SINK``: sends to a sink type's PUSH
   socket that succeeded / would have blocked (no sink connected, or every queue full);
-- ``router.bad.STATUS``: messages refused, by the status they were (or would be) answered with;
+- ``router.bad.STATUS``: messages refused, by the status they were (or would be) answered
+  with; but a RUN for an agent not attached here (answered 404) is ``router.run.elsewhere``,
+  what a scheduler's RUN meets on every router but the agent's, not a fault;
 - ``router.tail.published``, ``router.tail.topics`` (distinct topics subscribed, a gauge),
   ``router.tail.excess`` (subscriptions above ``limits.tail_topics``),
   ``router.forwarded.TYPE`` (ACK, RUN to agents),
@@ -74,6 +76,9 @@ class Counters:
         self.durable_unavailable = 0
         #: STATS of back-end processes relayed from the control socket
         self.control_stats = 0
+        #: RUNs for an agent not attached here (answered 404; not a fault: a scheduler
+        #: sends each RUN to every router, and all but one answer so)
+        self.run_elsewhere = 0
         #: metric name -> count, kept by the config reloader (router/reload.py)
         self.reloads: dict[str, int] = {}
 
@@ -129,5 +134,6 @@ class Counters:
         out["router.acks.own"] = self.own_acks
         out["router.durable_unavailable"] = self.durable_unavailable
         out["router.control.stats"] = self.control_stats
+        out["router.run.elsewhere"] = self.run_elsewhere
         out.update(self.reloads)
         return out

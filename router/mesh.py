@@ -162,6 +162,7 @@ class Mesh:
                       dealer.unanswered)
             self._close(dealer)
             dealer = None
+        fresh = dealer is None
         if dealer is None:
             dealer = self._open(endpoint)
             if dealer is None:
@@ -171,7 +172,8 @@ class Mesh:
             dealer.socket.send_multipart(frames, zmq.NOBLOCK)
             self.counts["sent"] += 1
         except zmq.Again:           # not connected (yet), or not reading
-            self.counts["unsent"] += 1
+            # a DEALER made this round has not connected yet: no fault, counted apart
+            self.counts["connecting" if fresh else "unsent"] += 1
 
     # ---------------------------------------------------------------- answers
     def read(self, sock: zmq.Socket) -> None:
@@ -206,7 +208,8 @@ class Mesh:
                 "router.mesh.full": self.counts["full"],
                 "router.mesh.impostors": self.counts["impostor"],
                 "router.mesh.errors": self.counts["errors"],
-                "router.mesh.unsent": self.counts["unsent"]}
+                "router.mesh.unsent": self.counts["unsent"],
+                "router.mesh.connecting": self.counts["connecting"]}
 
     def merge(self, entries: list) -> list[str]:
         """Merge a MEMBERS list (a request's or an answer's); return the ids that joined."""

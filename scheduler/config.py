@@ -33,7 +33,8 @@ class SchedulerConfig:
         1.0, "shortest interval a plugin is run at; a shorter declared interval is raised "
              "to this (at least 1: command ids name whole-second slots)")
     hello_interval: float = setting(1.0, "seconds between HELLOs to a router not yet answering")
-    stats_interval: float = setting(60.0, "seconds between counter reports in the log")
+    stats_interval: float = setting(60.0, "seconds between counter reports (in the log, "
+                                    "and as STATS to a router: the console's health page)")
     security: ClientSecurity = setting(factory=ClientSecurity, help="CURVE keys (a back-end key)")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 

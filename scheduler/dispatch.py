@@ -13,8 +13,10 @@ The DEALERs are :class:`fleetwatch.link.Links`, as the sinks': HELLO (``role: sc
 to each router until WELCOME, a new socket after a refused handshake (a scheduler started
 before its key was allowed connects once it is). A router the agent is not attached to
 answers ``ERROR 404``: that is normal with several routers (an agent attached to one of
-them) and is only counted (``not_found``), never logged per message. Counters are logged
-every ``stats_interval``, with ``extra()``'s (the plan's).
+them) and is only counted (``not_found``), never logged per message. Counters, with
+``extra()``'s (the plan's), are logged every ``stats_interval`` and sent as the scheduler's
+STATS (``source: scheduler``, names ``scheduler.NAME``) through one router, as the sinks'
+(:meth:`fleetwatch.link.Links.report`, SPEC 4.3): at the first WELCOME, then as often.
 """
 
 from __future__ import annotations
@@ -123,6 +125,7 @@ class Dispatcher:
         poller.register(self._rfd, zmq.POLLIN)
         self.links.register(poller)
         next_stats = time.monotonic() + self.stats_interval
+        reported = False        # a first report as soon as a router WELCOMEs us
         try:
             while not self._stopping:
                 self.beat = time.monotonic()
@@ -144,8 +147,12 @@ class Dispatcher:
                 for link, msg in self.links.receive(events):
                     if msg.type == "ERROR":
                         self._error(link, msg)
-                if time.monotonic() >= next_stats:
-                    log.info("counters: %s", self.report())
+                due = time.monotonic() >= next_stats
+                if due or (not reported and self.links.welcomed()):
+                    if due:
+                        log.info("counters: %s", self.report())
+                    reported = bool(self.links.welcomed())
+                    self.links.report({f"scheduler.{k}": v for k, v in self.merged().items()})
                     next_stats = time.monotonic() + self.stats_interval
         except Exception:   # a bug: logged here; the service sees the thread gone and exits
             log.exception("the sender thread failed")
@@ -201,7 +208,12 @@ class Dispatcher:
             self.throttle.warning(f"error_{status}", "router %s answered ERROR %s %s",
                                   link.label, status, msg.get("reason"))
 
-    def report(self) -> str:
+    def merged(self) -> Counter:
+        """The sender's counters and ``extra()``'s (the plan's)."""
         merged = Counter(self.counts)
         merged.update(self.extra())
-        return " ".join(f"{k}={v}" for k, v in sorted(merged.items()) if v) or "nothing yet"
+        return merged
+
+    def report(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in sorted(self.merged().items()) if v) \
+            or "nothing yet"

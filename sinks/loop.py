@@ -176,15 +176,7 @@ class SinkLoop:
         """The sink's counters as a STATS (source ``sink``) through one router that knows
         us, turn by turn, so they reach the graphite and history sinks like the routers'
         own (SPEC 4.3); each report goes through one router only, never twice."""
-        live = self.links.welcomed()
-        if not live:
-            return
-        self._stats_turn = (getattr(self, "_stats_turn", -1) + 1) % len(live)
-        metrics = {f"sink.{k}": v for k, v in self.merged_counts().items()}
-        msg = protocol.make("STATS", self.sink_id, clock=time.time, metrics=metrics,
-                            hostname=self.hostname, source="sink")
-        if not live[self._stats_turn].send(protocol.encode_control(msg)):
-            self.counts["stats_unsent"] += 1
+        self.links.report({f"sink.{k}": v for k, v in self.merged_counts().items()})
 
     # ---------------------------------------------------------------- control
     def _welcome(self, link: Link, msg: protocol.Message) -> None:

@@ -3,7 +3,8 @@ dropped for it, and a verdict (pure logic, no Spark: :meth:`sinks.history.query.
 feeds it the counts and the ``drops`` rows it reads).
 
 Buckets are aligned to the epoch (``1h`` buckets start on the hour, ``1d`` at UTC midnight),
-cut to the window ``[since, until)`` at both ends. A bucket's verdict:
+cut to the window ``[since, until)`` at both ends; the window starts no earlier than the
+host's first message or drop (:func:`begins`). A bucket's verdict:
 
 - ``dropped``: a router dropped some of the host's messages in it (for any sink type, or the
   ones asked for), whatever landed;
@@ -59,6 +60,14 @@ def buckets(since: float, until: float, every: float) -> list[tuple[float, float
             for i in range(count)]
 
 
+def begins(since: float, firsts) -> float:
+    """Where a host's report begins: at ``since``, or later at the first of ``firsts`` (its
+    first message in the lake, its first drop; None: not known) when they are all later:
+    before it the host did not exist, which ``no data`` would call silence."""
+    known = [t for t in firsts if t is not None]
+    return max(since, min(known)) if known else since
+
+
 def number(t: float, every: float) -> int:
     """The epoch-aligned bucket time ``t`` falls in: ``floor(t / every)`` (the bucket that
     starts at ``number * every``)."""
@@ -85,8 +94,11 @@ def report(since: float, until: float, every: float, landed: dict[tuple[str, int
     """One dict per bucket of :func:`buckets`: start, end (epoch seconds), the counts of
     :data:`LANDED`, ``dropped`` (the estimated total), ``drops`` (per type and sink, in that
     order: type, sink, count) and ``verdict``. ``landed``: (a field of LANDED, the bucket's
-    :func:`number`) -> messages; ``drops``: the drop entries that meet the window."""
+    :func:`number`) -> messages; ``drops``: the drop entries that meet the window. No bucket
+    when the window is empty (a host first heard of after it: :func:`begins`)."""
     out = []
+    if until <= since:
+        return out
     spans = buckets(since, until, every)
     shares: list[dict[tuple[str, str], float]] = [{} for _ in spans]
     base = number(since, every)

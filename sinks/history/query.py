@@ -62,7 +62,7 @@ from pyspark.sql import functions as F
 
 from sinks.history import hostnames, lifecycle, spans
 from sinks.history.availability import bounds, downtime_windows, spans_in, tile, uptime
-from sinks.history.gaps import LANDED, Drop, buckets, report
+from sinks.history.gaps import LANDED, Drop, begins, buckets, report
 from sinks.history.metrics import aggregate, downsample, not_internal
 from sinks.history.schema import PARTITION, TABLE_NAMES, TABLES
 from sinks.history.spans import counted_interval
@@ -164,9 +164,10 @@ class History:
     def _hosts_query(self) -> DataFrame:
         seen = self.registrations.select("uuid", "ts").unionByName(
             self.table("metrics").filter(not_internal()).select("uuid", "ts"))
-        return (seen.groupBy("uuid").agg(F.max("ts").alias("last_seen"))
+        return (seen.groupBy("uuid").agg(F.max("ts").alias("last_seen"),
+                                         F.min(secs()).alias("first_seen"))
                 .join(hostnames.latest(self.registrations), "uuid", "left")
-                .select("uuid", "hostname", "last_seen"))
+                .select("uuid", "hostname", "last_seen", "first_seen"))
 
     def _host_rows(self) -> list:
         if self._hosts is None:
@@ -176,12 +177,19 @@ class History:
     def hosts(self) -> DataFrame:
         """uuid, hostname (its latest HELLO's or own REGISTER's; null if the lake holds
         none), last_seen; read once per :class:`History` (:meth:`refresh` forgets it)."""
-        return self.spark.createDataFrame(self._host_rows(),
+        return self.spark.createDataFrame([tuple(r)[:3] for r in self._host_rows()],
                                           "uuid string, hostname string, last_seen timestamp")
 
     def refresh(self) -> None:
         """Forget the hostnames learnt so far (the lake grew)."""
         self._hosts = None
+
+    def first_seen(self, host: str) -> float | None:
+        """When the lake first heard of a hostname (or a uuid): the earliest ``ts`` (epoch
+        seconds) of its HELLOs, REGISTERs and STATS; None if it holds none."""
+        found = [r["first_seen"] for r in self._host_rows()
+                 if host in (r["uuid"], r["hostname"]) and r["first_seen"] is not None]
+        return min(found) if found else None
 
     def uuids(self, host: str) -> list[str]:
         """The uuids a hostname (or a uuid) stands for."""
@@ -387,20 +395,23 @@ class History:
         (what routers dropped for the host, for ``sink`` only if given: an *estimate*, each
         drop entry's count spread evenly from its first drop to its last), ``verdict`` (ok,
         no data, dropped) and ``drops`` (per type and sink: type, sink, count). The rules
-        are sinks/history/gaps.py's. ValueError for a window or a bucket size that does not
-        make buckets (at most 10,000)."""
+        are sinks/history/gaps.py's. The buckets start at the host's first message (or its
+        first drop) when that is later than ``since``: before it the host did not exist, it
+        was not silent. ValueError for a window or a bucket size that does not make buckets
+        (at most 10,000)."""
         since, until, every = epoch(since), epoch(until), seconds(every)
         if since is None or until is None:
             raise ValueError("gaps: expected both since and until")
         buckets(since, until, every)            # a bad window or size: before any Spark job
         uuids = self.uuids(host)
-        counted = [(r["kind"], int(r["bucket"]), r["n"])
-                   for r in self._landed(uuids, since, until, every).collect()]
-        entries = (self.drops(host, since, until, sink)
+        entries = [Drop(*r) for r in self.drops(host, since, until, sink)
                    .select("type", "sink", "count", secs("first").alias("first"),
-                           secs("last").alias("last")).collect())
-        rows = report(since, until, every, {(k, b): n for k, b, n in counted},
-                      [Drop(*r) for r in entries])
+                           secs("last").alias("last")).collect()]
+        since = begins(since, [self.first_seen(host), *(d.first for d in entries)])
+        counted = [(r["kind"], int(r["bucket"]), r["n"])
+                   for r in self._landed(uuids, since, until, every).collect()] \
+            if since < until else []
+        rows = report(since, until, every, {(k, b): n for k, b, n in counted}, entries)
         columns = ["start", "end", *LANDED, "dropped", "verdict", "drops"]
         return self.spark.createDataFrame(
             [tuple(_utc(r[c]) if c in ("start", "end") else r[c] for c in columns)

@@ -24,7 +24,8 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     demo_dir = fleet.root / "demo"
     demo = fleet.start("demo", "demo", "--dir", str(demo_dir), "--heartbeat", "0.5")
     manifest = demo_dir / "demo.json"
-    wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
+    # (the agents start once the sinks are connected to every router: issue 31 item 12)
+    wait_for(lambda: manifest.exists() or not demo.alive(), 60, what="demo.json")
     assert demo.alive(), demo.log()
     info = json.loads(manifest.read_text())
     procs = info["processes"]
@@ -181,6 +182,21 @@ def check_console(info: dict, hostname: str) -> None:
     status, _, page = b.request("/hosts")
     assert status == 200 and html.escape(hostname) in page
 
+    # the fleet's own health: every router and the scheduler heard, and a demo that just
+    # started shows no problem (issue 31 item 12: the sinks were connected before the
+    # agents came, a RUN for an agent of the other router is no fault)
+    def heard():
+        status, _, body = b.request("/api/v1/health")
+        found = json.loads(body) if status == 200 else {}
+        routers = {r["id"] for r in found.get("router_stats", [])}
+        return found if routers == {"router-1", "router-2", "site-1"} and \
+            found.get("schedulers") else None
+    found = wait_for(heard, 30, interval=1.0, what="the routers and the scheduler on /health")
+    assert [s["id"] for s in found["schedulers"]] == ["scheduler"]
+    assert {r["id"]: r["problems"] for r in found["router_stats"]} == {
+        "router-1": {}, "router-2": {}, "site-1": {}}
+    assert found["schedulers"][0]["problems"] == {} and found["router_drops"] == []
+
 
 def check_prometheus(info: dict, uuid: str) -> None:
     """The demo's prometheus sink serves the host's stats, labelled with its uuid."""
@@ -282,7 +298,7 @@ def test_demo_config_file_is_used(fleet):
                                     "dir": str(fleet.root / "one")})
     demo = fleet.start("demo", "demo", "--config", str(cfg), "--for", "30")
     manifest = fleet.root / "one" / "demo.json"
-    wait_for(lambda: manifest.exists() or not demo.alive(), 30, what="demo.json")
+    wait_for(lambda: manifest.exists() or not demo.alive(), 60, what="demo.json")
     names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
     assert names == ["router-1", "carbon", "graphite-web", "sink-registry", "sink-alerting",
                      "sink-graphite", "sink-history", "sink-prometheus", "scheduler",

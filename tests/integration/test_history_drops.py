@@ -265,6 +265,14 @@ def test_gaps_says_no_data_or_dropped(h, history_lake):
     db1 = h.gaps("db1", lake.at(0), lake.at(DAY), "6h", sink="graphite").collect()
     assert [(r["heartbeats"], r["dropped"], r["verdict"]) for r in db1] == [
         (0, 0.0, "no data"), (36, 0.0, "ok"), (36, 0.0, "ok"), (36, 2.0, "dropped")]
+    # a window from before the host existed starts at its first message (its HELLO at D0
+    # 00:00), not with "no data" for the day before (issue 31 item 12); a host first heard
+    # of after the window has no bucket in it
+    db1 = h.gaps("db1", lake.at(-DAY), lake.at(DAY), "6h", sink="graphite").collect()
+    assert [(r["start"], r["verdict"]) for r in db1] == [
+        (at(lake, 0), "no data"), (at(lake, 6 * 3600), "ok"), (at(lake, 12 * 3600), "ok"),
+        (at(lake, 18 * 3600), "dropped")]
+    assert h.gaps("db1", lake.at(-DAY), lake.at(-3600), "1h").collect() == []
     # only what the lake misses: the graphite drops are not counted
     assert {r["verdict"] for r in h.gaps("db1", lake.at(DAY - 3600), lake.at(DAY), "1h",
                                          sink="history").collect()} == {"ok"}

@@ -20,8 +20,13 @@ from support.alertsink import failing_plugins
 from support.browser import Browser
 from support.console import PASSWORD, api_post, serve, start_console
 from support.fleet import wait_for
+from support.graphite import DealerAgent
+from support.zmqio import recv
 
 pytest.importorskip("fastapi")
+import zmq  # noqa: E402
+
+from fleetwatch import protocol  # noqa: E402
 pytestmark = pytest.mark.timeout(120)
 sys.path.append(str(Path(__file__).parents[2] / "bench"))   # last: bench/web.py is not web/
 
@@ -32,7 +37,7 @@ def api(url: str, path: str, token: str):
     return json.loads(body)
 
 
-def test_problems_hosts_and_the_fleet_s_health(fleet):
+def test_problems_hosts_and_the_fleet_s_health(fleet, zctx):
     folder, _ = failing_plugins(fleet, ["flaky"])
     fleet, op, url = start_console(
         fleet, alerting={"max_check_attempts": 1, "flap_detection": False}, scheduler=True,
@@ -103,6 +108,45 @@ def test_problems_hosts_and_the_fleet_s_health(fleet):
     assert {s["id"] for s in found["sinks"]} == {"sink-alerting", "sink-registry"}
     # graphite and history have no sink: the router drops what it routes there, and says so
     assert any(k.startswith("router.dropped.") for k in found["router_stats"][0]["problems"])
+    # the scheduler reports its counters as the sinks do (issue 31 item 12)
+    found = wait_for(lambda: (h := api(url, "/api/v1/health", token))["schedulers"] and h,
+                     30, 0.3, what="the scheduler's counters on the health page")
+    assert [s["id"] for s in found["schedulers"]] == ["scheduler"]
+    assert found["schedulers"][0]["metrics"]["scheduler.jobs"] == 1
+    # the RUNs sent to the router for its own agent are forwarded, none is a problem
+    assert found["router_stats"][0]["metrics"]["router.forwarded.RUN"] >= 1
+
+    # nobody passes for a router, a sink or a scheduler by saying so (issue 31 item 6): a
+    # local process is refused at the intake, an agent's STATS stays an agent's
+    spoof = {"agent.spool.dropped": 1}
+    drops = [{"uuid": uuid, "type": "STATS", "sink": "history", "count": 987654321}]
+    local = zctx.socket(zmq.DEALER)
+    local.linger = 0
+    local.connect(f"ipc://{fleet.root / 'agent-state' / 'intake.sock'}")
+    for source in ("router", "sink", "scheduler"):
+        local.send_multipart(protocol.encode(protocol.make(
+            "STATS", "local", metrics=spoof, source=source, drops=drops)))
+        answer = protocol.decode(recv(local, 10.0))
+        assert (answer.type, answer.get("status")) == ("ERROR", 403), answer.body
+    router = json.loads((fleet.root / "router-1.ready.json").read_text())
+    liar = DealerAgent(zctx, router, "liar-host")
+
+    def liar_seen():
+        for source in ("router", "sink", "scheduler"):
+            liar.send("STATS", metrics=spoof, source=source, drops=drops)
+        h = api(url, "/api/v1/health", token)
+        return h if any(a["uuid"] == liar.uuid for a in h["agents"]) else None
+    found = wait_for(liar_seen, 30, 0.5, what="the liar's STATS read as an agent's")
+    assert [r["id"] for r in found["router_stats"]] == ["router-1"]
+    assert {s["id"] for s in found["sinks"]} == {"sink-alerting", "sink-registry"}
+    assert [s["id"] for s in found["schedulers"]] == ["scheduler"]
+    # (the router's own drops are real: this fleet has no history sink)
+    assert all(d["count"] < 987654321 for d in found["router_drops"]), found["router_drops"]
+    page = health()
+    assert "987654321" not in page
+    for name in ("router-counters", "sinks", "schedulers"):
+        shown = re.search(rf'<section id="{name}">(.*?)</section>', page, re.S).group(1)
+        assert liar.uuid not in shown and "liar-host" not in shown, name
 
 
 @pytest.fixture(scope="module")

@@ -105,3 +105,15 @@ def test_report_sums_entries_per_type_and_sink_in_order():
         ("HEARTBEAT", "alerting", 3.0), ("HEARTBEAT", "history", 2.0),
         ("STATS", "history", 5.0)]
     assert rows[0]["dropped"] == 10.0 and isinstance(rows[0]["dropped"], float)
+
+
+def test_a_report_begins_at_the_host_s_first_message_or_drop():
+    """Issue 31 item 12: no "no data" for the time before the host existed."""
+    from sinks.history.gaps import begins
+    assert begins(0.0, [7200.5, None, 9000.0]) == 7200.5
+    assert begins(3600.0, [1800.0, 7200.0]) == 3600.0          # it existed before: all of it
+    assert begins(0.0, [None]) == 0.0 and begins(0.0, []) == 0.0   # not known: all of it
+    rows = report(begins(0.0, [5400.0]), 4 * 3600.0, 3600.0, {("heartbeats", 1): 2}, [])
+    assert [(r["start"], r["verdict"]) for r in rows] == [
+        (5400.0, "ok"), (7200.0, "no data"), (10800.0, "no data")]
+    assert report(3600.0, 3600.0, 3600.0, {}, []) == []        # first heard of at the end

@@ -1,10 +1,10 @@
 """``fleetwatch demo``: a whole fleet on this machine, each process its own, on 127.0.0.1.
 
 :mod:`fleetwatch.cli.demo.plan` writes one config file per process into ``--dir`` (and the CURVE
-keys unless ``--insecure``); this module starts the processes in order (routers and site
-routers, carbon-cache
-and graphite-web, sinks (the prometheus sink among them), the scheduler, the agent, the
-console), records them in ``demo.json``, prints where everything listens (graphite-web's URL
+keys unless ``--insecure``); this module starts the processes in order (routers, carbon-cache
+and graphite-web, sinks (the prometheus sink among them), then, once every router has each
+sink type connected, so that the routers drop nothing at start, the site routers, the
+scheduler, the agents, the console), records them in ``demo.json``, prints where everything listens (graphite-web's URL
 too: the operator config's ``graphite.url``; the console's, with its demo user and password;
 the prometheus sink's ``/metrics``), and
 supervises them until Ctrl-C or SIGTERM, when it stops them all: agents first, routers last,
@@ -104,6 +104,28 @@ def wait_ready(children: list[Child], waits: list[tuple[str, Callable[[], bool]]
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name} not ready after {timeout}s; see its log")
             time.sleep(0.05)
+
+
+def routers_say(root: Path, enough: Callable, listing: bool = False) -> Callable[[], bool]:
+    """Whether the PEERS answer (SPEC 4.3) of every router of the demo's operator config is
+    ``enough``; with ``listing``, the answer lists the agents, else only counts them."""
+    from fleetwatch.ask import ask_all
+    from fleetwatch.cli.operator import OperatorConfig, client_keys
+    config = load(OperatorConfig, str(root / "fleetwatch.yaml"))
+    keys = client_keys(config)
+
+    def ready() -> bool:
+        return all(a.get("PEERS") is not None and enough(a.get("PEERS")) for a in ask_all(
+            config.routers, ("PEERS",), 1.0, keys=keys,
+            fields=None if listing else {"PEERS": {"limit": 0}}))
+    return ready
+
+
+def sinks_connected(peers) -> bool:
+    """Whether a router's PEERS answer has a sink of each of the demo's types connected."""
+    from fleetwatch.cli.demo.plan import SINK_TYPES
+    sinks = peers.get("sinks")
+    return isinstance(sinks, dict) and all(sinks.get(t) for t in SINK_TYPES)
 
 
 def stop(children: list[Child]) -> None:
@@ -297,20 +319,35 @@ def run(args: argparse.Namespace) -> int:
     try:
         # routers and carbon first: the sinks, the scheduler and the agent connect to them;
         # graphite-web (a few seconds to start) with them, waited for once the rest started
-        first = [c for c in children if c.name.startswith(("router-", "site-")) or
+        first = [c for c in children if c.name.startswith("router-") or
                  c.name in ("carbon", "graphite-web")]
         for c in first:
             start(c)
-        waits = [(r["id"], Path(r["ready_file"]).exists)
-                 for r in info["routers"] + info["sites"]]
+        waits = [(r["id"], Path(r["ready_file"]).exists) for r in info["routers"]]
         wait_ready(first, waits + [("carbon-cache", info["carbon"].accepting)])
         web = info.get("graphite_web")
         if web is not None and info["carbon"].tagdb:
             # carbon registers a tagged series once, when it creates its file: graphite-web
             # answers before the graphite sink sends anything
             wait_ready(first, [("graphite-web", web.answering)], timeout=60.0)
+        # then the sinks; the site routers once every router has each sink type connected,
+        # and the rest once every site is linked to every router: the first HELLO and
+        # REGISTER of an agent (or a site's link) would be dropped, and counted, by a
+        # router with no sink yet or a site with no link up, a healthy fleet's first problem
+        sinks = [c for c in children if c.name.startswith("sink-")]
+        sites = [c for c in children if c.name.startswith("site-")]
+        for c in sinks:
+            start(c)
+        wait_ready(first + sinks, [("the sinks on every router",
+                                    routers_say(root, sinks_connected))], timeout=60.0)
+        for c in sites:
+            start(c)
+        ids = {s["id"] for s in info["sites"]}
+        wait_ready(first + sinks + sites, [("the sites' links", routers_say(
+            root, lambda peers: ids <= {a.get("uuid") for a in peers.get("agents") or []},
+            listing=True))], timeout=60.0)
         for c in children:
-            if c not in first:
+            if c not in first + sinks + sites:
                 start(c)
         if web is not None:
             wait_ready(children, [("graphite-web", web.answering)], timeout=60.0)

@@ -282,8 +282,10 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
     delivery = args.delivery()
     if delivery:
         configs["sink-alerting.yaml"]["alerting"] = {"delivery": delivery}
+    # its counters every 10 s, as the sinks': the console's health page lists it soon
     configs["scheduler.yaml"] = {"routers": controls[:1], "state_url": state_url,
-                                 "id": "scheduler", "refresh_interval": 5.0}
+                                 "id": "scheduler", "refresh_interval": 5.0,
+                                 "stats_interval": 10.0}
     # The agent knows one router and learns the others from its WELCOME.
     for name, (state, router, hostname) in agents.items():
         configs[f"{name}.yaml"] = {

@@ -12,6 +12,15 @@ ASSETS_SOURCES := web/assets/package.json web/assets/package-lock.json \
 
 .PHONY: install system-packages assets demo test bench docs clean
 
+# What each long step of `make install` takes (on disk, and in time on 2 cores), said on a
+# line before the step: the one place for these figures (README.md quotes them;
+# tests/unit/test_docs_figures.py keeps them equal).
+TAKES_SYSTEM := up to about 800 MB, a few minutes
+TAKES_JAVA := about 260 MB, about a minute
+TAKES_VENV := about 1.5 GB, PySpark 490 MB of it; about 3 minutes the first time, pip \
+  downloading about 560 MB
+TAKES_ASSETS := about 20 MB, under a minute
+
 install: $(VENV)/.installed $(ASSETS_BUILT)
 
 # Debian packages the demo and the tests use: Nagios plugins (the demo agent declares one;
@@ -50,11 +59,13 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	found}): make install PYTHON=python$(PYTHON_VERSION)" >&2; exit 1; }
 	@$(MAKE) --no-print-directory system-packages
 	@{ test -n "$$JAVA_HOME" && test -x "$$JAVA_HOME/bin/java"; } || command -v java \
-	  >/dev/null || $(APT_JAVA) || (apt-get update -q && $(APT_JAVA))
+	  >/dev/null || { echo "make install: Java for the history side, $(JAVA_PACKAGE) \
+	($(TAKES_JAVA))"; $(APT_JAVA) || (apt-get update -q && $(APT_JAVA)); }
 	@v=$$($(BIN)/python $(VERSION_OF) 2>/dev/null); if test -e $(VENV) && \
 	  test "$$v" != $(PYTHON_VERSION); then echo "make install: $(VENV) was made by Python \
 	$${v:-unknown}: rebuilding it with $(PYTHON)"; rm -rf $(VENV); fi
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "make install: fleetwatch and every extra into $(VENV) ($(TAKES_VENV))"
 	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[all,test]'
 	touch $@
 
@@ -75,13 +86,15 @@ $(ASSETS_BUILT): $(ASSETS_SOURCES) | $(VENV)/.installed
 assets: $(VENV)/.installed
 	@command -v npm >/dev/null || { echo "make assets: npm not found: install nodejs and \
 	npm (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	@echo "make assets: the console's CSS and JavaScript, with npm ($(TAKES_ASSETS))"
 	cd web/assets && npm ci
 	$(BIN)/python -m web.assets
 	@touch $(ASSETS_BUILT)
 
 system-packages:
-	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || $(APT_INSTALL) || \
-	  (apt-get update -q && $(APT_INSTALL))
+	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || { echo "make install: the Debian \
+	packages of the demo and the tests ($(TAKES_SYSTEM))"; $(APT_INSTALL) || \
+	  (apt-get update -q && $(APT_INSTALL)); }
 
 demo: install
 	$(BIN)/fleetwatch demo --dir $(DEMO_DIR)

@@ -19,6 +19,7 @@ import math
 import sys
 
 from fleetwatch import protocol
+from fleetwatch.config import ConfigError, load
 from fleetwatch.optional import EX_UNAVAILABLE
 
 EX_DATAERR = 65
@@ -100,11 +101,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="seconds before a plugin is killed (default 10)")
 
 
+def whose(path: str, error: ConfigError) -> ConfigError:
+    """``error`` (the agent's config refused), or, when ``path`` is an operator config (the
+    ``fleetwatch.yaml`` of status and alerts, a plausible mistake), one that says so."""
+    from fleetwatch.cli.operator import OperatorConfig
+    if error.key:
+        try:
+            load(OperatorConfig, path)
+        except ConfigError:
+            return error
+        return ConfigError(path, "", "this is an operator config (fleetwatch.yaml: status, "
+                                     "alerts, the console); `send` reads the agent's config, "
+                                     f"for its intake endpoint: --config {DEFAULT_CONFIG} "
+                                     "(the agent's --config), or --endpoint")
+    return error
+
+
 def run(args: argparse.Namespace) -> int:
     from agent.client import AgentError, AgentUnavailable, Client
 
-    client = Client(config_path=args.config, endpoint=args.endpoint or None,
-                    timeout=args.timeout, source=args.source)
+    try:
+        client = Client(config_path=args.config, endpoint=args.endpoint or None,
+                        timeout=args.timeout, source=args.source)
+    except ConfigError as e:
+        raise whose(args.config, e) from None
     try:
         if args.what == "notify":
             msg_id = client.notify(" ".join(args.text), severity=args.severity)

@@ -1,6 +1,7 @@
 """``fleetwatch tail``: print live traffic from the routers' tail sockets.
 
-The tail endpoints come from the operator config (``tail``) or from each router's WELCOME.
+The tail endpoints come from the operator config (``tail``) or from the WELCOME of each router
+of the mesh (the operator config's and every router they name: :func:`fleetwatch.ask.ask_mesh`).
 Filtering happens on the routers: the SUB subscribes to topic prefixes (``NOTIFY/``,
 ``NOTIFY/<uuid>/``, prefixes of each message's envelope), and messages are checked once more
 here.
@@ -32,7 +33,7 @@ import time
 import zmq
 
 from fleetwatch import protocol
-from fleetwatch.ask import ask_all
+from fleetwatch.ask import ask_mesh
 from fleetwatch.config import load
 from fleetwatch.display import compact, escape, human, iso
 from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
@@ -167,7 +168,8 @@ def run(args) -> int:
                   f"config's history.lake)", file=sys.stderr)
             return EX_NOINPUT
     keys = client_keys(config)
-    answers = ask_all(config.routers, ("HELLO", "PEERS"), config.timeout, keys=keys)
+    # every router of the mesh: the operator config may name one seed (SPEC 4.9)
+    answers = ask_mesh(config.routers, ("HELLO", "PEERS"), config.timeout, keys=keys)
     endpoints = endpoints_of(config, answers,
                              lambda line: print(f"fleetwatch tail: {line}", file=sys.stderr))
     if not endpoints:

@@ -1,7 +1,8 @@
 """``fleetwatch status`` and the console see the whole mesh and the fleet's own faults, with
 real processes on 127.0.0.1 (issue 31, items 10 and 11): the operator config names one
 router (a seed); a second router started with that seed, which the sinks follow, is listed
-by ``status --json`` and on the console's overview, health page and API; the graphite sink
+by ``status --json``, followed by ``tail`` and shown on the console's overview, health page
+and API; the graphite sink
 type, bound with no graphite sink, is a problem; once the second router is killed it is a
 problem first of all (``status --problems`` in text and JSON, exit 1; the console's
 overview; ``/api/v1/problems``) and the durability is no longer said to be ok."""
@@ -54,6 +55,11 @@ def test_status_and_the_console_see_the_mesh_and_a_dead_router_is_a_problem(flee
     [graphite] = doc["fleet"]
     assert (graphite["kind"], graphite["state"]) == ("sink", "CRITICAL")
     assert "no graphite sink connected to any router" in graphite["output"]
+
+    # tail follows every router of the mesh too: r2's own STATS, from r2's tail
+    res = fleet.cli("tail", "--config", str(op), "--type", "STATS", "--agent", "r2", "--json",
+                    "--count", "1", "--timeout", "15", check=False)
+    assert json.loads(res.stdout.splitlines()[0])["router"] == "r2", res.stderr
 
     url = serve(fleet, op)
     b = Browser(url)

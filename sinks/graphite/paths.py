@@ -6,9 +6,10 @@ Paths (``<prefix>.`` is added by the sender; docs/operating/graphite.md is the u
   by :mod:`sinks.graphite.sink`, never a body's claim);
 - a check's perfdata label ``L`` of plugin ``P``: ``<hostname>.checks.P.L``, and the check's
   status (0 OK .. 3 UNKNOWN) as ``<hostname>.checks.P.status``;
-- a router's or sink's own counter ``C`` (STATS with ``source`` ``router`` or ``sink``):
-  ``fleetwatch.<id>.C``, where ``<id>`` is the uuid the router stamped (so a process can only
-  ever write under its own id).
+- a router's, sink's or scheduler's own counter ``C`` (a STATS the router's stamp says is
+  one: :func:`fleetwatch.protocol.reporter`, SPEC 4.3; an agent's is its host's whatever its
+  ``source``): ``fleetwatch.<id>.C``, where ``<id>`` is the uuid the router stamped (so a
+  process can only ever write under its own id).
 
 Names are sanitised node by node: every run of characters other than ``A-Z a-z 0-9 _ -``
 becomes one ``_``. A hostname, plugin, label or id is one node (``web1.example.com`` ->

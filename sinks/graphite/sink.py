@@ -37,7 +37,7 @@ from fleetwatch.cardinality import NameCap, Refusals
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.graphite.sender import CarbonSender, LineBuffer
-from sinks.graphite.paths import INTERNAL_SOURCES, Namer, Point
+from sinks.graphite.paths import Namer, Point
 from sinks.hostnames import HostNames
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class GraphiteSink:
             return []
         if msg.type == "STATS":
             self._counts["stats"] += 1
-            if msg.get("source") in INTERNAL_SOURCES:
+            if protocol.reporter(relayed) is not None:     # the stamp's word (SPEC 4.3)
                 owner = uuid
                 points, counts = self.namer.stats(msg.get("metrics"), msg.ts, uuid, True)
             else:

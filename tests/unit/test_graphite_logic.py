@@ -192,6 +192,20 @@ def test_router_stats_under_fleetwatch(sink):
     assert queued(sink) == [b"fleet.fleetwatch.r1.router.agents 3 1700000000\n"]
 
 
+def test_an_agent_s_stats_is_filed_under_its_host_whatever_its_source(sink):
+    """Issue 31 item 6: the router's stamp says whose counters a STATS carries; an agent's
+    saying source router or sink is the agent's host's; a sink's, from control (its id
+    ends the path), is under fleetwatch."""
+    sink.write([relayed("HELLO", hostname="web1", heartbeat=1.0)])
+    for source in ("router", "sink", "scheduler"):
+        sink.write([relayed("STATS", source=source, metrics={"x": 1}, clock=lambda: TS)])
+    sink.write([protocol.Relayed("sink-a", "r1", protocol.make(
+        "STATS", "sink-a", metrics={"sink.y": 2}, source="sink", clock=lambda: TS),
+        path=("r1", "sink-a"))])
+    assert queued(sink) == [b"fleet.web1.x 1 1700000000\n"] * 3 + [
+        b"fleet.fleetwatch.sink-a.sink.y 2 1700000000\n"]
+
+
 def test_tagged_lines():
     from sinks.graphite.sink import GraphiteSink
     s = GraphiteSink(GraphiteSettings(prefix="fleet", tags=True), "g")

@@ -26,6 +26,7 @@ import zmq
 import zmq.backend
 
 from fleetwatch import protocol
+from fleetwatch.heap import Trimmer
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import ACKING_SINKS, AGENT_TYPES, Message, ProtocolError
 from router.admission import Admission, connection_property
@@ -93,6 +94,8 @@ class Relay:
         #: up to now: a router whose inbound queue is behind does not expire the agents
         #: whose heartbeats wait in that queue (SPEC 7.6)
         self.read_up_to = clock()
+        #: the freed buffers of closed connections go back to the system after churn
+        self.heap = Trimmer(monotonic=monotonic)
         self.throttle = Throttle(log, 10.0, monotonic)
         self.endpoints: dict = {}
         self.stopping = False
@@ -153,7 +156,9 @@ class Relay:
             lambda: {f"router.sinks.{name}": n for name, n in presence.counts().items()},
             lambda: {"router.durable_missing": len(presence.missing())},
             lambda: self.mesh.metrics(self.desk.mesh_refused, self.desk.mesh_bad),
-            self.links.metrics])
+            self.links.metrics,
+            lambda: {"router.heap.trims": self.heap.trims,
+                     "router.heap.trim_ms": round(self.heap.seconds * 1000)}])
 
     # ---------------------------------------------------------------- set-up
     def bind(self) -> dict:
@@ -398,6 +403,8 @@ class Relay:
         self.presence.drain()
         self.presence.check()
         self.peers.expire(self.read_up_to)
+        c = self.counters
+        self.heap.maybe(c.received.get(b"HELLO", 0) + c.admission_deferred)
         self.links.sweep()
         self.limiter.prune()
         self.durable_limiter.prune()

@@ -12,8 +12,9 @@ when the connection's key (its ZAP User-Id, read from the connection's propertie
 connection) is bound to that uuid; the hot path then trusts the routing id for the life of
 the binding. Admission also keeps the limits and alarms of :mod:`router.guard`: rate
 buckets, admission pacing, clone detection and the security events the router relays as
-its own NOTIFYs. A HELLO the admission pace defers waits for at most ``WAITING_SECONDS``
-(:meth:`Admission.admit_waiting`, from each of the relay's wake-ups), newest first: its
+its own NOTIFYs. A HELLO the admission pace defers waits as long as its agent waits for an
+answer (its declared heartbeat times the liveness, :func:`patience`;
+:meth:`Admission.admit_waiting`, from each of the relay's wake-ups), newest first: its
 connection is kept, so an agent pays one handshake (with CURVE, the costly part of a
 reconnect storm) instead of one per retry.
 
@@ -26,6 +27,7 @@ and gives it a :class:`router.port.RelayPort` over the agents socket; the CURVE 
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import OrderedDict
@@ -50,10 +52,18 @@ EVENT_PERIOD = 60.0
 #: the sweep forgets old clone sightings and security events this often (each a pass over
 #: every uuid seen; their own caps bound them in between)
 PRUNE_PERIOD = 60.0
-#: a deferred HELLO waits this long at most: an agent whose HELLO is not answered within its
-#: liveness (3 heartbeat intervals, 6 s by default) reconnects, and a WELCOME after that
-#: would go to a connection it closed
-WAITING_SECONDS = 4.0
+#: a deferred HELLO waits as long as its agent does: an agent whose HELLO is not answered
+#: within its liveness (LIVENESS heartbeat intervals, as its HELLO declares them: 6 s by
+#: default) reconnects, and a WELCOME after that would go to a connection it closed. Less
+#: WAITING_MARGIN (the answer's way back), never more than WAITING_SECONDS
+LIVENESS = 3.0
+WAITING_MARGIN = 0.25
+WAITING_SECONDS = 30.0
+#: the heartbeat a HELLO is assumed to declare when its body does not say (it is refused
+#: when admitted; the agent's default)
+DEFAULT_HEARTBEAT = 2.0
+#: HELLO bodies longer than this are not read for their heartbeat while they wait
+PATIENCE_BODY = 4096
 #: HELLOs waiting at most (beyond, they are dropped unanswered, as they all were before)
 WAITING_MAX = 50_000
 CLONE_TEXT = ("uuid {uuid} is used by two agents at once (instances {a}, {b}): a cloned "
@@ -104,7 +114,10 @@ class Admission:
         self.agent_message(rid, parts, now, conn)
 
     def defer(self, rid: bytes, parts: list[bytes], conn) -> None:
-        """Put a HELLO to wait for the pace (its routing id's latest HELLO, in its place)."""
+        """Put a HELLO to wait for the pace, until its agent gives up on it
+        (:func:`patience`); a routing id's later HELLO replaces its earlier one in its
+        place, with the earlier one's deadline (the connection's agent counts from its
+        first)."""
         self.counters.admission_deferred += 1
         waiting = self.waiting
         if rid in waiting:
@@ -112,23 +125,30 @@ class Admission:
         elif len(waiting) >= WAITING_MAX:
             self.counters.admission_expired += 1
         else:
-            waiting[rid] = (parts, conn, self.monotonic())
+            waiting[rid] = (parts, conn, self.monotonic() + patience(parts[2]))
 
     def admit_waiting(self, now: float) -> None:
-        """Drop, unanswered, the HELLOs that waited more than ``WAITING_SECONDS``; admit
-        those the pace allows, newest first (``now``: epoch seconds): under a storm the
-        newest have the most time left before their agents give up and reconnect."""
+        """Admit the waiting HELLOs the pace allows, newest first (``now``: epoch seconds):
+        under a storm the newest have the most time left before their agents give up and
+        reconnect. A HELLO whose agent has given up (its liveness passed, :func:`patience`)
+        is dropped unanswered: its connection is closed or about to be."""
         waiting, pacer = self.waiting, self.pacer
-        oldest = self.monotonic() - WAITING_SECONDS
-        while waiting:
+        mono = self.monotonic()
+        while waiting:                      # the oldest, whose agents gave up first
             rid = next(iter(waiting))
-            if waiting[rid][2] >= oldest:
+            if waiting[rid][2] > mono:
                 break
             del waiting[rid]
             self.counters.admission_expired += 1
-        while waiting and pacer.take():
-            rid, (parts, conn, _) = waiting.popitem()
-            self.agent_message(rid, parts, now, conn)
+        while waiting:
+            rid, entry = waiting.popitem()
+            if entry[2] <= mono:            # a shorter liveness than those before it
+                self.counters.admission_expired += 1
+                continue
+            if not pacer.take():
+                waiting[rid] = entry        # back in its place, the newest
+                return
+            self.agent_message(rid, entry[0], now, entry[1])
 
     def bound(self, rid: bytes, conn, claimed: str, ref: str) -> bool:
         """With CURVE, whether the connection's key (its User-Id) is bound to ``claimed``;
@@ -267,6 +287,22 @@ class Admission:
             self.next_prune = now + PRUNE_PERIOD
             self.mismatch_events.prune(now)
             self.clones.prune(now)
+
+
+def patience(body: bytes) -> float:
+    """How long the agent that sent this HELLO body waits for its WELCOME, less the
+    answer's way back: ``LIVENESS`` times the heartbeat the HELLO declares (SPEC 5), at
+    most ``WAITING_SECONDS``. A body that does not say is given the agent's default."""
+    heartbeat = DEFAULT_HEARTBEAT
+    if len(body) <= PATIENCE_BODY:
+        try:
+            declared = json.loads(body).get("heartbeat")
+        except (ValueError, AttributeError, RecursionError):
+            declared = None
+        if isinstance(declared, (int, float)) and not isinstance(declared, bool) \
+                and declared > 0:
+            heartbeat = float(declared)
+    return max(0.0, min(WAITING_SECONDS, LIVENESS * heartbeat - WAITING_MARGIN))
 
 
 def connection_property(conn, name: str) -> str:

@@ -32,7 +32,9 @@ into the flat ``{name: number}`` of the router's own STATS:
   the limit, and the share of it left (gauges kept by router/descriptors.py, which warns
   when under 20 % is left);
 - ``router.config.reloads`` / ``router.config.reload_failed``: config reloads on SIGHUP
-  applied / refused (router/reload.py).
+  applied / refused (router/reload.py);
+- ``router.heap.trims``, ``router.heap.trim_ms``: how often and how long (in all) the freed
+  memory of closed connections was given back to the system (fleetwatch/heap.py).
 """
 
 from __future__ import annotations

@@ -165,24 +165,56 @@ def test_new_agents_are_admitted_at_the_pace_and_the_rest_wait_their_turn():
     assert r.port.types_replied()[-1] == "WELCOME" and not r.admission.waiting
 
 
-def test_the_newest_waiting_hello_goes_first_and_too_long_a_wait_drops_it():
+def test_the_newest_waiting_hello_goes_first_and_one_its_agent_gave_up_on_is_dropped():
     """Under a storm the newest HELLO's agent has the most time left before it gives up
-    and reconnects; one that waited more than WAITING_SECONDS is dropped unanswered."""
-    from router.admission import WAITING_SECONDS
+    and reconnects; one that waited past its agent's liveness (3 declared heartbeats, less
+    the way back) is dropped unanswered."""
     r = Router(hellos_per_second=1.0)
-    r.stranger(RID, hello(RID.hex()))
-    r.stranger(RID2, hello(RID2.hex()))                 # waits
-    r.advance(WAITING_SECONDS / 2)
-    r.stranger(RID3, hello(RID3.hex()))                 # waits
-    r.stranger(RID2, hello(RID2.hex()))                 # its HELLO again: in its place
+    r.stranger(RID, hello(RID.hex(), heartbeat=2.0))
+    r.stranger(RID2, hello(RID2.hex(), heartbeat=2.0))  # waits: its agent gives up at 6 s
+    r.advance(3.0)
+    r.stranger(RID3, hello(RID3.hex(), heartbeat=2.0))  # waits
+    r.stranger(RID2, hello(RID2.hex(), heartbeat=2.0))  # again: in its place, its deadline
     assert list(r.admission.waiting) == [RID2, RID3] and r.counters.admission_deferred == 3
     r.advance(1.0)                                      # one token: the newest
     r.admission.admit_waiting(r.clock())
     assert r.peers.get(RID3) is not None and r.peers.get(RID2) is None
-    r.advance(WAITING_SECONDS)                          # RID2's agent has reconnected
+    r.advance(2.0)                                      # 6 s: RID2's agent has reconnected
     r.admission.admit_waiting(r.clock())
     assert r.peers.get(RID2) is None and not r.admission.waiting
+    assert r.counters.admission_expired == 1
+    assert r.port.types_replied() == ["WELCOME", "WELCOME"]
+
+
+def test_a_waiting_hello_waits_as_long_as_its_own_agent_does():
+    """Issue 31, 13: a fixed 4 s wait answered agents beating every second (they give up
+    after 3 s) on connections they had closed, and sent them round again. The newest
+    waiting HELLO whose agent gave up is skipped, and the token goes to the next."""
+    r = Router(hellos_per_second=1.0)
+    r.stranger(RID, hello(RID.hex(), heartbeat=1.0))    # admitted: the first token
+    r.stranger(RID2, hello(RID2.hex(), heartbeat=10.0))  # waits 29.75 s at most
+    r.stranger(RID3, hello(RID3.hex(), heartbeat=1.0))   # waits 2.75 s at most
+    r.advance(2.9)
+    r.admission.admit_waiting(r.clock())
+    assert r.peers.get(RID3) is None and r.peers.get(RID2) is not None
     assert r.counters.admission_expired == 1 and not r.admission.waiting
+    assert r.port.types_replied() == ["WELCOME", "WELCOME"]
+
+
+@pytest.mark.parametrize("body, seconds", [
+    (b'{"heartbeat": 1}', 2.75),
+    (b'{"heartbeat": 2.0}', 5.75),
+    (b'{"heartbeat": 3600}', 30.0),                 # at most WAITING_SECONDS
+    (b'{"heartbeat": 0.01}', 0.0),
+    (b'{"heartbeat": true}', 5.75),                 # not a number: the agent's default
+    (b'{"heartbeat": "1"}', 5.75),
+    (b'{"heartbeat": -1}', 5.75),
+    (b"[1, 2]", 5.75),
+    (b"\xff not json", 5.75),
+    (b'{"heartbeat": 1, "pad": "' + b"x" * 5000 + b'"}', 5.75),   # too long to read
+])
+def test_patience_is_the_declared_liveness_less_the_way_back(body, seconds):
+    assert router.admission.patience(body) == pytest.approx(seconds)
 
 
 def test_the_waiting_room_is_bounded(monkeypatch):

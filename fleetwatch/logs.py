@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import sys
@@ -26,6 +27,20 @@ def setup(level: str = "INFO", name: str = "") -> None:
             f"%(asctime)s {name} %(levelname)s %(name)s: %(message)s" if name else FORMAT))
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         handlers=[handler], force=True)
+    fatal_signals()
+
+
+def fatal_signals(stream=None) -> None:
+    """A fatal signal (SIGBUS, SIGSEGV, SIGFPE, SIGABRT, SIGILL) writes its name and every
+    thread's stack to stderr (``Fatal Python error: Bus error``) before the process dies:
+    no Python code runs then, and a process must never die of its environment without a
+    line saying why (SQLite's ``-shm`` made immutable under it: fleetwatch/sqlitefiles.py)."""
+    stream = stream or sys.stderr
+    try:
+        faulthandler.enable(file=stream, all_threads=True)
+    except (AttributeError, ValueError, OSError) as e:
+        # a stderr with no descriptor: only a process run inside another's (the tests')
+        logging.getLogger(__name__).debug("no report of fatal signals on %r: %s", stream, e)
 
 
 def set_level(level: str) -> None:

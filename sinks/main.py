@@ -61,6 +61,7 @@ def run(args) -> int:
     check_own(keys, "backend")
 
     from sinks.loop import SinkLoop  # after the config is known good: pulls in zmq
+    from fleetwatch.sqlitefiles import EX_IOERR, Unwritable
     from sinks.reload import reloader
     try:
         sink = cls.from_config(config)
@@ -70,6 +71,9 @@ def run(args) -> int:
         signal.signal(signal.SIGINT, loop.stop)
         signal.signal(signal.SIGHUP, loop.reloader.request)
         return loop.run()
+    except Unwritable as e:  # a file of the SQLite database: SQLite would fail or fault
+        log.error("sink %s cannot use the state database: %s", type_, e)
+        return EX_IOERR
     except WriteError as e:  # at start: the database cannot be opened or created
         log.error("sink %s cannot use the state database %s: %s", type_, config.state_url, e)
         return EX_UNAVAILABLE

@@ -22,6 +22,7 @@ import sys
 from fleetwatch import __version__
 from fleetwatch.config import EX_CONFIG, ConfigError
 from fleetwatch.security import SecurityError
+from fleetwatch.sqlitefiles import EX_IOERR, Unwritable
 
 #: the status a shell shows for a command killed by SIGPIPE (``fleetwatch tail | head``)
 EX_PIPE = 128 + signal.SIGPIPE
@@ -141,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, SecurityError) as e:  # a bad config file, a missing or bad key
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
         return EX_CONFIG
+    except Unwritable as e:     # a file of the SQLite state database (its -shm...)
+        print(f"fleetwatch {name}: {e}", file=sys.stderr)
+        return EX_IOERR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -336,6 +336,8 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
         return endpoints_of(config, ask_mesh(config.routers, ("HELLO",), config.timeout,
                                              keys=keys))
 
+    from fleetwatch.logs import fatal_signals
+    fatal_signals()                 # a SIGBUS (the state database's -shm) leaves its line
     engine = _engine(config)
     health = Health(tail_endpoints, keys)
     actions = Actions(config, path, reader=Reader(config.state_url, engine))

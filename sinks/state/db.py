@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import TextClause
 
-from fleetwatch import private
+from fleetwatch import private, sqlitefiles
 from sinks.state.schema import OWNED, checks, metadata
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,9 @@ def engine(url: str, writer: bool = True) -> Engine:
     A ``writer`` creates the SQLite file's directory and takes the write lock when a
     transaction begins (``BEGIN IMMEDIATE``), so two sinks on one file wait for each other
     (up to the busy timeout) instead of failing on a lock upgrade. A new file is created
-    0640 (and SQLite gives its ``-wal`` and ``-shm`` the same mode), whatever the umask.
+    0640 (and SQLite gives its ``-wal`` and ``-shm`` the same mode), whatever the umask;
+    files of it this process cannot write are refused here
+    (:class:`fleetwatch.sqlitefiles.Unwritable`).
     """
     u = make_url(url)
     if u.get_backend_name() != "sqlite":
@@ -77,6 +79,7 @@ def engine(url: str, writer: bool = True) -> Engine:
     if path and writer:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         private.create(path, private.GROUP)
+        sqlitefiles.check(path)        # its -shm above all: SQLite maps it (Unwritable)
     eng = create_engine(u, connect_args={"timeout": SQLITE_BUSY_MS / 1000})
 
     @event.listens_for(eng, "connect")
@@ -89,6 +92,9 @@ def engine(url: str, writer: bool = True) -> Engine:
                 wal(cur)
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
             cur.execute("PRAGMA foreign_keys=ON")
+            # the database file read, not mapped: a file changed under a mapping is a
+            # SIGBUS, an error is a line (the -shm is always mapped: sqlitefiles.check)
+            cur.execute("PRAGMA mmap_size=0")
         finally:
             cur.close()
 

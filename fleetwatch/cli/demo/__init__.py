@@ -31,6 +31,7 @@ from fleetwatch import private
 from fleetwatch.lifeline import die_with_parent
 from fleetwatch.config import build, load
 from fleetwatch.cli.demo.plan import COMPACT_EVERY, GRAPHITE_PREFIX, Child, DemoConfig, plan
+from fleetwatch.cli.demo.supervise import Supervisor
 from fleetwatch.display import escape
 
 __all__ = ["DemoConfig", "plan", "run"]
@@ -167,6 +168,23 @@ def record(root: Path, data: dict) -> None:
     written beside and renamed, so a reader never finds it empty or half written; 0600:
     it holds the console's password."""
     private.write(root / "demo.json", json.dumps({"pid": os.getpid(), **data}, indent=2))
+
+
+def processes(children: list[Child]) -> list[dict]:
+    """demo.json's ``processes``."""
+    return [{"name": c.name, "pid": c.pid, "config": str(c.config), "log": str(c.log)}
+            for c in children]
+
+
+def restart(root: Path, children: list[Child]) -> Callable[[Child], None]:
+    """What starts a dead child again (:mod:`fleetwatch.cli.demo.supervise`): it, then its
+    new pid into demo.json."""
+    def again(child: Child) -> None:
+        start(child)
+        data = json.loads((root / "demo.json").read_text())
+        data.pop("pid", None)
+        record(root, {**data, "processes": processes(children)})
+    return again
 
 
 def command_prefix() -> str:
@@ -363,17 +381,16 @@ def run(args: argparse.Namespace) -> int:
             "prometheus": info["prometheus"],
             "spark": ({"master": spark.master, "ui": spark.ui, "dir": spark.directory}
                       if spark else None),
-            "processes": [{"name": c.name, "pid": c.pid, "config": str(c.config),
-                           "log": str(c.log)} for c in children],
+            "processes": processes(children),
         })
         print(describe(root, children, info), flush=True)
         deadline = time.monotonic() + args.duration if args.duration else None
+        supervisor = Supervisor(children, restart(root, children),
+                                say=lambda line: print(line, flush=True))
         while not stopping and (deadline is None or time.monotonic() < deadline):
-            for c in children:
-                if c.popen.poll() is not None and not c.reported:
-                    c.reported = True
-                    print(f"  {c.name} exited with status {c.popen.returncode}; "
-                          f"see {c.log}", flush=True)
+            reason = supervisor.check()     # a dead child started again, or the reason
+            if reason:                      # to stop: never a half fleet
+                raise RuntimeError(reason)
             time.sleep(0.2)
     except RuntimeError as e:
         print(f"fleetwatch demo: {e}", file=sys.stderr)

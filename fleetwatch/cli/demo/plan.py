@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 import secrets
 import subprocess
@@ -106,7 +106,6 @@ class Child:
     argv: list[str]
     log: Path
     popen: subprocess.Popen | None = None
-    reported: bool = field(default=False)
 
     @property
     def pid(self) -> int:

@@ -71,7 +71,7 @@ def test_status_lists_ten_thousand_attached_agents(fleet):
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["routers"] == [{"endpoint": router["endpoints"]["control"], "id": "router-1",
-                               "reachable": True, "problem": None}]
+                               "reachable": True, "problem": None, "known": "configured"}]
     alive = {a["uuid"] for a in out["agents"] if a["alive"] is True}
     assert alive == {f"agent{i}-{n}" for i in range(PROCESSES)
                      for n in range(AGENTS // PROCESSES)}

@@ -133,7 +133,7 @@ def test_the_agent_is_attached_to_the_router(fleet):
     assert len(agents) == 1
     assert status(fleet)["routers"] == [{"endpoint": "tcp://127.0.0.1:5556",
                                           "id": fleet.router_id, "reachable": True,
-                                          "problem": None}]
+                                          "problem": None, "known": "configured"}]
 
 
 def test_the_router_has_the_descriptors_it_is_sized_for(fleet):

@@ -52,7 +52,8 @@ def test_an_ack_holds_reminders_is_told_once_and_expires_on_the_tick(url, op):
     clock = Clock(T0)
     a, b = sink(url, clock), sink(url, clock)
     try:
-        assert ack(op, clock, "add", "web-1", "load")[0] == 1        # no problem yet
+        assert ack(op, clock, "add", "web-1", "load")[0] == 2        # a check never seen
+        assert ack(op, clock, "add", "web-1", "load", "--force")[0] == 1  # no problem yet
         a.write([result(2, clock.now)])                              # HARD at once: told
         clock.advance(60)
         code, out = ack(op, clock, "add", "WEB-1", "load", "--comment", "on it",

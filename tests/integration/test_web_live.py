@@ -257,7 +257,8 @@ def test_without_the_built_files_every_page_is_served_and_the_log_says_why(fleet
     # a form works without JavaScript
     csrf = b.csrf("/downtimes")
     status, headers, _ = b.request("/downtimes", {"csrf": csrf, "host": "db-1",
-                                                  "duration": "1h", "comment": "no js"})
+                                                  "duration": "1h", "comment": "no js",
+                                                  "force": "1"})
     assert status == 303 and headers["location"] == "/downtimes"
     assert "no js" in b.request("/downtimes")[2]
     assert b.request("/static/htmx.min.js")[0] == 404

@@ -32,9 +32,10 @@ install: $(VENV)/.installed $(ASSETS_BUILT)
 # sink in tests/integration/test_prometheus.py). Skipped when already there, so no root is needed then;
 # libcairo2 is loaded by graphite-web (its cairocffi) in the demo and the graph tests.
 # Chromium and its driver: the console's tests drive a real headless browser (Selenium).
-# `make system-packages` installs only these.
+# faketime (libfaketime): a real agent's clock is stepped under it while it runs
+# (tests/integration/test_clock_step.py). `make system-packages` installs only these.
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container libcairo2 \
-  prometheus-node-exporter prometheus chromium chromium-driver
+  prometheus-node-exporter prometheus chromium chromium-driver faketime
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 

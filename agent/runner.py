@@ -57,6 +57,8 @@ class Job:
     launch: Launch
     slot: float | None
     waiters: list = field(default_factory=list)
+    #: its place among this agent run's RESULTs (:meth:`Runner.take`: when it started)
+    seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -171,8 +173,11 @@ class Runner:
 
     def __init__(self, uuid: str, declared, cfg, launcher=execute, clock=time.monotonic,
                  wall=time.time, cache_size: int = 10_000, cache_age: float = 3600.0,
-                 cache_bytes: int = 32 * 1024 * 1024):
+                 cache_bytes: int = 32 * 1024 * 1024, boot: str | None = None):
         self.uuid, self.declared, self.cfg = uuid, declared, cfg
+        #: this run of the agent, and the number of its last RESULT: what orders results
+        #: on the receiver's side, whatever the wall clock does (SPEC 4.5)
+        self.boot, self.seq = boot or os.urandom(8).hex(), 0
         self.launcher = launcher
         self.clock, self.wall = clock, wall
         self.cache_size, self.cache_age, self.cache_bytes = cache_size, cache_age, cache_bytes
@@ -249,6 +254,7 @@ class Runner:
         jobs = []
         while self.queued and self.running < self.cfg.max_running:
             jobs.append(self.queued.popleft())
+            jobs[-1].seq = self._next()
             self.running += 1
             self.counters["agent.runs.started"] += 1
         return jobs
@@ -267,7 +273,7 @@ class Runner:
                             plugin=job.plugin.name, status=result.status, output=result.output,
                             long_output=result.long_output, perfdata=result.perfdata,
                             slot=job.slot, started=result.started,
-                            duration=round(result.duration, 6))
+                            duration=round(result.duration, 6), boot=self.boot, seq=job.seq)
         self._remember(job.command_id, msg, len(job.waiters) - 1)
         return [(origin, msg if i == 0 else protocol.resend(msg, i))
                 for i, origin in enumerate(job.waiters)]
@@ -283,9 +289,13 @@ class Runner:
         msg = protocol.make("RESULT", self.uuid, clock=self.wall, command_id=command_id,
                             plugin=name, status=UNKNOWN, output=f"UNKNOWN - {reason}",
                             long_output="", perfdata=[], slot=slot, started=self.wall(),
-                            duration=0.0)
+                            duration=0.0, boot=self.boot, seq=self._next())
         self._remember(command_id, msg, 0)
         return [(origin, msg)]
+
+    def _next(self) -> int:
+        self.seq += 1
+        return self.seq
 
     def _remember(self, command_id: str, msg: protocol.Message, repeats: int) -> None:
         size = 256 + len(msg.get("output")) + len(msg.get("long_output", "")) + \

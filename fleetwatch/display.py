@@ -134,6 +134,14 @@ def ago(ts: float | None, now: float) -> str | None:
     return f"{age}s ago"
 
 
+def skew(seconds: int | None) -> str | None:
+    """An agent's clock skew as status and the console say it: ``clock skew +7200 s``
+    (its clock ahead of the sinks'; minus: behind); None when it is not off."""
+    if seconds is None:
+        return None
+    return f"clock skew {int(seconds):+d} s"
+
+
 def first_line(text: str | None, width: int = 0) -> str:
     """The first line of ``text``, cut to ``width`` characters (0: whole) with ``...``."""
     line = (text or "").split("\n", 1)[0].rstrip()

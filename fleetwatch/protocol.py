@@ -147,6 +147,8 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
         "slot": (_NUMBER, False),
         "started": (_NUMBER, False),
         "duration": (_NUMBER, False),
+        "boot": (_STR, False),
+        "seq": (_NUMBER, False),
     },
     "PEERS": {"agents": (_LIST, False), "router": (_STR, False), "after": (_STR, False),
               "limit": ((int,), False), "total": ((int,), False), "next": (_STR, False),
@@ -384,8 +386,13 @@ def _check_values(type_: str, body: dict) -> None:
         for name in ("limit", "total"):
             if body.get(name, 0) < 0:
                 raise ProtocolError(BAD_REQUEST, f"PEERS: {name} is negative")
-    elif type_ == "RESULT" and not 0 <= body["status"] <= 3:
-        raise ProtocolError(BAD_REQUEST, "RESULT: status must be 0 to 3")
+    elif type_ == "RESULT":
+        if not 0 <= body["status"] <= 3:
+            raise ProtocolError(BAD_REQUEST, "RESULT: status must be 0 to 3")
+        if not 0 < len(body.get("boot", "-")) <= MAX_ID:
+            raise ProtocolError(BAD_REQUEST, f"RESULT: boot must be 1 to {MAX_ID} characters")
+        if not 0 <= body.get("seq", 0) < 2 ** 53:             # also false for NaN
+            raise ProtocolError(BAD_REQUEST, "RESULT: seq must be a number from 0 to 2^53")
 
 
 def peers_page(router: str, entries, total: int, limit: int = PEERS_PAGE, clock=time.time,

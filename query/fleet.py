@@ -224,7 +224,9 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
     flapping (None while never evaluated); each agent's ``state`` UP/DOWN since when, and
     its heartbeating local ``processes`` -- these keys only for agents the alerting sinks
     have heard heartbeats from. An agent's last heartbeat counts for its ``last_seen``
-    (epoch seconds here). An agent that left (ephemeral and silent, or deregistered while
+    (epoch seconds here); its ``clock_skew`` is its clock minus the sinks' in whole seconds
+    when further off than their ``clock_skew`` setting, else None
+    (:mod:`sinks.alerting.skew`). An agent that left (ephemeral and silent, or deregistered while
     the registry still lists it) is GONE: no problem, pages nobody.
 
     A host still UP past the deadline the sinks stored (no alerting sink has run its tick
@@ -257,7 +259,7 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
             if row["name"]:
                 agent.setdefault("processes", []).append({"name": row["name"], **entry})
             else:
-                agent.update(entry)
+                agent.update(entry, clock_skew=row.get("clock_skew"))
                 heard = _number(row["last_heard"])
                 if heard is not None and (agent["last_seen"] is None
                                           or heard > agent["last_seen"]):

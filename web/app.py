@@ -33,7 +33,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.templating import Jinja2Templates
 
-from fleetwatch.display import escape, human
+from fleetwatch.display import escape, human, skew
 from query import handling
 from web import api, assets, auth, pages, store
 from web.console import Console, Refused
@@ -176,7 +176,7 @@ def create_app(console: Console, secret: str) -> FastAPI:
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.finalize = _finalize
     templates.env.globals.update(handled_cell=handling.cell, what=handling.what, human=human,
-                                 kept_back=handling.kept_back)
+                                 skew=skew, kept_back=handling.kept_back)
     assets.mount(app, templates, settings)       # /static/, styles(), scripts(), refresh
 
     @app.middleware("http")

@@ -37,7 +37,7 @@ import time
 from fleetwatch.ask import Answer, ask_all, ask_mesh
 from fleetwatch.config import load
 from fleetwatch import durability
-from fleetwatch.display import escape, first_line, table
+from fleetwatch.display import escape, first_line, skew, table
 from query import faults, fleet, handling
 from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
 
@@ -144,6 +144,10 @@ def run(args, clock=time.time) -> int:
                          ensure_ascii=False))
         return code
     print(table(agents, ["hostname", "uuid", "alive", "state", "last_seen", "routers"]))
+    for agent in agents:            # a sender's clock far off the sinks' (sinks.alerting.skew)
+        if agent.get("clock_skew") is not None:
+            print(escape(f"{agent['hostname'] or agent['uuid']}: "
+                         f"{skew(agent['clock_skew'])} (its clock against the sinks')"))
     if checks:
         print()
         print(table([{**c, "agent": c["hostname"] or c["uuid"], "type": _type(c),

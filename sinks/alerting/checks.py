@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from sinks.alerting.ordering import Order, newer
+
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 NAMES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
 SEVERITY = ("ok", "warning", "critical", "unknown")
@@ -56,7 +58,10 @@ class CheckState:
     hard_status: int = OK         # status of the last HARD state
     since: float | None = None    # when the HARD state last changed
     last_change: float | None = None  # when the status last changed (SOFT or HARD)
-    last_result: float | None = None  # order key of the newest result applied
+    last_result: float | None = None  # the newest result applied: its time (Order.at)
+    received: float | None = None     # ... when it arrived (the receiver's clock)
+    boot: str | None = None           # ... its agent run, and its place in that run
+    seq: float | None = None          #     (sinks.alerting.ordering)
     history: str = ""             # last HISTORY statuses as digits, oldest first
     percent: float = 0.0          # weighted percent state change over ``history``
     flapping: bool = False
@@ -107,11 +112,21 @@ def percent_change(history: str) -> float:
     return changes * 100.0 / slots
 
 
-def evaluate(state: CheckState, status: int, at: float, now: float,
+def evaluate(state: CheckState, status: int, at: float | Order, now: float,
              policy: Policy) -> Step:
-    """Apply one result (``status`` of the run ordered by ``at``) seen at ``now``."""
-    if state.last_result is not None and at <= state.last_result:
-        return Step(state, applied=False)
+    """Apply one result (``status`` of the run ordered by ``at``) seen at ``now``; one not
+    newer than the state's (:func:`sinks.alerting.ordering.newer`) is not applied. A bare
+    time (a stale result's) is compared with ``last_result`` alone and leaves the rest of
+    the state's order as it was."""
+    if isinstance(at, Order):
+        if state.last_result is not None and not newer(at, order_of(state)):
+            return Step(state, applied=False)
+        placed = {"received": at.received, "boot": at.boot, "seq": at.seq}
+        at = at.at
+    else:
+        if state.last_result is not None and at <= state.last_result:
+            return Step(state, applied=False)
+        placed = {}
     status = status if status in (OK, WARNING, CRITICAL, UNKNOWN) else UNKNOWN
     if status == OK:
         hard, attempt = True, 1
@@ -129,7 +144,8 @@ def evaluate(state: CheckState, status: int, at: float, now: float,
         state, status=status, hard=hard, attempt=attempt, hard_status=hard_status,
         since=now if hard and hard_status != state.hard_status else state.since,
         last_change=now if status != state.status else state.last_change,
-        last_result=at, history=history, percent=round(percent_change(history), 2))
+        last_result=at, history=history, percent=round(percent_change(history), 2),
+        **placed)
     alerts: list[Alert] = []
     if policy.flap_detection:
         if not new.flapping and new.percent > policy.flap_high:
@@ -144,6 +160,11 @@ def evaluate(state: CheckState, status: int, at: float, now: float,
     if not new.flapping:
         alerts.extend(_state_alerts(new, now, policy))
     return Step(new, tuple(alerts))
+
+
+def order_of(state: CheckState) -> Order:
+    """The order of the newest result ``state`` applied (its ``last_result`` set)."""
+    return Order(state.last_result, state.received, state.boot, state.seq)
 
 
 def _state_alerts(state: CheckState, now: float, policy: Policy) -> list[Alert]:

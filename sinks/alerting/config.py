@@ -15,6 +15,8 @@
       tick_interval: 1           # seconds between looks for silent hosts and stale checks
       forget_after: 86400        # an agent GONE (deregistered, ephemeral and silent) this
                                  # long is forgotten: its registry and state rows removed
+      clock_skew: 60             # seconds a sender's clock may be off the sink's before
+                                 # it is counted and shown ("clock skew N s"); 0: never
       dependencies:              # parents (sinks.alerting.dependencies)
         - {hosts: "rack3-*", parents: [sw-3]}
         - {hosts: "*", checks: "http*", parents: [nginx_proc]}
@@ -53,6 +55,11 @@ class AlertingConfig:
     forget_after: float = setting(86400.0, "seconds an agent stays GONE (deregistered, or "
                                            "ephemeral and silent) before it is forgotten: "
                                            "its registry and state rows removed")
+    clock_skew: float = setting(60.0, "seconds a sender's clock may differ from the sink's "
+                                      "(its HEARTBEAT's or RESULT's ts against the sink's "
+                                      "clock on arrival) before it is counted "
+                                      "(alerting.clock_skewed) and shown for that host "
+                                      "(status, the console: clock skew N s); 0: never")
     delivery: DeliveryConfig = setting(factory=DeliveryConfig,
                                        help="channels (email, webhook) and routing rules")
     dependencies: list[deps.Dependency] = setting(
@@ -74,6 +81,8 @@ class AlertingConfig:
             raise ValueError("host_timeout_intervals: expected at least 1")
         if self.forget_after < 0:
             raise ValueError("forget_after: expected 0 (at the next tick) or more seconds")
+        if self.clock_skew < 0:
+            raise ValueError("clock_skew: expected 0 (never) or more seconds")
         if self.tick_interval <= 0:
             raise ValueError("tick_interval: expected a positive number of seconds")
         cycle = deps.config_cycle(self.dependencies)

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING
 
 from sinks.alerting import checks as checkstate, events as alertevents, hosts as hoststate
 from sinks.alerting import downtimes as downtimerules, downtimestore, escalation, freshness
-from sinks.alerting import departures, reachability, staleness
+from sinks.alerting import departures, ordering, reachability, skew, staleness
 from sinks.alerting import state as alertstate
 from sinks.alerting.ackstore import Cover
-from sinks.alerting.rows import newest, order
+from sinks.alerting.rows import order
 from sinks.alerting.silences import Subject, first_match
 from sinks.state import db, schema
 
@@ -126,15 +126,12 @@ class Pass:
     def results(self, rows: list[dict]) -> None:
         if not rows:
             return
-        rows = sorted(rows, key=lambda r: (r["uuid"], r["plugin"], order(r)))
+        rows = sorted(rows, key=lambda r: (r["uuid"], r["plugin"], ordering.key(order(r))))
         keys = {(r["uuid"], r["plugin"]) for r in rows}
         states = alertstate.lock_checks(self.conn, keys, self.now, self.sink.known_checks)
         declared = self.sink.lookups.max_attempts(self.conn, keys)
-        latest = sorted(newest(rows), key=lambda r: (r["uuid"], r["plugin"]))
-        stored = db.record_checks(self.conn, latest)
-        self.counts["result_recorded"] += stored
-        self.counts["result_not_newer"] += len(rows) - stored
         changed: dict = {}
+        latest: dict = {}           # the newest applied result of each check: stored
         acked = Cover(self.conn, keys, self.now)
         for row in rows:
             key = (row["uuid"], row["plugin"])
@@ -143,10 +140,14 @@ class Pass:
                                        policy)
             if not step.applied:
                 continue
+            latest[key] = row
             state = self.check_alerts(key, step.state, step.alerts, policy.max_attempts,
                                       row["output"], row["long_output"], acked)
             states[key] = state
             changed[key] = (state, policy.max_attempts)
+        stored = db.record_checks(self.conn, [latest[key] for key in sorted(latest)])
+        self.counts["result_recorded"] += stored
+        self.counts["result_not_newer"] += len(rows) - stored
         alertstate.save_checks(self.conn, changed, self.now)
         staleness.heard(self.conn, keys, self.now)
 
@@ -224,6 +225,10 @@ class Pass:
                 state = self._host_alerts(uuid, name, state, step.alerts)
             changed[key] = (state, hoststate.deadline(state, policy))
         alertstate.save_hosts(self.conn, changed, self.now)
+        skew.record(self.conn, self.sink.skews, {
+            uuid: skew.beyond(max(sent for _, _, sent in beats[(uuid, name)]), self.now,
+                              self.config.clock_skew)
+            for uuid, name in beats if not name})
 
     def expire(self) -> None:
         keys = alertstate.due_hosts(self.conn, self.now)

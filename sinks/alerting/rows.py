@@ -3,7 +3,8 @@
 Plain functions of relayed messages, no database: a NOTIFY becomes its ``notifications``
 row, a RESULT its ``checks`` row (or None when it cannot be one), a batch's HEARTBEATs the
 routers each agent (or local process) was heard through. :func:`order` is a result's place
-in time, which both the ``checks`` table (the newest wins) and the check state machine
+in time (:mod:`sinks.alerting.ordering`: the agent's run and sequence, the sink's clock on
+arrival), which both the ``checks`` table (the newest wins) and the check state machine
 (results evaluated oldest first) go by.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 
 from fleetwatch.protocol import Relayed
+from sinks.alerting import ordering
 from sinks.state import schema
 
 
@@ -38,10 +40,11 @@ def _number(value) -> float | None:
     return None
 
 
-def check_row(relayed: Relayed) -> dict | None:
-    """The ``checks`` row of a relayed RESULT (stamped uuid), or None if it cannot be one."""
+def check_row(relayed: Relayed, now: float) -> dict | None:
+    """The ``checks`` row of a relayed RESULT (stamped uuid) received at ``now``, or None if
+    it cannot be one."""
     msg = relayed.message
-    plugin, long_output = msg.get("plugin"), msg.get("long_output")
+    plugin, long_output, boot = msg.get("plugin"), msg.get("long_output"), msg.get("boot")
     if not 0 < len(plugin) <= 255 or len(msg.get("command_id")) > schema.ID.length:
         return None
     return {
@@ -57,23 +60,17 @@ def check_row(relayed: Relayed) -> dict | None:
         "duration": _number(msg.get("duration")),
         "last_result": float(msg.ts),
         "router": relayed.router,
+        "received_at": now,
+        "boot": boot if isinstance(boot, str) else None,
+        "seq": _number(msg.get("seq")),
     }
 
 
-def order(row: dict) -> float:
-    """A ``checks`` row's time: ``started`` when the agent gave it, else the message's ts."""
-    return row["last_result"] if row["started"] is None else row["started"]
-
-
-def newest(rows: list[dict]) -> list[dict]:
-    """One row per (uuid, plugin): the newest of a batch (a batch may hold several runs)."""
-    out: dict[tuple[str, str], dict] = {}
-    for row in rows:
-        key = (row["uuid"], row["plugin"])
-        old = out.get(key)
-        if old is None or order(old) < order(row):
-            out[key] = row
-    return list(out.values())
+def order(row: dict) -> ordering.Order:
+    """A ``checks`` row's place in time: the agent's ``started`` when it gave it, else the
+    message's ts, bounded by its arrival; its agent run and sequence when given."""
+    sent = row["last_result"] if row["started"] is None else row["started"]
+    return ordering.of(sent, row["received_at"], row["boot"], row["seq"])
 
 
 def heartbeats(batch: list[Relayed]) -> dict[tuple[str, str],

@@ -44,7 +44,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.alerting import ackstore, departures, downtimes, downtimestore, escalation
-from sinks.alerting import reachability
+from sinks.alerting import reachability, skew
 from sinks.alerting import staleness
 from sinks.alerting import state as alertstate
 from sinks.alerting.config import AlertingConfig
@@ -102,6 +102,8 @@ class AlertingSink(db.DatabaseSink):
         self.covers_seen: float | None = None
         #: when the tick looks next for agents GONE long enough to be forgotten
         self.next_forget = 0.0
+        #: the agents' clock skews this sink wrote (:mod:`sinks.alerting.skew`)
+        self.skews = skew.Shown()
 
     @classmethod
     def from_config(cls, config, clock=time.time):
@@ -148,7 +150,7 @@ class AlertingSink(db.DatabaseSink):
         counts = Counter(r.message.type.lower() for r in batch)
         notes = sorted((notification_row(r, now) for r in batch if r.message.type == "NOTIFY"),
                        key=lambda row: row["msg_id"])
-        results = [check_row(r) for r in batch if r.message.type == "RESULT"]
+        results = [check_row(r, now) for r in batch if r.message.type == "RESULT"]
         good = [r for r in results if r is not None]
         beats = heartbeats(batch)
         leaving: dict[str, float] = {}
@@ -156,6 +158,7 @@ class AlertingSink(db.DatabaseSink):
             if r.message.type == "DEREGISTER":
                 leaving[r.uuid] = max(r.message.ts, leaving.get(r.uuid, r.message.ts))
         counts["result_bad"] = len(results) - len(good)
+        counts["clock_skewed"] = skew.counted(batch, now, self.config.clock_skew)
         if notes or good or beats or leaving:
             run = self._transaction(lambda p: p.write(notes, good, beats, leaving), now)
             counts.update(run.counts)
@@ -208,11 +211,13 @@ class AlertingSink(db.DatabaseSink):
                     run.conn = conn
                     work(run)
             except DBAPIError as e:
+                self.skews.written.clear()      # what it wrote was rolled back
                 if _retryable(e) and attempt < ATTEMPTS:
                     self.counts["transaction_retried"] += 1
                     continue
                 raise WriteError(f"alerting write failed: {e.__class__.__name__}: {e}") from e
             except SQLAlchemyError as e:
+                self.skews.written.clear()
                 raise WriteError(f"alerting write failed: {e.__class__.__name__}: {e}") from e
             break
         if run.enqueued and self.deliverer is not None:

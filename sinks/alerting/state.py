@@ -30,7 +30,7 @@ HostKey = tuple[str, str]       # (uuid, name); name "" is the agent itself
 
 _CHECK_FIELDS = ("status", "hard", "attempt", "hard_status", "since", "last_change",
                  "last_result", "history", "percent", "flapping", "notified", "last_notified",
-                 "flap_notified", "unreachable")
+                 "flap_notified", "unreachable", "received", "boot", "seq")
 _HOST_FIELDS = ("up", "last_heard", "interval", "since", "routers", "notified", "unreachable",
                 "gone", "deregistered")
 #: keys remembered as having a row, per sink, at most
@@ -173,7 +173,8 @@ def lock_hosts(conn: Connection, keys: Iterable[HostKey], now: float,
                  lambda k: {"uuid": k[0], "name": k[1], "up": True, "last_heard": 0.0,
                             "interval": None, "deadline": 0.0, "since": now, "routers": {},
                             "notified": False, "pending": False, "updated": now,
-                            "unreachable": None, "gone": None, "deregistered": None}, known)
+                            "unreachable": None, "gone": None, "deregistered": None,
+                            "clock_skew": None}, known)
     return {k: None if not r.last_heard and r.gone is None else HostState(
         up=r.up, last_heard=r.last_heard, interval=r.interval, since=r.since,
         routers=dict(r.routers or {}), notified=r.notified, unreachable=r.unreachable,

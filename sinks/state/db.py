@@ -230,49 +230,36 @@ CHECK_COLUMNS = tuple(c.name for c in checks.columns)
 
 
 def record_checks(conn: Connection, rows: Sequence[dict]) -> int:
-    """Store each row as the latest result of its (uuid, plugin) unless the stored one is
-    newer or the same (by ``coalesce(started, last_result)``); return how many were stored.
+    """Store each row as the latest result of its (uuid, plugin); return how many.
 
-    Idempotent, and order-proof: a late or duplicate RESULT never replaces a newer one.
+    The caller has judged each row newer than the stored one, under the lock of the
+    check's state (:mod:`sinks.alerting.ordering`, :mod:`sinks.alerting.evaluation`): which
+    result is newer is not a sender's clock's to say, so it is not written in SQL here.
     """
-    stored = 0
     if conn.dialect.name in ("sqlite", "postgresql"):
-        stmt = _upsert_newer_check()
-        for row in rows:
-            result = conn.execute(stmt, row)
-            stored += 1 if result.rowcount else 0
-        return stored
+        if rows:
+            conn.execute(_upsert_check(), list(rows))
+        return len(rows)
     for row in rows:
         where = _where_keys(checks, row)
-        old = conn.execute(select(checks.c.started, checks.c.last_result).where(*where)).first()
-        if old is None:
+        if conn.execute(select(checks.c.uuid).where(*where)).first() is None:
             conn.execute(checks.insert().values(**row))
-        elif _check_order(old.started, old.last_result) < _check_order(row["started"],
-                                                                         row["last_result"]):
-            conn.execute(checks.update().where(*where).values(**row))
         else:
-            continue
-        stored += 1
-    return stored
-
-
-def _check_order(started: float | None, last_result: float) -> float:
-    return last_result if started is None else started
+            conn.execute(checks.update().where(*where).values(**row))
+    return len(rows)
 
 
 @functools.lru_cache(maxsize=1)
-def _upsert_newer_check() -> TextClause:
-    """``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` newer (SQLite >= 3.24, PostgreSQL).
+def _upsert_check() -> TextClause:
+    """``INSERT ... ON CONFLICT DO UPDATE`` (SQLite >= 3.24, PostgreSQL).
 
     Textual and built once for the reason given in :func:`_insert_ignoring`.
     """
     names = ", ".join(CHECK_COLUMNS)
     values = ", ".join(f":{c}" for c in CHECK_COLUMNS)
     sets = ", ".join(f"{c} = excluded.{c}" for c in CHECK_COLUMNS if c not in ("uuid", "plugin"))
-    order = "coalesce({0}.started, {0}.last_result)"
     return text(f"INSERT INTO checks ({names}) VALUES ({values}) "
-                f"ON CONFLICT (uuid, plugin) DO UPDATE SET {sets} "
-                f"WHERE {order.format('checks')} < {order.format('excluded')}"
+                f"ON CONFLICT (uuid, plugin) DO UPDATE SET {sets}"
                 ).bindparams(bindparam("perfdata", type_=JSON))
 
 

@@ -95,8 +95,8 @@ notifications = Table(
 
 #: No foreign key to ``agents``: a RESULT may reach the alerting sink before the registry
 #: has recorded its agent. ``last_result`` is the RESULT's ``ts``; a row is only replaced by
-#: a RESULT that is newer by ``coalesce(started, last_result)``
-#: (:func:`sinks.state.db.record_checks`).
+#: a RESULT that is newer (:mod:`sinks.alerting.ordering`: by the agent's run and sequence,
+#: else by arrival, never by a sender's clock alone; :func:`sinks.state.db.record_checks`).
 checks = Table(
     "checks", metadata,
     Column("uuid", ID, primary_key=True),
@@ -111,6 +111,11 @@ checks = Table(
     Column("duration", Float),
     Column("last_result", Float, nullable=False),
     Column("router", ID, nullable=False),
+    #: when the sink got it (its clock), and the agent's run (``boot``) and place in it
+    #: (``seq``) when the RESULT gave them: what orders results (:mod:`sinks.alerting.ordering`)
+    Column("received_at", Float),
+    Column("boot", ID),
+    Column("seq", Float),
 )
 
 #: Shared by every alerting sink: rows are read FOR UPDATE (PostgreSQL) or in a BEGIN
@@ -137,6 +142,11 @@ check_state = Table(
     #: the parent reference holding this check's problems back (its host UNREACHABLE
     #: behind it, or a parent check in a HARD problem); NULL when none does
     Column("unreachable", String(512)),
+    #: the order of the newest result applied, with ``last_result``
+    #: (:class:`sinks.alerting.ordering.Order`)
+    Column("received", Float),
+    Column("boot", ID),
+    Column("seq", Float),
 )
 
 host_state = Table(
@@ -161,6 +171,10 @@ host_state = Table(
     #: the ``ts`` of its DEREGISTER (the agent's clock): a heartbeat sent before it does not
     #: bring the host back
     Column("deregistered", Float),
+    #: the agent's clock minus the sink's at its latest heartbeat, in whole seconds, when
+    #: further off than the sink's ``clock_skew`` setting; NULL within it
+    #: (:mod:`sinks.alerting.skew`)
+    Column("clock_skew", Integer),
     Index("ix_host_state_deadline", "deadline"),
     Index("ix_host_state_pending", "pending"),
 )

@@ -547,6 +547,37 @@ def test_checks_with_the_portable_fallback(url, monkeypatch):
     sink.close()
 
 
+def test_a_fast_clock_hides_no_result_and_its_skew_is_kept_while_it_lasts(url):
+    """An agent two hours fast, then started again with its clock right (another ``boot``):
+    its CRITICAL is recorded (it was "not newer" than the fast OK); a late result of that
+    run is not. The skew is counted, and kept for ``status`` while it lasts."""
+    clock = Clock()
+    sink = AlertingSink(db.engine(url), clock)
+    sink.start()
+    fast = clock.now + 7200
+
+    def beat(ts):
+        msg = protocol.make("HEARTBEAT", UUID, clock=lambda: ts, interval=1.0)
+        return decoded(protocol.encode_relayed(msg, UUID, "r1"))
+
+    def skew():
+        from sqlalchemy import text
+        with sink.engine.connect() as conn:
+            return conn.execute(text("SELECT clock_skew FROM host_state")).scalar_one()
+    sink.write([beat(fast), result(ts=fast, started=fast, status=0, output="OK", boot="b1",
+                                   seq=1)])
+    assert skew() == 7200 and sink.counts["clock_skewed"] == 2
+    clock.advance(5)
+    sink.write([beat(clock.now), result(ts=clock.now, started=clock.now, status=2,
+                                        output="CRITICAL", boot="b2", seq=2)])
+    sink.write([result(ts=clock.now, started=clock.now, status=0, output="late", boot="b2",
+                       seq=1)])                           # late: an earlier run of b2
+    assert checks_of(sink.engine)[(UUID, "load")]["output"] == "CRITICAL"
+    assert skew() is None and sink.counts["clock_skewed"] == 2        # no more
+    assert sink.counts["result_recorded"] == 2 and sink.counts["result_not_newer"] == 1
+    sink.close()
+
+
 def test_sinks_opening_one_new_sqlite_file_at_once_all_start(tmp_path):
     """Several writers creating their tables in one new SQLite file at the same moment: the
     switch to WAL could refuse one at once ("database is locked") before the busy timeout

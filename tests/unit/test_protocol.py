@@ -57,7 +57,8 @@ SAMPLES = {
                "output": "DISK CRITICAL - /var 97%", "long_output": "line 2\nline 3",
                "perfdata": [{"label": "/var", "value": 97.0, "uom": "%", "warn": "90",
                              "crit": "95", "min": 0.0, "max": 100.0}],
-               "slot": 1.7e9, "started": 1.7e9 + 0.5, "duration": 0.125},
+               "slot": 1.7e9, "started": 1.7e9 + 0.5, "duration": 0.125,
+               "boot": "9f2c41d07ab3e685", "seq": 42},
     "PEERS": {"router": ROUTER, "agents": [{"uuid": AGENT, "hostname": "web-1",
                                             "since": 1.5e9, "last_heard": 1.7e9}],
               "after": "a" * 32, "limit": 1000, "total": 2500, "next": AGENT,
@@ -339,6 +340,8 @@ _SPECIAL = {
     "WELCOME.members": st.lists(st.dictionaries(_text, _json, max_size=3), max_size=3),
     "MEMBERS.routers": st.lists(st.dictionaries(_text, _json, max_size=3), max_size=3),
     "RESULT.status": st.integers(0, 3),
+    "RESULT.boot": st.text(min_size=1, max_size=p.MAX_ID),
+    "RESULT.seq": st.integers(0, 2 ** 53 - 1),
     "PEERS.limit": st.integers(0, 2 ** 31),
     "PEERS.total": st.integers(0, 2 ** 31),
 }
@@ -835,6 +838,11 @@ MALFORMED = [
     ("result-status-negative", _dec, _b("RESULT", status=-1), 400),
     ("result-status-float", _dec, _b("RESULT", status=2.0), 400),
     ("result-status-bool", _dec, _b("RESULT", status=True), 400),
+    # the agent run and sequence that order results (section 4.5)
+    ("result-boot-empty", _dec, _b("RESULT", boot=""), 400),
+    ("result-boot-too-long", _dec, _b("RESULT", boot="b" * 65), 400),
+    ("result-seq-negative", _dec, _b("RESULT", seq=-1), 400),
+    ("result-seq-huge", _dec, _b("RESULT", seq=2.0 ** 53), 400),
     ("run-timeout-bool", _dec, _b("RUN", timeout=False), 400),
     ("error-status-string", _dec, _b("ERROR", status="404"), 400),
     # relayed stamps (section 4.1): the ENVELOPE frame TYPE/UUID/ROUTER

@@ -58,9 +58,11 @@ def add_arguments(parser) -> None:
     add_config(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--problems", action="store_true",
-                        help="only the unhandled problems, worst first: agents DOWN, then "
-                             "checks CRITICAL, UNKNOWN, WARNING not acknowledged, not in a "
-                             "downtime, not unreachable, not on an agent DOWN")
+                        help="only the fleet's own faults (routers not answering, sink "
+                             "types without a sink) and the unhandled problems, worst first: "
+                             "agents DOWN, then checks CRITICAL, UNKNOWN, WARNING not "
+                             "acknowledged, not in a downtime, not unreachable, not on an "
+                             "agent DOWN")
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = "exit status (the output is printed all the same):\n" + "\n".join(
         f"  {code:<3} {text}" for code, text in EXIT_STATUSES.items()) + \

@@ -3,8 +3,10 @@ state database and asks the routers, as ``fleetwatch status`` does, and writes o
 operator changes (acknowledgements, downtimes, users), each change recorded with who made it.
 
 - :mod:`web.settings`: the operator config's ``web:`` section;
-- :mod:`web.auth`: passwords, API tokens, roles, the login limiter, CSRF tokens (no I/O);
-- :mod:`web.store`: users, tokens and the audit trail in the state database;
+- :mod:`web.auth`: passwords (checked in a bounded pool of threads), API tokens, session
+  ids, roles, the login limiter, CSRF tokens (no I/O);
+- :mod:`web.store`: users, tokens, sessions and the audit trail in the state database;
+- :mod:`web.gate`: what a request passes first: the body limit, the API's authentication;
 - :mod:`web.app`: the ASGI application (FastAPI over Starlette): pages rendered on the
   server with Jinja2, the API under ``/api/v1`` with its OpenAPI document.
 

@@ -10,16 +10,18 @@ Pages are rendered on the server (Jinja2, autoescaping on, and every value a sen
 shown with its control characters visible: :func:`fleetwatch.display.escape` as the
 templates' ``finalize``), so an agent's hostname, output or notification text is inert on
 every page. The API answers JSON (a sender's text as the exact string, which JSON escapes),
-its OpenAPI document at ``/api/v1/openapi.json`` (no Swagger page: it would load scripts
-from a CDN).
+its OpenAPI document at ``/api/v1/openapi.json``, behind the same login as the rest of
+the API (no Swagger page: it would load scripts from a CDN).
 
 Who may ask: a session (``fleetwatch_session`` cookie, signed with the ``web.secret_file``
-key, ``SameSite=Strict``, ``Secure`` with TLS) made by logging in, or an API token
-(``Authorization: Bearer``). A page without either redirects to ``/login``; an API call
-answers 401, one its role does not allow 403 (:func:`web.auth.allows`). Every form POST of a
-session carries its CSRF token (403 without). Answers carry a Content-Security-Policy that
-allows nothing from elsewhere. Every change (acknowledgement, downtime, check run) is
-recorded with who made it (``web_audit``).
+key, ``SameSite=Strict``, ``Secure`` with TLS, holding a session id that the state database
+must still hold: :mod:`web.store`) made by logging in, or an API token (``Authorization:
+Bearer``). A page without either redirects to ``/login``; an API call answers 401 before its
+body is read (:mod:`web.gate`, which also refuses a body over ``web.max_body`` with 413),
+one its role does not allow 403 (:func:`web.auth.allows`). Every form POST of a session
+carries its CSRF token (403 without). Answers carry a Content-Security-Policy that allows
+nothing from elsewhere. Every change (acknowledgement, downtime, check run) is recorded
+with who made it (``web_audit``), an acknowledgement or a downtime in its own transaction.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from markupsafe import Markup
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.templating import Jinja2Templates
 
@@ -37,6 +40,7 @@ from fleetwatch.display import escape, human, skew
 from query import handling
 from web import api, assets, auth, pages, store
 from web.console import Console, Refused
+from web.gate import Gate
 
 __all__ = ["Console", "Refused", "create_app"]
 
@@ -75,17 +79,18 @@ class Web:
         header = request.headers.get("authorization", "")
         if header.lower().startswith("bearer "):
             return store.bearer(self.console.engine, header[7:].strip(), self.console.clock)
-        name = request.session.get("user")
-        if not isinstance(name, str):
+        session_id = request.session.get("sid")
+        if not isinstance(session_id, str):
             return None
-        found = store.user(self.console.engine, name)
-        if found is None:                   # removed meanwhile: the session ends
+        found = store.session(self.console.engine, session_id, self.console.clock)
+        if found is None:           # ended (logout, user removed, new password): forgotten
             request.session.clear()
         return found
 
     def api_user(self, request: Request) -> store.Who:
-        """The API's dependency: the user, or 401."""
-        found = self.who(request)
+        """The API's dependency: the user (found by :class:`web.gate.Gate` before the
+        request's body was read), or 401."""
+        found = getattr(request.state, "who", None) or self.who(request)
         if found is None:
             raise HTTPException(401, "log in, or send Authorization: Bearer TOKEN")
         return found
@@ -97,11 +102,12 @@ class Web:
 
     async def posted(self, request: Request, action: str | None, what: str = ""):
         """A page's POST: (its form, the user), its CSRF token and the user's role checked;
-        (its form, the answer) when one is not right."""
-        form = await request.form()
-        found = self.who(request)
+        (its form, the answer) when one is not right. Who is asking is known before the
+        form is read."""
+        found = await run_in_threadpool(self.who, request)
         if found is None:
-            return form, pages.to_login()
+            return {}, pages.to_login()
+        form = await request.form()
         if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
             return form, PlainTextResponse("missing or wrong CSRF token: reload the page", 403)
         if action is not None and not auth.allows(found.role, action):
@@ -122,19 +128,33 @@ class Web:
         with self.console.engine.begin() as conn:
             store.audit(conn, found.name, action, target, details, self.console.clock)
 
+    def _done(self, made):
+        """``made``, once a change is committed: the next page reads the fleet again."""
+        self.console.changed()
+        return made
+
+    def _record(self, found: store.Who, action: str, target: str, details=lambda made: None):
+        """The audit row of a change, written by ``also(conn, made)`` in the change's own
+        transaction (:class:`fleetwatch.cli.web.Actions`): the change and its record are
+        kept together or not at all. Nothing is recorded when nothing was changed."""
+        def also(conn, made):
+            if made:
+                store.audit(conn, found.name, action, target, details(made),
+                            self.console.clock)
+        return also
+
     def acknowledge(self, found: store.Who, host: str, check: str | None, comment: str,
                     sticky: bool = False, expire: float | None = None,
                     force: bool = False) -> list:
-        made = self.console.actions.ack(host, check, found.name, comment, sticky, expire,
-                                        force)
-        self._audit(found, "ack.add", f"{host} {check or '(host)'}",
-                    {"acks": [a[0] for a in made], "comment": comment})
-        return made
+        also = self._record(found, "ack.add", f"{host} {check or '(host)'}",
+                            lambda made: {"acks": [a[0] for a in made], "comment": comment})
+        return self._done(self.console.actions.ack(host, check, found.name, comment, sticky,
+                                                   expire, force, also))
 
     def end_ack(self, found: store.Who, ack_id: int) -> None:
-        if not self.console.actions.end_ack(ack_id):
+        if not self._done(self.console.actions.end_ack(
+                ack_id, self._record(found, "ack.remove", str(ack_id)))):
             raise Refused(f"no running acknowledgement {ack_id}", 404)
-        self._audit(found, "ack.remove", str(ack_id), None)
 
     def run_check(self, found: store.Who, host: str, plugin: str) -> dict:
         result = self.console.actions.run_check(host, plugin)
@@ -143,16 +163,15 @@ class Web:
 
     def schedule(self, found: store.Who, host: str, check: str | None, duration: str,
                  comment: str, force: bool = False) -> int:
-        downtime_id = self.console.actions.downtime(found.name, host, check, duration, comment,
-                                                    force=force)
-        self._audit(found, "downtime.add", f"{host} {check or '(host)'}",
-                    {"id": downtime_id, "duration": duration, "comment": comment})
-        return downtime_id
+        also = self._record(found, "downtime.add", f"{host} {check or '(host)'}",
+                            lambda made: {"id": made, "duration": duration, "comment": comment})
+        return self._done(self.console.actions.downtime(found.name, host, check, duration,
+                                                        comment, force=force, also=also))
 
     def end_downtime(self, found: store.Who, downtime_id: int) -> None:
-        if not self.console.actions.end_downtime(downtime_id):
+        if not self._done(self.console.actions.end_downtime(
+                downtime_id, self._record(found, "downtime.remove", str(downtime_id)))):
             raise Refused(f"no running or planned downtime {downtime_id}", 404)
-        self._audit(found, "downtime.remove", str(downtime_id), None)
 
 
 def invalid_text(exc: RequestValidationError) -> str:
@@ -170,13 +189,16 @@ def create_app(console: Console, secret: str) -> FastAPI:
     settings = console.config.web
     app = FastAPI(title="fleetwatch", openapi_url="/api/v1/openapi.json", docs_url=None,
                   redoc_url=None, version="1")
-    app.add_middleware(SessionMiddleware, secret_key=secret, session_cookie=SESSION_COOKIE,
-                       max_age=int(settings.session_hours * 3600), same_site="strict",
-                       https_only=bool(settings.tls_cert))
     templates = Jinja2Templates(directory=str(TEMPLATES))
     templates.env.finalize = _finalize
     templates.env.globals.update(handled_cell=handling.cell, what=handling.what, human=human,
                                  skew=skew, kept_back=handling.kept_back)
+    web = Web(console, templates)
+    # (the last added runs first: the gate runs inside the session, which it reads)
+    app.add_middleware(Gate, limit=settings.max_body, who=web.who)
+    app.add_middleware(SessionMiddleware, secret_key=secret, session_cookie=SESSION_COOKIE,
+                       max_age=int(settings.session_hours * 3600), same_site="strict",
+                       https_only=bool(settings.tls_cert))
     assets.mount(app, templates, settings)       # /static/, styles(), scripts(), refresh
 
     @app.middleware("http")
@@ -186,16 +208,17 @@ def create_app(console: Console, secret: str) -> FastAPI:
             response.headers.setdefault(name, value)
         return response
 
-    web = Web(console, templates)
     app.include_router(pages.routes(web))
     app.include_router(api.routes(web))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
-        return JSONResponse({"error": exc.detail}, exc.status_code)
+        return JSONResponse({"error": exc.detail}, exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
         return JSONResponse({"error": invalid_text(exc)}, 422)
+
+    app.openapi = lambda: api.error_shape(app)         # (422 documented as answered)
 
     return app

@@ -8,20 +8,29 @@
 - **Roles**, each allowing what the one before does: ``viewer`` reads, ``operator`` also
   acknowledges, schedules downtimes and runs checks, ``admin`` also manages users and
   tokens (:func:`allows`).
-- **Logins** that fail :attr:`LoginLimiter.attempts` times for one user from one address
-  are refused for ``lockout`` seconds, even with the right password, so a password cannot
-  be guessed at the console's speed.
+- **Logins** that fail :attr:`LoginLimiter.attempts` times for one user from one address,
+  or :attr:`LoginLimiter.per_address` times from one address whatever the names (names that
+  do not exist too), are refused for ``lockout`` seconds, even with the right password, so
+  a password cannot be guessed at the console's speed. A refused login costs no hash.
+- **Hashes** run in :class:`HashPool`'s threads, at most ``workers`` at once and a bounded
+  queue: a login never holds up the event loop (each hash is tens of milliseconds of a core,
+  about a second on a loaded machine), and logins beyond the queue are refused at once.
+- **Sessions** are random ids (:func:`new_session`) kept as a digest in the state database
+  (:mod:`web.store`), so that they can be ended on the server.
 - **CSRF**: a session gets a random token; every change a session makes (a form's POST)
   must carry it (:func:`same_token`). API calls with a token carry no cookie, so no CSRF.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import re
 import secrets
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
@@ -76,6 +85,10 @@ def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
+def new_session() -> str:
+    return secrets.token_urlsafe(32)
+
+
 def token_digest(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
 
@@ -104,34 +117,65 @@ def same_token(expected: str | None, given: str | None) -> bool:
 
 
 class LoginLimiter:
-    """Failed logins per (user, address): ``attempts`` within ``lockout`` seconds lock that
-    pair out for ``lockout`` seconds from the last failure. At most ``max_keys`` pairs are
-    remembered (the oldest forgotten), so a flood of names cannot grow it."""
+    """Failed logins per (user, address) and per address: ``attempts`` for one pair, or
+    ``per_address`` for one address whatever the names, within ``lockout`` seconds lock
+    that pair (that address) out for ``lockout`` seconds from the last failure. At most
+    ``max_keys`` pairs and addresses are remembered (the oldest forgotten), so a flood of
+    names cannot grow it."""
 
     def __init__(self, attempts: int = 5, lockout: float = 300.0, clock=time.monotonic,
-                 max_keys: int = 10_000):
+                 max_keys: int = 10_000, per_address: int = 20):
         self.attempts, self.lockout, self.clock, self.max_keys = attempts, lockout, clock, max_keys
+        self.per_address = per_address
         self.failures: dict[tuple[str, str], list[float]] = {}
+        self.addresses: dict[str, list[float]] = {}
 
-    def _recent(self, key: tuple[str, str], now: float) -> list[float]:
-        times = [t for t in self.failures.get(key, ()) if now - t < self.lockout]
+    def _recent(self, table: dict, key, now: float) -> list[float]:
+        times = [t for t in table.get(key, ()) if now - t < self.lockout]
         if times:
-            self.failures[key] = times
+            table[key] = times
         else:
-            self.failures.pop(key, None)
+            table.pop(key, None)
         return times
 
     def locked(self, user: str, address: str) -> bool:
-        return len(self._recent((user, address), self.clock())) >= self.attempts
+        now = self.clock()
+        return len(self._recent(self.failures, (user, address), now)) >= self.attempts or \
+            len(self._recent(self.addresses, address, now)) >= self.per_address
 
     def failed(self, user: str, address: str) -> None:
         now = self.clock()
-        key = (user, address)
-        times = self._recent(key, now)
-        times.append(now)
-        self.failures[key] = times
-        while len(self.failures) > self.max_keys:
-            self.failures.pop(next(iter(self.failures)))
+        for table, key in ((self.failures, (user, address)), (self.addresses, address)):
+            times = self._recent(table, key, now)
+            times.append(now)
+            table[key] = times
+            while len(table) > self.max_keys:
+                table.pop(next(iter(table)))
 
     def succeeded(self, user: str, address: str) -> None:
         self.failures.pop((user, address), None)
+
+
+class Busy(Exception):
+    """More logins at once than :class:`HashPool` queues: refused without a hash."""
+
+
+class HashPool:
+    """Password checks (:func:`web.store.login`) in ``workers`` threads of their own, never in
+    the event loop; at most ``queued`` more wait, beyond that :class:`Busy` at once. (argon2
+    releases the GIL while it hashes, so pages are answered meanwhile.)"""
+
+    def __init__(self, workers: int = 2, queued: int = 16):
+        self.executor = ThreadPoolExecutor(workers, thread_name_prefix="password-hash")
+        self.slots = threading.BoundedSemaphore(workers + queued)
+
+    async def run(self, fn, *args):
+        if not self.slots.acquire(blocking=False):
+            raise Busy("too many logins at once: try again in a moment")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
+        finally:
+            self.slots.release()
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=True)

@@ -49,10 +49,11 @@ class Refused(Exception):
 
 class Console:
     """What the application's handlers share: the operator config, the state database's
-    engine, the login limiter, how the routers are asked (``ask_routers()`` -> their
-    answers to PEERS with ``limit`` 0), what an operator may change and the lists the
-    commands make (``actions``: ``ack``, ``end_ack``, ``acks``, ``run_check``, ``alerts``,
-    ``downtimes``, ``downtime``, ``end_downtime``, raising :class:`Refused`), the fleet's
+    engine, the login limiter and the pool passwords are checked in (``hashes``), how the
+    routers are asked (``ask_routers()`` -> their answers to PEERS with ``limit`` 0), what
+    an operator may change and the lists the commands make (``actions``: ``ack``,
+    ``end_ack``, ``acks``, ``run_check``, ``alerts``, ``downtimes``, ``downtime``,
+    ``end_downtime``, raising :class:`Refused`), the fleet's
     own counters (``health``: a started :class:`web.health.Health`, or None) and clocks.
     The command line gives the callables (fleetwatch/cli/web.py): the same code as
     ``fleetwatch ack``, ``run``, ``downtime``."""
@@ -63,7 +64,9 @@ class Console:
         self.ask_routers, self.actions, self.health = ask_routers, actions, health
         settings = config.web
         self.limiter = auth.LoginLimiter(settings.login_attempts, settings.login_lockout,
-                                         monotonic)
+                                         monotonic, per_address=settings.login_address_attempts)
+        #: where passwords are checked: threads of their own, a bounded number at once
+        self.hashes = auth.HashPool(settings.login_hashes, 8 * settings.login_hashes)
         self._routers: tuple[float, dict] | None = None
         self._routers_lock = threading.Lock()
         #: seconds a fleet-wide reading serves (web.refresh; 10 when pages do not update)

@@ -85,13 +85,18 @@ def routes(web: Web) -> APIRouter:
         if console.limiter.locked(name, address):
             return web.page(request, "login.html", 429,
                             error="too many failed logins: try again later")
-        found = store.login(console.engine, name, password, address, console.clock)
-        if found is None:
+        try:                            # (the hash: in the pool's threads, not this loop)
+            done = await console.hashes.run(store.login, console.engine, name, password,
+                                            address, console.config.web.session_hours,
+                                            console.clock)
+        except auth.Busy as e:
+            return web.page(request, "login.html", 503, error=str(e))
+        if done is None:
             console.limiter.failed(name, address)
             return web.page(request, "login.html", 401, error="wrong user name or password")
         console.limiter.succeeded(name, address)
         request.session.clear()
-        request.session.update(user=found.user, csrf=auth.new_csrf())
+        request.session.update(sid=done[1], csrf=auth.new_csrf())
         return RedirectResponse("/", status_code=303)
 
     @router.post("/logout")
@@ -99,6 +104,9 @@ def routes(web: Web) -> APIRouter:
         form = await request.form()
         if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
             return PlainTextResponse("missing or wrong CSRF token: reload the page", 403)
+        session_id = request.session.get("sid")
+        if isinstance(session_id, str):         # ended on the server: a copy of the cookie
+            await run_in_threadpool(store.logout, console.engine, session_id)   # is refused
         request.session.clear()
         return to_login()
 

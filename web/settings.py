@@ -25,7 +25,17 @@ class WebSettings:
     login_attempts: int = setting(5, "failed logins of one user from one address before "
                                      "they are refused for login_lockout seconds")
     login_lockout: float = setting(300.0, "seconds failed logins are refused after "
-                                          "login_attempts")
+                                          "login_attempts (or login_address_attempts)")
+    login_address_attempts: int = setting(20, "failed logins from one address, whatever the "
+                                              "user names (names that do not exist too), "
+                                              "before that address is refused for "
+                                              "login_lockout seconds")
+    login_hashes: int = setting(2, "password checks computed at once, in threads of their own "
+                                   "(never in the loop that answers pages); up to 8 times as "
+                                   "many more wait, logins beyond that are refused (503)")
+    max_body: int = setting(1_048_576, "bytes a request's body may hold at most (a form, an "
+                                       "API call's JSON); a bigger one is refused with 413 "
+                                       "before it is read; 1024 or more")
     refresh: float = setting(10.0, "seconds between updates of a page left open (the browser "
                                    "asks for the same page again and swaps in its content; "
                                    "0: pages do not update); 1 to 3600")
@@ -42,6 +52,10 @@ class WebSettings:
             raise ValueError("session_hours: expected a positive number")
         if self.login_attempts < 1 or self.login_lockout < 0:
             raise ValueError("login_attempts: at least 1; login_lockout: 0 or more")
+        if self.login_address_attempts < 1 or self.login_hashes < 1:
+            raise ValueError("login_address_attempts and login_hashes: at least 1")
+        if self.max_body < 1024:
+            raise ValueError(f"max_body: expected 1024 bytes or more, got {self.max_body}")
         if self.refresh != 0 and not 1 <= self.refresh <= 3600:
             raise ValueError(f"refresh: expected 0 (off) or 1 to 3600 seconds, got "
                              f"{self.refresh:g}")

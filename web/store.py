@@ -1,5 +1,11 @@
-"""The console's users, API tokens and audit trail, in the state database (tables
-``web_users``, ``web_tokens``, ``web_audit``: sinks/state/schema.py, owner ``web``).
+"""The console's users, API tokens, sessions and audit trail, in the state database (tables
+``web_users``, ``web_tokens``, ``web_sessions``, ``web_audit``: sinks/state/schema.py, owner
+``web``).
+
+A session is a row: the cookie carries a random session id, the table its SHA-256 and when
+it ends, so that logging out, removing the user and changing their password end it on the
+server (a copied cookie is refused after), and a user removed and added again under the same
+name starts with none.
 
 Every function takes an engine and runs one short transaction. Every change (a user or a
 token made or removed, a login, and what the console changes in the fleet) is recorded in
@@ -17,7 +23,10 @@ from sqlalchemy.engine import Engine
 from sinks.state import db, schema
 from web import auth
 
-U, T, A = schema.web_users, schema.web_tokens, schema.web_audit
+U, T, S, A = schema.web_users, schema.web_tokens, schema.web_sessions, schema.web_audit
+
+#: sessions one user keeps at most (the oldest end first): logins cannot grow the table
+SESSIONS_PER_USER = 50
 
 
 class Who(NamedTuple):
@@ -67,31 +76,68 @@ def users(engine: Engine) -> list[dict]:
 
 
 def remove_user(engine: Engine, name: str, by: str, clock=time.time) -> None:
-    """Remove user ``name`` and their tokens."""
+    """Remove user ``name``, their tokens and their sessions."""
     with engine.begin() as conn:
         if conn.execute(delete(U).where(U.c.name == name)).rowcount == 0:
             raise auth.AuthError(f"no user {name}")
         conn.execute(delete(T).where(T.c.user == name))
+        conn.execute(delete(S).where(S.c.user == name))
         audit(conn, by, "user.remove", name, None, clock)
 
 
-def login(engine: Engine, name: str, password: str, address: str,
-          clock=time.time) -> Who | None:
-    """The user ``name`` if ``password`` is theirs (recorded either way), else None."""
+def set_password(engine: Engine, name: str, password: str, by: str,
+                 clock=time.time) -> None:
+    """Give user ``name`` a new password; their sessions end (their tokens are kept)."""
+    hashed = auth.hash_password(password)
     with engine.begin() as conn:
+        if conn.execute(update(U).where(U.c.name == name)
+                        .values(password=hashed)).rowcount == 0:
+            raise auth.AuthError(f"no user {name}")
+        conn.execute(delete(S).where(S.c.user == name))
+        audit(conn, by, "user.password", name, None, clock)
+
+
+def login(engine: Engine, name: str, password: str, address: str, hours: float,
+          clock=time.time) -> tuple[Who, str] | None:
+    """(the user ``name``, the id of a new session of ``hours``) if ``password`` is theirs,
+    else None; recorded either way. The password is hashed outside any transaction (the
+    state database's write lock is not held for it); a slow call, for a worker thread."""
+    with engine.connect() as conn:
         row = conn.execute(select(U.c.role, U.c.password).where(U.c.name == name)).first()
-        ok = auth.password_ok(row.password if row else auth.DUMMY_HASH, password) and \
-            row is not None
+    ok = auth.password_ok(row.password if row else auth.DUMMY_HASH, password) and \
+        row is not None
+    session = auth.new_session() if ok else None
+    with engine.begin() as conn:
+        if ok and conn.execute(select(U.c.password).where(U.c.name == name)).scalar() \
+                != row.password:
+            ok, session = False, None           # removed or given a new password meanwhile
         audit(conn, name if row else "-", "login" if ok else "login.failed",
               name if row else "(no such user)", {"address": address}, clock)
-    return Who(name, row.role) if ok else None
+        if ok:
+            now = clock()
+            conn.execute(delete(S).where(S.c.expires <= now))
+            kept = select(S.c.digest).where(S.c.user == name).order_by(
+                S.c.created.desc()).limit(SESSIONS_PER_USER - 1)
+            conn.execute(delete(S).where(S.c.user == name, S.c.digest.not_in(kept)))
+            conn.execute(insert(S).values(digest=auth.token_digest(session), user=name,
+                                          created=now, expires=now + hours * 3600))
+    return (Who(name, row.role), session) if ok else None
 
 
-def user(engine: Engine, name: str) -> Who | None:
-    """The user ``name`` as it is now (a removed user's session ends)."""
+def session(engine: Engine, session_id: str, clock=time.time) -> Who | None:
+    """Whose session ``session_id`` is, as the user is now; None when it ended (logged out,
+    expired, the user removed or given a new password) or never was."""
     with engine.connect() as conn:
-        row = conn.execute(select(U.c.role).where(U.c.name == name)).first()
-    return Who(name, row.role) if row else None
+        row = conn.execute(select(U.c.name, U.c.role).join(S, S.c.user == U.c.name)
+                           .where(S.c.digest == auth.token_digest(session_id),
+                                  S.c.expires > clock())).first()
+    return Who(row.name, row.role) if row else None
+
+
+def logout(engine: Engine, session_id: str) -> None:
+    """End the session ``session_id`` (none: nothing to end)."""
+    with engine.begin() as conn:
+        conn.execute(delete(S).where(S.c.digest == auth.token_digest(session_id)))
 
 
 def add_token(engine: Engine, name: str, label: str, role: str | None, by: str,

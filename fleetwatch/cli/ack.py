@@ -112,8 +112,9 @@ def problems(conn, host: str, check: str | None) -> list[tuple[str, int]]:
 
 def create(url: str, host: str, check: str | None, now: float, by: str, comment: str,
            sticky: bool, notify: bool, expire: float | None,
-           force: bool = False) -> list[tuple[int, str, int]]:
-    """Acknowledge the problems of ``host`` [``check``]: (id, uuid, status) of each;
+           force: bool = False, also=None) -> list[tuple[int, str, int]]:
+    """Acknowledge the problems of ``host`` [``check``]: (id, uuid, status) of each
+    (``also``: :func:`fleetwatch.cli.silence.write`'s);
     :class:`query.known.Unknown` for a host (or check) the fleet has never seen, unless
     ``force``; :class:`NoProblem` when nothing is wrong there now."""
     from query.known import refuse_unknown
@@ -131,12 +132,13 @@ def create(url: str, host: str, check: str | None, now: float, by: str, comment:
                               acks.host_key(uuid), uuid, check, status, now, by, comment,
                               sticky, notify, expire), uuid, status)
                 for uuid, status in found]
-    return write(url, change, "acks")
+    return write(url, change, "acks", also)
 
 
-def remove(url: str, ack_id: int, now: float) -> bool:
+def remove(url: str, ack_id: int, now: float, also=None) -> bool:
     from sinks.alerting import acks, ackstore
-    return write(url, lambda conn: ackstore.end(conn, ack_id, now, acks.REMOVED), "acks")
+    return write(url, lambda conn: ackstore.end(conn, ack_id, now, acks.REMOVED), "acks",
+                 also)
 
 
 # ---------------------------------------------------------------- the verbs

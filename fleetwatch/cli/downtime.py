@@ -171,9 +171,11 @@ def _windows(d, now: float, tz, limit: int = 2):
 
 # ---------------------------------------------------------------- the verbs
 
-def create(url: str, d, force: bool = False) -> int:
+def create(url: str, d, force: bool = False, also=None) -> int:
     """Write the downtime ``d`` (:func:`plan`): its id; :class:`query.known.Unknown` for a
-    host (or check) the fleet has never seen, unless ``force`` (the console's too)."""
+    host (or check) the fleet has never seen, unless ``force`` (the console's too). ``also``:
+    as :func:`fleetwatch.cli.silence.write`'s (the console's audit row, in the same
+    transaction)."""
     from query.known import refuse_unknown
     from sinks.alerting import downtimestore
 
@@ -181,7 +183,7 @@ def create(url: str, d, force: bool = False) -> int:
         if not force:
             refuse_unknown(conn, d.host, d.check)
         return downtimestore.add(conn, d)
-    return write(url, change, "downtimes")
+    return write(url, change, "downtimes", also)
 
 
 def add(args, clock=time.time, tz=None) -> int:

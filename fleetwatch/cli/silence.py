@@ -126,14 +126,18 @@ def database_error(url: str, e: Exception) -> Unavailable:
                        f"{e.__class__.__name__}: {(str(e).splitlines() or [''])[0]}")
 
 
-def write(url: str, change, owner: str = "silences"):
+def write(url: str, change, owner: str = "silences", also=None):
     """``change(conn)`` in one transaction on the state database (``owner``'s tables made if
-    missing); its answer. A database error is :class:`Unavailable`."""
+    missing), and ``also(conn, its answer)`` in the same one (the console's record of it:
+    both kept, or neither); its answer. A database error is :class:`Unavailable`."""
     from sqlalchemy.exc import SQLAlchemyError
     eng = writer(url, owner)
     try:
         with eng.begin() as conn:
-            return change(conn)
+            done = change(conn)
+            if also is not None:
+                also(conn, done)
+            return done
     except SQLAlchemyError as e:
         raise database_error(url, e) from None
     finally:

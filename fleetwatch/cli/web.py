@@ -1,4 +1,4 @@
-"""``fleetwatch web [serve] | user add|list|remove | token add|list|remove``: the operator
+"""``fleetwatch web [serve] | user add|list|remove|password | token add|list|remove``: the operator
 console and the HTTP API (web/), and who may use them.
 
 ``serve`` (the verb by default) reads the operator config (``--config``: its routers, state
@@ -8,8 +8,9 @@ wins; 127.0.0.1:8080 by default: this machine only) until Ctrl-C or SIGTERM; HTT
 ``web.tls_cert`` and ``web.tls_key`` are set. ``user`` and ``token`` manage the console's
 users (roles viewer, operator, admin) and API tokens in the state database; every change is
 recorded with who made it (the login name of whoever runs the command). A password is asked
-on the terminal, or read from standard input with ``--password-stdin``; a token is printed
-once, when made. Errors are one line and exit 2 (78 for the config).
+on the terminal, or read from standard input with ``--password-stdin``; ``user password``
+gives a user a new one, and ends their console sessions (as ``user remove`` does); a token
+is printed once, when made. Errors are one line and exit 2 (78 for the config).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from fleetwatch.display import escape, iso, table
 VERBS = ("serve", "user", "token")
 DEFAULT_VERB = "serve"
 HELP = {"serve": "serve the console and the API",
-        "user": "add, list or remove the console's users",
+        "user": "add, list or remove the console's users, or give one a new password",
         "token": "add, list or remove API tokens"}
 
 
@@ -38,8 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     serve.add_argument("--listen", metavar="HOST:PORT",
                        help="listen here (wins over web.listen; default 127.0.0.1:8080)")
     user = sub.add_parser("user", help=HELP["user"], description=HELP["user"])
-    user.add_argument("action", choices=("add", "list", "remove"))
-    user.add_argument("name", nargs="?", help="the user (add, remove)")
+    user.add_argument("action", choices=("add", "list", "remove", "password"))
+    user.add_argument("name", nargs="?", help="the user (add, remove, password: a new "
+                                              "password ends their sessions)")
     user.add_argument("--role", default="viewer",
                       help="viewer (reads), operator (also acks, downtimes, runs checks) or "
                            "admin (also users and tokens); default viewer")
@@ -106,22 +108,27 @@ def users(engine, args) -> int:
         return _fail(f"user {args.action}: which user?")
     if args.action == "remove":
         store.remove_user(engine, args.name, login())
-        print(f"user {escape(args.name)} removed, and their tokens")
+        print(f"user {escape(args.name)} removed, and their tokens and sessions")
         return 0
     from web.auth import check_name, check_role
     check_name(args.name)               # (before a password is asked for)
-    check_role(args.role)
+    if args.action == "add":
+        check_role(args.role)
     if args.password_stdin:
         password = sys.stdin.readline().rstrip("\n")
     elif not sys.stdin.isatty():
-        return _fail("user add: no terminal to ask the password on: give it on standard "
-                     "input with --password-stdin")
+        return _fail(f"user {args.action}: no terminal to ask the password on: give it on "
+                     "standard input with --password-stdin")
     else:
         try:
             password = getpass.getpass(f"password for {args.name}: ")
         except (EOFError, KeyboardInterrupt):
             print(file=sys.stderr)
-            return _fail("user add: no password given")
+            return _fail(f"user {args.action}: no password given")
+    if args.action == "password":
+        store.set_password(engine, args.name, password, login())
+        print(f"user {escape(args.name)} has a new password (their sessions ended)")
+        return 0
     store.add_user(engine, args.name, args.role, password, login())
     print(f"user {escape(args.name)} added ({args.role})")
     return 0
@@ -152,7 +159,9 @@ def tokens(engine, args) -> int:
 
 class Actions:
     """What the console changes, as the commands change it: acknowledgements
-    (fleetwatch/cli/ack.py), downtimes (fleetwatch/cli/downtime.py), and a check run now,
+    (fleetwatch/cli/ack.py), downtimes (fleetwatch/cli/downtime.py), each with ``also(conn,
+    what was made)`` run in its transaction (the console's audit row: both kept or neither:
+    :func:`fleetwatch.cli.silence.write`), and a check run now,
     by ``fleetwatch run --wait --json`` itself (its JSON is the command's contract; the
     console waits in a worker thread, never in its event loop). The lists are read through
     ``reader`` (:class:`sinks.state.reader.Reader` over the console's engine: no engine and
@@ -185,14 +194,14 @@ class Actions:
                           404 if res.returncode == 3 else 422) from None
 
     def ack(self, host: str, check: str | None, by: str, comment: str, sticky: bool,
-            expire: float | None, force: bool = False) -> list:
+            expire: float | None, force: bool = False, also=None) -> list:
         from fleetwatch.cli import ack
         from fleetwatch.cli.silence import Unavailable
         from sinks.alerting.acks import check_comment
         from web.app import Refused
         try:
             return ack.create(self.config.state_url, host, check, self.clock(), by,
-                              check_comment(comment), sticky, True, expire, force)
+                              check_comment(comment), sticky, True, expire, force, also)
         except ack.NoProblem as e:
             raise Refused(str(e), 404) from None
         except ValueError as e:             # a comment, or a host never seen
@@ -223,13 +232,13 @@ class Actions:
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 
-    def end_ack(self, ack_id: int) -> bool:
+    def end_ack(self, ack_id: int, also=None) -> bool:
         """End the running acknowledgement ``ack_id`` (``ack remove``); False: none."""
         from fleetwatch.cli import ack
         from fleetwatch.cli.silence import Unavailable
         from web.app import Refused
         try:
-            return bool(ack.remove(self.config.state_url, ack_id, self.clock()))
+            return bool(ack.remove(self.config.state_url, ack_id, self.clock(), also))
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 
@@ -246,7 +255,7 @@ class Actions:
             raise Refused(str(e), 503) from None
 
     def downtime(self, by: str, host: str, check: str | None, duration: str, comment: str,
-                 children: bool = False, force: bool = False) -> int:
+                 children: bool = False, force: bool = False, also=None) -> int:
         """A downtime of ``host`` [``check``] from now for ``duration`` (``2h``); its id."""
         import types
 
@@ -259,19 +268,19 @@ class Actions:
                                      every=None, children=children)
         try:
             d = downtime.plan(args, self.clock(), local_zone(), by)
-            return downtime.create(self.config.state_url, d, force)
+            return downtime.create(self.config.state_url, d, force, also)
         except ValueError as e:
             raise Refused(_fields(e)) from None
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 
-    def end_downtime(self, downtime_id: int) -> bool:
+    def end_downtime(self, downtime_id: int, also=None) -> bool:
         from fleetwatch.cli.silence import Unavailable, write
         from sinks.alerting import downtimestore
         from web.app import Refused
         try:
             return bool(write(self.config.state_url, lambda conn: downtimestore.remove(
-                conn, downtime_id, self.clock()), "downtimes"))
+                conn, downtime_id, self.clock()), "downtimes", also))
         except Unavailable as e:
             raise Refused(str(e), 503) from None
 
@@ -373,6 +382,7 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
     finally:
         stop.set()
         health.stop()
+        console.hashes.close()
         sock.close()
         engine.dispose()
     return 0

@@ -25,6 +25,8 @@ table                 owner       rows
 ``outbox``            alerting    (event, channel): delivery state and claims
 ``web_users``         web         the console's users: name, role, password hash
 ``web_tokens``        web         API tokens: a user's, with a role, kept as a digest
+``web_sessions``      web         console logins: a session id's digest, its user, when
+                                  it ends (logout, user removal and a new password end them)
 ``web_audit``         web         every change made through the console or the API: who,
                                   what, when
 ====================  ==========  =====================================================
@@ -354,6 +356,15 @@ web_tokens = Table(
     Column("last_used", Float),
 )
 
+web_sessions = Table(
+    "web_sessions", metadata,
+    Column("digest", String(64), primary_key=True),      # sha256 of the cookie's session id
+    Column("user", String(64), nullable=False),
+    Column("created", Float, nullable=False),
+    Column("expires", Float, nullable=False),
+    Index("ix_web_sessions_user", "user"),
+)
+
 web_audit = Table(
     "web_audit", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -373,6 +384,6 @@ OWNED = {
     "silences": (silences,),
     "acks": (acknowledgements,),
     "downtimes": (downtimes,),
-    "web": (web_users, web_tokens, web_audit),
+    "web": (web_users, web_tokens, web_sessions, web_audit),
 }
 

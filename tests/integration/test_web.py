@@ -91,7 +91,8 @@ def test_the_api_with_a_token_and_its_openapi_document(console):
     assert b.request("/api/v1/hosts?limit=0", headers=auth)[0] == 422
     routers = json.loads(b.request("/api/v1/routers", headers=auth)[2])
     assert routers["routers"][0]["reachable"] is True
-    status, _, body = b.request("/api/v1/openapi.json")
+    assert b.request("/api/v1/openapi.json")[0] == 401      # behind the API's login
+    status, _, body = b.request("/api/v1/openapi.json", headers=auth)
     paths = json.loads(body)["paths"]
     assert {"/api/v1/hosts", "/api/v1/problems", "/api/v1/routers"} <= set(paths)
     listed = json.loads(fleet.cli("web", "token", "list", "--json", "--config", str(op)).stdout)

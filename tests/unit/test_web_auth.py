@@ -90,3 +90,62 @@ def test_web_settings_refuse_what_cannot_serve(settings, error):
     with pytest.raises(ConfigError, match=error):
         build(WebSettings, settings)
     assert build(WebSettings, {"listen": "[::1]:0"}).address() == ("::1", 0)
+
+
+def test_failed_logins_from_one_address_lock_it_whatever_the_names():
+    """Names that do not exist count too: cycling through names does not get past it."""
+    clock = Clock(0.0)
+    limiter = auth.LoginLimiter(attempts=3, lockout=60.0, clock=clock, per_address=4)
+    for n in range(4):
+        assert not limiter.locked(f"nosuch{n}", "10.0.0.1")
+        limiter.failed(f"nosuch{n}", "10.0.0.1")
+    assert limiter.locked("another", "10.0.0.1") and limiter.locked("alice", "10.0.0.1")
+    assert not limiter.locked("another", "10.0.0.2")
+    clock.advance(61)
+    assert not limiter.locked("another", "10.0.0.1")
+
+
+def test_password_checks_run_in_a_bounded_pool_off_the_loop():
+    """At most ``workers`` at once, ``queued`` more waiting, the rest refused at once; the
+    event loop runs meanwhile."""
+    import asyncio
+    import threading
+    release, running = threading.Event(), threading.Semaphore(0)
+
+    def slow(n):
+        running.release()
+        assert release.wait(10)
+        return n
+
+    async def scenario():
+        pool = auth.HashPool(workers=1, queued=1)
+        try:
+            first = asyncio.ensure_future(pool.run(slow, 1))
+            second = asyncio.ensure_future(pool.run(slow, 2))
+            await asyncio.sleep(0)
+            await asyncio.wait_for(asyncio.to_thread(running.acquire, True, 10), 10)
+            with pytest.raises(auth.Busy):
+                await pool.run(slow, 3)
+            ticks = 0                       # the loop goes on while a check runs
+            while ticks < 100:
+                await asyncio.sleep(0)
+                ticks += 1
+            assert not first.done() and not second.done()
+            release.set()
+            assert await asyncio.wait_for(asyncio.gather(first, second), 10) == [1, 2]
+            assert await pool.run(slow, 4) == 4         # the slots came back
+        finally:
+            release.set()
+            pool.close()
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("settings, error", [
+    ({"max_body": 10}, "max_body: expected 1024 bytes or more"),
+    ({"login_hashes": 0}, "login_hashes: at least 1"),
+    ({"login_address_attempts": 0}, "login_address_attempts"),
+])
+def test_web_settings_refuse_unbounded_logins_and_bodies(settings, error):
+    from fleetwatch.config import ConfigError, build
+    with pytest.raises(ConfigError, match=error):
+        build(WebSettings, settings)

@@ -58,6 +58,33 @@ class DowntimeRequest(BaseModel):
                                            "downtime add --force`)")
 
 
+#: what every error answers (the OpenAPI document's ``Error``)
+ERROR_SCHEMA = {"title": "Error", "type": "object", "required": ["error"],
+                "properties": {"error": {"type": "string", "title": "Error",
+                                         "description": "what is wrong, one line"}}}
+
+
+def error_shape(app) -> dict:
+    """The app's OpenAPI document with the errors as they are answered: a 422 (a body or
+    parameter not valid) is ``{"error": "..."}`` (web.app's handler), not FastAPI's
+    ``{"detail": [...]}``."""
+    from fastapi.openapi.utils import get_openapi
+    if app.openapi_schema is None:
+        schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+        schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        schemas["Error"] = ERROR_SCHEMA
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                invalid = operation.get("responses", {}).get("422")
+                if invalid is not None:
+                    invalid["content"] = {"application/json": {
+                        "schema": {"$ref": "#/components/schemas/Error"}}}
+        app.openapi_schema = schema
+    return app.openapi_schema
+
+
 def refused(e: Refused) -> HTTPException:
     return HTTPException(e.status, str(e))
 

@@ -8,6 +8,7 @@ fleet and browser: tests/integration/test_web.py, test_web_live.py.)"""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -123,6 +124,13 @@ def test_the_api_s_validation_errors_are_its_error_shape(client):
     res = client.post("/api/v1/downtimes", json={"host": "web-l", "duration": "1h",
                                                  "force": True}, headers=auth)
     assert res.status_code == 201
+    # and so the OpenAPI document says
+    doc = client.get("/api/v1/openapi.json", headers=auth).json()
+    invalid = doc["paths"]["/api/v1/downtimes"]["post"]["responses"]["422"]
+    assert invalid["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/Error"}
+    assert doc["components"]["schemas"]["Error"]["required"] == ["error"]
+    assert "detail" not in json.dumps(doc) and "HTTPValidationError" not in json.dumps(doc)
 
 
 def test_the_alerts_page_says_what_kept_an_alert_back_as_the_command_does(client):

@@ -1,11 +1,12 @@
 """``fleetwatch history ...`` as a user runs it in a shell: what stderr says (no Spark banner,
-"starting Spark..." on a terminal, landing lines not compacted yet) and one line when Java is
-missing."""
+"starting a local Spark" on a terminal, and at once when the configured Spark Connect server
+does not answer; landing lines not compacted yet) and one line when Java is missing."""
 
 from __future__ import annotations
 
 import os
 import pty
+import signal
 import select
 import subprocess
 import sys
@@ -17,7 +18,9 @@ import pytest
 pytest.importorskip("pyspark", reason="the history extra is not installed")
 pytestmark = pytest.mark.timeout(120)
 
+from support.fleet import wait_for  # noqa: E402
 from support.sandbox import path_without  # noqa: E402
+from fleetwatch.cli.demo.ports import free_port  # noqa: E402
 from sinks.history.synth import write_files  # noqa: E402
 
 #: what Spark and its JVM print on stderr at start unless quieted
@@ -76,7 +79,7 @@ def test_sql_prints_no_spark_banner(tmp_path):
                      "SELECT count(*) AS n FROM metrics")
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["N", "0"]
-    assert res.stderr == ""         # not a terminal: no "starting Spark...", no banner
+    assert res.stderr == ""         # not a terminal: no "starting a local Spark", no banner
 
 
 def test_sql_on_a_terminal_says_it_starts_spark_and_what_is_not_compacted(tmp_path):
@@ -89,10 +92,52 @@ def test_sql_on_a_terminal_says_it_starts_spark_and_what_is_not_compacted(tmp_pa
                                      "SELECT count(*) AS n FROM metrics")
     assert status == 0, err
     assert out.split() == ["N", "0"]
-    assert "starting Spark..." in err
+    assert "fleetwatch history sql: starting a local Spark on local[1] (10-60 s)\r\n" in err
     assert not [line for line in err.splitlines() if any(b in line for b in BANNER)], err
     assert (f"fleetwatch history sql: nothing compacted yet: the landing area holds 122 lines "
             f"not in the tables (fleetwatch history compact --config {config})") in err
+
+
+def first_line(proc: subprocess.Popen, deadline: float) -> str:
+    """The first line ``proc`` writes on its stderr, before ``deadline`` (monotonic)."""
+    line = b""
+    while not line.endswith(b"\n") and time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], deadline - time.monotonic())
+        chunk = os.read(proc.stderr.fileno(), 4096) if ready else b""
+        if ready and not chunk:
+            break
+        line += chunk
+    return line.decode(errors="replace").split("\n")[0]
+
+
+def test_a_connect_server_not_up_yet_is_said_at_once_then_spark_starts_here(tmp_path):
+    """history.remote set (the demo's warm Spark) but nothing answers there yet: one line
+    on stderr at once, not a terminal though it is, then a Spark of the command's own (its
+    JVM starts; the command is killed then, not waited for: 3-5 s of this test)."""
+    config, _ = operator_config(tmp_path)
+    url = f"sc://127.0.0.1:{free_port()}"           # nothing listens there
+    config.write_text(config.read_text() + f"  remote: {url}\n")
+    import psutil
+    began = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "fleetwatch", "history", "sql", "--config",
+                             str(config), "SELECT 1"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        line = first_line(proc, began + 20)
+        took = time.monotonic() - began
+        assert line == (f"fleetwatch history sql: starting a local Spark on local[1] (10-60 s): "
+                        f"no Spark Connect server answers at {url}: Connection refused "
+                        f"(history.remote in {config}; it answers in about a second once up)")
+        # about a second on an idle machine (Python's start and the CLI's imports); the
+        # bound is for a loaded one
+        assert took < 5, took
+        assert not [c for c in psutil.Process(proc.pid).children(recursive=True)
+                    if c.name() == "java"], "the line came after Spark started"
+        wait_for(lambda: [c for c in psutil.Process(proc.pid).children(recursive=True)
+                          if c.name() == "java"], 30, 0.1, "the command's own Spark JVM")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 # ---------------------------------------------------------------- Java

@@ -110,19 +110,37 @@ def reach(url: str, timeout: float = 5.0) -> None:
                       f"{e.strerror or e.__class__.__name__}") from None
 
 
+#: the verbs that start Spark at once (a query, a compaction): without a Spark Connect
+#: server answering they run a local Spark, saying so (:func:`tell_local_spark`)
+SPARK_NOW = ("compact", "sql", "gaps", "replay", "expire")
+#: how long a command waits for the configured Spark Connect server to take a connection
+PROBE = 0.5
+
+
 def run(args) -> int:
     from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency, optional_import
     from sinks.history.spark import JavaMissing, java
     settings = settings_from(args)
+    why = ""
     try:
+        if settings.remote and args.subcommand != "cluster":
+            try:
+                reach(settings.remote, PROBE if args.subcommand in SPARK_NOW else 5.0)
+            except OSError as e:
+                # the config's server (the demo's warm Spark, still starting): a local Spark;
+                # one named by --remote is asked for: its absence is the answer
+                if args.remote or args.subcommand not in SPARK_NOW:
+                    raise
+                settings, why = dataclasses.replace(settings, remote=""), str(e)
+        if not settings.remote:
+            java()
+        if args.subcommand in SPARK_NOW and not settings.remote:
+            tell_local_spark(args, settings, why)    # before the imports: a second or two
         optional_import("pyspark", f"fleetwatch history {args.subcommand}")
         if settings.remote and args.subcommand != "cluster":
             from sinks.history.spark import CONNECT_MODULES
             for module in CONNECT_MODULES:
                 optional_import(module, f"fleetwatch history {args.subcommand} --remote")
-            reach(settings.remote)
-        else:
-            java()
     except (MissingDependency, JavaMissing, OSError) as e:
         print(f"fleetwatch history: {e}", file=sys.stderr)
         return EX_UNAVAILABLE
@@ -132,19 +150,24 @@ def run(args) -> int:
     return importlib.import_module(VERBS[args.subcommand]).run(args, settings)
 
 
+def tell_local_spark(args, settings, why: str = "") -> None:
+    """One line on stderr before this process starts its own Spark (10 to 60 s before the
+    first answer): on a terminal, and always when the config's Spark Connect server did not
+    answer (``why``), so that a command run at a demo's start is never a silent minute."""
+    if not (why or sys.stderr.isatty()):
+        return
+    because = (f": {why} (history.remote in {args.config}; it answers in about a second "
+               f"once up)") if why else ""
+    print(f"fleetwatch history {args.subcommand}: starting a local Spark on "
+          f"{settings.master} (10-60 s){because}", file=sys.stderr, flush=True)
+
+
 def open_lake(settings):
-    """The lake's :class:`sinks.history.query.History` on a Spark session of ``settings``;
-    on a terminal stderr says ``starting Spark...`` meanwhile (7-12 s before the first word
-    otherwise), erased once Spark runs."""
+    """The lake's :class:`sinks.history.query.History` on a Spark session of ``settings``
+    (:func:`run` said so on stderr when that Spark starts here)."""
     from sinks.history.query import History
     from sinks.history.spark import from_settings
-    tty = sys.stderr.isatty()
-    if tty:
-        print("starting Spark...", end="", file=sys.stderr, flush=True)
-    history = History(from_settings(settings), settings.lake)
-    if tty:
-        print("\r\033[K", end="", file=sys.stderr, flush=True)
-    return history
+    return History(from_settings(settings), settings.lake)
 
 
 def tell_uncompacted(args, settings) -> None:

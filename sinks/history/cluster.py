@@ -18,6 +18,10 @@ ends, even by SIGKILL), and :data:`STATE` names the owner (pid and start time), 
 so. A cluster started by ``fleetwatch history cluster start`` has no owner: it runs until
 ``stop``.
 
+:func:`serve` starts a Spark Connect server alone, on a Spark of its own in local mode (the
+demo's warm Spark: ``history sql`` answers in about a second instead of starting a JVM),
+without waiting for it; :func:`connected` waits until it listens.
+
 A cluster of one machine is for trying things: on a real cluster the lake must be on a path
 every executor reads (docs/operating/history-cluster.md).
 """
@@ -145,19 +149,7 @@ def start(directory: str, workers: int = 1, cores: int | None = None,
     if not re.fullmatch(r"[1-9]\d*[kmgt]?", memory, re.IGNORECASE):
         raise ClusterError(f"--memory: expected a size such as 2g or 1500m, not {memory!r}")
     directory = os.path.abspath(directory)
-    old = Cluster.load(directory)
-    if old and old.alive():
-        if not old.orphaned():
-            raise ClusterError(f"a cluster already runs from {directory} ({old.master}): "
-                               f"fleetwatch history cluster stop first")
-        names = stop(directory)
-        say(f"stopped the Spark cluster (pid {old.owner[0]}'s, which has ended) left "
-            f"running in {directory}: {', '.join(names)}")
-    home = spark_home()
-    try:
-        java()                      # spark-class without one fails with a bash error
-    except JavaMissing as e:
-        raise ClusterError(str(e)) from None
+    home = _take(directory, say)
     os.makedirs(os.path.join(directory, "work"), exist_ok=True)
     conf = os.path.join(directory, "spark-defaults.conf")
     Path(conf).write_text("".join(f"{k} {v}\n" for k, v in DAEMON_CONF.items()))
@@ -189,21 +181,12 @@ def start(directory: str, workers: int = 1, cores: int | None = None,
             cluster.save()
         _wait_workers(cluster, procs, workers, deadline, clock)
         if connect:
-            connect_log = os.path.join(directory, "connect.log")
-            procs["connect"] = _daemon(home, directory, connect_log, host, [
-                CONNECT_CLASS, "--master", url, "--name", "fleetwatch Spark Connect",
+            procs["connect"] = _connect(home, directory, host, url, [
                 "--conf", f"spark.cores.max={max(1, cores * workers // 2)}",
-                "--conf", "spark.executor.memory=1g",
-                "--conf", f"spark.connect.grpc.binding.address={host}",
-                "--conf", "spark.connect.grpc.binding.port=0",
-                "--conf", f"spark.driver.host={host}",
-                "--conf", f"spark.driver.bindAddress={host}",
-                "--conf", "spark.ui.enabled=false"], submit=True, owned=owned)
+                "--conf", "spark.executor.memory=1g"], owned=owned)
             cluster.pids["connect"] = procs["connect"].pid
             cluster.save()
-            port = _logged(connect_log, CONNECT_URL, procs["connect"], "Spark Connect "
-                           "server", deadline, clock)
-            cluster.connect = f"sc://{host}:{port}"
+            cluster.connect = connected(cluster, procs["connect"], host, deadline, clock)
         cluster.save()
     except BaseException:
         for proc in procs.values():      # ours: killed by group whatever their command line
@@ -213,6 +196,69 @@ def start(directory: str, workers: int = 1, cores: int | None = None,
         stop(directory)
         raise
     return cluster
+
+
+def serve(directory: str, master: str = "local[2]", memory: str = "1g", port: int = 0,
+          host: str = "127.0.0.1", owned: bool = False,
+          say=lambda line: None) -> tuple[Cluster, subprocess.Popen]:
+    """Start a Spark Connect server running its own Spark on ``master`` (local mode: no
+    master or worker daemons), its driver ``memory``, listening on ``host``:``port`` (0: a
+    port it picks, in its log), and return at once: the cluster as recorded in ``directory``
+    (its ``connect`` URL known only with a ``port``) and the server's process, for
+    :func:`connected`. ``owned`` and a server left by an ended owner: as :func:`start`."""
+    directory = os.path.abspath(directory)
+    home = _take(directory, say)
+    os.makedirs(directory, exist_ok=True)
+    cluster = Cluster(directory, owner=[os.getpid(), started(os.getpid())] if owned else [],
+                      connect=f"sc://{host}:{port}" if port else "")
+    proc = _connect(home, directory, host, master, ["--driver-memory", memory], port=port,
+                    owned=owned)
+    cluster.pids["connect"] = proc.pid
+    cluster.save()
+    return cluster, proc
+
+
+def connected(cluster: Cluster, proc: subprocess.Popen, host: str = "127.0.0.1",
+              deadline: float | None = None, clock=time.monotonic) -> str:
+    """The ``sc://`` URL of the Spark Connect server ``proc`` once it listens (its log says
+    so); ClusterError if it exits first or is not up by ``deadline`` (default 300 s on)."""
+    deadline = clock() + 300.0 if deadline is None else deadline
+    port = _logged(os.path.join(cluster.directory, "connect.log"), CONNECT_URL, proc,
+                   "Spark Connect server", deadline, clock)
+    return f"sc://{host}:{port}"
+
+
+def _take(directory: str, say) -> str:
+    """Before starting daemons in ``directory``: stop those an ended owner left there
+    (saying so), refuse when others run; Spark's home (ClusterError without Java)."""
+    old = Cluster.load(directory)
+    if old and old.alive():
+        if not old.orphaned():
+            raise ClusterError(f"a cluster already runs from {directory} ("
+                               f"{old.master or old.connect}): fleetwatch history cluster "
+                               f"stop first")
+        names = stop(directory)
+        say(f"stopped the Spark cluster (pid {old.owner[0]}'s, which has ended) left "
+            f"running in {directory}: {', '.join(names)}")
+    home = spark_home()
+    try:
+        java()                      # spark-class without one fails with a bash error
+    except JavaMissing as e:
+        raise ClusterError(str(e)) from None
+    return home
+
+
+def _connect(home: str, directory: str, host: str, master: str, options: list[str],
+             port: int = 0, owned: bool = False) -> subprocess.Popen:
+    """A Spark Connect server on ``master``, bound to ``host``:``port``, logging into
+    ``connect.log``."""
+    return _daemon(home, directory, os.path.join(directory, "connect.log"), host, [
+        CONNECT_CLASS, "--master", master, "--name", "fleetwatch Spark Connect", *options,
+        "--conf", f"spark.connect.grpc.binding.address={host}",
+        "--conf", f"spark.connect.grpc.binding.port={port}",
+        "--conf", f"spark.driver.host={host}",
+        "--conf", f"spark.driver.bindAddress={host}",
+        "--conf", "spark.ui.enabled=false"], submit=True, owned=owned)
 
 
 def _daemon(home: str, directory: str, log_path: str, host: str, argv: list[str],

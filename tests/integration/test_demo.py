@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
 import socket
+import time
 
 from pathlib import Path
 
@@ -19,6 +21,7 @@ from sinks.graphite.paths import node as sanitise_host
 
 pytestmark = pytest.mark.timeout(120)
 
+@pytest.mark.timeout(400)         # the warm Spark's start on a loaded machine (check_warm_spark)
 def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     """With CURVE, as make demo runs it (--insecure: the tagged graphite test below)."""
     demo_dir = fleet.root / "demo"
@@ -107,13 +110,43 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
 
     once = json.loads(fleet.cli("agent", "--once", "--config", agent_cfg).stdout)
     assert any(k.startswith("cpu.") for k in once)
+    warm = check_warm_spark(fleet, demo, demo_dir, info)
 
     demo.signal(signal.SIGTERM)
-    demo.popen.wait(30)
+    demo.popen.wait(60)
     assert demo.popen.returncode == 0, demo.log()
-    wait_for(lambda: not any(psutil.pid_exists(p["pid"]) and
-                             psutil.Process(p["pid"]).status() != psutil.STATUS_ZOMBIE
-                             for p in procs), 10, what="every demo process gone")
+    wait_for(lambda: not any(psutil.pid_exists(pid) and
+                             psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                             for pid in [p["pid"] for p in procs] + warm), 10,
+             what="every demo process gone, the warm Spark too")
+
+
+def check_warm_spark(fleet, demo, demo_dir: Path, info: dict) -> list[int]:
+    """The demo's warm Spark (a Spark Connect server it owns, history.remote of its operator
+    config): ``history sql`` answers through it, not through a Spark of its own (the
+    server's master is local[2]; the command's would be history.master, local[1]), with no
+    "starting a local Spark" line. Its start overlaps the checks above: this waits for it
+    only as long as it takes longer than they do. Returns its pids (they end with the
+    demo)."""
+    if info["warm_spark"] is None:          # without the history and connect extras only
+        from sinks.history.spark import CONNECT_MODULES
+        assert not all(importlib.util.find_spec(m) for m in ("pyspark", *CONNECT_MODULES))
+        return []
+    url = info["warm_spark"]["connect"]
+    assert url.startswith("sc://127.0.0.1:")
+    assert f"  warm Spark      {url} (history.remote" in demo.log()
+    assert yaml.safe_load((demo_dir / "fleetwatch.yaml").read_text())["history"]["remote"] == url
+    wait_for(lambda: f"the warm Spark at {url} answers" in demo.log(), 240, 1.0,
+             what="the demo's warm Spark up")
+    began = time.monotonic()
+    res = fleet.cli("history", "sql", "--json", "--config", str(demo_dir / "fleetwatch.yaml"),
+                    "SET spark.master", timeout=120)
+    took = time.monotonic() - began
+    assert json.loads(res.stdout) == [{"key": "spark.master", "value": "local[2]"}], res.stderr
+    assert "starting a local Spark" not in res.stderr, res.stderr
+    assert took < 60, took          # about 2 s idle; a local Spark: 20-90 s on a loaded machine
+    from sinks.history.cluster import Cluster
+    return list(Cluster.load(info["warm_spark"]["dir"]).pids.values())
 
 
 def test_demo_with_tagged_graphite_series_draws_the_hosts_graphs(fleet):
@@ -286,7 +319,7 @@ def test_demo_settings_from_a_config_file_and_flags(fleet):
     assert res.stderr.strip().splitlines() == [
         f"fleetwatch demo: {bad}: colour: unknown setting (known here: alert_smtp, alert_to, "
         f"alert_webhook, dir, graphite_tags, heartbeat, insecure, routers, sites, "
-        f"spark_cluster, stats_interval)"]
+        f"spark_cluster, stats_interval, warm_spark)"]
     res = fleet.cli("demo", "--routers", "0", "--dir", str(fleet.root / "d0"), check=False)
     assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
     res = fleet.cli("demo", "--sites", "-1", "--dir", str(fleet.root / "d0"), check=False)

@@ -23,6 +23,7 @@ import socket
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -67,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spark-cluster", action="store_true", default=None,
                         help="run the history side on a local Spark standalone cluster "
                              "(its master's web UI printed) instead of local[1]")
+    parser.add_argument("--no-warm-spark", dest="warm_spark", action="store_false",
+                        default=None,
+                        help="start no warm Spark (a Spark Connect server, local[2], driver "
+                             "1g, that history sql uses): each history command starts its "
+                             "own Spark")
     parser.add_argument("--for", dest="duration", type=float, default=0.0, metavar="SECONDS",
                         help="stop by itself after this many seconds (default: run until "
                              "Ctrl-C)")
@@ -80,7 +86,8 @@ def settings(args: argparse.Namespace) -> DemoConfig:
              "stats_interval": args.stats_interval, "insecure": args.insecure,
              "alert_webhook": args.alert_webhook, "alert_smtp": args.alert_smtp,
              "alert_to": args.alert_to, "graphite_tags": args.graphite_tags,
-             "spark_cluster": getattr(args, "spark_cluster", None)}
+             "spark_cluster": getattr(args, "spark_cluster", None),
+             "warm_spark": getattr(args, "warm_spark", None)}
     merged = {**dataclasses.asdict(base), **{k: v for k, v in flags.items() if v is not None}}
     return build(DemoConfig, merged, args.config or "command line")
 
@@ -234,6 +241,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
               "--alert-to ADDR deliver them)"),
         f"  logs            {root / 'logs'}/",
         f"  processes       {root / 'demo.json'}",
+        *warm_lines(info.get("warm_spark"), root),
         "",
         *spark_lines(info.get("spark")),
         *console_lines(info.get("console"), root),
@@ -283,6 +291,66 @@ def start_spark(root: Path, cfg: DemoConfig):
         raise RuntimeError(f"--spark-cluster: {e}") from None
 
 
+#: the demo's warm Spark: a Spark Connect server on a local Spark of its own
+WARM_MASTER, WARM_MEMORY = "local[2]", "1g"
+
+
+def start_warm_spark(root: Path, cfg: DemoConfig):
+    """The demo's warm Spark (``warm_spark``, not with ``--spark-cluster``): a Spark Connect
+    server owned by the demo (it ends with it, even a SIGKILLed one), started without
+    waiting for it, on a port chosen now for ``history.remote``; with the thread that says
+    when it answers (20-60 s). None without it, or without Java or the connect extra (the
+    history commands then start their own Spark, saying so)."""
+    import importlib.util
+    if not cfg.warm_spark or cfg.spark_cluster:
+        return None
+    from sinks.history.spark import CONNECT_MODULES
+    if not all(importlib.util.find_spec(m) for m in ("pyspark", *CONNECT_MODULES)):
+        return None
+    from fleetwatch.cli.demo.ports import free_port
+    from sinks.history import cluster
+    say = lambda line: print(f"fleetwatch demo: {line}", flush=True)  # noqa: E731
+    try:
+        warm, proc = cluster.serve(str(root / "warm-spark"), WARM_MASTER, WARM_MEMORY,
+                                   port=free_port(), owned=True, say=say)
+    except cluster.ClusterError as e:
+        say(f"no warm Spark: {e}")
+        return None
+    began = time.monotonic()
+
+    def tell() -> None:
+        try:
+            cluster.connected(warm, proc)
+        except cluster.ClusterError as e:
+            say(f"the warm Spark did not start: {e}")
+            return
+        # one query first, as a user would: the server's first one (its views, its code
+        # compiled) takes several times as long as the next
+        try:
+            first = subprocess.run([sys.executable, "-m", "fleetwatch", "history", "sql",
+                                    "--config", str(root / "fleetwatch.yaml"), "SELECT 1"],
+                                   capture_output=True, text=True, timeout=600)
+            failed = first.returncode and (first.stderr.strip().splitlines() or ["?"])[-1]
+        except subprocess.TimeoutExpired:
+            failed = "no answer in 600 s"
+        if failed:
+            say(f"the warm Spark at {warm.connect} fails a first query: {failed}")
+            return
+        say(f"the warm Spark at {warm.connect} answers ({time.monotonic() - began:.0f} s "
+            f"after the start): history sql uses it")
+    threading.Thread(target=tell, daemon=True, name="warm-spark").start()
+    return warm
+
+
+def warm_lines(warm, root: Path) -> list[str]:
+    """Where the warm Spark is, or nothing."""
+    if warm is None:
+        return []
+    return [f"  warm Spark      {warm.connect} (history.remote: a Spark Connect server, "
+            f"{WARM_MASTER}, driver {WARM_MEMORY}; up 20-60 s after the start, then history "
+            f"sql answers in about a second; log {root / 'warm-spark' / 'connect.log'})"]
+
+
 def stop_spark(spark) -> None:
     if spark is not None:
         from sinks.history import cluster
@@ -325,8 +393,10 @@ def run(args: argparse.Namespace) -> int:
     except RuntimeError as e:
         print(f"fleetwatch demo: {e}", file=sys.stderr)
         return 1
-    children, info = plan(root, cfg, spark.master if spark else "")
-    info["spark"] = spark
+    warm = start_warm_spark(root, cfg)
+    children, info = plan(root, cfg, spark.master if spark else "",
+                          warm.connect if warm else "")
+    info["spark"], info["warm_spark"] = spark, warm
     stopping = []
 
     def on_signal(signum, frame):
@@ -381,6 +451,8 @@ def run(args: argparse.Namespace) -> int:
             "prometheus": info["prometheus"],
             "spark": ({"master": spark.master, "ui": spark.ui, "dir": spark.directory}
                       if spark else None),
+            "warm_spark": ({"connect": warm.connect, "dir": warm.directory} if warm
+                           else None),
             "processes": processes(children),
         })
         print(describe(root, children, info), flush=True)
@@ -396,9 +468,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"fleetwatch demo: {e}", file=sys.stderr)
         stop(children)
         stop_spark(spark)
+        stop_spark(warm)
         return 1
     print("stopping the fleet...", flush=True)
     stop(children)
     stop_spark(spark)
+    stop_spark(warm)
     print("all processes stopped.", flush=True)
     return 0

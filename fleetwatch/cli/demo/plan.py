@@ -78,6 +78,10 @@ class DemoConfig:
     spark_cluster: bool = setting(False, "the history side (compaction, history sql, the "
                                          "notebook) on a local Spark standalone cluster "
                                          "(fleetwatch history cluster) instead of local[1]")
+    warm_spark: bool = setting(True, "keep a warm Spark: a Spark Connect server of the "
+                                     "demo's own (local[2], driver 1g), history.remote of "
+                                     "fleetwatch.yaml, so history sql answers in about a "
+                                     "second (not with spark_cluster)")
 
     def validate(self):
         if self.routers < 1:
@@ -221,9 +225,11 @@ def history_conf(spark_master: str) -> dict[str, str]:
     return conf
 
 
-def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Child], dict]:
+def plan(root: Path, args: DemoConfig, spark_master: str = "",
+         remote: str = "") -> tuple[list[Child], dict]:
     """Write every process's config into ``root``; return the children to start, in order.
-    ``spark_master``: the history side's Spark (a running cluster's URL; default local[1])."""
+    ``spark_master``: the history side's Spark (a running cluster's URL; default local[1]);
+    ``remote``: the demo's warm Spark (``history.remote``, sc://HOST:PORT), or ""."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "logs").mkdir(exist_ok=True)
     state_url = f"sqlite:///{(root / 'state.db').resolve()}"
@@ -298,6 +304,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
     configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
                                   "history": {"lake": lake, "master": spark_master or "local[1]",
                                               "conf": history_conf(spark_master),
+                                              **({"remote": remote} if remote else {}),
                                               "state_url": state_url},   # the lifecycle
                                   "web": {"listen": console,
                                           "secret_file": str((root / "web-secret").resolve())}}
@@ -317,6 +324,10 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
         for name in agents:
             configs[f"{name}.yaml"]["security"] = security[name]
         configs["fleetwatch.yaml"]["security"] = security["operator"]
+    if remote:      # the compaction timer keeps a classic session of its own (its runs
+        operator = configs["fleetwatch.yaml"]   # hold one; docs/operating/history-cluster.md)
+        configs["history-compact.yaml"] = {**operator, "history": {
+            k: v for k, v in operator["history"].items() if k != "remote"}}
     for name, data in configs.items():       # 0600: key paths, a webhook's routing key
         private.write(root / name, yaml.safe_dump(data, sort_keys=False))
 
@@ -334,7 +345,8 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "") -> tuple[list[Chi
     children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
     children.append(child("scheduler", "scheduler"))
     if importlib.util.find_spec("pyspark") is not None:    # the history extra
-        compact = child("fleetwatch", "history", "compact", "--every", str(COMPACT_EVERY))
+        compact = child("history-compact" if remote else "fleetwatch", "history", "compact",
+                        "--every", str(COMPACT_EVERY))
         compact.name = "history-compact"
         compact.log = (root / "logs" / "history-compact.log").resolve()
         children.append(compact)

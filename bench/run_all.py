@@ -8,8 +8,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 BENCHES = ["relay.py", "notify_rtt.py", "agent_footprint.py", "scheduler.py", "graphite.py",
-           "prometheus.py", "prometheus_flood.py", "alerting.py", "history_query.py", "history_warm.py",
-           "history_sink.py", "compaction.py", "compaction_cluster.py",
+           "prometheus.py", "prometheus_flood.py", "alerting.py", "history_query.py",
+           "history_warm.py", "history_sink.py", "compaction.py", "compaction_cluster.py",
            "compaction_path.py", "status_scale.py",
            "web.py", "mesh.py", "site.py",
            "fleetsim.py"]

@@ -354,6 +354,8 @@ def status(directory: str) -> dict:
         return {"running": False, "directory": os.path.abspath(directory)}
     out = {"running": True, "directory": cluster.directory, "master": cluster.master,
            "ui": cluster.ui, "connect": cluster.connect, "daemons": cluster.alive()}
+    if not cluster.ui:              # a Connect server alone (serve): no master to ask
+        return out
     try:
         state = master_state(cluster.ui)
         out["workers"] = state.get("aliveworkers", 0)

@@ -87,6 +87,28 @@ def test_an_orphaned_cluster_is_stopped_by_the_next_start(tmp_path, daemons, mon
         assert p.wait(10) == -signal.SIGTERM
 
 
+def test_a_warm_spark_an_ended_demo_left_is_stopped_by_the_next(tmp_path, daemons,
+                                                                monkeypatch, capsys):
+    """The demo's warm Spark (cluster.serve: a Connect server alone) shares start()'s
+    ownership: status names it, the next serve in its directory stops it."""
+    url = "sc://127.0.0.1:1"
+    cluster.Cluster(str(tmp_path), connect=url, pids={"connect": daemons[0].pid}).save()
+    code, out, err = fw(capsys, "history", "cluster", "status", "--dir", str(tmp_path))
+    assert (code, out, err) == (0, f"Spark Connect server {url}\n", "")
+    cluster.Cluster(str(tmp_path), connect=url, pids={"connect": daemons[0].pid},
+                    owner=[ended_pid(), 12345]).save()
+
+    def no_spark():
+        raise cluster.ClusterError("stop here")
+    monkeypatch.setattr(cluster, "spark_home", no_spark)
+    said = []
+    with pytest.raises(cluster.ClusterError, match="stop here"):
+        cluster.serve(str(tmp_path), say=said.append)
+    assert said == [f"stopped the Spark cluster (pid {cluster.Cluster.load(str(tmp_path)).owner[0]}"
+                    f"'s, which has ended) left running in {tmp_path}: connect"]
+    assert daemons[0].wait(10) == -signal.SIGTERM
+
+
 @pytest.mark.parametrize("owner", ["none", "alive"])
 def test_a_running_cluster_with_an_owner_alive_or_none_is_refused(tmp_path, daemons, owner):
     me = [os.getpid(), cluster.started(os.getpid())]

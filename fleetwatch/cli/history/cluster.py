@@ -68,9 +68,10 @@ def run(args, settings) -> int:
         print(f"no cluster runs from {state['directory']}")
     else:
         apps = ", ".join(state.get("applications", [])) or "none"
-        print(f"master {state['master']} (web UI {state['ui']}): "
-              f"workers alive: {state.get('workers', '?')}, cores: {state.get('cores', '?')}, "
-              f"applications: {apps}")
+        if state["master"]:         # else a Connect server alone (the demo's warm Spark)
+            print(f"master {state['master']} (web UI {state['ui']}): workers alive: "
+                  f"{state.get('workers', '?')}, cores: {state.get('cores', '?')}, "
+                  f"applications: {apps}")
         if state.get("connect"):
             print(f"Spark Connect server {state['connect']}")
         if "error" in state:

@@ -127,7 +127,7 @@ def test_a_connect_server_not_up_yet_is_said_at_once_then_spark_starts_here(tmp_
         took = time.monotonic() - began
         assert line == (f"fleetwatch history sql: starting a local Spark on local[1] (10-60 s): "
                         f"no Spark Connect server answers at {url}: Connection refused "
-                        f"(history.remote in {config}; it answers in about a second once up)")
+                        f"(history.remote in {config}; it answers in seconds once up)")
         # about a second on an idle machine (Python's start and the CLI's imports); the
         # bound is for a loaded one
         assert took < 5, took

@@ -348,7 +348,7 @@ def warm_lines(warm, root: Path) -> list[str]:
         return []
     return [f"  warm Spark      {warm.connect} (history.remote: a Spark Connect server, "
             f"{WARM_MASTER}, driver {WARM_MEMORY}; up 20-60 s after the start, then history "
-            f"sql answers in about a second; log {root / 'warm-spark' / 'connect.log'})"]
+            f"sql answers in seconds; log {root / 'warm-spark' / 'connect.log'})"]
 
 
 def stop_spark(spark) -> None:

@@ -80,8 +80,8 @@ class DemoConfig:
                                          "(fleetwatch history cluster) instead of local[1]")
     warm_spark: bool = setting(True, "keep a warm Spark: a Spark Connect server of the "
                                      "demo's own (local[2], driver 1g), history.remote of "
-                                     "fleetwatch.yaml, so history sql answers in about a "
-                                     "second (not with spark_cluster)")
+                                     "fleetwatch.yaml, so history sql answers in seconds "
+                                     "(not with spark_cluster)")
 
     def validate(self):
         if self.routers < 1:

@@ -156,7 +156,7 @@ def tell_local_spark(args, settings, why: str = "") -> None:
     answer (``why``), so that a command run at a demo's start is never a silent minute."""
     if not (why or sys.stderr.isatty()):
         return
-    because = (f": {why} (history.remote in {args.config}; it answers in about a second "
+    because = (f": {why} (history.remote in {args.config}; it answers in seconds "
                f"once up)") if why else ""
     print(f"fleetwatch history {args.subcommand}: starting a local Spark on "
           f"{settings.master} (10-60 s){because}", file=sys.stderr, flush=True)

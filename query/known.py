@@ -16,16 +16,21 @@ known name.
 :func:`refuse_unknown` raises :class:`Unknown` (a ValueError: the commands' usage error)
 with one line naming the closest known names (:func:`difflib.get_close_matches`), as
 written (a terminal escapes them, :func:`fleetwatch.display.escape`; a page's template
-does); the caller skips it for a host not deployed yet (``--force``, a ``force`` field). Plain reads
-on a connection: the caller runs them in the transaction that writes.
+does); the caller skips it for a host not deployed yet (``--force``, a ``force`` field).
+Plain reads on a connection: the caller runs them in the transaction that writes. A name
+costs a
+lookup (3 to 6 ms at 10,000 hosts and 50,000 checks, SQLite, bench/webfill.py's
+database); a glob, or a name the fleet does not know, reads every host's names (0.3 s
+there).
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from fnmatch import fnmatchcase
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from sinks.state import schema
@@ -33,6 +38,7 @@ from sinks.state.db import has_tables
 
 #: how many close names the refusal offers
 CLOSEST = 3
+_GLOB = re.compile(r"[*?\[]")
 
 
 class Unknown(ValueError):
@@ -60,6 +66,21 @@ def _hosts(conn: Connection) -> dict[str, set[str]]:
     return names
 
 
+def _named(conn: Connection, name: str) -> set[str]:
+    """The uuids known by ``name`` (lower case, no glob), found by their own rows: a
+    command's usual case costs a lookup, not the fleet's names."""
+    found: set[str] = set()
+    if has_tables(conn, "agents"):
+        a = schema.agents
+        found.update(conn.scalars(select(a.c.uuid).where(
+            (a.c.uuid == name) | (func.lower(a.c.hostname) == name))))
+    for table in (schema.host_state, schema.check_state, schema.checks):
+        if not found and has_tables(conn, table.name):
+            found.update(conn.scalars(select(table.c.uuid).where(
+                table.c.uuid == name).limit(1)))
+    return found
+
+
 def _checks(conn: Connection, uuids: set[str]):
     """The names of the checks (plugins, local processes, NOTIFY sources) of ``uuids``, a
     table at a time (the caller stops at the first that has its check)."""
@@ -80,15 +101,18 @@ def _closest(text: str, names) -> str:
 def refuse_unknown(conn: Connection, host: str, check: str | None = None) -> None:
     """Nothing when the fleet has seen ``host`` (and ``check`` on it); :class:`Unknown`
     otherwise, one line naming the closest known hosts (checks of that host)."""
-    hosts = _hosts(conn)
     pattern = host.lower()
-    matched = {name for name in hosts if fnmatchcase(name, pattern)}
-    if not matched:
-        raise Unknown(f"HOST {host}: no host of that name has been seen in the fleet "
-                      f"({_closest(pattern, hosts)}; --force for a host not deployed yet)")
+    uuids = None if _GLOB.search(host) else _named(conn, pattern)
+    if not uuids:                       # a glob, or a miss: every name, for the closest
+        hosts = _hosts(conn)
+        matched = {name for name in hosts if fnmatchcase(name, pattern)}
+        if not matched:
+            raise Unknown(f"HOST {host}: no host of that name has been seen in the fleet "
+                          f"({_closest(pattern, hosts)}; --force for a host not deployed "
+                          f"yet)")
+        uuids = set().union(*(hosts[name] for name in matched))
     if check is None:
         return
-    uuids = set().union(*(hosts[name] for name in matched))
     seen: set[str] = set()
     for checks in _checks(conn, uuids):
         if any(fnmatchcase(name, check) for name in checks):

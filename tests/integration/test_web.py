@@ -383,6 +383,10 @@ def test_killing_the_console_loses_nothing_and_holds_up_no_sink(fleet):
     listed = json.loads(fleet.cli("downtime", "list", "--json", "--config",
                                   str(op)).stdout)["downtimes"]
     assert set(answered) <= {d["id"] for d in listed}
+    # and each one kept has its audit row: one transaction, a kill leaves both or neither
+    audited = {json.loads(details)["id"] for (details,) in fleet.db_rows(
+        "SELECT details FROM web_audit WHERE action = 'downtime.add'")}
+    assert audited == {d["id"] for d in listed}
     (ack,) = json.loads(fleet.cli("ack", "list", "--json", "--config", str(op)).stdout)["acks"]
     assert ack["comment"] == "before the kill"
     assert fleet.db_rows("PRAGMA integrity_check") == [("ok",)]

@@ -221,6 +221,4 @@ def create_app(console: Console, secret: str) -> FastAPI:
 
     app.openapi = lambda: api.error_shape(app)         # (422 documented as answered)
 
-    app.openapi = lambda: api.error_shape(app)         # (422 documented as answered)
-
     return app

@@ -57,7 +57,15 @@ def paced(rate: float, seconds: float, sock: zmq.Socket, on_reply):
         yield i
 
 
-def fleet_rtt(root: Path, rate: float, seconds: float) -> list[float]:
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, all threads) process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fleet_rtt(root: Path, rate: float, seconds: float) -> tuple[list[float], dict]:
+    """The round trips, and the router's and the sink's CPU per acknowledged NOTIFY
+    (seconds) over the timed part: fair even on a loaded machine, unlike the latencies."""
     ready = root / "router.ready.json"
     router_cfg = {"id": "router-b", "ready_file": str(ready),
                   "bind": {"agents": "tcp://127.0.0.1:*", "control": "tcp://127.0.0.1:*",
@@ -74,7 +82,16 @@ def fleet_rtt(root: Path, rate: float, seconds: float) -> list[float]:
             "hello_interval": 0.2}))
         procs.append(start(root, "sink", "sink", "alerting", "--config",
                            str(root / "sink.yaml")))
-        return time_notifies(eps["agents"], rate, seconds, root)
+        router, sink = procs
+        before: dict = {}
+
+        def timed() -> None:
+            before.update(router=cpu_seconds(router.pid), sink=cpu_seconds(sink.pid))
+
+        rtts = time_notifies(eps["agents"], rate, seconds, root, timed)
+        n = max(len(rtts), 1)
+        return rtts, {"router": (cpu_seconds(router.pid) - before["router"]) / n,
+                      "sink": (cpu_seconds(sink.pid) - before["sink"]) / n}
     finally:
         stop(*procs)
 
@@ -90,10 +107,12 @@ def stop(*procs: subprocess.Popen) -> None:
             p.kill()
 
 
-def time_notifies(agents: str, rate: float, seconds: float, logs) -> list[float]:
+def time_notifies(agents: str, rate: float, seconds: float, logs,
+                  timed=lambda: None) -> list[float]:
     """Play an agent on the ``agents`` endpoint: HELLO, NOTIFYs until one is ACKed (the
     sink attached), then NOTIFYs at ``rate`` for ``seconds``; each one's round trip to its
-    ACK (seconds). ``logs``: where the processes' logs are, for the error."""
+    ACK (seconds). ``logs``: where the processes' logs are, for the error; ``timed``: called
+    when the timed part begins."""
     ctx = zmq.Context.instance()
     me = str(uuidlib.uuid4())
     sock = ctx.socket(zmq.DEALER)
@@ -118,6 +137,7 @@ def time_notifies(agents: str, rate: float, seconds: float, logs) -> list[float]
         raise SystemExit(f"the alerting sink never acknowledged; see the logs in {logs}")
     sent: dict[str, float] = {}
     rtts: list[float] = []
+    timed()
 
     def on_reply(frames: list[bytes]) -> None:
         now = time.perf_counter()
@@ -195,16 +215,19 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    fleet_runs, base_runs = [], []
+    fleet_runs, base_runs, cpus = [], [], []
     for r in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="fw-rtt-") as tmp:
-            rtts = fleet_rtt(Path(tmp), args.rate, args.seconds)
+            rtts, cpu = fleet_rtt(Path(tmp), args.rate, args.seconds)
+        cpus.append(cpu)
         base = baseline_rtt(args.rate, args.seconds)
         fleet_runs.append(summary(rtts))
         base_runs.append(summary(base))
         print(f"round {r + 1}: fleet n={len(rtts)} p50 {fleet_runs[-1][0]:.2f} ms "
               f"p99 {fleet_runs[-1][1]:.2f} ms | baseline echo p50 {base_runs[-1][0]:.2f} ms "
-              f"p99 {base_runs[-1][1]:.2f} ms", flush=True)
+              f"p99 {base_runs[-1][1]:.2f} ms | CPU per NOTIFY: sink "
+              f"{cpu['sink'] * 1e6:.0f} us, router {cpu['router'] * 1e6:.0f} us | load "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
     p50 = statistics.median(x[0] for x in fleet_runs)
     p99 = statistics.median(x[1] for x in fleet_runs)
     b50 = statistics.median(x[0] for x in base_runs)
@@ -212,6 +235,10 @@ def main() -> int:
     print(f"NOTIFY round trip at {args.rate:.0f}/s (median of {args.rounds} rounds): "
           f"p50 {p50:.2f} ms, p99 {p99:.2f} ms (target p99 < 5 ms: "
           f"{'met' if p99 < 5 else 'NOT met'})")
+    print(f"CPU per NOTIFY (median): sink "
+          f"{statistics.median(c['sink'] for c in cpus) * 1e6:.0f} us, router "
+          f"{statistics.median(c['router'] for c in cpus) * 1e6:.0f} us; load average "
+          f"{os.getloadavg()[0]:.1f}")
     print(f"baseline DEALER->ROUTER echo: p50 {b50:.2f} ms, p99 {b99:.2f} ms; "
           f"ratio fleet/baseline p50 {p50 / b50:.1f}x, p99 {p99 / b99:.1f}x")
     return 0

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from sinks.alerting import checks as checkstate, events as alertevents, hosts as hoststate
 from sinks.alerting import downtimes as downtimerules, downtimestore, escalation, freshness
-from sinks.alerting import departures, ordering, reachability, skew, staleness
+from sinks.alerting import departures, ordering, outbox, reachability, skew, staleness
 from sinks.alerting import state as alertstate
 from sinks.alerting.ackstore import Cover
 from sinks.alerting.rows import order
@@ -74,6 +74,15 @@ class Pass:
         began in one of its windows); a notification's is now. A problem's trigger is
         numbered and counted first (:func:`sinks.alerting.escalation.told`); ``rules``: the
         routing rules instead of the configured ones (an escalation's own rule)."""
+        if not self.admit(event, check, since):
+            return False
+        self.sink._enqueue(self.conn, event, rules or self.config.delivery)
+        self.told(event)
+        return True
+
+    def admit(self, event: dict, check: str | None, since: float | None = None) -> bool:
+        """:meth:`deliver` but the enqueueing: whether ``event`` is to be enqueued (a
+        silence or a downtime that mutes it records it, and False)."""
         if self._silences is None:
             self._silences = alertstate.active_silences(self.conn, self.now)
         subject = Subject(event["uuid"], event.get("hostname"), check)
@@ -95,14 +104,16 @@ class Pass:
                      event["severity"], event["key"])
             return False
         escalation.told(self, event)
-        self.sink._enqueue(self.conn, event, rules or self.config.delivery)
+        return True
+
+    def told(self, event: dict) -> None:
+        """``event`` was enqueued: counted and logged."""
         self.enqueued += 1
         self.counts[f"alert_{event['kind']}_{event['action']}"] += 1
         # every NOTIFY is an alert: those at DEBUG, state changes at INFO
         log.log(logging.DEBUG if event["kind"] == "notify" else logging.INFO,
                 "alert: %s %s %s (%s): %s", event["action"], event["severity"], event["key"],
                 event.get("hostname"), event["summary"][:200])
-        return True
 
     # ---------------------------------------------------------------- a batch
     def write(self, notes: list[dict], results: list[dict], beats: dict,
@@ -114,14 +125,28 @@ class Pass:
         self.heartbeats(beats)
 
     def notifications(self, rows: list[dict]) -> None:
-        for row in rows:
-            if not db.insert_new(self.conn, schema.notifications, [row]):
-                self.counts["notify_already_recorded"] += 1
-                continue
-            self.counts["notify_recorded"] += 1
-            # the registry's name for the stamped uuid (its HELLO), not the body's claim
-            hostname = self.hostname(row["uuid"]) or row["hostname"]
-            self.deliver(alertevents.notify_event(row, hostname, self.now), row["source"])
+        """The batch's new notifications recorded and their alerts enqueued, a few
+        statements for the whole batch (not a few per NOTIFY): one insert of the rows, one
+        of the alerts (:func:`sinks.alerting.outbox.enqueue_all`)."""
+        once: dict = {}
+        for row in rows:            # (one msg_id twice in a batch: recorded once)
+            once.setdefault(row["msg_id"], row)
+        fresh = db.insert_fresh(self.conn, schema.notifications, list(once.values()))
+        self.counts["notify_already_recorded"] += len(rows) - len(fresh)
+        self.counts["notify_recorded"] += len(fresh)
+        rows = [row for row in once.values() if row["msg_id"] in fresh]
+        # the registry's names for the stamped uuids (their HELLO), not the bodies' claim
+        names = self.sink.lookups.hostnames(self.conn, [row["uuid"] for row in rows])
+        events = [alertevents.notify_event(row, names.get(row["uuid"]) or row["hostname"],
+                                           self.now) for row in rows]
+        events = [e for e, row in zip(events, rows) if self.admit(e, row["source"])]
+        if self.sink._enqueue is outbox.enqueue:
+            outbox.enqueue_all(self.conn, events, self.config.delivery)
+        else:                   # (a test's own)
+            for event in events:
+                self.sink._enqueue(self.conn, event, self.config.delivery)
+        for event in events:
+            self.told(event)
 
     def results(self, rows: list[dict]) -> None:
         if not rows:

@@ -100,6 +100,41 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
     return channels
 
 
+def enqueue_all(conn: Connection, events: list[dict], rules, now: float | None = None) -> None:
+    """:func:`enqueue` each of ``events``, in their order, in two statements: one insert of
+    all their ``alert_events`` rows, one of all their outbox rows (a batch's notifications:
+    one statement each was most of the alerting sink's work per NOTIFY, bench/notify_rtt.py).
+    A resolve or an acknowledge reads the channels earlier events of its key went to, and
+    the rows' ids come back by key: a list with either, or a key twice, is enqueued one
+    event at a time."""
+    now = time.time() if now is None else now
+    rows = [event_row(event, now) for event in events]
+    if any(r["action"] != "trigger" for r in rows) or len({r["key"] for r in rows}) < len(rows):
+        for event in events:
+            enqueue(conn, event, rules, now)
+        return
+    if not rows:
+        return
+    ids = dict((key, event_id) for event_id, key in conn.execute(_insert_events(), rows))
+    known = getattr(rules, "channels", None)
+    pending = []
+    for event, row in zip(events, rows):
+        event_id = ids[row["key"]]
+        pending += [{"event_id": event_id, "key": row["key"], "channel": c, "state": PENDING,
+                     "attempts": 0, "next_attempt": now, "created": now}
+                    for c in route(event, rules) if known is None or c in known]
+    if pending:
+        conn.execute(outbox.insert(), pending)
+
+
+@functools.lru_cache(maxsize=1)
+def _insert_events():
+    """Many ``alert_events`` rows in one statement (SQLAlchemy's "insertmanyvalues"), each
+    one's id returned with its key: in any order (asking SQLAlchemy to keep the rows' order
+    makes it one statement per row on SQLite)."""
+    return alert_events.insert().returning(alert_events.c.id, alert_events.c.key)
+
+
 def _told_channels(conn: Connection, key: str, before: int) -> list[str]:
     """The channels any trigger of ``key`` since its last resolve went to (events before
     ``before``), in the order they were first told: a change of severity routed elsewhere,

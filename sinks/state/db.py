@@ -2,7 +2,7 @@
 
 :func:`engine` opens a database (SQLite: WAL, busy timeout, foreign keys, writers that
 take the lock when a transaction begins); :func:`create` creates the tables an owner writes
-(:data:`sinks.state.schema.OWNED`); :func:`upsert`, :func:`insert_new` and
+(:data:`sinks.state.schema.OWNED`); :func:`upsert`, :func:`insert_fresh` and
 :func:`record_checks` are the idempotent writes of the sinks; :class:`DatabaseSink` is the
 base of the sink types that write here. The tables are in :mod:`sinks.state.schema`, the
 readers in :mod:`sinks.state.reads`.
@@ -90,6 +90,11 @@ def engine(url: str, writer: bool = True) -> Engine:
         try:
             if writer and path:
                 wal(cur)
+                # each commit fsynced (SQLite's default, said here so no build's default
+                # changes it): the alerting sink ACKs a NOTIFY after its commit, and the
+                # ACK promises the alert survives the machine's crash, not only the
+                # process's (NORMAL, in WAL mode, would lose the last commits on power loss)
+                cur.execute("PRAGMA synchronous=FULL")
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
             cur.execute("PRAGMA foreign_keys=ON")
             # the database file read, not mapped: a file changed under a mapping is a
@@ -196,34 +201,57 @@ def upsert(conn: Connection, table: Table, row: dict, update: Sequence[str]) -> 
         conn.execute(table.update().where(*where).values({c: row[c] for c in update}))
 
 
-def insert_new(conn: Connection, table: Table, rows: Iterable[dict]) -> int:
-    """Insert the ``rows`` whose primary key is not in ``table`` yet; return how many."""
-    rows = list(rows)
-    if not rows:
-        return 0
+#: rows per statement of :func:`insert_fresh` at most (its bound parameters: SQLite allows
+#: 32,766 from 3.32 on, PostgreSQL 65,535); a power of two
+FRESH_CHUNK = 64
+
+
+def insert_fresh(conn: Connection, table: Table, rows: Sequence[dict]) -> set:
+    """Insert the ``rows`` whose primary key (one column) is not in ``table`` yet, in one
+    statement per power of two in their count (37 rows: 32, 4 and 1; so that a few
+    statements, each built and compiled once, serve every count), at most
+    :data:`FRESH_CHUNK` rows each; return the keys of those inserted.
+
+    On SQLite (3.35 and later) and PostgreSQL one ``INSERT ... VALUES (...), (...) ON
+    CONFLICT (key) DO NOTHING RETURNING key``: a key another transaction has just inserted
+    is not returned, whichever commits first (PostgreSQL waits for it), so two sinks never
+    both take one row as theirs. Elsewhere the present keys are read first.
+    """
     key = _keys(table)[0]
-    if conn.dialect.name in ("sqlite", "postgresql"):
-        result = conn.execute(_insert_ignoring(table.name, key, tuple(rows[0])), rows)
-        return max(result.rowcount, 0) if result.rowcount is not None else len(rows)
-    present = set(conn.scalars(select(table.c[key]).where(table.c[key].in_([r[key] for r in rows]))))
-    fresh = [r for r in rows if r[key] not in present]
-    if fresh:
-        conn.execute(table.insert(), fresh)
-    return len(fresh)
+    fresh: set = set()
+    if not rows:
+        return fresh
+    if conn.dialect.name not in ("sqlite", "postgresql"):
+        present = set(conn.scalars(select(table.c[key]).where(
+            table.c[key].in_([r[key] for r in rows]))))
+        new = [r for r in rows if r[key] not in present]
+        if new:
+            conn.execute(table.insert(), new)
+        return {r[key] for r in new}
+    columns = tuple(rows[0])
+    start = 0
+    while start < len(rows):
+        n = min(FRESH_CHUNK, 1 << (len(rows) - start).bit_length() - 1)
+        chunk = rows[start:start + n]
+        start += n
+        params = {f"{c}_{i}": row[c] for i, row in enumerate(chunk) for c in columns}
+        fresh.update(conn.scalars(_insert_returning(table.name, key, columns, len(chunk)),
+                                  params))
+    return fresh
 
 
 @functools.lru_cache(maxsize=32)
-def _insert_ignoring(table: str, key: str, columns: tuple[str, ...]) -> TextClause:
-    """``INSERT ... ON CONFLICT (key) DO NOTHING`` (SQLite and PostgreSQL), built once.
+def _insert_returning(table: str, key: str, columns: tuple[str, ...], n: int) -> TextClause:
+    """:func:`insert_fresh`'s statement for ``n`` rows, built once.
 
     A textual statement on purpose: SQLAlchemy 2.0 recompiles the dialect ``on_conflict``
     constructs on every execution (about 0.5 ms, as much as the commit's fsync), and this
     insert is on the alerting sink's hot path (bench/notify_rtt.py).
     """
     names = ", ".join(columns)
-    values = ", ".join(f":{c}" for c in columns)
-    return text(f"INSERT INTO {table} ({names}) VALUES ({values}) "
-                f"ON CONFLICT ({key}) DO NOTHING")
+    values = ", ".join("(" + ", ".join(f":{c}_{i}" for c in columns) + ")" for i in range(n))
+    return text(f"INSERT INTO {table} ({names}) VALUES {values} "
+                f"ON CONFLICT ({key}) DO NOTHING RETURNING {key}")
 
 
 CHECK_COLUMNS = tuple(c.name for c in checks.columns)

@@ -138,6 +138,56 @@ def test_a_notify_resent_to_both_sinks_alerts_once(url):
     assert recorded == 30 and a.counts["notify_already_recorded"] >= 5
 
 
+def test_a_batch_of_notifications_costs_a_few_statements_not_a_few_each(url):
+    """bench/notify_rtt.py (issue 31, item 14): each NOTIFY was an insert of its row, one of
+    its alert and one of its outbox rows, one at a time: the sink's CPU per NOTIFY. A batch's
+    are now written a few statements for all; what a user sees is the same: one alert per new
+    notification, in msg_id order, routed to its channels; none for a duplicate in the
+    batch or one already recorded."""
+    from sqlalchemy import event as sqlevent
+    s = sink(url, delivery={"channels": {
+        "pager": {"type": "webhook", "url": "http://127.0.0.1:1/", "timeout": 5},
+        "mail": {"type": "email", "to": ["ops@example.org"], "timeout": 5}},
+        "rules": [{"severity": ["critical"], "channels": ["pager", "mail"]},
+                  {"severity": ["warning"], "channels": ["mail"]}]})
+    statements: list[str] = []
+    sqlevent.listen(s.engine, "before_cursor_execute",
+                    lambda conn, cur, stmt, *rest: statements.append(stmt))
+
+    def write(batch) -> int:
+        statements.clear()
+        s.write(batch)
+        return len(statements)
+
+    def note(i, severity="critical"):
+        return msg("NOTIFY", severity=severity, text=f"disk {i} full", source="disk")
+    first = [note(0, "warning")]
+    old = [note(i) for i in range(1, 6)]
+    new = [note(i, "warning" if i % 2 else "critical") for i in range(6, 46)]
+    try:
+        write(first)            # (warm: the tables' first use, the hostname looked up)
+        write(old)
+        one = write([note(99)])
+        many = write(old + new + new[:3])   # 5 recorded already, 3 twice in the batch
+    finally:
+        s.close()
+    # 45 rows to insert: 32 + 8 + 4 + 1 (db.insert_fresh), one insert of their 40 alerts
+    assert many <= one + 4, (one, many)
+    assert s.counts["notify_recorded"] == 1 + 5 + 1 + 40
+    assert s.counts["notify_already_recorded"] == 5 + 3
+    notified = sorted(new, key=lambda r: r.message.msg_id)
+    got = [(k, sev) for k, _, sev in events(url)]
+    assert got[-40:] == [(f"{WEB}/notify/{r.message.msg_id}", r.message.body["severity"])
+                         for r in notified]
+    assert len(got) == 1 + 5 + 1 + 40
+    ids = {r["id"]: r["key"] for r in rows(url, "alert_events")}
+    routed = [(ids[r["event_id"]], r["channel"]) for r in
+              sorted(rows(url, "outbox"), key=lambda r: r["id"])][-60:]
+    assert routed == [(f"{WEB}/notify/{r.message.msg_id}", c) for r in notified
+                      for c in (("pager", "mail") if r.message.body["severity"] == "critical"
+                                else ("mail",))]
+
+
 def test_a_plugin_declared_max_check_attempts_wins(url):
     hello(url, plugins=[{"name": "load", "interval": 60, "max_check_attempts": 1},
                         {"name": "disk", "interval": 60}])

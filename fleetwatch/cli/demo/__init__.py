@@ -325,11 +325,13 @@ def start_warm_spark(root: Path, cfg: DemoConfig):
             say(f"the warm Spark did not start: {e}")
             return
         # one query first, as a user would: the server's first one (its views, its code
-        # compiled) takes several times as long as the next
+        # compiled) takes several times as long as the next; it ends with the demo (the
+        # client would retry a server gone for minutes)
         try:
             first = subprocess.run([sys.executable, "-m", "fleetwatch", "history", "sql",
                                     "--config", str(root / "fleetwatch.yaml"), "SELECT 1"],
-                                   capture_output=True, text=True, timeout=600)
+                                   capture_output=True, text=True, timeout=600,
+                                   preexec_fn=die_with_parent(signal.SIGKILL))
             failed = first.returncode and (first.stderr.strip().splitlines() or ["?"])[-1]
         except subprocess.TimeoutExpired:
             failed = "no answer in 600 s"

@@ -10,7 +10,7 @@ ASSETS_BUILT := web/assets/node_modules/.fleetwatch-built
 ASSETS_SOURCES := web/assets/package.json web/assets/package-lock.json \
   web/assets/fleetwatch.css web/assets/console.js web/assets/favicon.svg web/assets.py
 
-.PHONY: install system-packages assets demo test bench docs clean
+.PHONY: install system-packages assets demo test bench bench-latency docs clean
 
 # What each long step of `make install` takes (on disk, and in time on 2 cores), said on a
 # line before the step: the one place for these figures (README.md quotes them;
@@ -105,6 +105,11 @@ test: install
 
 bench: install
 	$(BIN)/python bench/run_all.py
+
+# the latency benchmarks, run before each stop so that a regression is seen the day it is
+# made (docs/development/benchmarks.md); about 5 minutes
+bench-latency: install
+	$(BIN)/python bench/run_all.py --latency
 
 # docs/reference/ from the code (settings' help, the command registry); tests/unit/
 # test_docs_reference.py fails while the committed files differ from what this writes

@@ -92,8 +92,9 @@ def _ensure(conn: Connection, table, rows: list[dict]) -> None:
 
 @functools.lru_cache(maxsize=8)
 def _insert_missing(name: str) -> TextClause:
-    """``INSERT ... ON CONFLICT DO NOTHING``, built once (see :func:`sinks.state.db._insert_ignoring`:
-    the dialect construct is compiled again on every execution)."""
+    """``INSERT ... ON CONFLICT DO NOTHING``, built once (see
+    :func:`sinks.state.db._insert_returning`: the dialect construct is compiled again on
+    every execution)."""
     table = schema.metadata.tables[name]
     cols = [c.name for c in table.columns]
     quoted = ", ".join(f'"{c}"' for c in cols)      # ("interval" is a keyword in SQL)

@@ -281,7 +281,7 @@ def record_checks(conn: Connection, rows: Sequence[dict]) -> int:
 def _upsert_check() -> TextClause:
     """``INSERT ... ON CONFLICT DO UPDATE`` (SQLite >= 3.24, PostgreSQL).
 
-    Textual and built once for the reason given in :func:`_insert_ignoring`.
+    Textual and built once for the reason given in :func:`_insert_returning`.
     """
     names = ", ".join(CHECK_COLUMNS)
     values = ", ".join(f":{c}" for c in CHECK_COLUMNS)

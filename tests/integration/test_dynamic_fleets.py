@@ -239,8 +239,11 @@ def test_agents_that_leave_page_nobody_and_get_no_runs_end_to_end(fleet):
         (folder / "check_ok").chmod(0o755)
         router = fleet.router()
         fleet.sink("registry", [router])
+        # host_timeout: the oneshot agent is stopped, then deregistered by a second command,
+        # which must start and reach the sinks within it (8 s was too short on a loaded
+        # machine: it was paged DOWN once)
         fleet.sink("alerting", [router], alerting={
-            "host_timeout": 8, "tick_interval": 0.2, "forget_after": 2,
+            "host_timeout": 15, "tick_interval": 0.2, "forget_after": 2,
             "delivery": {"channels": {"pager": {"type": "webhook", "url": pager.url,
                                                "timeout": 2}},
                          "rules": [{"channels": ["pager"]}],

@@ -154,7 +154,7 @@ class Agent:
         now = self.clock()
         departure = Departure(deregister(self.uuid, "stop", self.wall),
                               now + self.cfg.deregister_timeout, self.cfg.spool.ack_timeout,
-                              self.cfg.spool.max_backoff)
+                              self.cfg.spool.max_backoff, wall=self.wall)
         self.outbox.departure = departure
         self.routers.on_run = lambda msg, endpoint: None      # leaving: no new runs
         log.info("deregistering (deregister_on_stop), waiting at most %.0fs",

@@ -44,8 +44,8 @@ class Departure:
     """One DEREGISTER on its way: when to (re)send it, and which ACKs it still waits for."""
 
     def __init__(self, message: protocol.Message, until: float, ack_timeout: float = 2.0,
-                 max_backoff: float = 60.0, required=DEREGISTER_ACKS):
-        self.message, self.until = message, until
+                 max_backoff: float = 60.0, required=DEREGISTER_ACKS, wall=time.time):
+        self.message, self.until, self.wall = message, until, wall
         self.ack_timeout, self.max_backoff = ack_timeout, max_backoff
         self.required = tuple(required)
         self.waiting = set(required)
@@ -61,8 +61,16 @@ class Departure:
         return not self.done and (self.next_send is None or now >= self.next_send)
 
     def outgoing(self) -> protocol.Message:
-        """The message to send now: the first send as made, a resend with ``retry``, ``dup``."""
-        return protocol.resend(self.message, self.sends) if self.sends else self.message
+        """The message to send now: a resend with ``retry``, ``dup``; the first send dated
+        now. Until it is out the agent still heartbeats (its links keep connecting), and the
+        alerting sinks take a heartbeat dated after the DEREGISTER for the agent back: its
+        ``ts`` is the moment it first leaves, after every heartbeat sent before it."""
+        if self.sends:
+            return protocol.resend(self.message, self.sends)
+        self.message = protocol.Message(self.message.type,
+                                        {**self.message.body,
+                                         "ts": max(self.message.ts, self.wall())})
+        return self.message
 
     def sent(self, now: float, via: str, ok: bool = True) -> None:
         """A send through ``via`` (``ok`` False: its queue was full, try again shortly)."""
@@ -122,7 +130,7 @@ def leave(cfg, uuid: str, hostname: str, keys=None, clock=time.monotonic,
                           **parents(cfg.parents), **ephemeral(cfg.ephemeral))
     now = clock()
     departure = Departure(deregister(uuid, "deregister", wall), now + cfg.deregister_timeout,
-                          cfg.spool.ack_timeout, cfg.spool.max_backoff)
+                          cfg.spool.ack_timeout, cfg.spool.max_backoff, wall=wall)
     try:
         for link in links:
             try:

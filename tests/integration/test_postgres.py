@@ -178,9 +178,12 @@ def test_fleet_on_postgres(fleet, pg_url):
     doc = wait_for(status, 30, 0.3, "the check's result in PostgreSQL")
     assert doc["agents"][0]["hostname"] == "agent-host"
     assert doc["checks"][0]["command_id"].startswith("s:")
-    alerts = json.loads(fleet.cli("alerts", "--config", str(fleet.root / "fleetwatch.yaml"),
-                                  "--json").stdout)
-    texts = [a["text"] for a in (alerts["alerts"] if isinstance(alerts, dict) else alerts)]
-    assert "written to postgres" in texts
+
+    def texts():
+        alerts = json.loads(fleet.cli("alerts", "--config", str(fleet.root / "fleetwatch.yaml"),
+                                      "--json").stdout)
+        return [a["text"] for a in (alerts["alerts"] if isinstance(alerts, dict) else alerts)]
+    # the NOTIFY is spooled until an alerting sink ACKs it: it may come after the result
+    wait_for(lambda: "written to postgres" in texts(), 30, 0.3, "the NOTIFY in PostgreSQL")
     for proc in fleet.procs:
         assert proc.alive(), f"{proc.name} died:\n{proc.log()}"

@@ -16,7 +16,7 @@ def ack(departure, sink, *others):
 
 def test_sent_then_resent_until_both_types_acked():
     d = Departure(deregister(UUID, "stop", lambda: 1000.0), until=30.0, ack_timeout=2.0,
-                  max_backoff=5.0)
+                  max_backoff=5.0, wall=lambda: 1000.0)
     assert d.due(0.0) and d.outgoing() is d.message and d.deadline(0.0) == 0.0
     assert d.message.type == "DEREGISTER" and d.message.get("reason") == "stop"
     d.sent(0.0, "tcp://r1:5555")
@@ -33,6 +33,23 @@ def test_sent_then_resent_until_both_types_acked():
     assert d.acked(ack(d, "registry")) and not d.done             # a resend's ACK again
     assert d.acked(ack(d, "alerting")) and d.done and not d.due(12.0)
     assert d.summary() == "acknowledged by registry and alerting"
+
+
+def test_the_first_send_is_dated_when_it_leaves_after_every_heartbeat_sent_before_it():
+    # built at 1000, the agent still heartbeats (at 1000.4) until a link is up, and sends
+    # at 1000.5: an alerting sink takes a heartbeat dated after the DEREGISTER for the agent
+    # back, so the DEREGISTER is dated 1000.5 (its msg_id kept: the ACKs name it)
+    clock = iter([1000.5, 1001.0, 1002.0])
+    d = Departure(deregister(UUID, "stop", lambda: 1000.0), until=30.0,
+                  wall=lambda: next(clock))
+    built = d.message.msg_id
+    first = d.outgoing()
+    assert (first.ts, first.msg_id, first.get("retry")) == (1000.5, built, None)
+    d.sent(0.0, "tcp://r1:5555", ok=False)              # refused: the next try is later
+    assert d.outgoing().ts == 1001.0
+    d.sent(0.1, "tcp://r1:5555")
+    assert (d.outgoing().ts, d.outgoing().get("retry")) == (1001.0, 1)   # resends keep it
+    assert d.acked(protocol.make("ACK", "r", msg_ids=[built], sink="registry"))
 
 
 def test_acks_of_other_messages_or_without_a_sink_type_do_not_count():

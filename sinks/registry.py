@@ -40,7 +40,7 @@ import logging
 import time
 from collections import Counter
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetwatch.logs import Throttle
@@ -85,23 +85,26 @@ class RegistrySink(db.DatabaseSink):
         try:
             with self.engine.begin() as conn:
                 gone = _gone(conn, {r.uuid for r in batch})
+                writes = Writes()
                 for relayed in batch:
                     msg = relayed.message
                     if msg.type == "DEREGISTER":
                         left = min(msg.ts, now)             # the sender's clock, bounded
+                        writes.flush(conn)                  # what came before it first
                         self._deregister(conn, relayed, now, left)
                         gone[relayed.uuid] = max(gone.get(relayed.uuid, left), left)
                     elif relayed.uuid in gone and msg.ts <= gone[relayed.uuid]:
                         counts["after_deregister"] += 1      # sent before it left
                     elif msg.type == "HELLO":
                         gone.pop(relayed.uuid, None)
-                        counts["bad_parent"] += self._hello(conn, relayed, now)
+                        counts["bad_parent"] += self._hello(writes, relayed, now)
                     else:
                         gone.pop(relayed.uuid, None)
-                        bad_plugins, bad_parents = self._register(conn, relayed, now)
+                        bad_plugins, bad_parents = self._register(writes, relayed, now)
                         counts["bad_plugin"] += bad_plugins
                         counts["bad_parent"] += bad_parents
                     counts[relayed.message.type.lower()] += 1
+                writes.flush(conn)
         except SQLAlchemyError as e:
             raise WriteError(f"registry write failed: {e.__class__.__name__}: {e}") from e
         if counts["bad_plugin"]:
@@ -112,16 +115,9 @@ class RegistrySink(db.DatabaseSink):
                                    "HOST/CHECK", counts["bad_parent"])
         self.counts.update(counts)
 
-    def _seen(self, conn, relayed: Relayed, now: float, **fields) -> None:
-        row = {"uuid": relayed.uuid, "first_seen": now, "last_seen": now, "gone": None, **fields}
-        db.upsert(conn, schema.agents, row, update=["last_seen", "gone", *fields])
-        db.upsert(conn, schema.agent_routers,
-                  {"uuid": relayed.uuid, "router": relayed.router, "last_seen": now},
-                  update=["last_seen"])
-
-    def _hello(self, conn, relayed: Relayed, now: float) -> int:
+    def _hello(self, writes: Writes, relayed: Relayed, now: float) -> int:
         fields, bad = _identity(relayed.message, site_parent(relayed))
-        self._seen(conn, relayed, now, **fields)
+        writes.seen(relayed, now, fields)
         return bad
 
     def _deregister(self, conn, relayed: Relayed, now: float, left: float) -> None:
@@ -133,22 +129,71 @@ class RegistrySink(db.DatabaseSink):
         log.info("agent %s deregistered (%s)", uuid,
                  str(relayed.message.get("reason") or "no reason given")[:200])
 
-    def _register(self, conn, relayed: Relayed, now: float) -> tuple[int, int]:
+    def _register(self, writes: Writes, relayed: Relayed, now: float) -> tuple[int, int]:
         msg = relayed.message
         # only the agent's own REGISTER names the machine (a local process's may not)
         fields, bad_parents = (_identity(msg, site_parent(relayed))
                                if msg.get("name") == "agent" else ({}, 0))
-        self._seen(conn, relayed, now, **fields)
+        writes.seen(relayed, now, fields)
         source = msg.get("name")[:255]
         declared = msg.get("plugins")
         if declared is None:
             return 0, bad_parents
         rows, bad = plugin_rows(relayed.uuid, source, declared, now)
-        t = schema.plugins
-        conn.execute(t.delete().where(t.c.uuid == relayed.uuid, t.c.source == source))
-        if rows:
-            conn.execute(t.insert(), rows)
+        writes.plugins[(relayed.uuid, source)] = rows
         return bad, bad_parents
+
+
+class Writes:
+    """A batch's writes, gathered so that each table gets a few statements, not a few per
+    message (10,000 agents attaching are 10,000 HELLOs and as many REGISTERs): the rows
+    each message would have upserted, merged per key in the batch's order (a later
+    message's fields over an earlier one's, the columns either updates), and each (uuid,
+    source)'s last plugin list. :meth:`flush` writes them, rows in key order (two registry
+    sinks on one PostgreSQL database lock rows in the same order: no deadlock); the caller
+    flushes before a DEREGISTER, which must come after what was sent before it."""
+
+    def __init__(self):
+        #: uuid -> [agents row, the columns an existing row takes from it]
+        self.agents: dict[str, list] = {}
+        #: (uuid, router) -> last_seen
+        self.routers: dict[tuple[str, str], float] = {}
+        #: (uuid, source) -> the plugins rows that replace that source's
+        self.plugins: dict[tuple[str, str], list[dict]] = {}
+
+    def seen(self, relayed: Relayed, now: float, fields: dict) -> None:
+        row = {"uuid": relayed.uuid, "first_seen": now, "last_seen": now, "gone": None,
+               **fields}
+        kept = self.agents.get(relayed.uuid)
+        if kept is None:
+            self.agents[relayed.uuid] = [row, {"last_seen", "gone", *fields}]
+        else:
+            kept[0].update(row)
+            kept[1].update(fields)
+        self.routers[(relayed.uuid, relayed.router)] = now
+
+    def flush(self, conn) -> None:
+        groups: dict[tuple, list[dict]] = {}
+        for uuid in sorted(self.agents):
+            row, update = self.agents[uuid]
+            groups.setdefault((tuple(sorted(row)), tuple(sorted(update))), []).append(row)
+        for (_, update), rows in groups.items():
+            db.upsert_many(conn, schema.agents, rows, update=update)
+        db.upsert_many(conn, schema.agent_routers,
+                       [{"uuid": uuid, "router": router, "last_seen": seen}
+                        for (uuid, router), seen in sorted(self.routers.items())],
+                       update=["last_seen"])
+        if self.plugins:
+            t = schema.plugins
+            conn.execute(t.delete().where(t.c.uuid == bindparam("u"),
+                                          t.c.source == bindparam("s")),
+                         [{"u": uuid, "s": source} for uuid, source in sorted(self.plugins)])
+            rows = [row for key in sorted(self.plugins) for row in self.plugins[key]]
+            if rows:
+                conn.execute(t.insert(), rows)
+        self.agents.clear()
+        self.routers.clear()
+        self.plugins.clear()
 
 
 def site_parent(relayed: Relayed) -> str | None:

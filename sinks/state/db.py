@@ -201,6 +201,25 @@ def upsert(conn: Connection, table: Table, row: dict, update: Sequence[str]) -> 
         conn.execute(table.update().where(*where).values({c: row[c] for c in update}))
 
 
+def upsert_many(conn: Connection, table: Table, rows: Sequence[dict],
+                update: Sequence[str]) -> None:
+    """:func:`upsert` of ``rows`` (each with the same columns, primary keys distinct) in one
+    statement executed once for all of them: a sink writing a batch compiles it once, not
+    once a row (SQLAlchemy's dialect ``on_conflict`` constructs are compiled anew at every
+    execution, about 0.5 ms each)."""
+    if not rows:
+        return
+    stmt = _dialect_insert(conn, table)
+    if stmt is None:
+        for row in rows:
+            upsert(conn, table, row, update)
+        return
+    set_ = {c: stmt.excluded[c] for c in update}
+    stmt = stmt.on_conflict_do_update(index_elements=_keys(table), set_=set_) if set_ \
+        else stmt.on_conflict_do_nothing(index_elements=_keys(table))
+    conn.execute(stmt, list(rows))
+
+
 #: rows per statement of :func:`insert_fresh` at most (its bound parameters: SQLite allows
 #: 32,766 from 3.32 on, PostgreSQL 65,535); a power of two
 FRESH_CHUNK = 64

@@ -416,6 +416,60 @@ def test_agent_register_carries_hostname_when_the_hello_was_missed(url, tmp_path
         ("web-2", "0.1.0")]
 
 
+def test_a_batch_is_written_as_its_messages_one_by_one_in_a_few_statements(tmp_path):
+    """The registry gathers a batch's writes (sinks.registry.Writes): the tables end as
+    they would after each message alone, a DEREGISTER in the middle included, and 200
+    agents' HELLOs and REGISTERs cost a handful of statements, not a few hundred."""
+    from sqlalchemy import event
+    others = [f"{n:032x}" for n in range(1, 4)]
+    t0 = 1000.0
+    batch = [
+        relayed("HELLO", UUID, "r1", hostname="web-1", heartbeat=1.0, version="1.0")[1],
+        relayed("REGISTER", UUID, "r1", name="agent", plugins=["a", "b"])[1],
+        relayed("HELLO", others[0], "r1", hostname="db-1", heartbeat=1.0,
+                parents=["web-1"])[1],
+        relayed("REGISTER", others[0], "r2", name="agent", plugins=["x"], hostname="db-1b")[1],
+        relayed("REGISTER", others[0], "r2", name="backup", plugins=["y"])[1],
+        relayed("REGISTER", UUID, "r1", name="agent", plugins=["c"])[1],
+        relayed("HELLO", others[1], "r1", hostname="gone-1", heartbeat=1.0)[1],
+        relayed("DEREGISTER", others[1], "r1", reason="stop")[1],
+        relayed("HELLO", others[2], "r2", hostname="late-1", heartbeat=2.0, ephemeral=True)[1],
+    ]
+    tables = ("SELECT uuid, hostname, version, parents, ephemeral, gone IS NULL FROM agents "
+              "ORDER BY uuid", "SELECT uuid, router FROM agent_routers ORDER BY uuid, router",
+              "SELECT uuid, source, name FROM plugins ORDER BY uuid, source, name")
+
+    def written(name, batches):
+        clock = Clock(t0)
+        sink = RegistrySink(db.engine(f"sqlite:///{tmp_path / name / 'state.db'}"), clock)
+        sink.start()
+        for frames in batches:
+            sink.write([decoded(f) for f in frames])
+        sink.close()
+        return [rows(tmp_path / name / "state.db", sql) for sql in tables]
+
+    together = written("together", [batch])
+    assert together == written("alone", [[f] for f in batch])
+    assert set(together[2]) == {(UUID, "agent", "c"), (others[0], "agent", "x"),
+                                (others[0], "backup", "y")}
+    assert {(r[0], r[5]) for r in together[0]} == {
+        (UUID, 1), (others[0], 1), (others[1], 0), (others[2], 1)}
+
+    engine = db.engine(f"sqlite:///{tmp_path / 'many' / 'state.db'}")
+    sink = RegistrySink(engine, Clock(t0))
+    sink.start()
+    statements = []
+    event.listen(engine, "before_cursor_execute",
+                 lambda *args, **kw: statements.append(args[2]))
+    uuids = [f"{n:032x}" for n in range(100, 300)]
+    sink.write([decoded(relayed(kind, u, "r1", hostname=u, heartbeat=1.0, name="agent",
+                                plugins=["p1", "p2"])[1])
+                for u in uuids for kind in ("HELLO", "REGISTER")])
+    sink.close()
+    assert len(statements) <= 8, statements
+    assert rows(tmp_path / "many" / "state.db", "SELECT count(*) FROM plugins") == [(400,)]
+
+
 def test_plugin_rows_keep_the_spec():
     got, bad = plugin_rows(UUID, "agent", [{"name": "p", "interval": 5}, {"nope": 1}, ""], 1.0)
     assert got == [{"uuid": UUID, "source": "agent", "name": "p", "spec": {"interval": 5},

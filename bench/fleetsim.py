@@ -141,6 +141,7 @@ class Run:
         self.scheduler = None
         self.carbon = None
         self.sims: list[Agents] = []
+        self.hogs: list[subprocess.Popen] = []
         self.keys = None
         self.backend_keys: dict[str, str] = {}
         self.events: dict[str, float] = {}
@@ -148,6 +149,7 @@ class Run:
     # ---------------------------------------------------------------- start
     def start(self) -> None:
         a = self.args
+        self.start_hogs()
         client = {}
         if a.curve:
             from fleetwatch import security
@@ -205,6 +207,18 @@ class Run:
             self.tail.pump(0.2)
             self.check_alive()
         self.start_agents()
+
+    def start_hogs(self) -> None:
+        """``--cpu-hog N``: N busy loops, bounded in time whatever happens to this process."""
+        a = self.args
+        longest = a.attach_timeout + a.settle + (a.seconds or a.minutes * 60) + \
+            (a.storm_timeout if a.storm else 0) + 300
+        code = ("import time\nend = time.monotonic() + %r\n"
+                "while time.monotonic() < end:\n    pass\n" % longest)
+        for n in range(a.cpu_hog):
+            hog = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+            self.hogs.append(hog)
+            self.usage.add("cpu-hog", hog.pid)
 
     def start_agents(self) -> None:
         a = self.args
@@ -350,6 +364,9 @@ class Run:
         print(f"fleetsim: sinks still behind after {timeout:g}s: {behind}", file=sys.stderr)
 
     def stop(self) -> None:
+        for hog in self.hogs:
+            hog.kill()
+            hog.wait(10)
         for sim in self.sims:
             if sim.popen.poll() is None:
                 sim.stop(10)
@@ -439,6 +456,10 @@ def parse(argv=None):
     ap.add_argument("--storm-timeout", type=float, default=120.0)
     ap.add_argument("--attach-timeout", type=float, default=180.0)
     ap.add_argument("--no-carbon", action="store_true", help="no carbon, no graphite sink")
+    ap.add_argument("--cpu-hog", type=int, default=0, metavar="N",
+                    help="N processes that spin on a CPU beside the fleet for the whole run "
+                         "(each in its own session, as a neighbour would be; each stops by "
+                         "itself after the run's longest possible time)")
     ap.add_argument("--alerting", type=int, default=1,
                     help="alerting sinks (they share the work and the state database)")
     ap.add_argument("--postgres", action="store_true",

@@ -200,7 +200,8 @@ def render(doc: dict) -> str:
     head = (f"{s['agents']} agents ({len(doc['agents'])} processes) -> {s['routers']} router(s), "
             f"heartbeat {s['heartbeat']:g} s, STATS {s['stats']:g} s, CURVE "
             f"{'on' if s['curve'] else 'off'}; all attached in {doc['attach_s']} s; window "
-            f"{doc['window_s']:g} s")
+            f"{doc['window_s']:g} s" + (f"; {s['cpu_hog']} CPU hog(s) beside it"
+                                         if s.get("cpu_hog") else ""))
     parts = [head, "", table(["component", "CPU % of a core (main thread waiting %)", "RSS start MiB", "RSS end MiB",
                               "RSS MiB/min (2nd half)", "messages in", "out", "losses"],
                              component_rows(doc)),

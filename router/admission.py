@@ -230,6 +230,13 @@ class Admission:
                 return
         elif not self.bound(rid, conn, msg.uuid, msg.msg_id):
             return                          # (an unattached routing id: read with properties)
+        welcome = port.welcome()
+        if attached is None and not port.reply(rid, welcome):
+            # its connection is gone (its agent gave up waiting and reconnected) or not
+            # reading: bound, it would take the agent's uuid from the connection it uses
+            # now, and the sinks would hear of an attachment that never was
+            self.counters.admission_gone += 1
+            return
         instance = str(msg.get("instance") or "")[:64]
         peer, _ = self.peers.hello(rid, msg.uuid, msg.get("hostname"),
                                    float(msg.get("heartbeat")), instance)
@@ -239,7 +246,8 @@ class Admission:
             self.security_event(CLONE_TEXT.format(uuid=msg.uuid, a=found[0], b=found[1]))
         if self.keep_hellos:
             peer.hello = parts[2]
-        port.reply(rid, port.welcome())
+        if attached is not None:
+            port.reply(rid, welcome)
         self.counters.count_received(parts[1])
         port.relay(peer.envelopes[parts[1]], parts[1], parts[2])
 

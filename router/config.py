@@ -165,6 +165,11 @@ class RouterConfig:
                "(LimitNOFILE=); started outside a unit it raises its soft limit that far if "
                "the hard limit allows. Its STATS report the descriptors used (router.fd_*)")
     stats_interval: float = setting(10.0, "seconds between the router's own STATS")
+    nice: int = setting(
+        -10, "CPU priority the router takes at start (-20 to 19; its unit's Nice= and "
+             "CPUWeight=): under contention it goes first, or its agents, unanswered for 3 "
+             "heartbeats, reconnect and cost it more (router/priority.py). Lowering needs "
+             "root or CAP_SYS_NICE, else a warning; 0 leaves the priority alone")
     limits: RouterLimits = setting(factory=RouterLimits, help="sizes and queue bounds")
     security: ServerSecurity = setting(factory=ServerSecurity, help="CURVE and allowlists")
     ready_file: str = setting("", "if set, the bound endpoints are written here as JSON")
@@ -208,6 +213,8 @@ class RouterConfig:
             raise ValueError(f"max_agents: expected 1 to {MAX_AGENTS:,} (more: another router)")
         if self.stats_interval <= 0:
             raise ValueError("stats_interval: expected a positive number of seconds")
+        if isinstance(self.nice, bool) or not -20 <= self.nice <= 19:
+            raise ValueError("nice: expected a whole number from -20 (first) to 19 (last)")
         for n, up in enumerate(self.upstream):
             if not up.startswith(("tcp://", "ipc://", "inproc://")) or len(up) > 255:
                 raise ValueError(f"upstream[{n}]: expected a sites endpoint "

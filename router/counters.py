@@ -17,7 +17,9 @@ into the flat ``{name: number}`` of the router's own STATS:
   reasons such as ``unknown_key``, ``handshake`` for failed handshakes, ``uuid_mismatch``);
 - ``router.rate_limited`` (agent messages above the agent's rate), ``router.admission_deferred``
   (HELLOs of new agents above the admission pace, put to wait), ``router.admission_expired``
-  (of those, dropped unanswered: waited too long or no room), ``router.admission_waiting``
+  (of those, dropped unanswered: waited too long or no room), ``router.admission_gone``
+  (HELLOs of new connections whose WELCOME could not be sent: the connection was gone by
+  the time the HELLO was read; nothing bound, nothing relayed), ``router.admission_waiting``
   (HELLOs waiting, a gauge), ``router.clones`` (cloned uuids
   reported), ``router.events`` (security NOTIFYs the router made), ``router.acks.own``
   (ACKs of those, swallowed);
@@ -71,6 +73,7 @@ class Counters:
         self.rate_limited = 0
         self.admission_deferred = 0
         self.admission_expired = 0
+        self.admission_gone = 0
         self.clones = 0
         self.events = 0
         self.own_acks = 0
@@ -131,6 +134,7 @@ class Counters:
         out["router.rate_limited"] = self.rate_limited
         out["router.admission_deferred"] = self.admission_deferred
         out["router.admission_expired"] = self.admission_expired
+        out["router.admission_gone"] = self.admission_gone
         out["router.clones"] = self.clones
         out["router.events"] = self.events
         out["router.acks.own"] = self.own_acks

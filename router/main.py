@@ -19,6 +19,7 @@ from fleetwatch.config import EX_CONFIG
 from fleetwatch.security import SecurityError
 from router.config import RouterConfig
 from router.descriptors import RESERVED, nofile, raise_limit
+from router import priority
 from router.endpoints import write_ready_file
 from router.relay import Relay
 from router.reload import reloader
@@ -68,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
             log.error("%s", e)
             return EX_UNAVAILABLE
         descriptors(cfg.max_agents)     # (once bound: a start that fails says one line)
+        priority.apply(cfg.nice)        # every thread: libzmq's I/O thread runs by now
         if cfg.ready_file:
             write_ready_file(cfg.ready_file, cfg.id, relay.endpoints)
         notifier.ready(f"router {cfg.id}: agents {relay.endpoints['agents']}")

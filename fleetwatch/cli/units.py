@@ -142,9 +142,10 @@ def _quote(arg: str) -> str:
 
 def render(service: Service, exe: str, config_path: str | None = None,
            user: str = DEFAULT_USER, groups: typing.Sequence[str] = (),
-           max_agents: int | None = None) -> str:
+           max_agents: int | None = None, nice: int | None = None) -> str:
     """The unit file text. ``groups``: supplementary groups (the agent's ``intake_group``);
-    ``max_agents``: the agents a router is sized for (its config's; None: the default)."""
+    ``max_agents``: the agents a router is sized for, ``nice`` its CPU priority (its
+    config's; None: the default)."""
     config_path = config_path or service.config_path
     agent = service.process == "agent"
     command = " ".join(_quote(a) for a in [exe, *service.argv(config_path)])
@@ -189,6 +190,14 @@ def render(service: Service, exe: str, config_path: str | None = None,
                     f"per agent connection,")
         unit.append("# as many again for reconnections, 1024 for the rest")
         unit.append(f"LimitNOFILE={nofile(agents)}")
+        from router.priority import cpu_weight
+        nice = RouterConfig().nice if nice is None else nice
+        if nice:
+            unit.append("# under CPU contention the router goes first: its agents, unanswered "
+                        "for 3 heartbeats,")
+            unit.append("# reconnect and cost it more (nice: in its config)")
+            unit.append(f"Nice={nice}")
+            unit.append(f"CPUWeight={cpu_weight(nice)}")
     unit += [
         "",
         "# Hardening (systemd.exec(5)); `systemd-analyze security` scores it.",

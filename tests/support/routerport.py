@@ -37,8 +37,12 @@ class RecordingPort:
         self.relayed: list[tuple[bytes, bytes, bytes]] = []
         self.sent: list[tuple[bytes, bytes, bytes]] = []
         self.agent_outcome = SENT
+        #: routing ids whose connection is gone: a reply to them fails
+        self.gone: set[bytes] = set()
 
     def reply(self, rid: bytes, msg: Message) -> bool:
+        if rid in self.gone:
+            return False
         # through the codec, as on the wire: what the peer would decode
         self.replies.append((rid, protocol.decode(protocol.encode(msg))))
         return True

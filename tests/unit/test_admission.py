@@ -77,6 +77,21 @@ def test_a_hello_binds_the_routing_id_and_is_welcomed_and_relayed():
     assert peer.last_heard == r.clock() and r.counters.received[b"NOTIFY"] == 1
 
 
+def test_a_hello_whose_connection_is_gone_binds_nothing_and_reaches_no_sink():
+    # the agent gave up waiting, reconnected (RID2, attached) and closed RID: its HELLO,
+    # read late, must not move the agent to the dead connection (its heartbeats on RID2
+    # would be refused 401) nor tell the registry of an attachment that never was
+    r = Router()
+    r.stranger(RID2, hello())
+    r.port.gone.add(RID)
+    r.stranger(RID, hello())
+    assert r.peers.by_uuid(UUID).routing_id == RID2 and RID not in r.peers
+    assert r.port.relayed_types() == [b"HELLO"] and r.counters.admission_gone == 1
+    assert r.counters.metrics(1)["router.admission_gone"] == 1
+    r.attached(RID2, hello())                       # an attached one says HELLO again
+    assert r.port.types_replied() == ["WELCOME", "WELCOME"]
+
+
 def test_a_heartbeat_is_answered_with_the_routers_own_and_relayed():
     r = Router()
     r.stranger(RID, hello())

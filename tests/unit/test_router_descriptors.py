@@ -10,7 +10,7 @@ import pytest
 
 from fleetwatch import config as fwconfig
 from fleetwatch.cli import units
-from fleetwatch.cli.service.install import max_agents
+from fleetwatch.cli.service.install import router_sizes
 from router import descriptors
 from router.config import RouterConfig
 from router.descriptors import Descriptors, nofile
@@ -49,15 +49,26 @@ def test_the_router_unit_sets_limitnofile_from_max_agents():
     assert "LimitNOFILE" not in units.render(units.Service("sink", "alerting"), EXE)
 
 
-def test_install_reads_max_agents_from_the_router_config(tmp_path):
+def test_install_reads_max_agents_and_nice_from_the_router_config(tmp_path):
     path = tmp_path / "router.yaml"
     router = units.Service("router")
-    assert max_agents(router, str(path)) is None                  # none yet: the default
-    path.write_text("id: r1\nmax_agents: 40000\n")
-    assert max_agents(router, str(path)) == 40000
-    assert max_agents(units.Service("agent"), str(path)) is None
-    path.write_text("id: r1\nmax_agents: 0\n")                    # broken: the default
-    assert max_agents(router, str(path)) is None
+    assert router_sizes(router, str(path)) == {}                   # none yet: the defaults
+    path.write_text("id: r1\nmax_agents: 40000\nnice: -5\n")
+    assert router_sizes(router, str(path)) == {"max_agents": 40000, "nice": -5}
+    assert router_sizes(units.Service("agent"), str(path)) == {}
+    path.write_text("id: r1\nmax_agents: 0\n")                    # broken: the defaults
+    assert router_sizes(router, str(path)) == {}
+
+
+def test_the_router_unit_goes_first_under_contention_unless_told_not_to():
+    default = units.render(units.Service("router"), EXE)
+    assert "\nNice=-10\nCPUWeight=931\n" in default
+    assert "\nNice=-3\nCPUWeight=195\n" in units.render(units.Service("router"), EXE, nice=-3)
+    plain = units.render(units.Service("router"), EXE, nice=0)
+    assert "Nice=" not in plain and "CPUWeight=" not in plain
+    for process in ("agent", "scheduler"):
+        assert "Nice=" not in units.render(units.Service(process), EXE)
+    assert "Nice=" not in units.render(units.Service("sink", "alerting"), EXE)
 
 
 @pytest.mark.parametrize("value", [0, -5, descriptors.MAX_AGENTS + 1])

@@ -15,16 +15,18 @@ from fleetwatch.cli.service.task import EX_CANTCREAT, Failure, Task
 from fleetwatch.config import EX_CONFIG, ConfigError, load
 
 
-def max_agents(service: units.Service, path: str) -> int | None:
-    """A router's ``max_agents`` from its config at ``path`` (sizing the unit's
-    ``LimitNOFILE=``); None for another process, or a config missing or broken (the default
-    then: :meth:`Install.ensure_config` has said what is wrong with it)."""
+def router_sizes(service: units.Service, path: str) -> dict:
+    """A router's ``max_agents`` (the unit's ``LimitNOFILE=``) and ``nice`` (its ``Nice=``,
+    ``CPUWeight=``) from its config at ``path``, as :func:`units.render` takes them; empty
+    for another process, or a config missing or broken (the defaults then:
+    :meth:`Install.ensure_config` has said what is wrong with it)."""
     if service.process != "router":
-        return None
+        return {}
     try:
-        return load(service.config_class(), path).max_agents
+        cfg = load(service.config_class(), path)
     except ConfigError:
-        return None
+        return {}
+    return {"max_agents": cfg.max_agents, "nice": cfg.nice}
 
 
 class Install(Task):
@@ -42,7 +44,7 @@ class Install(Task):
         self.ensure_config(config_path, (0, owner[1]) if owner else None)
         groups = self.intake_groups(config_path)
         unit = units.render(service, exe, config_path, args.user, groups,
-                            max_agents(service, self.path(config_path)))
+                            **router_sizes(service, self.path(config_path)))
         unit_changed = self.write(f"{units.UNIT_DIR}/{service.unit}", unit, 0o644)
         if args.enable:
             self.enable(unit_changed)

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from datetime import datetime, timezone
 
 from pyspark.errors import AnalysisException
@@ -147,17 +148,23 @@ class History:
                 for c in ((name, "hostname") if name == "uuid" else (name,))]
         return df.join(names, "uuid", "left").select(*cols)
 
-    def register(self) -> list[str]:
-        """Each table (and ``hosts``) as a temporary view under its name, for :meth:`sql`."""
-        views = {"metrics": lambda: self.metrics, "drops": lambda: self._drops_named()}
-        for name in TABLE_NAMES:
+    def register(self, names=None) -> list[str]:
+        """Each table (and ``hosts``) as a temporary view under its name, for :meth:`sql`;
+        with ``names``, only those (each view is a few round trips to a Spark Connect
+        server: all of them took 2 s of a warm answer's 8, bench/RESULTS.md)."""
+        views = {"metrics": lambda: self.metrics, "drops": lambda: self._drops_named(),
+                 "hosts": self._hosts_query}
+        wanted = [n for n in (*TABLE_NAMES, "hosts") if names is None or n in names]
+        for name in wanted:
             views.get(name, lambda: self.table(name))().createOrReplaceTempView(name)
-        self._hosts_query().createOrReplaceTempView("hosts")
-        return [*TABLE_NAMES, "hosts"]
+        return wanted
 
     def sql(self, query: str) -> DataFrame:
-        """Spark SQL over the views of :meth:`register`."""
-        self.register()
+        """Spark SQL over the views of :meth:`register` the query names (a word of it that
+        is a view's name, in any case: one named but not used costs a little, one used is
+        never missing)."""
+        words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query)}
+        self.register(words)
         return self.spark.sql(query)
 
     # ------------------------------------------------------------ hosts

@@ -437,6 +437,21 @@ def test_sql_table_escapes_and_shows_times_with_the_zone(spark, history_config, 
         "deployed\x1b]0;t\x07\x1b[2J\r\nforged"
 
 
+def test_sql_registers_only_the_views_its_query_names(spark, history_config, capsys):
+    """Each view is a few round trips to a warm Spark Connect server (issue 31, 15): a query
+    over one table registers that one (its name in any case), and one naming none, none."""
+    for view in [t.name for t in spark.catalog.listTables() if t.isTemporary]:
+        spark.catalog.dropTempView(view)
+    assert cli.main(["history", "sql", "--config", history_config,
+                     "SELECT count(*) AS n FROM HeartBeats"]) == 0
+    assert capsys.readouterr().out.split()[1] != "0"
+    assert {t.name for t in spark.catalog.listTables() if t.isTemporary} == {"heartbeats"}
+    assert cli.main(["history", "sql", "--config", history_config,
+                     "SELECT h.hostname FROM hosts h LIMIT 1"]) == 0
+    assert {t.name for t in spark.catalog.listTables() if t.isTemporary} == {
+        "heartbeats", "hosts"}
+
+
 def test_sql_limit_and_errors(spark, history_config, capsys):
     assert cli.main(["history", "sql", "--config", history_config, "--limit", "2",
                      "SELECT msg_id FROM heartbeats ORDER BY msg_id"]) == 0

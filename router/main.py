@@ -17,9 +17,9 @@ from fleetwatch import config as fwconfig
 from fleetwatch import logs, sdnotify
 from fleetwatch.config import EX_CONFIG
 from fleetwatch.security import SecurityError
+from router import priority
 from router.config import RouterConfig
 from router.descriptors import RESERVED, nofile, raise_limit
-from router import priority
 from router.endpoints import write_ready_file
 from router.relay import Relay
 from router.reload import reloader

@@ -26,8 +26,6 @@ import os
 
 log = logging.getLogger(__name__)
 
-#: nice values the kernel knows
-LOWEST, HIGHEST = 19, -20
 AUTOGROUP = "/proc/self/autogroup"
 
 

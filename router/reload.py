@@ -26,8 +26,9 @@ are made at bind: SPEC 4.10), ``security`` (CURVE and the key
 paths; the allowlists' contents are what SIGHUP re-reads), ``ready_file``, and the limits
 that are socket options (``max_message_bytes``, ``sink_hwm``, ``agent_hwm``, ``tail_hwm``:
 libzmq copies them into each connection as it is made, so a change would hold for new
-connections only), and ``max_agents`` (the descriptor limit is set when the process starts:
-by its unit, which ``fleetwatch service install router`` rewrites for the new value).
+connections only), ``max_agents`` (the descriptor limit is set when the process starts:
+by its unit, which ``fleetwatch service install router`` rewrites for the new value) and
+``nice`` (the CPU priority taken at start, and its unit's ``Nice=``: the same).
 """
 
 from __future__ import annotations

@@ -215,7 +215,7 @@ class Run:
             (a.storm_timeout if a.storm else 0) + 300
         code = ("import time\nend = time.monotonic() + %r\n"
                 "while time.monotonic() < end:\n    pass\n" % longest)
-        for n in range(a.cpu_hog):
+        for _ in range(a.cpu_hog):
             hog = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
             self.hogs.append(hog)
             self.usage.add("cpu-hog", hog.pid)

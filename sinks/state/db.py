@@ -184,15 +184,23 @@ def _where_keys(table: Table, row: dict):
     return [table.c[k] == row[k] for k in _keys(table)]
 
 
+def _upsert_statement(conn: Connection, table: Table, update: Sequence[str]):
+    """The dialect's ``INSERT ... ON CONFLICT (primary key) DO UPDATE`` of the columns
+    ``update`` (``DO NOTHING`` without any), its rows given at execution; None for a dialect
+    without one."""
+    stmt = _dialect_insert(conn, table)
+    if stmt is None:
+        return None
+    set_ = {c: stmt.excluded[c] for c in update}
+    return stmt.on_conflict_do_update(index_elements=_keys(table), set_=set_) if set_ \
+        else stmt.on_conflict_do_nothing(index_elements=_keys(table))
+
+
 def upsert(conn: Connection, table: Table, row: dict, update: Sequence[str]) -> None:
     """Insert ``row``, or update the columns ``update`` of the row with its primary key."""
-    stmt = _dialect_insert(conn, table)
+    stmt = _upsert_statement(conn, table, update)
     if stmt is not None:
-        stmt = stmt.values(**row)
-        set_ = {c: stmt.excluded[c] for c in update}
-        stmt = stmt.on_conflict_do_update(index_elements=_keys(table), set_=set_) if set_ \
-            else stmt.on_conflict_do_nothing(index_elements=_keys(table))
-        conn.execute(stmt)
+        conn.execute(stmt, row)
         return
     where = _where_keys(table, row)
     if conn.execute(select(*table.primary_key.columns).where(*where)).first() is None:
@@ -209,14 +217,11 @@ def upsert_many(conn: Connection, table: Table, rows: Sequence[dict],
     execution, about 0.5 ms each)."""
     if not rows:
         return
-    stmt = _dialect_insert(conn, table)
+    stmt = _upsert_statement(conn, table, update)
     if stmt is None:
         for row in rows:
             upsert(conn, table, row, update)
         return
-    set_ = {c: stmt.excluded[c] for c in update}
-    stmt = stmt.on_conflict_do_update(index_elements=_keys(table), set_=set_) if set_ \
-        else stmt.on_conflict_do_nothing(index_elements=_keys(table))
     conn.execute(stmt, list(rows))
 
 

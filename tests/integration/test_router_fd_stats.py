@@ -3,6 +3,7 @@ router.fd_headroom_pct) and warns once when less than a fifth of its limit is le
 
 from __future__ import annotations
 
+import os
 import resource
 
 import psutil
@@ -68,7 +69,6 @@ def test_a_router_goes_first_under_cpu_contention(fleet, zctx):
     its session's to its config's ``nice`` (issue 31, 13: with an equal share of 2 cores
     beside 10,000 simulated agents and the sinks, it fell behind and the fleet never
     attached), its libzmq I/O thread included; ``nice: 0`` leaves it alone."""
-    import os
     if os.geteuid() != 0:
         pytest.skip("lowering a nice value needs root")
     r = fleet.router()

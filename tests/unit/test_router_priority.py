@@ -3,6 +3,7 @@ its session's too when it leads one; without the privilege, one warning and noth
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -36,7 +37,6 @@ def child(tmp_path, nice, session=True, privileged=True):
                          capture_output=True, text=True, timeout=20,
                          env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert out.returncode == 0, out.stderr
-    import json
     return json.loads(out.stdout), autogroup.read_text(), out.stderr
 
 

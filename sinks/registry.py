@@ -83,7 +83,7 @@ class RegistrySink(db.DatabaseSink):
         now = self.clock()
         counts: Counter = Counter()
         try:
-            with self.engine.begin() as conn:
+            with self.transaction() as conn:
                 gone = _gone(conn, {r.uuid for r in batch})
                 writes = Writes()
                 for relayed in batch:

@@ -30,6 +30,7 @@ from sinks.alerting import checks as checkstate, downtimes, state as alertstate
 from sinks.alerting.downtimes import Downtime
 from sinks.alerting.silences import Subject
 from sinks.state import schema
+from sinks.state.driver import Prepared
 
 if TYPE_CHECKING:
     from sinks.alerting.evaluation import Pass
@@ -42,15 +43,16 @@ LIMIT = 1000
 
 
 @functools.lru_cache(maxsize=1)
-def _current_stmt():
+def _current_stmt() -> Prepared:
     """Not removed before ``since``, begun by ``now``, not over before ``since`` (a
-    flexible one's cover may outlast its end by its length)."""
+    flexible one's cover may outlast its end by its length). Read in every transaction
+    that raises an alert: on the driver's cursor (:mod:`sinks.state.driver`)."""
     t = schema.downtimes
-    return select(t).where(
+    return Prepared(select(t).where(
         t.c.start <= bindparam("now"),
         t.c.removed.is_(None) | (t.c.removed >= bindparam("since")),
         t.c.end.is_(None) | (t.c.end + func.coalesce(t.c.flexible, 0.0) > bindparam("since")),
-    ).order_by(t.c.id)
+    ).order_by(t.c.id))
 
 
 def current(conn: Connection, now: float, since: float | None = None) -> list[Downtime]:
@@ -59,7 +61,7 @@ def current(conn: Connection, now: float, since: float | None = None) -> list[Do
     cron schedule without croniter installed) is left out, with a warning."""
     since = now if since is None else since
     out = []
-    for r in conn.execute(_current_stmt(), {"now": now, "since": since}):
+    for r in _current_stmt().execute(conn, {"now": now, "since": since}):
         d = Downtime.from_row(r)
         if d.every is not None:
             try:

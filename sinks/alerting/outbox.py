@@ -30,6 +30,7 @@ import time
 from sqlalchemy import and_, bindparam, delete, exists, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
+from sinks.state import db
 from sinks.state.reads import EVENT_FIELDS, as_event
 from sinks.state.schema import ID, KEY, alert_events, outbox
 from sinks.alerting import grouping
@@ -101,9 +102,10 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
 
 
 def enqueue_all(conn: Connection, events: list[dict], rules, now: float | None = None) -> None:
-    """:func:`enqueue` each of ``events``, in their order, in two statements: one insert of
-    all their ``alert_events`` rows, one of all their outbox rows (a batch's notifications:
-    one statement each was most of the alerting sink's work per NOTIFY, bench/notify_rtt.py).
+    """:func:`enqueue` each of ``events``, in their order, a few statements for them all:
+    inserts of all their ``alert_events`` rows, then of all their outbox rows, on the
+    driver's cursor (:func:`sinks.state.db.insert_many`; a batch's notifications: one
+    statement each was most of the alerting sink's work per NOTIFY, bench/notify_rtt.py).
     A resolve or an acknowledge reads the channels earlier events of its key went to, and
     the rows' ids come back by key: a list with either, or a key twice, is enqueued one
     event at a time."""
@@ -115,7 +117,8 @@ def enqueue_all(conn: Connection, events: list[dict], rules, now: float | None =
         return
     if not rows:
         return
-    ids = dict((key, event_id) for event_id, key in conn.execute(_insert_events(), rows))
+    ids = dict((key, event_id) for event_id, key in
+               db.insert_many(conn, alert_events, rows, returning=("id", "key")))
     known = getattr(rules, "channels", None)
     pending = []
     for event, row in zip(events, rows):
@@ -123,16 +126,7 @@ def enqueue_all(conn: Connection, events: list[dict], rules, now: float | None =
         pending += [{"event_id": event_id, "key": row["key"], "channel": c, "state": PENDING,
                      "attempts": 0, "next_attempt": now, "created": now}
                     for c in route(event, rules) if known is None or c in known]
-    if pending:
-        conn.execute(outbox.insert(), pending)
-
-
-@functools.lru_cache(maxsize=1)
-def _insert_events():
-    """Many ``alert_events`` rows in one statement (SQLAlchemy's "insertmanyvalues"), each
-    one's id returned with its key: in any order (asking SQLAlchemy to keep the rows' order
-    makes it one statement per row on SQLite)."""
-    return alert_events.insert().returning(alert_events.c.id, alert_events.c.key)
+    db.insert_many(conn, outbox, pending)
 
 
 def _told_channels(conn: Connection, key: str, before: int) -> list[str]:

@@ -207,7 +207,7 @@ class AlertingSink(db.DatabaseSink):
         for attempt in range(1, ATTEMPTS + 1):
             run = Pass(self, now)
             try:
-                with self.engine.begin() as conn:
+                with self.transaction() as conn:
                     run.conn = conn
                     work(run)
             except DBAPIError as e:

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
 from sinks.state import db, schema
+from sinks.state.driver import Prepared
 from sinks.alerting.checks import CheckState
 from sinks.alerting.hosts import HostState
 from sinks.alerting.silences import Silence
@@ -60,10 +61,12 @@ def _update_by_key(name: str, a: str, b: str):
 
 
 @functools.lru_cache(maxsize=1)
-def _active_silences():
+def _active_silences() -> Prepared:
+    """Read in every transaction that raises an alert: on the driver's cursor
+    (:mod:`sinks.state.driver`)."""
     t = schema.silences
-    return select(t).where(t.c.until > bindparam("now"), t.c.created <= bindparam("now"),
-                           t.c.removed.is_(None))
+    return Prepared(select(t).where(t.c.until > bindparam("now"),
+                                    t.c.created <= bindparam("now"), t.c.removed.is_(None)))
 
 
 @functools.lru_cache(maxsize=1)
@@ -216,7 +219,7 @@ def _silence(r) -> Silence:
 
 
 def active_silences(conn: Connection, now: float) -> list[Silence]:
-    return [_silence(r) for r in conn.execute(_active_silences(), {"now": now})]
+    return [_silence(r) for r in _active_silences().execute(conn, {"now": now})]
 
 
 def add_silence(conn: Connection, host: str, check: str | None, created: float, until: float,

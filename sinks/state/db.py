@@ -3,13 +3,15 @@
 :func:`engine` opens a database (SQLite: WAL, busy timeout, foreign keys, writers that
 take the lock when a transaction begins); :func:`create` creates the tables an owner writes
 (:data:`sinks.state.schema.OWNED`); :func:`upsert`, :func:`insert_fresh` and
-:func:`record_checks` are the idempotent writes of the sinks; :class:`DatabaseSink` is the
+:func:`record_checks` are the idempotent writes of the sinks, :func:`insert_many` their
+batched inserts; :class:`DatabaseSink` is the
 base of the sink types that write here. The tables are in :mod:`sinks.state.schema`, the
 readers in :mod:`sinks.state.reads`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -24,6 +26,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import TextClause
 
 from fleetwatch import private, sqlitefiles
+from sinks.state import driver
+from sinks.state.driver import Prepared
 from sinks.state.schema import OWNED, checks, metadata
 
 log = logging.getLogger(__name__)
@@ -105,7 +109,9 @@ def engine(url: str, writer: bool = True) -> Engine:
 
     @event.listens_for(eng, "begin")
     def _on_begin(conn):
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if writer else "BEGIN")
+        # on the driver's cursor: every transaction begins here, the alerting sink's one per
+        # NOTIFY too (:mod:`sinks.state.driver`)
+        driver.execute_sql(conn, "BEGIN IMMEDIATE" if writer else "BEGIN")
 
     return eng
 
@@ -225,16 +231,29 @@ def upsert_many(conn: Connection, table: Table, rows: Sequence[dict],
     conn.execute(stmt, list(rows))
 
 
-#: rows per statement of :func:`insert_fresh` at most (its bound parameters: SQLite allows
-#: 32,766 from 3.32 on, PostgreSQL 65,535); a power of two
+#: rows per statement of :func:`insert_fresh` and :func:`insert_many` at most (their bound
+#: parameters: SQLite allows 32,766 from 3.32 on, PostgreSQL 65,535); a power of two
 FRESH_CHUNK = 64
 
 
+def _chunks(rows: Sequence[dict]):
+    """``rows`` in chunks of a power of two each (37 rows: 32, 4 and 1), at most
+    :data:`FRESH_CHUNK`: so that a few statements, each built and compiled once, serve
+    every count."""
+    start = 0
+    while start < len(rows):
+        n = min(FRESH_CHUNK, 1 << (len(rows) - start).bit_length() - 1)
+        yield rows[start:start + n]
+        start += n
+
+
+def _numbered(chunk: Sequence[dict], columns: tuple[str, ...]) -> dict:
+    return {f"{c}_{i}": row[c] for i, row in enumerate(chunk) for c in columns}
+
+
 def insert_fresh(conn: Connection, table: Table, rows: Sequence[dict]) -> set:
-    """Insert the ``rows`` whose primary key (one column) is not in ``table`` yet, in one
-    statement per power of two in their count (37 rows: 32, 4 and 1; so that a few
-    statements, each built and compiled once, serve every count), at most
-    :data:`FRESH_CHUNK` rows each; return the keys of those inserted.
+    """Insert the ``rows`` whose primary key (one column) is not in ``table`` yet, a few
+    statements for them all (:func:`_chunks`); return the keys of those inserted.
 
     On SQLite (3.35 and later) and PostgreSQL one ``INSERT ... VALUES (...), (...) ON
     CONFLICT (key) DO NOTHING RETURNING key``: a key another transaction has just inserted
@@ -253,29 +272,49 @@ def insert_fresh(conn: Connection, table: Table, rows: Sequence[dict]) -> set:
             conn.execute(table.insert(), new)
         return {r[key] for r in new}
     columns = tuple(rows[0])
-    start = 0
-    while start < len(rows):
-        n = min(FRESH_CHUNK, 1 << (len(rows) - start).bit_length() - 1)
-        chunk = rows[start:start + n]
-        start += n
-        params = {f"{c}_{i}": row[c] for i, row in enumerate(chunk) for c in columns}
-        fresh.update(conn.scalars(_insert_returning(table.name, key, columns, len(chunk)),
-                                  params))
+    for chunk in _chunks(rows):
+        statement = _insert_returning(table.name, key, columns, len(chunk))
+        fresh.update(r[0] for r in statement.execute(conn, _numbered(chunk, columns)))
     return fresh
 
 
 @functools.lru_cache(maxsize=32)
-def _insert_returning(table: str, key: str, columns: tuple[str, ...], n: int) -> TextClause:
-    """:func:`insert_fresh`'s statement for ``n`` rows, built once.
-
-    A textual statement on purpose: SQLAlchemy 2.0 recompiles the dialect ``on_conflict``
-    constructs on every execution (about 0.5 ms, as much as the commit's fsync), and this
-    insert is on the alerting sink's hot path (bench/notify_rtt.py).
-    """
+def _insert_returning(table: str, key: str, columns: tuple[str, ...], n: int) -> Prepared:
+    """:func:`insert_fresh`'s statement for ``n`` rows, built once, run on the driver's
+    cursor (:mod:`sinks.state.driver`: it is on the alerting sink's hot path,
+    bench/notify_rtt.py). Textual: the dialects' ``on_conflict`` constructs differ."""
     names = ", ".join(columns)
     values = ", ".join("(" + ", ".join(f":{c}_{i}" for c in columns) + ")" for i in range(n))
-    return text(f"INSERT INTO {table} ({names}) VALUES {values} "
-                f"ON CONFLICT ({key}) DO NOTHING RETURNING {key}")
+    return Prepared(text(f"INSERT INTO {table} ({names}) VALUES {values} "
+                         f"ON CONFLICT ({key}) DO NOTHING RETURNING {key}"))
+
+
+def insert_many(conn: Connection, table: Table, rows: Sequence[dict],
+                returning: tuple[str, ...] = ()) -> list:
+    """Insert ``rows`` (each with the same columns) a few statements for them all
+    (:func:`_chunks`), on the driver's cursor (:mod:`sinks.state.driver`); the ``returning``
+    columns of each row inserted, in no promised order (match them by a column)."""
+    if not rows:
+        return []
+    columns = tuple(rows[0])
+    out: list = []
+    for chunk in _chunks(rows):
+        statement = _insert_values(table, columns, len(chunk), returning)
+        out += statement.execute(conn, _numbered(chunk, columns))
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_values(table: Table, columns: tuple[str, ...], n: int,
+                   returning: tuple[str, ...]) -> Prepared:
+    """:func:`insert_many`'s statement for ``n`` rows, built once (each parameter typed by
+    its column, so that a JSON value is written as JSON in every row, not the first only)."""
+    statement = table.insert().values([
+        {c: bindparam(f"{c}_{i}", type_=table.c[c].type) for c in columns}
+        for i in range(n)])
+    if returning:
+        statement = statement.returning(*(table.c[c] for c in returning))
+    return Prepared(statement)
 
 
 CHECK_COLUMNS = tuple(c.name for c in checks.columns)
@@ -327,6 +366,7 @@ class DatabaseSink:
     def __init__(self, engine: Engine, clock=time.time):
         self.engine, self.clock = engine, clock
         self.counts: Counter = Counter()
+        self._held: Connection | None = None
 
     @classmethod
     def from_config(cls, config, clock=time.time):
@@ -335,7 +375,22 @@ class DatabaseSink:
     def start(self) -> None:
         create(self.engine, self.type)
 
+    @contextlib.contextmanager
+    def transaction(self):
+        """A transaction on the connection this sink holds (its loop's thread only), committed
+        when the block ends, rolled back if it raises. Not one taken from the pool and
+        given back each time: about 45 us of each of the alerting sink's transactions, one
+        per NOTIFY (bench/notify_rtt.py). A connection the database dropped is replaced at
+        the next transaction (SQLAlchemy invalidates it, then connects again)."""
+        if self._held is None or self._held.closed:
+            self._held = self.engine.connect()
+        with self._held.begin():
+            yield self._held
+
     def close(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
         self.engine.dispose()
 
 

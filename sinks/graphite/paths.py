@@ -48,8 +48,6 @@ from fleetwatch.metricpath import node, tag_value
 MAX_NODE = 200
 #: longest name without the prefix
 MAX_NAME = 1000
-#: ``source`` values of STATS that are fleetwatch's own counters
-INTERNAL_SOURCES = frozenset({"router", "sink", "scheduler"})
 
 #: unit -> factor to the base unit
 UNITS = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from sinks.graphite.paths import INTERNAL_SOURCES
+from fleetwatch.protocol import REPORTERS
 from sinks.history.times import secs
 
 #: percentile_approx accuracy: exact below this many values per group
@@ -19,9 +19,22 @@ ACCURACY = 10000
 AGGREGATES = ("avg", "max", "min", "p95", "last")
 
 
+def reporter() -> Column:
+    """Whose own counters a ``metrics`` row carries (``router``, ``sink`` or
+    ``scheduler``), from the router's stamp as :func:`fleetwatch.protocol.reporter` reads
+    it live (SPEC 4.3); null for an agent's, whatever its ``source`` says. A row compacted
+    before the ``path`` column is a router's only when its uuid is its router's."""
+    path = F.col("path")
+    last = F.coalesce(F.element_at(path, -1), F.col("router"))
+    return (F.when(F.col("uuid") != last, F.lit(None))
+            .when(path.isNull() | (F.size(path) == 1), F.lit("router"))
+            .when(F.col("source").isin(*sorted(REPORTERS)), F.col("source")))
+
+
 def not_internal():
-    """Agents' STATS only: a router's or sink's own counters are not a host's metrics."""
-    return F.col("source").isNull() | ~F.col("source").isin(*sorted(INTERNAL_SOURCES))
+    """Agents' STATS only: a router's, sink's or scheduler's own counters are not a host's
+    metrics (who sent a row is the stamp's word: :func:`reporter`)."""
+    return reporter().isNull()
 
 
 def aggregate(by: str) -> Column:

@@ -42,7 +42,8 @@ from sinks.graphite.sender import deliver
 from sinks.history import hostnames
 from sinks.history.query import History
 from sinks.history.times import epoch, secs, window
-from sinks.graphite.paths import INTERNAL_SOURCES, Namer, Point
+from sinks.graphite.paths import Namer, Point
+from sinks.history.metrics import reporter
 
 
 @dataclass(frozen=True)
@@ -64,9 +65,10 @@ class CarbonGone(Exception):
 # ---------------------------------------------------------------- rows -> points (no Spark)
 
 def metric_points(namer: Namer, row) -> tuple[list[Point], Counter]:
-    """A ``metrics`` row (uuid, hostname bound by ``hostnames.bind``, source, metric, value,
-    t) as the sink names it."""
-    if row["source"] in INTERNAL_SOURCES:
+    """A ``metrics`` row (uuid, hostname bound by ``hostnames.bind``, reporter, metric,
+    value, t) as the sink names it: a router's, sink's or scheduler's own counters (the
+    stamp's word, :func:`sinks.history.metrics.reporter`) under its id."""
+    if row["reporter"] is not None:
         return namer.stats({row["metric"]: row["value"]}, row["t"], row["uuid"], True)
     return namer.stats({row["metric"]: row["value"]}, row["t"], row["hostname"] or row["uuid"])
 
@@ -95,7 +97,8 @@ def of_host(history: History, df: DataFrame, host: str | None) -> DataFrame:
 
 def metric_rows(history: History, since, until, host) -> DataFrame:
     df = of_host(history, window(history.metrics, since, until), host)  # named by bind
-    return df.select("uuid", "hostname", "source", "metric", "value", secs().alias("t"))
+    return df.select("uuid", "hostname", reporter().alias("reporter"), "metric", "value",
+                     secs().alias("t"))
 
 
 def result_rows(history: History, since, until, host) -> DataFrame:

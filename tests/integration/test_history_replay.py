@@ -64,10 +64,9 @@ def live_sink_lines(base: float, tags: bool) -> list[bytes]:
     lines = []
     for type_, r, fields in relayed:
         msg = protocol.make(type_, r["uuid"], clock=lambda: r["ts"].timestamp(), **fields)
-        # a router's own STATS reaches a sink stamped with its own id (STATS/ID/ID, SPEC
-        # 4.3): the stamp, not the body's source, makes it the router's
-        router = r["uuid"] if fields.get("source") == "router" else "router-a"
-        lines += sink.encode(sink.points(protocol.Relayed(r["uuid"], router, msg)))
+        # as the lake's row was stamped: a router's own STATS with its own id (STATS/ID/ID,
+        # SPEC 4.3), db1's that claims source router through router-a (an agent's)
+        lines += sink.encode(sink.points(protocol.Relayed(r["uuid"], r["router"], msg)))
     return lines
 
 

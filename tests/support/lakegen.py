@@ -8,7 +8,8 @@ partitions). Days: D-1 (one HELLO), D0 and D1 (everything else).
 
 Hosts (uuid -> hostname): u-web1 web1, u-web2 web2-old (its HELLO on D-1 said so; its STATS
 later claim web2, a claim that names no host), u-db1 db1 (hostname from its HELLO and its
-D1 STATS), r-1 a router (STATS source ``router``: never a host).
+D1 STATS; its last STATS says ``source: router``, a body's word: still db1's), r-1 a router
+(its STATS stamped with its own id, ``STATS/r-1/r-1``: never a host).
 
 metrics ``cpu.user``: web1 every minute from D0 00:00, 40 points: 1..20 then 10, 20 .. 200
 (20-minute buckets: avg 10.5 / max 20 / p95 19, then avg 105 / max 200 / p95 190; overall
@@ -105,10 +106,10 @@ def rows(base: float) -> dict[str, list[dict]]:
         r.add("metrics", base + 60 * i, "u-web2", hostname="web2", source="psutil",
               metric="cpu.user", value=50.0)
     for i in range(5):
-        r.add("metrics", base + DAY + 60 * i, "u-db1", hostname="db1", source=None,
-              metric="cpu.user", value=7.0)
+        r.add("metrics", base + DAY + 60 * i, "u-db1", hostname="db1",
+              source="router" if i == 4 else None, metric="cpu.user", value=7.0)
     r.add("metrics", base + 30, "r-1", hostname=None, source="router", metric="cpu.user",
-          value=1000.0)
+          value=1000.0, router="r-1")
     r.add("metrics", base + DAY + 3600, "u-web1", hostname="web1", source="psutil",
           metric="mem.used", value=123.0)
     # heartbeats

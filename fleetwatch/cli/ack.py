@@ -120,9 +120,10 @@ def create(url: str, host: str, check: str | None, now: float, by: str, comment:
     from query.known import refuse_unknown
     from sinks.alerting import acks, ackstore
 
+    def known(conn):
+        refuse_unknown(conn, host, check)
+
     def change(conn):
-        if not force:
-            refuse_unknown(conn, host, check)
         found = problems(conn, host, check)
         if not found:
             why = "its latest result is OK or it never ran" if check else "it is not DOWN"
@@ -132,7 +133,7 @@ def create(url: str, host: str, check: str | None, now: float, by: str, comment:
                               acks.host_key(uuid), uuid, check, status, now, by, comment,
                               sticky, notify, expire), uuid, status)
                 for uuid, status in found]
-    return write(url, change, "acks", also)
+    return write(url, change, "acks", also, first=None if force else known)
 
 
 def remove(url: str, ack_id: int, now: float, also=None) -> bool:

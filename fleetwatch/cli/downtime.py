@@ -179,11 +179,10 @@ def create(url: str, d, force: bool = False, also=None) -> int:
     from query.known import refuse_unknown
     from sinks.alerting import downtimestore
 
-    def change(conn):
-        if not force:
-            refuse_unknown(conn, d.host, d.check)
-        return downtimestore.add(conn, d)
-    return write(url, change, "downtimes", also)
+    def known(conn):
+        refuse_unknown(conn, d.host, d.check)
+    return write(url, lambda conn: downtimestore.add(conn, d), "downtimes", also,
+                 first=None if force else known)
 
 
 def add(args, clock=time.time, tz=None) -> int:

@@ -35,8 +35,8 @@ class _Compiled:
         binds = compiled.binds
         # the parameters' order for a positional paramstyle (SQLite's "?"), else by name
         self.names = list(compiled.positiontup) if compiled.positional else None
-        self.binds = [(name, _processor(bind.type, dialect))
-                      for name, bind in binds.items()]
+        processors = ((name, _processor(bind.type, dialect)) for name, bind in binds.items())
+        self.binds = [(name, proc) for name, proc in processors if proc is not None]
         for name, bind in binds.items():
             if getattr(bind, "expanding", False) or bind.callable is not None:
                 raise ValueError(f"{name}: an expanding or computed parameter cannot be "
@@ -54,7 +54,7 @@ class _Compiled:
         values = dict(self.defaults)
         values.update(params)
         for name, proc in self.binds:
-            if proc is not None and name in values:
+            if name in values:
                 values[name] = proc(values[name])
         if self.names is None:
             return values
@@ -95,15 +95,15 @@ class Prepared:
 
     def __init__(self, statement):
         self.statement = statement
-        self._compiled: dict[str, _Compiled] = {}
+        self._compiled: dict[tuple[str, str], _Compiled] = {}
         self._lock = threading.Lock()
 
     def _for(self, dialect) -> _Compiled:
-        compiled = self._compiled.get(dialect.name)
+        key = (dialect.name, dialect.driver)   # (drivers differ in their paramstyle)
+        compiled = self._compiled.get(key)
         if compiled is None:
             with self._lock:
-                compiled = self._compiled.setdefault(dialect.name,
-                                                     _Compiled(self.statement, dialect))
+                compiled = self._compiled.setdefault(key, _Compiled(self.statement, dialect))
         return compiled
 
     def execute(self, conn: Connection, params: Mapping | None = None) -> list:

@@ -6,9 +6,11 @@ Writes ``--events`` landing lines (sinks/history/synth.py), starts the Connect s
 start-up timed: the demo pays it once, in the background), compacts the lake through it
 (set-up, not timed), then times whole commands as a user runs them, in alternating order per
 round: ``fleetwatch history sql QUERY`` with ``history.master: local[2]`` (cold: a JVM
-started, the lake read, the answer) and with ``--remote`` the server's URL (warm). Also
+started, the lake read, the answer), with ``--remote`` the server's URL (warm), and with
+``history.answerer`` the socket of a ``fleetwatch history serve`` on that server (the
+demo's: a session kept warm, the command importing no PySpark). Also
 timed: how long after the command the one line "starting a local Spark" comes when
-``history.remote`` names a port where nothing answers (the command is killed then). Both
+``history.remote`` names a port where nothing answers (the command is killed then). The
 answers must agree (checked).
 
     python bench/history_warm.py [--events 20000] [--rounds 3] [--results bench/RESULTS.md]
@@ -38,11 +40,25 @@ QUERY = "SELECT metric, count(*) AS n FROM metrics GROUP BY metric ORDER BY metr
 FW = [sys.executable, "-m", "fleetwatch"]
 
 
-def config(path: Path, lake: Path, remote: str = "") -> Path:
+def config(path: Path, lake: Path, remote: str = "", answerer: str = "") -> Path:
     path.write_text(f"routers: [tcp://127.0.0.1:1]\nhistory:\n  lake: {lake}\n"
                     f"  master: local[2]\n  conf:\n    spark.driver.memory: 1g\n"
-                    + (f"  remote: {remote}\n" if remote else ""))
+                    + (f"  remote: {remote}\n" if remote else "")
+                    + (f"  answerer: {answerer}\n" if answerer else ""))
     return path
+
+
+def answerer(cfg: Path, log: Path) -> subprocess.Popen:
+    """``history serve`` on ``cfg``'s warm Spark, once it answers on its socket."""
+    out = open(log, "wb")
+    proc = subprocess.Popen([*FW, "history", "serve", "--config", str(cfg)], stdout=out,
+                            stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while b"answering history sql" not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"history serve did not start: {log.read_text()}")
+        time.sleep(0.2)
+    return proc
 
 
 def timed(*argv: str) -> tuple[float, str]:
@@ -93,17 +109,24 @@ def main() -> None:
             timed("history", "compact", "--quiet", "--config", str(config(tmp / "c.yaml",
                   lake)), "--remote", url)
             cold_cfg = config(tmp / "cold.yaml", lake)
-            cold, hot, first, answers = [], [], None, set()
-            for r in range(args.rounds):
-                runs = [("cold", cold_cfg, ()), ("warm", cold_cfg, ("--remote", url))]
-                for name, cfg, extra in (runs if r % 2 == 0 else runs[::-1]):
-                    took, out = timed("history", "sql", "--json", "--config", str(cfg),
-                                      *extra, QUERY)
-                    answers.add(out)
-                    if name == "warm" and first is None:
-                        first = took
-                    (cold if name == "cold" else hot).append(took)
-                    print(f"round {r + 1}: {name} {took:.2f} s", flush=True)
+            served_cfg = config(tmp / "served.yaml", lake, url, str(tmp / "history.sock"))
+            serving = answerer(served_cfg, tmp / "serve.log")
+            cold, hot, served, first, answers = [], [], [], None, set()
+            try:
+                for r in range(args.rounds):
+                    runs = [("cold", cold_cfg, ()), ("warm", cold_cfg, ("--remote", url)),
+                            ("answerer", served_cfg, ())]
+                    for name, cfg, extra in (runs if r % 2 == 0 else runs[::-1]):
+                        took, out = timed("history", "sql", "--json", "--config", str(cfg),
+                                          *extra, QUERY)
+                        answers.add(out)
+                        if name == "warm" and first is None:
+                            first = took
+                        {"cold": cold, "warm": hot, "answerer": served}[name].append(took)
+                        print(f"round {r + 1}: {name} {took:.2f} s", flush=True)
+            finally:
+                serving.terminate()
+                serving.wait(30)
             if len(answers) != 1:
                 raise SystemExit(f"the answers differ: {answers}")
             said, line = line_after(config(tmp / "absent.yaml", lake,
@@ -111,7 +134,7 @@ def main() -> None:
             print(f"the line after {said:.2f} s: {line}", flush=True)
         finally:
             cluster.stop(warm.directory)
-    c, w = statistics.median(cold), statistics.median(hot)
+    c, w, a = statistics.median(cold), statistics.median(hot), statistics.median(served)
     body = "\n".join([
         "| what | seconds |", "|---|---|",
         f"| warm Spark's start (`serve`, local[2], driver 1g; the demo pays it once, in the "
@@ -121,6 +144,8 @@ def main() -> None:
         f"| `history sql` through the warm Spark, first answer | {first:.2f} |",
         f"| `history sql` through the warm Spark, median of {len(hot)} | {w:.2f} "
         f"(min {min(hot):.2f}, max {max(hot):.2f}) |",
+        f"| `history sql` answered by `history serve` on the warm Spark (history.answerer), "
+        f"median of {len(served)} | {a:.2f} (min {min(served):.2f}, max {max(served):.2f}) |",
         f"| \"starting a local Spark\" on stderr, history.remote not answering | {said:.2f} |",
         "", f"**cold / warm: {c / w:.1f}x** (medians)"])
     notes = (f"{args.events} landing lines (synth, 50 hosts), compacted through the server. "

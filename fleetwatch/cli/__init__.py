@@ -60,7 +60,7 @@ COMMANDS = {
                                       "(service install|uninstall)"),
     "web": ("fleetwatch.cli.web", "the operator console and the HTTP API, and their users "
                                   "and tokens (web serve|user|token)"),
-    "history": ("fleetwatch.cli.history", "the history lake on Spark (history compact|sql|gaps|replay|expire|cluster|notebook)"),
+    "history": ("fleetwatch.cli.history", "the history lake on Spark (history compact|sql|gaps|replay|expire|cluster|notebook|serve)"),
 }
 
 

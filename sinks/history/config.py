@@ -6,10 +6,13 @@ Plain frozen dataclasses, no PySpark: the sink and the operator config import th
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from fleetwatch.config import setting
 
 DEFAULT_LAKE = "/var/lib/fleetwatch/history"
+#: a Unix socket's path at most, in bytes (Linux's sun_path, its terminating NUL left out)
+MAX_SOCKET_PATH = 107
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,11 @@ class HistorySettings:
                               "command and History.open run their Spark there (a session of "
                               "that server; master and the non-spark.sql conf are then the "
                               "server's); empty: a Spark session of their own on master")
+    answerer: str = setting("", "a Unix socket where `fleetwatch history serve` keeps a "
+                                "Spark session warm: history sql asks it first (when no "
+                                "--lake, --master or --remote is given) and answers in about a "
+                                "second; nothing listening there: history sql runs as without "
+                                "it. The demo keeps one; empty: none")
     processed: str = setting("move", "landing files once compacted: move (to LAKE/landing/"
                                      "done/) or delete")
     max_small_files: int = setting(8, "a date partition holding more small files than this "
@@ -70,6 +78,9 @@ class HistorySettings:
                 raise ValueError(f"conf: {key!r} is not a Spark setting (spark.*)")
         if self.remote and not self.remote.startswith("sc://"):
             raise ValueError("remote: expected a Spark Connect URL such as sc://HOST:15002")
+        if self.answerer and len(os.fsencode(self.answerer)) > MAX_SOCKET_PATH:
+            raise ValueError(f"answerer: a Unix socket's path is at most {MAX_SOCKET_PATH} "
+                             f"bytes")
         if self.processed not in ("move", "delete"):
             raise ValueError("processed: expected move or delete")
         if self.max_small_files < 1 or self.target_file_mb < 1:

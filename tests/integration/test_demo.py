@@ -125,7 +125,7 @@ def check_warm_spark(fleet, demo, demo_dir: Path, info: dict) -> list[int]:
     """The demo's warm Spark (a Spark Connect server it owns, history.remote of its operator
     config): ``history sql`` answers through it, not through a Spark of its own (the
     server's master is local[2]; the command's would be history.master, local[1]), with no
-    "starting a local Spark" line. Its start overlaps the checks above: this waits for it
+    "starting a local Spark" line; then through the answerer's warm session on it. Its start overlaps the checks above: this waits for it
     only as long as it takes longer than they do. Returns its pids (they end with the
     demo)."""
     if info["warm_spark"] is None:          # without the history and connect extras only
@@ -145,6 +145,18 @@ def check_warm_spark(fleet, demo, demo_dir: Path, info: dict) -> list[int]:
     assert json.loads(res.stdout) == [{"key": "spark.master", "value": "local[2]"}], res.stderr
     assert "starting a local Spark" not in res.stderr, res.stderr
     assert took < 60, took          # about 2 s idle; a local Spark: 20-90 s on a loaded machine
+    # and the answerer beside it (history serve, history.answerer): history sql is answered
+    # in a session it keeps, whose temporary views outlive a command (a command's own
+    # session on the warm Spark would have none)
+    sock = demo_dir / "history.sock"
+    assert f"history serve at {sock}" in demo.log()
+    wait_for(lambda: "answering history sql" in (demo_dir / "logs" /
+                                                  "history-answerer.log").read_text(),
+             120, 0.5, what="the history answerer up")
+    op = str(demo_dir / "fleetwatch.yaml")
+    fleet.cli("history", "sql", "--config", op, "SELECT count(*) FROM metrics", timeout=120)
+    res = fleet.cli("history", "sql", "--json", "--config", op, "SHOW VIEWS", timeout=120)
+    assert "metrics" in {v["viewName"] for v in json.loads(res.stdout)}, res.stdout
     from sinks.history.cluster import Cluster
     return list(Cluster.load(info["warm_spark"]["dir"]).pids.values())
 

@@ -27,7 +27,7 @@ def test_every_command_gives_its_parser(name):
 
 @pytest.mark.parametrize("name, verbs", [
     ("silence", ["add", "list", "remove"]),
-    ("history", ["compact", "sql", "gaps", "replay", "expire", "cluster", "notebook"]),
+    ("history", ["compact", "sql", "gaps", "replay", "expire", "cluster", "notebook", "serve"]),
     ("keys", ["new", "list"]),
     ("service", ["install", "uninstall"]),
 ])

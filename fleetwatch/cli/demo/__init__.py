@@ -241,7 +241,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
               "--alert-to ADDR deliver them)"),
         f"  logs            {root / 'logs'}/",
         f"  processes       {root / 'demo.json'}",
-        *warm_lines(info.get("warm_spark"), root),
+        *warm_lines(info.get("warm_spark"), root, children),
         "",
         *spark_lines(info.get("spark")),
         *console_lines(info.get("console"), root),
@@ -344,13 +344,18 @@ def start_warm_spark(root: Path, cfg: DemoConfig):
     return warm
 
 
-def warm_lines(warm, root: Path) -> list[str]:
+def warm_lines(warm, root: Path, children=()) -> list[str]:
     """Where the warm Spark is, or nothing."""
     if warm is None:
         return []
-    return [f"  warm Spark      {warm.connect} (history.remote: a Spark Connect server, "
-            f"{WARM_MASTER}, driver {WARM_MEMORY}; up 20-60 s after the start, then history "
-            f"sql answers in seconds; log {root / 'warm-spark' / 'connect.log'})"]
+    lines = [f"  warm Spark      {warm.connect} (history.remote: a Spark Connect server, "
+             f"{WARM_MASTER}, driver {WARM_MEMORY}; up 20-60 s after the start, then history "
+             f"sql answers in seconds; log {root / 'warm-spark' / 'connect.log'})"]
+    sock = root / "history.sock"
+    if any(c.name == "history-answerer" for c in children):
+        lines.append(f"                  history sql asks a session kept warm on it first "
+                     f"(history serve at {sock}: about a second)")
+    return lines
 
 
 def stop_spark(spark) -> None:

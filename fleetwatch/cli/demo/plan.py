@@ -5,7 +5,9 @@
 ``scheduler.yaml`` and returns the processes to start, in order: routers and site routers,
 a real carbon-cache (:mod:`fleetwatch.cli.demo.carbon`, for the graphite
 sink), graphite-web over carbon's files (:mod:`fleetwatch.cli.demo.graphiteweb`, when installed:
-its URL is the operator config's ``graphite.url``), sinks, the scheduler, the agent. Ports
+its URL is the operator config's ``graphite.url``), sinks, the scheduler, the agent; with
+the warm Spark, the history answerer (``fleetwatch history serve``: a session on it kept
+warm, ``history.answerer`` a Unix socket in the demo directory). Ports
 are picked free on 127.0.0.1 when the plan is made. With ``graphite_tags`` the graphite sink
 sends tagged series, carbon registers them with graphite-web's tag database and the operator
 config says ``graphite.tags: true``. :mod:`fleetwatch.cli.demo` starts and supervises them.
@@ -29,6 +31,7 @@ so ``fleetwatch status`` shows checks running within a minute.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +43,7 @@ import yaml
 from fleetwatch import private
 from fleetwatch.cli.demo.carbon import Carbon
 from fleetwatch.config import setting
+from sinks.history.config import MAX_SOCKET_PATH
 from fleetwatch.cli.demo.ports import free_port
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates
@@ -301,10 +305,16 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
             "stats_interval": args.stats_interval,
             "plugins": {"checks": demo_checks(carbon.port)},
         }
+    # the warm Spark's answerer (a Unix socket: its path has a length limit, past which the
+    # demo goes without one, history sql then asking the warm Spark itself)
+    answerer = str((root / "history.sock").resolve()) if remote else ""
+    if len(os.fsencode(answerer)) > MAX_SOCKET_PATH:
+        answerer = ""
     configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
                                   "history": {"lake": lake, "master": spark_master or "local[1]",
                                               "conf": history_conf(spark_master),
                                               **({"remote": remote} if remote else {}),
+                                              **({"answerer": answerer} if answerer else {}),
                                               "state_url": state_url},   # the lifecycle
                                   "web": {"listen": console,
                                           "secret_file": str((root / "web-secret").resolve())}}
@@ -350,6 +360,10 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
         compact.name = "history-compact"
         compact.log = (root / "logs" / "history-compact.log").resolve()
         children.append(compact)
+    if answerer:                # history sql in about a second (history serve)
+        children.append(child("fleetwatch", "history", "serve"))
+        children[-1].name = "history-answerer"
+        children[-1].log = (root / "logs" / "history-answerer.log").resolve()
     children += [child(name, "agent") for name in agents]
     if importlib.util.find_spec("fastapi") is not None:    # the web extra
         web_child = child("fleetwatch", "web")

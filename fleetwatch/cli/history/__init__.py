@@ -1,4 +1,4 @@
-"""``fleetwatch history compact|sql|gaps|replay|expire|cluster|notebook``: the history
+"""``fleetwatch history compact|sql|gaps|replay|expire|cluster|notebook|serve``: the history
 lake's operator commands.
 
 Every verb reads the operator config's ``history:`` section (lake, Spark master and settings,
@@ -40,6 +40,7 @@ VERBS = {
     "expire": "fleetwatch.cli.history.expire",
     "cluster": "fleetwatch.cli.history.cluster",
     "notebook": "fleetwatch.cli.history.notebook",
+    "serve": "fleetwatch.cli.history.serve",
 }
 
 
@@ -121,9 +122,14 @@ def run(args) -> int:
     from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency, optional_import
     from sinks.history.spark import JavaMissing, java
     settings = settings_from(args)
+    if args.subcommand == "sql":
+        code = answered(args, settings)
+        if code is not None:
+            return code
     why = ""
     try:
-        if settings.remote and args.subcommand != "cluster":
+        # (the answerer waits for its Spark Connect server itself, however long it takes)
+        if settings.remote and args.subcommand not in ("cluster", "serve"):
             try:
                 reach(settings.remote, PROBE if args.subcommand in SPARK_NOW else 5.0)
             except OSError as e:
@@ -150,6 +156,26 @@ def run(args) -> int:
     return importlib.import_module(VERBS[args.subcommand]).run(args, settings)
 
 
+def answered(args, settings) -> int | None:
+    """``history sql`` answered by the warm answerer of ``history.answerer``
+    (:mod:`fleetwatch.cli.history.serve`): its exit status, or None when there is none to
+    ask (or it did not answer): the command then runs its query itself. Not with ``--lake``,
+    ``--master`` or ``--remote``: the answerer serves the config's lake on its own Spark."""
+    if not settings.answerer or args.lake or args.master or args.remote:
+        return None
+    from fleetwatch.cli.history.serve import ask
+    reply = ask(settings.answerer, {"query": args.query, "json": args.json,
+                                    "limit": args.limit, "lake": settings.lake})
+    if reply is None:
+        return None
+    sys.stdout.write(str(reply.get("stdout") or ""))
+    sys.stderr.write(str(reply.get("stderr") or ""))
+    if reply["code"] == 0:
+        waiting = reply.get("uncompacted")
+        tell_uncompacted(args, settings, waiting if isinstance(waiting, int) else 0)
+    return reply["code"]
+
+
 def tell_local_spark(args, settings, why: str = "") -> None:
     """One line on stderr before this process starts its own Spark (10 to 60 s before the
     first answer): on a terminal, and always when the config's Spark Connect server did not
@@ -170,11 +196,13 @@ def open_lake(settings):
     return History(from_settings(settings), settings.lake)
 
 
-def tell_uncompacted(args, settings) -> None:
+def tell_uncompacted(args, settings, waiting: int | None = None) -> None:
     """Before the first compaction the tables are empty: say on stderr how many lines the
-    landing area holds, and the command that compacts them."""
-    from sinks.history.query import uncompacted
-    waiting = uncompacted(settings.lake)
+    landing area holds (``waiting``, or counted here), and the command that compacts
+    them."""
+    if waiting is None:
+        from sinks.history.query import uncompacted
+        waiting = uncompacted(settings.lake)
     if waiting:
         command = f"fleetwatch history compact --config {shlex.quote(args.config)}"
         if args.lake:

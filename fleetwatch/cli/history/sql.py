@@ -40,24 +40,33 @@ def printable(df, iso: bool = False):
 
 
 def run(args, settings) -> int:
+    history = open_lake(settings)
+    code = answer(history, args.query, args.json, args.limit, sys.stdout, sys.stderr)
+    if code == 0:
+        tell_uncompacted(args, settings)
+    return code
+
+
+def answer(history, query: str, as_json: bool, limit: int, out, err) -> int:
+    """Print the answer to ``query`` on ``out`` (a table, or JSON with ``as_json``; at most
+    ``limit`` rows, 0: all), what went wrong on ``err``; the exit status (2: Spark refused
+    the query). This process's own Spark, or a warm one's (``history serve``)."""
     from pyspark.errors import PySparkException
 
     # PySpark 4 logs each failed query on stderr as JSON before raising: one line is enough
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
-    history = open_lake(settings)
     try:
-        df = printable(history.sql(args.query), iso=args.json)
-        rows = df.limit(args.limit + 1).collect() if args.limit else df.collect()
+        df = printable(history.sql(query), iso=as_json)
+        rows = df.limit(limit + 1).collect() if limit else df.collect()
     except PySparkException as e:
-        print(f"fleetwatch history sql: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+        print(f"fleetwatch history sql: {str(e).strip().splitlines()[0]}", file=err)
         return 2
-    cut = bool(args.limit) and len(rows) > args.limit
-    rows = [r.asDict(recursive=True) for r in rows[:args.limit or None]]
-    if args.json:
-        print(json.dumps(rows, default=str, ensure_ascii=False))
+    cut = bool(limit) and len(rows) > limit
+    rows = [r.asDict(recursive=True) for r in rows[:limit or None]]
+    if as_json:
+        print(json.dumps(rows, default=str, ensure_ascii=False), file=out)
     else:
-        print(table(rows, df.columns) if df.columns else "")
+        print(table(rows, df.columns) if df.columns else "", file=out)
     if cut:
-        print(f"(first {args.limit} rows; --limit 0 for all)", file=sys.stderr)
-    tell_uncompacted(args, settings)
+        print(f"(first {limit} rows; --limit 0 for all)", file=err)
     return 0

@@ -14,8 +14,11 @@ and ``{"code", "stdout", "stderr", "uncompacted"}``, or ``{"refused": WHY}``. Th
 is the configuration's (``history.remote``: the answerer waits for that server, saying so
 once, however long it takes to start; else a Spark of its own on ``history.master``). The
 views a query names are read again for each query (:meth:`sinks.history.query.History.sql`),
-so an answer is never older than the last compaction. SIGTERM or SIGINT ends it after the
-current answer; its socket is removed.
+so an answer is never older than the last compaction. A Spark Connect server that does not
+answer (0.5 s) has the query refused at once (its client would retry for minutes; the
+command then runs a Spark of its own, saying so); a session that no longer answers (the
+server restarted: a refused query is followed by ``SELECT 1``) has it refused and a new
+session opened. SIGTERM or SIGINT ends it after the current answer; its socket is removed.
 """
 
 from __future__ import annotations
@@ -110,7 +113,13 @@ def run(args, settings) -> int:
             except (TimeoutError, InterruptedError):
                 continue
             with conn:
-                serve_one(conn, history, settings.lake)
+                fine = serve_one(conn, history, settings)
+            if not fine:                # its session lost (the server restarted): a new one
+                print("fleetwatch history serve: the session was lost; opening a new one",
+                      flush=True)
+                history = warm(settings, stopping)
+                if history is None:
+                    break
         return 0
     finally:
         listener.close()
@@ -166,11 +175,14 @@ def warm(settings, stopping: list):
     return history
 
 
-def serve_one(conn: socket.socket, history, lake: str) -> None:
+def serve_one(conn: socket.socket, history, settings) -> bool:
     """Answer one client: its request read (bounded in size and time), its query answered
-    as ``history sql`` would print it; a bad request or an error is refused, never fatal."""
-    from fleetwatch.cli.history import sql
+    as ``history sql`` would print it; a bad request or an error is refused, never fatal.
+    False when the session no longer answers (the caller opens another): a query Spark
+    refused is tried on it once more with ``SELECT 1``."""
+    from fleetwatch.cli.history import reach, sql
     from sinks.history.query import uncompacted
+    lake = settings.lake
     try:
         conn.settimeout(REQUEST_TIMEOUT)
         request = json.loads(_line(conn, MAX_REQUEST))
@@ -181,20 +193,29 @@ def serve_one(conn: socket.socket, history, lake: str) -> None:
                              "more)")
     except (OSError, ValueError, KeyError, TypeError) as e:
         _reply(conn, {"refused": f"bad request: {e}"})
-        return
+        return True
     if request.get("lake") != lake:
         _reply(conn, {"refused": f"this answerer serves the lake {lake}"})
-        return
+        return True
+    if settings.remote:
+        try:        # (its client would retry a server gone for minutes: the command knows
+            reach(settings.remote, 0.5)     # at once, and runs a Spark of its own)
+        except OSError as e:
+            _reply(conn, {"refused": str(e)})
+            return True
     out, err = io.StringIO(), io.StringIO()
     try:
         code = sql.answer(history, query, as_json, limit, out, err)
+        if code != 0:
+            history.sql("SELECT 1").collect()       # the query's fault, or the session's?
         waiting = uncompacted(lake) if code == 0 else 0
     except Exception as e:  # its Spark gone, a bug: the client answers itself, we go on
-        log.exception("history serve: a query failed")
+        log.warning("history serve: the session failed: %s", e)
         _reply(conn, {"refused": f"{e.__class__.__name__}: {e}"})
-        return
+        return False
     _reply(conn, {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue(),
                   "uncompacted": waiting})
+    return True
 
 
 def _reply(conn: socket.socket, reply: dict) -> None:

@@ -345,9 +345,10 @@ def test_demo_config_file_is_used(fleet):
     manifest = fleet.root / "one" / "demo.json"
     wait_for(lambda: manifest.exists() or not demo.alive(), 60, what="demo.json")
     names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
+    # (history-answerer: history serve on the warm Spark, history.answerer)
     assert names == ["router-1", "carbon", "graphite-web", "sink-registry", "sink-alerting",
                      "sink-graphite", "sink-history", "sink-prometheus", "scheduler",
-                     "history-compact", "agent", "console"]
+                     "history-compact", "history-answerer", "agent", "console"]
     # A second demo in the same directory is refused before it writes anything: the running
     # fleet keeps its configs (and the CLI its ports).
     before = snapshot(fleet.root / "one")

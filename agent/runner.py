@@ -48,6 +48,10 @@ UNKNOWN = 3
 RESULT_BUDGET = 200_000
 #: Answers kept for RUNs repeating one in flight.
 MAX_WAITERS = 16
+#: seconds the wall clock may move against the monotonic one between two RESULTs before
+#: they are numbered anew (NTP's slewing moves it far less; a step or a VM restored from a
+#: snapshot, far more)
+CLOCK_STEP = 2.0
 
 
 @dataclass
@@ -58,6 +62,7 @@ class Job:
     slot: float | None
     waiters: list = field(default_factory=list)
     #: its place among this agent run's RESULTs (:meth:`Runner.take`: when it started)
+    boot: str = ""
     seq: int = 0
 
 
@@ -180,6 +185,9 @@ class Runner:
         self.boot, self.seq = boot or os.urandom(8).hex(), 0
         self.launcher = launcher
         self.clock, self.wall = clock, wall
+        #: the wall clock less the monotonic one when the last RESULT was numbered: a jump
+        #: in it is a clock step, or this process resumed from a VM snapshot (:meth:`_next`)
+        self._offset = wall() - clock()
         self.cache_size, self.cache_age, self.cache_bytes = cache_size, cache_age, cache_bytes
         #: command_id -> [expiry (clock), RESULT, repeats sent, approximate bytes]
         self.cache: collections.OrderedDict = collections.OrderedDict()
@@ -254,7 +262,7 @@ class Runner:
         jobs = []
         while self.queued and self.running < self.cfg.max_running:
             jobs.append(self.queued.popleft())
-            jobs[-1].seq = self._next()
+            jobs[-1].boot, jobs[-1].seq = self._next()
             self.running += 1
             self.counters["agent.runs.started"] += 1
         return jobs
@@ -273,7 +281,7 @@ class Runner:
                             plugin=job.plugin.name, status=result.status, output=result.output,
                             long_output=result.long_output, perfdata=result.perfdata,
                             slot=job.slot, started=result.started,
-                            duration=round(result.duration, 6), boot=self.boot, seq=job.seq)
+                            duration=round(result.duration, 6), boot=job.boot, seq=job.seq)
         self._remember(job.command_id, msg, len(job.waiters) - 1)
         return [(origin, msg if i == 0 else protocol.resend(msg, i))
                 for i, origin in enumerate(job.waiters)]
@@ -286,16 +294,28 @@ class Runner:
     # ---------------------------------------------------------------- cache
     def _refuse(self, origin, command_id: str, name: str, slot, reason: str):
         self.counters["agent.runs.unknown"] += 1
+        boot, seq = self._next()
         msg = protocol.make("RESULT", self.uuid, clock=self.wall, command_id=command_id,
                             plugin=name, status=UNKNOWN, output=f"UNKNOWN - {reason}",
                             long_output="", perfdata=[], slot=slot, started=self.wall(),
-                            duration=0.0, boot=self.boot, seq=self._next())
+                            duration=0.0, boot=boot, seq=seq)
         self._remember(command_id, msg, 0)
         return [(origin, msg)]
 
-    def _next(self) -> int:
+    def _next(self) -> tuple[str, int]:
+        """The ``boot`` and ``seq`` of the next RESULT. A wall clock that moved against the
+        monotonic one by more than :data:`CLOCK_STEP` since the last RESULT (NTP stepped
+        it, or this process was restored from a VM snapshot, with its ``seq`` of then)
+        starts a new ``boot``: the receivers then order by arrival, and a restored agent's
+        numbers, already sent once, hide nothing (SPEC 4.5)."""
+        offset = self.wall() - self.clock()
+        if abs(offset - self._offset) > CLOCK_STEP:
+            log.info("the wall clock moved %+.1f s against the monotonic one: results are "
+                     "numbered anew", offset - self._offset)
+            self.boot, self.seq = os.urandom(8).hex(), 0
+        self._offset = offset
         self.seq += 1
-        return self.seq
+        return self.boot, self.seq
 
     def _remember(self, command_id: str, msg: protocol.Message, repeats: int) -> None:
         size = 256 + len(msg.get("output")) + len(msg.get("long_output", "")) + \

@@ -5,8 +5,9 @@ is stepped (NTP at boot, a VM resumed) and may be hours off, and a result "older
 sent by a fast clock would be dropped for as long as the clock was fast (SPEC 4.5). So:
 
 - Two results of one run of the agent (the same ``boot``, a token the agent draws at each
-  start) are ordered by its ``seq``: a number that only grows within that run, whatever
-  its wall clock does. Only this says a result is older than the one kept: a late or
+  start, and again when its wall clock jumps against its monotonic one: a step, or a VM
+  snapshot restored, :meth:`agent.runner.Runner._next`) are ordered by its ``seq``: a
+  number that only grows within that run, whatever its wall clock does. Only this says a result is older than the one kept: a late or
   repeated RESULT of that run.
 - Results of different runs are ordered by the receiver's clock: the one that arrived
   later is newer (one batch: the sender's time decides).

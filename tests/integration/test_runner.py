@@ -175,6 +175,47 @@ def test_declared_plugin_runs_and_result_echoes_slot(plugin_dir):
     protocol.decode(protocol.encode(msg))
 
 
+def test_a_runner_restored_from_a_vm_snapshot_numbers_its_results_anew(plugin_dir):
+    """Issue 31, 2: results are ordered by the agent's boot and seq, which live in its
+    memory. A process restored from a VM snapshot goes on from the seq it had then, numbers
+    it already sent: the sinks held them "not newer" until it passed the last one. Its wall
+    clock, set right on resume, moved against its monotonic one (restored with it): a new
+    boot, so the sinks order by arrival and hide nothing. A step back of the wall clock
+    alone (NTP) does the same; the slewing of a few seconds a day does not."""
+    import copy
+
+    from sinks.alerting.ordering import newer, of
+    wall, mono = Clock(1_700_000_000.0), Clock(500.0)
+    runner, _ = make_runner(plugin_dir)
+    runner.clock, runner.wall, runner._offset = mono, wall, wall() - mono()
+
+    def result(n: int, runner=runner) -> dict:
+        assert runner.submit(run_msg(f"c{n}", "ok"), "r1") == []
+        [(_, msg)] = drive(runner)
+        return msg.body
+
+    first = result(1)
+    # the snapshot: its memory and its monotonic clock as they are now; the wall clock is
+    # the real one, set right when it resumes
+    snapshot = copy.deepcopy(runner, {id(wall): wall})
+    for n in range(2, 6):
+        wall.advance(60)
+        mono.advance(60)
+        held = result(n)
+    assert (held["boot"], held["seq"]) == (first["boot"], 5)
+    wall.advance(3600)                          # resumed an hour later, the clock set right
+    restored = result(6, snapshot)
+    assert restored["boot"] != first["boot"] and restored["seq"] == 1
+    assert newer(of(restored["ts"], wall(), restored["boot"], restored["seq"]),
+                 of(held["ts"], wall() - 3600, held["boot"], held["seq"]))
+    snapshot.clock.advance(60)
+    wall.advance(61.5)                          # slewed: the same run
+    again = result(7, snapshot)
+    assert (again["boot"], again["seq"]) == (restored["boot"], 2)
+    wall.advance(-7200)                         # stepped back: a new one
+    assert result(8, snapshot)["boot"] not in (first["boot"], restored["boot"])
+
+
 def test_run_timeout_only_shortens_the_declared_one(plugin_dir):
     runner, calls = make_runner(plugin_dir, [check("ok", "check_ok", timeout=5)])
     runner.submit(run_msg("c1", "ok", timeout=500), "r1")

@@ -113,7 +113,11 @@ def run(args, settings) -> int:
             except (TimeoutError, InterruptedError):
                 continue
             with conn:
-                fine = serve_one(conn, history, settings)
+                try:
+                    fine = serve_one(conn, history, settings)
+                except Exception:   # a bug must not end the answerer: logged, it goes on
+                    log.exception("history serve: a request failed")
+                    fine = True
             if not fine:                # its session lost (the server restarted): a new one
                 print("fleetwatch history serve: the session was lost; opening a new one",
                       flush=True)
@@ -221,6 +225,7 @@ def serve_one(conn: socket.socket, history, settings) -> bool:
 def _reply(conn: socket.socket, reply: dict) -> None:
     try:
         conn.settimeout(REQUEST_TIMEOUT)
-        conn.sendall(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+        # (escaped to ASCII: a value of the lake that is no valid UTF-8 still goes)
+        conn.sendall(json.dumps(reply).encode() + b"\n")
     except OSError as e:                    # the client left (Ctrl-C): nothing to tell
         log.debug("history serve: a reply not sent: %s", e)

@@ -36,7 +36,7 @@ import time
 
 import zmq
 
-from fleetwatch import protocol
+from fleetwatch import private, protocol
 from fleetwatch.cardinality import NameCap
 from fleetwatch.logs import Throttle
 
@@ -177,11 +177,8 @@ class IntakeSocket:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         mode = 0o600 if gid is None else 0o660
         # libzmq binds in this thread: the file is born with the mode, never wider.
-        old = os.umask(0o777 & ~mode)
-        try:
+        with private.born_with(mode):
             self.sock.bind(endpoint)
-        finally:
-            os.umask(old)
         try:
             if gid is not None:
                 os.chown(path, -1, gid)

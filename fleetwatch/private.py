@@ -5,6 +5,9 @@ only narrow the mode ``open`` gives), so there is no moment when it is more open
 gives a database's ``-wal``, ``-shm`` and journal files the mode of the database file, so
 creating the (empty) database file first with :func:`create` is enough for all of them.
 
+A socket file (a Unix socket's bind) cannot be opened with a mode: it is made while
+:func:`born_with` narrows the umask, so that it too is never more open than its mode.
+
 Modes: :data:`PRIVATE` (0600) for what one user reads (the demo's configs, logs and
 ``demo.json``); :data:`GROUP` (0640) for what the service group reads too (the state
 database, the spool, a site router's buffer, the lake's tables, like the files the services
@@ -13,11 +16,23 @@ make under ``UMask=0027``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import BinaryIO
 
 PRIVATE = 0o600
 GROUP = 0o640
+
+
+@contextlib.contextmanager
+def born_with(mode: int = PRIVATE):
+    """The umask narrowed so that a file made meanwhile (a socket bound) has at most
+    ``mode``; restored after. The umask is the process's: bind in the thread that calls."""
+    old = os.umask(0o777 & ~mode)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def create(path: str | os.PathLike, mode: int = PRIVATE) -> bool:

@@ -15,6 +15,11 @@ DEFAULT_LAKE = "/var/lib/fleetwatch/history"
 MAX_SOCKET_PATH = 107
 
 
+def socket_path_fits(path: str) -> bool:
+    """Whether ``path`` can name a Unix socket (:data:`MAX_SOCKET_PATH`)."""
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
+
+
 @dataclass(frozen=True)
 class HistorySinkSettings:
     """The history sink's ``history:`` section (docs/concepts/history.md,
@@ -78,7 +83,7 @@ class HistorySettings:
                 raise ValueError(f"conf: {key!r} is not a Spark setting (spark.*)")
         if self.remote and not self.remote.startswith("sc://"):
             raise ValueError("remote: expected a Spark Connect URL such as sc://HOST:15002")
-        if self.answerer and len(os.fsencode(self.answerer)) > MAX_SOCKET_PATH:
+        if self.answerer and not socket_path_fits(self.answerer):
             raise ValueError(f"answerer: a Unix socket's path is at most {MAX_SOCKET_PATH} "
                              f"bytes")
         if self.processed not in ("move", "delete"):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import namedtuple
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
@@ -110,48 +110,29 @@ class Prepared:
         """Run the statement with ``params`` in ``conn``'s transaction; its rows (a statement
         that returns none: [])."""
         compiled = self._for(conn.dialect)
-        args = compiled.parameters(params or {})
-        cursor = self._cursor(conn)
-        try:
-            cursor.execute(compiled.sql, args)
-            return compiled.rows(cursor) if cursor.description is not None else []
-        except conn.dialect.loaded_dbapi.Error as e:
-            raise _wrapped(conn, cursor, compiled.sql, args, e) from e
-        finally:
-            cursor.close()
-
-    def execute_many(self, conn: Connection, rows: Iterable[Mapping]) -> None:
-        """Run the statement once per row of ``rows`` (a statement returning nothing)."""
-        compiled = self._for(conn.dialect)
-        args = [compiled.parameters(row) for row in rows]
-        if not args:
-            return
-        cursor = self._cursor(conn)
-        try:
-            cursor.executemany(compiled.sql, args)
-        except conn.dialect.loaded_dbapi.Error as e:
-            raise _wrapped(conn, cursor, compiled.sql, args, e) from e
-        finally:
-            cursor.close()
-
-    @staticmethod
-    def _cursor(conn: Connection):
         # the connection's transaction is begun (SQLAlchemy's "begin" event) when its first
         # statement runs: a prepared statement may be the first
         if not conn.in_transaction():
             conn.begin()
-        return conn.connection.dbapi_connection.cursor()
+        return _run(conn, compiled.sql, compiled.parameters(params or {}), compiled.rows)
 
 
 def execute_sql(conn: Connection, sql: str) -> None:
     """Run ``sql`` (a statement without parameters or rows: ``BEGIN IMMEDIATE``) on
     ``conn``'s driver connection, outside SQLAlchemy's transaction bookkeeping (its
     ``begin`` event's own statement)."""
+    _run(conn, sql, ())
+
+
+def _run(conn: Connection, sql: str, args, rows=None) -> list:
+    """``sql`` with ``args`` on a cursor of ``conn``'s driver connection; ``rows(cursor)``
+    when it returned some, else []. A driver's error is raised as SQLAlchemy's."""
     cursor = conn.connection.dbapi_connection.cursor()
     try:
-        cursor.execute(sql)
+        cursor.execute(sql, args)
+        return rows(cursor) if rows is not None and cursor.description is not None else []
     except conn.dialect.loaded_dbapi.Error as e:
-        raise _wrapped(conn, cursor, sql, (), e) from e
+        raise _wrapped(conn, cursor, sql, args, e) from e
     finally:
         cursor.close()
 

@@ -241,7 +241,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
               "--alert-to ADDR deliver them)"),
         f"  logs            {root / 'logs'}/",
         f"  processes       {root / 'demo.json'}",
-        *warm_lines(info.get("warm_spark"), root, children),
+        *warm_lines(info.get("warm_spark"), root, info.get("answerer")),
         "",
         *spark_lines(info.get("spark")),
         *console_lines(info.get("console"), root),
@@ -344,17 +344,16 @@ def start_warm_spark(root: Path, cfg: DemoConfig):
     return warm
 
 
-def warm_lines(warm, root: Path, children=()) -> list[str]:
-    """Where the warm Spark is, or nothing."""
+def warm_lines(warm, root: Path, answerer: str | None = None) -> list[str]:
+    """Where the warm Spark is, and its answerer (``history.answerer``), or nothing."""
     if warm is None:
         return []
     lines = [f"  warm Spark      {warm.connect} (history.remote: a Spark Connect server, "
              f"{WARM_MASTER}, driver {WARM_MEMORY}; up 20-60 s after the start, then history "
              f"sql answers in seconds; log {root / 'warm-spark' / 'connect.log'})"]
-    sock = root / "history.sock"
-    if any(c.name == "history-answerer" for c in children):
+    if answerer:
         lines.append(f"                  history sql asks a session kept warm on it first "
-                     f"(history serve at {sock}: about a second)")
+                     f"(history serve at {answerer}: about a second)")
     return lines
 
 

@@ -31,7 +31,6 @@ so ``fleetwatch status`` shows checks running within a minute.
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,7 @@ import yaml
 from fleetwatch import private
 from fleetwatch.cli.demo.carbon import Carbon
 from fleetwatch.config import setting
-from sinks.history.config import MAX_SOCKET_PATH
+from sinks.history.config import socket_path_fits
 from fleetwatch.cli.demo.ports import free_port
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates
@@ -308,7 +307,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     # the warm Spark's answerer (a Unix socket: its path has a length limit, past which the
     # demo goes without one, history sql then asking the warm Spark itself)
     answerer = str((root / "history.sock").resolve()) if remote else ""
-    if len(os.fsencode(answerer)) > MAX_SOCKET_PATH:
+    if not socket_path_fits(answerer):
         answerer = ""
     configs["fleetwatch.yaml"] = {"routers": controls, "state_url": state_url, "timeout": 2.0,
                                   "history": {"lake": lake, "master": spark_master or "local[1]",
@@ -377,4 +376,5 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
                                   "password": password} if password else None,
                       "prometheus": f"http://{prometheus}/metrics",
                       "keys": security.get("dir"), "carbon": carbon, "graphite_web": web,
-                      "channels": sorted((delivery or {}).get("channels", {}))}
+                      "channels": sorted((delivery or {}).get("channels", {})),
+                      "answerer": answerer}

@@ -33,6 +33,8 @@ import socket
 import sys
 import time
 
+from fleetwatch import private
+
 log = logging.getLogger(__name__)
 
 HELP = "keep a Spark session warm and answer history sql from it over a local socket"
@@ -145,11 +147,8 @@ def listen(path: str) -> socket.socket:
             else:
                 raise OSError("another answerer listens there")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
-    try:
+    with private.born_with(private.PRIVATE):
         listener.bind(path)
-    finally:
-        os.umask(old)
     listener.listen(16)
     listener.settimeout(0.5)                # a stop request is seen within that
     return listener

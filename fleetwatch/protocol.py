@@ -154,6 +154,8 @@ SCHEMAS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
               "limit": ((int,), False), "total": ((int,), False), "next": (_STR, False),
               "sinks": (_DICT, False), "durable": (_DICT, False)},
     "MEMBERS": {"router": (_STR, False), "routers": (_LIST, False)},
+    "ATTACHED": {"router": (_STR, False), "uuids": (_LIST, False), "attached": (_DICT, False),
+                 "ref": (_STR, False)},
     "ERROR": {"status": ((int,), True), "reason": (_STR, True), "ref": (_STR, False)},
 }
 TYPES = frozenset(SCHEMAS)
@@ -174,7 +176,9 @@ AGENT_TYPES = frozenset({"HELLO", "HEARTBEAT", "STATS", "NOTIFY", "REGISTER", "R
 #: ACK, RUN and ERROR for an agent behind the site (TARGET).
 DOWN_TYPES = frozenset({"WELCOME", "HEARTBEAT", "ERROR", "ACK", "RUN"})
 #: What a back-end client may send on the control socket.
-CONTROL_TYPES = frozenset({"HELLO", "ACK", "RUN", "PEERS", "STATS", "MEMBERS"})
+CONTROL_TYPES = frozenset({"HELLO", "ACK", "RUN", "PEERS", "STATS", "MEMBERS", "ATTACHED"})
+#: Most uuids one ATTACHED request names (SPEC 4.10)
+MAX_ATTACHED = 1000
 
 #: The sink type owning each type an agent spools until ACKed (SPEC 4.2): what it waits for
 #: when no router said otherwise, and the type an ACK without ``sink`` is taken to come from.
@@ -379,6 +383,12 @@ def _check_values(type_: str, body: dict) -> None:
         # (router/members.py, SPEC 4.9); the list as a whole is bounded there too
         if not all(isinstance(r, dict) for r in body.get("routers", ())):
             raise ProtocolError(BAD_REQUEST, "MEMBERS: routers must be objects")
+    elif type_ == "ATTACHED":
+        uuids = body.get("uuids", ())
+        if len(uuids) > MAX_ATTACHED or not all(
+                isinstance(u, str) and len(u) <= MAX_ID for u in uuids):
+            raise ProtocolError(BAD_REQUEST, f"ATTACHED: uuids must be at most {MAX_ATTACHED} "
+                                             f"ids")
     elif type_ == "HELLO":
         if not body["heartbeat"] > 0:
             raise ProtocolError(BAD_REQUEST, "HELLO: heartbeat must be a positive interval")

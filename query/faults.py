@@ -3,19 +3,22 @@ lists and ``/api/v1/problems`` show before the hosts' problems (a fault of the f
 make the hosts' problems wrong: a sink missing leaves checks stale).
 
 Each fault is ``{"kind", "name", "state", "since", "output"}``, listed worst first (by
-``state``: DOWN, CRITICAL, WARNING; then by kind in this order; then by name):
+``state``: DOWN, CRITICAL, WARNING; then by kind in this order; then by name), each
+``(kind, name)`` once:
 
 - ``router`` DOWN: a router that did not answer, of the operator config or of the mesh
   (SPEC 4.9: live for the routers that answered, held dead by them, or remembered by the
   console: :class:`fleetwatch.ask.Remembered`);
-- ``site`` DOWN: a site router whose uplink is down (SPEC 4.10): its last STATS said
+- ``site`` DOWN: a site router whose link is down (SPEC 4.10): a central router expired its
+  link and no router lists it linked (PEERS ``sites_lost``), or its last STATS said
   ``router.site.up`` 0, or its STATS stopped (:func:`silent`);
 - ``sink`` CRITICAL: a sink type some router binds with no sink of it connected to any
   router that answered: the durable types it must ACK wait in the agents' spools, the rest
   routed to it are dropped and counted; WARNING when only some routers lack one;
-- ``scheduler`` CRITICAL: a scheduler whose STATS stopped (:func:`silent`), or, in a fleet
-  that declares checks, none heard at all while the routers' STATS have been followed for
-  :data:`NONE_HEARD_AFTER` seconds.
+- ``scheduler`` CRITICAL: a scheduler whose STATS stopped (:func:`silent`: as the routers
+  that relayed them last heard it, PEERS ``backends``, or as the console's tail did), or,
+  in a fleet that declares checks, none heard at all while a router has been up, or the
+  console has followed the routers' STATS, for :data:`NONE_HEARD_AFTER` seconds.
 
 From the routers' PEERS answers (:func:`of_routers`: ``status`` and the console) and the
 console's tail of the fleet's STATS (:func:`of_health`: :mod:`web.health`). Pure logic.
@@ -42,15 +45,30 @@ def fault(kind: str, name: str, state: str, output: str, since: float | None = N
 
 
 def ordered(faults: list[dict]) -> list[dict]:
-    """Worst first: by state, then kind (:data:`STATES`, :data:`KINDS`), then name."""
-    return sorted(faults, key=lambda f: (STATES.index(f["state"]), KINDS.index(f["kind"]),
-                                         f["name"]))
+    """Worst first: by state, then kind (:data:`STATES`, :data:`KINDS`), then name; of two
+    faults of one ``(kind, name)`` (told by the routers and by the console's tail), the
+    first."""
+    seen, once = set(), []
+    for f in sorted(faults, key=lambda f: (STATES.index(f["state"]), KINDS.index(f["kind"]),
+                                           f["name"])):
+        if (f["kind"], f["name"]) not in seen:
+            seen.add((f["kind"], f["name"]))
+            once.append(f)
+    return once
 
 
-def of_routers(answers) -> list[dict]:
-    """The routers that did not answer (PEERS) and the sink types with no sink connected,
-    from the routers' answers (:func:`fleetwatch.ask.ask_mesh`), worst first."""
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else None
+
+
+def of_routers(answers, checks: bool = True) -> list[dict]:
+    """The routers that did not answer (PEERS), the sink types with no sink connected, the
+    sites whose link a router lost and the schedulers silent, from the routers' answers
+    (:func:`fleetwatch.ask.ask_mesh`: every page of each), worst first; ``checks``: whether
+    the fleet declares any check (without, a fleet needs no scheduler)."""
     found = []
+    heard = Heard()
     served: dict[str, list[str]] = {}       # sink type -> routers with one connected
     lacking: dict[str, list[str]] = {}      # sink type -> routers without
     durable: dict[str, list[str]] = {}      # sink type -> the types that wait for it
@@ -67,6 +85,7 @@ def of_routers(answers) -> list[dict]:
                                f"{answer.problem or 'no answer'}{how}"))
             continue
         answered += 1
+        heard.take(name, reply)
         sinks = reply.get("sinks")
         for sink, count in (sinks.items() if isinstance(sinks, dict) else ()):
             ok = isinstance(count, int) and not isinstance(count, bool) and count > 0
@@ -89,7 +108,72 @@ def of_routers(answers) -> list[dict]:
                                f"no {sink} sink connected to {', '.join(lacking[sink])} "
                                f"({len(lacking[sink])} of {len(lacking[sink]) + len(served[sink])}"
                                f" routers): what they route to it is dropped (counted)"))
-    return ordered(found)
+    return ordered(found + heard.faults(checks))
+
+
+class Heard:
+    """The routers' word on the back-end processes and the site links (PEERS
+    ``backends``, ``sites_lost``, ``uptime``: :mod:`router.heard`), merged: each process
+    as the router that heard it last, each site lost unless some router lists it linked.
+    Times are the routers' own (``ago``), never this machine's clock."""
+
+    def __init__(self):
+        self.backends: dict[str, dict] = {}
+        self.lost: dict[str, dict] = {}
+        self.linked: set[str] = set()
+        self.uptime: float | None = None     # the longest a router that lists backends was up
+
+    def take(self, router: str, reply) -> None:
+        for entry in reply.get("agents") or ():
+            if isinstance(entry, dict) and not entry.get("site"):    # a site linked is one
+                self.linked.add(str(entry.get("uuid")))
+        backends, uptime = reply.get("backends"), _number(reply.get("uptime"))
+        if isinstance(backends, list) and uptime is not None:
+            self.uptime = max(self.uptime or 0.0, uptime)
+            for b in backends:
+                self._keep(self.backends, b, "uuid", router)
+        lost = reply.get("sites_lost")
+        for site in lost if isinstance(lost, list) else ():
+            self._keep(self.lost, site, "site", router)
+
+    @staticmethod
+    def _keep(into: dict, entry, key: str, router: str) -> None:
+        """``entry`` of ``router`` into ``into`` by its ``key`` when it is the freshest (the
+        least ``ago``); its ``every`` kept from another router's when it has none."""
+        if not isinstance(entry, dict) or not isinstance(entry.get(key), str) \
+                or _number(entry.get("ago")) is None:
+            return
+        old = into.get(entry[key])
+        if old is None or entry["ago"] < old["ago"]:
+            every = _number(entry.get("every")) or (old or {}).get("every")
+            into[entry[key]] = {**entry, "every": every, "router": router}
+        elif old.get("every") is None:
+            old["every"] = _number(entry.get("every"))
+
+    def faults(self, checks: bool) -> list[dict]:
+        found = []
+        for name, site in sorted(self.lost.items()):
+            if name in self.linked:
+                continue
+            agents = site.get("agents")
+            behind = f"its {agents} agents are" if isinstance(agents, int) else "its agents are"
+            found.append(fault("site", name, "DOWN",
+                               f"link lost: router {site['router']} heard nothing from it for "
+                               f"{int(site['ago'])} s; {behind} UNREACHABLE behind it",
+                               _number(site.get("last_heard"))))
+        schedulers = {u: b for u, b in self.backends.items() if b.get("role") == "scheduler"}
+        for name, b in sorted(schedulers.items()):
+            if silent({"heard": 0.0, "every": b["every"]}, b["ago"]) is not None:
+                found.append(fault("scheduler", name, "CRITICAL",
+                                   f"no STATS for {int(b['ago'])} s (last through router "
+                                   f"{b['router']}): the checks it schedules are not run",
+                                   _number(b.get("last_heard"))))
+        if checks and not schedulers and self.uptime is not None \
+                and self.uptime > NONE_HEARD_AFTER:
+            found.append(fault("scheduler", "-", "CRITICAL",
+                               f"no scheduler's STATS through any router in "
+                               f"{int(self.uptime)} s: no check is scheduled"))
+        return found
 
 
 def silent(process: dict, now: float) -> float | None:

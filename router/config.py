@@ -71,6 +71,9 @@ class RouterMesh:
         5, "a router whose beat has not advanced for this many intervals is dead: out of "
            "the live set (WELCOME, PEERS of agents then drop it)")
     fanout: int = setting(3, "live members told each round, chosen at random")
+    forget_after: float = setting(
+        86_400.0, "seconds a dead router is kept after its beat last advanced (a tombstone: "
+                  "`status` and the console list it as a router DOWN meanwhile)")
     key: str = setting(
         "", "with CURVE: the SECRET certificate this router presents when it joins others "
             "(their `security.routers` must list its public key); empty: its "
@@ -83,6 +86,9 @@ class RouterMesh:
             raise ValueError("expire_intervals: expected 2 to 1000 intervals")
         if not 1 <= self.fanout <= 64:
             raise ValueError("fanout: expected 1 to 64 members a round")
+        if self.forget_after < 3 * self.expire_intervals * self.interval:
+            raise ValueError("forget_after: expected at least 3 times expire_intervals x "
+                             "interval seconds")
         for n, seed in enumerate(self.seeds):
             if not seed.startswith(("tcp://", "ipc://", "inproc://")) or len(seed) > 255:
                 raise ValueError(f"seeds[{n}]: expected a control endpoint "

@@ -2,7 +2,8 @@
 
 Control clients send HELLO (answered WELCOME), PEERS (answered with a page of the attached
 agents), MEMBERS (the routers of the mesh: a router's list is merged, and every MEMBERS is
-answered with this router's list, SPEC 4.9), STATS (a back-end process's own counters,
+answered with this router's list, SPEC 4.9), ATTACHED (another router asks which uuids
+are attached here before a site may speak for them, SPEC 4.10), STATS (a back-end process's own counters,
 relayed like the router's) or ACK and
 RUN for one agent, which :class:`ControlDesk` forwards to that agent as received
 (SIGNATURE, TYPE, BODY), answering an ERROR when the agent is not attached or not reading.
@@ -24,6 +25,7 @@ import time
 from fleetwatch import protocol
 from fleetwatch.protocol import Message, ProtocolError
 from router.counters import Counters
+from router.heard import Backends
 from router.members import MAX_MEMBERS, Members
 from router.peers import Peers
 from router.port import FULL, SENT, DeskPort
@@ -53,10 +55,14 @@ class ControlDesk:
         #: ``to_site(uuid, type_frame, body)`` (SENT, FULL, GONE, or None when no site
         #: speaks for it), ``peers_after(uuid)`` and ``len()`` (PEERS)
         self.beyond = None
+        #: the back-end processes whose STATS this router relayed (PEERS: ``backends``),
+        #: and when it started (PEERS: ``uptime``)
+        self.backends = Backends(clock)
+        self.started = clock()
 
     def control_message(self, rid: bytes, parts: list[bytes], user: str = "") -> None:
         """One request: its frames after the routing id ``rid``; ``user``: its connection's
-        ZAP User-Id, with CURVE (read by the relay for MEMBERS only)."""
+        ZAP User-Id, with CURVE (read by the relay for MEMBERS and ATTACHED only)."""
         try:
             target, msg = protocol.decode_control(parts, self.max_body)
         except ProtocolError as e:
@@ -66,6 +72,9 @@ class ControlDesk:
             return
         if msg.type == "MEMBERS":
             self.members_request(rid, msg, user)
+            return
+        if msg.type == "ATTACHED":
+            self.attached_request(rid, msg, user)
             return
         if msg.type == "HELLO":
             log.info("control client %s (%s, %s) said HELLO", msg.uuid, msg.get("role", "?"),
@@ -94,7 +103,17 @@ class ControlDesk:
                                   key=lambda e: e["uuid"])
             total += len(self.beyond)
         self.port.reply(rid, protocol.peers_page(self.id, entries, total, limit,
-                                                 self.clock, fleet=self.port.fleet()))
+                                                 self.clock, fleet=self.fleet()))
+
+    def fleet(self) -> dict:
+        """What a PEERS answer says besides the agents (SPEC 4.3): the router's ``sinks``
+        and ``durable`` routes, the ``backends`` it heard, the site links it lost
+        (``sites_lost``, a central router's) and its ``uptime``."""
+        found = {**self.port.fleet(), "backends": self.backends.answer(),
+                 "uptime": round(max(0.0, self.clock() - self.started), 3)}
+        if self.beyond is not None:
+            found["sites_lost"] = self.beyond.lost.answer()
+        return found
 
     def members_request(self, rid: bytes, msg: Message, user: str) -> None:
         """MEMBERS (SPEC 4.9): a router's ``routers`` list is merged (with CURVE only from a
@@ -123,6 +142,33 @@ class ControlDesk:
         self.port.reply(rid, protocol.make("MEMBERS", self.id, self.clock, router=self.id,
                                            routers=self.members.entries()))
 
+    def attached_request(self, rid: bytes, msg: Message, user: str) -> None:
+        """ATTACHED (SPEC 4.10): another router of the mesh asks which of ``uuids`` are
+        attached here (answered ``attached``: uuid -> "") or behind a site linked here,
+        heard in the last minute (uuid -> the site), before it lets a site speak for them;
+        with CURVE only a router's key may ask (else 403)."""
+        if self.curve and not user.startswith("router:"):
+            self.mesh_refused += 1
+            self.port.refuse(rid, ProtocolError(
+                protocol.FORBIDDEN, "ATTACHED from a key that is not a router's "
+                                    "(security.routers)"), ref=msg.msg_id)
+            return
+        uuids = msg.get("uuids")
+        if uuids is None:
+            self.mesh_bad += 1
+            self.port.refuse(rid, ProtocolError(protocol.BAD_REQUEST, "ATTACHED: uuids "
+                                                "missing"), ref=msg.msg_id)
+            return
+        here, beyond = self.peers.uuids, self.beyond
+        found = {}
+        for uuid in uuids:
+            if uuid in here:
+                found[uuid] = ""
+            elif beyond is not None and (site := beyond.holds(uuid)) is not None:
+                found[uuid] = site
+        self.port.reply(rid, protocol.make("ATTACHED", self.id, self.clock, router=self.id,
+                                           attached=found, ref=msg.msg_id))
+
     def stats(self, rid: bytes, parts: list[bytes], msg: Message) -> None:
         """A back-end process's own counters (SPEC 4.3): relayed through the STATS route
         like the router's, stamped with the sender's id; ``source`` must say it is not an
@@ -133,6 +179,7 @@ class ControlDesk:
                                       + ", ".join(sorted(BACKEND_SOURCES))), ref=msg.msg_id)
             return
         self.counters.control_stats += 1
+        self.backends.heard(msg.uuid, msg.get("source"), msg.get("hostname"))
         # the sender's id ends the path, as a router's own id does: what no agent's STATS
         # can say (protocol.reporter), whatever its body's ``source``
         self.port.relay(protocol.envelope("STATS", msg.uuid, f"{self.id},{msg.uuid}"),

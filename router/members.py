@@ -7,8 +7,13 @@ pair (incarnation, beat) orders what is said of a router: an entry heard from an
 over the one kept when its pair is larger, and the router's beat is then said to have
 *advanced* (at the receiver's clock). A member whose beat has not advanced for
 ``expire_intervals`` intervals is dead: out of the live set, kept as a tombstone (its last
-pair) for twice that time, so that stale gossip of a lower pair cannot bring it back; only a
-larger pair does. A ``dead`` flag from another router for a member this one still hears
+pair) until ``forget_after`` seconds have passed since its beat last advanced (a day by
+default: ``fleetwatch status`` and the console list it as a router DOWN meanwhile, so that a
+router that died at night is still a problem in the morning), so that stale gossip of a
+lower pair cannot bring it back; only a larger pair does. A tombstone learnt from another
+router's list ages from that list's ``age`` (how long ago its beat advanced there), so that
+the mesh forgets it at about the same time everywhere and gossip does not keep it alive. A
+full table makes room for a live router by forgetting its oldest tombstone. A ``dead`` flag from another router for a member this one still hears
 advancing changes nothing here (its own observation wins), and what others say of this
 router's own id is never taken (a larger incarnation under it is another process with the
 same id: counted, logged).
@@ -37,6 +42,8 @@ MAX_MEMBERS = 256
 MAX_ENDPOINT = 255
 #: largest incarnation or beat (2**53: every JSON reader holds it exactly)
 MAX_COUNT = 2 ** 53
+#: seconds a dead router is kept (a tombstone, listed DOWN) after its beat last advanced
+FORGET_AFTER = 86_400.0
 
 
 @dataclass
@@ -82,6 +89,8 @@ class Entry:
     incarnation: int
     beat: int
     dead: bool = False
+    #: seconds since its beat advanced, as the sender said (0 when it did not)
+    age: float = 0.0
 
     @property
     def pair(self) -> tuple[int, int]:
@@ -96,7 +105,8 @@ def parse_entry(raw) -> Entry | None:
     """A MEMBERS ``routers`` entry (SPEC 4.9), or None when it is not one: ``id`` an id,
     ``endpoints`` an object with ``agents``, ``control`` and ``tail`` each a string of 1 to
     255 characters (other keys ignored), ``incarnation`` and ``beat`` integers from 0 below
-    2**53, ``dead`` a boolean if present. Other fields are ignored."""
+    2**53, ``dead`` a boolean if present, ``age`` a number of seconds if present (else 0).
+    Other fields are ignored."""
     if not isinstance(raw, dict):
         return None
     ident, endpoints = raw.get("id"), raw.get("endpoints")
@@ -113,7 +123,10 @@ def parse_entry(raw) -> Entry | None:
     incarnation, beat, dead = raw.get("incarnation"), raw.get("beat"), raw.get("dead", False)
     if not _count(incarnation) or not _count(beat) or not isinstance(dead, bool):
         return None
-    return Entry(ident, kept, incarnation, beat, dead)
+    age = raw.get("age", 0.0)
+    age = float(age) if isinstance(age, (int, float)) and not isinstance(age, bool) \
+        and 0 <= age < MAX_COUNT else 0.0
+    return Entry(ident, kept, incarnation, beat, dead, age)
 
 
 @dataclass
@@ -135,9 +148,12 @@ class Members:
 
     def __init__(self, own_id: str, endpoints: dict[str, str], incarnation: int,
                  interval: float = 1.0, expire_intervals: int = 5, clock=time.monotonic,
-                 max_members: int = MAX_MEMBERS):
+                 max_members: int = MAX_MEMBERS, forget_after: float = FORGET_AFTER):
         self.clock = clock
         self.interval, self.expire_intervals = interval, expire_intervals
+        #: seconds after its beat last advanced that a tombstone is forgotten (at least
+        #: three expiries: a tombstone outlives the gossip that could revive it)
+        self.forget_after = max(forget_after, 3 * self.expiry)
         self.max_members = max_members
         self.own = Member(own_id, {k: endpoints[k] for k in ENDPOINTS}, incarnation, 0,
                           clock())
@@ -197,11 +213,14 @@ class Members:
                 continue
             known = self.table.get(entry.id)
             if known is None:
-                if len(self.table) >= self.max_members:
+                if entry.dead and entry.age >= self.forget_after:
+                    continue                        # forgotten already
+                if len(self.table) >= self.max_members and (entry.dead or not self._room()):
                     merged.full += 1
                     continue
                 member = Member(entry.id, entry.endpoints, entry.incarnation, entry.beat,
-                                now, None if not entry.dead else now)
+                                now - entry.age if entry.dead else now,
+                                None if not entry.dead else now)
                 self.table[entry.id] = member
                 if member.live:
                     merged.joined.append(entry.id)
@@ -243,6 +262,18 @@ class Members:
                     left.append(member.id)
                     log.info("router %s left: its beat has not advanced for %.1fs",
                              member.id, now - member.advanced)
-            elif now - member.died > 2 * self.expiry:
+            elif now - member.advanced > self.forget_after:
                 del self.table[member.id]
+                log.info("router %s forgotten: dead, its beat not advanced for %.0fs",
+                         member.id, now - member.advanced)
         return left
+
+    def _room(self) -> bool:
+        """Forget the oldest tombstone of a full table; False when it holds none."""
+        dead = self.dead()
+        if not dead:
+            return False
+        oldest = min(dead, key=lambda m: m.advanced)
+        del self.table[oldest.id]
+        log.info("router %s forgotten: the member table is full", oldest.id)
+        return True

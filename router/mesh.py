@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 REDIAL_AFTER = 5
 #: MEMBERS queued per DEALER (a round's is worthless once the next is due)
 SNDHWM = 4
-FROM_ROUTER = frozenset({"MEMBERS", "ERROR"})
+FROM_ROUTER = frozenset({"MEMBERS", "ATTACHED", "ERROR"})
 
 
 @dataclass
@@ -71,6 +71,9 @@ class Mesh:
         self.by_socket: dict[zmq.Socket, Dealer] = {}
         self.poller: zmq.Poller | None = None
         self.on_change: Callable[[list[str], list[str]], None] = lambda joined, left: None
+        #: ``on_attached(router_id, ref, attached)``: a router's answer to
+        #: :meth:`ask_attached` (an ERROR answering it: none attached)
+        self.on_attached: Callable[[str, str, dict], None] = lambda router, ref, found: None
         self.next_round = 0.0
 
     # ---------------------------------------------------------------- sockets
@@ -175,6 +178,20 @@ class Mesh:
             # a DEALER made this round has not connected yet: no fault, counted apart
             self.counts["connecting" if fresh else "unsent"] += 1
 
+    def ask_attached(self, uuids: list[str]) -> tuple[str, set[str]] | None:
+        """Ask every other live router which of ``uuids`` are attached to it (ATTACHED,
+        SPEC 4.10); return the request's msg_id and the ids of the routers asked, or None
+        when no other router is live."""
+        own = self.members.own
+        others = [m for m in self.members.live() if m is not own]
+        if not others:
+            return None
+        msg = protocol.make("ATTACHED", own.id, self.clock, router=own.id, uuids=list(uuids))
+        frames = protocol.encode_control(msg)
+        for member in others:
+            self._send(member.endpoints["control"], frames)
+        return msg.msg_id, {m.id for m in others}
+
     # ---------------------------------------------------------------- answers
     def read(self, sock: zmq.Socket) -> None:
         """The answers waiting on one DEALER: MEMBERS lists merged, ERRORs counted."""
@@ -187,6 +204,13 @@ class Mesh:
                                   dealer.endpoint, e)
         for msg in replies(sock, bad, FROM_ROUTER):
             dealer.unanswered = 0
+            if msg.type == "ATTACHED" or (msg.type == "ERROR" and msg.get("ref")):
+                router = msg.get("router") or dealer.router_id or msg.uuid
+                attached = msg.get("attached") if msg.type == "ATTACHED" else None
+                self.on_attached(router, msg.get("ref") or "",
+                                 attached if isinstance(attached, dict) else {})
+                if msg.type == "ATTACHED":
+                    continue
             if msg.type == "ERROR":
                 self.counts["errors"] += 1
                 hint = (" (is this router's key in its security.routers?)"

@@ -30,6 +30,7 @@ from fleetwatch.heap import Trimmer
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import ACKING_SINKS, AGENT_TYPES, Message, ProtocolError
 from router.admission import Admission, connection_property
+from router.claims import Claims
 from router.config import RouterConfig
 from router.control import ControlDesk
 from router.counters import Counters
@@ -127,7 +128,8 @@ class Relay:
         #: live set changed, the agents still to be sent a new WELCOME (routing ids)
         mesh = config.mesh
         self.members = Members(config.id, dict.fromkeys(ENDPOINTS, ""), int(clock() * 1e6),
-                               mesh.interval, mesh.expire_intervals, monotonic)
+                               mesh.interval, mesh.expire_intervals, monotonic,
+                               forget_after=mesh.forget_after)
         self.mesh = Mesh(self.members, mesh.seeds, mesh.fanout, self.ctx, self.max_body,
                          clock=clock, monotonic=monotonic)
         self.mesh.on_change = self.members_changed
@@ -156,6 +158,7 @@ class Relay:
             lambda: {f"router.sinks.{name}": n for name, n in presence.counts().items()},
             lambda: {"router.durable_missing": len(presence.missing())},
             lambda: self.mesh.metrics(self.desk.mesh_refused, self.desk.mesh_bad),
+            lambda: {"router.control.backends_unkept": self.desk.backends.unkept},
             self.links.metrics,
             lambda: {"router.heap.trims": self.heap.trims,
                      "router.heap.trim_ms": round(self.heap.seconds * 1000)}])
@@ -199,6 +202,11 @@ class Relay:
                                                 lambda: self.welcome(endpoints=False),
                                                 self.max_body, self.drain,
                                                 self.doorman is not None)
+            # a site's claims checked with the other routers of the mesh (SPEC 4.10)
+            sites = self.desk.beyond
+            sites.claims = Claims(self.mesh.ask_attached, self.monotonic)
+            sites.meshed = lambda: len(self.members.live()) > 1
+            self.mesh.on_attached = sites.attached
         self.intake = Intake(self.agents, self.peers, self.counters, self.admission,
                              self.fanout, self.tail, self.id, self.clock,
                              guarded=self.guarded, misframed=self._misframed)
@@ -389,7 +397,8 @@ class Relay:
                     parts.append(first.bytes)
                 else:
                     parts.append(recv())
-            user = connection_property(first, "User-Id") if parts[1:2] == [b"MEMBERS"] else ""
+            user = connection_property(first, "User-Id") \
+                if parts[1:2] in ([b"MEMBERS"], [b"ATTACHED"]) else ""
             self.guarded(handle, rid, parts, user)
 
     # ---------------------------------------------------------------- periodic

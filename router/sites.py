@@ -41,6 +41,8 @@ from fleetwatch.rcvmore import rcvmore_reader
 from fleetwatch.protocol import (AGENT_TYPES, MAX_PATH, SIGNATURE, ProtocolError,
                                  parse_path, stamped)
 from router.admission import connection_property
+from router.claims import REFUSED_FOR, Claims, Settled
+from router.heard import LostSites
 from router.port import FULL, GONE, SENT
 from router.replies import ReplyLimiter
 
@@ -145,6 +147,14 @@ class SiteTable:
         self.times.setdefault(uuid, [0.0, 0.0])
         return True
 
+    def unlearn(self, uuid: str) -> None:
+        """``uuid`` is no link's any more (found attached elsewhere in the mesh)."""
+        link = self.uuids.pop(uuid, None)
+        if link is not None:
+            link.uuids.discard(uuid)
+            link.hellos.pop(uuid, None)
+        self.times.pop(uuid, None)
+
     def last_hello(self, uuid: str) -> tuple[bytes, bytes] | None:
         """The last HELLO (envelope as relayed, body) of ``uuid``, behind a link or a site
         linked, if kept."""
@@ -199,6 +209,14 @@ class Sites:
         self.unavailable = lambda type_frame: None
         self.durable_frames = frozenset({b"NOTIFY", b"REGISTER"})
         self.limiter = ReplyLimiter(1.0, monotonic)
+        #: the links expired, until their site links again (PEERS: ``sites_lost``)
+        self.lost = LostSites(clock)
+        #: a router of a mesh checks a site's claims with the other routers
+        #: (:mod:`router.claims`: the relay sets it, and ``meshed()``: whether another
+        #: router is live); uuid -> (monotonic time until, why) of those found elsewhere
+        self.claims: Claims | None = None
+        self.meshed = lambda: False
+        self.refused: dict[str, tuple[float, str]] = {}
         #: keep each uuid's last HELLO on its link (a site in a tree: it says them again
         #: upstream when its uplink comes back, SPEC 4.10)
         self.keep_hellos = False
@@ -211,6 +229,13 @@ class Sites:
         """Up to ``drain`` messages from the site links, frame by frame (RCVMORE read the
         relay's cheap way); with CURVE, each message's first frame as a zmq.Frame, for its
         connection's User-Id (which site's key)."""
+        try:
+            self._read()
+        finally:
+            if self.claims is not None and self.claims.unasked:
+                self.settle(self.claims.flush())
+
+    def _read(self) -> None:
         recv, more, curve = self.socket.recv, self.rcvmore, self.curve
         self.now, self.now_mono = self.clock(), self.monotonic()
         for _ in range(self.drain):
@@ -260,14 +285,15 @@ class Sites:
         else:
             table = self.table
             if table.uuids.get(uuid) is not link or uuid in table.attached:
-                why = table.elsewhere(uuid, link, self.now)
-                if why is not None:
-                    self._foreign(rid, link, uuid, why)
-                    return
-                if not table.learn(uuid, link):
-                    self._too_many(rid, link, uuid)
+                if not self._may_speak(rid, link, uuid, (type_frame, relayed, body)):
                     return
             times = table.times[uuid]
+        self._pass(rid, link, uuid, own, times, type_frame, relayed, body)
+
+    def _pass(self, rid: bytes, link: SiteLink, uuid: str, own: bool, times: list[float],
+              type_frame: bytes, relayed: bytes, body: bytes) -> None:
+        """Relay a message ``link`` may speak for (and answer 503 for a durable one that
+        cannot be taken now)."""
         times[1] = now = self.now
         times[0] = times[0] or now
         if type_frame == HELLO and self.keep_hellos:
@@ -281,6 +307,83 @@ class Sites:
                 self._send(rid, protocol.encode_down(protocol.error(
                     protocol.UNAVAILABLE, f"{why}: keep the {type_} and send it again", type_,
                     self.id), uuid))
+
+    def _may_speak(self, rid: bytes, link: SiteLink, uuid: str, message: tuple) -> bool:
+        """Whether ``link`` may speak for ``uuid`` now (it is learnt as the link's): not when
+        it is elsewhere (refused, counted), nor while the mesh is asked about it
+        (``message`` held meanwhile: :mod:`router.claims`)."""
+        table, claims = self.table, self.claims
+        why = table.elsewhere(uuid, link, self.now) or self._found_elsewhere(uuid)
+        held = claims.pending.get(uuid) if claims is not None else None
+        if why is None and held is not None and held.rid != rid:
+            other = table.links.get(held.rid)
+            why = f"{uuid} is behind site {other.site if other else '?'} (being checked)"
+        if why is not None:
+            self._foreign(rid, link, uuid, why)
+            return False
+        if held is not None or (claims is not None and table.uuids.get(uuid) is not link
+                                and self.meshed()):
+            claims.hold(uuid, rid, link.site, message)   # past its bounds: counted, dropped
+            return False
+        if not table.learn(uuid, link):
+            self._too_many(rid, link, uuid)
+            return False
+        return True
+
+    def _found_elsewhere(self, uuid: str) -> str | None:
+        found = self.refused.get(uuid)
+        if found is None:
+            return None
+        if found[0] > self.now_mono:
+            return found[1]
+        del self.refused[uuid]
+        return None
+
+    def attached(self, router: str, ref: str, attached: dict) -> None:
+        """A router's answer to the mesh's ATTACHED (:meth:`router.mesh.Mesh.ask_attached`)."""
+        if self.claims is not None:
+            self.settle(self.claims.answered(router, ref, attached))
+
+    def settle(self, settled: list[Settled]) -> None:
+        """The uuids the mesh was asked about: one attached elsewhere is refused (its held
+        messages dropped, counted, ``403`` down the link) for :data:`REFUSED_FOR` seconds and
+        taken from the link that spoke for it; a free one is learnt as its link's and its
+        held messages relayed in order."""
+        if not settled:
+            return
+        self.now, self.now_mono = self.clock(), self.monotonic()
+        table = self.table
+        for s in settled:
+            link = table.links.get(s.held.rid)
+            if s.elsewhere is not None:
+                why = f"agent {s.uuid} is attached to {s.elsewhere} of the mesh"
+                self.refused[s.uuid] = (self.now_mono + REFUSED_FOR, why)
+                table.unlearn(s.uuid)
+                if link is not None:
+                    self.counts["foreign"] += max(0, len(s.held.messages) - 1)
+                    self._foreign(link.rid, link, s.uuid, why)
+                continue
+            if not s.held.messages:
+                continue
+            if link is None or table.elsewhere(s.uuid, link, self.now) is not None:
+                self.counts["held_dropped"] += len(s.held.messages)
+                continue
+            if not table.learn(s.uuid, link):
+                self._too_many(link.rid, link, s.uuid)
+                continue
+            times = table.times[s.uuid]
+            for type_frame, relayed, body in s.held.messages:
+                self._pass(link.rid, link, s.uuid, False, times, type_frame, relayed, body)
+
+    def holds(self, uuid: str) -> str | None:
+        """The site a link here speaks for ``uuid`` through (heard in the last :data:`HELD`
+        seconds), "" when it is a site linked here, None otherwise: what ATTACHED answers."""
+        if uuid in self.table.sites:
+            return ""
+        link = self.table.uuids.get(uuid)
+        if link is None or self.clock() - self.table.times.get(uuid, (0.0, 0.0))[1] >= HELD:
+            return None
+        return link.site
 
     def _learn(self, rid: bytes, link: SiteLink | None, envelope: bytes, body: bytes,
                user: str = ""):
@@ -303,6 +406,7 @@ class Sites:
                 raise ProtocolError(protocol.UNAVAILABLE, f"{MAX_LINKS} sites are linked "
                                                           f"here already")
             self.counts["hellos"] += 1
+            self.lost.linked(uuid)
             self._send(rid, protocol.encode_down(self.welcome()))
         if link is None:
             self.counts["unknown"] += 1
@@ -407,7 +511,20 @@ class Sites:
 
     # ---------------------------------------------------------------- periodic
     def sweep(self) -> None:
-        self.counts["expired"] += len(self.table.expire())
+        if self.claims is not None:
+            self.settle(self.claims.expire())
+            if self.claims.due():
+                self.settle(self.claims.recheck({u: (link.rid, link.site) for u, link
+                                                 in self.table.uuids.items()}))
+            now = self.monotonic()
+            for uuid in [u for u, (until, _) in self.refused.items() if until <= now]:
+                del self.refused[uuid]
+        expired = self.table.expire()
+        self.counts["expired"] += len(expired)
+        now, mono = self.clock(), self.monotonic()
+        for link in expired:
+            self.lost.lost(link.site, link.hostname, now - (mono - link.last_heard),
+                           len(link.uuids))
         self.limiter.prune()
 
     def metrics(self) -> dict[str, int]:
@@ -419,5 +536,9 @@ class Sites:
                 "router.sites.expired": c["expired"], "router.sites.refused": c["refused"],
                 "router.sites.unavailable": c["unavailable"], "router.sites.internal": c["internal"],
                 "router.sites.unknown": c["unknown"], "router.sites.impostors": c["impostor"],
-                "router.sites.foreign": c["foreign"],
+                "router.sites.foreign": c["foreign"], "router.sites.lost_unkept": self.lost.unkept,
+                "router.sites.checking": len(self.claims or ()),
+                "router.sites.unverified": self.claims.unverified if self.claims else 0,
+                "router.sites.held_dropped": c["held_dropped"]
+                + (self.claims.overflow if self.claims else 0),
                 "router.sites.bad": sum(n for k, n in c.items() if k.startswith("bad."))}

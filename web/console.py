@@ -113,7 +113,7 @@ class Console:
                                 "agents": peers.get("total") if peers else None,
                                 "sinks": peers.get("sinks") if peers else None})
             found = {"routers": routers, "durability": durability.assess(answers),
-                     "router_faults": faults.of_routers(answers)}
+                     "router_faults": faults.of_routers(answers, self._declares_checks())}
             self._routers = (self.monotonic(), found)
             return found
 
@@ -176,15 +176,20 @@ class Console:
 
     # ------------------------------------------------------------ the pages' data
     def fleet_faults(self, routers: dict | None = None) -> list[dict]:
-        """The fleet's own faults, worst first (:mod:`query.faults`): routers not answering
-        and sink types without a sink (the routers' answers), sites whose uplink is down
-        and schedulers silent (the STATS :mod:`web.health` follows)."""
+        """The fleet's own faults, worst first (:mod:`query.faults`): routers not answering,
+        sink types without a sink, site links lost and schedulers silent (the routers'
+        answers), and sites whose uplink is down and schedulers silent as the STATS
+        :mod:`web.health` follows tell them."""
         found = list((routers or self.routers())["router_faults"])
         if self.health is not None:
-            read = self._view
-            checks = bool(read[1]["checks"]) if read is not None else True
-            found += faults.of_health(self.health.snapshot(), self.clock(), checks)
+            found += faults.of_health(self.health.snapshot(), self.clock(),
+                                      self._declares_checks())
         return faults.ordered(found)
+
+    def _declares_checks(self) -> bool:
+        """Whether the fleet declares any check, as last read (True before a reading)."""
+        read = self._view
+        return bool(read[1]["checks"]) if read is not None else True
 
     def overview(self) -> dict:
         """Hosts and checks by state, the fleet's own faults (``fleet``), the unhandled

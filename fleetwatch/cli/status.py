@@ -58,8 +58,9 @@ def add_arguments(parser) -> None:
     add_config(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.add_argument("--problems", action="store_true",
-                        help="only the fleet's own faults (routers not answering, sink "
-                             "types without a sink) and the unhandled problems, worst first: "
+                        help="only the fleet's own faults (routers not answering, site "
+                             "links lost, sink types without a sink, schedulers silent) "
+                             "and the unhandled problems, worst first: "
                              "agents DOWN, then checks CRITICAL, UNKNOWN, WARNING not "
                              "acknowledged, not in a downtime, not unreachable, not on an "
                              "agent DOWN")
@@ -124,7 +125,8 @@ def gather(config: OperatorConfig, now: float, warn=None) -> dict:
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
                 "problem": a.problem or None, "known": a.known} for a in answers]
     return {**view, "routers": routers, "durability": durability.assess(answers),
-            "fleet": faults.of_routers(answers), "answers": answers}
+            "fleet": faults.of_routers(answers, bool(view["checks"])),
+            "answers": answers}
 
 
 def run(args, clock=time.time) -> int:

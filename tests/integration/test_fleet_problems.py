@@ -5,7 +5,9 @@ by ``status --json``, followed by ``tail`` and shown on the console's overview, 
 and API; the graphite sink
 type, bound with no graphite sink, is a problem; once the second router is killed it is a
 problem first of all (``status --problems`` in text and JSON, exit 1; the console's
-overview; ``/api/v1/problems``) and the durability is no longer said to be ok."""
+overview; ``/api/v1/problems``) and the durability is no longer said to be ok. A site router
+and a scheduler killed are problems of ``status --problems`` as the router they spoke to
+tells (item 11)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import pytest
 from support.browser import Browser
 from support.console import PASSWORD, serve
 from support.fleet import wait_for
+from support.sites import central, site
 
 pytest.importorskip("fastapi")
 pytestmark = pytest.mark.timeout(120)
@@ -102,3 +105,44 @@ def test_status_and_the_console_see_the_mesh_and_a_dead_router_is_a_problem(flee
     problems = json.loads(b.request("/api/v1/problems", headers=auth)[2])
     assert [(f["kind"], f["name"]) for f in problems["fleet"]][:2] == [
         ("router", "r2"), ("sink", "graphite")]
+
+
+def test_a_site_link_lost_and_a_silent_scheduler_are_problems_of_status(fleet):
+    """What the central router heard and lost (PEERS ``sites_lost``, ``backends``: SPEC 4.3)
+    makes a killed site router and a killed scheduler problems of ``status --problems``,
+    which follows no tail; a site that links again is no problem any more."""
+    centre = central(fleet, sink_types=("registry", "alerting"))
+    for type_ in ("registry", "alerting"):
+        fleet.sink(type_, [centre])
+    paris = site(fleet, "paris", [centre["endpoints"]["sites"]])
+    scheduler = fleet.scheduler([centre], "sched-1", stats_interval=0.5)
+    op = fleet.operator_config([centre])
+
+    def fleet_of(doc: dict) -> list[tuple]:
+        return [(f["kind"], f["name"], f["state"]) for f in doc["fleet"]]
+
+    def problems(want):
+        def look():
+            doc = json.loads(status(fleet, op, "--problems", "--json")[1])
+            return doc if fleet_of(doc) == want else None
+        return look
+    wait_for(lambda: "paris" in {a["uuid"] for a in fleet.status(op, check=False)["agents"]},
+             30, 0.3, what="paris linked")
+    assert fleet_of(wait_for(problems([]), 20, 0.3, what="no fault")) == []
+
+    paris["proc"].kill()
+    scheduler.kill()
+    doc = wait_for(problems([("site", "paris", "DOWN"), ("scheduler", "sched-1", "CRITICAL")]),
+                   30, 0.3, what="the site and the scheduler as faults")
+    assert doc["fleet"][0]["output"].startswith("link lost: router central-1 heard nothing "
+                                                "from it for ")
+    assert doc["fleet"][1]["output"].endswith("(last through router central-1): the checks "
+                                              "it schedules are not run")
+    code, out = status(fleet, op, "--problems")
+    lines = out.splitlines()
+    assert code == 0 and [line.split()[:3] for line in lines[1:3]] == [
+        ["site", "paris", "DOWN"], ["scheduler", "sched-1", "CRITICAL"]]
+
+    site(fleet, "paris", [centre["endpoints"]["sites"]])
+    wait_for(problems([("scheduler", "sched-1", "CRITICAL")]), 30, 0.3,
+             what="paris linked again: no fault")

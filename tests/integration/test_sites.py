@@ -233,3 +233,60 @@ def test_a_restarted_centre_knows_the_agents_behind_a_tree_again_from_their_hell
                 assert (msg.type, msg.get("status")) != ("ERROR", protocol.HELLO_REQUIRED)
     finally:
         proxy.close()
+
+
+#: gossip every 0.2 s: the two central routers know each other within a second
+MESH = {"interval": 0.2, "expire_intervals": 10}
+
+
+def test_a_site_cannot_speak_for_an_agent_attached_to_another_router_of_the_mesh(fleet, zctx):
+    """Issue 31, item 1, across a mesh: an agent attached to central-2 only; a site linked
+    to central-1 sends a HELLO renaming it and a DEREGISTER for it. central-1 knows its own
+    agents, not central-2's: it asks the mesh (ATTACHED) before the site may speak for a
+    uuid, so both are refused (403 down the link, `router.sites.foreign`), and the registry
+    keeps the agent's name, parents and presence; a uuid no router has passes, in order."""
+    c1 = central(fleet, "central-1", sink_types=("registry", "graphite"), mesh=MESH)
+    c2 = central(fleet, "central-2", sink_types=("registry", "graphite"),
+                 mesh={**MESH, "seeds": [c1["endpoints"]["control"]]})
+    fleet.sink("registry", [c1, c2])
+    graphite = pull(zctx, c1["endpoints"]["sinks"]["graphite"])
+    op = fleet.operator_config([c1])
+    wait_for(lambda: {r["id"] for r in fleet.status(op, check=False)["routers"]
+                      if r["reachable"]} == {"central-1", "central-2"}, 20, 0.2,
+             what="the two central routers meshed")
+    agent = FakeAgent(zctx, c2["endpoints"]["agents"])
+
+    def row(uuid: str):
+        got = fleet.db_rows("SELECT hostname, parents, gone FROM agents WHERE uuid = ?", (uuid,))
+        return got[0] if got else None
+
+    def registered():       # HELLO again until the registry sink, connecting, has it
+        return agent.hello(heartbeat=30.0).type == "WELCOME" and row(agent.uuid)
+    wait_for(registered, 15, 0.3, what="the agent registered through central-2")
+    assert row(agent.uuid) == (f"host-{agent.uuid[:6]}", None, None)
+
+    link = zctx.socket(zmq.DEALER)
+    link.linger = 0
+    link.connect(c1["endpoints"]["sites"])
+    hello = protocol.make("HELLO", "site-1", hostname="site-1", heartbeat=1.0, role="site")
+    link.send_multipart([protocol.SIGNATURE, b"HELLO/site-1/site-1", protocol.encode_body(hello)])
+    assert recv_until(link, lambda f: f[1] == b"WELCOME", 10, what="the link's WELCOME")
+    newcomer = "a" * 32                             # attached nowhere: the site may speak
+    for uuid, msg in [
+            (agent.uuid, protocol.make("HELLO", agent.uuid, hostname="renamed-by-site",
+                                       heartbeat=1.0)),
+            (agent.uuid, protocol.make("DEREGISTER", agent.uuid, reason="forged")),
+            (newcomer, protocol.make("HELLO", newcomer, hostname="behind-site-1",
+                                     heartbeat=1.0))]:
+        link.send_multipart([protocol.SIGNATURE, f"{msg.type}/{uuid}/site-1".encode(),
+                             protocol.encode_body(msg)])
+
+    refused = protocol.decode_down(recv_until(link, lambda f: f[1] == b"ERROR", 10,
+                                              what="central-1's refusal"))
+    assert (refused[0], refused[1].get("status")) == (agent.uuid, protocol.FORBIDDEN)
+    assert "attached to router central-2 of the mesh" in refused[1].get("reason")
+    wait_for(lambda: row(newcomer), 15, 0.1, what="the newcomer's HELLO through the site")
+    assert row(newcomer)[:2] == ("behind-site-1", '["site-1"]')
+    assert row(agent.uuid) == (f"host-{agent.uuid[:6]}", None, None)
+    stats_from(graphite, lambda m: m.get("router.sites.foreign", 0) >= 2, 15,
+               router="central-1")

@@ -219,3 +219,52 @@ def test_malformed_members_bodies_are_refused_400_and_counted():
     d.members_request(routers=[member(f"r{n}") for n in range(257)])
     assert [r.status for r in d.port.refusals] == [400, 400]
     assert d.desk.mesh_bad == 2 and d.merged == [] and len(d.members) == 1
+
+
+def test_peers_says_the_backends_heard_and_the_routers_uptime():
+    """Each back-end process whose STATS the router relayed, by the uuid it stamps, with
+    when it was last heard (``ago``, by the router's clock) and its interval as seen: what
+    ``status --problems`` tells a silent scheduler by (issue 31, item 11)."""
+    d = Desk()
+    d.request("STATS", metrics={}, source="scheduler", hostname="h1")
+    d.clock.now += 60
+    d.request("STATS", metrics={}, source="scheduler", hostname="h1")
+    d.clock.now += 200
+    d.request("PEERS")
+    page = d.answer()
+    assert page.get("backends") == [{"uuid": "sink-1", "role": "scheduler", "hostname": "h1",
+                                     "last_heard": d.clock.now - 200, "every": 60.0,
+                                     "ago": 200.0}]
+    assert page.get("uptime") == 260.0 and "sites_lost" not in page.body
+    d.request("STATS", metrics={}, source="agent")          # refused: not kept either
+    d.request("PEERS")
+    assert [b["uuid"] for b in d.answer().get("backends")] == ["sink-1"]
+
+
+def test_the_backends_kept_are_bounded_and_forgotten_after_a_day():
+    from router.heard import KEEP, Backends
+    clock = Clock()
+    kept = Backends(clock, most=2)
+    for name in ("a", "b", "c"):
+        kept.heard(name, "sink", None)
+        clock.now += 1
+    assert [b["uuid"] for b in kept.answer()] == ["b", "c"] and kept.unkept == 1
+    clock.now += KEEP
+    kept.heard("c", "sink", None)
+    assert [b["uuid"] for b in kept.answer()] == ["c"]
+
+
+def test_attached_says_which_uuids_are_attached_here_and_only_to_a_router_key():
+    """Another router of the mesh asks before it lets a site speak for uuids (SPEC 4.10)."""
+    d = Desk(agents=2)
+    asked = d.request("ATTACHED", uuids=["agent-001", "nobody"])
+    answer = d.answer()
+    assert answer.type == "ATTACHED" and answer.get("ref") == asked.msg_id
+    assert answer.get("attached") == {"agent-001": ""}
+    d.desk.curve = True
+    d.desk.control_message(CLIENT, protocol.encode_control(
+        protocol.make("ATTACHED", "sink-1", uuids=["agent-001"])), user="sink:s")
+    assert d.port.refusals[-1].status == protocol.FORBIDDEN and d.desk.mesh_refused == 1
+    d.desk.control_message(CLIENT, protocol.encode_control(
+        protocol.make("ATTACHED", "router-2", uuids=["agent-000"])), user="router:router-2")
+    assert d.answer().get("attached") == {"agent-000": ""}

@@ -168,3 +168,61 @@ def test_no_scheduler_heard_at_all():
     [found] = faults.of_health(health.snapshot(), clock())
     assert (found["kind"], found["state"]) == ("scheduler", "CRITICAL")
     assert found["output"].startswith("no scheduler heard in 181 s")
+
+
+def told(name: str, backends=None, sites_lost=(), agents=(), uptime: float = 30.0) -> Answer:
+    """A router's PEERS answer with what it heard (SPEC 4.3: ``backends``, ``sites_lost``)."""
+    msg = protocol.make("PEERS", name, router=name, total=len(agents), sinks={},
+                        durable=DURABLE, agents=[{"uuid": u} for u in agents],
+                        backends=list(backends or []), sites_lost=list(sites_lost),
+                        uptime=uptime)
+    return Answer(f"tcp://{name}:2", {"PEERS": msg})
+
+
+def backend(uuid: str, ago: float, every: float | None = 10.0, role: str = "scheduler"):
+    return {"uuid": uuid, "role": role, "hostname": "h", "last_heard": 5000.0 - ago,
+            "every": every, "ago": ago}
+
+
+def lost(site: str, ago: float, agents: int = 3) -> dict:
+    return {"site": site, "hostname": "h", "last_heard": 5000.0 - ago, "expired": 4990.0,
+            "agents": agents, "ago": ago}
+
+
+def test_the_routers_word_on_site_links_lost_and_silent_schedulers():
+    """From the routers' answers alone (``status --problems`` follows no tail): a site one
+    router lost and none lists linked is DOWN; a scheduler is silent as the router that
+    heard it last tells, by that router's clock (issue 31, item 11)."""
+    found = faults.of_routers([
+        told("r1", [backend("sched-1", 31.0), backend("sched-2", 40.0), backend("s", 999.0,
+                                                                                  role="sink")],
+             [lost("paris", 12.0), lost("lyon", 50.0, 7)]),
+        # sched-2 heard by r2 a moment ago (it moved), lyon linked to r2 again
+        told("r2", [backend("sched-2", 1.0, every=None)], agents=["lyon"])])
+    assert [(f["kind"], f["name"], f["state"]) for f in found] == [
+        ("site", "paris", "DOWN"), ("scheduler", "sched-1", "CRITICAL")]
+    assert found[0] == faults.fault(
+        "site", "paris", "DOWN", "link lost: router r1 heard nothing from it for 12 s; its 3 "
+        "agents are UNREACHABLE behind it", 4988.0)
+    assert found[1]["output"] == ("no STATS for 31 s (last through router r1): the checks it "
+                                  "schedules are not run")
+    # heard once (no interval yet): silent past 3 of the default 60 s
+    assert faults.of_routers([told("r1", [backend("sched-1", 170.0, every=None)])]) == []
+
+
+def test_no_scheduler_through_any_router_and_routers_that_say_nothing_of_it():
+    young, old = told("r1", uptime=30.0), told("r2", uptime=faults.NONE_HEARD_AFTER + 1)
+    assert faults.of_routers([young]) == []
+    [found] = faults.of_routers([young, old])
+    assert (found["kind"], found["name"], found["state"]) == ("scheduler", "-", "CRITICAL")
+    assert found["output"] == ("no scheduler's STATS through any router in 181 s: no check "
+                               "is scheduled")
+    assert faults.of_routers([young, old], checks=False) == []
+    # a router older than these fields says nothing: nothing is concluded
+    assert faults.of_routers([peers("r3", {})]) == []
+
+
+def test_a_fault_told_twice_is_listed_once():
+    twice = [faults.fault("scheduler", "s", "CRITICAL", "by the routers"),
+             faults.fault("scheduler", "s", "CRITICAL", "by the tail")]
+    assert faults.ordered(twice) == twice[:1]

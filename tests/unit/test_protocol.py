@@ -70,6 +70,7 @@ SAMPLES = {
         {"id": "router-2", "endpoints": {"agents": "tcp://r2:5555", "control": "tcp://r2:5556",
                                          "tail": "tcp://r2:5557"},
          "incarnation": 1_700_000_001_000_000, "beat": 3, "age": 6.5, "dead": True}]},
+    "ATTACHED": {"router": ROUTER, "uuids": [AGENT], "attached": {AGENT: ""}, "ref": "d" * 32},
     "ERROR": {"status": 404, "reason": "not found", "ref": "c" * 32},
 }
 # Just the required fields of each type.
@@ -339,6 +340,7 @@ _SPECIAL = {
     "WELCOME.routers": st.lists(_text, max_size=3),
     "WELCOME.members": st.lists(st.dictionaries(_text, _json, max_size=3), max_size=3),
     "MEMBERS.routers": st.lists(st.dictionaries(_text, _json, max_size=3), max_size=3),
+    "ATTACHED.uuids": st.lists(st.text(max_size=p.MAX_ID), max_size=3),
     "RESULT.status": st.integers(0, 3),
     "RESULT.boot": st.text(min_size=1, max_size=p.MAX_ID),
     "RESULT.seq": st.integers(0, 2 ** 53 - 1),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from support.clock import Clock
-from router.members import MAX_MEMBERS, Members, parse_entry
+from router.members import FORGET_AFTER, MAX_MEMBERS, Members, parse_entry
 
 
 def endpoints(name: str) -> dict:
@@ -71,9 +71,39 @@ def test_silent_members_die_then_are_forgotten():
     wire = {e["id"]: e for e in members.entries()}
     assert wire["r2"]["dead"] is True and "dead" not in wire["r3"]
     assert members.listing() == [{"id": "r1", **endpoints("r1")}, {"id": "r3", **endpoints("r3")}]
-    clock.advance(10.5)                            # tombstone kept 2 x expiry, then gone
+    clock.advance(10.5)                            # a tombstone: kept (listed DOWN)
+    members.expire()
+    assert [m.id for m in members.dead()] == ["r2", "r3"]
+    clock.advance(FORGET_AFTER - 16)               # a day after its beat last advanced
+    members.expire()
+    assert members.get("r2") is not None
+    clock.advance(0.1)
     members.expire()
     assert members.get("r2") is None
+
+
+def test_a_tombstone_learnt_by_gossip_ages_from_what_the_sender_said():
+    """So that the mesh forgets a dead router at about the same time everywhere, and a
+    router that learns it late does not gossip it back to life for another day."""
+    clock = Clock(0.0)
+    members = table(clock, forget_after=100.0)
+    members.merge([{**entry("r2", dead=True), "age": 60.0}])
+    assert members.get("r2").advanced == -60.0 and not members.get("r2").live
+    assert members.entries()[1]["age"] == 60.0
+    clock.advance(40.5)
+    members.expire()
+    assert members.get("r2") is None
+    members.merge([{**entry("r2", dead=True), "age": 100.0}])   # forgotten already: not taken
+    assert members.get("r2") is None
+
+
+def test_a_full_table_forgets_its_oldest_tombstone_for_a_live_router():
+    clock = Clock(0.0)
+    members = table(clock, max_members=3)
+    members.merge([{**entry("r2", dead=True), "age": 5.0}, {**entry("r3", dead=True)}])
+    assert members.merge([entry("r4", dead=True)]).full == 1     # a tombstone makes no room
+    merged = members.merge([entry("r5")])
+    assert merged.joined == ["r5"] and members.get("r2") is None and members.get("r3")
 
 
 def test_a_tombstone_comes_back_only_with_a_larger_pair():

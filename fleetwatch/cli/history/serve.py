@@ -18,7 +18,9 @@ so an answer is never older than the last compaction. A Spark Connect server tha
 answer (0.5 s) has the query refused at once (its client would retry for minutes; the
 command then runs a Spark of its own, saying so); a session that no longer answers (the
 server restarted: a refused query is followed by ``SELECT 1``) has it refused and a new
-session opened. SIGTERM or SIGINT ends it after the current answer; its socket is removed.
+session opened. SIGTERM or SIGINT ends it after the current answer, and at once while it
+opens a session (Spark's client may retry a server that is gone for minutes: the demo's
+answerer outlived the demo so) or when sent twice; its socket is removed.
 """
 
 from __future__ import annotations
@@ -96,8 +98,16 @@ def run(args, settings) -> int:
               f"{args.config}", file=sys.stderr)
         return 2
     stopping: list[int] = []
+    answering = [False]
+
+    def stop(signum, frame):
+        # between answers (or asked twice) the loop ends itself; opening a session, Spark's
+        # client may retry a server that is gone for minutes: it ends now
+        stopping.append(signum)
+        if not answering[0] or len(stopping) > 1:
+            raise SystemExit(0)
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, frame: stopping.append(signum))
+        signal.signal(sig, stop)
     try:
         listener = listen(path)
     except OSError as e:
@@ -114,12 +124,17 @@ def run(args, settings) -> int:
                 conn, _ = listener.accept()
             except (TimeoutError, InterruptedError):
                 continue
+            except SystemExit:
+                break
             with conn:
+                answering[0] = True
                 try:
                     fine = serve_one(conn, history, settings)
                 except Exception:   # a bug must not end the answerer: logged, it goes on
                     log.exception("history serve: a request failed")
                     fine = True
+                finally:
+                    answering[0] = False
             if not fine:                # its session lost (the server restarted): a new one
                 print("fleetwatch history serve: the session was lost; opening a new one",
                       flush=True)

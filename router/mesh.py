@@ -4,7 +4,9 @@ Every ``mesh.interval`` seconds (:meth:`Mesh.round`) the router's own beat advan
 members silent past the expiry become tombstones, and a MEMBERS carrying the router's member
 list (SPEC 4.9) goes to ``mesh.fanout`` live members chosen at random and to every seed not
 yet known as a live member; each answers MEMBERS with its own list, which is merged here
-(push-pull). The decisions are :class:`router.members.Members`'; this is the thin adapter
+(push-pull). The same DEALERs carry ATTACHED (:meth:`Mesh.ask_attached`: which of these
+uuids is attached to you, before a site may speak for them, SPEC 4.10), whose answers go to
+``on_attached``. The decisions are :class:`router.members.Members`'; this is the thin adapter
 that owns the DEALERs (the relay's poll loop polls them: :meth:`Mesh.register`,
 :meth:`Mesh.read`). A DEALER sends only once connected (``IMMEDIATE``) and is made again
 after ``REDIAL_AFTER`` rounds without an answer: libzmq does not retry a connection whose
@@ -37,8 +39,9 @@ log = logging.getLogger(__name__)
 
 #: rounds without an answer after which a DEALER is made again
 REDIAL_AFTER = 5
-#: MEMBERS queued per DEALER (a round's is worthless once the next is due)
-SNDHWM = 4
+#: requests queued per DEALER: a few rounds' MEMBERS (one is worthless once the next is
+#: due) and the ATTACHED of a site's burst (20,000 uuids held are 20 of them)
+SNDHWM = 32
 FROM_ROUTER = frozenset({"MEMBERS", "ATTACHED", "ERROR"})
 
 
@@ -157,9 +160,11 @@ class Mesh:
                 chosen.append(seed)
         return chosen
 
-    def _send(self, endpoint: str, frames: list[bytes]) -> None:
+    def _send(self, endpoint: str, frames: list[bytes], gossip: bool = True) -> None:
+        """Send ``frames`` to the router at ``endpoint``; a ``gossip`` round's MEMBERS
+        counts toward :data:`REDIAL_AFTER` (an ATTACHED burst does not)."""
         dealer = self.dealers.get(endpoint)
-        if dealer is not None and dealer.unanswered >= REDIAL_AFTER:
+        if gossip and dealer is not None and dealer.unanswered >= REDIAL_AFTER:
             self.counts["redialled"] += 1
             log.debug("mesh: %s has not answered %d rounds: connecting again", endpoint,
                       dealer.unanswered)
@@ -170,7 +175,7 @@ class Mesh:
             dealer = self._open(endpoint)
             if dealer is None:
                 return
-        dealer.unanswered += 1
+        dealer.unanswered += gossip
         try:
             dealer.socket.send_multipart(frames, zmq.NOBLOCK)
             self.counts["sent"] += 1
@@ -189,7 +194,7 @@ class Mesh:
         msg = protocol.make("ATTACHED", own.id, self.clock, router=own.id, uuids=list(uuids))
         frames = protocol.encode_control(msg)
         for member in others:
-            self._send(member.endpoints["control"], frames)
+            self._send(member.endpoints["control"], frames, gossip=False)
         return msg.msg_id, {m.id for m in others}
 
     # ---------------------------------------------------------------- answers

@@ -317,7 +317,10 @@ class Sites:
         held = claims.pending.get(uuid) if claims is not None else None
         if why is None and held is not None and held.rid != rid:
             other = table.links.get(held.rid)
-            why = f"{uuid} is behind site {other.site if other else '?'} (being checked)"
+            if other is None or other.site == link.site:
+                held.rid = rid                  # the same site, linked again meanwhile
+            else:
+                why = f"{uuid} is behind site {other.site} (being checked)"
         if why is not None:
             self._foreign(rid, link, uuid, why)
             return False
@@ -537,7 +540,7 @@ class Sites:
                 "router.sites.unavailable": c["unavailable"], "router.sites.internal": c["internal"],
                 "router.sites.unknown": c["unknown"], "router.sites.impostors": c["impostor"],
                 "router.sites.foreign": c["foreign"], "router.sites.lost_unkept": self.lost.unkept,
-                "router.sites.checking": len(self.claims or ()),
+                "router.sites.checking": len(self.claims) if self.claims is not None else 0,
                 "router.sites.unverified": self.claims.unverified if self.claims else 0,
                 "router.sites.held_dropped": c["held_dropped"]
                 + (self.claims.overflow if self.claims else 0),

@@ -50,7 +50,8 @@ def test_policy_field_by_field():
         "id", "bind.agents", "bind.control", "bind.tail", "bind.sinks", "advertise_host",
         "routes", "durable", "security", "ready_file", "limits.max_message_bytes", "limits.sink_hwm",
         "limits.agent_hwm", "limits.tail_hwm", "max_agents", "nice", "mesh.seeds", "mesh.interval",
-        "mesh.expire_intervals", "mesh.fanout", "mesh.key", "bind.sites", "upstream",
+        "mesh.expire_intervals", "mesh.fanout", "mesh.forget_after", "mesh.key", "bind.sites",
+        "upstream",
         "site.interval", "site.expire_intervals", "site.max_agents", "site.buffer_messages",
         "site.spool_dir", "site.spool_bytes", "site.key"}
     assert action("security.agent_keys", reload.POLICY) == RESTART

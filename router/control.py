@@ -3,9 +3,8 @@
 Control clients send HELLO (answered WELCOME), PEERS (answered with a page of the attached
 agents), MEMBERS (the routers of the mesh: a router's list is merged, and every MEMBERS is
 answered with this router's list, SPEC 4.9), ATTACHED (another router asks which uuids
-are attached here before a site may speak for them, SPEC 4.10), STATS (a back-end process's own counters,
-relayed like the router's) or ACK and
-RUN for one agent, which :class:`ControlDesk` forwards to that agent as received
+are attached here before a site may speak for them, SPEC 4.10), STATS (a back-end
+process's own counters, relayed like the router's) or ACK and RUN for one agent, which :class:`ControlDesk` forwards to that agent as received
 (SIGNATURE, TYPE, BODY), answering an ERROR when the agent is not attached or not reading.
 Every request is decoded with :func:`fleetwatch.protocol.decode_control`; none takes the
 hot path.
@@ -125,11 +124,7 @@ class ControlDesk:
             return
         entries = msg.get("routers") or []
         if entries:
-            if self.curve and not user.startswith("router:"):
-                self.mesh_refused += 1
-                self.port.refuse(rid, ProtocolError(
-                    protocol.FORBIDDEN, "MEMBERS with routers from a key that is not a "
-                                        "router's (security.routers)"), ref=msg.msg_id)
+            if not self._from_router(rid, msg, user, "MEMBERS with routers"):
                 return
             if len(entries) > MAX_MEMBERS:
                 self.mesh_bad += 1
@@ -142,16 +137,24 @@ class ControlDesk:
         self.port.reply(rid, protocol.make("MEMBERS", self.id, self.clock, router=self.id,
                                            routers=self.members.entries()))
 
+    def _from_router(self, rid: bytes, msg: Message, user: str, what: str) -> bool:
+        """Whether a request only a router may make comes from one: without CURVE any
+        peer may; with it, only a key of ``security.routers`` (else refused 403, counted
+        ``mesh_refused``)."""
+        if not self.curve or user.startswith("router:"):
+            return True
+        self.mesh_refused += 1
+        self.port.refuse(rid, ProtocolError(
+            protocol.FORBIDDEN, f"{what} from a key that is not a router's "
+                                f"(security.routers)"), ref=msg.msg_id)
+        return False
+
     def attached_request(self, rid: bytes, msg: Message, user: str) -> None:
         """ATTACHED (SPEC 4.10): another router of the mesh asks which of ``uuids`` are
         attached here (answered ``attached``: uuid -> "") or behind a site linked here,
         heard in the last minute (uuid -> the site), before it lets a site speak for them;
         with CURVE only a router's key may ask (else 403)."""
-        if self.curve and not user.startswith("router:"):
-            self.mesh_refused += 1
-            self.port.refuse(rid, ProtocolError(
-                protocol.FORBIDDEN, "ATTACHED from a key that is not a router's "
-                                    "(security.routers)"), ref=msg.msg_id)
+        if not self._from_router(rid, msg, user, "ATTACHED"):
             return
         uuids = msg.get("uuids")
         if uuids is None:

@@ -22,8 +22,6 @@ from agent.config import AgentConfig
 log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG = "/etc/fleetwatch/agent.yaml"
-EX_CANTCREAT = 73
-EX_TEMPFAIL = 75
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "and wait for the registry's and the alerting sinks' ACKs (at most "
                            "deregister_timeout); its checks, RUNs and DOWN alerting end. Stop "
                            "the agent first (or set deregister_on_stop: true). Exit 0 when "
-                           f"acknowledged, {EX_TEMPFAIL} when not")
+                           f"acknowledged, {os.EX_TEMPFAIL} when not")
 
 
 def _check_group(cfg: AgentConfig, path: str) -> None:
@@ -75,9 +73,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         lock = identity.lock(cfg.state_dir)
     except identity.StateDirBusy as e:
-        return _fail(EX_TEMPFAIL, f"{e} (stop it first)")
+        return _fail(os.EX_TEMPFAIL, f"{e} (stop it first)")
     except OSError as e:
-        return _fail(EX_CANTCREAT, f"state_dir {cfg.state_dir}: {e.strerror}")
+        return _fail(os.EX_CANTCREAT, f"state_dir {cfg.state_dir}: {e.strerror}")
     try:
         if args.new_uuid:
             old, new = identity.renew(cfg.state_dir)
@@ -90,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         check_own(keys, "agent", uuid)
         return daemon(cfg, hostname, uuid, keys, args.config)
     except identity.IdentityError as e:
-        return _fail(EX_CANTCREAT, str(e))
+        return _fail(os.EX_CANTCREAT, str(e))
     finally:
         os.close(lock)
 
@@ -104,13 +102,13 @@ def deregister(cfg: AgentConfig, keys) -> int:
 
     uuid = identity.read(cfg.state_dir)
     if uuid is None:
-        return _fail(EX_CANTCREAT, f"no uuid in {cfg.state_dir}: this agent never ran, "
+        return _fail(os.EX_CANTCREAT, f"no uuid in {cfg.state_dir}: this agent never ran, "
                                    f"there is nothing to deregister")
     check_own(keys, "agent", uuid)
     hostname = cfg.hostname or socket.gethostname()
     departure = leave(cfg, uuid, hostname, keys)
     if not departure.done:
-        return _fail(EX_TEMPFAIL, f"deregistration of {uuid} ({hostname}) "
+        return _fail(os.EX_TEMPFAIL, f"deregistration of {uuid} ({hostname}) "
                                   f"{departure.summary()} within {cfg.deregister_timeout:g}s")
     print(f"deregistered {uuid} ({hostname}): {departure.summary()}")
     return 0
@@ -138,9 +136,9 @@ def daemon(cfg: AgentConfig, hostname: str, uuid: str, keys=None,
         spool = Spool(path, cfg.spool.max_messages, cfg.spool.ack_timeout,
                       cfg.spool.max_backoff, required=cfg.spool.required_acks())
     except (sqlite3.Error, OSError) as e:
-        return _fail(EX_CANTCREAT, f"spool {path}: {e}")
+        return _fail(os.EX_CANTCREAT, f"spool {path}: {e}")
     try:
         return Agent(cfg, uuid, hostname, spool, Collectors(cfg.collectors), keys=keys,
                      config_path=config_path).run()
     except StartError as e:
-        return _fail(EX_CANTCREAT, str(e))
+        return _fail(os.EX_CANTCREAT, str(e))

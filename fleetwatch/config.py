@@ -18,7 +18,6 @@ from typing import Any
 
 import yaml
 
-EX_CONFIG = 78
 DEFAULT_STATE_URL = "sqlite:////var/lib/fleetwatch/state.db"
 #: the operator's config file (``fleetwatch status``, ``history``...; ``History.open()``)
 OPERATOR_CONFIG = "/etc/fleetwatch/fleetwatch.yaml"

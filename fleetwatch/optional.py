@@ -2,7 +2,7 @@
 
 A process that needs a package it was installed without (``pip install fleetwatch`` has no
 SQLAlchemy) fails with :class:`MissingDependency`, whose text names the extra to install,
-and exits :data:`EX_UNAVAILABLE`; it never vanishes silently or falls back.
+and exits :data:`os.EX_UNAVAILABLE`; it never vanishes silently or falls back.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ EXTRAS = {"sqlalchemy": "sinks", "croniter": "sinks", "graphyte": "graphite",
 
 #: exit status when something a command needs is unavailable: an optional dependency, the
 #: state database, an agent, systemd (EX_UNAVAILABLE, sysexits.h)
-EX_UNAVAILABLE = 69
 
 
 class MissingDependency(ImportError):

@@ -41,6 +41,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetwatch import sinktypes
+
 VERSION = 1
 #: Frame 0 of every message: a three byte protocol signature then the version byte.
 SIGNATURE_PREFIX = b"FWP"
@@ -182,10 +184,11 @@ MAX_ATTACHED = 1000
 
 #: The sink type owning each type an agent spools until ACKed (SPEC 4.2): what it waits for
 #: when no router said otherwise, and the type an ACK without ``sink`` is taken to come from.
-ACK_OWNERS = {"NOTIFY": "alerting", "REGISTER": "registry"}
+#: This and the next are derived from the table of sink types (:mod:`fleetwatch.sinktypes`).
+ACK_OWNERS = sinktypes.owners()
 #: The sink types that ACK each spooled type (SPEC 4.2): the ones a route can make durable.
 #: By default each is durable wherever the routing table sends the type (SPEC 4.1).
-ACKING_SINKS = {"NOTIFY": ("alerting", "history"), "REGISTER": ("registry", "history")}
+ACKING_SINKS = sinktypes.acking()
 
 
 class ProtocolError(Exception):

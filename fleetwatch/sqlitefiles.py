@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 
 #: the exit status of a process refused here
-EX_IOERR = os.EX_IOERR
 
 
 class Unwritable(OSError):

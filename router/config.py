@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fleetwatch import sinktypes
 from fleetwatch.config import setting
 from fleetwatch.protocol import ACKING_SINKS
 from fleetwatch.security import ServerSecurity
@@ -11,15 +12,8 @@ from fleetwatch.security import ServerSecurity
 #: The default routing table (docs/concepts/architecture.md): message type -> sink types.
 #: A router uses it cut to the sink types its ``bind.sinks`` has (:meth:`RouterConfig.
 #: __post_init__`), so a router.yaml that binds its own list keeps working as types are added.
-DEFAULT_ROUTES = {
-    "HELLO": ["registry", "graphite", "history", "prometheus"],
-    "REGISTER": ["registry", "history"],
-    "STATS": ["graphite", "history", "prometheus"],
-    "HEARTBEAT": ["alerting", "history"],
-    "NOTIFY": ["alerting", "history"],
-    "RESULT": ["alerting", "graphite", "history", "prometheus"],
-    "DEREGISTER": ["registry", "alerting"],
-}
+#: Derived from the table of sink types (:mod:`fleetwatch.sinktypes`: what each takes).
+DEFAULT_ROUTES = sinktypes.routes()
 
 
 @dataclass(frozen=True)
@@ -32,9 +26,7 @@ class RouterBind:
             "this router accepts no sites")
     sinks: dict[str, str] = setting(
         help="one PUSH socket per sink type: type -> endpoint",
-        factory=lambda: {"registry": "tcp://*:5560", "alerting": "tcp://*:5561",
-                         "graphite": "tcp://*:5562", "history": "tcp://*:5563",
-                         "prometheus": "tcp://*:5564"})
+        factory=sinktypes.endpoints)
 
 
 @dataclass(frozen=True)

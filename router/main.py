@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 
@@ -15,7 +16,6 @@ import zmq
 
 from fleetwatch import config as fwconfig
 from fleetwatch import logs, sdnotify
-from fleetwatch.config import EX_CONFIG
 from fleetwatch.security import SecurityError
 from router import priority
 from router.config import RouterConfig
@@ -27,7 +27,6 @@ from router.sitebuffer import SpoolError
 
 log = logging.getLogger(__name__)
 
-EX_UNAVAILABLE = 69
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,10 +63,10 @@ def run(args: argparse.Namespace) -> int:
         except (SecurityError, SpoolError) as e:    # a missing key (never plain text
             # instead), a site's spool directory that cannot be written
             print(f"fleetwatch router: {e}", file=sys.stderr)
-            return EX_CONFIG
+            return os.EX_CONFIG
         except zmq.ZMQError as e:
             log.error("%s", e)
-            return EX_UNAVAILABLE
+            return os.EX_UNAVAILABLE
         descriptors(cfg.max_agents)     # (once bound: a start that fails says one line)
         priority.apply(cfg.nice)        # every thread: libzmq's I/O thread runs by now
         if cfg.ready_file:

@@ -9,18 +9,18 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import signal
 import sys
 import time
 
 from fleetwatch import logs
-from fleetwatch.config import EX_CONFIG, load
+from fleetwatch.config import load
 from fleetwatch.display import iso, table
 from scheduler.config import DEFAULT_PATH, SchedulerConfig
 
 log = logging.getLogger(__name__)
 
-EX_UNAVAILABLE = 69
 
 
 def add_arguments(parser) -> None:
@@ -52,7 +52,7 @@ def list_jobs(config: SchedulerConfig, as_json: bool, now: float) -> int:
         rows = read_registry(reader)
     except StateError as e:
         print(f"fleetwatch scheduler: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     finally:
         reader.close()
     doc = job_table(rows, config, now)
@@ -87,12 +87,12 @@ def run(args) -> int:
         if importlib.util.find_spec("apscheduler") is None:
             print("fleetwatch scheduler: needs the Python package 'apscheduler': "
                   "pip install 'fleetwatch[scheduler]'", file=sys.stderr)
-            return EX_UNAVAILABLE
+            return os.EX_UNAVAILABLE
         from scheduler.service import Service
         service = Service(config, keys, config_path=args.config)
     except MissingDependency as e:
         print(f"fleetwatch scheduler: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, service.stop)
     signal.signal(signal.SIGHUP, service.reload)
@@ -101,4 +101,4 @@ def run(args) -> int:
         return service.run()
     except zmq.ZMQError as e:          # connecting to an endpoint libzmq refuses
         print(f"fleetwatch scheduler: {args.config}: routers: {e}", file=sys.stderr)
-        return EX_CONFIG
+        return os.EX_CONFIG

@@ -27,6 +27,7 @@ depend only on uuid, plugin and interval.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
@@ -46,7 +47,6 @@ from scheduler.jobs import Diff, JobSpec, Key, Plan
 
 log = logging.getLogger(__name__)
 
-EX_SOFTWARE = 70
 #: what a config reload changes in a running scheduler (fleetwatch/reload.py)
 POLICY = {name: LIVE for name in ("log_level", "refresh_interval", "jitter", "min_interval",
                                   "hello_interval", "stats_interval")}
@@ -138,7 +138,7 @@ class Service:
             while not self._stop.is_set():
                 if not self.dispatcher.alive():     # its traceback is in the log
                     log.error("the sender thread is gone: stopping")
-                    return EX_SOFTWARE
+                    return os.EX_SOFTWARE
                 if self.reloader is not None and self.reloader.poll():
                     next_refresh = 0.0              # and the registry, at once
                 if time.monotonic() >= next_refresh:

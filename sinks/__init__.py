@@ -1,6 +1,7 @@
 """Typed back-end sinks: an explicit registry of sink types, imported lazily.
 
-Each sink type is a class named here by ``module:Class``; :func:`load_sink` imports it only
+Each sink type is a class named by ``module:Class`` in the core's table of sink types
+(:mod:`fleetwatch.sinktypes`); :func:`load_sink` imports it only
 when a process asks for it, so ``fleetwatch agent`` never pays for SQLAlchemy. A sink whose
 optional dependency is not installed fails with :class:`MissingDependency` naming the extra
 to install, never by vanishing silently.
@@ -8,16 +9,11 @@ to install, never by vanishing silently.
 
 from __future__ import annotations
 
+from fleetwatch import sinktypes
 from fleetwatch.optional import optional_import
 
-#: sink type -> "module:Class". Add a type here; nothing is discovered.
-SINKS = {
-    "registry": "sinks.registry:RegistrySink",
-    "alerting": "sinks.alerting.sink:AlertingSink",
-    "graphite": "sinks.graphite.sink:GraphiteSink",
-    "history": "sinks.history.sink:HistorySink",
-    "prometheus": "sinks.prometheus.sink:PrometheusSink",
-}
+#: sink type -> "module:Class", from the table of sink types (:mod:`fleetwatch.sinktypes`)
+SINKS = {t.name: t.implementation for t in sinktypes.TYPES}
 
 
 class UnknownSink(LookupError):

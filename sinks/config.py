@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fleetwatch import sinktypes
 from fleetwatch.config import DEFAULT_STATE_URL, setting
 from fleetwatch.security import ClientSecurity
 from sinks.alerting.config import AlertingConfig
@@ -19,8 +20,8 @@ from sinks.prometheus.config import PrometheusSettings
 
 @dataclass(frozen=True)
 class SinkConfig:
-    type: str = setting("", "sink type (registry, alerting, graphite, history, prometheus); the command "
-                                  "line TYPE wins")
+    type: str = setting("", f"sink type ({', '.join(sinktypes.NAMES)}); the command line "
+                            "TYPE wins")
     routers: list[str] = setting(factory=list, help="control endpoints of every router, e.g. tcp://r1:5556")
     name: str = setting("", "this sink's name in logs and counters (default TYPE@HOST)")
     state_url: str = setting(DEFAULT_STATE_URL, "SQLAlchemy URL of the state database")

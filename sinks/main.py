@@ -6,12 +6,13 @@ SIGTERM and SIGINT stop it after the batch in hand; SIGHUP re-reads the config
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 
 from fleetwatch import logs
 from fleetwatch.config import ConfigError, load
-from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency
+from fleetwatch.optional import MissingDependency
 from sinks import SINKS, UnknownSink, load_sink
 from sinks.base import WriteError
 from sinks.config import SinkConfig
@@ -52,7 +53,7 @@ def run(args) -> int:
         raise ConfigError(path, "type", str(e)) from None
     except MissingDependency as e:
         print(f"fleetwatch sink: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     logs.setup(config.log_level, config.name or f"sink-{type_}")
     from fleetwatch.security import check_own
     from fleetwatch.security import ClientKeys
@@ -61,7 +62,7 @@ def run(args) -> int:
     check_own(keys, "backend")
 
     from sinks.loop import SinkLoop  # after the config is known good: pulls in zmq
-    from fleetwatch.sqlitefiles import EX_IOERR, Unwritable
+    from fleetwatch.sqlitefiles import Unwritable
     from sinks.reload import reloader
     try:
         sink = cls.from_config(config)
@@ -73,11 +74,11 @@ def run(args) -> int:
         return loop.run()
     except Unwritable as e:  # a file of the SQLite database: SQLite would fail or fault
         log.error("sink %s cannot use the state database: %s", type_, e)
-        return EX_IOERR
+        return os.EX_IOERR
     except WriteError as e:  # at start: the database cannot be opened or created
         log.error("sink %s cannot use the state database %s: %s", type_, config.state_url, e)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     except OSError as e:  # the database's file, or an address it serves on (prometheus)
         log.error("sink %s cannot start (state database %s, or an address it listens on): "
                   "%s", type_, config.state_url, e)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE

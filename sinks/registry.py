@@ -43,6 +43,7 @@ from collections import Counter
 from sqlalchemy import bindparam, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from fleetwatch import sinktypes
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.alerting.dependencies import declared_refs
@@ -72,8 +73,8 @@ def plugin_rows(uuid: str, source: str, declared: list, now: float) -> tuple[lis
 
 class RegistrySink(db.DatabaseSink):
     type = "registry"
-    handles = frozenset({"HELLO", "REGISTER", "DEREGISTER"})
-    acks = frozenset({"REGISTER", "DEREGISTER"})
+    handles = sinktypes.BY_NAME["registry"].handles
+    acks = sinktypes.BY_NAME["registry"].acks
 
     def __init__(self, engine, clock=time.time):
         super().__init__(engine, clock)

@@ -19,10 +19,10 @@ import select
 import signal
 import sys
 
-from fleetwatch import __version__
-from fleetwatch.config import EX_CONFIG, ConfigError
+from fleetwatch import __version__, sinktypes
+from fleetwatch.config import ConfigError
 from fleetwatch.security import SecurityError
-from fleetwatch.sqlitefiles import EX_IOERR, Unwritable
+from fleetwatch.sqlitefiles import Unwritable
 
 #: the status a shell shows for a command killed by SIGPIPE (``fleetwatch tail | head``)
 EX_PIPE = 128 + signal.SIGPIPE
@@ -31,8 +31,7 @@ EX_PIPE = 128 + signal.SIGPIPE
 COMMANDS = {
     "agent": ("agent.main", "run the agent daemon (or --once: print one stats collection)"),
     "router": ("router.main", "run a router"),
-    "sink": ("sinks.main", "run a sink of a type (registry, alerting, graphite, history, "
-                           "prometheus)"),
+    "sink": ("sinks.main", f"run a sink of a type ({', '.join(sinktypes.NAMES)})"),
     "scheduler": ("scheduler.main", "run the declared plugins on time through the routers "
                                     "(--list: the job table)"),
     "send": ("fleetwatch.cli.send", "send a notification, stat or heartbeat through the local agent"),
@@ -141,10 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except (ConfigError, SecurityError) as e:  # a bad config file, a missing or bad key
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
-        return EX_CONFIG
+        return os.EX_CONFIG
     except Unwritable as e:     # a file of the SQLite state database (its -shm...)
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
-        return EX_IOERR
+        return os.EX_IOERR
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from fleetwatch.config import load
 from fleetwatch.display import escape, human, iso, state, table
-from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import OperatorConfig, add_config, login
 from fleetwatch.cli.silence import Unavailable, add_force, removed, write
 
@@ -170,7 +170,7 @@ def add(args, clock=time.time) -> int:
         return 1
     except Unavailable as e:
         print(f"fleetwatch ack: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     for ack_id, uuid, status in made:
         what = f"{host} {check} ({state(status)})" if check else f"{host} (DOWN)"
         if uuid != host:
@@ -217,7 +217,7 @@ def listing(args, clock=time.time) -> int:
         out = listed(config, clock(), args.all)
     except Unavailable as e:
         print(f"fleetwatch ack: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     if args.json:
         print(json.dumps({"acks": out}, indent=2, ensure_ascii=False))
         return 0

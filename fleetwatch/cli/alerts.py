@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -137,13 +138,12 @@ def gather(config: OperatorConfig, now: float, limit: int | None,
 
 
 def run(args, clock=time.time) -> int:
-    from fleetwatch.optional import EX_UNAVAILABLE
     config = load(OperatorConfig, args.config)
     try:
         alerts, total = gather(config, clock(), args.limit or None, at_least(args.severity))
     except Unavailable as e:
         print(f"fleetwatch alerts: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     if args.json:
         print(json.dumps({"alerts": alerts, "total": total, "truncated": total > len(alerts)},
                          indent=2, ensure_ascii=False))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -34,7 +35,6 @@ from datetime import datetime
 
 from fleetwatch.config import load
 from fleetwatch.display import escape, human, iso, table
-from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import OperatorConfig, add_config, login
 from fleetwatch.cli.silence import Unavailable, add_force, removed, write
 
@@ -204,7 +204,7 @@ def add(args, clock=time.time, tz=None) -> int:
         return 2
     except Unavailable as e:
         print(f"fleetwatch downtime: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     what = f"{d.host} {d.check}" if d.check else f"{d.host} (every alert)"
     if d.children:
         what += " and the hosts that depend on it"
@@ -259,7 +259,7 @@ def listing(args, clock=time.time, tz=None) -> int:
         rows, out = listed(config, now, tz or local_zone(), args.all)
     except Unavailable as e:
         print(f"fleetwatch downtime: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     if args.json:
         print(json.dumps({"downtimes": out}, indent=2, ensure_ascii=False))
         return 0

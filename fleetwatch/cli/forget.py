@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from fleetwatch.config import load
 from fleetwatch.display import ago
-from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import OperatorConfig, add_config
 from fleetwatch.cli.silence import Unavailable, write
 
@@ -93,7 +93,7 @@ def run(args, clock=time.time) -> int:
         return 1
     except Unavailable as e:
         print(f"fleetwatch forget: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     if args.json:
         print(json.dumps({"uuid": uuid, "hostname": hostname, "last_heard": heard,
                           "removed": removed}, indent=2, ensure_ascii=False))

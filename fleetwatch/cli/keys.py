@@ -24,7 +24,6 @@ import os
 import sys
 from pathlib import Path
 
-from fleetwatch.config import EX_CONFIG
 from fleetwatch.protocol import ID_PATTERN, MAX_ID
 from fleetwatch.security import (PUBLIC_SUFFIX, SECRET_SUFFIX, ClientKeys, SecurityError,
                                  read_certificate, write_certificates)
@@ -104,10 +103,10 @@ def new_command(role: str, where: list[str], uuid: str | None) -> int:
             cert = read_certificate(public)
         except SecurityError as e:
             print(f"fleetwatch keys: {e}", file=sys.stderr)
-            return EX_CONFIG
+            return os.EX_CONFIG
         except OSError as e:
             print(f"fleetwatch keys: {directory}: {e.strerror}", file=sys.stderr)
-            return EX_CONFIG
+            return os.EX_CONFIG
         print(f"public  {public}")
         print(f"secret  {secret}  (mode 0600: it stays on the machine that uses it)")
         print(f"key     {cert.public.decode()}")
@@ -132,7 +131,7 @@ def _check_new(role: str, keys: list[tuple[str, str, dict]]) -> int | None:
             if os.path.lexists(path):
                 print(f"fleetwatch keys: {path} exists already (pick another name to rotate "
                       f"a key)", file=sys.stderr)
-                return EX_CONFIG
+                return os.EX_CONFIG
     return None
 
 
@@ -193,7 +192,7 @@ def _entry(stem: Path, files: dict[str, Path]) -> dict:
 def list_command(directory: str, as_json: bool) -> int:
     if not os.path.isdir(directory):
         print(f"fleetwatch keys: {directory}: no such directory", file=sys.stderr)
-        return EX_CONFIG
+        return os.EX_CONFIG
     entries = scan(directory)
     if as_json:
         print(json.dumps({"keys": entries}, indent=2))

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 
 from fleetwatch import protocol
 from fleetwatch.config import ConfigError, load
-from fleetwatch.optional import EX_UNAVAILABLE
 
-EX_DATAERR = 65
 DEFAULT_CONFIG = "/etc/fleetwatch/agent.yaml"
 
 
@@ -140,10 +139,10 @@ def run(args: argparse.Namespace) -> int:
             msg_id = client.register(args.name, plugins=plugins, heartbeat=args.heartbeat)
     except AgentUnavailable as e:
         print(f"fleetwatch send: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     except AgentError as e:
         print(f"fleetwatch send: {e}", file=sys.stderr)
-        return EX_DATAERR
+        return os.EX_DATAERR
     finally:
         client.close()
     print(msg_id)

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 import time
 
 from fleetwatch.config import load
 from fleetwatch.display import escape, human, iso, table
-from fleetwatch.optional import EX_UNAVAILABLE
 from fleetwatch.cli.operator import OperatorConfig, add_config, login
 
 VERBS = ("add", "list", "remove")
@@ -200,7 +200,7 @@ def add(args, clock=time.time, name: str = "silence") -> int:
         return 2
     except Unavailable as e:
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     what = f"{host} {check}" if check else f"{host} (every alert)"
     print(f"silence {silence_id}: {what} until {human(now + seconds)}"
           + (f": {args.reason}" if args.reason else ""))
@@ -216,7 +216,7 @@ def removed(args, name: str, noun: str, missing: str, remove) -> int:
         ended = remove(config.state_url)
     except Unavailable as e:
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     if not ended:
         print(f"fleetwatch {name}: no {missing} {args.id}", file=sys.stderr)
         return 1
@@ -240,7 +240,7 @@ def listing(args, clock=time.time, name: str = "silence") -> int:
         rows = read(config.state_url, state_reads().silences, now=now, ended=args.all)
     except (MissingDependency, StateError) as e:
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     out = [entry(row, now) for row in rows]
     if args.json:
         print(json.dumps({"silences": out}, indent=2, ensure_ascii=False))

@@ -42,12 +42,10 @@ from fleetwatch.tailgaps import Gaps, Lost
 
 log = logging.getLogger(__name__)
 
-EX_UNAVAILABLE = 69
 #: ``--strict``: a message was lost (EX_TEMPFAIL: following again may see everything); with
 #: ``--since``: the lake did not catch up with the live tail
 EX_LOST = 75
 #: ``--since``: no lake there, or a msg_id it does not hold (EX_NOINPUT)
-EX_NOINPUT = 66
 #: ``--since``: how long the lake may take to catch up with the live tail
 CATCH_UP = 30.0
 
@@ -166,7 +164,7 @@ def run(args) -> int:
         if not os.path.isdir(config.history.lake):
             print(f"fleetwatch tail: no history lake at {config.history.lake} (the operator "
                   f"config's history.lake)", file=sys.stderr)
-            return EX_NOINPUT
+            return os.EX_NOINPUT
     keys = client_keys(config)
     # every router of the mesh: the operator config may name one seed (SPEC 4.9)
     answers = ask_mesh(config.routers, ("HELLO", "PEERS"), config.timeout, keys=keys)
@@ -175,7 +173,7 @@ def run(args) -> int:
     if not endpoints:
         print("fleetwatch tail: no tail endpoint (no router answered, none configured)",
               file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     hostnames = _known_hostnames(answers, config.state_url)
     uuids = resolve_agent(args.agent, hostnames) if args.agent else []
     if args.agent and uuids == [args.agent] and args.agent not in hostnames:
@@ -217,13 +215,13 @@ def replay(config: OperatorConfig, endpoints: list[str], uuids: list[str],
                 break
     except (NotFound, LakeMissing) as e:
         stderr(str(e))
-        return EX_NOINPUT
+        return os.EX_NOINPUT
     except LakeBehind as e:
         stderr(f"{e}; what the live tail brought meanwhile is not shown")
         return EX_LOST
     except (MissingDependency, JavaMissing) as e:
         stderr(f"the lake's tables must be read: {e}")
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     except Strict:
         status = EX_LOST
     except KeyboardInterrupt:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import secrets
 import socket
 import sys
@@ -74,13 +75,13 @@ def _fail(message: str) -> int:
 
 
 def run(args) -> int:
-    from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency, optional_import
+    from fleetwatch.optional import MissingDependency, optional_import
     try:
         for module in ("fastapi", "uvicorn", "argon2"):
             optional_import(module, "fleetwatch web")
     except MissingDependency as e:
         print(f"fleetwatch web: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     config = load(OperatorConfig, args.config)
     if args.verb == "serve":
         return serve(config, args.listen, args.config)

@@ -41,6 +41,7 @@ from collections import Counter
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from fleetwatch import sinktypes
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.alerting import ackstore, departures, downtimes, downtimestore, escalation
@@ -74,8 +75,8 @@ def _retryable(e: DBAPIError) -> bool:
 
 class AlertingSink(db.DatabaseSink):
     type = "alerting"
-    handles = frozenset({"NOTIFY", "HEARTBEAT", "RESULT", "DEREGISTER"})
-    acks = frozenset({"NOTIFY", "DEREGISTER"})
+    handles = sinktypes.BY_NAME["alerting"].handles
+    acks = sinktypes.BY_NAME["alerting"].acks
 
     def __init__(self, engine, clock=time.time, config: AlertingConfig | None = None,
                  name: str = "alerting", enqueue=None, deliver: bool = True, tz=None,

@@ -32,7 +32,7 @@ from collections import Counter
 
 import graphyte
 
-from fleetwatch import protocol
+from fleetwatch import protocol, sinktypes
 from fleetwatch.cardinality import NameCap, Refusals
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
@@ -51,7 +51,7 @@ COUNTERS = ("stats", "results", "hellos", "datapoints", "bad_name", "bad_metric"
 
 class GraphiteSink:
     type = "graphite"
-    handles = frozenset({"STATS", "RESULT", "HELLO"})
+    handles = sinktypes.BY_NAME["graphite"].handles
     acks: frozenset[str] = frozenset()
 
     def __init__(self, settings, sink_id: str = "graphite", stats_interval: float = 10.0,

@@ -46,7 +46,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
 from sinks.history import drops, lifecycle, manifest, spans, tables
-from sinks.history.lock import EX_TEMPFAIL, Busy, locked  # noqa: F401 (their home was here)
+from sinks.history.lock import Busy, locked  # noqa: F401 (their home was here)
 from sinks.history.manifest import Lake
 from sinks.history.schema import (ORDER, PARTITION, SOURCE_TYPES, TABLE_NAMES, TABLE_OF_TYPE,
                                    TABLES)

@@ -19,7 +19,6 @@ from collections.abc import Callable
 from fleetwatch.display import human
 
 #: exit status when another run holds the lock (EX_TEMPFAIL)
-EX_TEMPFAIL = 75
 #: how often a waiting run tries the lock again (seconds)
 POLL = 0.25
 

@@ -22,7 +22,7 @@ import socket
 import time
 from collections import Counter
 
-from fleetwatch import protocol
+from fleetwatch import protocol, sinktypes
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.base import WriteError
@@ -35,8 +35,8 @@ log = logging.getLogger(__name__)
 class HistorySink:
     type = "history"
     #: every agent type but DEREGISTER (not routed here: the lake has no table for it)
-    handles = frozenset(protocol.AGENT_TYPES - {"DEREGISTER"})
-    acks = frozenset({"NOTIFY", "REGISTER"})
+    handles = sinktypes.BY_NAME["history"].handles
+    acks = sinktypes.BY_NAME["history"].acks
     #: the loop's raw hook: :meth:`sort_raw` and :meth:`write_raw` (sinks/base.py)
     raw = True
 

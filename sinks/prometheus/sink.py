@@ -30,7 +30,7 @@ import socket
 import time
 from collections import Counter
 
-from fleetwatch import protocol
+from fleetwatch import protocol, sinktypes
 from fleetwatch.cardinality import REPORTED, counters
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
@@ -51,7 +51,7 @@ MAX_SWEEP = 30.0
 
 class PrometheusSink:
     type = "prometheus"
-    handles = frozenset({"STATS", "RESULT", "HELLO"})
+    handles = sinktypes.BY_NAME["prometheus"].handles
     acks: frozenset[str] = frozenset()
 
     def __init__(self, settings, sink_id: str = "prometheus", clock=time.monotonic):

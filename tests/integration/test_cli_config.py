@@ -3,6 +3,7 @@ line and exit 78 for a bad config file, 2 with the usage for a bad command line.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,6 @@ import pytest
 import yaml
 
 from fleetwatch import __version__
-from fleetwatch.config import EX_CONFIG
 from support.configs import write
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def test_cli_bad_config_exits_78_with_one_line(tmp_path, command):
     module, before, text, key = BAD_CONFIGS[command]
     path = write(tmp_path, text, "BAD.yaml")
     res = fleetwatch(command, *before, "--config", path)
-    assert res.returncode == EX_CONFIG, res.stderr
+    assert res.returncode == os.EX_CONFIG, res.stderr
     lines = res.stderr.splitlines()
     assert len(lines) == 1, res.stderr
     assert lines[0].startswith(f"fleetwatch {command}: {path}: {key}: "), lines[0]
@@ -70,7 +70,7 @@ def test_cli_config_error_path_with_a_stand_in_router(tmp_path):
     path = write(tmp_path, "id: r1\nbind:\n  agent: tcp://*:1\n", "BAD.yaml")
     res = subprocess.run([sys.executable, "-c", STAND_IN, "router", "--config", path],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
-    assert res.returncode == EX_CONFIG, res.stderr
+    assert res.returncode == os.EX_CONFIG, res.stderr
     assert res.stderr.count("\n") == 1 and res.stderr.endswith("\n"), res.stderr
     assert res.stderr.startswith(f"fleetwatch router: {path}: bind.agent: unknown setting")
     ok = write(tmp_path, "id: r1\n", "ok.yaml")

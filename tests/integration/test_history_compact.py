@@ -339,17 +339,17 @@ def test_compact_refuses_with_no_wait_and_gives_up_after_its_wait(tmp_path, caps
     at once (exit 75) naming since when it runs; ``--wait`` says it waits, then gives up
     (75) when that run outlasts it. Neither starts Spark."""
     from fleetwatch import cli
-    from sinks.history.compact import EX_TEMPFAIL, locked
+    from sinks.history.compact import locked
     lake = tmp_path / "lake"
     config = tmp_path / "fleetwatch.yaml"
     config.write_text(f"routers: [tcp://127.0.0.1:5556]\nhistory:\n  lake: {lake}\n")
     argv = ["history", "compact", "--config", str(config)]
     with locked(Lake(str(lake))):
-        assert cli.main(argv + ["--no-wait"]) == EX_TEMPFAIL
+        assert cli.main(argv + ["--no-wait"]) == os.EX_TEMPFAIL
         err = capsys.readouterr().err
         assert "another compaction is running on" in err and f"pid {os.getpid()})" in err
         assert "since " in err and "waiting" not in err
-        assert cli.main(argv + ["--wait", "0.3"]) == EX_TEMPFAIL
+        assert cli.main(argv + ["--wait", "0.3"]) == os.EX_TEMPFAIL
         err = capsys.readouterr().err.splitlines()
     assert len(err) == 2, err
     assert err[0].startswith("fleetwatch history compact: waiting for the compaction "

@@ -2,6 +2,7 @@
 (tests/support/lakegen.py: every expected number below follows from its docstring)."""
 
 import json
+import os
 from datetime import datetime, timezone
 
 import pytest
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.timeout(240)
 
 from fleetwatch import cli  # noqa: E402
 from support.lakegen import DAY, make_lake, midnight_days_ago  # noqa: E402
-from sinks.history.compact import EX_TEMPFAIL, Busy, locked  # noqa: E402
+from sinks.history.compact import Busy, locked  # noqa: E402
 from sinks.history.expire import cutoff, expire  # noqa: E402
 from sinks.history.manifest import Lake  # noqa: E402
 from sinks.history.query import History  # noqa: E402
@@ -518,4 +519,4 @@ def test_expire_cli(tmp_path, capsys):
     assert cli.main(argv[:-1] + ["12h"]) == 2
     assert "at least one day" in capsys.readouterr().err
     with locked(Lake(str(root))):
-        assert cli.main(argv) == EX_TEMPFAIL
+        assert cli.main(argv) == os.EX_TEMPFAIL

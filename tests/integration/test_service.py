@@ -27,7 +27,6 @@ from support.keys import Keys
 from fleetwatch.cli import reach, units
 from fleetwatch.cli import service as svc
 from fleetwatch.cli.service.install import Install
-from fleetwatch.cli.service.task import EX_NOPERM
 from fleetwatch.config import load
 
 pytestmark = pytest.mark.timeout(120)
@@ -302,7 +301,7 @@ def args(**kw):
 @pytest.mark.parametrize("action", ["install", "uninstall"])
 def test_not_root_without_root_prefix_is_a_clear_error(action, capsys):
     system = FakeSystem(euid=1000)
-    assert svc.run(args(action=action), system) == EX_NOPERM
+    assert svc.run(args(action=action), system) == os.EX_NOPERM
     err = capsys.readouterr().err
     assert err.startswith(f"fleetwatch service: {action}ing a system service needs root")
     assert "--root DIR" in err and system.ran == []

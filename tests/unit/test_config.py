@@ -18,7 +18,7 @@ import yaml
 
 from agent.config import COLLECTORS, AgentConfig, SpoolConfig
 from fleetwatch import config as fwconfig
-from fleetwatch.config import EX_CONFIG, ConfigError, build, load, setting
+from fleetwatch.config import ConfigError, build, load, setting
 from fleetwatch.cli.operator import OperatorConfig
 from router.config import DEFAULT_ROUTES, RouterBind, RouterConfig, RouterLimits
 from sinks.config import SinkConfig
@@ -482,7 +482,7 @@ def test_cli_main_in_process_with_a_stand_in(tmp_path, monkeypatch, capsys):
     stand_in.run = lambda args: load(RouterConfig, args.config) and 0
     monkeypatch.setitem(sys.modules, "router.main", stand_in)
     path = write(tmp_path, "routes:\n  NOTIFY: [pager]\n", "BAD.yaml")
-    assert cli.main(["router", "--config", path]) == EX_CONFIG
+    assert cli.main(["router", "--config", path]) == os.EX_CONFIG
     err = capsys.readouterr().err
     assert err.splitlines() == [
         f"fleetwatch router: {path}: routes.NOTIFY: sink type 'pager' has no endpoint "

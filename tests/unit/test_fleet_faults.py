@@ -13,16 +13,9 @@ from query import faults
 pytest.importorskip("zmq")
 
 from web.health import Health  # noqa: E402
+from support.clock import Clock  # noqa: E402
 
 DURABLE = {"NOTIFY": ["alerting", "history"], "REGISTER": ["registry", "history"]}
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self):
-        return self.now
 
 
 def peers(name: str, sinks: dict, durable: dict = DURABLE) -> Answer:
@@ -81,7 +74,7 @@ def test_a_router_older_than_meshes_refusing_members_is_no_problem():
 
 
 def test_remembered_routers_are_asked_after_the_mesh_forgot_them():
-    clock = Clock()
+    clock = Clock(1000.0)
     seen = Remembered(600, clock)
     seen.take([Answer("tcp://r1:2", {"MEMBERS": members("r1", ["r1", "r2"])})])
     assert seen.endpoints() == ["tcp://r1:2", "tcp://r2:2"]
@@ -133,7 +126,7 @@ def stats(uuid: str, metrics: dict, router: str, **fields) -> list[bytes]:
 
 
 def test_a_site_whose_uplink_is_down_and_a_silent_scheduler():
-    clock = Clock()
+    clock = Clock(1000.0)
     health = Health(lambda: [], clock=clock)
     health.take(stats("r1", {"router.agents": 1}, "r1", source="router"))
     # a site router's own STATS, relayed by the central router (SPEC 4.10)
@@ -158,7 +151,7 @@ def test_a_site_whose_uplink_is_down_and_a_silent_scheduler():
 
 
 def test_no_scheduler_heard_at_all():
-    clock = Clock()
+    clock = Clock(1000.0)
     health = Health(lambda: [], clock=clock)
     health.take(stats("r1", {"router.agents": 1}, "r1", source="router"))
     assert faults.of_health(health.snapshot(), clock()) == []

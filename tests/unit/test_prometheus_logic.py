@@ -14,20 +14,13 @@ from sinks.config import SinkConfig
 from sinks.prometheus.config import PrometheusSettings, split_listen
 from sinks.prometheus.names import MAX_LABEL, MAX_NAME, Namer, Sample, label_value, metric_name
 from sinks.prometheus.table import SeriesTable
+from support.clock import Clock
 
 prometheus_client = pytest.importorskip("prometheus_client")
 
 pytestmark = pytest.mark.timeout(30)
 
 UUID = "a" * 32
-
-
-class Clock:
-    def __init__(self, now: float = 1000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 # ---------------------------------------------------------------- names
@@ -117,7 +110,7 @@ def test_namer_memories_stay_bounded():
 # ---------------------------------------------------------------- the table
 
 def test_latest_value_wins_and_stale_series_go():
-    clock = Clock()
+    clock = Clock(1000.0)
     table = SeriesTable(max_series=10, stale_after=60, clock=clock)
     table.write([Sample("m", ("h1", "u1"), 1.0), Sample("m", ("h2", "u2"), 2.0)])
     clock.now += 30
@@ -136,7 +129,7 @@ def test_latest_value_wins_and_stale_series_go():
 
 
 def test_max_series_refuses_new_series_but_updates_known_ones():
-    clock = Clock()
+    clock = Clock(1000.0)
     table = SeriesTable(max_series=2, stale_after=60, clock=clock)
     assert table.write([Sample("a", ("h", "u"), 1), Sample("b", ("h", "u"), 1),
                         Sample("c", ("h", "u"), 1), Sample("a", ("h2", "u2"), 1)]) == 2
@@ -151,7 +144,7 @@ def test_max_series_refuses_new_series_but_updates_known_ones():
 
 
 def test_a_snapshot_is_a_copy():
-    table = SeriesTable(10, 60, Clock())
+    table = SeriesTable(10, 60, Clock(1000.0))
     table.write([Sample("a", ("h", "u"), 1)])
     families, _ = table.snapshot()
     table.write([Sample("a", ("h", "u"), 2), Sample("a", ("h2", "u"), 3)])
@@ -167,7 +160,7 @@ def relayed(type_, uuid=UUID, router="r1", **fields):
 @pytest.fixture
 def sink():
     from sinks.prometheus.sink import PrometheusSink
-    clock = Clock()
+    clock = Clock(1000.0)
     s = PrometheusSink(PrometheusSettings(listen="127.0.0.1:0", stale_after=60), "prom@test",
                        clock=clock)
     s.test_clock = clock

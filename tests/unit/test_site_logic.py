@@ -3,6 +3,7 @@ spool, order, oldest dropped), the central router's table of site links and uuid
 
 from __future__ import annotations
 
+import os
 import pytest
 
 from fleetwatch import protocol
@@ -322,7 +323,6 @@ def test_uplink_says_hello_again_after_a_401_and_passes_answers_for_agents_down(
 
 def test_a_spool_dir_that_cannot_be_written_stops_the_router_in_one_line(tmp_path, capsys):
     from fleetwatch import cli
-    from fleetwatch.config import EX_CONFIG
     from router.sitebuffer import SpoolError
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -334,7 +334,7 @@ def test_a_spool_dir_that_cannot_be_written_stops_the_router_in_one_line(tmp_pat
     path.write_text(
         f"bind: {{agents: '{local}', control: '{local}', tail: '{local}', sinks: {{}}}}\n"
         f"upstream: ['tcp://127.0.0.1:1']\nsite: {{spool_dir: '{blocker / 'spool'}'}}\n")
-    assert cli.main(["router", "--config", str(path)]) == EX_CONFIG
+    assert cli.main(["router", "--config", str(path)]) == os.EX_CONFIG
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("fleetwatch router: site.spool_dir: ")
 

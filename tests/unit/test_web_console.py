@@ -20,14 +20,7 @@ import webfill  # noqa: E402
 from fleetwatch.cli.operator import OperatorConfig  # noqa: E402
 from sinks.state import db  # noqa: E402
 from web.console import Console  # noqa: E402
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
+from support.clock import Clock  # noqa: E402
 
 
 @pytest.fixture
@@ -46,7 +39,7 @@ def console(engine, monotonic=time.monotonic) -> Console:
 
 
 def test_one_reading_serves_the_pages_of_a_period(engine):
-    clock = Clock()
+    clock = Clock(100.0)
     c = console(engine, clock)
     first = c.fleet_view()
     assert first["problems"] and first["read_ms"] >= 0

@@ -10,14 +10,7 @@ pytest.importorskip("zmq")
 
 from fleetwatch import protocol  # noqa: E402
 from web.health import FORGET, Health  # noqa: E402
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
+from support.clock import Clock  # noqa: E402
 
 
 def stats(uuid: str, metrics: dict, router="r1", **fields) -> list[bytes]:
@@ -26,7 +19,7 @@ def stats(uuid: str, metrics: dict, router="r1", **fields) -> list[bytes]:
 
 
 def test_back_ends_agents_with_drops_and_router_drops():
-    clock = Clock()
+    clock = Clock(1000.0)
     health = Health(lambda: [], clock=clock)
     health.take(stats("r1", {"router.agents": 2, "router.dropped.STATS.graphite": 5},
                       source="router", drops=[
@@ -57,7 +50,7 @@ def test_an_agent_never_passes_for_a_router_a_sink_or_a_scheduler():
     """Issue 31 item 6: who sent a STATS is the router's stamp, never its body's
     ``source``: an agent's STATS claiming each back-end role (and drops against another
     host) is an agent's; a back-end's is one only when the router stamped it so."""
-    health = Health(lambda: [], clock=Clock())
+    health = Health(lambda: [], clock=Clock(1000.0))
     for source in ("router", "sink", "scheduler"):
         health.take(stats("liar", {"agent.spool.dropped": 1, "x": 1}, source=source, drops=[
             {"uuid": "victim", "type": "STATS", "sink": "history", "count": 987654321}]))
@@ -84,7 +77,7 @@ def test_an_agent_s_quiet_stats_is_passed_over_without_decoding():
     assert not quiet(body({"agent.spool.dropped": 0.5}))
     assert not quiet(body({"agent.stats.dropped": 0, "x": 1}, source="sink"))
     assert not quiet(b'{"metrics": {"agent.spool.dropped": 3}}')    # spaced: decoded
-    clock = Clock()
+    clock = Clock(1000.0)
     health = Health(lambda: [], clock=clock)
     health.take(stats("a1", {"agent.spool.dropped": 4}))
     health.take(stats("a1", {"agent.spool.dropped": 0}))        # restarted: passed over

@@ -39,7 +39,7 @@ import subprocess
 
 import yaml
 
-from fleetwatch import private
+from fleetwatch import private, sinktypes
 from fleetwatch.cli.demo.carbon import Carbon
 from fleetwatch.config import setting
 from sinks.history.config import socket_path_fits
@@ -47,13 +47,13 @@ from fleetwatch.cli.demo.ports import free_port
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates
 
-SINK_TYPES = ("registry", "alerting", "graphite", "history", "prometheus")
+SINK_TYPES = sinktypes.NAMES
 #: seconds between two compactions of the demo's history lake
 COMPACT_EVERY = 60
 #: the demo's metrics in carbon: ``fleet.<host>.cpu.percent`` and so on
 GRAPHITE_PREFIX = "fleet"
 #: every sink type a router binds a PUSH for, whether the demo runs that sink or not
-ROUTED_TYPES = ("registry", "alerting", "graphite", "history", "prometheus")
+ROUTED_TYPES = sinktypes.NAMES
 #: the console's demo user (an admin), its password made at the first start
 CONSOLE_USER = "demo"
 #: how often the demo agent's checks run (seconds)

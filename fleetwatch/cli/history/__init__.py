@@ -119,7 +119,7 @@ PROBE = 0.5
 
 
 def run(args) -> int:
-    from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency, optional_import
+    from fleetwatch.optional import MissingDependency, optional_import
     from sinks.history.spark import JavaMissing, java
     settings = settings_from(args)
     if args.subcommand == "sql":
@@ -149,7 +149,7 @@ def run(args) -> int:
                 optional_import(module, f"fleetwatch history {args.subcommand} --remote")
     except (MissingDependency, JavaMissing, OSError) as e:
         print(f"fleetwatch history: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     except ValueError as e:          # the config's history.remote (--remote was checked)
         print(f"fleetwatch history: {args.config}: history.remote {e}", file=sys.stderr)
         return 78

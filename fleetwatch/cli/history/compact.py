@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import threading
@@ -80,7 +81,7 @@ def once(args, settings, out, quiet: bool) -> int:
     """One run: the lake's lock first (waiting for a run that holds it, if asked), then
     Spark, then the compaction."""
     from sinks.history.compact import compact
-    from sinks.history.lock import EX_TEMPFAIL, Busy, locked
+    from sinks.history.lock import Busy, locked
     from sinks.history.manifest import Lake
     from sinks.history.spark import from_settings
     wait = 0.0 if args.no_wait else args.wait
@@ -96,7 +97,7 @@ def once(args, settings, out, quiet: bool) -> int:
                 _stop(spark)
     except Busy as e:
         say(str(e))
-        return EX_TEMPFAIL
+        return os.EX_TEMPFAIL
     if quiet:
         print(summary.line(), flush=True)
     return 0

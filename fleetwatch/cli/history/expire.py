@@ -5,6 +5,7 @@ bad ``--older-than``, 75 (EX_TEMPFAIL) while a compaction runs."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 HELP = "drop date partitions older than --older-than (--dry-run: list them)"
@@ -17,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args, settings) -> int:
-    from sinks.history.lock import EX_TEMPFAIL, Busy
+    from sinks.history.lock import Busy
     from sinks.history.expire import expire
     from sinks.history.times import seconds
     try:
@@ -28,5 +29,5 @@ def run(args, settings) -> int:
         return 2
     except Busy as e:
         print(f"fleetwatch history expire: {e}; try again later", file=sys.stderr)
-        return EX_TEMPFAIL
+        return os.EX_TEMPFAIL
     return 0

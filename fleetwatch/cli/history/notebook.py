@@ -23,14 +23,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args, settings) -> int:
-    from fleetwatch.optional import EX_UNAVAILABLE, MissingDependency, optional_import
+    from fleetwatch.optional import MissingDependency, optional_import
     from sinks.history import jupyter
     try:
         for module in ("jupyterlab", "ipykernel"):
             optional_import(module, "fleetwatch history notebook")
     except MissingDependency as e:
         print(f"fleetwatch history notebook: {e}", file=sys.stderr)
-        return EX_UNAVAILABLE
+        return os.EX_UNAVAILABLE
     directory = args.dir or os.path.join(settings.lake, "_notebooks")
     notebook = jupyter.prepare(directory, settings)
     stop = threading.Event()

@@ -11,8 +11,8 @@ import shlex
 import sys
 
 from fleetwatch.cli import reach, units
-from fleetwatch.cli.service.task import EX_CANTCREAT, Failure, Task
-from fleetwatch.config import EX_CONFIG, ConfigError, load
+from fleetwatch.cli.service.task import Failure, Task
+from fleetwatch.config import ConfigError, load
 
 
 def router_sizes(service: units.Service, path: str) -> dict:
@@ -66,7 +66,7 @@ class Install(Task):
             who = reach.User(user, uid, frozenset(self.system.groups(user, gid)))
         found = reach.problem(exe, who, units.hidden_paths(self.service))
         if found:
-            raise Failure(EX_CONFIG, f"{self.service.unit} could not start as user {user}: "
+            raise Failure(os.EX_CONFIG, f"{self.service.unit} could not start as user {user}: "
                                      f"{found}; install fleetwatch in a virtualenv made from "
                                      f"the system's Python outside /root, /home and /tmp "
                                      f"(e.g. /usr/bin/python3 -m venv /opt/fleetwatch/venv)")
@@ -83,7 +83,7 @@ class Install(Task):
             return
         res = self.system.run(argv)
         if res.returncode != 0:
-            raise Failure(EX_CANTCREAT, f"useradd {user}: "
+            raise Failure(os.EX_CANTCREAT, f"useradd {user}: "
                                         f"{' '.join((res.stderr or '').split())}")
         self.say(f"created system user {user}", changed=True)
 
@@ -100,7 +100,7 @@ class Install(Task):
             if owner is not None:
                 os.chown(path, *owner)
         except OSError as e:
-            raise Failure(EX_CANTCREAT, f"cannot create {path}: {e.strerror}") from None
+            raise Failure(os.EX_CANTCREAT, f"cannot create {path}: {e.strerror}") from None
         self.say(f"created {path}", changed=True)
 
     def ensure_config(self, config_path: str, owner: tuple[int, int] | None) -> None:

@@ -13,10 +13,7 @@ import sys
 
 from fleetwatch.cli import units
 from fleetwatch.cli.service.system import System
-from fleetwatch.optional import EX_UNAVAILABLE
 
-EX_CANTCREAT = 73
-EX_NOPERM = 77
 
 
 class Failure(Exception):
@@ -35,7 +32,7 @@ class Task:
         self.root = os.path.abspath(args.root) if args.root else None
         self.changed = 0
         if self.root is None and system.euid() != 0:
-            raise Failure(EX_NOPERM, f"{args.action}ing a system service needs root: run it "
+            raise Failure(os.EX_NOPERM, f"{args.action}ing a system service needs root: run it "
                                      f"with sudo, or pass --root DIR to write the files into "
                                      f"a prefix")
 
@@ -58,7 +55,7 @@ class Task:
         if res.returncode != 0:
             text = " ".join((res.stderr or res.stdout or "").split()) or f"exit {res.returncode}"
             if check:
-                raise Failure(EX_UNAVAILABLE, f"systemctl {' '.join(argv)}: {text}")
+                raise Failure(os.EX_UNAVAILABLE, f"systemctl {' '.join(argv)}: {text}")
             print(f"fleetwatch service: warning: systemctl {' '.join(argv)}: {text}",
                   file=sys.stderr)
             return False
@@ -86,6 +83,6 @@ class Task:
                 os.chown(tmp, *owner)
             os.replace(tmp, path)
         except OSError as e:
-            raise Failure(EX_CANTCREAT, f"cannot write {path}: {e.strerror}") from None
+            raise Failure(os.EX_CANTCREAT, f"cannot write {path}: {e.strerror}") from None
         self.say(f"wrote {path}{what}", changed=True)
         return True

@@ -6,6 +6,7 @@ Exit 0 when the file loads; else one line naming the key and what was expected, 
 """
 
 import importlib
+import os
 import sys
 
 CLASSES = {
@@ -21,13 +22,13 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] not in CLASSES:
         print(f"usage: check_config.py {{{'|'.join(CLASSES)}}} PATH", file=sys.stderr)
         return 2
-    from fleetwatch.config import EX_CONFIG, ConfigError, load
+    from fleetwatch.config import ConfigError, load
     module, name = CLASSES[argv[0]]
     try:
         load(getattr(importlib.import_module(module), name), argv[1])
     except ConfigError as e:
         print(f"{argv[0]} config: {e}", file=sys.stderr)
-        return EX_CONFIG
+        return os.EX_CONFIG
     return 0
 
 

@@ -64,7 +64,7 @@ def test_sigterm_while_a_session_opens_ends_the_answerer_at_once(tmp_path, monke
     import threading
     import time
 
-    import fleetwatch.cli.history as history_cli
+    import fleetwatch.cli.history.session as history_cli
 
     def retrying(settings):                 # the client's retries, bounded for the test
         end = time.monotonic() + 30

@@ -12,8 +12,9 @@ line (exit 69), and ``--help`` works without either.
 Adding a verb: a module here with ``HELP``, ``add_arguments(parser)`` for its own options
 and ``run(args, settings) -> int`` (``settings``: the loaded
 :class:`sinks.history.config.HistorySettings`), importing PySpark only inside ``run``; and
-one entry in :data:`VERBS`. A verb that queries the lake opens it with :func:`open_lake` and
-ends with :func:`tell_uncompacted`, as ``sql`` and ``gaps`` do.
+one entry in :data:`VERBS`. A verb that queries the lake opens it with
+:func:`fleetwatch.cli.history.session.open_lake` and ends with ``tell_uncompacted``
+(same module), as ``sql`` and ``gaps`` do.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ import argparse
 import dataclasses
 import importlib
 import os
-import shlex
-import socket
 import sys
-import urllib.parse
 
 from fleetwatch.config import load
+from fleetwatch.cli.history.session import connect_address, reach, tell_local_spark, \
+    tell_uncompacted
 from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig
 from sinks.history.config import HistorySettings
 
@@ -77,38 +77,6 @@ def settings_from(args):
             print(f"fleetwatch history {args.subcommand}: --remote {e}", file=sys.stderr)
             raise SystemExit(2) from None
     return dataclasses.replace(settings, **changes) if changes else settings
-
-
-#: the port of ``sc://HOST`` (Spark Connect's default)
-CONNECT_PORT = 15002
-
-
-def connect_address(url: str) -> tuple[str, int]:
-    """The host and port of a Spark Connect URL, ``sc://HOST[:PORT][/;PARAMS]``;
-    ValueError (its text what was expected) for anything else."""
-    expected = f"expects a Spark Connect URL such as sc://HOST:{CONNECT_PORT}, not {url!r}"
-    parts = urllib.parse.urlsplit(url)
-    try:
-        port = parts.port or CONNECT_PORT
-    except ValueError:
-        raise ValueError(expected) from None
-    params = parts.path in ("", "/") or parts.path.startswith("/;")
-    if parts.scheme != "sc" or not parts.hostname or not params:
-        raise ValueError(expected)
-    return parts.hostname, port
-
-
-def reach(url: str, timeout: float = 5.0) -> None:
-    """Connect to the Spark Connect server of ``url`` once: PySpark's own client retries an
-    absent server for minutes before its traceback, so a command asks first and says in one
-    line (OSError) that nothing answers there."""
-    host, port = connect_address(url)
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            pass
-    except OSError as e:
-        raise OSError(f"no Spark Connect server answers at {url}: "
-                      f"{e.strerror or e.__class__.__name__}") from None
 
 
 #: the verbs that start Spark at once (a query, a compaction): without a Spark Connect
@@ -174,38 +142,3 @@ def answered(args, settings) -> int | None:
         waiting = reply.get("uncompacted")
         tell_uncompacted(args, settings, waiting if isinstance(waiting, int) else 0)
     return reply["code"]
-
-
-def tell_local_spark(args, settings, why: str = "") -> None:
-    """One line on stderr before this process starts its own Spark (10 to 60 s before the
-    first answer): on a terminal, and always when the config's Spark Connect server did not
-    answer (``why``), so that a command run at a demo's start is never a silent minute."""
-    if not (why or sys.stderr.isatty()):
-        return
-    because = (f": {why} (history.remote in {args.config}; it answers in seconds "
-               f"once up)") if why else ""
-    print(f"fleetwatch history {args.subcommand}: starting a local Spark on "
-          f"{settings.master} (10-60 s){because}", file=sys.stderr, flush=True)
-
-
-def open_lake(settings):
-    """The lake's :class:`sinks.history.query.History` on a Spark session of ``settings``
-    (:func:`run` said so on stderr when that Spark starts here)."""
-    from sinks.history.query import History
-    from sinks.history.spark import from_settings
-    return History(from_settings(settings), settings.lake)
-
-
-def tell_uncompacted(args, settings, waiting: int | None = None) -> None:
-    """Before the first compaction the tables are empty: say on stderr how many lines the
-    landing area holds (``waiting``, or counted here), and the command that compacts
-    them."""
-    if waiting is None:
-        from sinks.history.query import uncompacted
-        waiting = uncompacted(settings.lake)
-    if waiting:
-        command = f"fleetwatch history compact --config {shlex.quote(args.config)}"
-        if args.lake:
-            command += f" --lake {shlex.quote(args.lake)}"
-        print(f"fleetwatch history {args.subcommand}: nothing compacted yet: the landing area "
-              f"holds {waiting} lines not in the tables ({command})", file=sys.stderr)

@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 
-from fleetwatch.cli.history import open_lake, tell_uncompacted
+from fleetwatch.cli.history.session import open_lake, tell_uncompacted
 from fleetwatch.cli.history.sql import printable
 from fleetwatch.display import escape, iso, table
 

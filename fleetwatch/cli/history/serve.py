@@ -173,7 +173,7 @@ def warm(settings, stopping: list):
     """The lake's History on a session that has answered one query: the configured Spark
     Connect server's once it answers (waited for, said once), else a Spark of its own.
     None when asked to stop first."""
-    from fleetwatch.cli.history import open_lake, reach
+    from fleetwatch.cli.history.session import open_lake, reach
     if settings.remote:
         said = False
         while not stopping:
@@ -198,7 +198,8 @@ def serve_one(conn: socket.socket, history, settings) -> bool:
     as ``history sql`` would print it; a bad request or an error is refused, never fatal.
     False when the session no longer answers (the caller opens another): a query Spark
     refused is tried on it once more with ``SELECT 1``."""
-    from fleetwatch.cli.history import reach, sql
+    from fleetwatch.cli.history.session import reach
+    from fleetwatch.cli.history.sql import answer
     from sinks.history.query import uncompacted
     lake = settings.lake
     try:
@@ -223,7 +224,7 @@ def serve_one(conn: socket.socket, history, settings) -> bool:
             return True
     out, err = io.StringIO(), io.StringIO()
     try:
-        code = sql.answer(history, query, as_json, limit, out, err)
+        code = answer(history, query, as_json, limit, out, err)
         if code != 0:
             history.sql("SELECT 1").collect()       # the query's fault, or the session's?
         waiting = uncompacted(lake) if code == 0 else 0

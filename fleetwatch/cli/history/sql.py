@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 
-from fleetwatch.cli.history import open_lake, tell_uncompacted
+from fleetwatch.cli.history.session import open_lake, tell_uncompacted
 from fleetwatch.display import table
 
 HELP = "run Spark SQL over the tables and print a table (or --json)"

@@ -1,6 +1,6 @@
 """Compaction throughput: synthetic landing events into the Parquet tables, on local Spark.
 
-Generates ``--events`` landing lines (sinks/history/synth.py: 60 % STATS with 8 metrics,
+Generates ``--events`` landing lines (fleetwatch/lake/synth.py: 60 % STATS with 8 metrics,
 25 % HEARTBEAT, 10 % RESULT, 4 % NOTIFY, 1 % HELLO/REGISTER; one UTC day, 200 hosts) in
 ``--files`` closed landing files, then times one ``compact()`` of all of them on
 ``--master`` (local[2]: 2 cores) and prints the time of each step and events per second
@@ -34,7 +34,7 @@ MIDNIGHT = 1_795_046_400.0          # 2026-11-19 00:00 UTC
 
 
 def _write(job) -> str:
-    from sinks.history import synth
+    from fleetwatch.lake import synth
     directory, name, first, count, start, seconds = job
     path = os.path.join(directory, f"20261119T000000-{name}.jsonl")
     lines = synth.lines(count, hosts=200, start=start, days=seconds / 86400, first=first,
@@ -94,9 +94,9 @@ def main(argv=None) -> int:
                     help="events of a second, incremental run (0: none)")
     args = ap.parse_args(argv)
 
-    from sinks.history.compact import compact
-    from sinks.history.config import HistorySettings
-    from sinks.history.spark import session
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.settings import HistorySettings
+    from fleetwatch.lake.spark import session
 
     tmp = None if args.lake else tempfile.mkdtemp(prefix="fw-bench-lake-")
     lake = args.lake or tmp
@@ -132,7 +132,7 @@ def main(argv=None) -> int:
         lines.append(f"| {name}: {tr.rows} rows from {tr.messages} messages (dedupe, "
                      f"write Parquet; tables run side by side) | {tr.seconds:.1f} |")
     lines += [f"| tables, wall | {full.steps['tables']:.1f} |",
-              f"| heartbeat_spans: the day's heartbeats folded into spans (sinks/history/"
+              f"| heartbeat_spans: the day's heartbeats folded into spans (fleetwatch/lake/"
               f"spans.py) | {full.steps.get('spans', 0.0):.1f} |",
               f"| commit (intent, rename into tables, manifest, landing files out) | "
               f"{full.steps['commit']:.1f} |",
@@ -157,13 +157,13 @@ def main(argv=None) -> int:
 
 NOTES = """\
 Method: every landing file is closed before the run; the run is `compact()` as
-`fleetwatch history compact` runs it (sinks/history/compact.py), timed from its start to its
+`fleetwatch history compact` runs it (fleetwatch/lake/compact.py), timed from its start to its
 summary, Spark session already up. Each table is staged by its own thread (their Spark jobs
 run side by side on the 2 cores) then committed; per-table seconds therefore overlap and
 do not add up to the wall time. The synthetic landing area has no duplicate msg_ids, the
 common case: deduplication then costs one aggregation of the ids alone (in the read step)
 and no shuffle of the rows. Each file's rows are sorted by host before they are written
-(sinks/history/schema.py `ORDER`, for the queries). The run is the first of a fresh Spark
+(fleetwatch/lake/schema.py `ORDER`, for the queries). The run is the first of a fresh Spark
 session, JIT warm-up included. On 2026-11-22 (rows in arrival order, load average 2 to 5
 from other work) the same run took 322 s: with the machine shared, expect +-30 % or more."""
 

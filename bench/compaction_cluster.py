@@ -12,7 +12,7 @@ hosts) are compacted, each round on a fresh copy, four ways, each in a process o
   limit for this work;
 
 each on ``local[2]`` and on a standalone master with one worker of 2 cores started from
-the installed PySpark (sinks/history/cluster.py, 127.0.0.1; owned: it ends with the
+the installed PySpark (fleetwatch/lake/cluster.py, 127.0.0.1; owned: it ends with the
 benchmark), stopped at the end. Prints events/s per way (median of ``--rounds``) and
 fleetwatch's as a ratio to the bare job on the same master.
 
@@ -49,8 +49,8 @@ CONF = {"spark.driver.memory": "2g", "spark.executor.memory": "2g",
 def bare(spark, paths: list[str], out: str) -> int:
     """The tables written straight from the landing lines; returns the events read."""
     from pyspark import StorageLevel
-    from sinks.history import tables
-    from sinks.history.schema import ORDER, PARTITION, TABLE_NAMES
+    from fleetwatch.lake import tables
+    from fleetwatch.lake.schema import ORDER, PARTITION, TABLE_NAMES
     landing = tables.read_landing(spark, paths).persist(StorageLevel.MEMORY_AND_DISK)
     events = landing.count()
     names = [n for n in TABLE_NAMES if n in ORDER and n not in ("heartbeat_spans",
@@ -68,14 +68,14 @@ def bare(spark, paths: list[str], out: str) -> int:
 
 def child(job: str, master: str, lake: str) -> dict:
     """One timed run in this process: {events, seconds}."""
-    from sinks.history.spark import session
+    from fleetwatch.lake.spark import session
     spark = session(master, CONF)
     paths = sorted(str(p) for p in Path(lake, "landing").glob("*.jsonl"))
     t = time.monotonic()
     steps = {}
     if job == "fleetwatch":
-        from sinks.history.compact import compact
-        from sinks.history.config import HistorySettings
+        from fleetwatch.lake.compact import compact
+        from fleetwatch.lake.settings import HistorySettings
         summary = compact(spark, HistorySettings(lake=lake, master=master,
                                                  processed="delete"), out=lambda line: None)
         events, steps = summary.events, summary.steps
@@ -111,7 +111,7 @@ def main(argv=None) -> int:
         return 0
 
     from compaction import generate
-    from sinks.history import cluster
+    from fleetwatch.lake import cluster
     work = tempfile.mkdtemp(prefix="fw-bench-cluster-")
     try:
         pristine = os.path.join(work, "pristine")
@@ -165,7 +165,7 @@ NOTES = """\
 Method: each run is a fresh process on a fresh copy of the landing files, timed from a
 Spark session already up to the end of the job (the session's start, 7-12 s, is not
 counted; on the cluster it includes an executor's start on the worker). The bare job
-reads the landing JSON with the same schema and validity rules (sinks/history/tables.py
+reads the landing JSON with the same schema and validity rules (fleetwatch/lake/tables.py
 `read_landing`), caches it once, and writes the same five tables' rows side by side,
 partitioned by date and sorted by host, with nothing of fleetwatch's own: no
 deduplication by msg_id (its aggregation of the ids, the counts by type and date, the

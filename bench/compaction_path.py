@@ -2,7 +2,7 @@
 tree and by the version before the tables' ``path`` column (commit BEFORE, from ``git
 archive``), each run a fresh process on a fresh copy of the lake, on local[2].
 
-The landing lines come from sinks/history/synth.py with ``sites``: half the hosts behind sites,
+The landing lines come from fleetwatch/lake/synth.py with ``sites``: half the hosts behind sites,
 their lines naming a path of two routers (``r0,site-1``), the others none (the column then
 holds ``[router]``). The previous version reads the same lines and ignores ``path``. Prints,
 per round, both times and the tables' bytes, then the medians and the ratios
@@ -39,9 +39,9 @@ CONF = {"spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "2"}
 CHILD = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
-from sinks.history.spark import session
-from sinks.history.compact import compact
-from sinks.history.config import HistorySettings
+from fleetwatch.lake.spark import session
+from fleetwatch.lake.compact import compact
+from fleetwatch.lake.settings import HistorySettings
 spark = session("local[2]", json.loads(sys.argv[3]))
 t = time.monotonic()
 summary = compact(spark, HistorySettings(lake=sys.argv[2], processed="delete"),
@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--results", help="write the figures into this markdown file")
     args = ap.parse_args(argv)
-    from sinks.history import synth
+    from fleetwatch.lake import synth
     work = tempfile.mkdtemp(prefix="fw-bench-path-")
     try:
         pristine = os.path.join(work, "pristine")

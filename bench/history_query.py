@@ -1,7 +1,7 @@
 """History queries: the downsampled metric query and the availability query over N events,
 on the Parquet tables and on the raw landing JSON, in the same run.
 
-Generates ``--events`` landing lines exactly as bench/compaction.py does (sinks/history/synth.py
+Generates ``--events`` landing lines exactly as bench/compaction.py does (fleetwatch/lake/synth.py
 through its ``generate``: 60 % STATS with 8 metrics, 25 % HEARTBEAT with interval 10 s, 10 %
 RESULT, 4 % NOTIFY, 1 % HELLO/REGISTER; one UTC day, 200 hosts; synth gives each host one
 message kind, so 50 hosts heartbeat, ~every 2 s, and the metric's host is the first that sends
@@ -18,7 +18,7 @@ landing files are kept in landing/done/), then times, in alternating order per r
   runs before it adds hostnames), which reads the ``heartbeat_spans`` compaction keeps;
   on the JSON ``uptime`` over the HEARTBEAT lines.
 
-Both sources go through the query functions of sinks/history/ and must give the
+Both sources go through the query functions of fleetwatch/lake/ and must give the
 same answer (checked). The JSON side is given its cheapest correct plan for this data: the
 synthetic lines have no duplicate msg_ids, so it skips the per-msg_id deduplication a real
 landing area would need (which would only slow it further). Timed: from building the query
@@ -58,7 +58,7 @@ def json_metrics(spark, paths, host, metric):
     """The ``metrics`` rows of ``host`` and ``metric``, straight from landing JSON."""
     from pyspark.sql import functions as F
 
-    from sinks.history.tables import read_landing
+    from fleetwatch.lake.tables import read_landing
     raw = read_landing(spark, paths)
     stats = raw.where(~F.col("bad") & (F.col("type") == "STATS")
                       & ((F.col("hostname") == host) | (F.col("uuid") == host)))
@@ -72,7 +72,7 @@ def json_metrics(spark, paths, host, metric):
 def json_heartbeats(spark, paths):
     from pyspark.sql import functions as F
 
-    from sinks.history.tables import read_landing
+    from fleetwatch.lake.tables import read_landing
     raw = read_landing(spark, paths)
     return (raw.where(~F.col("bad") & (F.col("type") == "HEARTBEAT") & F.col("name").isNull())
             .select("date", "ts", "uuid", "name", "interval"))
@@ -82,15 +82,15 @@ def queries(spark, lake: str, paths: list[str], since: float, until: float) -> d
     """(query, source) -> a function running it and returning its rows; and the host."""
     from pyspark.sql import functions as F
 
-    from sinks.history.availability import uptime
-    from sinks.history.metrics import downsample
-    from sinks.history.query import History
-    from sinks.history.times import seconds, window
+    from fleetwatch.lake.availability import uptime
+    from fleetwatch.lake.metrics import downsample
+    from fleetwatch.lake.query import History
+    from fleetwatch.lake.times import seconds, window
     h = History(spark, lake)
     beats = History(spark, lake, use_spans=False)
     bucket = seconds(BUCKET)
     # the host by its uuid: synth's STATS hosts send no HELLO, so no HELLO names them (a
-    # hostname names a host only through its HELLO: sinks/history/hostnames.py)
+    # hostname names a host only through its HELLO: fleetwatch/lake/hostnames.py)
     host = h.metrics.where(F.col("metric") == METRIC).agg(F.min("uuid")).first()[0]
 
     return host, {
@@ -132,9 +132,9 @@ def main(argv=None) -> int:
                     help="untimed runs of every query on both sources first (JIT warm-up)")
     args = ap.parse_args(argv)
 
-    from sinks.history.compact import compact
-    from sinks.history.config import HistorySettings
-    from sinks.history.spark import session
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.settings import HistorySettings
+    from fleetwatch.lake.spark import session
 
     tmp = None if args.lake else tempfile.mkdtemp(prefix="fw-bench-query-")
     lake = args.lake or tmp
@@ -216,13 +216,13 @@ NOTES = """\
 Why the tables win: a query reads only the columns it names (a few of 9-15) and parses
 nothing; over the JSON every query parses every line of every file (the landing schema is
 explicit, so there is no inference pass, but each line is still decoded in full). Compaction
-sorts the rows of each file by host (sinks/history/schema.py `ORDER`: metrics by (uuid, ts,
+sorts the rows of each file by host (fleetwatch/lake/schema.py `ORDER`: metrics by (uuid, ts,
 metric), heartbeats by (uuid, ts)), so the metric query's filter on one host skips the
 Parquet pages of the 199 others: it went from 4.2 s (rows in arrival order, 2026-11-22) to
 about 0.3 s.
 
 The availability query on the tables reads `heartbeat_spans`, which compaction folds from
-the heartbeats (sinks/history/spans.py: a sender's heartbeats of a day with no silence of
+the heartbeats (fleetwatch/lake/spans.py: a sender's heartbeats of a day with no silence of
 6 s are one span; here one span per host, as the synthetic hosts never fall silent; a host
 down once an hour would have 25): 50 rows instead of 2.5M heartbeats, with exactly the same
 answer (checked above, and by the tests on random heartbeats and windows). What is left is
@@ -230,7 +230,7 @@ Spark's fixed cost for a query: building the DataFrame (about 0.15 s of driver c
 shuffle for the per-host window and the final sort. From every heartbeat
 (`use_spans=False`, the row for comparison) it reads and reduces 2.5M rows (each (uuid,
 3 x interval) bucket to its first and last heartbeat before the per-host sort:
-sinks/history/availability.py `uptime`), about 0.4 s more, with a second shuffle. Folding the
+fleetwatch/lake/availability.py `uptime`), about 0.4 s more, with a second shuffle. Folding the
 spans costs compaction 4 s of 129 s (bench/RESULTS.md "History compaction").
 
 Method: the same Spark session (the compaction ran in it), then an untimed warm-up run of

@@ -1,8 +1,8 @@
 """``fleetwatch history sql``'s first answer: a Spark of the command's own (cold, what every
 command paid before the demo kept a warm Spark) against a warm Spark Connect server (the
-demo's: sinks/history/cluster.py ``serve``, local[2], driver 1g), on the same small lake.
+demo's: fleetwatch/lake/cluster.py ``serve``, local[2], driver 1g), on the same small lake.
 
-Writes ``--events`` landing lines (sinks/history/synth.py), starts the Connect server (its
+Writes ``--events`` landing lines (fleetwatch/lake/synth.py), starts the Connect server (its
 start-up timed: the demo pays it once, in the background), compacts the lake through it
 (set-up, not timed), then times whole commands as a user runs them, in alternating order per
 round: ``fleetwatch history sql QUERY`` with ``history.master: local[2]`` (cold: a JVM
@@ -93,8 +93,8 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=ROOT / "bench" / "RESULTS.md")
     args = ap.parse_args()
     from fleetwatch.cli.demo.ports import free_port
-    from sinks.history import cluster
-    from sinks.history.synth import write_files
+    from fleetwatch.lake import cluster
+    from fleetwatch.lake.synth import write_files
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="fw-bench-warm-") as tmp:
         tmp = Path(tmp)

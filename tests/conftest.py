@@ -105,9 +105,9 @@ def graphite_web(carbon, tmp_path):
 @pytest.fixture(scope="session")
 def spark():
     """One local[2] SparkSession for every history test in the run (a session takes about
-    10 s to start): sinks/history/spark.py's settings, 2 shuffle partitions."""
+    10 s to start): fleetwatch/lake/spark.py's settings, 2 shuffle partitions."""
     pytest.importorskip("pyspark", reason="the history extra is not installed")
-    from sinks.history.spark import session
+    from fleetwatch.lake.spark import session
     # C1 JIT only: the tests' Spark jobs are tiny, C2 compiles cost more than they save
     s = session("local[2]", {"spark.driver.memory": "1g",
                              "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"})

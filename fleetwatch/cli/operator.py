@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fleetwatch.config import DEFAULT_STATE_URL, OPERATOR_CONFIG, setting
 from fleetwatch.graphs.settings import GraphiteWebSettings
 from fleetwatch.security import ClientSecurity
-from sinks.history.config import HistorySettings
+from fleetwatch.lake.settings import HistorySettings
 from web.settings import WebSettings
 
 DEFAULT_PATH = OPERATOR_CONFIG

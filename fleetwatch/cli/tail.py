@@ -16,7 +16,7 @@ policy of a subscriber that must see everything.
 
 ``--since MSG_ID|TIME`` replays first what the history lake holds since that point (the
 operator config's ``history.lake``), then goes on live with no gap and no duplicate at the
-seam (:mod:`sinks.history.follow`, which programs use as a generator). Exit status: 2 for a
+seam (:mod:`fleetwatch.lake.follow`, which programs use as a generator). Exit status: 2 for a
 ``--since`` that is neither a time nor a msg_id, 66 for a lake that is not there or a msg_id
 it does not hold, 69 when the lake's tables must be read and PySpark (the ``history``
 extra) or Java is missing, 75 when the lake does not catch up with the live tail.
@@ -155,7 +155,7 @@ def endpoints_of(config: OperatorConfig, answers, warn=None) -> list[str]:
 def run(args) -> int:
     config = load(OperatorConfig, args.config)
     if args.since is not None:
-        from sinks.history.follow import check_since
+        from fleetwatch.lake.follow import check_since
         try:
             check_since(args.since)
         except ValueError as e:
@@ -186,10 +186,10 @@ def run(args) -> int:
 
 def replay(config: OperatorConfig, endpoints: list[str], uuids: list[str],
            hostnames: dict[str, str | None], args, clock=time.monotonic, keys=None) -> int:
-    """``--since``: the lake's messages since the point, then live (sinks.history.follow)."""
+    """``--since``: the lake's messages since the point, then live (fleetwatch.lake.follow)."""
     from fleetwatch.optional import MissingDependency
-    from sinks.history.follow import Follower, LakeBehind, LakeMissing, NotFound
-    from sinks.history.spark import JavaMissing
+    from fleetwatch.lake.follow import Follower, LakeBehind, LakeMissing, NotFound
+    from fleetwatch.lake.spark import JavaMissing
 
     def stderr(text: str) -> None:
         print(f"fleetwatch tail: {text}", file=sys.stderr, flush=True)

@@ -37,10 +37,10 @@ corrupt record, never a shorter object. One ``"uuid"`` in the body, followed by 
 uuid, settles the third point. What the quick look cannot clear (escapes, brackets or
 apostrophes inside strings...) gets the full check: the json module's C scanner, the same
 grammar as Spark's reader. This holds for the reader options of
-:func:`sinks.history.tables.read_landing` (comments not allowed).
+:func:`fleetwatch.lake.tables.read_landing` (comments not allowed).
 
 Everything else (required fields, their types, the ts range, duplicates by msg_id) is
-compaction's to check (sinks/history/tables.py), which counts a bad line and keeps one line
+compaction's to check (fleetwatch/lake/tables.py), which counts a bad line and keeps one line
 per msg_id.
 """
 

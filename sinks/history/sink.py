@@ -7,7 +7,7 @@ envelopes and turns the bodies into lines as they are, except NOTIFY and REGISTE
 it ACKs), which the loop decodes, deduplicates and ACKs as for any sink. Each batch is one
 ``write`` through :class:`sinks.history.landing.Landing`, fsynced before
 :meth:`HistorySink.write_raw` returns when it holds something the loop then ACKs (other
-lines: within ``SYNC_SECONDS``). A line (sinks/history/README.md "Landing files")::
+lines: within ``SYNC_SECONDS``). A line (docs/concepts/lake.md "Landing files")::
 
     {"msg": BODY, "type": "STATS", "uuid": STAMPED UUID, "router": ROUTER, "received": EPOCH}
 

@@ -129,7 +129,7 @@ def check_warm_spark(fleet, demo, demo_dir: Path, info: dict) -> list[int]:
     only as long as it takes longer than they do. Returns its pids (they end with the
     demo)."""
     if info["warm_spark"] is None:          # without the history and connect extras only
-        from sinks.history.spark import CONNECT_MODULES
+        from fleetwatch.lake.spark import CONNECT_MODULES
         assert not all(importlib.util.find_spec(m) for m in ("pyspark", *CONNECT_MODULES))
         return []
     url = info["warm_spark"]["connect"]
@@ -157,7 +157,7 @@ def check_warm_spark(fleet, demo, demo_dir: Path, info: dict) -> list[int]:
     fleet.cli("history", "sql", "--config", op, "SELECT count(*) FROM metrics", timeout=120)
     res = fleet.cli("history", "sql", "--json", "--config", op, "SHOW VIEWS", timeout=120)
     assert "metrics" in {v["viewName"] for v in json.loads(res.stdout)}, res.stdout
-    from sinks.history.cluster import Cluster
+    from fleetwatch.lake.cluster import Cluster
     return list(Cluster.load(info["warm_spark"]["dir"]).pids.values())
 
 

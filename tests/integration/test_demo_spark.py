@@ -33,7 +33,7 @@ def spark_jvms(directory) -> list[int]:
 
 
 def test_demo_runs_its_history_on_a_spark_cluster_and_takes_it_when_killed(fleet):
-    from sinks.history import cluster
+    from fleetwatch.lake import cluster
     demo_dir = fleet.root / "demo"
     demo = fleet.start("demo", "demo", "--dir", str(demo_dir), "--insecure",
                        "--spark-cluster")

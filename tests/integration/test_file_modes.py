@@ -110,9 +110,9 @@ def test_site_buffer_segments_are_not_world_readable(tmp_path):
 def test_compacted_tables_are_not_world_readable(spark, tmp_path):
     """The lake's Parquet files, written by Spark whatever its umask, are 0640 like the
     landing files they come from (a real compaction of a few notifications)."""
-    from sinks.history import synth
-    from sinks.history.compact import compact
-    from sinks.history.config import HistorySettings
+    from fleetwatch.lake import synth
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.settings import HistorySettings
     lake = tmp_path / "lake"
     (lake / "landing").mkdir(parents=True)
     (lake / "landing" / "20260101T000000-x-00000000.jsonl").write_text(

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(120)
 from support.fleet import wait_for  # noqa: E402
 from support.sandbox import path_without  # noqa: E402
 from fleetwatch.cli.demo.ports import free_port  # noqa: E402
-from sinks.history.synth import write_files  # noqa: E402
+from fleetwatch.lake.synth import write_files  # noqa: E402
 
 #: what Spark and its JVM print on stderr at start unless quieted
 BANNER = ("WARN", "log4j", "Setting default log level", "To adjust logging level",

@@ -31,9 +31,9 @@ import pytest
 pytest.importorskip("pyspark", reason="the history extra is not installed")
 pytestmark = pytest.mark.timeout(600)
 
-from sinks.history import cluster as clusters  # noqa: E402
-from sinks.history import jupyter  # noqa: E402
-from sinks.history.config import HistorySettings  # noqa: E402
+from fleetwatch.lake import cluster as clusters  # noqa: E402
+from fleetwatch.lake import jupyter  # noqa: E402
+from fleetwatch.lake.settings import HistorySettings  # noqa: E402
 from support import notebookrun  # noqa: E402
 from support.historyanswers import answers  # noqa: E402
 
@@ -105,7 +105,7 @@ def where(cluster, through: str) -> str:
 def local_compaction(spark, tmp_path_factory):
     """A landing area as written, its expected counts, and what local[2] in this process
     makes of it: the tables' rows and the landing files done."""
-    from sinks.history.compact import compact
+    from fleetwatch.lake.compact import compact
     base = tmp_path_factory.mktemp("landing")
     landed, local = base / "landed", base / "local"
     want = landing_area(landed)
@@ -153,7 +153,7 @@ QUERY = ("SELECT hostname, date, count(*) AS n, round(avg(value), 3) AS avg FROM
 def local_answers(spark, history_lake, tmp_path_factory):
     """The queries' answers (tests/support/historyanswers.py) and ``history sql --json
     QUERY``'s rows on local[2], in this process."""
-    from sinks.history.query import History
+    from fleetwatch.lake.query import History
     from fleetwatch.cli import main
     want = answers(History(spark, str(history_lake.path)))
     assert want["availability"] and want["metric"]

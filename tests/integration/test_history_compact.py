@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from sinks.history import manifest, synth
-from sinks.history.config import HistorySettings
-from sinks.history.manifest import Lake
-from sinks.history.spans import GAP, NAME
+from fleetwatch.lake import manifest, synth
+from fleetwatch.lake.settings import HistorySettings
+from fleetwatch.lake.manifest import Lake
+from fleetwatch.lake.spans import GAP, NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIET = {"out": lambda line: None}
@@ -81,7 +81,7 @@ def settings(lake: Path, **kw) -> HistorySettings:
 
 def tables(spark, lake: Path) -> dict[str, list[tuple]]:
     """Every table's rows, sorted: what two runs must agree on."""
-    from sinks.history.schema import TABLE_NAMES, TABLES
+    from fleetwatch.lake.schema import TABLE_NAMES, TABLES
     out = {}
     for name in TABLE_NAMES:
         path = lake / "tables" / name
@@ -102,8 +102,8 @@ def lake_is_settled(lake: Path) -> None:
 # ---------------------------------------------------------------- a clean run
 
 def test_compaction_writes_the_tables_once(spark, tmp_path):
-    from sinks.history.compact import compact
-    from sinks.history.schema import TABLES
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.schema import TABLES
     lake = tmp_path / "lake"
     want = landing_area(lake)
     progress = []
@@ -155,7 +155,7 @@ def test_a_run_killed_after_any_step_is_finished_by_the_next(spark, tmp_path):
     """One run snapshots the lake after each step: each snapshot is exactly what a run
     SIGKILLed right there leaves on disk. A compaction of each snapshot must end with the
     same tables as a clean run, and every landing file processed once."""
-    from sinks.history.compact import STEPS, compact
+    from fleetwatch.lake.compact import STEPS, compact
     clean, lake, snaps = tmp_path / "clean", tmp_path / "lake", tmp_path / "snap"
     landing_area(clean)
     shutil.copytree(clean, lake)
@@ -194,7 +194,7 @@ def test_cli_killed_mid_run_then_rerun_on_a_timer(spark, tmp_path):
     staging output (FLEETWATCH_HISTORY_CRASH=staged); then ``compact --every`` (as the demo
     runs it) starts over cleanly, compacts what lands later, and stops on SIGTERM. The
     first run starts while the test holds the lake's lock: it waits, saying so."""
-    from sinks.history.compact import locked
+    from fleetwatch.lake.compact import locked
     from support.fleet import wait_for
     lake = tmp_path / "lake"
     paths = [notify_file(lake, 0), notify_file(lake, 1)]
@@ -252,7 +252,7 @@ def test_cli_killed_mid_run_then_rerun_on_a_timer(spark, tmp_path):
 # ---------------------------------------------------------------- small files
 
 def test_repeated_compactions_keep_partitions_to_a_few_files(spark, tmp_path):
-    from sinks.history.compact import compact
+    from fleetwatch.lake.compact import compact
     lake = tmp_path / "lake"
     conf = settings(lake, max_small_files=2)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -273,8 +273,8 @@ def test_repeated_compactions_keep_partitions_to_a_few_files(spark, tmp_path):
 
     # each run folded its heartbeats into the date's spans: one file, the same spans as
     # one fold of every heartbeat
-    from sinks.history.schema import TABLES
-    from sinks.history.spans import fold, of_heartbeats
+    from fleetwatch.lake.schema import TABLES
+    from fleetwatch.lake.spans import fold, of_heartbeats
     assert len(Lake(str(lake)).partition_files(NAME, "2026-11-18")) == 1
     spans = tables(spark, lake)[NAME]
     heartbeats = spark.read.schema(TABLES["heartbeats"]).parquet(str(lake / "tables/heartbeats"))
@@ -324,7 +324,7 @@ def test_recover_rolls_intents_forward_and_removes_orphan_staging(tmp_path):
 
 
 def test_one_compaction_at_a_time(tmp_path):
-    from sinks.history.compact import Busy, locked
+    from fleetwatch.lake.compact import Busy, locked
     lake = Lake(str(tmp_path))
     with locked(lake):
         with pytest.raises(Busy, match="another compaction"):
@@ -339,7 +339,7 @@ def test_compact_refuses_with_no_wait_and_gives_up_after_its_wait(tmp_path, caps
     at once (exit 75) naming since when it runs; ``--wait`` says it waits, then gives up
     (75) when that run outlasts it. Neither starts Spark."""
     from fleetwatch import cli
-    from sinks.history.compact import locked
+    from fleetwatch.lake.compact import locked
     lake = tmp_path / "lake"
     config = tmp_path / "fleetwatch.yaml"
     config.write_text(f"routers: [tcp://127.0.0.1:5556]\nhistory:\n  lake: {lake}\n")
@@ -358,7 +358,7 @@ def test_compact_refuses_with_no_wait_and_gives_up_after_its_wait(tmp_path, caps
 
 
 def test_spark_settings():
-    from sinks.history.spark import defaults, local_cores, merged
+    from fleetwatch.lake.spark import defaults, local_cores, merged
     assert local_cores("local[3]") == 3 and local_cores("local") == 1
     assert local_cores("local[*]") == os.cpu_count()
     local = defaults("local[2]")
@@ -387,9 +387,9 @@ def test_history_command_line_errors(tmp_path):
 
 
 def test_schemas_are_documented():
-    """sinks/history/README.md lists every table's columns, in order, with their types."""
-    from sinks.history.schema import COLUMNS
-    text = (ROOT / "sinks" / "history" / "README.md").read_text()
+    """docs/concepts/lake.md lists every table's columns, in order, with their types."""
+    from fleetwatch.lake.schema import COLUMNS
+    text = (ROOT / "docs" / "concepts" / "lake.md").read_text()
     for name, columns in COLUMNS.items():
         section = text.split(f"### `{name}`", 1)[1].split("\n### ", 1)[0]
         rows = re.findall(r"^\| `(\w+)` \| ([\w<>,]+) \|", section, re.M)

@@ -21,9 +21,9 @@ pytest.importorskip("pyspark", reason="the history extra is not installed")
 pytestmark = pytest.mark.timeout(240)
 
 from fleetwatch import cli  # noqa: E402
-from sinks.history import synth  # noqa: E402
-from sinks.history.config import HistorySettings  # noqa: E402
-from sinks.history.query import History  # noqa: E402
+from fleetwatch.lake import synth  # noqa: E402
+from fleetwatch.lake.settings import HistorySettings  # noqa: E402
+from fleetwatch.lake.query import History  # noqa: E402
 from support.lakegen import DAY, ROUTER  # noqa: E402
 
 T = 1_795_000_000.0
@@ -111,7 +111,7 @@ def landing(lake: Path) -> dict:
 
 
 def test_compaction_keeps_good_entries_once_and_counts_the_bad(spark, tmp_path):
-    from sinks.history.compact import compact
+    from fleetwatch.lake.compact import compact
     lake = tmp_path / "lake"
     want = landing(lake)
     progress = []
@@ -162,7 +162,7 @@ def test_a_host_whose_hello_never_landed_is_named_by_its_register(spark, tmp_pat
     ``history gaps db9`` all know the host. A local process's REGISTER under the same uuid,
     later and saying another hostname, names nothing, nor does one under a uuid no agent
     REGISTER or HELLO named, nor a STATS's claim."""
-    from sinks.history.compact import compact
+    from fleetwatch.lake.compact import compact
     lake = tmp_path / "lake"
     (lake / "landing").mkdir(parents=True)
     local = {"name": "backup", "plugins": []}

@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 import pytest
 from sqlalchemy import insert, update
 
-from sinks.history.config import HistorySettings
-from sinks.history.schema import TABLES
+from fleetwatch.lake.settings import HistorySettings
+from fleetwatch.lake.schema import TABLES
 from sinks.state import db, schema
 
 pytest.importorskip("pyspark", reason="the history extra is not installed")
@@ -60,8 +60,8 @@ def lifecycle_ids(spark, lake) -> list[str]:
 
 
 def test_lifecycle_reaches_the_table_once(spark, tmp_path, url):
-    from sinks.history.compact import compact
-    from sinks.history.query import History
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.query import History
     lake = tmp_path / "lake"
     settings = HistorySettings(lake=str(lake), state_url=url)
     eng = state(url)
@@ -134,8 +134,8 @@ def heartbeat_lake(spark, root) -> None:
 
 
 def test_availability_counts_a_hosts_downtime_as_up(spark, tmp_path):
-    from sinks.history.compact import compact
-    from sinks.history.query import History
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.query import History
     lake = tmp_path / "lake"
     heartbeat_lake(spark, lake)
     url = f"sqlite:///{tmp_path / 'state.db'}"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from sinks.history import synth
-from sinks.history.config import HistorySettings
+from fleetwatch.lake import synth
+from fleetwatch.lake.settings import HistorySettings
 
 pytestmark = pytest.mark.timeout(480)
 
@@ -32,7 +32,7 @@ MESSAGE_TABLES = ("metrics", "heartbeats", "results", "notifications", "registra
 
 
 def paths_by_uuid(spark, lake: Path, table: str) -> dict[str, set]:
-    from sinks.history.schema import TABLES
+    from fleetwatch.lake.schema import TABLES
     rows = spark.read.schema(TABLES[table]).parquet(str(lake / "tables" / table)).collect()
     out: dict[str, set] = {}
     for r in rows:
@@ -57,10 +57,10 @@ def test_compaction_keeps_the_path_and_queries_read_it(spark, tmp_path):
     [router, site] for them, [router] for the others; the copy kept of a message relayed
     twice (a resend) is the one received first, path and all; SQL finds a site's messages;
     replay from the tables gives the path back."""
-    from sinks.history import bodies
-    from sinks.history.compact import compact
-    from sinks.history.query import History
-    from sinks.history.schema import TABLES
+    from fleetwatch.lake import bodies
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.query import History
+    from fleetwatch.lake.schema import TABLES
     lake = tmp_path / "lake"
     landing = lake / "landing"
     synth.write_files(str(landing), 300, files=2, hosts=4, metrics_per_stats=2, sites=2)
@@ -112,9 +112,9 @@ def test_a_lake_compacted_by_the_previous_version_reads_and_compacts_on(spark, t
     with paths land in the same dates and the new compaction merges the old small files
     with them (``max_small_files: 1``), and runs again on more: old rows read as null, new
     ones with their path, the queries and replay work over both."""
-    from sinks.history import bodies
-    from sinks.history.compact import compact
-    from sinks.history.query import History
+    from fleetwatch.lake import bodies
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.query import History
     before = old_code(tmp_path)
     lake = tmp_path / "lake"
     landing = lake / "landing"

@@ -13,11 +13,11 @@ pytestmark = pytest.mark.timeout(240)
 
 from fleetwatch import cli  # noqa: E402
 from support.lakegen import DAY, make_lake, midnight_days_ago  # noqa: E402
-from sinks.history.compact import Busy, locked  # noqa: E402
-from sinks.history.expire import cutoff, expire  # noqa: E402
-from sinks.history.manifest import Lake  # noqa: E402
-from sinks.history.query import History  # noqa: E402
-from sinks.history.times import epoch, seconds  # noqa: E402
+from fleetwatch.lake.compact import Busy, locked  # noqa: E402
+from fleetwatch.lake.expire import cutoff, expire  # noqa: E402
+from fleetwatch.lake.manifest import Lake  # noqa: E402
+from fleetwatch.lake.query import History  # noqa: E402
+from fleetwatch.lake.times import epoch, seconds  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +86,8 @@ def test_a_host_is_named_by_its_hello_never_by_a_stats_claim(h):
 
 
 def test_a_row_is_named_by_the_hello_at_or_before_it(spark):
-    from sinks.history.hostnames import bind, latest
-    from sinks.history.schema import TABLES
+    from fleetwatch.lake.hostnames import bind, latest
+    from fleetwatch.lake.schema import TABLES
 
     def at(t):
         return datetime.fromtimestamp(t, timezone.utc)
@@ -114,8 +114,8 @@ def test_a_later_hello_or_register_takes_over_from_its_ts(spark):
     """HELLOs and the agent's own REGISTERs are one stream of namings per uuid: whichever
     kind comes later with a new name takes over from its ts; consecutive namings with the
     same name are one term; a local process's REGISTER is none, whatever it says."""
-    from sinks.history.hostnames import MAX_HOSTNAME, bind, latest, named, terms
-    from sinks.history.schema import TABLES
+    from fleetwatch.lake.hostnames import MAX_HOSTNAME, bind, latest, named, terms
+    from fleetwatch.lake.schema import TABLES
 
     def at(t):
         return datetime.fromtimestamp(t, timezone.utc)
@@ -324,7 +324,7 @@ def random_beats(seed: int, since: float, until: float) -> list[tuple]:
 
 def beats_frame(spark, beats):
     """Heartbeats as rows of the heartbeats table (the columns the queries read)."""
-    from sinks.history.times import day_of
+    from fleetwatch.lake.times import day_of
     rows_ = [(day_of(t), u, None, datetime.fromtimestamp(t, timezone.utc), iv)
              for u, t, iv in beats]
     return spark.createDataFrame(rows_, "date string, uuid string, name string, ts timestamp, "
@@ -345,7 +345,7 @@ def assert_same(got: dict, want: dict) -> None:
 
 def test_uptime_matches_the_rule_on_random_heartbeats(spark):
     """The bucketed computation against the plain rule."""
-    from sinks.history.availability import uptime
+    from fleetwatch.lake.availability import uptime
     since, until = 2 * DAY - 5000.0, 4 * DAY + 3000.0
     beats = random_beats(7, since, until)
     df = beats_frame(spark, beats)
@@ -359,8 +359,8 @@ def test_spans_give_the_rule_exactly(spark):
     overlapping the one before), then cut to windows that start and end inside spans,
     between them and at midnight: the same answer as the plain rule over the heartbeats
     of the window."""
-    from sinks.history.availability import spans_in, tile
-    from sinks.history.spans import GAP, fold, of_heartbeats
+    from fleetwatch.lake.availability import spans_in, tile
+    from fleetwatch.lake.spans import GAP, fold, of_heartbeats
     since, until = 2 * DAY - 5000.0, 4 * DAY + 3000.0
     beats = sorted(random_beats(11, since, until), key=lambda b: b[1])
     third = len(beats) // 3

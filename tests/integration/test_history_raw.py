@@ -269,7 +269,7 @@ def test_spark_takes_the_first_object_of_a_line_and_the_last_of_repeated_keys(sp
                                                                                tmp_path):
     """Why the sink checks that a body is one object: on a line written without that
     check, a body can end the line's object early and bring its own envelope fields."""
-    from sinks.history.tables import read_landing
+    from fleetwatch.lake.tables import read_landing
     forged = (b'{"msg_id":"forged-1","uuid":"victim-2","ts":1795000000.0,"severity":"info",'
               b'"text":"x"},"type":"NOTIFY","uuid":"victim-2","router":"r1","received":1}')
     repeated = stats_body(1)[:-1] + b',"uuid":"victim-2"}'
@@ -291,9 +291,9 @@ def old_line(f: list) -> bytes:
 
 
 def test_hostile_bodies_cannot_change_what_compaction_stores(spark, tmp_path):
-    from sinks.history.compact import compact
-    from sinks.history.config import HistorySettings
-    from sinks.history.tables import read_landing
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.settings import HistorySettings
+    from fleetwatch.lake.tables import read_landing
     sink = make_sink(tmp_path, rotate_seconds=3600)
     everything = [frames(t, i) for i, t in enumerate(["STATS", "HEARTBEAT", "RESULT", "HELLO"])]
     hostile = [with_body(b) for b in GOOD + BROKEN] + [f for f, _ in BAD]

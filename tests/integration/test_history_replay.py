@@ -17,8 +17,8 @@ from support.clock import Clock  # noqa: E402
 from support.lakegen import DAY, rows  # noqa: E402
 from sinks.graphite.config import GraphiteSettings  # noqa: E402
 from sinks.graphite.sink import GraphiteSink  # noqa: E402
-from sinks.history.query import History  # noqa: E402
-from sinks.history.replay import CarbonGone, Replay, Target  # noqa: E402
+from fleetwatch.lake.query import History  # noqa: E402
+from fleetwatch.lake.replay import CarbonGone, Replay, Target  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -193,7 +193,7 @@ def test_config_section():
 def test_sink_and_operator_config_never_import_pyspark():
     code = ("import sys, sinks, sinks.history, sinks.history.sink, fleetwatch.cli.operator, "
             "fleetwatch.cli.history, sinks.main; sinks.load_sink('history'); "
-            "from sinks.history import HistorySink; "
+            "from sinks.history.sink import HistorySink; import fleetwatch.lake.settings; "
             "bad = [m for m in ('pyspark', 'py4j') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -214,8 +214,8 @@ def spooled(state_dir: Path) -> int:
 def test_sink_killed_mid_stream_every_acked_notify_lands_and_compacts_once(fleet, spark,
                                                                            tmp_path):
     from agent.client import Client
-    from sinks.history.compact import compact
-    from sinks.history.config import HistorySettings
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.settings import HistorySettings
 
     # the only sink: the fleet makes NOTIFY and REGISTER durable for it alone (SPEC 4.1)
     router = fleet.router(durable={"NOTIFY": ["history"], "REGISTER": ["history"]})

@@ -1,4 +1,4 @@
-"""``fleetwatch tail --since`` and the replay generator (sinks/history/follow.py) over a real
+"""``fleetwatch tail --since`` and the replay generator (fleetwatch/lake/follow.py) over a real
 router and a real history sink landing in a lake in tmp: a FakeAgent sends NOTIFYs numbered
 1, 2, 3... in a stream; a replay started in the middle of it prints every number from its
 point on exactly once, in order, across the lake-to-live seam; the generator stopped and
@@ -203,7 +203,7 @@ def test_a_site_agents_messages_print_the_same_replayed_and_live(fleet, tmp_path
 
 def test_the_generator_resumed_from_its_last_msg_id_misses_and_repeats_nothing(fleet,
                                                                                tmp_path, zctx):
-    from sinks.history.follow import follow
+    from fleetwatch.lake.follow import follow
     router, lake, _ = start(fleet, tmp_path)
     tail = [router["endpoints"]["tail"]]
     stream = Stream(zctx, router)
@@ -241,7 +241,7 @@ def test_the_generator_resumed_from_its_last_msg_id_misses_and_repeats_nothing(f
 def test_a_lake_that_does_not_catch_up_is_named_not_waited_for_forever(fleet, tmp_path,
                                                                        zctx):
     """No history sink takes the router's messages: the live ones never land."""
-    from sinks.history.follow import LakeBehind, follow
+    from fleetwatch.lake.follow import LakeBehind, follow
     router = fleet.router(sink_types=("history",))
     lake = tmp_path / "lake"
     (lake / "landing").mkdir(parents=True)
@@ -318,9 +318,9 @@ def test_a_point_older_than_the_landing_files_is_replayed_from_the_tables(spark,
     """Compaction (processed: delete) took messages 0..59; 60..99 are in a landing file
     still. A replay from message 20's time reads 20..59 from the tables (their bodies as
     the tables keep them, ``received`` kept), then 60..99 from the landing file."""
-    from sinks.history.compact import compact
-    from sinks.history.config import HistorySettings
-    from sinks.history.follow import follow
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.settings import HistorySettings
+    from fleetwatch.lake.follow import follow
 
     def stamp(t):
         return time.strftime("%Y%m%dT%H%M%S", time.gmtime(t))

@@ -33,7 +33,7 @@ def _text(value):
 def answers(h) -> dict[str, list[dict]]:
     """The queries' answers on History ``h`` (the generated lake of tests/support/lakegen.py
     or any compacted lake: hosts web1 and db1 where it has them)."""
-    from sinks.history.query import History
+    from fleetwatch.lake.query import History
     beats = History(h.spark, h.lake, use_spans=False)
     return {
         "availability": plain(h.availability()),
@@ -52,8 +52,8 @@ def main(argv: list[str]) -> int:
     root = Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root))
     lake, master = argv[0], argv[1]
-    from sinks.history import spark as sparks
-    from sinks.history.query import History
+    from fleetwatch.lake import spark as sparks
+    from fleetwatch.lake.query import History
     if "--remote" in argv:
         spark = sparks.remote(master)
     else:

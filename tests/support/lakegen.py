@@ -36,7 +36,7 @@ lifecycle (as compaction copies it from the state database): web1's ``load`` ale
 at 1800 and resolve at 3000; a downtime of ``web1`` from D0 11:00 to 13:00 (the second half
 of its heartbeat gap: 3600 s of it are excused by ``availability(exclude_downtime=True)``).
 
-drops (as routers report them, sinks/history/drops.py): router-a dropped web1's 11 missing
+drops (as routers report them, fleetwatch/lake/drops.py): router-a dropped web1's 11 missing
 heartbeats for the history sink from D0 10:10 to 11:50 (``gaps`` with 1h buckets: 5.5 in
 10:00 and 5.5 in 11:00, where nothing landed), 2 of web1's STATS for graphite at D0 00:50
 exactly, and 4 of db1's STATS for graphite from D0 23:30 to D1 00:30 (in the D1 partition).
@@ -50,8 +50,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from sinks.history.schema import DERIVED, PARTITION, TABLES
-from sinks.history.spans import NAME, fold, of_heartbeats
+from fleetwatch.lake.schema import DERIVED, PARTITION, TABLES
+from fleetwatch.lake.spans import NAME, fold, of_heartbeats
 
 DAY = 86400
 INTERVAL = 600.0

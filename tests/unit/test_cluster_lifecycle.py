@@ -1,4 +1,4 @@
-"""Who ends a local Spark cluster's daemons (sinks/history/cluster.py, fleetwatch/lifeline.py)
+"""Who ends a local Spark cluster's daemons (fleetwatch/lake/cluster.py, fleetwatch/lifeline.py)
 and how a history command finds its Spark Connect server missing, with stand-in processes
 (no JVM): a child of a SIGKILLed parent gets its parent-death signal; a cluster whose owner
 has ended is stopped by the next start in its directory, saying so; one with a live owner
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from sinks.history import cluster
+from fleetwatch.lake import cluster
 from support.cli import fw
 from support.fleet import wait_for
 

@@ -1,5 +1,5 @@
-"""The local Spark cluster's bookkeeping (sinks/history/cluster.py) and where a driver binds
-(sinks/history/spark.py), without starting a JVM."""
+"""The local Spark cluster's bookkeeping (fleetwatch/lake/cluster.py) and where a driver binds
+(fleetwatch/lake/spark.py), without starting a JVM."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from sinks.history import cluster
-from sinks.history.spark import defaults, on_loopback
+from fleetwatch.lake import cluster
+from fleetwatch.lake.spark import defaults, on_loopback
 
 
 @pytest.mark.parametrize("master,loopback", [
@@ -67,7 +67,7 @@ def test_start_refuses_bad_sizes_before_any_jvm(tmp_path, kw, message):
 
 
 def test_the_cluster_module_never_imports_pyspark():
-    code = ("import sys, sinks.history.cluster, fleetwatch.cli.history.cluster; "
+    code = ("import sys, fleetwatch.lake.cluster, fleetwatch.cli.history.cluster; "
             "print('pyspark' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
@@ -76,7 +76,7 @@ def test_the_cluster_module_never_imports_pyspark():
 
 
 def test_a_connect_session_takes_the_sql_settings_only():
-    from sinks.history.spark import session_settings
+    from fleetwatch.lake.spark import session_settings
     got = session_settings({"spark.driver.memory": "1g", "spark.sql.shuffle.partitions": "3"})
     assert got["spark.sql.session.timeZone"] == "UTC"
     assert got["spark.sql.shuffle.partitions"] == "3"
@@ -84,7 +84,7 @@ def test_a_connect_session_takes_the_sql_settings_only():
 
 
 def test_remote_must_be_a_connect_url():
-    from sinks.history.config import HistorySettings
+    from fleetwatch.lake.settings import HistorySettings
     HistorySettings(remote="sc://127.0.0.1:15002").validate()
     with pytest.raises(ValueError, match="^remote: expected a Spark Connect URL"):
         HistorySettings(remote="http://127.0.0.1:15002").validate()

@@ -1,9 +1,9 @@
-"""sinks/history/gaps.py: buckets, a drop entry's count spread over the time it spans, and
+"""fleetwatch/lake/gaps.py: buckets, a drop entry's count spread over the time it spans, and
 the verdict per bucket (pure logic: no Spark)."""
 
 import pytest
 
-from sinks.history.gaps import (DROPPED, MAX_BUCKETS, NO_DATA, OK, Drop, buckets, number,
+from fleetwatch.lake.gaps import (DROPPED, MAX_BUCKETS, NO_DATA, OK, Drop, buckets, number,
                                 report, spread, verdict)
 
 H = 3600.0
@@ -109,7 +109,7 @@ def test_report_sums_entries_per_type_and_sink_in_order():
 
 def test_a_report_begins_at_the_host_s_first_message_or_drop():
     """Issue 31 item 12: no "no data" for the time before the host existed."""
-    from sinks.history.gaps import begins
+    from fleetwatch.lake.gaps import begins
     assert begins(0.0, [7200.5, None, 9000.0]) == 7200.5
     assert begins(3600.0, [1800.0, 7200.0]) == 3600.0          # it existed before: all of it
     assert begins(0.0, [None]) == 0.0 and begins(0.0, []) == 0.0   # not known: all of it

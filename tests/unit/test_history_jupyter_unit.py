@@ -1,11 +1,11 @@
-"""The notebook directory of ``fleetwatch history notebook`` (sinks/history/jupyter.py),
+"""The notebook directory of ``fleetwatch history notebook`` (fleetwatch/lake/jupyter.py),
 without starting JupyterLab."""
 
 from __future__ import annotations
 
 from fleetwatch.config import load_section
-from sinks.history import jupyter
-from sinks.history.config import HistorySettings
+from fleetwatch.lake import jupyter
+from fleetwatch.lake.settings import HistorySettings
 
 
 def test_the_notebook_directory_holds_the_settings_the_command_runs_with(tmp_path):

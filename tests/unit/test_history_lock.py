@@ -1,4 +1,4 @@
-"""The lake's compaction lock (sinks/history/lock.py): a run that finds it held waits for it
+"""The lake's compaction lock (fleetwatch/lake/lock.py): a run that finds it held waits for it
 when asked, saying once whom it waits for, and gets it when its holder is done; or gives up
 after its wait; or refuses at once. Fake clock and sleep; the lock is a real flock."""
 
@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from sinks.history.lock import Busy, locked
-from sinks.history.manifest import Lake
+from fleetwatch.lake.lock import Busy, locked
+from fleetwatch.lake.manifest import Lake
 from support.clock import Clock
 
 NOON = 1_796_212_800.0          # 2026-12-02 12:00:00 UTC

@@ -1,6 +1,6 @@
 """The routers a message passed (SPEC 4.10: ``central-1,site-3``) through the history side,
 without sockets or Spark: the landing line the sink writes (sinks/history/lines.py), read back
-by replay (sinks/history/landed.py), a live message made an event (sinks/history/follow.py),
+by replay (fleetwatch/lake/landed.py), a live message made an event (fleetwatch/lake/follow.py),
 and the line ``fleetwatch tail`` prints for either (fleetwatch/cli/tail.py)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from fleetwatch.cli.tail import line
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Message, Relayed
 from sinks.history import lines
-from sinks.history.follow import live_event
-from sinks.history.landed import parse
+from fleetwatch.lake.follow import live_event
+from fleetwatch.lake.landed import parse
 
 AGENT = "0091b408-aaaa-bbbb-cccc-000000000001"
 BODY = {"msg_id": "5f0c" * 8, "uuid": AGENT, "ts": 1_795_000_099.5, "severity": "error",

@@ -14,7 +14,7 @@ pytest.importorskip("pyspark")
 
 from fleetwatch.cli.demo.ports import free_port  # noqa: E402
 from fleetwatch.cli.history import serve  # noqa: E402
-from sinks.history.config import HistorySettings  # noqa: E402
+from fleetwatch.lake.settings import HistorySettings  # noqa: E402
 
 
 class Lost:

@@ -3,6 +3,7 @@
     fleetwatch.cli            operator commands: import anything; nothing imports them
     agent router sinks        components: import the core; each other only
     scheduler plugins web     through the edges listed in ALLOWED
+    query fleetwatch.lake
     fleetwatch (the rest)     the core: imports nothing of the above
 
 (``fleetwatch.__main__``, ``python -m fleetwatch``, is the command line's entry: a command.)
@@ -20,6 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins", "web", "query")
 CORE, CLI = "fleetwatch", "fleetwatch.cli"
+#: packages inside the core's name that are components of their own, not the core
+INSIDE_CORE = ("fleetwatch.lake",)
 
 #: component -> the other components it may import: the scheduler and the console read and
 #: write the state database (sinks.state); the agent runs plugins and parses their output
@@ -29,6 +32,10 @@ ALLOWED = {
     "agent": ("plugins",),
     "web": ("sinks.state", "query"),
     "query": ("sinks.state", "sinks.alerting"),
+    # the lake reads the landing files the history sink writes, the alert lifecycle from the
+    # state database with the alerting rules (downtimes, silences, hosts), and replays into
+    # carbon as the graphite sink sends
+    "fleetwatch.lake": ("sinks.history", "sinks.state", "sinks.alerting", "sinks.graphite"),
 }
 
 
@@ -36,6 +43,9 @@ def layer(module: str) -> str:
     """The layer of a fleetwatch module: 'cli', 'core', or the component's package."""
     if module == CLI or module.startswith(CLI + ".") or module == "fleetwatch.__main__":
         return "cli"
+    for package in INSIDE_CORE:
+        if module == package or module.startswith(package + "."):
+            return package
     top = module.split(".")[0]
     return "core" if top == CORE else top
 
@@ -100,6 +110,10 @@ def test_the_rule_sees_what_it_must():
     assert allowed("scheduler.main", "sinks.state.reader")
     assert allowed("fleetwatch.cli.status", "sinks.state.reader")
     assert allowed("agent.daemon", "fleetwatch.protocol")
+    assert not allowed("sinks.history.sink", "fleetwatch.lake.schema")
+    assert not allowed("fleetwatch.protocol", "fleetwatch.lake.query")
+    assert allowed("fleetwatch.lake.compact", "sinks.history.landing")
+    assert allowed("fleetwatch.cli.history.sql", "fleetwatch.lake.query")
 
 
 def test_lazy_imports_inside_functions_count(tmp_path, monkeypatch):

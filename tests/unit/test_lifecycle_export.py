@@ -1,4 +1,4 @@
-"""The lifecycle export (sinks/history/lifecycle.py): rows from the state database, the
+"""The lifecycle export (fleetwatch/lake/lifecycle.py): rows from the state database, the
 watermark, and the overlap compaction deduplicates. SQLite here; the Spark side and
 PostgreSQL are in tests/integration/test_history_lifecycle.py."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import insert, update
 
-from sinks.history.lifecycle import LAG, Mark, export
+from fleetwatch.lake.lifecycle import LAG, Mark, export
 from sinks.state import db, schema
 
 T0 = 1_795_000_000.0
@@ -130,7 +130,7 @@ def test_a_database_without_the_tables_gives_nothing(tmp_path):
 
 
 def test_history_state_url_must_be_a_url():
-    from sinks.history.config import HistorySettings
+    from fleetwatch.lake.settings import HistorySettings
     HistorySettings(state_url="").validate()                # the default: no lifecycle
     HistorySettings(state_url="postgresql+psycopg://fw@db/fleetwatch").validate()
     with pytest.raises(ValueError, match="^state_url: expected a SQLAlchemy URL"):

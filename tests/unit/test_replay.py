@@ -1,4 +1,4 @@
-"""Replay from the lake's landing files (sinks/history/landed.py, follow.py), without Spark or
+"""Replay from the lake's landing files (fleetwatch/lake/landed.py, follow.py), without Spark or
 sockets: the lake's order, one copy of each message, the since-point forms, resuming from a
 msg_id, which files and when the tables are read."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from sinks.history import synth
-from sinks.history.follow import Follower, NotFound, Point, check_since, follow
-from sinks.history.landed import END_SLACK, Files, Reader, ends, file_name, order, parse
+from fleetwatch.lake import synth
+from fleetwatch.lake.follow import Follower, NotFound, Point, check_since, follow
+from fleetwatch.lake.landed import END_SLACK, Files, Reader, ends, file_name, order, parse
 
 T0 = 1_795_000_000.0
 
@@ -195,7 +195,7 @@ def test_the_tables_are_read_only_when_they_alone_may_hold_the_point(tmp_path):
 
 
 def test_point_order():
-    from sinks.history.landed import Event
+    from fleetwatch.lake.landed import Event
     e = Event("b", "NOTIFY", "u", "r", T0, {"ts": 1.0})
     old = Event("a", "NOTIFY", "u", "r", None, {"ts": T0 - 5})
     assert order(e) == (T0, 1.0, "b") and order(old) == (T0 - 5, T0 - 5, "a")
@@ -215,7 +215,7 @@ def test_synthetic_landing_files_of_three_sinks_replay_merged_in_order(tmp_path)
 
 
 def test_replay_imports_no_spark():
-    code = ("import sys, sinks.history.follow, fleetwatch.cli.tail; "
+    code = ("import sys, fleetwatch.lake.follow, fleetwatch.cli.tail; "
             "bad = [m for m in ('pyspark', 'py4j') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -226,7 +226,7 @@ def test_replay_imports_no_spark():
 # ---------------------------------------------------------------- the seam, without sockets
 
 class FakeLive:
-    """The live tail as :class:`sinks.history.follow.Follower` uses it: what ``arrive``
+    """The live tail as :class:`fleetwatch.lake.follow.Follower` uses it: what ``arrive``
     put in is buffered until the handover, then handed out by ``get``."""
 
     def __init__(self, clock):
@@ -316,7 +316,7 @@ def test_what_landed_after_the_seam_comes_live_once(tmp_path):
 
 
 def test_a_router_whose_live_messages_never_land_is_named(tmp_path):
-    from sinks.history.follow import LakeBehind
+    from fleetwatch.lake.follow import LakeBehind
     seam = Seam(tmp_path / "lake")
     seam.land(0, 1)
     seam.live.arrive(relayed(1), relayed(50, "r2"))

@@ -283,7 +283,7 @@ def start_spark(root: Path, cfg: DemoConfig):
     when it cannot start."""
     if not cfg.spark_cluster:
         return None
-    from sinks.history import cluster
+    from fleetwatch.lake import cluster
     try:
         return cluster.start(str(root / "spark-cluster"), workers=1, memory="3g", owned=True,
                              say=lambda line: print(f"fleetwatch demo: {line}", flush=True))
@@ -304,11 +304,11 @@ def start_warm_spark(root: Path, cfg: DemoConfig):
     import importlib.util
     if not cfg.warm_spark or cfg.spark_cluster:
         return None
-    from sinks.history.spark import CONNECT_MODULES
+    from fleetwatch.lake.spark import CONNECT_MODULES
     if not all(importlib.util.find_spec(m) for m in ("pyspark", *CONNECT_MODULES)):
         return None
     from fleetwatch.cli.demo.ports import free_port
-    from sinks.history import cluster
+    from fleetwatch.lake import cluster
     say = lambda line: print(f"fleetwatch demo: {line}", flush=True)  # noqa: E731
     try:
         warm, proc = cluster.serve(str(root / "warm-spark"), WARM_MASTER, WARM_MEMORY,
@@ -359,7 +359,7 @@ def warm_lines(warm, root: Path, answerer: str | None = None) -> list[str]:
 
 def stop_spark(spark) -> None:
     if spark is not None:
-        from sinks.history import cluster
+        from fleetwatch.lake import cluster
         cluster.stop(spark.directory)
 
 

@@ -42,7 +42,7 @@ import yaml
 from fleetwatch import private, sinktypes
 from fleetwatch.cli.demo.carbon import Carbon
 from fleetwatch.config import setting
-from sinks.history.config import socket_path_fits
+from fleetwatch.lake.settings import socket_path_fits
 from fleetwatch.cli.demo.ports import free_port
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates

@@ -4,7 +4,7 @@ lake's operator commands.
 Every verb reads the operator config's ``history:`` section (lake, Spark master and settings,
 a Spark Connect server; ``--config``, default /etc/fleetwatch/fleetwatch.yaml), which
 ``--lake``, ``--master`` and ``--remote`` override. The verbs' modules here hold the command
-side (options, printing, exit status); the work is the library's, :mod:`sinks.history`
+side (options, printing, exit status); the work is the library's, :mod:`fleetwatch.lake`
 (compaction, queries, replay, expiry), which notebooks use too. PySpark is imported only
 by the verb that runs, so a missing ``history`` extra, like a missing Java, is one clear
 line (exit 69), and ``--help`` works without either.
@@ -29,7 +29,7 @@ from fleetwatch.config import load
 from fleetwatch.cli.history.session import connect_address, reach, tell_local_spark, \
     tell_uncompacted
 from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig
-from sinks.history.config import HistorySettings
+from fleetwatch.lake.settings import HistorySettings
 
 #: verb -> the module of ``fleetwatch history VERB``
 VERBS = {
@@ -88,7 +88,7 @@ PROBE = 0.5
 
 def run(args) -> int:
     from fleetwatch.optional import MissingDependency, optional_import
-    from sinks.history.spark import JavaMissing, java
+    from fleetwatch.lake.spark import JavaMissing, java
     settings = settings_from(args)
     if args.subcommand == "sql":
         code = answered(args, settings)
@@ -112,7 +112,7 @@ def run(args) -> int:
             tell_local_spark(args, settings, why)    # before the imports: a second or two
         optional_import("pyspark", f"fleetwatch history {args.subcommand}")
         if settings.remote and args.subcommand != "cluster":
-            from sinks.history.spark import CONNECT_MODULES
+            from fleetwatch.lake.spark import CONNECT_MODULES
             for module in CONNECT_MODULES:
                 optional_import(module, f"fleetwatch history {args.subcommand} --remote")
     except (MissingDependency, JavaMissing, OSError) as e:

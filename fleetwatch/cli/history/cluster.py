@@ -1,6 +1,6 @@
 """``fleetwatch history cluster start|stop|status [--workers N] [--dir DIR]``: a local Spark
 standalone master and workers from the installed PySpark, for trying the history side on a
-cluster on one machine (:mod:`sinks.history.cluster`). Their logs, pids and URLs live in
+cluster on one machine (:mod:`fleetwatch.lake.cluster`). Their logs, pids and URLs live in
 ``--dir`` (default LAKE/_cluster). ``start`` prints the master's URL and web UI, and the
 setting that points the history commands at it; with ``--connect`` it starts a Spark Connect
 server on the cluster too and prints its ``sc://`` URL. Exit status: 0; 1 when the cluster did not
@@ -39,7 +39,7 @@ def directory(args, settings) -> str:
 
 
 def run(args, settings) -> int:
-    from sinks.history import cluster
+    from fleetwatch.lake import cluster
     where = os.path.abspath(directory(args, settings))
     if args.action == "start":
         try:

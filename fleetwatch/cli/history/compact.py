@@ -1,5 +1,5 @@
 """``fleetwatch history compact [--every SECONDS] [--quiet]``: closed landing files into the
-Parquet tables, exactly once (:mod:`sinks.history.compact` is the run).
+Parquet tables, exactly once (:mod:`fleetwatch.lake.compact` is the run).
 
 One run, or with ``--every`` one run every SECONDS in one Spark session until SIGTERM, which
 ends the loop after the current run (a SIGKILL at any point is safe too). A failed run changes
@@ -40,8 +40,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args, settings) -> int:
-    from sinks.history.compact import Busy, compact
-    from sinks.history.spark import from_settings
+    from fleetwatch.lake.compact import Busy, compact
+    from fleetwatch.lake.spark import from_settings
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     quiet = getattr(args, "quiet", False)
     out = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
@@ -80,10 +80,10 @@ def run(args, settings) -> int:
 def once(args, settings, out, quiet: bool) -> int:
     """One run: the lake's lock first (waiting for a run that holds it, if asked), then
     Spark, then the compaction."""
-    from sinks.history.compact import compact
-    from sinks.history.lock import Busy, locked
-    from sinks.history.manifest import Lake
-    from sinks.history.spark import from_settings
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.lock import Busy, locked
+    from fleetwatch.lake.manifest import Lake
+    from fleetwatch.lake.spark import from_settings
     wait = 0.0 if args.no_wait else args.wait
     try:
         with locked(Lake(settings.lake), wait=wait, tell=say):

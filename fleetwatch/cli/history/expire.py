@@ -1,5 +1,5 @@
 """``fleetwatch history expire --older-than 400d [--dry-run]``: drop the tables' old date
-partitions (:mod:`sinks.history.expire` says which, and how safely). Exit status: 2 for a
+partitions (:mod:`fleetwatch.lake.expire` says which, and how safely). Exit status: 2 for a
 bad ``--older-than``, 75 (EX_TEMPFAIL) while a compaction runs."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args, settings) -> int:
-    from sinks.history.lock import Busy
-    from sinks.history.expire import expire
-    from sinks.history.times import seconds
+    from fleetwatch.lake.lock import Busy
+    from fleetwatch.lake.expire import expire
+    from fleetwatch.lake.times import seconds
     try:
         older_than = seconds(args.older_than)
         expire(settings.lake, older_than, dry_run=args.dry_run)

@@ -1,6 +1,6 @@
 """``fleetwatch history gaps HOST [--since T] [--until T] [--every 1h] [--sink S] [--json]``:
-"no data or dropped?" for one host, per bucket (:meth:`sinks.history.query.History.gaps`;
-the rules are sinks/history/gaps.py's): what landed in the lake, what routers dropped for the
+"no data or dropped?" for one host, per bucket (:meth:`fleetwatch.lake.query.History.gaps`;
+the rules are fleetwatch/lake/gaps.py's): what landed in the lake, what routers dropped for the
 host (an estimate per bucket: a drop entry's count spread evenly over the time it spans), and
 a verdict, ``ok``, ``no data`` or ``dropped``.
 
@@ -47,8 +47,8 @@ def run(args, settings) -> int:
     import time
 
     from pyspark.sql import functions as F
-    from sinks.history.gaps import buckets
-    from sinks.history.times import epoch, seconds
+    from fleetwatch.lake.gaps import buckets
+    from fleetwatch.lake.times import epoch, seconds
     try:
         now = time.time()
         since, until = epoch(args.since, now), epoch(args.until, now)

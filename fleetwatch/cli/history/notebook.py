@@ -1,5 +1,5 @@
 """``fleetwatch history notebook [--dir DIR]``: JupyterLab on 127.0.0.1 with the fleet notebook
-(notebooks/fleet-history.ipynb) on the lake of the operator config (:mod:`sinks.history.
+(notebooks/fleet-history.ipynb) on the lake of the operator config (:mod:`fleetwatch.lake.
 jupyter`), until Ctrl-C or SIGTERM. The notebook directory (default LAKE/_notebooks) holds
 the notebook's copy and ``history.yaml``, the settings this command runs with (``--lake``,
 ``--master``, ``--remote`` included), which the notebook opens. Prints the URL to open
@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args, settings) -> int:
     from fleetwatch.optional import MissingDependency, optional_import
-    from sinks.history import jupyter
+    from fleetwatch.lake import jupyter
     try:
         for module in ("jupyterlab", "ipykernel"):
             optional_import(module, "fleetwatch history notebook")

@@ -1,5 +1,5 @@
 """``fleetwatch history replay --to graphite``: backfill carbon from the lake at the original
-timestamps (:mod:`sinks.history.replay` says which datapoints, named how). Progress goes to
+timestamps (:mod:`fleetwatch.lake.replay` says which datapoints, named how). Progress goes to
 stderr, the summary to stdout. Exit status: 2 for a bad option, 1 when carbon stayed away
 longer than ``--retry-for`` (run the same command again: points already sent are stored
 once)."""
@@ -35,9 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def target_from(args):
-    """The :class:`sinks.history.replay.Target` of ``args``: the graphite sink's config if
+    """The :class:`fleetwatch.lake.replay.Target` of ``args``: the graphite sink's config if
     given, flags on top. Raises ValueError for a bad ``--carbon``."""
-    from sinks.history.replay import Target
+    from fleetwatch.lake.replay import Target
     base = Target()
     if args.sink_config:
         from fleetwatch.config import load
@@ -55,10 +55,10 @@ def target_from(args):
 
 
 def run(args, settings) -> int:
-    from sinks.history.query import History
-    from sinks.history.times import epoch
-    from sinks.history.replay import CarbonGone, Replay
-    from sinks.history.spark import from_settings
+    from fleetwatch.lake.query import History
+    from fleetwatch.lake.times import epoch
+    from fleetwatch.lake.replay import CarbonGone, Replay
+    from fleetwatch.lake.spark import from_settings
     try:
         target = target_from(args)
         since, until = epoch(args.since), epoch(args.until)

@@ -13,7 +13,7 @@ One request at a time, each one JSON line each way: ``{"query", "json", "limit",
 and ``{"code", "stdout", "stderr", "uncompacted"}``, or ``{"refused": WHY}``. The session
 is the configuration's (``history.remote``: the answerer waits for that server, saying so
 once, however long it takes to start; else a Spark of its own on ``history.master``). The
-views a query names are read again for each query (:meth:`sinks.history.query.History.sql`),
+views a query names are read again for each query (:meth:`fleetwatch.lake.query.History.sql`),
 so an answer is never older than the last compaction. A Spark Connect server that does not
 answer (0.5 s) has the query refused at once (its client would retry for minutes; the
 command then runs a Spark of its own, saying so); a session that no longer answers (the
@@ -200,7 +200,7 @@ def serve_one(conn: socket.socket, history, settings) -> bool:
     refused is tried on it once more with ``SELECT 1``."""
     from fleetwatch.cli.history.session import reach
     from fleetwatch.cli.history.sql import answer
-    from sinks.history.query import uncompacted
+    from fleetwatch.lake.query import uncompacted
     lake = settings.lake
     try:
         conn.settimeout(REQUEST_TIMEOUT)

@@ -58,10 +58,10 @@ def tell_local_spark(args, settings, why: str = "") -> None:
 
 
 def open_lake(settings):
-    """The lake's :class:`sinks.history.query.History` on a Spark session of ``settings``
+    """The lake's :class:`fleetwatch.lake.query.History` on a Spark session of ``settings``
     (:func:`run` said so on stderr when that Spark starts here)."""
-    from sinks.history.query import History
-    from sinks.history.spark import from_settings
+    from fleetwatch.lake.query import History
+    from fleetwatch.lake.spark import from_settings
     return History(from_settings(settings), settings.lake)
 
 
@@ -70,7 +70,7 @@ def tell_uncompacted(args, settings, waiting: int | None = None) -> None:
     landing area holds (``waiting``, or counted here), and the command that compacts
     them."""
     if waiting is None:
-        from sinks.history.query import uncompacted
+        from fleetwatch.lake.query import uncompacted
         waiting = uncompacted(settings.lake)
     if waiting:
         command = f"fleetwatch history compact --config {shlex.quote(args.config)}"

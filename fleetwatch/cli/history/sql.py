@@ -1,5 +1,5 @@
 """``fleetwatch history sql QUERY [--json] [--limit N]``: Spark SQL over the lake's views
-(:meth:`sinks.history.query.History.sql`), printed as a table or JSON, timestamps in UTC.
+(:meth:`fleetwatch.lake.query.History.sql`), printed as a table or JSON, timestamps in UTC.
 Exit status: 2 when Spark refuses the query. A lake never compacted is said on stderr, with
 the command that compacts it."""
 

@@ -1,6 +1,6 @@
-"""The parts of the landing files a replay reads (:mod:`sinks.history.follow`), streamed a line
+"""The parts of the landing files a replay reads (:mod:`fleetwatch.lake.follow`), streamed a line
 at a time instead of held: the *window* of a point is the files that may hold lines landed at
-or after it (:meth:`sinks.history.landed.Files.to_read`), each as long as it is when the
+or after it (:meth:`fleetwatch.lake.landed.Files.to_read`), each as long as it is when the
 replay starts, or, for the files the seam's reader followed, as far as that reader read (what
 came after is the live tail's). Each sink writes its files one after the other and its lines
 in the order they landed (a batch with one ``received``, sorted by ``ts`` and msg_id here),
@@ -16,7 +16,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from sinks.history.landed import Event, Files, Reader, ends, file_name, order, parse, resent
+from fleetwatch.lake.landed import Event, Files, Reader, ends, file_name, order, parse, resent
 from sinks.history.landing import OPEN_SUFFIX
 
 

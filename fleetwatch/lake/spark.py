@@ -2,11 +2,11 @@
 
 ``session(master, conf)``: ``spark.master`` from the operator config (``local[*]`` by
 default, a cluster URL when set). In local mode, and with a master on loopback (the local
-cluster of sinks/history/cluster.py), Spark binds 127.0.0.1 only (driver host, bind address
+cluster of fleetwatch/lake/cluster.py), Spark binds 127.0.0.1 only (driver host, bind address
 and ``SPARK_LOCAL_IP``: without it Spark picks the first non-loopback address and listens
 there); in local mode it uses as many shuffle partitions as cores (the default 200 makes 200
 tiny tasks and files per step). Always: no web UI, no console progress bars, log4j2 at ERROR
-on stderr (sinks/history/log4j2.properties), UTC session time zone (table dates are UTC
+on stderr (fleetwatch/lake/log4j2.properties), UTC session time zone (table dates are UTC
 days), partition values kept as strings (``date`` is a string column: never inferred into a
 DATE), Parquet timestamps as INT64 micros (read by any Parquet reader, unlike INT96), and a
 repeated map key keeps its last value (as Python's json does) instead of failing the job.

@@ -11,7 +11,7 @@ the lowest router id), so a rerun picks the same copy of a resent message as a c
 Duplicates are rare (resends after a sink crash, replays), so they are found first by their
 ids alone and only those lines are resolved; the rest flows through without a shuffle.
 :func:`rows` turns messages into a table's columns (a STATS into one row per numeric
-metric; a router's STATS into one ``drops`` row per good entry: sinks/history/drops.py).
+metric; a router's STATS into one ``drops`` row per good entry: fleetwatch/lake/drops.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from fleetwatch.protocol import TS_END, TS_MIN
-from sinks.history import drops
-from sinks.history.schema import (CORRUPT, COLUMNS, LANDING, PATH, SOURCE_TYPES,
+from fleetwatch.lake import drops
+from fleetwatch.lake.schema import (CORRUPT, COLUMNS, LANDING, PATH, SOURCE_TYPES,
                                    TABLE_OF_TYPE)
 
 

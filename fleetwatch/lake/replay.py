@@ -14,7 +14,7 @@ whisper keeps one value per metric and second.
 Rows come from the ``metrics`` and ``results`` tables within ``--since``/``--until`` (and
 ``--host``: a hostname or uuid). Each row is named as the live sink named it: after the
 HELLO or the agent's own REGISTER (which says what that run's HELLOs say) of its uuid
-latest at or before the row (:func:`sinks.history.hostnames.bind`, the rule the history
+latest at or before the row (:func:`fleetwatch.lake.hostnames.bind`, the rule the history
 queries use too), never after a STATS's claimed hostname; ``--host`` picks the rows so
 named. Before a uuid's first HELLO or REGISTER the lake uses its name where the live sink
 used the first STATS's claim; a uuid with neither in the lake is named by its uuid (a
@@ -39,11 +39,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from sinks.graphite.sender import deliver
-from sinks.history import hostnames
-from sinks.history.query import History
-from sinks.history.times import epoch, secs, window
+from fleetwatch.lake import hostnames
+from fleetwatch.lake.query import History
+from fleetwatch.lake.times import epoch, secs, window
 from sinks.graphite.paths import Namer, Point
-from sinks.history.metrics import reporter
+from fleetwatch.lake.metrics import reporter
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class CarbonGone(Exception):
 def metric_points(namer: Namer, row) -> tuple[list[Point], Counter]:
     """A ``metrics`` row (uuid, hostname bound by ``hostnames.bind``, reporter, metric,
     value, t) as the sink names it: a router's, sink's or scheduler's own counters (the
-    stamp's word, :func:`sinks.history.metrics.reporter`) under its id."""
+    stamp's word, :func:`fleetwatch.lake.metrics.reporter`) under its id."""
     if row["reporter"] is not None:
         return namer.stats({row["metric"]: row["value"]}, row["t"], row["uuid"], True)
     return namer.stats({row["metric"]: row["value"]}, row["t"], row["hostname"] or row["uuid"])

@@ -3,25 +3,25 @@
 
 One run, holding the lake's compaction lock (``_compaction/lock``, flock):
 
-1. recover: finish or undo killed runs (:func:`sinks.history.manifest.recover`), close the
+1. recover: finish or undo killed runs (:func:`fleetwatch.lake.manifest.recover`), close the
    ``.open`` files of history sinks that died and never came back;
 2. read: the closed landing files (``max_files_per_run`` at most), parsed once with the
    explicit landing schema and cached; one aggregation counts events, bad lines and the
    dates each table gets (and, when routers reported drops, one more counts their bad
-   entries and the dates of the good ones: :mod:`sinks.history.drops`);
-3. per table, in parallel: one line per msg_id (:func:`sinks.history.tables.messages`),
+   entries and the dates of the good ones: :mod:`fleetwatch.lake.drops`);
+3. per table, in parallel: one line per msg_id (:func:`fleetwatch.lake.tables.messages`),
    minus the msg_ids the table already holds for those dates, into rows; written under the
    run's staging directory, partitioned by date, at most one file per date per core, its
    rows sorted by host (``schema.ORDER``) so queries for one host skip the rest. A
    date partition holding ``max_small_files`` small files or more is merged: its small
    files are rewritten together with the new rows;
 4. spans: the dates that got heartbeats get their ``heartbeat_spans`` folded again
-   (:mod:`sinks.history.spans`), staged like the rest;
+   (:mod:`fleetwatch.lake.spans`), staged like the rest;
 5. lifecycle (with ``state_url`` set): the alert lifecycle recorded in the state database
-   since the watermark (:mod:`sinks.history.lifecycle`), minus the event ids the
+   since the watermark (:mod:`fleetwatch.lake.lifecycle`), minus the event ids the
    ``lifecycle`` table holds for those dates, staged like the rest; the new watermark goes
    into the intent and is kept when the run settles;
-6. commit: intent, apply, manifest, settle (:mod:`sinks.history.manifest`).
+6. commit: intent, apply, manifest, settle (:mod:`fleetwatch.lake.manifest`).
 
 Progress goes to ``out`` (stdout in the CLI), one line per step, and a summary at the end.
 ``FLEETWATCH_HISTORY_CRASH=STEP`` (staged, intent, applied, committed) makes the process
@@ -45,13 +45,13 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from sinks.history import drops, lifecycle, manifest, spans, tables
-from sinks.history.lock import Busy, locked  # noqa: F401 (their home was here)
-from sinks.history.manifest import Lake
-from sinks.history.schema import (ORDER, PARTITION, SOURCE_TYPES, TABLE_NAMES, TABLE_OF_TYPE,
+from fleetwatch.lake import drops, lifecycle, manifest, spans, tables
+from fleetwatch.lake.lock import Busy, locked  # noqa: F401 (their home was here)
+from fleetwatch.lake.manifest import Lake
+from fleetwatch.lake.schema import (ORDER, PARTITION, SOURCE_TYPES, TABLE_NAMES, TABLE_OF_TYPE,
                                    TABLES)
 from sinks.history.sink import recover_stale
-from sinks.history.times import day_of
+from fleetwatch.lake.times import day_of
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class Summary:
     bytes: int = 0
     events: int = 0
     bad: int = 0
-    #: entries of routers' ``drops`` that are not exactly an entry (sinks/history/drops.py)
+    #: entries of routers' ``drops`` that are not exactly an entry (fleetwatch/lake/drops.py)
     bad_drops: int = 0
     tables: dict[str, TableResult] = field(default_factory=dict)
     steps: dict[str, float] = field(default_factory=dict)   # step -> seconds
@@ -120,7 +120,7 @@ def crash_hook(step: str) -> None:
 def compact(spark, settings, out=print, hook=crash_hook, wall=time.time,
             held: bool = False) -> Summary:
     """One compaction run of the lake in ``settings`` (a HistorySettings), under the lake's
-    lock (:func:`sinks.history.lock.locked`; ``held``: the caller holds it already)."""
+    lock (:func:`fleetwatch.lake.lock.locked`; ``held``: the caller holds it already)."""
     lake = Lake(settings.lake)
     lake.make_dirs()
     summary = Summary()

@@ -1,5 +1,5 @@
 """The lake's compaction lock, ``_compaction/lock``: one run that changes the tables at a time
-(compaction, :mod:`sinks.history.compact`; expiry, :mod:`sinks.history.expire`).
+(compaction, :mod:`fleetwatch.lake.compact`; expiry, :mod:`fleetwatch.lake.expire`).
 
 An ``flock``, which the kernel releases when its holder exits, however it exits. The holder
 writes into the file its pid, since when it holds the lock and what it is, so that a run
@@ -31,7 +31,7 @@ class Busy(Exception):
 def locked(lake, what: str = "compaction", wait: float = 0.0,
            tell: Callable[[str], None] | None = None, clock=time.monotonic,
            sleep=time.sleep, wall=time.time):
-    """Hold ``lake``'s lock (a :class:`sinks.history.manifest.Lake`) for a run of ``what``.
+    """Hold ``lake``'s lock (a :class:`fleetwatch.lake.manifest.Lake`) for a run of ``what``.
 
     Held by another run: :class:`Busy` at once, or, with ``wait`` seconds, one line to
     ``tell`` (whom it waits for, and how long at most), then the lock tried again every

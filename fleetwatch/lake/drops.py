@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fleetwatch.protocol import AGENT_TYPES, ID_PATTERN, TS_END, TS_MIN
-from sinks.history.schema import COLUMNS, PARTITION
+from fleetwatch.lake.schema import COLUMNS, PARTITION
 
 #: entries one STATS may carry; those past it are bad
 MAX_ENTRIES = 1000
@@ -95,7 +95,7 @@ def counts(lines: DataFrame) -> list:
 
 
 def rows(msgs: DataFrame) -> DataFrame:
-    """``msgs`` (router STATS as :func:`sinks.history.tables.messages` gives them: msg_id,
+    """``msgs`` (router STATS as :func:`fleetwatch.lake.tables.messages` gives them: msg_id,
     ts, uuid, router, source, drops) as ``drops`` rows, one per good entry, in table order."""
     entries = _entries(msgs).where(valid())
     first, last = _get("first", "double"), _get("last", "double")

@@ -43,7 +43,7 @@ def new_run_id(wall=time.time) -> str:
 
 
 class Lake:
-    """The lake's directories (sinks/history/README.md "Lake layout")."""
+    """The lake's directories (docs/concepts/lake.md "Lake layout")."""
 
     def __init__(self, root: str):
         self.root = root
@@ -192,7 +192,7 @@ def settle(lake: Lake, run: str, processed: str = "move") -> int:
         except FileNotFoundError:
             pass
     fsync_dir(lake.landing)
-    if "lifecycle" in manifest:     # the lifecycle export's watermark (sinks/history/lifecycle.py)
+    if "lifecycle" in manifest:     # the lifecycle export's watermark (fleetwatch/lake/lifecycle.py)
         write_json(lake.lifecycle_mark, manifest["lifecycle"])
     shutil.rmtree(lake.staging(run), ignore_errors=True)
     os.rename(lake.manifest_path(run), os.path.join(lake.settled, f"{run}.json"))

@@ -14,7 +14,7 @@ compute availability or time-in-state differently:
   never read.
 - A host is named by hostname or uuid. Hostnames come from the agents' HELLOs and their own
   REGISTERs (``name`` ``agent``), keyed by the stamped uuid, never from a body's claim
-  (sinks/history/hostnames.py): a ``metrics`` row is named by the latest of them at or
+  (fleetwatch/lake/hostnames.py): a ``metrics`` row is named by the latest of them at or
   before it (its STATS's own ``hostname`` is ``claimed_hostname``), a uuid as a whole
   (``hosts``, timelines, availability) by its latest; tables without a hostname (results,
   heartbeats, notifications) are matched through the uuid.
@@ -32,20 +32,20 @@ compute availability or time-in-state differently:
   (a heartbeat without one counts with 2 s, the agent's default).
   Per UTC day: ``uptime_pct = 100 * up_seconds / seconds``, where ``seconds`` is the part
   of the day inside the window (default window: first to last heartbeat of the selection).
-  The answer is read from ``heartbeat_spans`` (sinks/history/spans.py) whenever they give
+  The answer is read from ``heartbeat_spans`` (fleetwatch/lake/spans.py) whenever they give
   exactly this one, else from every heartbeat. ``exclude_downtime=True``: the down time
   inside a downtime of the host (the ``lifecycle`` table: fixed and recurring downtimes of
   the host, not of a check, cut at their removal) counts as up, as in Checkmk's reports.
 - ``lifecycle()``: what compaction copied from the state database (alert events, mutes,
-  acks, downtime windows: sinks/history/lifecycle.py), in time order.
+  acks, downtime windows: fleetwatch/lake/lifecycle.py), in time order.
 - ``drops()``: what routers dropped per agent, message type and sink type (the ``drops``
-  table, from the routers' own STATS: sinks/history/drops.py), each entry from its first
+  table, from the routers' own STATS: fleetwatch/lake/drops.py), each entry from its first
   to its last drop; ``gaps()`` puts them beside what landed, per bucket, with a verdict
   (``ok``, ``no data``, ``dropped``), a drop entry's count spread evenly over the time it
-  spans (an estimate: sinks/history/gaps.py).
+  spans (an estimate: fleetwatch/lake/gaps.py).
 
 This module is the facade (the lake, its tables, host names, the query methods); the
-queries are built from sinks/history/times.py (times and windows), metrics.py (buckets,
+queries are built from fleetwatch/lake/times.py (times and windows), metrics.py (buckets,
 percentiles), timelines.py (check state segments), availability.py (uptime from
 heartbeats or spans) and gaps.py (landed beside dropped).
 """
@@ -61,14 +61,14 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sinks.history import hostnames, lifecycle, spans
-from sinks.history.availability import bounds, downtime_windows, spans_in, tile, uptime
-from sinks.history.gaps import LANDED, Drop, begins, buckets, report
-from sinks.history.metrics import aggregate, downsample, not_internal
-from sinks.history.schema import PARTITION, TABLE_NAMES, TABLES
-from sinks.history.spans import counted_interval
-from sinks.history.timelines import segments, state_changes, state_name
-from sinks.history.times import day_of, epoch, overlapping, seconds, secs, window
+from fleetwatch.lake import hostnames, lifecycle, spans
+from fleetwatch.lake.availability import bounds, downtime_windows, spans_in, tile, uptime
+from fleetwatch.lake.gaps import LANDED, Drop, begins, buckets, report
+from fleetwatch.lake.metrics import aggregate, downsample, not_internal
+from fleetwatch.lake.schema import PARTITION, TABLE_NAMES, TABLES
+from fleetwatch.lake.spans import counted_interval
+from fleetwatch.lake.timelines import segments, state_changes, state_name
+from fleetwatch.lake.times import day_of, epoch, overlapping, seconds, secs, window
 
 
 class History:
@@ -87,10 +87,10 @@ class History:
         or its ``history:`` settings, or None for the default operator config
         (/etc/fleetwatch/fleetwatch.yaml). Spark comes from those settings (``master``,
         ``conf``) unless ``spark`` is given; a bare path gets ``local[*]``."""
-        from sinks.history import spark as sparks
+        from fleetwatch.lake import spark as sparks
         if where is None or str(where).endswith((".yaml", ".yml")):
             from fleetwatch.config import OPERATOR_CONFIG, load_section
-            from sinks.history.config import HistorySettings
+            from fleetwatch.lake.settings import HistorySettings
             where = load_section(HistorySettings, str(where or OPERATOR_CONFIG), "history")
         settings = getattr(where, "history", where)
         if hasattr(settings, "lake"):
@@ -124,7 +124,7 @@ class History:
     @property
     def metrics(self) -> DataFrame:
         """The ``metrics`` table with ``hostname`` bound to the agents' HELLOs and own
-        REGISTERs (:func:`sinks.history.hostnames.bind`) and the STATS's own as
+        REGISTERs (:func:`fleetwatch.lake.hostnames.bind`) and the STATS's own as
         ``claimed_hostname``."""
         stored = self.table("metrics")
         bound = hostnames.bind(stored.withColumn("claimed_hostname", F.col("hostname")),
@@ -315,7 +315,7 @@ class History:
                exclude_downtime: bool = False) -> DataFrame:
         """:meth:`availability` by uuid only (no hostnames, no order): uuid, date, seconds,
         up_seconds, down_seconds, uptime_pct. Read from ``heartbeat_spans`` when they give
-        the exact answer (sinks/history/spans.py), else from every heartbeat."""
+        the exact answer (fleetwatch/lake/spans.py), else from every heartbeat."""
         since, until = epoch(since), epoch(until)
         every = None if interval is None else seconds(interval)
         sender = F.col("name").isNull() if process is None else F.col("name") == process
@@ -335,7 +335,7 @@ class History:
 
     def _downtimes(self, host, since: float, until: float) -> DataFrame | None:
         """(uuid, start, end): the hosts' time in their downtimes within the window, or
-        None for none (:func:`sinks.history.availability.downtime_windows`). A flexible
+        None for none (:func:`fleetwatch.lake.availability.downtime_windows`). A flexible
         downtime's windows are not counted: the lake does not say when it began to cover."""
         stored = self._stored(lifecycle.NAME)
         if stored is None or until <= since:
@@ -402,7 +402,7 @@ class History:
         (what routers dropped for the host, for ``sink`` only if given: an *estimate*, each
         drop entry's count spread evenly from its first drop to its last), ``verdict`` (ok,
         no data, dropped) and ``drops`` (per type and sink: type, sink, count). The rules
-        are sinks/history/gaps.py's. The buckets start at the host's first message (or its
+        are fleetwatch/lake/gaps.py's. The buckets start at the host's first message (or its
         first drop) when that is later than ``since``: before it the host did not exist, it
         was not silent. ValueError for a window or a bucket size that does not make buckets
         (at most 10,000)."""
@@ -467,7 +467,7 @@ def uncompacted(lake: str) -> int:
     """Lines in the landing area of a lake no compaction ever wrote a table of (0 once one
     has: from then on the tables are what there is, and the open files are always late)."""
     from sinks.history.landing import count_lines
-    from sinks.history.manifest import Lake
+    from fleetwatch.lake.manifest import Lake
     where = Lake(lake)
     if any(os.path.isdir(where.table(name)) for name in TABLE_NAMES):
         return 0

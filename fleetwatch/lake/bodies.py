@@ -1,4 +1,4 @@
-"""The tables' rows made back into messages, for a replay (:mod:`sinks.history.follow`) whose
+"""The tables' rows made back into messages, for a replay (:mod:`fleetwatch.lake.follow`) whose
 point is older than what the landing files still hold.
 
 One query per message table for the rows that landed at or after a time (``received``; a row
@@ -7,7 +7,7 @@ compacted before the tables kept it, by its ``ts``), each message one row: a STA
 others one row each. The body holds the fields the table keeps (msg_id, uuid, ts and the
 table's columns, ``perfdata`` and ``plugins`` as JSON again; null fields left out), not
 the fields it drops (``retry``, ``dup``, a HELLO's ``heartbeat``...). The rows come sorted
-in the lake's order (:func:`sinks.history.landed.order`) and are read a partition at a time.
+in the lake's order (:func:`fleetwatch.lake.landed.order`) and are read a partition at a time.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from functools import reduce
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from sinks.history.landed import MESSAGE_TABLES, Event
-from sinks.history.schema import SOURCE_TYPES, TABLES
-from sinks.history.tables import NEEDS
-from sinks.history.times import secs
+from fleetwatch.lake.landed import MESSAGE_TABLES, Event
+from fleetwatch.lake.schema import SOURCE_TYPES, TABLES
+from fleetwatch.lake.tables import NEEDS
+from fleetwatch.lake.times import secs
 
 #: table -> the body fields it keeps besides msg_id, uuid and ts (what compaction takes)
 FIELDS = {table: tuple(f for f in NEEDS[table] if f != "type") for table in MESSAGE_TABLES}

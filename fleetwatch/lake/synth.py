@@ -4,7 +4,7 @@ notebooks). Deterministic for a seed; lines exactly as the history sink writes t
 The mix per 100 consecutive events: 60 STATS (``metrics_per_stats`` metrics), 25 HEARTBEAT,
 10 RESULT, 4 NOTIFY, 1 HELLO or REGISTER; hosts ``host-000``... with uuids ``u000...``; timestamps
 spread evenly over ``days`` UTC days from ``start``. :func:`router_stats` makes a router's own
-STATS line, with the ``drops`` it reports (sinks/history/drops.py).
+STATS line, with the ``drops`` it reports (fleetwatch/lake/drops.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ and the rows of a table between two times.
 
 A time is epoch seconds, a datetime (a naive one is UTC), a date, ISO 8601 text
 (``2026-11-20``, ``2026-11-20T10:00:00Z``) or a duration back from now (``90m``, ``12h``,
-``7d``): read by :mod:`sinks.history.instants` (no Spark: ``fleetwatch tail --since`` reads
+``7d``): read by :mod:`fleetwatch.lake.instants` (no Spark: ``fleetwatch tail --since`` reads
 them too). A window is ``since <= ts < until``; :func:`window` never reads the ``date``
 partitions outside it. :func:`overlapping` does the same for rows that last from ``first`` to
 ``last`` (partitioned by the date of ``last``).
@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sinks.history.instants import DAY, day_of, epoch, seconds  # noqa: F401 (the queries' names)
-from sinks.history.schema import PARTITION
+from fleetwatch.lake.instants import DAY, day_of, epoch, seconds  # noqa: F401 (the queries' names)
+from fleetwatch.lake.schema import PARTITION
 
 
 def _instant(ts: float):

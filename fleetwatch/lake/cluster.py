@@ -8,7 +8,7 @@ logs, pids and the master's URLs are kept in a directory (:data:`STATE`), so :fu
 and :func:`status` from another process find them. It reads the master's URL and web UI
 port from the master's log (Spark logs them at INFO: the daemons get Spark's default log4j
 profile, into their log files), then waits until the master's ``/json`` lists every worker
-ALIVE. No PySpark import: this only starts JVMs (``java`` as sinks/history/spark.py finds
+ALIVE. No PySpark import: this only starts JVMs (``java`` as fleetwatch/lake/spark.py finds
 it, through ``spark-class``).
 
 A cluster started ``owned`` (the demo's) belongs to the process that started it: its
@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fleetwatch.lifeline import die_with_parent
-from sinks.history.spark import JavaMissing, java
+from fleetwatch.lake.spark import JavaMissing, java
 
 log = logging.getLogger(__name__)
 

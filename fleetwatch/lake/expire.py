@@ -6,7 +6,7 @@ A partition ``tables/TABLE/date=D`` is dropped when its whole day is older than 
 400 days, and the day the cut-off falls in). ``--dry-run`` prints the same list and drops
 nothing. Landing files are not touched (compaction moves or deletes them itself).
 
-Expire holds the lake's compaction lock (:func:`sinks.history.lock.locked`), so it
+Expire holds the lake's compaction lock (:func:`fleetwatch.lake.lock.locked`), so it
 never removes a partition a compaction is merging; with a compaction running it exits 75
 (EX_TEMPFAIL: try again later). Each partition is first renamed out of ``tables/`` into
 ``_compaction/expired/`` (one atomic rename: a query sees the partition whole or not at
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from sinks.history.landing import fsync_dir
-from sinks.history.lock import locked
-from sinks.history.manifest import Lake
-from sinks.history.schema import PARTITION, TABLE_NAMES
-from sinks.history.times import DAY
+from fleetwatch.lake.lock import locked
+from fleetwatch.lake.manifest import Lake
+from fleetwatch.lake.schema import PARTITION, TABLE_NAMES
+from fleetwatch.lake.times import DAY
 
 _PARTITION = re.compile(rf"^{PARTITION}=(\d{{4}}-\d{{2}}-\d{{2}})$")
 
@@ -76,7 +76,7 @@ def expired(lake: Lake, first_kept: str) -> list[Partition]:
 def expire(root: str, older_than: float, dry_run: bool = False, out=print,
            wall=time.time) -> list[Partition]:
     """Drop (or with ``dry_run`` only list) the partitions older than ``older_than``
-    seconds; return them. Raises :class:`sinks.history.lock.Busy`."""
+    seconds; return them. Raises :class:`fleetwatch.lake.lock.Busy`."""
     if older_than < DAY:
         raise ValueError("--older-than: expected at least one day (1d)")
     lake = Lake(root)

@@ -7,7 +7,7 @@ landing file read the same way on every run and every machine, and let the query
 the tables without listing their files first.
 
 Every table column is described in ``COLUMNS`` (name, type, meaning); the table in
-``sinks/history/README.md`` is the same information for readers, and a test checks that
+``docs/concepts/lake.md`` is the same information for readers, and a test checks that
 the two agree. Fields of a landing ``msg`` that hold nested JSON (``plugins``, ``perfdata``,
 a router's ``drops``) are declared as strings: Spark's JSON reader then keeps their raw JSON
 text, which the tables store as is (a JSON string column) or compaction reads entry by
@@ -56,7 +56,7 @@ MSG = StructType([
     # STATS
     StructField("metrics", MapType(StringType(), StringType())),
     StructField("source", StringType()),
-    StructField("drops", StringType()),            # JSON text: a router's (sinks/history/drops.py)
+    StructField("drops", StringType()),            # JSON text: a router's (fleetwatch/lake/drops.py)
     # NOTIFY
     StructField("severity", StringType()),
     StructField("text", StringType()),
@@ -72,7 +72,7 @@ MSG = StructType([
     StructField("duration", DoubleType()),
 ])
 
-#: One landing line (sinks/history/README.md "Landing files").
+#: One landing line (docs/concepts/lake.md "Landing files").
 LANDING = StructType([
     StructField("type", StringType()),
     StructField("uuid", StringType()),             # the router's stamp: the authenticated sender
@@ -134,7 +134,7 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
                       ("version", _S, "software version sent with it; null if absent"),
                       ("plugins", _S, "declared plugins as a JSON array text; null if absent"),
                       *_TAIL],
-    # derived by compaction from heartbeats (sinks/history/spans.py), not from messages
+    # derived by compaction from heartbeats (fleetwatch/lake/spans.py), not from messages
     "heartbeat_spans": [
         ("date", _S, "partition: YYYY-MM-DD (UTC) of the span's heartbeats"), _UUID,
         ("name", _S, "as in heartbeats: a local process, or null for the agent's own"),
@@ -145,7 +145,7 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
                                "else 2 s)"),
         ("last_interval", _D, "the interval its last heartbeat counts with"),
         ("min_interval", _D, "the shortest interval among its heartbeats")],
-    # copied by compaction from the state database (sinks/history/lifecycle.py)
+    # copied by compaction from the state database (fleetwatch/lake/lifecycle.py)
     "lifecycle": [
         ("date", _S, "partition: YYYY-MM-DD (UTC) of ts"),
         ("ts", _T, "when it happened (the alerting sink's or the operator's clock), UTC"),
@@ -172,7 +172,7 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
                        "a downtime ended or was removed"),
         ("details", _S, "the rest as a JSON object text (the alert's kind; sticky, notify; "
                         "every, duration, flexible, children)")],
-    # the drops routers report in their own STATS (sinks/history/drops.py)
+    # the drops routers report in their own STATS (fleetwatch/lake/drops.py)
     "drops": [
         ("date", _S, "partition: YYYY-MM-DD (UTC) of last"),
         ("uuid", _S, "the agent whose messages were dropped"),

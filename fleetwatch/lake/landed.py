@@ -1,5 +1,5 @@
 """The landing files as replay reads them (``fleetwatch tail --since``,
-:mod:`sinks.history.follow`), without Spark: their lines as :class:`Event` objects, in the
+:mod:`fleetwatch.lake.follow`), without Spark: their lines as :class:`Event` objects, in the
 lake's order, and which files and tables a replay from a given point must read.
 
 **Order.** The lake's order is the order messages landed: by ``received`` (the history sink's
@@ -25,7 +25,7 @@ point is older than the oldest landing file.
 twice). A resent message (``dup``, SPEC 4.2) read there may have landed first in a file skipped
 for the point: :meth:`Reader.find` looks for its earlier copies. A line is taken when it is a
 JSON object of a type the history sink lands, with a body holding a msg_id, a number ts and the
-stamped uuid (or none), as compaction takes it (sinks/history/tables.py); anything else counts
+stamped uuid (or none), as compaction takes it (fleetwatch/lake/tables.py); anything else counts
 in ``bad``.
 """
 
@@ -45,7 +45,7 @@ from sinks.history.landing import OPEN_SUFFIX, SUFFIX
 #: the types the history sink lands (every agent type but DEREGISTER: the lake has no table
 #: for it; sinks.history.sink.HistorySink.handles)
 LANDED_TYPES = frozenset(protocol.AGENT_TYPES - {"DEREGISTER"})
-#: the tables compaction makes of messages (sinks/history/schema.py TABLE_OF_TYPE)
+#: the tables compaction makes of messages (fleetwatch/lake/schema.py TABLE_OF_TYPE)
 MESSAGE_TABLES = ("metrics", "heartbeats", "results", "notifications", "registrations")
 #: a file's lines landed before the next file of its sink was opened, whose stamp is rounded
 #: down to the second: this much is added to that stamp for the file's end

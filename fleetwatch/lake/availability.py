@@ -1,5 +1,5 @@
 """Availability in the history lake: uptime per (uuid, UTC day) from heartbeats, or from the
-runs ``heartbeat_spans`` keeps (sinks/history/spans.py).
+runs ``heartbeat_spans`` keeps (fleetwatch/lake/spans.py).
 
 A host is up from one heartbeat to the next when they are at most ``intervals`` heartbeat
 intervals apart; a longer gap counts as down, whole. ``since`` and ``until`` act as
@@ -17,9 +17,9 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from sinks.alerting.hosts import DEFAULT_INTERVAL
-from sinks.history.schema import PARTITION
-from sinks.history.spans import counted_interval
-from sinks.history.times import DAY, day_of, secs
+from fleetwatch.lake.schema import PARTITION
+from fleetwatch.lake.spans import counted_interval
+from fleetwatch.lake.times import DAY, day_of, secs
 
 
 def uptime(spark: SparkSession, heartbeats: DataFrame, since: float, until: float,
@@ -55,7 +55,7 @@ def spans_in(table: DataFrame, since: float | None, until: float | None,
     """``heartbeat_spans`` rows as runs for :func:`tile` (uuid, first, last, eff_first,
     eff, and min_eff, the shortest interval counted): those with a heartbeat in
     ``since <= ts < until``, cut at ``since`` and ``until`` (why that is exact, and when:
-    sinks/history/spans.py)."""
+    fleetwatch/lake/spans.py)."""
     first, last = secs("first"), secs("last")
     if since is not None:
         table = table.filter((F.col(PARTITION) >= day_of(since)) & (last >= since))

@@ -1,5 +1,5 @@
 """Gaps accounted for: per time bucket, what landed in the lake for a host and what routers
-dropped for it, and a verdict (pure logic, no Spark: :meth:`sinks.history.query.History.gaps`
+dropped for it, and a verdict (pure logic, no Spark: :meth:`fleetwatch.lake.query.History.gaps`
 feeds it the counts and the ``drops`` rows it reads).
 
 Buckets are aligned to the epoch (``1h`` buckets start on the hour, ``1d`` at UTC midnight),

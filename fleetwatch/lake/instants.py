@@ -1,7 +1,7 @@
 """Times as the history commands take them, without Spark: epoch seconds, a datetime (a
 naive one is UTC), a date, ISO 8601 text (``2026-11-20``, ``2026-11-20T10:00:00Z``) or a
 duration back from now (``90m``, ``12h``, ``7d``). The queries' windows are
-:mod:`sinks.history.times` (Spark); ``fleetwatch tail --since`` reads its times here.
+:mod:`fleetwatch.lake.times` (Spark); ``fleetwatch tail --since`` reads its times here.
 """
 
 from __future__ import annotations

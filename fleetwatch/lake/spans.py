@@ -9,7 +9,7 @@ availability query reads a few rows per host and day instead of every heartbeat.
 
 The answer from spans is the one from the heartbeats, exactly, when (``intervals`` x the
 shortest interval counted) >= GAP and the window is at least GAP long
-(:func:`sinks.history.query.History.uptime` checks both and reads the heartbeats
+(:func:`fleetwatch.lake.query.History.uptime` checks both and reads the heartbeats
 otherwise):
 
 - a gap inside a span is shorter than GAP, so the rule counts it as up whatever the
@@ -24,7 +24,7 @@ Compaction keeps the spans of a date whole: the new heartbeats of the run and th
 stored spans are folded again into one set (:func:`fold`: a stored span is a run of
 heartbeats, so folding it with new ones gives the spans of all of them, and a heartbeat
 folded twice changes nothing), written as the date's new file, which replaces the old
-ones in the same commit as the heartbeats (:mod:`sinks.history.manifest`). A lake
+ones in the same commit as the heartbeats (:mod:`fleetwatch.lake.manifest`). A lake
 compacted before this table existed gets the spans of its older dates from their stored
 heartbeats at its next compaction.
 """
@@ -36,8 +36,8 @@ import os
 from pyspark.sql import DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
-from sinks.history.manifest import Lake
-from sinks.history.schema import ORDER, PARTITION, TABLES
+from fleetwatch.lake.manifest import Lake
+from fleetwatch.lake.schema import ORDER, PARTITION, TABLES
 from sinks.alerting.hosts import DEFAULT_INTERVAL
 
 NAME = "heartbeat_spans"

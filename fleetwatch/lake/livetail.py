@@ -1,4 +1,4 @@
-"""The routers' tails for a replay (:mod:`sinks.history.follow`): one SUB, buffered by a
+"""The routers' tails for a replay (:mod:`fleetwatch.lake.follow`): one SUB, buffered by a
 thread of its own while the lake is read, then read by the caller."""
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from fleetwatch.protocol import REPORTERS
-from sinks.history.times import secs
+from fleetwatch.lake.times import secs
 
 #: percentile_approx accuracy: exact below this many values per group
 ACCURACY = 10000

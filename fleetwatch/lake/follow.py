@@ -3,23 +3,23 @@ with no gap and no duplicate at the seam (``fleetwatch tail --since``; programs 
 :func:`follow`).
 
 **Since.** A point is a time (what landed at or after it; the history commands' forms: epoch
-seconds, ISO 8601, a duration back from now like ``15m``: :mod:`sinks.history.instants`) or a
+seconds, ISO 8601, a duration back from now like ``15m``: :mod:`fleetwatch.lake.instants`) or a
 msg_id (what landed after that message, its first copy, found in the lake). The lake's order is
-the order messages landed (:func:`sinks.history.landed.order`): ``received``, then the sender's
+the order messages landed (:func:`fleetwatch.lake.landed.order`): ``received``, then the sender's
 ts (one agent's messages in one batch of the sink), then msg_id.
 
 **Where from.** The landing files (``landing/*.jsonl``, the live sinks' ``*.jsonl.open`` up to
 their last complete line, ``landing/done/``) are read without Spark; the tables only when
 messages landed since the point may be in them alone
-(:meth:`sinks.history.landed.Files.needs_tables`), through PySpark
-(:mod:`sinks.history.bodies`), which is imported then only. Both are streamed, not held
-(:mod:`sinks.history.parts`): what a replay holds is the ids landed since its subscription and
+(:meth:`fleetwatch.lake.landed.Files.needs_tables`), through PySpark
+(:mod:`fleetwatch.lake.bodies`), which is imported then only. Both are streamed, not held
+(:mod:`fleetwatch.lake.parts`): what a replay holds is the ids landed since its subscription and
 the last 100,000 it yielded. A message in two files, in a table and a file, or relayed by two
 routers (a resend, marked ``dup``) is yielded once, at its first landed copy; a line landed
 twice unmarked (a landing file put back by hand) once when the copies are near each other.
 
 **The seam.** :class:`Follower` subscribes to the tails first (the filters' subscriptions) and a
-thread buffers what arrives (:mod:`sinks.history.livetail`; once the buffer is yielded, the
+thread buffers what arrives (:mod:`fleetwatch.lake.livetail`; once the buffer is yielded, the
 tail is read directly); then it reads the lake. The lake has caught up with the tail when,
 for every router whose live messages include one of a type the lake keeps, one of them has
 landed (a history sink lands each router's messages in the order the router relayed them, so
@@ -53,12 +53,12 @@ from dataclasses import dataclass
 from fleetwatch import protocol
 from fleetwatch.protocol import Relayed
 from fleetwatch.tailgaps import Gaps
-from sinks.history.instants import epoch
-from sinks.history.landed import (END_SLACK, LANDED_TYPES, Event, Files, Reader, file_name,
+from fleetwatch.lake.instants import epoch
+from fleetwatch.lake.landed import (END_SLACK, LANDED_TYPES, Event, Files, Reader, file_name,
                                   order, same_copy)
 from sinks.history.landing import SYNC_SECONDS
-from sinks.history.livetail import LiveTail
-from sinks.history.parts import resends, stream, window
+from fleetwatch.lake.livetail import LiveTail
+from fleetwatch.lake.parts import resends, stream, window
 
 #: msg_ids remembered to drop a copy near another (relayed twice near the seam, a line
 #: landed twice without being marked a resend)
@@ -89,7 +89,7 @@ class LakeBehind(RuntimeError):
 @dataclass(frozen=True)
 class Point:
     """Where a replay starts: after ``(at, ts, msg_id)`` in the lake's order (a message's
-    place, :func:`sinks.history.landed.order`), or for a time everything landed at or after
+    place, :func:`fleetwatch.lake.landed.order`), or for a time everything landed at or after
     ``at`` (``ts`` -infinity, ``msg_id`` empty)."""
 
     at: float
@@ -178,7 +178,7 @@ class Follower:
         found = self.reader.find([msg_id]).get(msg_id)
         if found is None and self.files.has_tables():
             spark = self._spark()
-            from sinks.history import bodies
+            from fleetwatch.lake import bodies
             found = bodies.find(spark, self.lake, msg_id)
         # one yielded live may be landing: the files written this last minute, as they grow
         recent, give_up = Reader(self.files), self.clock() + (self.find_wait if self.tail else 0)
@@ -195,7 +195,7 @@ class Follower:
         if self.spark is None:
             from fleetwatch.optional import optional_import
             optional_import("pyspark", "fleetwatch tail --since (reading the history tables)")
-            from sinks.history import spark as sparks
+            from fleetwatch.lake import spark as sparks
             self.spark = (sparks.from_settings(self.settings) if self.settings is not None
                           else sparks.session())
         return self.spark
@@ -207,7 +207,7 @@ class Follower:
             return iter(())
         self.progress("reading the history tables (Spark)...")
         spark = self._spark()
-        from sinks.history import bodies
+        from fleetwatch.lake import bodies
         df = bodies.since(spark, self.lake, point.at, self.types, self.uuids)
         if df is None:
             return iter(())
@@ -348,7 +348,7 @@ def live_event(relayed: Relayed) -> Event:
 
 
 def follow(lake, since, types=None, agents=None, tail=(), keys=None, **options):
-    """Yield :class:`sinks.history.landed.Event` objects (``msg_id``, ``type``, ``uuid``,
+    """Yield :class:`fleetwatch.lake.landed.Event` objects (``msg_id``, ``type``, ``uuid``,
     ``router``, ``received``: None for a live one, ``body``, ``live``, ``path``: the routers
     it passed, ``router`` first, the same from the lake and live): every message that
     landed in the history lake since ``since`` (a time, or a msg_id: after it), in the order

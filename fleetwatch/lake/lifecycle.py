@@ -1,5 +1,5 @@
 """The alert lifecycle for the history lake: rows of the ``lifecycle`` table read from the
-state database (SQLAlchemy Core, no PySpark; compaction writes them, sinks/history/README.md
+state database (SQLAlchemy Core, no PySpark; compaction writes them, docs/concepts/lake.md
 "The lifecycle table").
 
 One row per thing that happened, with an ``event_id`` that names it for good:
@@ -38,7 +38,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from sinks.history.manifest import read_json
+from fleetwatch.lake.manifest import read_json
 from sinks.state import db, schema
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ class Export:
 
 def read(lake, url: str, now: float, out=print) -> Export | None:
     """What :func:`export` gives from the state database at ``url`` since the watermark
-    kept in ``lake`` (a :class:`sinks.history.manifest.Lake`); None without a ``url``, or
+    kept in ``lake`` (a :class:`fleetwatch.lake.manifest.Lake`); None without a ``url``, or
     when the database cannot be read (the landing files are compacted anyway, the
     lifecycle at the next run)."""
     if not url:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from sinks.history.times import secs
+from fleetwatch.lake.times import secs
 
 STATES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
 

@@ -507,6 +507,15 @@ def decode_relayed(frames: list[bytes], allowed: frozenset[str] = TYPES,
 REPORTERS = frozenset({"router", "sink", "scheduler"})
 
 
+def number(value) -> float | None:
+    """``value`` as a float when it is a finite number (an int or a float, never a bool),
+    else None: how a reader takes a number from a decoded body, a router's answer or a row,
+    whatever the sender put there."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
+
+
 def reporter(relayed: Relayed) -> str | None:
     """Whose own counters a relayed STATS carries, from the router's stamp (SPEC 4.3): None
     for an agent's, whatever its body says. An agent's stamped uuid is never the last id of

@@ -27,6 +27,7 @@ console's tail of the fleet's STATS (:func:`of_health`: :mod:`web.health`). Pure
 from __future__ import annotations
 
 from fleetwatch.display import iso
+from fleetwatch.protocol import number
 
 #: states, worst first, and the kinds in their order within a state
 STATES = ("DOWN", "CRITICAL", "WARNING")
@@ -56,10 +57,6 @@ def ordered(faults: list[dict]) -> list[dict]:
             once.append(f)
     return once
 
-
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
 
 
 def of_routers(answers, checks: bool = True) -> list[dict]:
@@ -127,7 +124,7 @@ class Heard:
         for entry in reply.get("agents") or ():
             if isinstance(entry, dict) and not entry.get("site"):    # a site linked is one
                 self.linked.add(str(entry.get("uuid")))
-        backends, uptime = reply.get("backends"), _number(reply.get("uptime"))
+        backends, uptime = reply.get("backends"), number(reply.get("uptime"))
         if isinstance(backends, list) and uptime is not None:
             self.uptime = max(self.uptime or 0.0, uptime)
             for b in backends:
@@ -141,14 +138,14 @@ class Heard:
         """``entry`` of ``router`` into ``into`` by its ``key`` when it is the freshest (the
         least ``ago``); its ``every`` kept from another router's when it has none."""
         if not isinstance(entry, dict) or not isinstance(entry.get(key), str) \
-                or _number(entry.get("ago")) is None:
+                or number(entry.get("ago")) is None:
             return
         old = into.get(entry[key])
         if old is None or entry["ago"] < old["ago"]:
-            every = _number(entry.get("every")) or (old or {}).get("every")
+            every = number(entry.get("every")) or (old or {}).get("every")
             into[entry[key]] = {**entry, "every": every, "router": router}
         elif old.get("every") is None:
-            old["every"] = _number(entry.get("every"))
+            old["every"] = number(entry.get("every"))
 
     def faults(self, checks: bool) -> list[dict]:
         found = []
@@ -160,14 +157,14 @@ class Heard:
             found.append(fault("site", name, "DOWN",
                                f"link lost: router {site['router']} heard nothing from it for "
                                f"{int(site['ago'])} s; {behind} UNREACHABLE behind it",
-                               _number(site.get("last_heard"))))
+                               number(site.get("last_heard"))))
         schedulers = {u: b for u, b in self.backends.items() if b.get("role") == "scheduler"}
         for name, b in sorted(schedulers.items()):
             if silent({"heard": 0.0, "every": b["every"]}, b["ago"]) is not None:
                 found.append(fault("scheduler", name, "CRITICAL",
                                    f"no STATS for {int(b['ago'])} s (last through router "
                                    f"{b['router']}): the checks it schedules are not run",
-                                   _number(b.get("last_heard"))))
+                                   number(b.get("last_heard"))))
         if checks and not schedulers and self.uptime is not None \
                 and self.uptime > NONE_HEARD_AFTER:
             found.append(fault("scheduler", "-", "CRITICAL",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fleetwatch.display import ago, iso, state
+from fleetwatch.protocol import number
 from query import handling
 
 if TYPE_CHECKING:
@@ -144,10 +145,6 @@ def assemble(rows: Rows, now: float, answers=()) -> dict:
             "unhandled": handling.unhandled(found)}
 
 
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
-
 
 def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
     """One entry per agent uuid: uuid, hostname, alive (True, False, or None: unknown, as
@@ -158,7 +155,7 @@ def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
         # without answers (the console), the routers the registry saw it through
         merged[row["uuid"]] = {"uuid": row["uuid"], "hostname": row.get("hostname"),
                                "version": row.get("version"), "alive": False,
-                               "last_seen": _number(row.get("last_seen")),
+                               "last_seen": number(row.get("last_seen")),
                                "routers": [] if answers else sorted(row.get("routers") or ())}
     for answer in answers:
         reply = answer.get("PEERS")
@@ -176,7 +173,7 @@ def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
             entry["alive"] = True
             if router not in entry["routers"]:
                 entry["routers"].append(router)
-            heard = _number(peer.get("last_heard"))
+            heard = number(peer.get("last_heard"))
             if heard is not None and (entry["last_seen"] is None or heard > entry["last_seen"]):
                 entry["last_seen"] = heard
     everyone = bool(answers) and all(a.get("PEERS") is not None for a in answers)
@@ -199,8 +196,8 @@ def checks_of(agents: list[dict], declared: list[dict], results: list[dict],
     for row in declared:
         spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
         entry = by_agent.setdefault(row["uuid"], {}).setdefault(row["name"], {
-            "plugin": row["name"], "sources": [], "interval": _number(spec.get("interval")),
-            "timeout": _number(spec.get("timeout"))})
+            "plugin": row["name"], "sources": [], "interval": number(spec.get("interval")),
+            "timeout": number(spec.get("timeout"))})
         entry["sources"].append(row["source"])
     out = []
     for agent in agents:
@@ -248,7 +245,7 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
     for agent in agents:
         for row in hosts.get(agent["uuid"], []):
             up, since = row["up"], row["since"]
-            deadline = _number(row.get("deadline"))
+            deadline = number(row.get("deadline"))
             if up and now is not None and deadline and now > deadline:
                 up, since = False, deadline
             name = "UP" if up else "DOWN"
@@ -260,7 +257,7 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
                 agent.setdefault("processes", []).append({"name": row["name"], **entry})
             else:
                 agent.update(entry, clock_skew=row.get("clock_skew"))
-                heard = _number(row["last_heard"])
+                heard = number(row["last_heard"])
                 if heard is not None and (agent["last_seen"] is None
                                           or heard > agent["last_seen"]):
                     agent["last_seen"] = heard
@@ -273,7 +270,7 @@ def with_freshness(checks: list[dict], rows: list[dict], now: float) -> None:
     marks = {(r["uuid"], r["plugin"]): r for r in rows}
     for check in checks:
         row = marks.get((check["uuid"], check["plugin"])) or {}
-        heard, stale_at = _number(row.get("heard")), handling.stale_since(row)
+        heard, stale_at = number(row.get("heard")), handling.stale_since(row)
         stale = stale_at is not None
         check.update(stale=stale, stale_since=iso(stale_at))
         if stale:

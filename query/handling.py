@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from fleetwatch.display import Stamp, human, iso
+from fleetwatch.protocol import number
 
 #: (hostname, uuid, check or None, when its problem began or None) -> the downtime covering
 #: it now (:func:`downtime_of`), or None
@@ -41,13 +42,9 @@ HANDLING = ("ack", "downtime", "unreachable", "host")
 def stale_since(row: dict) -> float | None:
     """Since when a ``check_freshness`` row says its check is stale: ``stale_at`` when it
     has not been heard after it; None when it is not stale."""
-    stale_at, heard = _number(row.get("stale_at")), _number(row.get("heard"))
+    stale_at, heard = number(row.get("stale_at")), number(row.get("heard"))
     return stale_at if stale_at is not None and (heard is None or stale_at >= heard) else None
 
-
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else None
 
 
 def none(hostname: str | None, uuid: str, check: str | None,
@@ -189,7 +186,7 @@ def _problem_since(row: dict) -> float | None:
     """When a check's problem began, as the sinks tell a flexible downtime: its HARD
     problem's start (:func:`sinks.alerting.evaluation.problem_since`); None while it has
     none."""
-    return _number(row.get("since")) if row.get("hard") and row.get("hard_status") else None
+    return number(row.get("since")) if row.get("hard") and row.get("hard_status") else None
 
 
 def _ts(stamp) -> float | None:
@@ -284,8 +281,8 @@ def kept_back(kept: dict | None) -> str:
     ``muted by silence 3``, ``held by downtime 1``; '' for nothing."""
     if not kept:
         return ""
-    return "; ".join(f"{'muted' if what == 'silence' else 'held'} by {what} {number}"
-                     for what, number in kept.items())
+    return "; ".join(f"{'muted' if what == 'silence' else 'held'} by {what} {ref}"
+                     for what, ref in kept.items())
 
 
 def what(row: dict) -> str:

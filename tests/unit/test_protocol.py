@@ -1011,3 +1011,12 @@ def test_decoded_numbers_are_finite_everywhere():
     m = p.decode(_b("RUN", timeout=1e308, extra=[1e-308, -0.0]))
     assert all(math.isfinite(v) for v in (m.body["timeout"], *m.body["extra"]))
     assert p.decode(p.encode(m)) == m
+
+
+def test_number_takes_finite_numbers_only():
+    """p.number: how readers (the query layer) take a number from a body, a router's
+    answer or a row: never a bool, a string, NaN or an infinity."""
+    assert p.number(3) == 3.0 and isinstance(p.number(3), float)
+    assert p.number(2.5) == 2.5
+    for bad in (True, False, "3", None, float("nan"), float("inf"), -float("inf"), [1]):
+        assert p.number(bad) is None, bad

@@ -107,3 +107,19 @@ def test_a_result_is_the_document_run_json_prints():
         "long_output": "/ 91%", "perfdata": [], "started": "2027-01-15T08:00:00.000Z",
         "duration": 0.25}
     assert checks.who("web\x1b-1", "u1") == "web\\x1b-1 (u1)"
+
+
+def test_the_console_runs_a_check_in_process_with_its_timeout(url, monkeypatch):
+    """No process is started: the console calls the action the command calls, waiting its
+    60 s for the RESULT."""
+    import subprocess
+
+    def no_process(*args, **kwargs):
+        raise AssertionError("the console started a process")
+    monkeypatch.setattr(subprocess, "run", no_process)
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    calls = []
+    monkeypatch.setattr(checks, "run", lambda *args: calls.append(args) or {"status": 0})
+    mesh = checks.Mesh(["tcp://r1"], ["tcp://r1-tail"], 0.5)
+    assert Actions(url, mesh).run_check("db-1", "disk") == {"status": 0}
+    assert calls == [(mesh, url, "db-1", "disk", True, 60.0)]

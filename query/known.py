@@ -18,8 +18,8 @@ with one line naming the closest known names (:func:`difflib.get_close_matches`)
 written (a terminal escapes them, :func:`fleetwatch.display.escape`; a page's template
 does); the caller skips it for a host not deployed yet (``--force``, a ``force`` field).
 Plain reads on a connection: the caller runs them before the transaction that writes, on a
-reader (:func:`fleetwatch.cli.silence.write`'s ``first``), not under the write lock. A name
-costs a lookup (3 to 6 ms at 10,000 hosts and 50,000 checks, SQLite, bench/webfill.py's
+reader (:func:`fleetwatch.actions.database.write`'s ``first``), not under the write lock.
+A name costs a lookup (3 to 6 ms at 10,000 hosts and 50,000 checks, SQLite, bench/webfill.py's
 database); a glob, or a name the fleet does not know, reads every host's names (0.3 s
 there).
 """

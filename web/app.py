@@ -135,7 +135,7 @@ class Web:
 
     def _record(self, found: store.Who, action: str, target: str, details=lambda made: None):
         """The audit row of a change, written by ``also(conn, made)`` in the change's own
-        transaction (:class:`fleetwatch.cli.web.Actions`): the change and its record are
+        transaction (:class:`fleetwatch.actions.console.Actions`): the change and its record are
         kept together or not at all. Nothing is recorded when nothing was changed."""
         def also(conn, made):
             if made:

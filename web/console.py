@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 
 from fleetwatch import durability
+from fleetwatch.actions.console import Refused
 from query import faults, fleet, pages
 from web import auth
 
@@ -36,15 +37,6 @@ PAGE_ROWS = 100
 #: a counter whose name has one of these is a problem when it is not zero (health page)
 PROBLEM_WORDS = ("dropped", "drops", "bad", "failed", "errors", "unsent", "refused", "expired",
                  "missing", "unavailable", "malformed", "excess", "misframed", "rate_limited")
-
-
-class Refused(Exception):
-    """An action the fleet's state refuses (nothing to acknowledge): its text is for the
-    user, the status (404, 422, 503) for the API."""
-
-    def __init__(self, message: str, status: int = 422):
-        super().__init__(message)
-        self.status = status
 
 
 class Console:

@@ -8,11 +8,11 @@ What an agent that deregisters or an ephemeral one gone silent gets from the ale
 after ``alerting.forget_after`` (docs/operating/dynamic-fleets.md), done by hand now:
 every row of its uuid, the registry's (``agents``, ``agent_routers``, ``plugins``) and the
 alerting sinks' (its checks' results, states and freshness, its heartbeat state, its open
-problems), goes at once (:func:`sinks.state.forget.forget`); its running acknowledgements
-end. Notifications and alert events stay (they are what happened). A problem it had told
-is not resolved on the channels: deregister the agent instead (``fleetwatch agent
---deregister``) when its pager incidents should close. An agent still running comes back
-at its next HELLO or heartbeat, as a new one.
+problems), goes at once (:func:`fleetwatch.actions.forget.forget`); its running
+acknowledgements end. Notifications and alert events stay (they are what happened). A
+problem it had told is not resolved on the channels: deregister the agent instead
+(``fleetwatch agent --deregister``) when its pager incidents should close. An agent still
+running comes back at its next HELLO or heartbeat, as a new one.
 
 Exit status: 0 when forgotten, 1 when HOST names no agent or several (then forget each by
 its uuid), 2 for a usage error, 69 (EX_UNAVAILABLE) when the state database cannot be used,
@@ -27,14 +27,11 @@ import os
 import sys
 import time
 
+from fleetwatch.actions import forget
+from fleetwatch.actions.forget import NotOne, Unavailable
 from fleetwatch.config import load
 from fleetwatch.display import ago
 from fleetwatch.cli.operator import OperatorConfig, add_config
-from fleetwatch.cli.silence import Unavailable, write
-
-
-class NotOne(Exception):
-    """HOST names no agent, or several: one line on stderr, exit status 1."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,33 +40,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print what was removed as one JSON document")
     add_config(parser)
-
-
-def find(conn, host: str) -> tuple[str, str | None, float | None]:
-    """(uuid, hostname, last heard) of the one agent ``host`` names: a uuid the registry or
-    the alerting sinks know, else a hostname of the registry (deregistered agents too)."""
-    from sqlalchemy import func, select
-    from sinks.state import schema
-    from sinks.state.db import has_tables
-    a, h = schema.agents, schema.host_state
-    names: dict[str, str | None] = {}
-    if has_tables(conn, "agents"):
-        names = dict(conn.execute(select(a.c.uuid, a.c.hostname).where(
-            (a.c.uuid == host) | (func.lower(a.c.hostname) == host.lower()))).all())
-    heard: dict[str, float] = {}
-    if has_tables(conn, "host_state"):
-        heard = dict(conn.execute(select(h.c.uuid, h.c.last_heard).where(h.c.name == "", (
-            h.c.uuid == host) | h.c.uuid.in_(sorted(names)))).all())
-    if host in names or host in heard:
-        return host, names.get(host), heard.get(host) or None
-    if not names:
-        raise NotOne(f"no agent {host!r} is known (neither a hostname nor a uuid of the "
-                     f"registry or the alerting sinks)")
-    if len(names) > 1:
-        raise NotOne(f"{host!r} names {len(names)} agents ({', '.join(sorted(names))}): "
-                     f"forget each by its uuid")
-    uuid = next(iter(names))
-    return uuid, names[uuid], heard.get(uuid) or None
 
 
 def run(args, clock=time.time) -> int:
@@ -81,13 +51,8 @@ def run(args, clock=time.time) -> int:
         return 2
     config = load(OperatorConfig, args.config)
     now = clock()
-
-    def change(conn):
-        from sinks.state.forget import forget
-        uuid, hostname, heard = find(conn, host)
-        return uuid, hostname, heard, forget(conn, [uuid], now)
     try:
-        uuid, hostname, heard, removed = write(config.state_url, change, "acks")
+        done = forget.forget(config.state_url, host, now)
     except NotOne as e:
         print(f"fleetwatch forget: {e}", file=sys.stderr)
         return 1
@@ -95,9 +60,10 @@ def run(args, clock=time.time) -> int:
         print(f"fleetwatch forget: {e}", file=sys.stderr)
         return os.EX_UNAVAILABLE
     if args.json:
-        print(json.dumps({"uuid": uuid, "hostname": hostname, "last_heard": heard,
-                          "removed": removed}, indent=2, ensure_ascii=False))
+        print(json.dumps(done, indent=2, ensure_ascii=False))
         return 0
+    uuid, hostname, heard, removed = (done[k] for k in ("uuid", "hostname", "last_heard",
+                                                        "removed"))
     rows = ", ".join(f"{table} {n}" for table, n in removed.items()) or "no rows left"
     print(f"forgot {hostname or uuid}" + (f" [{uuid}]" if hostname else "") + f": {rows}")
     if heard is not None and now - heard < 300:

@@ -5,7 +5,8 @@
     fleetwatch silence remove ID                                   # end silence ID now
 
 A silence is a row in the state database's ``silences`` table, which every alerting sink
-reads when an alert is due (:mod:`sinks.alerting.silences` says what it matches). Muted alerts
+reads when an alert is due (:mod:`sinks.alerting.silences` says what it matches);
+:mod:`fleetwatch.actions.silences` makes, ends and lists them. Muted alerts
 are recorded as suppressed, and the sinks keep tracking state, so what is still wrong when the
 silence ends is alerted then.
 
@@ -29,19 +30,15 @@ import socket
 import sys
 import time
 
+from fleetwatch.actions import silences
+from fleetwatch.actions.database import Unavailable
 from fleetwatch.config import load
-from fleetwatch.display import escape, human, iso, table
+from fleetwatch.display import escape, human, table
 from fleetwatch.cli.operator import OperatorConfig, add_config, login
 
 VERBS = ("add", "list", "remove")
 #: the verb of the spelling without one: ``fleetwatch silence HOST --for 2h``
 DEFAULT_VERB = "add"
-FIELDS = ("id", "host", "check", "created", "until", "reason", "created_by", "removed",
-          "suppressed")
-
-
-class Unavailable(Exception):
-    """The state database cannot be written or read: one line on stderr, exit status 69."""
 
 
 # ---------------------------------------------------------------- arguments
@@ -92,92 +89,12 @@ def add_alias_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remove", type=int, metavar="ID", help="end silence ID now")
 
 
-# ---------------------------------------------------------------- the state database
+# ---------------------------------------------------------------- the verbs
 
 def who() -> str:
+    """Who makes a silence: ``login@host``."""
     return f"{login()}@{socket.gethostname()}"
 
-
-def writer(url: str, owner: str = "silences"):
-    """A writing engine on the state database, ``owner``'s tables (the ``silences`` table)
-    created if missing."""
-    from fleetwatch.optional import MissingDependency
-    from sinks.state import state_db
-    try:
-        db = state_db()
-    except MissingDependency as e:
-        raise Unavailable(str(e)) from None
-    from sinks.state.reader import safe_url
-    if not db.exists(url):
-        raise Unavailable(f"no state database at {safe_url(url)} (has no sink run yet?)")
-    from sinks.base import WriteError
-    try:
-        eng = db.engine(url)
-        db.create(eng, owner)
-    except (WriteError, ImportError) as e:
-        raise Unavailable(f"cannot use the state database {safe_url(url)}: "
-                          f"{(str(e).splitlines() or [''])[0]}") from None
-    return eng
-
-
-def database_error(url: str, e: Exception) -> Unavailable:
-    from sinks.state.reader import safe_url
-    return Unavailable(f"cannot use the state database {safe_url(url)}: "
-                       f"{e.__class__.__name__}: {(str(e).splitlines() or [''])[0]}")
-
-
-def write(url: str, change, owner: str = "silences", also=None, first=None):
-    """``change(conn)`` in one transaction on the state database (``owner``'s tables made if
-    missing), and ``also(conn, its answer)`` in the same one (the console's record of it:
-    both kept, or neither); its answer. A database error is :class:`Unavailable`.
-
-    ``first(conn)``: reads that may refuse the change (:func:`query.known.refuse_unknown`),
-    run before it in a transaction of their own that takes no write lock: a glob read
-    every host's names (0.3 s at 10,000 hosts), which under the lock would hold every
-    sink's writes back as long."""
-    from sqlalchemy.exc import SQLAlchemyError
-    eng = writer(url, owner)
-    try:
-        if first is not None:
-            from sinks.state import db
-            reader = db.engine(url, writer=False)
-            try:
-                with reader.connect() as conn:
-                    first(conn)
-            finally:
-                reader.dispose()
-        with eng.begin() as conn:
-            done = change(conn)
-            if also is not None:
-                also(conn, done)
-            return done
-    except SQLAlchemyError as e:
-        raise database_error(url, e) from None
-    finally:
-        eng.dispose()
-
-
-def create(url: str, host: str, check: str | None, seconds: float, reason: str,
-           now: float, force: bool = False) -> int:
-    """A silence of ``host`` [``check``]: its id; :class:`query.known.Unknown` for a host
-    (or check) the fleet has never seen, unless ``force``."""
-    from query.known import refuse_unknown
-    from sinks.alerting import state as alertstate
-
-    def known(conn):
-        refuse_unknown(conn, host, check)
-
-    def change(conn):
-        return alertstate.add_silence(conn, host, check, now, now + seconds, reason, who())
-    return write(url, change, first=None if force else known)
-
-
-def remove(url: str, silence_id: int, now: float) -> bool:
-    from sinks.alerting import state as alertstate
-    return write(url, lambda conn: alertstate.end_silence(conn, silence_id, now))
-
-
-# ---------------------------------------------------------------- the verbs
 
 def add(args, clock=time.time, name: str = "silence") -> int:
     from sinks.alerting.silences import check_pattern, parse_duration
@@ -193,8 +110,8 @@ def add(args, clock=time.time, name: str = "silence") -> int:
     config = load(OperatorConfig, args.config)
     now = clock()
     try:
-        silence_id = create(config.state_url, host, check, seconds, args.reason, now,
-                            args.force)
+        silence_id = silences.add(config.state_url, host, check, seconds, args.reason, now,
+                                  who(), args.force)
     except ValueError as e:             # (query.known.Unknown: never seen)
         print(f"fleetwatch {name}: {escape(str(e))}", file=sys.stderr)
         return 2
@@ -227,23 +144,18 @@ def removed(args, name: str, noun: str, missing: str, remove) -> int:
 def end(args, clock=time.time, name: str = "silence") -> int:
     """``silence remove ID``: 0 when ended, 1 when no silence ``ID`` was running."""
     return removed(args, name, "silence", "running silence",
-                   lambda url: remove(url, args.id, clock()))
+                   lambda url: silences.remove(url, args.id, clock()))
 
 
 def listing(args, clock=time.time, name: str = "silence") -> int:
     config = load(OperatorConfig, args.config)
-    now = clock()
-    from fleetwatch.optional import MissingDependency
-    from sinks.state import state_reads
-    from sinks.state.reader import StateError, read
     try:
-        rows = read(config.state_url, state_reads().silences, now=now, ended=args.all)
-    except (MissingDependency, StateError) as e:
+        out = silences.listed(config.state_url, clock(), args.all)
+    except Unavailable as e:
         print(f"fleetwatch {name}: {e}", file=sys.stderr)
         return os.EX_UNAVAILABLE
-    out = [entry(row, now) for row in rows]
     if args.json:
-        print(json.dumps({"silences": out}, indent=2, ensure_ascii=False))
+        print(json.dumps(silences.document(out), indent=2, ensure_ascii=False))
         return 0
     for x in out:
         x["state"] = "active" if x["active"] else \
@@ -252,16 +164,6 @@ def listing(args, clock=time.time, name: str = "silence") -> int:
     print(table(out, ["id", "host", "check", "state", "ends", "created_by", "suppressed",
                       "reason"]))
     return 0
-
-
-def entry(row: dict, now: float) -> dict:
-    """A ``silences`` row as listed: its :data:`FIELDS`, times in ISO 8601, ``active``."""
-    out = {k: row.get(k) for k in FIELDS if k != "check"}
-    out["check"] = row.get("check_name")
-    out["active"] = row.get("removed") is None and row["created"] <= now < row["until"]
-    for k in ("created", "until", "removed"):
-        out[k] = iso(out[k])
-    return out
 
 
 VERB_RUNS = {"add": add, "list": listing, "remove": end}

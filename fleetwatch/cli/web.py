@@ -84,7 +84,7 @@ def run(args) -> int:
         return os.EX_UNAVAILABLE
     config = load(OperatorConfig, args.config)
     if args.verb == "serve":
-        return serve(config, args.listen, args.config)
+        return serve(config, args.listen)
     from web.auth import AuthError
     engine = _engine(config)
     try:
@@ -158,142 +158,6 @@ def tokens(engine, args) -> int:
     return 0
 
 
-class Actions:
-    """What the console changes, as the commands change it: acknowledgements
-    (fleetwatch/cli/ack.py), downtimes (fleetwatch/cli/downtime.py), each with ``also(conn,
-    what was made)`` run in its transaction (the console's audit row: both kept or neither:
-    :func:`fleetwatch.cli.silence.write`), and a check run now,
-    by ``fleetwatch run --wait --json`` itself (its JSON is the command's contract; the
-    console waits in a worker thread, never in its event loop). The lists are read through
-    ``reader`` (:class:`sinks.state.reader.Reader` over the console's engine: no engine and
-    connection made a request); without one, each opens its own, as the commands do."""
-
-    def __init__(self, config: OperatorConfig, path: str, clock=None, reader=None):
-        import time
-        self.config, self.path, self.clock = config, path, clock or time.time
-        self.reader = reader
-
-    def run_check(self, host: str, plugin: str, timeout: float = 60.0) -> dict:
-        """The check's result now (``fleetwatch run --json``'s document), or Refused."""
-        import subprocess
-
-        from web.app import Refused
-        if not host or not plugin or host.startswith("-") or plugin.startswith("-"):
-            raise Refused("run: which host and which check?")
-        try:
-            res = subprocess.run([sys.executable, "-m", "fleetwatch", "run", host, plugin,
-                                  "--wait", "--json", "--timeout", str(timeout),
-                                  "--config", self.path],
-                                 capture_output=True, text=True, timeout=timeout + 15)
-        except subprocess.TimeoutExpired:
-            raise Refused(f"no result from {host} {plugin} in {timeout:g}s", 504) from None
-        try:
-            return json.loads(res.stdout)
-        except ValueError:
-            line = (res.stderr.strip().splitlines() or ["no answer"])[-1]
-            raise Refused(line.removeprefix("fleetwatch run: "),
-                          404 if res.returncode == 3 else 422) from None
-
-    def ack(self, host: str, check: str | None, by: str, comment: str, sticky: bool,
-            expire: float | None, force: bool = False, also=None) -> list:
-        from fleetwatch.cli import ack
-        from fleetwatch.cli.silence import Unavailable
-        from sinks.alerting.acks import check_comment
-        from web.app import Refused
-        try:
-            return ack.create(self.config.state_url, host, check, self.clock(), by,
-                              check_comment(comment), sticky, True, expire, force, also)
-        except ack.NoProblem as e:
-            raise Refused(str(e), 404) from None
-        except ValueError as e:             # a comment, or a host never seen
-            raise Refused(_fields(e)) from None
-        except Unavailable as e:
-            raise Refused(str(e), 503) from None
-
-    def alerts(self, limit: int, uuid: str | None = None) -> tuple[list[dict], int]:
-        """The newest ``limit`` alerts (of the agent ``uuid``) with their delivery per
-        channel, and how many in all, as ``fleetwatch alerts --json`` gives them."""
-        from fleetwatch.cli import alerts
-        from fleetwatch.cli.silence import Unavailable
-        from web.app import Refused
-        try:
-            return alerts.gather(self.config, self.clock(), limit, uuid=uuid,
-                                 reader=self.reader)
-        except Unavailable as e:
-            raise Refused(str(e), 503) from None
-
-    def acks(self, ended: bool = False) -> list[dict]:
-        """The running acknowledgements (all with ``ended``), as ``ack list --json`` gives
-        them."""
-        from fleetwatch.cli import ack
-        from fleetwatch.cli.silence import Unavailable
-        from web.app import Refused
-        try:
-            return ack.listed(self.config, self.clock(), ended, self.reader)
-        except Unavailable as e:
-            raise Refused(str(e), 503) from None
-
-    def end_ack(self, ack_id: int, also=None) -> bool:
-        """End the running acknowledgement ``ack_id`` (``ack remove``); False: none."""
-        from fleetwatch.cli import ack
-        from fleetwatch.cli.silence import Unavailable
-        from web.app import Refused
-        try:
-            return bool(ack.remove(self.config.state_url, ack_id, self.clock(), also))
-        except Unavailable as e:
-            raise Refused(str(e), 503) from None
-
-    def downtimes(self) -> list[dict]:
-        """The running and planned downtimes, as ``downtime list --json`` gives them."""
-        from fleetwatch.cli import downtime
-        from fleetwatch.cli.silence import Unavailable
-        from sinks.alerting.downtimes import local_zone
-        from web.app import Refused
-        try:
-            return downtime.listed(self.config, self.clock(), local_zone(), False,
-                                   self.reader)[1]
-        except Unavailable as e:
-            raise Refused(str(e), 503) from None
-
-    def downtime(self, by: str, host: str, check: str | None, duration: str, comment: str,
-                 children: bool = False, force: bool = False, also=None) -> int:
-        """A downtime of ``host`` [``check``] from now for ``duration`` (``2h``); its id."""
-        import types
-
-        from fleetwatch.cli import downtime
-        from fleetwatch.cli.silence import Unavailable
-        from sinks.alerting.downtimes import local_zone
-        from web.app import Refused
-        args = types.SimpleNamespace(host=host, check=check, comment=comment,
-                                     duration=duration, flexible=None, start=None, end=None,
-                                     every=None, children=children)
-        try:
-            d = downtime.plan(args, self.clock(), local_zone(), by)
-            return downtime.create(self.config.state_url, d, force, also)
-        except ValueError as e:
-            raise Refused(_fields(e)) from None
-        except Unavailable as e:
-            raise Refused(str(e), 503) from None
-
-    def end_downtime(self, downtime_id: int, also=None) -> bool:
-        from fleetwatch.cli.silence import Unavailable, write
-        from sinks.alerting import downtimestore
-        from web.app import Refused
-        try:
-            return bool(write(self.config.state_url, lambda conn: downtimestore.remove(
-                conn, downtime_id, self.clock()), "downtimes", also))
-        except Unavailable as e:
-            raise Refused(str(e), 503) from None
-
-
-def _fields(e: ValueError) -> str:
-    """A command's refusal in the console's words: its options named as the form's and the
-    API's fields (``--for``: duration, ``--force``: force)."""
-    import re
-    return re.sub(r"--(force|for|comment)\b",
-                  lambda m: {"for": "duration"}.get(m.group(1), m.group(1)), str(e))
-
-
 def secret_of(path: str) -> str:
     """The session key at ``path``, made (mode 0600) if missing."""
     import os
@@ -309,12 +173,14 @@ def secret_of(path: str) -> str:
     return key
 
 
-def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
+def serve(config: OperatorConfig, listen: str | None) -> int:
     import dataclasses
     import threading
 
     import uvicorn
 
+    from fleetwatch.actions.checks import Mesh
+    from fleetwatch.actions.console import Actions
     from fleetwatch.ask import Remembered, ask_mesh
     from fleetwatch.cli.operator import client_keys
     from web.app import Console, create_app
@@ -350,7 +216,8 @@ def serve(config: OperatorConfig, listen: str | None, path: str) -> int:
     fatal_signals()                 # a SIGBUS (the state database's -shm) leaves its line
     engine = _engine(config)
     health = Health(tail_endpoints, keys)
-    actions = Actions(config, path, reader=Reader(config.state_url, engine))
+    actions = Actions(config.state_url, Mesh(config.routers, config.tail, config.timeout, keys),
+                      reader=Reader(config.state_url, engine))
     console = Console(config, engine, ask_routers, actions, health)
     app = create_app(console, secret_of(config.web.secret_file))
     host, port = config.web.address()

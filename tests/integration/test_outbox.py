@@ -327,7 +327,8 @@ def test_rows_of_a_removed_channel_fail_after_max_age(eng, clock):
 # ---------------------------------------------------------------- fleetwatch alerts
 
 def test_alerts_joins_a_notify_to_its_event_and_shows_delivery():
-    from fleetwatch.cli.alerts import at_least, delivery_cell, merge
+    from fleetwatch.actions.alerts import at_least, merge
+    from fleetwatch.cli.alerts import delivery_cell
     note = {"msg_id": "m1", "uuid": U1, "hostname": "web-1", "severity": "error",
             "text": "disk on fire\nmore", "source": "backup", "router": "r1",
             "sent_at": T0, "received_at": T0 + 1}

@@ -252,6 +252,6 @@ def test_run_wait_over_curve(fleet):
 
 def test_messages_show_a_hostname_s_control_characters_escaped():
     """A hostname is the agent's claim (its HELLO): run's messages never print it raw."""
-    from fleetwatch.cli.run import _who
+    from fleetwatch.actions.checks import who as _who
     assert _who("web\x1b]0;owned\x07-1", "u1") == "web\\x1b]0;owned\\x07-1 (u1)"
     assert _who(None, "u1") == "u1"

@@ -12,8 +12,8 @@ import pytest
 from fleetwatch import protocol
 from fleetwatch.display import ago, first_line, state
 from plugins.output import perfdata_text, plugin_text
-from fleetwatch.cli.run.exchange import command_id
-from fleetwatch.cli.run.target import Usage, declared_timeout, resolve
+from fleetwatch.actions.checks.exchange import command_id
+from fleetwatch.actions.checks.target import Usage, declared_timeout, resolve
 from query.fleet import checks_of
 
 pytestmark = pytest.mark.timeout(60)

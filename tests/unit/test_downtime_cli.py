@@ -15,7 +15,7 @@ from support.cli import fw, operator_config, register
 
 pytest.importorskip("sqlalchemy")
 
-from fleetwatch.cli.downtime import parse_time, plan  # noqa: E402
+from fleetwatch.actions.downtimes import parse_time, plan  # noqa: E402
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 25, 18, 0, tzinfo=BERLIN).timestamp()

@@ -1,6 +1,9 @@
 """The import rule: layers only point down.
 
     fleetwatch.cli            operator commands: import anything; nothing imports them
+    fleetwatch.actions        operator actions (ack, downtime, run a check...): import the
+                              core and the components they act on (ALLOWED); the commands
+                              and the console (web) call them
     agent router sinks        components: import the core; each other only
     scheduler plugins web     through the edges listed in ALLOWED
     query fleetwatch.lake
@@ -20,27 +23,30 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins", "web", "query")
-CORE, CLI = "fleetwatch", "fleetwatch.cli"
-#: packages inside the core's name that are components of their own, not the core
-INSIDE_CORE = ("fleetwatch.lake",)
+CORE, CLI, ACTIONS = "fleetwatch", "fleetwatch.cli", "fleetwatch.actions"
+#: packages inside the core's name that are layers of their own, not the core
+INSIDE_CORE = ("fleetwatch.lake", ACTIONS)
 
-#: component -> the other components it may import: the scheduler and the console read and
+#: layer -> the other layers' modules it may import: the scheduler and the console read and
 #: write the state database (sinks.state); the agent runs plugins and parses their output
-#: (plugins)
+#: (plugins); the console acts through the actions, which change and read the state
+#: database (sinks.state, sinks.alerting, query)
 ALLOWED = {
     "scheduler": ("sinks.state",),
     "agent": ("plugins",),
-    "web": ("sinks.state", "query"),
+    "web": ("sinks.state", "query", ACTIONS),
     "query": ("sinks.state", "sinks.alerting"),
     # the lake reads the landing files the history sink writes, the alert lifecycle from the
     # state database with the alerting rules (downtimes, silences, hosts), and replays into
     # carbon as the graphite sink sends
     "fleetwatch.lake": ("sinks.history", "sinks.state", "sinks.alerting", "sinks.graphite"),
+    ACTIONS: ("sinks.base", "sinks.state", "sinks.alerting", "query"),
 }
 
 
 def layer(module: str) -> str:
-    """The layer of a fleetwatch module: 'cli', 'core', or the component's package."""
+    """The layer of a fleetwatch module: 'cli', 'core', a package of :data:`INSIDE_CORE`, or
+    the component's package."""
     if module == CLI or module.startswith(CLI + ".") or module == "fleetwatch.__main__":
         return "cli"
     for package in INSIDE_CORE:
@@ -114,6 +120,19 @@ def test_the_rule_sees_what_it_must():
     assert not allowed("fleetwatch.protocol", "fleetwatch.lake.query")
     assert allowed("fleetwatch.lake.compact", "sinks.history.landing")
     assert allowed("fleetwatch.cli.history.sql", "fleetwatch.lake.query")
+    # the actions: below the commands, above the core; the console may call them
+    assert layer("fleetwatch.actions.acks") == "fleetwatch.actions"
+    assert allowed("fleetwatch.actions.acks", "sinks.alerting.ackstore")
+    assert allowed("fleetwatch.actions.checks", "fleetwatch.ask")
+    assert allowed("fleetwatch.actions.console", "fleetwatch.actions.acks")
+    assert not allowed("fleetwatch.actions.acks", "fleetwatch.cli.operator")
+    assert not allowed("fleetwatch.actions.console", "web.console")
+    assert not allowed("fleetwatch.actions.checks", "router.relay")
+    assert allowed("web.console", "fleetwatch.actions.console")
+    assert allowed("fleetwatch.cli.ack", "fleetwatch.actions.acks")
+    assert not allowed("fleetwatch.protocol", "fleetwatch.actions.database")
+    assert not allowed("sinks.alerting.acks", "fleetwatch.actions.acks")
+    assert not allowed("query.known", "fleetwatch.actions")
 
 
 def test_lazy_imports_inside_functions_count(tmp_path, monkeypatch):

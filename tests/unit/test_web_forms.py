@@ -30,7 +30,7 @@ PASSWORD = "correct horse battery"
 
 
 class Actions:
-    """What the console's forms and lists ask (fleetwatch/cli/web.py Actions), faked."""
+    """What the console's forms and lists ask (fleetwatch/actions/console.py Actions), faked."""
 
     def __init__(self):
         self.scheduled = []

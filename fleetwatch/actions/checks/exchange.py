@@ -1,4 +1,5 @@
-"""The RUN/RESULT exchange of ``fleetwatch run``: sending a RUN, then waiting for its RESULT.
+"""The RUN/RESULT exchange of a check run now (:mod:`fleetwatch.actions.checks`): sending a
+RUN, then waiting for its RESULT.
 
 :class:`Desk` holds a :class:`fleetwatch.link.Link` per router control socket. A router
 forwards a RUN without answering and answers ``ERROR 404`` when it does not have the agent,
@@ -32,9 +33,9 @@ RESEND_FIRST, RESEND_MAX = 1.0, 8.0
 
 
 def command_id() -> str:
-    """A fresh command id for a RUN from the CLI (scheduler ids start ``s:``)."""
+    """A fresh command id for a RUN of an operator's (the command's or the console's;
+    scheduler ids start ``s:``)."""
     return "cli:" + uuidlib.uuid4().hex[:24]
-
 
 
 class Desk:
@@ -177,7 +178,6 @@ def wait_result(watch: ResultWatch, desk: Desk, msg: Message, target: str, timeo
             desk.send(protocol.resend(msg, retry), target)
             resend_at = clock() + min(RESEND_FIRST * 2 ** retry, RESEND_MAX)
     return None
-
 
 
 def tails(configured: list[str], answers: list[Answer]) -> list[str]:

@@ -1,4 +1,4 @@
-"""The agent a ``fleetwatch run`` names, and what it declared.
+"""The agent a check run now names (``fleetwatch run``, the console), and what it declared.
 
 A HOST|UUID argument is resolved against two maps of uuid -> hostname: the agents the
 routers have attached now (their PEERS answers) and the agents the registry knows (the

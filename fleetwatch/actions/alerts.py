@@ -1,0 +1,89 @@
+"""The alerts the alerting sinks recorded, newest first, with their delivery state per
+channel (pending, sent at, attempts, last error, failed) and how each is handled.
+
+An alert is an event of the outbox (``alert_events``: a check's HARD state change or
+recovery, a host DOWN/UP, flapping, a notification) or a recorded NOTIFY that no event was
+made of (before evaluation ran, or an older database). A NOTIFY and its event are one entry,
+with the notification's own fields (``msg_id``, ``text``, ``received_at``...)
+(:func:`merge`). A problem's trigger since its last recovery carries how the problem is
+handled now (``handled``: ack, downtime, unreachable, host, stale; :mod:`query.handling`),
+and the running acknowledgement that covers it (``ack``: by, comment, until).
+:func:`gather` reads them as ``fleetwatch alerts --json`` prints them (:func:`document`).
+"""
+
+from __future__ import annotations
+
+from fleetwatch.actions.database import Unavailable, reading
+from fleetwatch.display import iso
+from fleetwatch.protocol import SEVERITIES
+
+__all__ = ["FIELDS", "RANK", "Unavailable", "at_least", "document", "gather", "merge"]
+
+FIELDS = ("msg_id", "uuid", "hostname", "severity", "text", "source", "router", "sent_at",
+          "received_at", "kind", "action", "key", "check", "status", "summary", "deliveries",
+          "kept_back")
+#: Nagios states among the NOTIFY severities (``alerts --severity``)
+RANK = {**{s: i for i, s in enumerate(SEVERITIES)}, "ok": 1, "unknown": 3}
+
+
+def at_least(severity: str | None) -> list[str] | None:
+    """The severities at or above ``severity`` (None: all)."""
+    return None if severity is None else [s for s, r in RANK.items() if r >= RANK[severity]]
+
+
+def merge(notifications: list[dict], events: list[dict], limit: int | None) -> list[dict]:
+    """One entry per alert, newest first: events, each NOTIFY joined to its event."""
+    by_msg = {n["msg_id"]: n for n in notifications}
+    out = []
+    for e in events:
+        entry = {**e, "text": e.get("summary"), "received_at": e.get("created")}
+        if e.get("kind") == "notify":
+            msg_id = str(e.get("key", "")).rpartition("/notify/")[2] or None
+            entry["msg_id"] = msg_id
+            n = by_msg.pop(msg_id, None)
+            if n is not None:
+                entry.update({k: v for k, v in n.items() if v is not None or k not in entry})
+        out.append(entry)
+    for n in by_msg.values():
+        out.append({**n, "kind": "notify", "action": "trigger", "deliveries": [],
+                    "key": f"{n['uuid']}/notify/{n['msg_id']}"})
+    out.sort(key=lambda a: a.get("received_at") or 0, reverse=True)
+    return out[:limit]
+
+
+def gather(state_url: str, now: float, limit: int | None,
+           severities: list[str] | None = None, uuid: str | None = None,
+           reader=None) -> tuple[list[dict], int]:
+    """(the alerts (of the agent ``uuid``), newest first, at most ``limit`` (None: all);
+    how many there are in all); :class:`Unavailable` when the state database cannot be
+    read. ``reader``: the console's (:class:`sinks.state.reader.Reader` over its engine)."""
+    from query import fleet, handling
+    with reading(state_url, reader) as (reader, reads):
+        notifications = reader.read(reads.alerts, limit=limit, severities=severities,
+                                    uuid=uuid)
+        events = reader.read(reads.alert_events, limit=limit, severities=severities,
+                             uuid=uuid)
+        total = reader.read(reads.alert_total, severities=severities, uuid=uuid) or 0
+        merged = merge(notifications, events, limit)
+        # the state of the agents listed only (all of them past fleet.SCOPE_MAX)
+        uuids = sorted({a["uuid"] for a in merged if a.get("uuid")})
+        rows = reader.read(fleet.read, now=now, uuids=uuids, results=False) or fleet.Rows()
+        kept = reader.read(reads.kept_back, keys=[a["key"] for a in merged
+                                                  if a["kind"] == "notify"
+                                                  and not a["deliveries"]]) or {}
+    alerts = [{**{k: row.get(k) for k in FIELDS}, "kept_back": kept.get(row["key"])}
+              for row in merged]
+    handling.acks_on_alerts(alerts, rows.acks)
+    handling.on_alerts(alerts, fleet.handled_by_key(alerts, rows, now))
+    for alert in alerts:
+        alert["sent_at"], alert["received_at"] = iso(alert["sent_at"]), iso(alert["received_at"])
+        alert["deliveries"] = [{**d, "sent_at": iso(d.get("sent_at")),
+                                "next_attempt": iso(d.get("next_attempt"))}
+                               for d in alert["deliveries"] or []]
+    return alerts, max(total, len(alerts))     # (an alert recorded between the reads)
+
+
+def document(alerts: list[dict], total: int) -> dict:
+    """What ``alerts --json`` prints (and the API's ``/alerts``): the alerts, how many there
+    are, and whether some were left out."""
+    return {"alerts": alerts, "total": total, "truncated": total > len(alerts)}

@@ -1,5 +1,5 @@
 """The console's sessions and its record of changes, on a real SQLite state database
-(web/store.py, fleetwatch/cli/web.py ``Actions``, web/app.py ``Web``): a session ends on the
+(web/store.py, fleetwatch/cli/web.py ``Actions``, web/context.py ``Web``): a session ends on the
 server (logout, the user removed, a new password, its hours over), a user removed and added
 again does not get the old sessions back, an older database gets the sessions table, and an
 acknowledgement or a downtime made in the console is kept together with its audit row or not
@@ -115,8 +115,8 @@ def test_an_older_database_gets_the_sessions_table(tmp_path):
 # ---------------------------------------------------------------- one transaction
 
 def web_over(url: str, engine):
-    """The console's side of a change (web.app.Web) over the real Actions, no server."""
-    from web.app import Web
+    """The console's side of a change (web.context.Web) over the real Actions, no server."""
+    from web.context import Web
     config = OperatorConfig(routers=["tcp://127.0.0.1:9"], state_url=url)
     console = types.SimpleNamespace(engine=engine, clock=lambda: 2000.0, changed=lambda: None,
                                     actions=Actions(config, "unused", clock=lambda: 2000.0))

@@ -1,6 +1,6 @@
-"""The console's pages: logging in and out, the overview, problems, hosts, one host, the
-fleet's own health, alerts, acknowledgements, downtimes, and the forms that acknowledge (and
-remove an acknowledgement), schedule a downtime and run a check.
+"""The console's pages: the overview, problems, hosts, one host, the fleet's own health,
+alerts, acknowledgements, downtimes, and the forms that acknowledge (and remove an
+acknowledgement), schedule a downtime and run a check.
 
 Each page reads what it shows through :class:`web.console.Console` (one scope of the state
 database: a page of a fleet of 10,000 hosts reads its own rows) and renders it on the server.

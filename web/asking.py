@@ -11,7 +11,9 @@ that the state database must still hold) or by an API token (``Authorization: Be
 - **a form of a session** (a page's POST): its CSRF token, else 403 (:func:`checked_form`,
   also what logging in and out check);
 - **a role that does not allow the action** (:func:`web.auth.allows`): 403, in the page's
-  words (``viewer may not acknowledge``) or the API's (``{"error": "viewer may not ack"}``).
+  words (``viewer may not acknowledge``) or the API's (``{"error": "viewer may not ack"}``);
+  FastAPI solves a dependency before it validates the body and the path, so an API change
+  its role may not make answers 403 even when its body is not valid either.
 
 The pages and the API declare it as a parameter's type, e.g.
 ``found: Annotated[Who, Depends(Asking("ack", "acknowledge", page=True))]``.

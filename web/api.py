@@ -8,12 +8,16 @@ acknowledging, scheduling downtimes and running checks need ``operator``
 (:func:`web.auth.allows`). A state database that cannot be read answers 503, with what
 went wrong in ``error``.
 
-The OpenAPI document at ``/api/v1/openapi.json`` describes every route.
+Who may ask is each handler's dependency (:class:`web.asking.Asking`: the user the gate
+found, and 403 for a role that does not allow the action); what it reads and changes it
+reaches through ``web: Shared`` (:mod:`web.context`). A request FastAPI cannot validate
+answers 422, every error ``{"error": "..."}`` (:mod:`web.context`), and so the OpenAPI
+document at ``/api/v1/openapi.json`` says, describing every route (:func:`error_shape`).
 """
 
-# (no ``from __future__ import annotations``: FastAPI reads the handlers' annotations at
-# run time, ``User`` among them, which is local to routes())
-from typing import TYPE_CHECKING, Annotated
+from __future__ import annotations
+
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
@@ -21,10 +25,9 @@ from pydantic import BaseModel, Field
 
 from fleetwatch.display import iso
 from web import store
+from web.asking import Asking
 from web.console import PAGE_ROWS, Refused
-
-if TYPE_CHECKING:
-    from web.app import Web
+from web.context import Shared, refused
 
 #: most entries one API list answers
 PAGE_MAX = 1000
@@ -66,7 +69,7 @@ ERROR_SCHEMA = {"title": "Error", "type": "object", "required": ["error"],
 
 def error_shape(app) -> dict:
     """The app's OpenAPI document with the errors as they are answered: a 422 (a body or
-    parameter not valid) is ``{"error": "..."}`` (web.app's handler), not FastAPI's
+    parameter not valid) is ``{"error": "..."}`` (:func:`web.context.invalid`), not FastAPI's
     ``{"detail": [...]}``."""
     from fastapi.openapi.utils import get_openapi
     if app.openapi_schema is None:
@@ -85,141 +88,152 @@ def error_shape(app) -> dict:
     return app.openapi_schema
 
 
-def refused(e: Refused) -> HTTPException:
-    return HTTPException(e.status, str(e))
+#: who may ask: anyone logged in (the gate found them); who may change what
+User = Annotated[store.Who, Depends(Asking())]
+Acker = Annotated[store.Who, Depends(Asking("ack"))]
+Runner = Annotated[store.Who, Depends(Asking("run"))]
+Scheduler = Annotated[store.Who, Depends(Asking("downtime"))]
+
+router = APIRouter(prefix="/api/v1")
 
 
-def routes(web: "Web") -> APIRouter:
-    router = APIRouter(prefix="/api/v1")
-    console = web.console
-    User = Annotated[store.Who, Depends(web.api_user)]
+def answer(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, what the fleet refuses answered with its status."""
+    try:
+        return fn(*args, **kwargs)
+    except Refused as e:
+        raise refused(e) from None
 
-    def answer(fn, *args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Refused as e:
-            raise refused(e) from None
 
-    # ------------------------------------------------------------ reading
-    @router.get("/hosts", summary="The agents of the fleet with their state, in uuid order")
-    def hosts(user: User, limit: Limit = PAGE_ROWS, after: After = "", state: State = None,
-              q: Annotated[str, Query(max_length=255, description="hostname contains, or "
-                                                                  "uuid starts with")] = ""):
-        return answer(console.host_list, after, limit, state, q)
+# ---------------------------------------------------------------- reading
+@router.get("/hosts", summary="The agents of the fleet with their state, in uuid order")
+def hosts(web: Shared, user: User, limit: Limit = PAGE_ROWS, after: After = "",
+          state: State = None,
+          q: Annotated[str, Query(max_length=255, description="hostname contains, or "
+                                                              "uuid starts with")] = ""):
+    return answer(web.console.host_list, after, limit, state, q)
 
-    @router.get("/hosts/{uuid}", summary="One agent, its checks and its problems")
-    def host(user: User, uuid: str):
-        found = answer(console.host, uuid[:64])
-        if found is None:
-            raise HTTPException(404, "no such host in the fleet")
-        return {k: found[k] for k in ("agent", "checks", "problems")}
 
-    @router.get("/checks", summary="The declared checks with their latest result and state, "
-                                   "in (uuid, plugin) order")
-    def checks(user: User, limit: Limit = PAGE_ROWS, after: After = "", state: State = None,
-               host: Annotated[str | None, Query(max_length=64,
-                                                 description="only this agent's (uuid)")] = None):
-        return answer(console.check_list, after, limit, host, state)
+@router.get("/hosts/{uuid}", summary="One agent, its checks and its problems")
+def host(web: Shared, user: User, uuid: str):
+    found = answer(web.console.host, uuid[:64])
+    if found is None:
+        raise HTTPException(404, "no such host in the fleet")
+    return {k: found[k] for k in ("agent", "checks", "problems")}
 
-    @router.get("/problems", summary="The fleet's own faults (`fleet`: routers, sites, "
-                                      "sinks, schedulers, worst first), then every "
-                                      "problem, worst first, with how it is handled, "
-                                      "as the fleet was read at `read_at` (at most "
-                                      "web.refresh seconds before)")
-    def problems(user: User, limit: Limit = PAGE_ROWS, after: After = "",
-                 unhandled: Annotated[bool, Query(description="only those nothing "
-                                                              "handles")] = False):
-        view = console.problems()
-        if view["warnings"]:
-            raise HTTPException(503, view["warnings"][0])
-        rows = view["unhandled" if unhandled else "problems"]
-        start = int(after) if after.isdigit() else 0
-        page = rows[start:start + limit]
-        return {"fleet": view["fleet"], "items": page, "total": len(rows),
-                "next": str(start + limit) if start + limit < len(rows) else None,
-                "read_at": iso(view["read_at"]), "read_ms": view["read_ms"]}
 
-    @router.get("/routers", summary="The routers, whether they answered, and the fleet's "
-                                    "durability")
-    def routers(user: User):
-        return console.routers()
+@router.get("/checks", summary="The declared checks with their latest result and state, "
+                               "in (uuid, plugin) order")
+def checks(web: Shared, user: User, limit: Limit = PAGE_ROWS, after: After = "",
+           state: State = None,
+           host: Annotated[str | None, Query(max_length=64,
+                                             description="only this agent's (uuid)")] = None):
+    return answer(web.console.check_list, after, limit, host, state)
 
-    @router.get("/health", summary="The fleet's own health: the routers, the latest "
-                                    "counters of every router, sink and scheduler, the "
-                                    "routers' drops per agent, the agents that dropped")
-    def health(user: User):
-        view = console.fleet_health()
-        for key in ("router_stats", "sinks", "schedulers"):
-            for process in view.get(key, []):
-                process.pop("shown", None)
-        return view
 
-    @router.get("/alerts", summary="The newest alerts with their delivery per channel and "
-                                   "how each is handled (`fleetwatch alerts --json`)")
-    def alerts(user: User, limit: Limit = 50,
-               host: Annotated[str | None, Query(max_length=64,
-                                                 description="only this agent's (uuid)")] = None):
-        rows, total = answer(console.actions.alerts, limit, host)
-        return {"alerts": rows, "total": total, "truncated": total > len(rows)}
+@router.get("/problems", summary="The fleet's own faults (`fleet`: routers, sites, "
+                                  "sinks, schedulers, worst first), then every "
+                                  "problem, worst first, with how it is handled, "
+                                  "as the fleet was read at `read_at` (at most "
+                                  "web.refresh seconds before)")
+def problems(web: Shared, user: User, limit: Limit = PAGE_ROWS, after: After = "",
+             unhandled: Annotated[bool, Query(description="only those nothing "
+                                                          "handles")] = False):
+    view = web.console.problems()
+    if view["warnings"]:
+        raise HTTPException(503, view["warnings"][0])
+    rows = view["unhandled" if unhandled else "problems"]
+    start = int(after) if after.isdigit() else 0
+    page = rows[start:start + limit]
+    return {"fleet": view["fleet"], "items": page, "total": len(rows),
+            "next": str(start + limit) if start + limit < len(rows) else None,
+            "read_at": iso(view["read_at"]), "read_ms": view["read_ms"]}
 
-    @router.get("/acknowledgements", summary="The running acknowledgements (all with "
-                                             "`ended`), newest first, as `fleetwatch ack "
-                                             "list --json`")
-    def acknowledgements(user: User, ended: bool = False):
-        return {"acknowledgements": answer(console.actions.acks, ended)}
 
-    @router.get("/silences", summary="The running silences (all with `ended`), newest "
-                                     "first, with how many alerts each muted")
-    def silences(user: User, ended: bool = False):
-        from sinks.state import reads
-        return {"silences": answer(console.listed, reads.silences, now=console.clock(),
-                                   ended=ended)}
+@router.get("/routers", summary="The routers, whether they answered, and the fleet's "
+                                "durability")
+def routers(web: Shared, user: User):
+    return web.console.routers()
 
-    @router.get("/downtimes", summary="The running and planned downtimes")
-    def downtimes(user: User):
-        return {"downtimes": answer(console.actions.downtimes)}
 
-    # ------------------------------------------------------------ changing
-    @router.post("/acks", status_code=201,
-                 summary="Acknowledge a host's problem (check None: the host DOWN); operator")
-    def ack(user: User, body: AckRequest):
-        web.may(user, "ack")
-        try:
-            made = web.acknowledge(user, body.host, body.check, body.comment, body.sticky,
-                                   console.clock() + body.expire if body.expire else None,
-                                   body.force)
-        except Refused as e:
-            raise refused(e) from None
-        except ValueError as e:
-            raise HTTPException(422, str(e)) from None
-        return {"acks": [{"id": i, "uuid": u, "status": st} for i, u, st in made]}
+@router.get("/health", summary="The fleet's own health: the routers, the latest "
+                                "counters of every router, sink and scheduler, the "
+                                "routers' drops per agent, the agents that dropped")
+def health(web: Shared, user: User):
+    view = web.console.fleet_health()
+    for key in ("router_stats", "sinks", "schedulers"):
+        for process in view.get(key, []):
+            process.pop("shown", None)
+    return view
 
-    @router.delete("/acks/{ack_id}", status_code=204,
-                   summary="End a running acknowledgement (`fleetwatch ack remove`); operator")
-    def end_ack(user: User, ack_id: int):
-        web.may(user, "ack")
-        answer(web.end_ack, user, ack_id)
-        return Response(status_code=204)
 
-    @router.post("/runs", summary="Run a check now and answer its result (as "
-                                  "`fleetwatch run --wait --json`); operator")
-    def run(user: User, body: RunRequest):
-        web.may(user, "run")
-        return answer(web.run_check, user, body.host, body.plugin)
+@router.get("/alerts", summary="The newest alerts with their delivery per channel and "
+                               "how each is handled (`fleetwatch alerts --json`)")
+def alerts(web: Shared, user: User, limit: Limit = 50,
+           host: Annotated[str | None, Query(max_length=64,
+                                             description="only this agent's (uuid)")] = None):
+    rows, total = answer(web.console.actions.alerts, limit, host)
+    return {"alerts": rows, "total": total, "truncated": total > len(rows)}
 
-    @router.post("/downtimes", status_code=201,
-                 summary="Schedule a downtime from now (check None: every alert of the "
-                         "host); operator")
-    def downtime(user: User, body: DowntimeRequest):
-        web.may(user, "downtime")
-        return {"id": answer(web.schedule, user, body.host, body.check, body.duration,
-                             body.comment, body.force)}
 
-    @router.delete("/downtimes/{downtime_id}", status_code=204,
-                   summary="End a running or planned downtime; operator")
-    def end_downtime(user: User, downtime_id: int):
-        web.may(user, "downtime")
-        answer(web.end_downtime, user, downtime_id)
-        return Response(status_code=204)
+@router.get("/acknowledgements", summary="The running acknowledgements (all with "
+                                         "`ended`), newest first, as `fleetwatch ack "
+                                         "list --json`")
+def acknowledgements(web: Shared, user: User, ended: bool = False):
+    return {"acknowledgements": answer(web.console.actions.acks, ended)}
 
-    return router
+
+@router.get("/silences", summary="The running silences (all with `ended`), newest "
+                                 "first, with how many alerts each muted")
+def silences(web: Shared, user: User, ended: bool = False):
+    from sinks.state import reads
+    return {"silences": answer(web.console.listed, reads.silences, now=web.console.clock(),
+                               ended=ended)}
+
+
+@router.get("/downtimes", summary="The running and planned downtimes")
+def downtimes(web: Shared, user: User):
+    return {"downtimes": answer(web.console.actions.downtimes)}
+
+
+# ---------------------------------------------------------------- changing
+@router.post("/acks", status_code=201,
+             summary="Acknowledge a host's problem (check None: the host DOWN); operator")
+def ack(web: Shared, user: Acker, body: AckRequest):
+    try:
+        made = web.acknowledge(user, body.host, body.check, body.comment, body.sticky,
+                               web.console.clock() + body.expire if body.expire else None,
+                               body.force)
+    except Refused as e:
+        raise refused(e) from None
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from None
+    return {"acks": [{"id": i, "uuid": u, "status": st} for i, u, st in made]}
+
+
+@router.delete("/acks/{ack_id}", status_code=204,
+               summary="End a running acknowledgement (`fleetwatch ack remove`); operator")
+def end_ack(web: Shared, user: Acker, ack_id: int):
+    answer(web.end_ack, user, ack_id)
+    return Response(status_code=204)
+
+
+@router.post("/runs", summary="Run a check now and answer its result (as "
+                              "`fleetwatch run --wait --json`); operator")
+def run(web: Shared, user: Runner, body: RunRequest):
+    return answer(web.run_check, user, body.host, body.plugin)
+
+
+@router.post("/downtimes", status_code=201,
+             summary="Schedule a downtime from now (check None: every alert of the "
+                     "host); operator")
+def downtime(web: Shared, user: Scheduler, body: DowntimeRequest):
+    return {"id": answer(web.schedule, user, body.host, body.check, body.duration,
+                         body.comment, body.force)}
+
+
+@router.delete("/downtimes/{downtime_id}", status_code=204,
+               summary="End a running or planned downtime; operator")
+def end_downtime(web: Shared, user: Scheduler, downtime_id: int):
+    answer(web.end_downtime, user, downtime_id)
+    return Response(status_code=204)

@@ -47,8 +47,9 @@ class Console:
     ``end_ack``, ``acks``, ``run_check``, ``alerts``, ``downtimes``, ``downtime``,
     ``end_downtime``, raising :class:`Refused`), the fleet's
     own counters (``health``: a started :class:`web.health.Health`, or None) and clocks.
-    The command line gives the callables (fleetwatch/cli/web.py): the same code as
-    ``fleetwatch ack``, ``run``, ``downtime``."""
+    The command line (fleetwatch/cli/web.py) gives the callables; ``actions`` is
+    :class:`fleetwatch.actions.console.Actions`, the same functions ``fleetwatch ack``,
+    ``run`` and ``downtime`` call."""
 
     def __init__(self, config, engine, ask_routers: Callable[[], list], actions=None,
                  health=None, clock=time.time, monotonic=time.monotonic):

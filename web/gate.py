@@ -21,6 +21,8 @@ from starlette.requests import Request
 
 #: the paths a request must be authenticated for before anything else
 API = "/api/"
+#: what an API call without a login is answered
+LOG_IN = "log in, or send Authorization: Bearer TOKEN"
 
 
 async def _answer(send, status: int, error: str, close: bool = False) -> None:
@@ -52,7 +54,7 @@ class Gate:
         if scope["path"].startswith(API):
             found = await run_in_threadpool(self.who, Request(scope))
             if found is None:
-                return await _answer(send, 401, "log in, or send Authorization: Bearer TOKEN")
+                return await _answer(send, 401, LOG_IN)
             scope.setdefault("state", {})["who"] = found
         seen = 0
 

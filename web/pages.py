@@ -1,27 +1,28 @@
-"""The console's pages: logging in and out, the overview, problems, hosts, one host, the
-fleet's own health, alerts, acknowledgements, downtimes, and the forms that acknowledge (and
-remove an acknowledgement), schedule a downtime and run a check.
+"""The console's pages: the overview, problems, hosts, one host, the fleet's own health,
+alerts, acknowledgements, downtimes, and the forms that acknowledge (and remove an
+acknowledgement), schedule a downtime and run a check.
 
 Each page reads what it shows through :class:`web.console.Console` (one scope of the state
 database: a page of a fleet of 10,000 hosts reads its own rows) and renders it on the server.
 A page asked without a session redirects to ``/login``; a form's POST needs its CSRF token
-and a role that allows it (:meth:`web.app.Web.posted`).
+and a role that allows it: each handler declares who may ask (:class:`web.asking.Asking`)
+and reaches the console through ``web: Shared`` (:mod:`web.context`). Logging in and out:
+:mod:`web.login`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Annotated
 
-from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, PlainTextResponse, RedirectResponse
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from fleetwatch.graphs.host import host_graphs
 from web import auth, store
+from web.asking import Asking
 from web.console import PAGE_ROWS, Refused
-
-if TYPE_CHECKING:
-    from web.app import Web
+from web.context import Shared, Web
 
 #: alerts the alerts page lists
 ALERTS_SHOWN = 200
@@ -37,10 +38,6 @@ SECTIONS = (("acknowledged", "Acknowledged", lambda h: bool(h.get("ack"))),
             ("unreachable", "Unreachable or on a host down",
              lambda h: not h.get("ack") and not h.get("downtime")
              and bool(h.get("unreachable") or h.get("host"))))
-
-
-def to_login() -> RedirectResponse:
-    return RedirectResponse("/login", status_code=303)
 
 
 def _back(value) -> str:
@@ -63,224 +60,170 @@ def status_of(e: Exception) -> int:
     return e.status if isinstance(e, Refused) else 422
 
 
-def routes(web: Web) -> APIRouter:
-    router = APIRouter(include_in_schema=False)
+
+#: who may ask for a page: anyone logged in
+Reader = Annotated[store.Who, Depends(Asking(page=True))]
+#: who may post each form (its CSRF token, then their role)
+Acker = Annotated[store.Who, Depends(Asking("ack", "acknowledge", page=True))]
+Remover = Annotated[store.Who, Depends(Asking("ack", "remove acknowledgements", page=True))]
+Runner = Annotated[store.Who, Depends(Asking("run", "run checks", page=True))]
+Scheduler = Annotated[store.Who, Depends(Asking("downtime", "schedule downtimes", page=True))]
+
+router = APIRouter(include_in_schema=False)
+
+
+def refused_page(web: Web, request: Request, found: store.Who, e: Exception, back: str):
+    """A form's change refused: the page saying why, and where to go back to."""
+    return web.page(request, "refused.html", status_of(e), who=found, error=str(e), back=back)
+
+
+# ---------------------------------------------------------------- the fleet
+@router.get("/", response_class=HTMLResponse)
+def overview(request: Request, web: Shared, found: Reader):
+    return web.page(request, "overview.html", who=found, view=web.console.overview(),
+                    may_ack=auth.allows(found.role, "ack"))
+
+
+@router.get("/problems", response_class=HTMLResponse)
+def problems_page(request: Request, web: Shared, found: Reader, page: int = 0):
+    view = web.console.problems()
+    unhandled = {id(p) for p in view["unhandled"]}
+    handled = [p for p in view["problems"] if id(p) not in unhandled]
+    sections = []
+    for key, title, test in SECTIONS:
+        rows = [p for p in handled if test(p["handled"] or {})]
+        sections.append((key, title, rows[:PAGE_ROWS], len(rows)))
+    pages = max(1, -(-len(view["unhandled"]) // PAGE_ROWS))
+    page = max(0, min(page, pages - 1))
+    return web.page(request, "problems.html", who=found, view=view, sections=sections,
+                    shown=view["unhandled"][page * PAGE_ROWS:(page + 1) * PAGE_ROWS],
+                    page=page, pages=pages, may_ack=auth.allows(found.role, "ack"))
+
+
+@router.get("/hosts", response_class=HTMLResponse)
+def hosts_page(request: Request, web: Shared, found: Reader, q: str = "", state: str = "",
+               parent: str = "", group: str = "", page: int = 0):
+    q, parent = q[:255], parent[:255]
+    state = state.upper() if state.upper() in HOST_FILTERS else ""
+    if group == "parent":
+        return web.page(request, "parents.html", who=found, view=web.console.parents())
+    view = web.console.hosts(q, state or None, parent or None, max(0, min(page, 10**6)))
+    return web.page(request, "hosts.html", who=found, view=view, q=q, state=state,
+                    parent=parent, states=HOST_FILTERS)
+
+
+@router.get("/hosts/{uuid}", response_class=HTMLResponse)
+def host_page(request: Request, web: Shared, found: Reader, uuid: str, range: str = "1h"):
     console = web.console
+    view = console.host(uuid[:64])
+    if view is None:
+        return web.page(request, "missing.html", 404, who=found,
+                        what=f"no host {uuid[:64]} in the fleet")
+    agent = view["agent"]
+    range = range if range in RANGES else "1h"
+    # an open page's update keeps the graphs it has (hx-preserve): Graphite is asked
+    # when the page is loaded, not every web.refresh seconds
+    graphs = {"status": "kept", "message": "", "graphs": []} \
+        if request.headers.get("hx-request") else \
+        host_graphs(getattr(console.config, "graphite", None),
+                    agent.get("hostname") or uuid, RANGES[range], now=console.clock())
+    (alerts, total), error = _or_error(console.actions.alerts, ([], 0), HOST_ALERTS,
+                                       agent["uuid"])
+    return web.page(request, "host.html", who=found, view=view, agent=agent,
+                    alerts=alerts, alerts_total=total, alerts_error=error,
+                    checks=view["checks"], problems=view["unhandled"], graphs=graphs,
+                    ranges=list(RANGES), range=range,
+                    may_ack=auth.allows(found.role, "ack"),
+                    may_run=auth.allows(found.role, "run"))
 
-    def user_of(request: Request) -> store.Who | None:
-        return web.who(request)
 
-    # ------------------------------------------------------------ log in and out
-    @router.get("/login", response_class=HTMLResponse)
-    def login_form(request: Request):
-        return web.page(request, "login.html", error=None)
+@router.get("/health", response_class=HTMLResponse)
+def health_page(request: Request, web: Shared, found: Reader):
+    return web.page(request, "health.html", who=found, view=web.console.fleet_health())
 
-    @router.post("/login")
-    async def login(request: Request):
-        form = await request.form()
-        name, password = str(form.get("user", ""))[:64], str(form.get("password", ""))
-        if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
-            return PlainTextResponse("missing or wrong CSRF token: reload the page", 403)
-        address = request.client.host if request.client else "-"
-        if console.limiter.locked(name, address):
-            return web.page(request, "login.html", 429,
-                            error="too many failed logins: try again later")
-        try:                            # (the hash: in the pool's threads, not this loop)
-            done = await console.hashes.run(store.login, console.engine, name, password,
-                                            address, console.config.web.session_hours,
-                                            console.clock)
-        except auth.Busy as e:
-            return web.page(request, "login.html", 503, error=str(e))
-        if done is None:
-            console.limiter.failed(name, address)
-            return web.page(request, "login.html", 401, error="wrong user name or password")
-        console.limiter.succeeded(name, address)
-        request.session.clear()
-        request.session.update(sid=done[1], csrf=auth.new_csrf())
-        return RedirectResponse("/", status_code=303)
 
-    @router.post("/logout")
-    async def logout(request: Request):
-        form = await request.form()
-        if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
-            return PlainTextResponse("missing or wrong CSRF token: reload the page", 403)
-        session_id = request.session.get("sid")
-        if isinstance(session_id, str):         # ended on the server: a copy of the cookie
-            await run_in_threadpool(store.logout, console.engine, session_id)   # is refused
-        request.session.clear()
-        return to_login()
+# ---------------------------------------------------------------- acknowledge, run
+@router.post("/ack")
+async def ack_form(request: Request, web: Shared, found: Acker):
+    form = await request.form()
+    host = str(form.get("host", ""))[:255]
+    check = str(form.get("check", ""))[:255] or None
+    try:
+        await run_in_threadpool(web.acknowledge, found, host, check,
+                                str(form.get("comment", ""))[:1000],
+                                force=bool(form.get("force")))
+    except (Refused, ValueError) as e:
+        return refused_page(web, request, found, e, _back(form.get("back")))
+    return RedirectResponse(_back(form.get("back")), status_code=303)
 
-    # ------------------------------------------------------------ the fleet
-    @router.get("/", response_class=HTMLResponse)
-    def overview(request: Request):
-        found = user_of(request)
-        if found is None:
-            return to_login()
-        return web.page(request, "overview.html", who=found, view=console.overview(),
-                        may_ack=auth.allows(found.role, "ack"))
 
-    @router.get("/problems", response_class=HTMLResponse)
-    def problems_page(request: Request, page: int = 0):
-        found = user_of(request)
-        if found is None:
-            return to_login()
-        view = console.problems()
-        unhandled = {id(p) for p in view["unhandled"]}
-        handled = [p for p in view["problems"] if id(p) not in unhandled]
-        sections = []
-        for key, title, test in SECTIONS:
-            rows = [p for p in handled if test(p["handled"] or {})]
-            sections.append((key, title, rows[:PAGE_ROWS], len(rows)))
-        pages = max(1, -(-len(view["unhandled"]) // PAGE_ROWS))
-        page = max(0, min(page, pages - 1))
-        return web.page(request, "problems.html", who=found, view=view, sections=sections,
-                        shown=view["unhandled"][page * PAGE_ROWS:(page + 1) * PAGE_ROWS],
-                        page=page, pages=pages, may_ack=auth.allows(found.role, "ack"))
+@router.get("/acks", response_class=HTMLResponse)
+def acks_page(request: Request, web: Shared, found: Reader):
+    rows, error = _or_error(web.console.actions.acks, [])
+    return web.page(request, "acks.html", who=found, acks=rows, error=error,
+                    may=auth.allows(found.role, "ack"))
 
-    @router.get("/hosts", response_class=HTMLResponse)
-    def hosts_page(request: Request, q: str = "", state: str = "", parent: str = "",
-                   group: str = "", page: int = 0):
-        found = user_of(request)
-        if found is None:
-            return to_login()
-        q, parent = q[:255], parent[:255]
-        state = state.upper() if state.upper() in HOST_FILTERS else ""
-        if group == "parent":
-            return web.page(request, "parents.html", who=found, view=console.parents())
-        view = console.hosts(q, state or None, parent or None, max(0, min(page, 10**6)))
-        return web.page(request, "hosts.html", who=found, view=view, q=q, state=state,
-                        parent=parent, states=HOST_FILTERS)
 
-    @router.get("/hosts/{uuid}", response_class=HTMLResponse)
-    def host_page(request: Request, uuid: str, range: str = "1h"):
-        found = user_of(request)
-        if found is None:
-            return to_login()
-        view = console.host(uuid[:64])
-        if view is None:
-            return web.page(request, "missing.html", 404, who=found,
-                            what=f"no host {uuid[:64]} in the fleet")
-        agent = view["agent"]
-        range = range if range in RANGES else "1h"
-        # an open page's update keeps the graphs it has (hx-preserve): Graphite is asked
-        # when the page is loaded, not every web.refresh seconds
-        graphs = {"status": "kept", "message": "", "graphs": []} \
-            if request.headers.get("hx-request") else \
-            host_graphs(getattr(console.config, "graphite", None),
-                        agent.get("hostname") or uuid, RANGES[range], now=console.clock())
-        (alerts, total), error = _or_error(console.actions.alerts, ([], 0), HOST_ALERTS,
-                                           agent["uuid"])
-        return web.page(request, "host.html", who=found, view=view, agent=agent,
-                        alerts=alerts, alerts_total=total, alerts_error=error,
-                        checks=view["checks"], problems=view["unhandled"], graphs=graphs,
-                        ranges=list(RANGES), range=range,
-                        may_ack=auth.allows(found.role, "ack"),
-                        may_run=auth.allows(found.role, "run"))
+@router.post("/acks")
+async def ack_remove_form(request: Request, web: Shared, found: Remover):
+    form = await request.form()
+    try:
+        await run_in_threadpool(web.end_ack, found, int(str(form.get("remove"))))
+    except (Refused, ValueError) as e:
+        return refused_page(web, request, found, e, "/acks")
+    return RedirectResponse("/acks", status_code=303)
 
-    @router.get("/health", response_class=HTMLResponse)
-    def health_page(request: Request):
-        found = user_of(request)
-        if found is None:
-            return to_login()
-        return web.page(request, "health.html", who=found, view=console.fleet_health())
 
-    # ------------------------------------------------------------ acknowledge, run
-    @router.post("/ack")
-    async def ack_form(request: Request):
-        form, found = await web.posted(request, "ack", "acknowledge")
-        if not isinstance(found, store.Who):
-            return found
-        host = str(form.get("host", ""))[:255]
-        check = str(form.get("check", ""))[:255] or None
-        try:
-            await run_in_threadpool(web.acknowledge, found, host, check,
-                                    str(form.get("comment", ""))[:1000],
-                                    force=bool(form.get("force")))
-        except (Refused, ValueError) as e:
-            return web.page(request, "refused.html", status_of(e), who=found, error=str(e),
-                            back=_back(form.get("back")))
-        return RedirectResponse(_back(form.get("back")), status_code=303)
+@router.post("/run", response_class=HTMLResponse)
+async def run_form(request: Request, web: Shared, found: Runner):
+    form = await request.form()
+    host, plugin = str(form.get("host", ""))[:255], str(form.get("plugin", ""))[:255]
+    try:
+        result, error = await run_in_threadpool(web.run_check, found, host, plugin), None
+    except Refused as e:
+        result, error = None, str(e)
+    return web.page(request, "ran.html", who=found, host=host, plugin=plugin,
+                    result=result, error=error)
 
-    @router.get("/acks", response_class=HTMLResponse)
-    def acks_page(request: Request):
-        found = user_of(request)
-        if found is None:
-            return to_login()
-        rows, error = _or_error(console.actions.acks, [])
-        return web.page(request, "acks.html", who=found, acks=rows, error=error,
-                        may=auth.allows(found.role, "ack"))
 
-    @router.post("/acks")
-    async def ack_remove_form(request: Request):
-        form, found = await web.posted(request, "ack", "remove acknowledgements")
-        if not isinstance(found, store.Who):
-            return found
-        try:
-            await run_in_threadpool(web.end_ack, found, int(str(form.get("remove"))))
-        except (Refused, ValueError) as e:
-            return web.page(request, "refused.html", status_of(e), who=found, error=str(e),
-                            back="/acks")
-        return RedirectResponse("/acks", status_code=303)
+# ---------------------------------------------------------------- alerts, downtimes
+@router.get("/alerts", response_class=HTMLResponse)
+def alerts_page(request: Request, web: Shared, found: Reader):
+    (rows, total), error = _or_error(web.console.actions.alerts, ([], 0), ALERTS_SHOWN)
+    return web.page(request, "alerts.html", who=found, alerts=rows, total=total, error=error)
 
-    @router.post("/run", response_class=HTMLResponse)
-    async def run_form(request: Request):
-        form, found = await web.posted(request, "run", "run checks")
-        if not isinstance(found, store.Who):
-            return found
-        host, plugin = str(form.get("host", ""))[:255], str(form.get("plugin", ""))[:255]
-        try:
-            result, error = await run_in_threadpool(web.run_check, found, host, plugin), None
-        except Refused as e:
-            result, error = None, str(e)
-        return web.page(request, "ran.html", who=found, host=host, plugin=plugin,
-                        result=result, error=error)
 
-    # ------------------------------------------------------------ alerts, downtimes
-    @router.get("/alerts", response_class=HTMLResponse)
-    def alerts_page(request: Request):
-        found = user_of(request)
-        if found is None:
-            return to_login()
-        (rows, total), error = _or_error(console.actions.alerts, ([], 0), ALERTS_SHOWN)
-        return web.page(request, "alerts.html", who=found, alerts=rows, total=total,
-                        error=error)
+def downtimes_view(web: Web, request: Request, found: store.Who, status: int = 200,
+                   form_error: str | None = None, typed: dict | None = None):
+    rows, error = _or_error(web.console.actions.downtimes, [])
+    return web.page(request, "downtimes.html", status, who=found, downtimes=rows,
+                    error=error, may=auth.allows(found.role, "downtime"),
+                    form_error=form_error, typed=typed or {})
 
-    def downtimes_view(request: Request, found: store.Who, status: int = 200,
-                       form_error: str | None = None, typed: dict | None = None):
-        rows, error = _or_error(console.actions.downtimes, [])
-        return web.page(request, "downtimes.html", status, who=found, downtimes=rows,
-                        error=error, may=auth.allows(found.role, "downtime"),
-                        form_error=form_error, typed=typed or {})
 
-    @router.get("/downtimes", response_class=HTMLResponse)
-    def downtimes_page(request: Request):
-        found = user_of(request)
-        if found is None:
-            return to_login()
-        return downtimes_view(request, found)
+@router.get("/downtimes", response_class=HTMLResponse)
+def downtimes_page(request: Request, web: Shared, found: Reader):
+    return downtimes_view(web, request, found)
 
-    @router.post("/downtimes")
-    async def downtime_form(request: Request):
-        form, found = await web.posted(request, "downtime", "schedule downtimes")
-        if not isinstance(found, store.Who):
-            return found
-        typed = {"host": str(form.get("host", ""))[:255],
-                 "check": str(form.get("check", ""))[:255],
-                 "duration": str(form.get("duration", ""))[:32],
-                 "comment": str(form.get("comment", ""))[:1000],
-                 "force": bool(form.get("force"))}
-        try:
-            if form.get("remove"):
-                typed = {}
-                await run_in_threadpool(web.end_downtime, found, int(str(form.get("remove"))))
-            else:
-                await run_in_threadpool(web.schedule, found, typed["host"],
-                                        typed["check"] or None, typed["duration"],
-                                        typed["comment"], typed["force"])
-        except (Refused, ValueError) as e:
-            # the page again, the reason beside the form and what was typed kept in it
-            return await run_in_threadpool(downtimes_view, request, found, status_of(e),
-                                           str(e), typed)
-        return RedirectResponse("/downtimes", status_code=303)
 
-    return router
+@router.post("/downtimes")
+async def downtime_form(request: Request, web: Shared, found: Scheduler):
+    form = await request.form()
+    typed = {"host": str(form.get("host", ""))[:255],
+             "check": str(form.get("check", ""))[:255],
+             "duration": str(form.get("duration", ""))[:32],
+             "comment": str(form.get("comment", ""))[:1000],
+             "force": bool(form.get("force"))}
+    try:
+        if form.get("remove"):
+            typed = {}
+            await run_in_threadpool(web.end_downtime, found, int(str(form.get("remove"))))
+        else:
+            await run_in_threadpool(web.schedule, found, typed["host"],
+                                    typed["check"] or None, typed["duration"],
+                                    typed["comment"], typed["force"])
+    except (Refused, ValueError) as e:
+        # the page again, the reason beside the form and what was typed kept in it
+        return await run_in_threadpool(downtimes_view, web, request, found, status_of(e),
+                                       str(e), typed)
+    return RedirectResponse("/downtimes", status_code=303)

@@ -152,3 +152,65 @@ def test_the_relays_parts_never_import_the_relay():
             found += [f"{path.name}:{line}" for line, dst in imports(path)
                       if dst == "router.relay" or dst.startswith("router.relay.")]
     assert found == []
+
+
+def circles(package: str) -> list[list[str]]:
+    """The import circles among the files of ``package``: the strongly connected components
+    (Tarjan's) of the graph from each file to the files it imports (every import, lazy or
+    under TYPE_CHECKING alike: :func:`imports`), those of more than one file or of a file
+    that imports itself; each as its module names, sorted."""
+    files = {module_name(path): path for path in sorted((ROOT / package).rglob("*.py"))}
+
+    def file_of(name: str) -> str | None:          # web.store.Who: web.store
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    edges = {src: sorted({dst for _, name in imports(path)
+                          if (dst := file_of(name)) is not None})
+             for src, path in files.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in edges[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1 or node in edges[node]:
+                found.append(sorted(component))
+
+    for node in files:
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_import_circle_in_web():
+    """No file of web/ imports, however indirectly, one that imports it: the application
+    imports the routes, the routes what they share, never back."""
+    assert circles("web") == []
+
+
+def test_a_circle_is_seen_lazy_or_for_types_only(tmp_path, monkeypatch):
+    package = tmp_path / "web"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "app.py").write_text("from web import pages\n")
+    (package / "pages.py").write_text("def f():\n    from web.api import routes\n")
+    (package / "api.py").write_text("from typing import TYPE_CHECKING\n"
+                                    "if TYPE_CHECKING:\n    from web.app import Web\n")
+    (package / "store.py").write_text("import web.store\n")
+    (package / "auth.py").write_text("from web import store\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert circles("web") == [["web.api", "web.app", "web.pages"], ["web.store"]]

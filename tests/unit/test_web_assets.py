@@ -17,7 +17,7 @@ from fleetwatch.config import ConfigError, build as settings_of  # noqa: E402
 from web import assets  # noqa: E402
 from web.settings import WebSettings  # noqa: E402
 
-TEMPLATES = assets.SOURCE.parent / "templates"      # (web/app.py's, without importing it)
+TEMPLATES = assets.SOURCE.parent / "templates"      # (web/context.py's, without importing it)
 
 
 def source(tmp_path, without: str | None = None):

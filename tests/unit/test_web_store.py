@@ -1,5 +1,6 @@
 """The console's sessions and its record of changes, on a real SQLite state database
-(web/store.py, fleetwatch/actions/console.py ``Actions``, web/app.py ``Web``): a session ends on the
+(web/store.py, fleetwatch/actions/console.py ``Actions``, web/context.py ``Web``): a session ends
+on the
 server (logout, the user removed, a new password, its hours over), a user removed and added
 again does not get the old sessions back, an older database gets the sessions table, and an
 acknowledgement or a downtime made in the console is kept together with its audit row or not
@@ -114,8 +115,8 @@ def test_an_older_database_gets_the_sessions_table(tmp_path):
 # ---------------------------------------------------------------- one transaction
 
 def web_over(url: str, engine):
-    """The console's side of a change (web.app.Web) over the real Actions, no server."""
-    from web.app import Web
+    """The console's side of a change (web.context.Web) over the real Actions, no server."""
+    from web.context import Web
     console = types.SimpleNamespace(engine=engine, clock=lambda: 2000.0, changed=lambda: None,
                                     actions=Actions(url, clock=lambda: 2000.0))
     return Web(console, templates=None)

@@ -352,7 +352,8 @@ class DatabaseSink:
     """Base of the sink types that write the state database (:class:`sinks.base.Sink`).
 
     Holds the engine, the injected clock and the sink's counters; brings the database to
-    this version's schema at start (:func:`create`). Subclasses set ``type``, ``handles``, ``acks`` and ``write``.
+    this version's schema at start (:func:`create`). Subclasses set ``type``,
+    ``handles``, ``acks`` and ``write``.
     """
 
     type = ""

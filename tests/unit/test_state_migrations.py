@@ -7,6 +7,7 @@ SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import configparser
+import sys
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -48,7 +49,6 @@ def test_a_start_on_a_database_at_head_does_not_import_alembic(tmp_path):
     """A writer's start reads the revision and stops there: Alembic is imported only when
     there is something to migrate (the sinks' start cost)."""
     import subprocess
-    import sys
     url = f"sqlite:///{tmp_path / 'state.db'}"
     eng = db.engine(url)
     db.create(eng, "alerting")
@@ -73,3 +73,14 @@ def test_the_migrations_ship_in_the_wheel():
     for extra in ("sinks", "scheduler", "web", "all"):     # wherever SQLAlchemy is
         assert any(r.strip().startswith("alembic") for r in
                    cfg["options.extras_require"][extra].splitlines()), extra
+
+
+def test_without_alembic_a_writer_names_the_extra_to_install(tmp_path, monkeypatch):
+    from fleetwatch.optional import MissingDependency
+    monkeypatch.setitem(sys.modules, "alembic.command", None)
+    eng = db.engine(f"sqlite:///{tmp_path / 'state.db'}")
+    try:
+        with pytest.raises(MissingDependency, match=r"fleetwatch\[sinks\]"):
+            db.create(eng, "registry")
+    finally:
+        eng.dispose()

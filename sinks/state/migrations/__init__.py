@@ -37,8 +37,7 @@ HERE = Path(__file__).resolve().parent
 def config(**attributes):
     """Alembic's configuration for these migrations, without an ini file; ``attributes``
     reach ``env.py`` (``connection``: the one to migrate)."""
-    from alembic.config import Config
-    cfg = Config()
+    cfg = _alembic("config").Config()
     cfg.set_main_option("script_location", str(HERE))
     cfg.attributes.update(attributes)
     return cfg
@@ -55,11 +54,16 @@ def current(conn: Connection) -> str | None:
 @functools.lru_cache(maxsize=1)
 def known() -> frozenset[str]:
     """Every revision in ``versions/``."""
-    from alembic.script import ScriptDirectory
-    return frozenset(s.revision for s in ScriptDirectory.from_config(config()).walk_revisions())
+    script = _alembic("script").ScriptDirectory.from_config(config())
+    return frozenset(s.revision for s in script.walk_revisions())
 
 
 def upgrade(conn: Connection) -> None:
     """Bring ``conn``'s database to :data:`HEAD`, in the transaction it is in."""
-    from alembic import command
-    command.upgrade(config(connection=conn), "head")
+    _alembic("command").upgrade(config(connection=conn), "head")
+
+
+def _alembic(module: str):
+    """``alembic.<module>``; its absence is the ``sinks`` extra's to install."""
+    from fleetwatch.optional import optional_import
+    return optional_import(f"alembic.{module}", "migrating the state database")

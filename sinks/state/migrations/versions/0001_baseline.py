@@ -134,19 +134,7 @@ def frozen() -> sa.MetaData:
         sa.Column('boot', sa.String(length=64), nullable=True),
         sa.Column('seq', sa.Float(), nullable=True),
         sa.PrimaryKeyConstraint('uuid', 'plugin'))
-    sa.Table(
-        'downtime_suppressed', m,
-        sa.Column('downtime_id', sa.Integer(), nullable=False),
-        sa.Column('key', sa.String(length=512), nullable=False),
-        sa.Column('action', sa.String(length=16), nullable=False),
-        sa.Column('severity', sa.String(length=16), nullable=False),
-        sa.Column('kind', sa.String(length=16), nullable=False),
-        sa.Column('uuid', sa.String(length=64), nullable=True),
-        sa.Column('hostname', sa.String(length=255), nullable=True),
-        sa.Column('check_name', sa.String(length=255), nullable=True),
-        sa.Column('summary', sa.Text(), nullable=False),
-        sa.Column('created', sa.Float(), nullable=False),
-        sa.PrimaryKeyConstraint('downtime_id', 'key', 'action', 'severity'))
+    _kept_back(m, 'downtime_suppressed', 'downtime_id')
     sa.Table(
         'downtimes', m,
         sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -224,19 +212,7 @@ def frozen() -> sa.MetaData:
         sa.Column('removed', sa.Float(), nullable=True),
         sa.PrimaryKeyConstraint('id'),
         sa.Index('ix_silences_until', 'until'))
-    sa.Table(
-        'suppressed', m,
-        sa.Column('silence_id', sa.Integer(), nullable=False),
-        sa.Column('key', sa.String(length=512), nullable=False),
-        sa.Column('action', sa.String(length=16), nullable=False),
-        sa.Column('severity', sa.String(length=16), nullable=False),
-        sa.Column('kind', sa.String(length=16), nullable=False),
-        sa.Column('uuid', sa.String(length=64), nullable=True),
-        sa.Column('hostname', sa.String(length=255), nullable=True),
-        sa.Column('check_name', sa.String(length=255), nullable=True),
-        sa.Column('summary', sa.Text(), nullable=False),
-        sa.Column('created', sa.Float(), nullable=False),
-        sa.PrimaryKeyConstraint('silence_id', 'key', 'action', 'severity'))
+    _kept_back(m, 'suppressed', 'silence_id')
     sa.Table(
         'web_audit', m,
         sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -310,6 +286,24 @@ def frozen() -> sa.MetaData:
         sa.ForeignKeyConstraint(['uuid'], ['agents.uuid'], ondelete='CASCADE'),
         sa.PrimaryKeyConstraint('uuid', 'source', 'name'))
     return m
+
+
+def _kept_back(m: sa.MetaData, name: str, by: str) -> None:
+    """``suppressed`` and ``downtime_suppressed``: alerts a silence or a downtime (``by``)
+    held back."""
+    sa.Table(
+        name, m,
+        sa.Column(by, sa.Integer(), nullable=False),
+        sa.Column('key', sa.String(length=512), nullable=False),
+        sa.Column('action', sa.String(length=16), nullable=False),
+        sa.Column('severity', sa.String(length=16), nullable=False),
+        sa.Column('kind', sa.String(length=16), nullable=False),
+        sa.Column('uuid', sa.String(length=64), nullable=True),
+        sa.Column('hostname', sa.String(length=255), nullable=True),
+        sa.Column('check_name', sa.String(length=255), nullable=True),
+        sa.Column('summary', sa.Text(), nullable=False),
+        sa.Column('created', sa.Float(), nullable=False),
+        sa.PrimaryKeyConstraint(by, 'key', 'action', 'severity'))
 
 
 def upgrade() -> None:

@@ -28,7 +28,7 @@ from sqlalchemy.sql.elements import TextClause
 from fleetwatch import private, sqlitefiles
 from sinks.state import driver
 from sinks.state.driver import Prepared
-from sinks.state.schema import OWNED, checks, metadata
+from sinks.state.schema import OWNED, checks
 
 log = logging.getLogger(__name__)
 

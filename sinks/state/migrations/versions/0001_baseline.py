@@ -309,9 +309,10 @@ def _kept_back(m: sa.MetaData, name: str, by: str) -> None:
 def upgrade() -> None:
     bind = op.get_bind()
     found = sa.inspect(bind)
+    tables = set(found.get_table_names())
     for table in frozen().sorted_tables:
-        if not found.has_table(table.name):
-            table.create(bind)
+        if table.name not in tables:
+            table.create(bind, checkfirst=False)
             continue
         have = {c["name"] for c in found.get_columns(table.name)}
         for column in table.columns:

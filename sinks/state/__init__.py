@@ -1,8 +1,9 @@
 """The state database: the tables the sinks write and the operator commands and the scheduler read.
 
 =============================  ==========================================================
-:mod:`sinks.state.schema`      every table, and which owner (sink type) creates which
-:mod:`sinks.state.db`          engines, table creation, the shared writes, DatabaseSink
+:mod:`sinks.state.schema`      every table, and which owner (sink type) writes which
+:mod:`sinks.state.migrations`  the schema's Alembic revisions, applied by writers at start
+:mod:`sinks.state.db`          engines, migration at start, the shared writes, DatabaseSink
 :mod:`sinks.state.reads`       the readers: functions of a connection (``reads.agents``)
 :mod:`sinks.state.reader`      :class:`~sinks.state.reader.Reader`: runs a reader at a URL
 =============================  ==========================================================

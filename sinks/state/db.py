@@ -1,8 +1,8 @@
 """The state database's engines and the writes its owners share (SQLAlchemy 2.0 Core).
 
 :func:`engine` opens a database (SQLite: WAL, busy timeout, foreign keys, writers that
-take the lock when a transaction begins); :func:`create` creates the tables an owner writes
-(:data:`sinks.state.schema.OWNED`); :func:`upsert`, :func:`insert_fresh` and
+take the lock when a transaction begins); :func:`create` brings it to this version's schema
+as a writer starts (:mod:`sinks.state.migrations`); :func:`upsert`, :func:`insert_fresh` and
 :func:`record_checks` are the idempotent writes of the sinks, :func:`insert_many` their
 batched inserts; :class:`DatabaseSink` is the
 base of the sink types that write here. The tables are in :mod:`sinks.state.schema`, the
@@ -18,7 +18,7 @@ import os
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from sqlalchemy import JSON, Table, bindparam, create_engine, event, inspect, select, text
 from sqlalchemy.engine import URL, Connection, Engine, make_url
@@ -28,7 +28,7 @@ from sqlalchemy.sql.elements import TextClause
 from fleetwatch import private, sqlitefiles
 from sinks.state import driver
 from sinks.state.driver import Prepared
-from sinks.state.schema import OWNED, checks, metadata
+from sinks.state.schema import OWNED, checks
 
 log = logging.getLogger(__name__)
 
@@ -116,57 +116,51 @@ def engine(url: str, writer: bool = True) -> Engine:
     return eng
 
 
-#: PostgreSQL advisory lock key taken while creating tables ("fwdb")
+#: PostgreSQL advisory lock key taken while migrating ("fwdb")
 CREATE_LOCK = 0x66776462
 
 
 def create(eng: Engine, owner: str) -> None:
-    """Create the tables ``owner`` writes (and nothing else), if missing, and add the columns
-    an older version's tables lack (:func:`upgrade`).
+    """Bring the database to the schema of this version, as ``owner`` (a key of
+    :data:`~sinks.state.schema.OWNED`) starts: its Alembic migrations
+    (:mod:`sinks.state.migrations`), for the whole database, not only the tables ``owner``
+    writes. A database already there costs one read of its revision.
 
-    On PostgreSQL, sinks starting at once on a new database would race between "does the
-    table exist" and CREATE TABLE (a unique violation in ``pg_type``): each takes a
-    transaction-scoped advisory lock first. SQLite writers already serialise (BEGIN
-    IMMEDIATE).
+    A database made before the migrations (no ``alembic_version``) comes to the baseline
+    revision with its rows: the tables missing are created, the columns it lacks added.
+    One in a revision newer than this version knows (a newer fleetwatch ran on it, then
+    this one went back) is left as it is, with a warning: revisions add, so an older
+    version keeps working on it.
+
+    Writers starting at once wait for each other: on PostgreSQL each takes a
+    transaction-scoped advisory lock before reading the revision again, and migrates in
+    that transaction (PostgreSQL's DDL is transactional); SQLite writers begin with
+    ``BEGIN IMMEDIATE``, which holds the file's write lock for the whole migration. The
+    next one finds the database at its revision and does nothing.
     """
     from sinks.base import WriteError
+    from sinks.state import migrations
+    if owner not in OWNED:
+        raise KeyError(owner)
     try:
         with eng.begin() as conn:
+            found = migrations.current(conn)
+            if found == migrations.HEAD:
+                return
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CREATE_LOCK})
-            metadata.create_all(conn, tables=list(OWNED[owner]))
-            added = upgrade(conn, OWNED[owner])
+                found = migrations.current(conn)
+                if found == migrations.HEAD:
+                    return
+            if found is not None and found not in migrations.known():
+                log.warning("state database at revision %s, newer than this version's %s: "
+                            "left as it is", found, migrations.HEAD)
+                return
+            migrations.upgrade(conn)
     except SQLAlchemyError as e:
         raise WriteError(f"cannot create the {owner} tables: {e}") from e
-    for name in added:
-        log.info("state database upgraded: added column %s", name)
-
-
-def upgrade(conn: Connection, tables: Iterable[Table]) -> list[str]:
-    """Add to existing ``tables`` the columns a newer fleetwatch declares and the database
-    lacks (``ALTER TABLE ... ADD COLUMN``), so a database made by an older version keeps
-    working after an upgrade. Such a column must be nullable or have a server default, so
-    rows already there stay valid (RuntimeError otherwise: a mistake in the schema, not
-    in the database). Returns the ``table.column`` names added."""
-    found = inspect(conn)
-    quote = conn.dialect.identifier_preparer.quote
-    added = []
-    for table in tables:
-        have = {c["name"] for c in found.get_columns(table.name)}
-        for column in table.columns:
-            if column.name in have:
-                continue
-            if not column.nullable and column.server_default is None:
-                raise RuntimeError(f"{table.name}.{column.name}: a column added to an existing "
-                                   f"table must be nullable or have a server default")
-            kind = column.type.compile(dialect=conn.dialect)
-            default = ""
-            if column.server_default is not None:
-                default = f" DEFAULT {column.server_default.arg}"
-            conn.execute(text(f"ALTER TABLE {quote(table.name)} ADD COLUMN "
-                              f"{quote(column.name)} {kind}{default}"))
-            added.append(f"{table.name}.{column.name}")
-    return added
+    log.info("state database migrated from revision %s to %s", found or "none",
+             migrations.HEAD)
 
 
 # ---------------------------------------------------------------- writing
@@ -357,8 +351,9 @@ def _upsert_check() -> TextClause:
 class DatabaseSink:
     """Base of the sink types that write the state database (:class:`sinks.base.Sink`).
 
-    Holds the engine, the injected clock and the sink's counters; creates the tables its
-    ``type`` owns at start. Subclasses set ``type``, ``handles``, ``acks`` and ``write``.
+    Holds the engine, the injected clock and the sink's counters; brings the database to
+    this version's schema at start (:func:`create`). Subclasses set ``type``,
+    ``handles``, ``acks`` and ``write``.
     """
 
     type = ""
@@ -400,7 +395,7 @@ class DatabaseSink:
 #: column of the schema: a long-lived reader (the console) asks the catalog once for each,
 #: not on every read (on PostgreSQL a catalog query costs a round trip and milliseconds).
 #: Only what exists is kept: tables are never dropped, columns never removed, and what is
-#: missing is asked again (an owner may create or upgrade it meanwhile).
+#: missing is asked again (a writer may create or migrate it meanwhile).
 _KNOWN: "weakref.WeakKeyDictionary[Engine, tuple[set, set]]" = weakref.WeakKeyDictionary()
 
 

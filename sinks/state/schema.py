@@ -1,4 +1,4 @@
-"""The state database's schema: every table, and which owner creates and writes it.
+"""The state database's schema: every table, and which owner writes it.
 
 ====================  ==========  =====================================================
 table                 owner       rows
@@ -31,10 +31,14 @@ table                 owner       rows
                                   what, when
 ====================  ==========  =====================================================
 
-:data:`OWNED` says which tables an owner creates (:func:`sinks.state.db.create`); the
-alerting sink's outbox (``alert_events``, ``outbox``) is worked by
-:mod:`sinks.alerting.outbox`. Times are seconds since the Unix epoch (floats): portable, and
-formatted only on display. A new table is declared here, and named in :data:`OWNED`.
+:data:`OWNED` says which tables an owner writes; the alerting sink's outbox
+(``alert_events``, ``outbox``) is worked by :mod:`sinks.alerting.outbox`. The database has
+one schema version, whoever starts first: any writer's start brings every table to it
+(:func:`sinks.state.db.create`, the Alembic revisions of :mod:`sinks.state.migrations`).
+Times are seconds since the Unix epoch (floats): portable, and formatted only on display. A
+new table or column is declared here, named in :data:`OWNED`, and comes with a revision
+(``python -m sinks.state.migrations revision -m "..."``;
+docs/development/state-database.md).
 """
 
 from __future__ import annotations
@@ -335,7 +339,6 @@ outbox = Table(
     Index("ix_outbox_event", "event_id"),
 )
 
-#: owner (a sink type, or the ``fleetwatch silence`` / ``ack`` / ``downtime`` command) -> the tables it creates
 web_users = Table(
     "web_users", metadata,
     Column("name", String(64), primary_key=True),
@@ -376,6 +379,8 @@ web_audit = Table(
     Index("ix_web_audit_ts", "ts"),
 )
 
+#: owner (a sink type, the ``fleetwatch silence`` / ``ack`` / ``downtime`` command, or the
+#: console) -> the tables it writes; any of them migrates the whole database as it starts
 OWNED = {
     "registry": (agents, agent_routers, plugins),
     "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,

@@ -1,14 +1,108 @@
-"""A state database made by an older fleetwatch keeps working: starting an owner adds the
-columns a newer schema declares (sinks.state.db.upgrade), on SQLite and PostgreSQL."""
+"""A state database made by an older fleetwatch keeps working: starting a writer brings it to
+this version's schema through the Alembic migrations (sinks/state/migrations), with its rows,
+on SQLite and PostgreSQL: a new database, one of each shape the versions before the
+migrations made (no ``alembic_version``), several writers starting at once, and a database a
+newer version migrated."""
 
 from __future__ import annotations
 
+import logging
+import threading
+
 import pytest
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, inspect, select
+from sqlalchemy import (JSON, Boolean, Column, Float, ForeignKey, Index, Integer, MetaData,
+                        String, Table, func, inspect, select, text)
 
 pytest.importorskip("sqlalchemy")
+pytest.importorskip("alembic")
 
-from sinks.state import db, schema  # noqa: E402
+from alembic.autogenerate import compare_metadata  # noqa: E402
+from alembic.runtime.migration import MigrationContext  # noqa: E402
+
+from sinks.state import db, migrations, schema  # noqa: E402
+
+#: The shapes of the state database before the migrations, from the history of the schema
+#: (``git log -p`` of sinks/db.py, sinks/outbox.py, sinks/alerting/outbox.py and
+#: sinks/state/schema.py): each commit's tables, and the nullable columns it did not have yet.
+#: Tables were only ever added, and nullable columns: no type or index changed.
+LATER_COLUMNS = {                   # commit -> the columns it added to existing tables
+    "9fb0749": {"agents": {"parents"}, "check_state": {"unreachable"},
+                "host_state": {"unreachable"}},
+    "1a08381": {"agents": {"ephemeral", "gone"}, "host_state": {"gone", "deregistered"}},
+    "9cefc66": {"checks": {"received_at", "boot", "seq"},
+                "check_state": {"received", "boot", "seq"}, "host_state": {"clock_skew"}},
+}
+SHAPES = [                          # (commit, the tables it had)
+    ("5e1aa49", {"agents", "agent_routers", "plugins", "notifications"}),
+    ("258cc7b", {"checks", "check_state", "host_state", "silences", "suppressed",
+                 "alert_events", "outbox"}),
+    ("f267c91", {"acknowledgements", "check_freshness"}),
+    ("9fb0749", {"downtimes", "downtime_suppressed", "notified_problems"}),
+    ("1a08381", set()),
+    ("4596a83", {"web_users", "web_tokens", "web_audit"}),
+    ("9cefc66", set()),
+    ("a92aeba", {"web_sessions"}),
+]
+
+
+def shape(commit: str) -> MetaData:
+    """The tables a fleetwatch of ``commit`` made, each with its columns of then."""
+    commits = [c for c, _ in SHAPES]
+    upto = commits.index(commit) + 1
+    tables = set().union(*(made for _, made in SHAPES[:upto]))
+    lacking: dict[str, set[str]] = {}
+    for later in commits[upto:]:
+        for table, columns in LATER_COLUMNS.get(later, {}).items():
+            lacking.setdefault(table, set()).update(columns)
+    old = MetaData()
+    for table in schema.metadata.sorted_tables:
+        if table.name in tables:
+            Table(table.name, old,
+                  *(_column(c) for c in table.columns if c.name not in lacking.get(table.name, ())),
+                  *(Index(i.name, *(c.name for c in i.columns)) for i in table.indexes))
+    return old
+
+
+def _column(c: Column) -> Column:
+    return Column(c.name, c.type, *(ForeignKey(k.target_fullname, ondelete=k.ondelete)
+                                    for k in c.foreign_keys),
+                  primary_key=c.primary_key, nullable=c.nullable, unique=c.unique,
+                  autoincrement=c.autoincrement)
+
+
+def value(column: Column):
+    """A value of ``column``'s type (keys point at the other tables' one row)."""
+    kind = column.type
+    if isinstance(kind, Boolean):
+        return True
+    if isinstance(kind, Integer):
+        return 1
+    if isinstance(kind, Float):
+        return 1.5
+    if isinstance(kind, JSON):
+        return {"a": 1}
+    return "u1"
+
+
+def fill(eng, old: MetaData) -> dict[str, dict]:
+    """One row in each table of ``old``; the rows by table."""
+    rows = {}
+    with eng.begin() as conn:
+        for table in old.sorted_tables:
+            rows[table.name] = {c.name: value(c) for c in table.columns}
+            conn.execute(table.insert().values(**rows[table.name]))
+    return rows
+
+
+def differences(eng) -> list:
+    """What alembic's autogenerate finds between sinks/state/schema.py and the database."""
+    with eng.connect() as conn:
+        return compare_metadata(MigrationContext.configure(conn), schema.metadata)
+
+
+def revision(eng) -> list[str]:
+    with eng.connect() as conn:
+        return list(conn.scalars(text("SELECT version_num FROM alembic_version")))
 
 
 def _old_host_state(eng) -> None:
@@ -35,19 +129,118 @@ def test_an_owner_starting_on_an_older_database_adds_the_new_columns(url):
         assert have == {c.name for c in schema.host_state.columns}
         assert row.uuid == "u1" and row.last_heard == 1.0       # the old row is still there
         db.create(eng, "alerting")                                # and again: nothing to add
+        assert revision(eng) == [migrations.HEAD]
     finally:
         eng.dispose()
 
 
-def test_a_new_not_null_column_without_a_default_is_a_schema_mistake(tmp_path):
+def test_a_table_an_older_version_made_without_a_not_null_column_is_refused(tmp_path):
+    """A column added to an existing table must be nullable or have a server default, so
+    rows already there stay valid: the baseline adds only those (no version made another
+    shape), and says which column otherwise, changing nothing."""
     eng = db.engine(f"sqlite:///{tmp_path / 'state.db'}")
     try:
-        old, new = MetaData(), MetaData()
-        Table("t", old, Column("id", Integer, primary_key=True))
+        old = MetaData()
+        Table("silences", old, Column("id", Integer, primary_key=True),
+              Column("host", String(255), nullable=False))
         old.create_all(eng)
-        table = Table("t", new, Column("id", Integer, primary_key=True),
-                      Column("a", String(8)), Column("b", Float, nullable=False))
-        with eng.begin() as conn, pytest.raises(RuntimeError, match="t.b: a column added"):
-            db.upgrade(conn, [table])
+        with pytest.raises(RuntimeError, match="silences.created: a column added"):
+            db.create(eng, "silences")
+        assert inspect(eng).get_table_names() == ["silences"]
+    finally:
+        eng.dispose()
+
+
+def test_a_new_database_comes_to_the_schema_of_sinks_state(url, monkeypatch):
+    """Empty -> head; then the models and the migrated database agree (a change to
+    sinks/state/schema.py without a revision fails here), and a second start reads the
+    revision and migrates nothing."""
+    eng = db.engine(url)
+    try:
+        db.create(eng, "registry")
+        assert revision(eng) == [migrations.HEAD]
+        assert set(inspect(eng).get_table_names()) == set(schema.metadata.tables) | {
+            "alembic_version"}
+        assert differences(eng) == []
+
+        def no(conn):
+            raise AssertionError("migrated a database already at its revision")
+        monkeypatch.setattr(migrations, "upgrade", no)
+        db.create(eng, "alerting")
+    finally:
+        eng.dispose()
+
+
+@pytest.mark.parametrize("commit", [c for c, _ in SHAPES])
+def test_a_database_of_each_earlier_shape_comes_to_head_with_its_rows(url, commit):
+    eng = db.engine(url)
+    try:
+        old = shape(commit)
+        old.create_all(eng)
+        rows = fill(eng, old)
+        db.create(eng, "alerting")
+        assert revision(eng) == [migrations.HEAD]
+        assert differences(eng) == []
+        with eng.connect() as conn:
+            for name, row in rows.items():
+                table = schema.metadata.tables[name]
+                (found,) = conn.execute(select(*(table.c[c] for c in row))).all()
+                assert dict(found._mapping) == row, name
+                added = [c for c in table.columns if c.name not in row]
+                if added:                       # the columns it lacked: NULL in its rows
+                    assert set(conn.execute(select(*added)).one()) == {None}, name
+            assert conn.scalar(select(func.count()).select_from(schema.checks)) == \
+                (1 if "checks" in rows else 0)
+    finally:
+        eng.dispose()
+
+
+def test_writers_starting_at_once_on_an_older_database_migrate_it_once(url):
+    """Four writers on a database of the first shape at the same moment (a lock each waits
+    on: PostgreSQL's advisory lock, SQLite's BEGIN IMMEDIATE): none fails, one migrates."""
+    eng = db.engine(url)
+    old = shape("5e1aa49")
+    old.create_all(eng)
+    rows = fill(eng, old)
+    eng.dispose()
+    errors: list[Exception] = []
+    engines = [db.engine(url) for _ in range(4)]
+    start = threading.Barrier(4)
+
+    def create(writer, owner):
+        try:
+            start.wait(30)
+            db.create(writer, owner)
+        except Exception as e:      # collected, asserted below
+            errors.append(e)
+    threads = [threading.Thread(target=create, args=(e, owner))
+               for e, owner in zip(engines, ["registry", "alerting", "web", "silences"])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert errors == []
+        assert revision(engines[0]) == [migrations.HEAD]
+        assert differences(engines[0]) == []
+        with engines[0].connect() as conn:
+            assert conn.execute(select(schema.agents.c.uuid)).all() == [(rows["agents"]["uuid"],)]
+    finally:
+        for e in engines:
+            e.dispose()
+
+
+def test_a_database_a_newer_version_migrated_is_left_as_it_is(url, caplog):
+    """Going back to an older version: revisions add, so it works on the newer schema, and
+    says so once at start instead of refusing."""
+    eng = db.engine(url)
+    try:
+        db.create(eng, "alerting")
+        with eng.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = 'ffff'"))
+        with caplog.at_level(logging.WARNING, logger="sinks.state.db"):
+            db.create(eng, "registry")
+        assert "revision ffff, newer than this version's" in caplog.text
+        assert revision(eng) == ["ffff"]
     finally:
         eng.dispose()

@@ -6,7 +6,7 @@
     fleetwatch ack remove ID                           # end acknowledgement ID now
 
 An acknowledgement is a row in the state database's ``acknowledgements`` table, which every
-alerting sink reads (:mod:`sinks.alerting.acks` says what it holds back and when it ends).
+alerting sink reads (:mod:`sinks.alerting.acks.rules` says what it holds back and when it ends).
 HOST is a hostname (any case) or a uuid; with CHECK it acknowledges that check's problem
 (its latest result not OK), without it the host's DOWN. ``ack add`` refuses when there is no
 such problem now, and a HOST (or CHECK) the fleet has never seen, naming the closest known
@@ -118,7 +118,8 @@ def create(url: str, host: str, check: str | None, now: float, by: str, comment:
     :class:`query.known.Unknown` for a host (or check) the fleet has never seen, unless
     ``force``; :class:`NoProblem` when nothing is wrong there now."""
     from query.known import refuse_unknown
-    from sinks.alerting import acks, ackstore
+    from sinks.alerting.acks import rules as acks
+    from sinks.alerting.acks import store as ackstore
 
     def known(conn):
         refuse_unknown(conn, host, check)
@@ -137,7 +138,8 @@ def create(url: str, host: str, check: str | None, now: float, by: str, comment:
 
 
 def remove(url: str, ack_id: int, now: float, also=None) -> bool:
-    from sinks.alerting import acks, ackstore
+    from sinks.alerting.acks import rules as acks
+    from sinks.alerting.acks import store as ackstore
     return write(url, lambda conn: ackstore.end(conn, ack_id, now, acks.REMOVED), "acks",
                  also)
 
@@ -145,8 +147,8 @@ def remove(url: str, ack_id: int, now: float, also=None) -> bool:
 # ---------------------------------------------------------------- the verbs
 
 def add(args, clock=time.time) -> int:
-    from sinks.alerting.acks import check_comment
-    from sinks.alerting.silences import check_pattern, parse_duration
+    from sinks.alerting.acks.rules import check_comment
+    from sinks.alerting.silences.rules import check_pattern, parse_duration
     try:
         host = check_pattern(args.host, "HOST")
         check = check_pattern(args.check, "CHECK") if args.check is not None else None

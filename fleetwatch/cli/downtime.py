@@ -6,7 +6,7 @@
     fleetwatch downtime remove ID                   # end downtime ID now
 
 A downtime is a row in the state database's ``downtimes`` table, which every alerting sink
-reads when an alert is due (:mod:`sinks.alerting.downtimes` says what it covers and when):
+reads when an alert is due (:mod:`sinks.alerting.downtimes.rules` says what it covers and when):
 the alerts it covers are recorded as held, not delivered, and what is still wrong when it
 ends is delivered then, once. ``fleetwatch silence`` is its short form (a host or check
 glob, starting now, for a while).
@@ -120,10 +120,10 @@ def parse_time(text: str, now: float, tz, what: str) -> float:
 
 
 def plan(args, now: float, tz, by: str):
-    """The :class:`~sinks.alerting.downtimes.Downtime` ``downtime add`` asks for (id 0);
+    """The :class:`~sinks.alerting.downtimes.rules.Downtime` ``downtime add`` asks for (id 0);
     ValueError with one line when it cannot be one."""
-    from sinks.alerting.downtimes import Downtime, check_text, parse_schedule
-    from sinks.alerting.silences import MAX_DURATION, check_pattern, parse_duration
+    from sinks.alerting.downtimes.rules import Downtime, check_text, parse_schedule
+    from sinks.alerting.silences.rules import MAX_DURATION, check_pattern, parse_duration
     host = check_pattern(args.host, "HOST")
     check = check_pattern(args.check, "CHECK") if args.check is not None else None
     comment = check_text(args.comment, "--comment")
@@ -165,7 +165,7 @@ def plan(args, now: float, tz, by: str):
 
 
 def _windows(d, now: float, tz, limit: int = 2):
-    from sinks.alerting.downtimes import occurrences
+    from sinks.alerting.downtimes.rules import occurrences
     return occurrences(d, max(now, d.start), max(now, d.start) + AHEAD, tz)[:limit]
 
 
@@ -177,7 +177,7 @@ def create(url: str, d, force: bool = False, also=None) -> int:
     as :func:`fleetwatch.cli.silence.write`'s (the console's audit row, in the same
     transaction)."""
     from query.known import refuse_unknown
-    from sinks.alerting import downtimestore
+    from sinks.alerting.downtimes import store as downtimestore
 
     def known(conn):
         refuse_unknown(conn, d.host, d.check)
@@ -186,8 +186,8 @@ def create(url: str, d, force: bool = False, also=None) -> int:
 
 
 def add(args, clock=time.time, tz=None) -> int:
-    from sinks.alerting.downtimes import local_zone
-    from sinks.alerting.silences import check_pattern
+    from sinks.alerting.downtimes.rules import local_zone
+    from sinks.alerting.silences.rules import check_pattern
     now = clock()
     tz = tz or local_zone()
     try:
@@ -225,7 +225,7 @@ def add(args, clock=time.time, tz=None) -> int:
 def end(args, clock=time.time) -> int:
     """``downtime remove ID``: 0 when ended, 1 when no downtime ``ID`` was running or
     planned."""
-    from sinks.alerting import downtimestore
+    from sinks.alerting.downtimes import store as downtimestore
     return removed(args, "downtime", "downtime", "running or planned downtime",
                    lambda url: write(url, lambda conn: downtimestore.remove(conn, args.id,
                                                                             clock()),
@@ -252,7 +252,7 @@ def listed(config: OperatorConfig, now: float, tz, ended: bool,
 
 
 def listing(args, clock=time.time, tz=None) -> int:
-    from sinks.alerting.downtimes import Downtime, local_zone
+    from sinks.alerting.downtimes.rules import Downtime, local_zone
     config = load(OperatorConfig, args.config)
     now = clock()
     try:
@@ -279,7 +279,7 @@ def entry(row: dict, now: float, tz) -> dict:
     """A ``downtimes`` row as listed: times in ISO 8601; ``state`` (``active``: a window
     covers now, a flexible one's is open; ``planned``; ``ended``; ``removed``);
     ``window``: the current or next window; ``held``: how many distinct alerts it held back."""
-    from sinks.alerting.downtimes import Downtime
+    from sinks.alerting.downtimes.rules import Downtime
     d = Downtime.from_row(row)
     windows = [] if d.removed is not None else _windows(d, now, tz, 1)
     current = windows[0] if windows else None

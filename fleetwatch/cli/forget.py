@@ -73,7 +73,7 @@ def find(conn, host: str) -> tuple[str, str | None, float | None]:
 
 
 def run(args, clock=time.time) -> int:
-    from sinks.alerting.silences import check_pattern
+    from sinks.alerting.silences.rules import check_pattern
     try:
         host = check_pattern(args.host, "HOST")
     except ValueError as e:

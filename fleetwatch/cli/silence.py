@@ -5,7 +5,7 @@
     fleetwatch silence remove ID                                   # end silence ID now
 
 A silence is a row in the state database's ``silences`` table, which every alerting sink
-reads when an alert is due (:mod:`sinks.alerting.silences` says what it matches). Muted alerts
+reads when an alert is due (:mod:`sinks.alerting.silences.rules` says what it matches). Muted alerts
 are recorded as suppressed, and the sinks keep tracking state, so what is still wrong when the
 silence ends is alerted then.
 
@@ -162,7 +162,7 @@ def create(url: str, host: str, check: str | None, seconds: float, reason: str,
     """A silence of ``host`` [``check``]: its id; :class:`query.known.Unknown` for a host
     (or check) the fleet has never seen, unless ``force``."""
     from query.known import refuse_unknown
-    from sinks.alerting import state as alertstate
+    from sinks.alerting.silences import store as alertstate
 
     def known(conn):
         refuse_unknown(conn, host, check)
@@ -173,14 +173,14 @@ def create(url: str, host: str, check: str | None, seconds: float, reason: str,
 
 
 def remove(url: str, silence_id: int, now: float) -> bool:
-    from sinks.alerting import state as alertstate
+    from sinks.alerting.silences import store as alertstate
     return write(url, lambda conn: alertstate.end_silence(conn, silence_id, now))
 
 
 # ---------------------------------------------------------------- the verbs
 
 def add(args, clock=time.time, name: str = "silence") -> int:
-    from sinks.alerting.silences import check_pattern, parse_duration
+    from sinks.alerting.silences.rules import check_pattern, parse_duration
     try:
         host = check_pattern(args.host, "HOST")
         check = check_pattern(args.check, "CHECK") if args.check is not None else None

@@ -197,7 +197,7 @@ class Actions:
             expire: float | None, force: bool = False, also=None) -> list:
         from fleetwatch.cli import ack
         from fleetwatch.cli.silence import Unavailable
-        from sinks.alerting.acks import check_comment
+        from sinks.alerting.acks.rules import check_comment
         from web.app import Refused
         try:
             return ack.create(self.config.state_url, host, check, self.clock(), by,
@@ -246,7 +246,7 @@ class Actions:
         """The running and planned downtimes, as ``downtime list --json`` gives them."""
         from fleetwatch.cli import downtime
         from fleetwatch.cli.silence import Unavailable
-        from sinks.alerting.downtimes import local_zone
+        from sinks.alerting.downtimes.rules import local_zone
         from web.app import Refused
         try:
             return downtime.listed(self.config, self.clock(), local_zone(), False,
@@ -261,7 +261,7 @@ class Actions:
 
         from fleetwatch.cli import downtime
         from fleetwatch.cli.silence import Unavailable
-        from sinks.alerting.downtimes import local_zone
+        from sinks.alerting.downtimes.rules import local_zone
         from web.app import Refused
         args = types.SimpleNamespace(host=host, check=check, comment=comment,
                                      duration=duration, flexible=None, start=None, end=None,
@@ -276,7 +276,7 @@ class Actions:
 
     def end_downtime(self, downtime_id: int, also=None) -> bool:
         from fleetwatch.cli.silence import Unavailable, write
-        from sinks.alerting import downtimestore
+        from sinks.alerting.downtimes import store as downtimestore
         from web.app import Refused
         try:
             return bool(write(self.config.state_url, lambda conn: downtimestore.remove(

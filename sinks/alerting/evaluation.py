@@ -2,17 +2,17 @@
 
 A :class:`Pass` is made by the sink for each attempt of a transaction and given its
 connection. It records new notifications, stores the newest result of each check, runs
-every result through the Nagios state machine (:mod:`sinks.alerting.checks`) and every
-heard router through the host state (:mod:`sinks.alerting.hosts`), on state rows it locks
+every result through the Nagios state machine (:mod:`sinks.alerting.checks.rules`) and every
+heard router through the host state (:mod:`sinks.alerting.hosts.rules`), on state rows it locks
 first (:mod:`sinks.alerting.state`); and turns what changed into alert events
-(:mod:`sinks.alerting.events`), enqueued unless an active silence or a downtime mutes them
-(:mod:`sinks.alerting.silences`, :mod:`sinks.alerting.downtimes`), then recorded as
-suppressed or held (:mod:`sinks.alerting.downtimestore`); a problem's alerts an
-acknowledgement covers are held back (:mod:`sinks.alerting.ackstore`), and so are those of a
+(:mod:`sinks.alerting.delivery.events`), enqueued unless an active silence or a downtime mutes them
+(:mod:`sinks.alerting.silences.rules`, :mod:`sinks.alerting.downtimes.rules`), then recorded as
+suppressed or held (:mod:`sinks.alerting.downtimes.store`); a problem's alerts an
+acknowledgement covers are held back (:mod:`sinks.alerting.acks.store`), and so are those of a
 host UNREACHABLE behind a parent, or of a check whose parent check is in a HARD problem
-(:mod:`sinks.alerting.reachability`). An agent that leaves (its DEREGISTER, or ephemeral
-and silent: GONE, :mod:`sinks.alerting.hosts`) has its checks and problems ended, and is
-forgotten ``forget_after`` later (:mod:`sinks.alerting.departures`). Its counts are the
+(:mod:`sinks.alerting.dependencies.store`). An agent that leaves (its DEREGISTER, or ephemeral
+and silent: GONE, :mod:`sinks.alerting.hosts.rules`) has its checks and problems ended, and is
+forgotten ``forget_after`` later (:mod:`sinks.alerting.hosts.departures`). Its counts are the
 sink's counters for that batch; the clock is the sink's, read once per transaction
 (``now``).
 """
@@ -24,13 +24,25 @@ from collections import Counter
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from sinks.alerting import checks as checkstate, events as alertevents, hosts as hoststate
-from sinks.alerting import downtimes as downtimerules, downtimestore, escalation, freshness
-from sinks.alerting import departures, ordering, outbox, reachability, skew, staleness
-from sinks.alerting import state as alertstate
-from sinks.alerting.ackstore import Cover
+from sinks.alerting.checks import rules as checkstate
+from sinks.alerting.delivery import events as alertevents
+from sinks.alerting.hosts import rules as hoststate
+from sinks.alerting.downtimes import rules as downtimerules
+from sinks.alerting.downtimes import store as downtimestore
+from sinks.alerting.escalation import store as escalation
+from sinks.alerting.freshness import rules as freshness
+from sinks.alerting.hosts import departures
+from sinks.alerting.checks import ordering
+from sinks.alerting.delivery import store as outbox
+from sinks.alerting.dependencies import store as reachability
+from sinks.alerting.hosts import skew
+from sinks.alerting.freshness import store as staleness
+from sinks.alerting.checks import store as checkstore
+from sinks.alerting.hosts import store as hoststore
+from sinks.alerting.silences import store as silencestore
+from sinks.alerting.acks.store import Cover
 from sinks.alerting.rows import order
-from sinks.alerting.silences import Subject, first_match
+from sinks.alerting.silences.rules import Subject, first_match
 from sinks.state import db, schema
 
 if TYPE_CHECKING:
@@ -69,10 +81,10 @@ class Pass:
     def deliver(self, event: dict, check: str | None, since: float | None = None,
                 rules=None) -> bool:
         """Enqueue ``event`` unless a silence or a downtime mutes it (then record it as
-        suppressed, or as held by the downtime: :mod:`sinks.alerting.downtimes`). ``since``:
+        suppressed, or as held by the downtime: :mod:`sinks.alerting.downtimes.rules`). ``since``:
         when the subject's problem began (a flexible downtime covers only a problem that
         began in one of its windows); a notification's is now. A problem's trigger is
-        numbered and counted first (:func:`sinks.alerting.escalation.told`); ``rules``: the
+        numbered and counted first (:func:`sinks.alerting.escalation.store.told`); ``rules``: the
         routing rules instead of the configured ones (an escalation's own rule)."""
         if not self.admit(event, check, since):
             return False
@@ -84,11 +96,11 @@ class Pass:
         """:meth:`deliver` but the enqueueing: whether ``event`` is to be enqueued (a
         silence or a downtime that mutes it records it, and False)."""
         if self._silences is None:
-            self._silences = alertstate.active_silences(self.conn, self.now)
+            self._silences = silencestore.active_silences(self.conn, self.now)
         subject = Subject(event["uuid"], event.get("hostname"), check)
         silence = first_match(self._silences, subject, self.now)
         if silence is not None:
-            alertstate.record_suppressed(self.conn, silence, event)
+            silencestore.record_suppressed(self.conn, silence, event)
             self.counts["alert_suppressed"] += 1
             log.info("alert muted by silence %d: %s %s %s", silence.id, event["action"],
                      event["severity"], event["key"])
@@ -127,7 +139,7 @@ class Pass:
     def notifications(self, rows: list[dict]) -> None:
         """The batch's new notifications recorded and their alerts enqueued, a few
         statements for the whole batch (not a few per NOTIFY): one insert of the rows, one
-        of the alerts (:func:`sinks.alerting.outbox.enqueue_all`)."""
+        of the alerts (:func:`sinks.alerting.delivery.store.enqueue_all`)."""
         once: dict = {}
         for row in rows:            # (one msg_id twice in a batch: recorded once)
             once.setdefault(row["msg_id"], row)
@@ -153,7 +165,7 @@ class Pass:
             return
         rows = sorted(rows, key=lambda r: (r["uuid"], r["plugin"], ordering.key(order(r))))
         keys = {(r["uuid"], r["plugin"]) for r in rows}
-        states = alertstate.lock_checks(self.conn, keys, self.now, self.sink.known_checks)
+        states = checkstore.lock_checks(self.conn, keys, self.now, self.sink.known_checks)
         declared = self.sink.lookups.max_attempts(self.conn, keys)
         changed: dict = {}
         latest: dict = {}           # the newest applied result of each check: stored
@@ -173,7 +185,7 @@ class Pass:
         stored = db.record_checks(self.conn, [latest[key] for key in sorted(latest)])
         self.counts["result_recorded"] += stored
         self.counts["result_not_newer"] += len(rows) - stored
-        alertstate.save_checks(self.conn, changed, self.now)
+        checkstore.save_checks(self.conn, changed, self.now)
         staleness.heard(self.conn, keys, self.now)
 
     def check_alerts(self, key: tuple[str, str], state, alerts, max_attempts: int,
@@ -203,12 +215,12 @@ class Pass:
     def owed(self, keys: list[tuple[str, str]], wanted) -> list:
         """Checks ``keys``, locked, that are still ``wanted(state)`` under the lock (another
         sink may have just done it) go through :meth:`check_alerts` with the alerts their
-        state is owed (:func:`sinks.alerting.checks.owed`: held back by a silence, a
+        state is owed (:func:`sinks.alerting.checks.rules.owed`: held back by a silence, a
         downtime or a parent, and not told since) and the output of their latest result.
         Returns their states, as saved."""
-        states = alertstate.lock_checks(self.conn, keys, self.now, self.sink.known_checks)
+        states = checkstore.lock_checks(self.conn, keys, self.now, self.sink.known_checks)
         declared = self.sink.lookups.max_attempts(self.conn, keys)
-        outputs = alertstate.latest_outputs(self.conn, keys)
+        outputs = checkstore.latest_outputs(self.conn, keys)
         acked = Cover(self.conn, keys, self.now)
         changed = {}
         for key in keys:
@@ -220,13 +232,13 @@ class Pass:
             changed[key] = (self.check_alerts(key, state, checkstate.owed(state),
                                               policy.max_attempts, output, long_output,
                                               acked), policy.max_attempts)
-        alertstate.save_checks(self.conn, changed, self.now)
+        checkstore.save_checks(self.conn, changed, self.now)
         return [state for state, _ in changed.values()]
 
     def heartbeats(self, beats: dict) -> None:
         if not beats:
             return
-        states = alertstate.lock_hosts(self.conn, beats, self.now, self.sink.known_hosts)
+        states = hoststore.lock_hosts(self.conn, beats, self.now, self.sink.known_hosts)
         changed: dict = {}
         for key in sorted(beats):
             uuid, name = key
@@ -249,21 +261,21 @@ class Pass:
                         f" process {name}" if name else "", router)
                 state = self._host_alerts(uuid, name, state, step.alerts)
             changed[key] = (state, hoststate.deadline(state, policy))
-        alertstate.save_hosts(self.conn, changed, self.now)
+        hoststore.save_hosts(self.conn, changed, self.now)
         skew.record(self.conn, self.sink.skews, {
             uuid: skew.beyond(max(sent for _, _, sent in beats[(uuid, name)]), self.now,
                               self.config.clock_skew)
             for uuid, name in beats if not name})
 
     def expire(self) -> None:
-        keys = alertstate.due_hosts(self.conn, self.now)
+        keys = hoststore.due_hosts(self.conn, self.now)
         if not keys:
             return
         changed: dict = {}
         agents = sorted({uuid for uuid, name in keys if not name})
         ephemeral = self.sink.lookups.ephemeral(self.conn, agents)
         self.sink.lookups.hostnames(self.conn, agents)      # (read once, not one by one)
-        for key, state in alertstate.lock_hosts(self.conn, keys, self.now,
+        for key, state in hoststore.lock_hosts(self.conn, keys, self.now,
                                                 self.sink.known_hosts).items():
             uuid, name = key
             if state is None:
@@ -291,7 +303,7 @@ class Pass:
                 new = reachability.unreachable(self, uuid, new, blocked)
             state = self._host_alerts(uuid, name, new, alerts)
             changed[key] = (state, hoststate.deadline(state, policy))
-        alertstate.save_hosts(self.conn, changed, self.now)
+        hoststore.save_hosts(self.conn, changed, self.now)
 
     def _host_alerts(self, uuid: str, name: str, state, alerts):
         for alert in alerts:

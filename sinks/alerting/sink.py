@@ -11,20 +11,20 @@ everything in ONE transaction, so that a state change and its alert commit toget
 - RESULT: the latest result per (uuid, plugin) goes to ``checks`` (unless a newer one is
   there: order is ``started`` when the agent gives it, else the message's ``ts``), and
   every result, in that order, goes through the Nagios state machine
-  (:mod:`sinks.alerting.checks`) on the check's ``check_state`` row. RESULT is at most once and
+  (:mod:`sinks.alerting.checks.rules`) on the check's ``check_state`` row. RESULT is at most once and
   not ACKed; the next run replaces a lost one.
 - HEARTBEAT: the ``host_state`` row of the agent (or of the local process named in it)
-  records when and through which router it was heard (:mod:`sinks.alerting.hosts`); the loop's
+  records when and through which router it was heard (:mod:`sinks.alerting.hosts.rules`); the loop's
   periodic :meth:`AlertingSink.tick` turns hosts heard through no router for their
   timeout DOWN (GONE when the agent is ephemeral).
 - DEREGISTER: the agent left for good: GONE, its checks and told problems ended without a
-  page (:func:`sinks.alerting.departures.depart`); ACKed after the commit like NOTIFY.
+  page (:func:`sinks.alerting.hosts.departures.depart`); ACKed after the commit like NOTIFY.
 
-Alerts go to :func:`sinks.alerting.outbox.enqueue` unless an active silence or a downtime
-mutes them (:mod:`sinks.alerting.silences`, :mod:`sinks.alerting.downtimes`): then they are
+Alerts go to :func:`sinks.alerting.delivery.store.enqueue` unless an active silence or a downtime
+mutes them (:mod:`sinks.alerting.silences.rules`, :mod:`sinks.alerting.downtimes.rules`): then they are
 recorded in ``suppressed`` (``downtime_suppressed``) instead. State rows are
 shared by every alerting sink and locked while evaluated (:mod:`sinks.alerting.state`), so two
-sinks never both act on one transition. The deliverer thread (:mod:`sinks.alerting.deliverer`)
+sinks never both act on one transition. The deliverer thread (:mod:`sinks.alerting.delivery.deliverer`)
 sends the outbox when channels are configured.
 
 This module is the sink itself: the loop's calls (a batch in, one transaction committed,
@@ -43,10 +43,15 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
-from sinks.alerting import ackstore, departures, downtimes, downtimestore, escalation
-from sinks.alerting import reachability, skew
-from sinks.alerting import staleness
-from sinks.alerting import state as alertstate
+from sinks.alerting.acks import store as ackstore
+from sinks.alerting.hosts import departures
+from sinks.alerting.downtimes import rules as downtimes
+from sinks.alerting.downtimes import store as downtimestore
+from sinks.alerting.escalation import store as escalation
+from sinks.alerting.dependencies import store as reachability
+from sinks.alerting.hosts import skew
+from sinks.alerting.freshness import store as staleness
+from sinks.alerting.lookups import Lookups
 from sinks.alerting.config import AlertingConfig
 from sinks.alerting.evaluation import Pass
 from sinks.alerting.rows import check_row, heartbeats, notification_row
@@ -84,7 +89,7 @@ class AlertingSink(db.DatabaseSink):
         self.config = config or AlertingConfig()
         self.tick_interval = self.config.tick_interval
         self.name = name
-        self.lookups = alertstate.Lookups()
+        self.lookups = Lookups()
         #: (uuid, plugin) and (uuid, name) keys known to have a state row
         self.known_checks: set = set()
         self.known_hosts: set = set()
@@ -102,7 +107,7 @@ class AlertingSink(db.DatabaseSink):
         self.covers_seen: float | None = None
         #: when the tick looks next for agents GONE long enough to be forgotten
         self.next_forget = 0.0
-        #: the agents' clock skews this sink wrote (:mod:`sinks.alerting.skew`)
+        #: the agents' clock skews this sink wrote (:mod:`sinks.alerting.hosts.skew`)
         self.skews = skew.Shown()
 
     @classmethod
@@ -112,12 +117,12 @@ class AlertingSink(db.DatabaseSink):
 
     def start(self) -> None:
         super().start()
-        from sinks.alerting import outbox
+        from sinks.alerting.delivery import store as outbox
         if self._enqueue is None:
             self._enqueue = outbox.enqueue
         self.started_at = self.clock()
         if self._deliver and self.config.delivery.channels:
-            from sinks.alerting.deliverer import Deliverer
+            from sinks.alerting.delivery.deliverer import Deliverer
             self.deliverer = Deliverer(self.engine, self.config.delivery, name=self.name)
             self.deliverer.start()
 
@@ -134,7 +139,7 @@ class AlertingSink(db.DatabaseSink):
         if self.deliverer is not None:
             self.deliverer.reconfigure(delivery)
         elif self._deliver and delivery.channels and self.started_at is not None:
-            from sinks.alerting.deliverer import Deliverer
+            from sinks.alerting.delivery.deliverer import Deliverer
             self.deliverer = Deliverer(self.engine, delivery, name=self.name)
             self.deliverer.start()
 
@@ -168,12 +173,12 @@ class AlertingSink(db.DatabaseSink):
         """Hosts heard through no router for their timeout turn DOWN (ephemeral ones GONE,
         their checks ended; those GONE for ``forget_after`` are forgotten); alerts a silence held
         back are raised again; scheduled checks with no result for their freshness
-        threshold get an UNKNOWN stale result (:mod:`sinks.alerting.staleness`); checks
+        threshold get an UNKNOWN stale result (:mod:`sinks.alerting.freshness.store`); checks
         held back by a parent that is fine again get their owed alert
-        (:mod:`sinks.alerting.reachability`), and so do those a downtime or a silence that
-        ended since the last tick held back (:func:`sinks.alerting.downtimestore.ends`);
+        (:mod:`sinks.alerting.dependencies.store`), and so do those a downtime or a silence that
+        ended since the last tick held back (:func:`sinks.alerting.downtimes.store.ends`);
         problems unacknowledged for a rule's ``after`` are escalated
-        (:mod:`sinks.alerting.escalation`). Called by the loop every ``tick_interval``."""
+        (:mod:`sinks.alerting.escalation.store`). Called by the loop every ``tick_interval``."""
         now = self.clock()
         run = self._transaction(lambda p: p.expire(), now)
         self.counts.update(run.counts)
@@ -197,7 +202,7 @@ class AlertingSink(db.DatabaseSink):
     def ancestors(self, conn, hostname: str) -> set[str]:
         """The hosts ``hostname`` depends on, however far (a downtime's ``children``): the
         injected callable's answer, else the dependency graph's
-        (:class:`sinks.alerting.dependencies.Graph`)."""
+        (:class:`sinks.alerting.dependencies.rules.Graph`)."""
         if self._ancestors is not None:
             return set(self._ancestors(hostname))
         return self.topology.graph(conn, self.config.dependencies, self.throttle) \

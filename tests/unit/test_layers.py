@@ -96,7 +96,7 @@ def test_the_rule_sees_what_it_must():
     assert not allowed("fleetwatch.protocol", "sinks.state.db")
     assert not allowed("sinks.loop", "fleetwatch.cli.operator")
     assert not allowed("router.relay", "agent.spool")
-    assert not allowed("scheduler.dispatch", "sinks.alerting.outbox")
+    assert not allowed("scheduler.dispatch", "sinks.alerting.delivery.store")
     assert allowed("scheduler.main", "sinks.state.reader")
     assert allowed("fleetwatch.cli.status", "sinks.state.reader")
     assert allowed("agent.daemon", "fleetwatch.protocol")

@@ -1,14 +1,14 @@
 """Dependencies at work in the alerting sink: UNREACHABLE hosts, checks held by a parent.
 
-The SQL side of :mod:`sinks.alerting.dependencies`, called from a
+The SQL side of :mod:`sinks.alerting.dependencies.rules`, called from a
 :class:`sinks.alerting.evaluation.Pass` inside its transaction:
 
-- :class:`Topology` (one per sink): the :class:`~sinks.alerting.dependencies.Graph` from the
+- :class:`Topology` (one per sink): the :class:`~sinks.alerting.dependencies.rules.Graph` from the
   config's ``alerting.dependencies`` and the parents agents declared (``agents.parents``,
   kept by the registry), built again when either changed (the declarations are looked at
   every ``every`` seconds). A cycle the declarations make is broken and logged, throttled.
 - :func:`judge_host`, from the expiry pass, for an agent past its deadline: which parent,
-  if any, holds it (:func:`sinks.alerting.freshness.blocking`, the rule that holds a stale
+  if any, holds it (:func:`sinks.alerting.freshness.rules.blocking`, the rule that holds a stale
   check behind its host). A parent DOWN (or UNREACHABLE itself), or a parent check in a
   HARD problem: the host is UNREACHABLE (``host_state.unreachable``), its DOWN is held and
   pages nobody, and the tick looks at it again (it is ``pending``) until the parent is
@@ -31,8 +31,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select, tuple_
 
-from sinks.alerting import checks as checkstate, freshness
-from sinks.alerting.dependencies import Graph, Ref, declared_refs, path_text
+from sinks.alerting.checks import rules as checkstate
+from sinks.alerting.freshness import rules as freshness
+from sinks.alerting.dependencies.rules import Graph, Ref, declared_refs, path_text
 from sinks.state import db, schema
 
 if TYPE_CHECKING:

@@ -7,12 +7,12 @@ more routers. It is DOWN when it has been heard through *no* router for its time
 router while another has not relayed it for the timeout was lost by that router, not by
 us: no alert, the caller logs and counts it (:attr:`Heard.lost`).
 
-Silence is judged by the rule checks share (:func:`sinks.alerting.freshness.overdue`:
+Silence is judged by the rule checks share (:func:`sinks.alerting.freshness.rules.overdue`:
 strictly past the timeout). The timeout is ``timeout`` when set, else ``intervals`` of the
 host's own heartbeat interval (the HEARTBEAT's ``interval``), at least ``minimum``. A
 local process that never said its interval is recorded but never timed out; one whose
 agent went quiet too is held back by the caller, as a stale check is
-(:func:`sinks.alerting.staleness.process_held`).
+(:func:`sinks.alerting.freshness.store.process_held`).
 
 A host can also be GONE (:func:`gone`): its agent deregistered (its DEREGISTER), or it is
 ephemeral (``ephemeral: true`` in its agent's config, an autoscaled instance) and went
@@ -26,7 +26,7 @@ the future (a wrong clock, or a forged one) so makes no later heartbeat "sent be
 the host is back at its next heartbeat, and timed again. The caller forgets a host GONE for
 ``forget_after`` (:mod:`sinks.state.forget`).
 
-Like :mod:`sinks.alerting.checks`, what the outside world was told (``notified``) is state:
+Like :mod:`sinks.alerting.checks.rules`, what the outside world was told (``notified``) is state:
 an alert held back by a silence is not :func:`delivered`, ``pending`` stays true, and the
 sink's tick raises it again until it goes out, so the pager ends up right.
 """
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from sinks.alerting.freshness import overdue
+from sinks.alerting.freshness.rules import overdue
 
 #: heartbeat interval assumed when an agent's HEARTBEAT does not say
 DEFAULT_INTERVAL = 2.0
@@ -71,7 +71,7 @@ class HostState:
     routers: dict[str, float] = field(default_factory=dict)   # router -> last heard
     notified: bool = False               # a DOWN alert went out and no UP since
     #: the parent this silent host is UNREACHABLE behind (its DOWN is held, pages nobody);
-    #: None when it is not (:mod:`sinks.alerting.dependencies`)
+    #: None when it is not (:mod:`sinks.alerting.dependencies.rules`)
     unreachable: str | None = None
     #: when it was judged GONE (:func:`gone`); None while it is not
     gone: float | None = None

@@ -1,6 +1,6 @@
 """Dependencies: which hosts and checks a host or a check can only be reached through.
 
-Pure logic; no SQL (the sink's side is :mod:`sinks.alerting.reachability`). The semantics
+Pure logic; no SQL (the sink's side is :mod:`sinks.alerting.dependencies.store`). The semantics
 are Icinga 2's dependencies (and Nagios' host parents): when a parent is DOWN, or a parent
 check is in a HARD problem, a child that goes silent is UNREACHABLE, not DOWN, and pages
 nobody; one page goes out, for the parent.

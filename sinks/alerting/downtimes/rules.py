@@ -1,11 +1,11 @@
 """Downtimes: planned work, once or recurring, during which a subject's alerts are held.
 
 Pure logic with the times and the time zone passed in; no SQL (the sinks' side is
-:mod:`sinks.alerting.downtimestore`, the command :mod:`fleetwatch.cli.downtime`). The
+:mod:`sinks.alerting.downtimes.store`, the command :mod:`fleetwatch.cli.downtime`). The
 semantics are Icinga 2's and Checkmk's downtimes:
 
 - A downtime names a host by glob (matched against the hostname and the uuid, ignoring case,
-  as silences do: :func:`sinks.alerting.silences.matches`) and optionally a check by glob;
+  as silences do: :func:`sinks.alerting.silences.rules.matches`) and optionally a check by glob;
   with ``children`` it also covers every host that depends on a host it names (the
   ``ancestors`` of a host, given by the caller).
 - **Fixed**: it covers ``[start, end)``. **Recurring** (``every``): it covers each window of
@@ -20,7 +20,7 @@ semantics are Icinga 2's and Checkmk's downtimes:
   seconds (which may run past the window's end).
 
 While a downtime covers a subject, its alerts are recorded and not delivered, and the state
-machines are not told (:mod:`sinks.alerting.checks`), so what is still wrong when it ends
+machines are not told (:mod:`sinks.alerting.checks.rules`), so what is still wrong when it ends
 is delivered then, once (the sinks' tick looks for covers that ended: :func:`ended`).
 """
 
@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, tzinfo
 
-from sinks.alerting.silences import Silence, Subject, matches as silence_matches
+from sinks.alerting.silences.rules import Silence, Subject, matches as silence_matches
 
 Window = tuple[float, float]
-#: a host's transitive parents (``sinks.alerting.dependencies.Graph.ancestors``)
+#: a host's transitive parents (``sinks.alerting.dependencies.rules.Graph.ancestors``)
 Ancestors = Callable[[str], Iterable[str]]
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _DAY_SCHEDULE = re.compile(r"^\s*([a-z,\-]+)\s+(\d{1,2}):(\d{2})\s*-\s*(\d{1,2}):(\d{2})\s*$")

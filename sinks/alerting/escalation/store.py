@@ -1,7 +1,7 @@
 """Escalation at work in the alerting sink: told problems counted, due ones escalated.
 
 Two calls, each inside a transaction the sink runs (:class:`sinks.alerting.evaluation.Pass`),
-on the ``notified_problems`` table (one row per told problem, :mod:`sinks.alerting.tiers`):
+on the ``notified_problems`` table (one row per told problem, :mod:`sinks.alerting.escalation.rules`):
 
 - :func:`told`, from :meth:`Pass.deliver` for each alert it enqueues (not for one a silence
   or a downtime muted): a check's or host's trigger gets its number (the event's
@@ -11,7 +11,7 @@ on the ``notified_problems`` table (one row per told problem, :mod:`sinks.alerti
   one counts at a time.
 - :func:`look`, from the sink's tick, only when some rule has ``after``: the told problems
   opened at least the shortest ``after`` ago (an indexed read of open problems only) are
-  judged with their acknowledgements (:func:`sinks.alerting.tiers.due`); those due are
+  judged with their acknowledgements (:func:`sinks.alerting.escalation.rules.due`); those due are
   locked like any evaluation's (checks, then hosts: :mod:`sinks.alerting.state`), read
   again and judged again under the locks (another sink may just have escalated them, or
   the problem recovered), and each escalation event goes through :meth:`Pass.deliver` to
@@ -29,10 +29,13 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import Text, bindparam, cast, delete, or_, select, update
 
-from sinks.alerting import ackstore, state as alertstate, tiers
-from sinks.alerting.checks import OK
-from sinks.alerting.delivery import Rule
-from sinks.alerting.tiers import Problem
+from sinks.alerting.acks import store as ackstore
+from sinks.alerting.checks import store as checkstore
+from sinks.alerting.hosts import store as hoststore
+from sinks.alerting.escalation import rules as tiers
+from sinks.alerting.checks.rules import OK
+from sinks.alerting.delivery.rules import Rule
+from sinks.alerting.escalation.rules import Problem
 from sinks.state import schema
 
 if TYPE_CHECKING:
@@ -100,8 +103,8 @@ def acks_of(conn, problems: dict[str, Problem]) -> dict[str, list]:
 
 def _judge(run: Pass, problems: dict[str, Problem], rules: list[tuple[Rule, str]]):
     """(problem, owed, due) of each problem past some rule's ``after`` and not escalated to
-    it (:func:`sinks.alerting.tiers.owed`), with the rules whose other conditions its
-    escalation event matches (:func:`sinks.alerting.tiers.due`). Cheap first: problems
+    it (:func:`sinks.alerting.escalation.rules.owed`), with the rules whose other conditions its
+    escalation event matches (:func:`sinks.alerting.escalation.rules.due`). Cheap first: problems
     escalated to every rule are skipped before acknowledgements and hostnames are read."""
     waiting = {k: p for k, p in problems.items()
                if any(fp not in p.escalated for _, fp in rules)}
@@ -144,8 +147,8 @@ def look(run: Pass) -> None:
         return
     checks = [(p.uuid, p.check) for p, _, _ in owed if p.kind == "check"]
     hosts = [(p.uuid, p.check or "") for p, _, _ in owed if p.kind == "host"]
-    check_states = alertstate.lock_checks(conn, checks, now, run.sink.known_checks)
-    host_states = alertstate.lock_hosts(conn, hosts, now, run.sink.known_hosts)
+    check_states = checkstore.lock_checks(conn, checks, now, run.sink.known_checks)
+    host_states = hoststore.lock_hosts(conn, hosts, now, run.sink.known_hosts)
     keys = sorted(p.key for p, _, _ in owed)
     again = {r.key: _problem(r) for r in conn.execute(select(t).where(t.c.key.in_(keys)))}
     for problem, rules_owed, escalations in _judge(run, again, rules):

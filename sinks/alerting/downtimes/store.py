@@ -8,11 +8,11 @@ downtime's end (and a silence's) deliver what it held: it reads only the downtim
 cover may have ended since the sink's last look, and when one did, the checks whose state
 is owed an alert (a HARD problem, a change or a recovery not told: what a downtime or a
 silence held back) that it named. Those are locked as a result's would be
-(:func:`sinks.alerting.state.lock_checks`), judged again on what is read under the lock (of
+(:func:`sinks.alerting.checks.store.lock_checks`), judged again on what is read under the lock (of
 two sinks, the second finds them told), and their owed alerts go through
 :meth:`~sinks.alerting.evaluation.Pass.check_alerts`: delivered once, unless something else
 still covers them. A host held DOWN needs nothing here: it stays ``pending`` and the tick's
-expiry pass raises it again (:func:`sinks.alerting.state.due_hosts`).
+expiry pass raises it again (:func:`sinks.alerting.hosts.store.due_hosts`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,11 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from fleetwatch.logs import Throttle
-from sinks.alerting import checks as checkstate, downtimes, state as alertstate
-from sinks.alerting.downtimes import Downtime
-from sinks.alerting.silences import Subject
+from sinks.alerting.checks import rules as checkstate
+from sinks.alerting.downtimes import rules as downtimes
+from sinks.alerting.silences import store as silencestore
+from sinks.alerting.downtimes.rules import Downtime
+from sinks.alerting.silences.rules import Subject
 from sinks.state import schema
 from sinks.state.driver import Prepared
 
@@ -94,13 +96,13 @@ def remove(conn: Connection, downtime_id: int, now: float) -> bool:
 
 def record_held(conn: Connection, downtime: Downtime, event: dict) -> None:
     """Record that ``downtime`` held ``event`` back."""
-    alertstate.record_muted(conn, schema.downtime_suppressed, {"downtime_id": downtime.id},
+    silencestore.record_muted(conn, schema.downtime_suppressed, {"downtime_id": downtime.id},
                             event)
 
 
 def hosts_in_downtime(run: Pass, uuids: Iterable[str]) -> set[str]:
     """The uuids of ``uuids`` whose host a downtime of the whole host (no check) covers
-    now: :func:`sinks.alerting.freshness.held` holds their checks' staleness."""
+    now: :func:`sinks.alerting.freshness.rules.held` holds their checks' staleness."""
     whole = [d for d in run.downtimes() if d.check is None]
     if not whole:
         return set()

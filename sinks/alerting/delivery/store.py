@@ -8,12 +8,12 @@ sink's others and read by :func:`sinks.state.reads.alert_events`:
 ``outbox``        one row per (event, channel): ``pending`` until ``sent``, or ``failed``
 
 :func:`enqueue` runs inside the evaluation's own transaction, so a state change and its
-alert commit together or not at all. The deliverer (:mod:`sinks.alerting.deliverer`) then
+alert commit together or not at all. The deliverer (:mod:`sinks.alerting.delivery.deliverer`) then
 :func:`claim` s due rows in a short transaction: a conditional UPDATE sets ``claimed_by``
 and ``lease_until``, so two sinks on one database never hold the same row, and a crashed
 sink's claim simply expires. Rows of one (key, channel) go out in order: a row waits while
 an earlier one of its key and channel is pending, so a resolve never overtakes its trigger.
-A channel with ``group_wait`` (:mod:`sinks.alerting.grouping`) has its rows claimed with the
+A channel with ``group_wait`` (:mod:`sinks.alerting.delivery.grouping`) has its rows claimed with the
 rest of their group, all in the one transaction.
 
 Marking a row (:func:`mark`) requires the claim to still be ours; the deliverer sends only
@@ -33,8 +33,8 @@ from sqlalchemy.engine import Connection
 from sinks.state import db
 from sinks.state.reads import EVENT_FIELDS, as_event
 from sinks.state.schema import ID, KEY, alert_events, outbox
-from sinks.alerting import grouping
-from sinks.alerting.delivery import route
+from sinks.alerting.delivery import grouping
+from sinks.alerting.delivery.rules import route
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
     """Record ``event`` and one pending outbox row per channel it is routed to; call it in
     the transaction that changed the state behind the event. Return those channels.
 
-    ``rules`` is the :class:`sinks.alerting.delivery.DeliveryConfig` (or a list of rules). A
+    ``rules`` is the :class:`sinks.alerting.delivery.config.DeliveryConfig` (or a list of rules). A
     resolve (or an acknowledge) also goes to every channel a trigger of its key went to since
     its last resolve, so a pager that was told of a problem hears of its recovery even when
     the rules route "ok" nowhere.
@@ -132,7 +132,7 @@ def enqueue_all(conn: Connection, events: list[dict], rules, now: float | None =
 def _told_channels(conn: Connection, key: str, before: int) -> list[str]:
     """The channels any trigger of ``key`` since its last resolve went to (events before
     ``before``), in the order they were first told: a change of severity routed elsewhere,
-    a later notification or an escalation (:mod:`sinks.alerting.escalation`) leaves no
+    a later notification or an escalation (:mod:`sinks.alerting.escalation.store`) leaves no
     channel with a problem it never hears the end of."""
     return list(conn.scalars(_told_stmt(), {"key": key, "before": before}))
 
@@ -158,11 +158,11 @@ def claim(conn: Connection, worker: str, now: float, lease: float, limit: int,
 
     Returns the claimed rows (outbox columns plus ``event``). A row is due when pending,
     its ``next_attempt`` has come, nobody holds a live lease on it, and no earlier row of
-    its (key, channel) is pending. ``groups`` (:func:`sinks.alerting.grouping.waits`) names
+    its (key, channel) is pending. ``groups`` (:func:`sinks.alerting.delivery.grouping.waits`) names
     the channels that group, ``{channel: (group_wait, group_by)}``: a row of one is due
     only ``group_wait`` after it was recorded, and with a due row comes every row of its
     group that is pending, free, not waiting for its key's earlier row, and either due or
-    never tried (at most :data:`sinks.alerting.grouping.MAX_SIZE`): the whole group is
+    never tried (at most :data:`sinks.alerting.delivery.grouping.MAX_SIZE`): the whole group is
     claimed in this one transaction, so it is one deliverer's.
     """
     channels = list(channels)

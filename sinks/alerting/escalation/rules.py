@@ -1,7 +1,7 @@
 """Escalation tiers: how often a problem was told, and which ``after`` rules it reached.
 
 Pure logic with the times passed in; no SQL (the rows and the sinks' tick are in
-:mod:`sinks.alerting.escalation`, the rules in :mod:`sinks.alerting.delivery`).
+:mod:`sinks.alerting.escalation.store`, the rules in :mod:`sinks.alerting.delivery.config`).
 
 A *told problem* (:class:`Problem`) is a check in a HARD problem or a host (an agent, or a
 local process) DOWN whose trigger went out, from that first notification until its resolve
@@ -21,7 +21,7 @@ goes out:
   (:func:`fingerprint`): a rule changed by a reload is a new rule.
 - Escalation events are not notifications of the problem (they do not count), and the
   escalated channels hear of its acknowledgement and its recovery like any channel a
-  trigger of the problem went to (:func:`sinks.alerting.outbox.enqueue`).
+  trigger of the problem went to (:func:`sinks.alerting.delivery.store.enqueue`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from fleetwatch.display import iso
-from sinks.alerting.acks import Ack
-from sinks.alerting.delivery import Rule, matches
+from sinks.alerting.acks.rules import Ack
+from sinks.alerting.delivery.rules import Rule, matches
 
 #: the event kinds whose problems are numbered and escalated
 KINDS = ("check", "host")

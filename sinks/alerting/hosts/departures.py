@@ -5,7 +5,7 @@ Two calls from the sink, each inside a transaction it runs
 (:class:`sinks.alerting.evaluation.Pass`):
 
 - :func:`depart`, for a batch's DEREGISTERs and for the ephemeral agents the expiry pass
-  found silent (:func:`sinks.alerting.hosts.gone` is the state rule);
+  found silent (:func:`sinks.alerting.hosts.rules.gone` is the state rule);
 - :func:`forget`, from the tick (at most once a minute): every row of the agents GONE for
   ``forget_after`` (:func:`sinks.state.forget.forget`), so the state database stays the size
   of the live fleet.
@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import delete, select, update
 
-from sinks.alerting import events as alertevents, hosts as hoststate, state as alertstate
+from sinks.alerting.delivery import events as alertevents
+from sinks.alerting.hosts import rules as hoststate
+from sinks.alerting.checks import store as checkstore
+from sinks.alerting.hosts import store as hoststore
 from sinks.state import forget as forgetting, schema
 
 if TYPE_CHECKING:
@@ -34,18 +37,18 @@ GONE = "gone"
 
 def depart(run: Pass, leaving: dict[str, float | None]) -> None:
     """Agents ``leaving`` (uuid -> its DEREGISTER's ``ts``, or None: ephemeral and gone
-    silent) are GONE (:func:`sinks.alerting.hosts.gone`): the problems they had told are
+    silent) are GONE (:func:`sinks.alerting.hosts.rules.gone`): the problems they had told are
     closed by a resolve that pages nobody (their acknowledgements end), their checks'
     results, states and freshness are removed (so nothing is stale, escalated or
-    reminded; :mod:`sinks.alerting.staleness` expects nothing of them), and every
+    reminded; :mod:`sinks.alerting.freshness.store` expects nothing of them), and every
     ``host_state`` row of theirs (the agent's, its processes') is GONE, kept as a
     tombstone that a late heartbeat does not revive, until :func:`forget`."""
     uuids = sorted(leaving)
     names = run.sink.lookups.hostnames(run.conn, uuids)
-    checks = alertstate.keys_of(run.conn, schema.check_state, uuids)
-    alertstate.lock_checks(run.conn, checks, run.now)
-    keys = set(alertstate.keys_of(run.conn, schema.host_state, uuids))
-    states = alertstate.lock_hosts(run.conn, keys | {(u, "") for u in uuids}, run.now,
+    checks = hoststore.keys_of(run.conn, schema.check_state, uuids)
+    checkstore.lock_checks(run.conn, checks, run.now)
+    keys = set(hoststore.keys_of(run.conn, schema.host_state, uuids))
+    states = hoststore.lock_hosts(run.conn, keys | {(u, "") for u in uuids}, run.now,
                                    run.sink.known_hosts)
     closed = _close_problems(run, uuids, leaving, names)
     for t in (schema.check_state, schema.check_freshness, schema.checks):
@@ -59,7 +62,7 @@ def depart(run: Pass, leaving: dict[str, float | None]) -> None:
     for key, state in states.items():
         new = hoststate.gone(state, run.now, leaving[key[0]])
         changed[key] = (new, new.last_heard)
-    alertstate.save_hosts(run.conn, changed, run.now)
+    hoststore.save_hosts(run.conn, changed, run.now)
     for uuid in uuids:
         deregistered = leaving[uuid] is not None
         run.counts["host_deregistered" if deregistered else "host_left"] += 1

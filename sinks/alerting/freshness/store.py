@@ -8,13 +8,13 @@ Two calls from the sink, each inside a transaction it runs
   ``check_state`` locks that evaluation holds.
 - :func:`look`, from the sink's tick: every scheduled check (a plugin declared with an
   ``interval``, ``plugins``, read again when it changed: :class:`Scheduled`) that may be
-  due is judged by :func:`sinks.alerting.freshness.due` against its ``check_freshness``
+  due is judged by :func:`sinks.alerting.freshness.rules.due` against its ``check_freshness``
   row and its agent's ``host_state``; those due are locked
-  (:func:`sinks.alerting.state.lock_checks`, like any result's), judged again on what is
+  (:func:`sinks.alerting.checks.store.lock_checks`, like any result's), judged again on what is
   read under the lock (another sink may have just done it), and given an UNKNOWN result
   "stale: no result for N s" through the check state machine: SOFT, then HARD, one alert
   across every alerting sink (an acknowledgement holds its alerts back as it does a real
-  result's, :mod:`sinks.alerting.ackstore`). The stale result does not move the check's
+  result's, :mod:`sinks.alerting.acks.store`). The stale result does not move the check's
   order key (``last_result``), so any real result that comes later is applied and recovers
   it.
 """
@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import bindparam, exists, func, select, text, tuple_
 
-from sinks.alerting import checks as checkstate
-from sinks.alerting import downtimestore, freshness, state as alertstate
-from sinks.alerting.ackstore import Cover
+from sinks.alerting.checks import rules as checkstate
+from sinks.alerting.downtimes import store as downtimestore
+from sinks.alerting.freshness import rules as freshness
+from sinks.alerting.checks import store as checkstore
+from sinks.alerting.acks.store import Cover
 from sinks.state import db, schema
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ def _positive(value) -> float | None:
 
 def declared(conn) -> dict[Key, freshness.Watch]:
     """Every scheduled check (declared with a positive ``interval``, ``plugins``) of an
-    agent that is not GONE (:mod:`sinks.alerting.hosts`: it expects nothing of it); a plugin
+    agent that is not GONE (:mod:`sinks.alerting.hosts.rules`: it expects nothing of it); a plugin
     declared by several sources of one agent is one check (the first source's spec, the
     latest declaration)."""
     if not db.has_tables(conn, "plugins"):
@@ -183,7 +185,7 @@ def hosts(conn, uuids) -> dict[str, freshness.Host]:
 
 def process_held(run: Pass, uuid: str, state, timeout: float) -> bool:
     """Whether a local process's silence past ``timeout`` is held back by its agent's, as
-    a check's staleness is (:func:`sinks.alerting.freshness.held`): its heartbeats come
+    a check's staleness is (:func:`sinks.alerting.freshness.rules.held`): its heartbeats come
     through the agent, so an agent gone quiet is its one DOWN, not one per process."""
     if not state.up or not freshness.overdue(state.last_heard, timeout, run.now):
         return False
@@ -207,7 +209,7 @@ def look(run: Pass) -> None:
                  if freshness.due(w, now, known.get(k[0]), floor))[:LIMIT]
     if not due:
         return
-    states = alertstate.lock_checks(conn, due, now, run.sink.known_checks)
+    states = checkstore.lock_checks(conn, due, now, run.sink.known_checks)
     watches = _with_rows(conn, watches, due)            # again, under the locks
     declared = run.sink.lookups.max_attempts(conn, due)
     acked = Cover(conn, due, now)
@@ -220,7 +222,7 @@ def look(run: Pass) -> None:
         changed[key] = (_stale_result(run, key, states[key], watch, policy, acked),
                         policy.max_attempts)
         stale.append({"uuid": key[0], "plugin": key[1], "now": now})
-    alertstate.save_checks(conn, changed, now)
+    checkstore.save_checks(conn, changed, now)
     if stale:
         conn.execute(_stale_stmt(), stale)
         run.counts["check_stale"] += len(stale)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from sinks.alerting.ordering import Order, newer
+from sinks.alerting.checks.ordering import Order, newer
 
 OK, WARNING, CRITICAL, UNKNOWN = 0, 1, 2, 3
 NAMES = ("OK", "WARNING", "CRITICAL", "UNKNOWN")
@@ -61,7 +61,7 @@ class CheckState:
     last_result: float | None = None  # the newest result applied: its time (Order.at)
     received: float | None = None     # ... when it arrived (the receiver's clock)
     boot: str | None = None           # ... its agent run, and its place in that run
-    seq: float | None = None          #     (sinks.alerting.ordering)
+    seq: float | None = None          #     (sinks.alerting.checks.ordering)
     history: str = ""             # last HISTORY statuses as digits, oldest first
     percent: float = 0.0          # weighted percent state change over ``history``
     flapping: bool = False
@@ -115,7 +115,7 @@ def percent_change(history: str) -> float:
 def evaluate(state: CheckState, status: int, at: float | Order, now: float,
              policy: Policy) -> Step:
     """Apply one result (``status`` of the run ordered by ``at``) seen at ``now``; one not
-    newer than the state's (:func:`sinks.alerting.ordering.newer`) is not applied. A bare
+    newer than the state's (:func:`sinks.alerting.checks.ordering.newer`) is not applied. A bare
     time (a stale result's) is compared with ``last_result`` alone and leaves the rest of
     the state's order as it was."""
     if isinstance(at, Order):

@@ -31,8 +31,8 @@ from email.utils import formatdate, make_msgid
 
 from fleetwatch import __version__
 from fleetwatch.display import escape, iso, state
-from sinks.alerting import grouping
-from sinks.alerting.delivery import DeliveryConfig, EmailChannel, WebhookChannel
+from sinks.alerting.delivery import grouping
+from sinks.alerting.delivery.config import DeliveryConfig, EmailChannel, WebhookChannel
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ class EmailSender:
         self._deliver(email_message(event, self.channel, self.sender, ref))
 
     def send_group(self, events: list[dict], ref: str, title: str = "") -> None:
-        """One message listing ``events`` (a group, :mod:`sinks.alerting.grouping`)."""
+        """One message listing ``events`` (a group, :mod:`sinks.alerting.delivery.grouping`)."""
         self._deliver(group_message(events, self.channel, self.sender, ref, title))
 
     def _deliver(self, msg: EmailMessage) -> None:

@@ -1,17 +1,17 @@
 """Freshness: a scheduled check that stopped reporting is UNKNOWN "stale", not green.
 
 Pure logic with the times passed in; no SQL (the tick's side is
-:mod:`sinks.alerting.staleness`). The semantics are Icinga 2's check freshness: a check
+:mod:`sinks.alerting.freshness.store`). The semantics are Icinga 2's check freshness: a check
 declared with an ``interval`` is expected to report; with no result for its **threshold**
 (twice its interval plus its timeout, or its own declared ``freshness`` seconds) it gets an
 UNKNOWN result "stale: no result for N s", which goes through the check state machine
-(:mod:`sinks.alerting.checks`) like any result: SOFT, then HARD after ``max_attempts``
+(:mod:`sinks.alerting.checks.rules`) like any result: SOFT, then HARD after ``max_attempts``
 (one stale result per interval while it lasts), and a real result that arrives later
 recovers it the usual way. An agent whose heartbeats keep coming while a check of its
 stopped reporting is exactly the case to catch: a green keepalive over a silent check.
 
 One rule for everything that must be heard from (:func:`overdue`): an agent's heartbeats
-and a local process's (:mod:`sinks.alerting.hosts`), and a check's results. Silence is
+and a local process's (:mod:`sinks.alerting.hosts.rules`), and a check's results. Silence is
 counted from the latest of: the last time it was heard, when it was declared, and when this
 sink started (results may be on their way to a sink that just started); it is a problem
 strictly past its threshold.
@@ -19,10 +19,10 @@ strictly past its threshold.
 A check is not judged stale while its host is held (:func:`held`): DOWN (or UNREACHABLE),
 or not heard since the check's deadline (the agent went quiet, which is the host rule's
 business: it pages once as DOWN, not once per check), or in a downtime of the whole host
-(:mod:`sinks.alerting.downtimes`: planned work, whose end the check is judged after).
+(:mod:`sinks.alerting.downtimes.rules`: planned work, whose end the check is judged after).
 
 The same rule judges a host gone silent against its parents (:func:`blocking`,
-:mod:`sinks.alerting.dependencies`): a parent DOWN makes the child UNREACHABLE (it pages
+:mod:`sinks.alerting.dependencies.rules`): a parent DOWN makes the child UNREACHABLE (it pages
 nobody); a parent not heard since the child's deadline, or a parent check in a SOFT
 problem, is undecided, and holds the child until the parent is decided. A parent check is
 seen as a host (:meth:`Host.of_check`): a HARD problem is down, a SOFT one undecided.

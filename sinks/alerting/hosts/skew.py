@@ -1,6 +1,6 @@
 """A sender's clock against the sink's: counted, and shown as "clock skew N s".
 
-A sender's clock decides nothing here (results are ordered by :mod:`sinks.alerting.ordering`),
+A sender's clock decides nothing here (results are ordered by :mod:`sinks.alerting.checks.ordering`),
 but one far off is a fault worth seeing: its times in every table and page are wrong. The
 skew of a message is its ``ts`` minus the sink's clock when it arrived (the relay's delay
 reads as a few milliseconds behind). HEARTBEATs and RESULTs further off than the

@@ -1,6 +1,6 @@
 """Acknowledgements: an operator says "I am on it", and the problem stops paging.
 
-Pure logic with the times passed in; no SQL (the rows are in :mod:`sinks.alerting.ackstore`,
+Pure logic with the times passed in; no SQL (the rows are in :mod:`sinks.alerting.acks.store`,
 the command in :mod:`fleetwatch.cli.ack`). The semantics are Icinga 2's:
 
 - An acknowledgement covers one problem: a check (``UUID/check/PLUGIN``) or a host DOWN
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sinks.alerting.checks import OK
+from sinks.alerting.checks.rules import OK
 
 #: why an acknowledgement ended (the ``end_reason`` column)
 CHANGED, RECOVERED, EXPIRED, REMOVED, REPLACED = \

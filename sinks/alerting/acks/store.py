@@ -3,7 +3,7 @@
 ``fleetwatch ack`` adds and removes rows (:func:`add`, :func:`remove`); every alerting sink
 reads the active ones. A :class:`Cover` is made by a :class:`sinks.alerting.evaluation.Pass`
 for the checks of a batch, on check state rows it has locked: it ends an acknowledgement
-at its check's state change in the same transaction (:func:`sinks.alerting.acks.ends`) and
+at its check's state change in the same transaction (:func:`sinks.alerting.acks.rules.ends`) and
 says which alerts it holds back. :func:`tick` (the sinks' periodic call) ends acknowledgements
 past their expiry or whose problem is gone, and enqueues each owed notice once: the row's
 ``announced`` is set by a conditional UPDATE, so of two sinks only one enqueues it.
@@ -19,9 +19,9 @@ from sqlalchemy import and_, exists, or_, select, update
 from sqlalchemy.engine import Connection
 
 from fleetwatch.display import iso
-from sinks.alerting import acks
-from sinks.alerting.acks import Ack
-from sinks.alerting.checks import OK, SEVERITY
+from sinks.alerting.acks import rules as acks
+from sinks.alerting.acks.rules import Ack
+from sinks.alerting.checks.rules import OK, SEVERITY
 from sinks.state import schema
 from sinks.state.driver import Prepared
 
@@ -47,7 +47,7 @@ def current(conn: Connection, keys: Iterable[str] | None = None) -> list[Ack]:
 
 def since(conn: Connection, ended_after: float) -> list[Ack]:
     """The acknowledgements not ended, and those ended after ``ended_after``, oldest first
-    (what escalation looks at: :mod:`sinks.alerting.escalation`)."""
+    (what escalation looks at: :mod:`sinks.alerting.escalation.store`)."""
     t = schema.acknowledgements
     return [_ack(r) for r in conn.execute(select(t).where(
         or_(t.c.ended.is_(None), t.c.ended > ended_after)).order_by(t.c.id))]

@@ -6,11 +6,11 @@ Alertmanager's ``group_wait``, kept in the outbox rather than in a sink's memory
   ``check``, ``kind``; none: one group for the channel). :func:`group_of` says which.
 - An alert of a grouped channel is not due before ``group_wait`` seconds after it was
   recorded. When the first of a group is due, every alert of its group still pending and
-  not yet tried goes with it (:func:`sinks.alerting.outbox.claim` takes them in the same
+  not yet tried goes with it (:func:`sinks.alerting.delivery.store.claim` takes them in the same
   transaction, so one deliverer holds the whole group and no alert is in two sends). An
   alert raised after that starts the next group, which waits ``group_wait`` again.
 - The email channel sends a group as one message listing its alerts
-  (:func:`sinks.alerting.channels.group_message`); the webhook keeps one event per alert
+  (:func:`sinks.alerting.delivery.channels.group_message`); the webhook keeps one event per alert
   key, as pager services expect, and POSTs the group's events one after the other.
 - Recoveries and acknowledgements are grouped like problems, by the same keys, and listed in
   their own section of a message. The outbox's order rule stays: a recovery waits while its
@@ -18,14 +18,14 @@ Alertmanager's ``group_wait``, kept in the outbox rather than in a sink's memory
 - A failed send is retried as a group (every alert of it scheduled for the same next
   attempt); a crashed sink's claim on a group expires as a whole.
 
-Pure: the deliverer (:mod:`sinks.alerting.deliverer`) and the outbox call it.
+Pure: the deliverer (:mod:`sinks.alerting.delivery.deliverer`) and the outbox call it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-#: ``group_by`` key -> the field of the event dict (:mod:`sinks.alerting.events`) it reads
+#: ``group_by`` key -> the field of the event dict (:mod:`sinks.alerting.delivery.events`) it reads
 FIELDS = {"host": "hostname", "severity": "severity", "check": "check", "kind": "kind"}
 #: the most alerts one send takes; a larger group goes out in several
 MAX_SIZE = 1000
@@ -35,7 +35,7 @@ SECTIONS = (("trigger", "Problems"), ("acknowledge", "Acknowledged"), ("resolve"
 
 def waits(channels: dict) -> dict[str, tuple[float, tuple[str, ...]]]:
     """``{channel: (group_wait, group_by)}`` of the channels that group (``group_wait`` > 0);
-    ``channels`` is :meth:`sinks.alerting.delivery.DeliveryConfig.parsed_channels`."""
+    ``channels`` is :meth:`sinks.alerting.delivery.config.DeliveryConfig.parsed_channels`."""
     return {name: (float(c.group_wait), tuple(c.group_by)) for name, c in channels.items()
             if getattr(c, "group_wait", 0) > 0}
 
@@ -51,7 +51,7 @@ def title(by: Iterable[str], value: tuple) -> str:
 
 
 def sends(rows: list[dict], grouped: dict[str, Iterable[str]]) -> list[list[dict]]:
-    """The claimed outbox rows (:func:`sinks.alerting.outbox.claim`) as sends, in order.
+    """The claimed outbox rows (:func:`sinks.alerting.delivery.store.claim`) as sends, in order.
 
     ``grouped`` maps the channels that send a group as one message to their ``group_by``;
     their rows of one group make one send (in id order), placed where the group's first row

@@ -20,7 +20,8 @@ before it); ``text`` says the rest.
 from __future__ import annotations
 
 from fleetwatch.display import iso
-from sinks.alerting import checks as checkstate, hosts as hoststate
+from sinks.alerting.checks import rules as checkstate
+from sinks.alerting.hosts import rules as hoststate
 
 SUMMARY_MAX = 500
 

@@ -18,7 +18,7 @@ Part of the alerting sink's config (``alerting.delivery``, see :mod:`sinks.alert
       retry: {initial: 5, max: 300, max_age: 86400}
 
 A rule with conditions (``after``, ``from_notification``) is the escalation of a problem
-(:mod:`sinks.alerting.escalation`): ``from_notification: N`` matches a problem's Nth
+(:mod:`sinks.alerting.escalation.store`): ``from_notification: N`` matches a problem's Nth
 notification and later (the alert event's ``notification``), ``after`` is not matched when
 an alert is routed but by the sinks' tick, which sends the rule's channels one escalation
 event once the problem has lasted that long unacknowledged.
@@ -30,24 +30,19 @@ Secrets are never in the file: SMTP reads its password from ``password_file`` wh
 SMTP AUTH (``username``) needs ``starttls: true``, or ``allow_plaintext_auth: true`` to send
 the password in clear anyway (the sender warns when it is made).
 ``group_wait`` and ``group_by`` make a channel collect alerts into groups
-(:mod:`sinks.alerting.grouping`); 0, the default, sends each alert at once.
+(:mod:`sinks.alerting.delivery.grouping`); 0, the default, sends each alert at once.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import math
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from fleetwatch.config import ConfigError, build, setting
-from sinks.alerting.silences import parse_duration
+from sinks.alerting.delivery.rules import Rule
 
-#: event kinds and severities a rule may name (docs/concepts/alerts.md, "The alert event")
-KINDS = ("check", "host", "notify", "flapping")
-SEVERITIES = ("critical", "error", "warning", "unknown", "info", "ok", "debug")
-#: what a channel may group its alerts by (``group_by``), :mod:`sinks.alerting.grouping`
+#: what a channel may group its alerts by (``group_by``), :mod:`sinks.alerting.delivery.grouping`
 GROUP_KEYS = ("host", "severity", "check", "kind")
 #: the longest ``group_wait``: an hour (alerts held longer are no longer news)
 GROUP_WAIT_MAX = 3600.0
@@ -128,7 +123,7 @@ class WebhookChannel:
 
 
 def check_grouping(channel) -> None:
-    """The ``group_wait`` and ``group_by`` of a channel (:mod:`sinks.alerting.grouping`)."""
+    """The ``group_wait`` and ``group_by`` of a channel (:mod:`sinks.alerting.delivery.grouping`)."""
     if not 0 <= channel.group_wait <= GROUP_WAIT_MAX:
         raise ValueError(f"group_wait: expected 0 to {GROUP_WAIT_MAX:g} seconds")
     for key in channel.group_by:
@@ -142,74 +137,6 @@ def check_grouping(channel) -> None:
 CHANNEL_TYPES = {"email": EmailChannel, "webhook": WebhookChannel}
 Channel = EmailChannel | WebhookChannel
 
-
-@dataclass(frozen=True)
-class Rule:
-    severity: list[str] = setting(factory=list, help="event severities (empty: any)")
-    host: str = setting("*", "glob on the hostname (or the uuid)")
-    check: str = setting("*", "glob on the check name; events without a check match only *")
-    kind: list[str] = setting(factory=list, help="event kinds: check, host, notify, flapping "
-                                                 "(empty: any)")
-    channels: list[str] = setting(factory=list, help="channels an event matching this rule "
-                                                     "goes to")
-    after: Any = setting(None, "escalation: once a check or host problem has lasted this long "
-                               "unacknowledged, its channels get one escalation event (seconds, "
-                               "or a duration like 30m); null: route alerts as they are raised")
-    from_notification: int = setting(0, "only a problem's Nth notification and later (its "
-                                        "first trigger is 1, each change or reminder counts); "
-                                        "0: any alert")
-
-    def __post_init__(self):
-        try:
-            seconds, error = after_seconds(self.after), None
-        except ValueError as e:
-            seconds, error = None, e
-        object.__setattr__(self, "_after", seconds)
-        object.__setattr__(self, "_error", error)
-
-    @property
-    def after_seconds(self) -> float | None:
-        """``after`` in seconds (None: not an escalation rule)."""
-        if self._error is not None:
-            raise self._error
-        return self._after
-
-    def validate(self):
-        if self._error is not None:
-            raise self._error
-        if not 0 <= self.from_notification <= 1_000_000:
-            raise ValueError("from_notification: expected 0 (any alert) or a notification "
-                             "number from 1")
-        if self._after is not None and any(k not in ("check", "host") for k in self.kind):
-            raise ValueError("kind: an `after` rule escalates check and host problems only "
-                             "(expected check, host or nothing)")
-        for s in self.severity:
-            if s not in SEVERITIES:
-                raise ValueError(f"severity: expected some of {', '.join(SEVERITIES)}, got {s!r}")
-        for k in self.kind:
-            if k not in KINDS:
-                raise ValueError(f"kind: expected some of {', '.join(KINDS)}, got {k!r}")
-        if not self.channels:
-            raise ValueError("channels: expected at least one channel name")
-
-
-def after_seconds(value) -> float | None:
-    """A rule's ``after`` in seconds: a YAML number is seconds (like every duration of this
-    file), a string a duration like ``90s``, ``30m``, ``1h30m``; ValueError("after: ...")."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        try:
-            return parse_duration(value)
-        except ValueError as e:
-            raise ValueError(f"after: {e}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        got = str(value).lower() if isinstance(value, bool) else \
-            {dict: "a mapping", list: "a list"}.get(type(value), type(value).__name__)
-        raise ValueError(f"after: expected seconds or a duration like 30m, got {got}")
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError("after: expected a positive number of seconds (or omit it)")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -312,47 +239,6 @@ def parse_channel(name: str, raw: dict) -> Channel:
         raise ValueError(f"{key}: {expected}") from None
 
 
-# ---------------------------------------------------------------- routing (pure)
-
-def matches(rule: Rule, event: dict) -> bool:
-    """Whether ``event`` (an alert event dict, :mod:`sinks.alerting.events`) matches every
-    condition of ``rule`` but ``after`` (the escalation pass judges that one). An event
-    without a ``notification`` number (a resolve, a notice, a NOTIFY) matches no rule with
-    ``from_notification``."""
-    if rule.from_notification:
-        number = event.get("notification")
-        if isinstance(number, bool) or not isinstance(number, int) \
-                or number < rule.from_notification:
-            return False
-    if rule.severity and event.get("severity") not in rule.severity:
-        return False
-    if rule.kind and event.get("kind") not in rule.kind:
-        return False
-    if rule.host != "*" and not any(
-            isinstance(v, str) and fnmatch.fnmatchcase(v, rule.host)
-            for v in (event.get("hostname"), event.get("uuid"))):
-        return False
-    check = event.get("check")
-    if rule.check != "*" and not (isinstance(check, str) and
-                                  fnmatch.fnmatchcase(check, rule.check)):
-        return False
-    return True
-
-
-def route(event: dict, rules) -> list[str]:
-    """The channels ``event`` goes to: those of every matching rule, each once, in order.
-
-    ``rules`` is a :class:`DeliveryConfig` or a list of :class:`Rule`. Rules with ``after``
-    are left out: their channels get the escalation events of the sinks' tick only.
-    """
-    rules = getattr(rules, "rules", rules)
-    out: list[str] = []
-    for rule in rules:
-        if rule.after_seconds is None and matches(rule, event):
-            out.extend(c for c in rule.channels if c not in out)
-    return out
-
-
 # ---------------------------------------------------------------- the demo's delivery
 
 def for_demo(webhook: str | None = None, smtp: str | None = None,
@@ -384,3 +270,4 @@ def for_demo(webhook: str | None = None, smtp: str | None = None,
         option = "--alert-webhook" if ".webhook." in e.key else "--alert-smtp/--alert-to"
         raise ValueError(f"{option}: {e.expected}") from None
     return data
+

@@ -226,8 +226,8 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
     have heard heartbeats from. An agent's last heartbeat counts for its ``last_seen``
     (epoch seconds here); its ``clock_skew`` is its clock minus the sinks' in whole seconds
     when further off than their ``clock_skew`` setting, else None
-    (:mod:`sinks.alerting.hosts.skew`). An agent that left (ephemeral and silent, or deregistered while
-    the registry still lists it) is GONE: no problem, pages nobody.
+    (:mod:`sinks.alerting.hosts.skew`). An agent that left (ephemeral and silent, or deregistered
+    while the registry still lists it) is GONE: no problem, pages nobody.
 
     A host still UP past the deadline the sinks stored (no alerting sink has run its tick
     since: stopped, or behind) is DOWN since that deadline, by the sinks' own rule

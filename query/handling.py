@@ -188,7 +188,7 @@ def with_handling(agents: list[dict], checks: list[dict], check_states: list[dic
 
 def _problem_since(row: dict) -> float | None:
     """When a check's problem began, as the sinks tell a flexible downtime: its HARD
-    problem's start (:func:`sinks.alerting.evaluation.problem_since`); None while it has
+    problem's start (:func:`sinks.alerting.checks.rules.problem_since`); None while it has
     none."""
     return _number(row.get("since")) if row.get("hard") and row.get("hard_status") else None
 

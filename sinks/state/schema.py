@@ -114,14 +114,15 @@ checks = Table(
     Column("last_result", Float, nullable=False),
     Column("router", ID, nullable=False),
     #: when the sink got it (its clock), and the agent's run (``boot``) and place in it
-    #: (``seq``) when the RESULT gave them: what orders results (:mod:`sinks.alerting.checks.ordering`)
+    #: (``seq``) when the RESULT gave them: what orders results
+    #: (:mod:`sinks.alerting.checks.ordering`)
     Column("received_at", Float),
     Column("boot", ID),
     Column("seq", Float),
 )
 
 #: Shared by every alerting sink: rows are read FOR UPDATE (PostgreSQL) or in a BEGIN
-#: IMMEDIATE transaction (SQLite) before a transition (sinks/alerting/state.py).
+#: IMMEDIATE transaction (SQLite) before a transition (sinks/alerting/locks.py).
 check_state = Table(
     "check_state", metadata,
     Column("uuid", ID, primary_key=True),

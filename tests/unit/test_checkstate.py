@@ -1,4 +1,5 @@
-"""The Nagios check state machine (sinks/alerting/checks/rules.py) with a fake clock, table-driven."""
+"""The Nagios check state machine (sinks/alerting/checks/rules.py) with a fake clock,
+table-driven."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Escalation (sinks/alerting/escalation/rules.py, the rules' conditions in sinks/alerting/delivery/config.py):
+"""Escalation (sinks/alerting/escalation/rules.py, the rules' conditions in sinks/alerting/delivery/rules.py):
 the conditions as configured, routing by notification number, when a problem is
 unacknowledged since, which ``after`` rules are due at the boundaries, and a check's whole
 story on a fake clock: the check state machine, an acknowledgement and the tiers applied as

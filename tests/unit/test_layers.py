@@ -119,3 +119,64 @@ def test_the_relays_parts_never_import_the_relay():
             found += [f"{path.name}:{line}" for line, dst in imports(path)
                       if dst == "router.relay" or dst.startswith("router.relay.")]
     assert found == []
+
+
+def import_circles(top: Path) -> list[list[str]]:
+    """The import circles among the files under ``top``: the strongly connected components
+    (Tarjan's) of more than one file, or of one file that imports itself, of the graph of
+    which file imports which (every import, lazy ones too; ``from P import x`` is an import
+    of module ``P.x`` when there is one, else of ``P``)."""
+    files = {module_name(path): path for path in sorted(top.rglob("*.py"))}
+
+    def target(name: str) -> str | None:
+        parts = name.split(".")
+        while parts and ".".join(parts) not in files:
+            parts.pop()
+        return ".".join(parts) or None
+    edges = {src: sorted({t for _, dst in imports(path) if (t := target(dst)) is not None})
+             for src, path in files.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in edges[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in edges[node]:
+                circles.append(sorted(component))
+    for node in files:
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_import_circle_between_the_files_of_the_alerting_sink():
+    """A concept's rules and store, the evaluation, the port and the sink import each other
+    one way only (sinks/alerting/port.py says which)."""
+    assert import_circles(ROOT / "sinks" / "alerting") == []
+
+
+def test_the_circle_finder_sees_a_lazy_circle(tmp_path, monkeypatch):
+    package = tmp_path / "sinks" / "x"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from sinks.x.b import f\n")
+    (package / "b.py").write_text("def f():\n    from sinks.x import c\n")
+    (package / "c.py").write_text("from sinks.x.a import g\n")
+    (package / "d.py").write_text("from sinks.x import a\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert import_circles(package) == [["sinks.x.a", "sinks.x.b", "sinks.x.c"]]

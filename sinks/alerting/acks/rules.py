@@ -20,6 +20,7 @@ the command in :mod:`fleetwatch.cli.ack`). The semantics are Icinga 2's:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sinks.alerting.checks.rules import OK
@@ -82,6 +83,31 @@ def holds(ack: Ack | None, kind: str, action: str, now: float) -> bool:
     alert."""
     return ack is not None and ack.active(now) and kind in ("check", "host") \
         and action == "trigger"
+
+
+class Cover:
+    """The acknowledgements of a batch's checks (by check, ``(uuid, plugin)``), in a
+    transaction that locked their rows: one ends at its check's change of state, by
+    ``end(ack, reason)``, in that transaction."""
+
+    def __init__(self, by_key: dict[tuple[str, str], Ack], now: float,
+                 end: Callable[[Ack, str], None]):
+        self.by_key, self.now, self.end = dict(by_key), now, end
+        self.ended: list[tuple[Ack, str]] = []
+
+    def step(self, key: tuple[str, str], status: int) -> None:
+        """The check ``key`` has a new latest ``status``: end its acknowledgement if due."""
+        ack = self.by_key.get(key)
+        reason = ends(ack, status, self.now) if ack is not None else None
+        if reason is None:
+            return
+        self.end(ack, reason)
+        del self.by_key[key]
+        self.ended.append((ack, reason))
+
+    def of(self, key: tuple[str, str]) -> Ack | None:
+        """The acknowledgement of check ``key`` still running, if any."""
+        return self.by_key.get(key)
 
 
 def summary(ack: Ack) -> str:

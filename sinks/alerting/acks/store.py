@@ -1,10 +1,9 @@
 """The SQL side of acknowledgements: the ``acknowledgements`` rows read, added and ended.
 
 ``fleetwatch ack`` adds and removes rows (:func:`add`, :func:`remove`); every alerting sink
-reads the active ones. A :class:`Cover` is made by a :class:`sinks.alerting.evaluation.Pass`
-for the checks of a batch, on check state rows it has locked: it ends an acknowledgement
-at its check's state change in the same transaction (:func:`sinks.alerting.acks.rules.ends`) and
-says which alerts it holds back. :func:`tick` (the sinks' periodic call) ends acknowledgements
+reads the active ones (:func:`of_checks`: those of a batch's checks, which the evaluation's
+:class:`sinks.alerting.acks.rules.Cover` ends at their check's state change in the same
+transaction, :func:`end`). :func:`tick` (the sinks' periodic call) ends acknowledgements
 past their expiry or whose problem is gone, and enqueues each owed notice once: the row's
 ``announced`` is set by a conditional UPDATE, so of two sinks only one enqueues it.
 """
@@ -14,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, exists, or_, select, update
 from sqlalchemy.engine import Connection
@@ -24,6 +24,9 @@ from sinks.alerting.acks.rules import Ack
 from sinks.alerting.checks.rules import OK, SEVERITY
 from sinks.state import schema
 from sinks.state.driver import Prepared
+
+if TYPE_CHECKING:
+    from sinks.alerting.port import Port
 
 log = logging.getLogger(__name__)
 
@@ -73,42 +76,22 @@ def add(conn: Connection, key: str, uuid: str, check: str | None, status: int, n
     return int(result.inserted_primary_key[0])
 
 
-class Cover:
-    """The acknowledgements of a batch's checks, in a transaction that locked their rows."""
-
-    def __init__(self, conn: Connection, keys: Iterable[tuple[str, str]], now: float):
-        self.conn, self.now = conn, now
-        self.by_key: dict[tuple[str, str], Ack] = {}
-        wanted = {acks.check_key(u, p): (u, p) for u, p in keys}
-        for ack in current(conn, wanted):      # (the sink created the table at its start)
-            self.by_key[wanted[ack.key]] = ack
-        self.ended: list[tuple[Ack, str]] = []
-
-    def step(self, key: tuple[str, str], status: int) -> None:
-        """The check ``key`` has a new latest ``status``: end its acknowledgement if due."""
-        ack = self.by_key.get(key)
-        reason = acks.ends(ack, status, self.now) if ack is not None else None
-        if reason is None:
-            return
-        end(self.conn, ack.id, self.now, reason)
-        del self.by_key[key]
-        self.ended.append((ack, reason))
-        log.info("acknowledgement %d of %s ended: %s", ack.id, ack.key, reason)
-
-    def holds(self, key: tuple[str, str], kind: str, action: str) -> bool:
-        return acks.holds(self.by_key.get(key), kind, action, self.now)
+def of_checks(conn: Connection, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], Ack]:
+    """The acknowledgements not ended of checks ``keys`` (``(uuid, plugin)``), by check: a
+    :class:`sinks.alerting.acks.rules.Cover` of a batch's checks."""
+    wanted = {acks.check_key(u, p): (u, p) for u, p in keys}
+    return {wanted[ack.key]: ack for ack in current(conn, wanted)}
 
 
 # ---------------------------------------------------------------- the tick
 
-def tick(run) -> None:
+def tick(port: Port) -> None:
     """End expired acknowledgements and those whose problem is gone; enqueue owed notices.
 
-    ``run`` is the sink's :class:`sinks.alerting.evaluation.Pass` for this transaction.
     Each statement below is about open acknowledgements (``ended`` NULL): with none open, one
     read on the driver's cursor answers (the sink's tick runs on its loop every second,
     where each millisecond holds the NOTIFYs back: bench/RESULTS.md)."""
-    conn, now = run.conn, run.now
+    conn, now = port.conn, port.now
     if not _any_open().execute(conn):
         return
     t, c, h = schema.acknowledgements, schema.check_state, schema.host_state
@@ -121,8 +104,8 @@ def tick(run) -> None:
         and_(t.c.check_name.is_not(None), recovered_check),
         and_(t.c.check_name.is_(None), recovered_host)))
         .values(ended=now, end_reason=acks.RECOVERED)).rowcount
-    run.counts["ack_expired"] += expired or 0
-    run.counts["ack_recovered"] += recovered or 0
+    port.counts["ack_expired"] += expired or 0
+    port.counts["ack_recovered"] += recovered or 0
     owed = conn.execute(select(t).where(t.c.ended.is_(None), t.c.notify.is_(True),
                                         t.c.announced.is_(None)).order_by(t.c.id)).all()
     for ack in map(_ack, owed):
@@ -130,8 +113,8 @@ def tick(run) -> None:
                                              t.c.ended.is_(None))
                              .values(announced=now)).rowcount
         if taken:
-            run.deliver(notice(ack, run.hostname(ack.uuid), now), ack.check)
-            run.counts["ack_announced"] += 1
+            port.deliver(notice(ack, port.hostname(ack.uuid), now), ack.check)
+            port.counts["ack_announced"] += 1
 
 
 @functools.lru_cache(maxsize=1)

@@ -7,8 +7,8 @@ sent by a fast clock would be dropped for as long as the clock was fast (SPEC 4.
 - Two results of one run of the agent (the same ``boot``, a token the agent draws at each
   start, and again when its wall clock jumps against its monotonic one: a step, or a VM
   snapshot restored, :meth:`agent.runner.Runner._next`) are ordered by its ``seq``: a
-  number that only grows within that run, whatever its wall clock does. Only this says a result is older than the one kept: a late or
-  repeated RESULT of that run.
+  number that only grows within that run, whatever its wall clock does. Only this says a result is
+  older than the one kept: a late or repeated RESULT of that run.
 - Results of different runs are ordered by the receiver's clock: the one that arrived
   later is newer (one batch: the sender's time decides).
 - A sender that does not number its results (no ``boot``) is ordered by its time (the run's

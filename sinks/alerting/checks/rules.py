@@ -205,3 +205,9 @@ def delivered(state: CheckState, alert: Alert, now: float) -> CheckState:
 
 def state_type(state: CheckState) -> str:
     return "HARD" if state.hard else "SOFT"
+
+
+def problem_since(state: CheckState) -> float | None:
+    """When a check's problem began, as a flexible downtime sees it: its HARD problem's
+    start (or last change of status while HARD); None while it has none."""
+    return state.since if state.hard and state.hard_status != OK else None

@@ -123,7 +123,8 @@ class WebhookChannel:
 
 
 def check_grouping(channel) -> None:
-    """The ``group_wait`` and ``group_by`` of a channel (:mod:`sinks.alerting.delivery.grouping`)."""
+    """The ``group_wait`` and ``group_by`` of a channel
+    (:mod:`sinks.alerting.delivery.grouping`)."""
     if not 0 <= channel.group_wait <= GROUP_WAIT_MAX:
         raise ValueError(f"group_wait: expected 0 to {GROUP_WAIT_MAX:g} seconds")
     for key in channel.group_by:

@@ -1,14 +1,15 @@
 """The deliverer: sends the alerting sink's outbox rows, with retries, from its own thread.
 
 Each round (:meth:`Deliverer.run_once`) claims a batch of due rows in one short
-transaction (:func:`sinks.alerting.delivery.store.claim`), sends them one by one outside any transaction and
-records each outcome in its own (:func:`sinks.alerting.delivery.store.mark`). A channel with
-``group_wait`` (:mod:`sinks.alerting.delivery.grouping`) has its rows claimed group by group; an email
-channel sends a group as one message, and its outcome is the outcome of every row in it:
+transaction (:func:`sinks.alerting.delivery.store.claim`), sends them one by one outside any
+transaction and records each outcome in its own (:func:`sinks.alerting.delivery.store.mark`). A
+channel with ``group_wait`` (:mod:`sinks.alerting.delivery.grouping`) has its rows claimed group
+by group; an email channel sends a group as one message, and its outcome is the outcome of every
+row in it:
 
 - sent: the row is done;
-- :class:`sinks.alerting.delivery.channels.SendError` ``permanent`` (a 4xx webhook answer, a 5xx SMTP reply):
-  failed at once, logged and counted -- retrying would only repeat the refusal;
+- :class:`sinks.alerting.delivery.channels.SendError` ``permanent`` (a 4xx webhook answer, a 5xx
+  SMTP reply): failed at once, logged and counted -- retrying would only repeat the refusal;
 - any other error: retried after ``retry.initial * 2**(attempts-1)`` seconds, at most
   ``retry.max``, shortened by up to ``retry.jitter`` at random (sinks that failed together
   do not retry together), and failed once the alert is ``retry.max_age`` old.

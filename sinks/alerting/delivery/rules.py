@@ -122,8 +122,9 @@ def matches(rule: Rule, event: dict) -> bool:
 def route(event: dict, rules) -> list[str]:
     """The channels ``event`` goes to: those of every matching rule, each once, in order.
 
-    ``rules`` is a :class:`sinks.alerting.delivery.config.config.DeliveryConfig` or a list of :class:`Rule`. Rules with ``after``
-    are left out: their channels get the escalation events of the sinks' tick only.
+    ``rules`` is a :class:`sinks.alerting.delivery.config.DeliveryConfig` or a list of
+    :class:`Rule`. Rules with ``after`` are left out: their channels get the escalation events of
+    the sinks' tick only.
     """
     rules = getattr(rules, "rules", rules)
     out: list[str] = []

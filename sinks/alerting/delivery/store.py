@@ -13,8 +13,8 @@ alert commit together or not at all. The deliverer (:mod:`sinks.alerting.deliver
 and ``lease_until``, so two sinks on one database never hold the same row, and a crashed
 sink's claim simply expires. Rows of one (key, channel) go out in order: a row waits while
 an earlier one of its key and channel is pending, so a resolve never overtakes its trigger.
-A channel with ``group_wait`` (:mod:`sinks.alerting.delivery.grouping`) has its rows claimed with the
-rest of their group, all in the one transaction.
+A channel with ``group_wait`` (:mod:`sinks.alerting.delivery.grouping`) has its rows claimed with
+the rest of their group, all in the one transaction.
 
 Marking a row (:func:`mark`) requires the claim to still be ours; the deliverer sends only
 while its lease has room for the channel's timeout, so a row is sent once unless a sink dies

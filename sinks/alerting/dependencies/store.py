@@ -1,13 +1,13 @@
 """Dependencies at work in the alerting sink: UNREACHABLE hosts, checks held by a parent.
 
-The SQL side of :mod:`sinks.alerting.dependencies.rules`, called from a
-:class:`sinks.alerting.evaluation.Pass` inside its transaction:
+The SQL side of :mod:`sinks.alerting.dependencies.rules`, acting on a transaction's
+:class:`sinks.alerting.port.Port`:
 
 - :class:`Topology` (one per sink): the :class:`~sinks.alerting.dependencies.rules.Graph` from the
   config's ``alerting.dependencies`` and the parents agents declared (``agents.parents``,
   kept by the registry), built again when either changed (the declarations are looked at
   every ``every`` seconds). A cycle the declarations make is broken and logged, throttled.
-- :func:`judge_host`, from the expiry pass, for an agent past its deadline: which parent,
+- :meth:`Parents.judge_host`, from the expiry pass, for an agent past its deadline: which parent,
   if any, holds it (:func:`sinks.alerting.freshness.rules.blocking`, the rule that holds a stale
   check behind its host). A parent DOWN (or UNREACHABLE itself), or a parent check in a
   HARD problem: the host is UNREACHABLE (``host_state.unreachable``), its DOWN is held and
@@ -16,17 +16,16 @@ The SQL side of :mod:`sinks.alerting.dependencies.rules`, called from a
   heartbeats may come through the parent): then, still silent, it is DOWN and pages once.
   A parent not heard since the child's deadline, or a parent check in a SOFT problem: the
   child is not judged yet.
-- :func:`check_blocker`, from every check evaluation: the parent that holds the check's
+- :meth:`Parents.check_blocker`, from every check evaluation: the parent that holds the check's
   problem alerts back (its host UNREACHABLE, or a parent check in a HARD problem),
   recorded as ``check_state.unreachable``; a held alert is not told to the state machine,
-  so it is raised again: by :func:`release` at the tick once the parent is fine.
+  so it is raised again: at the tick once the parent is fine (:func:`held`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select, tuple_
@@ -37,7 +36,7 @@ from sinks.alerting.dependencies.rules import Graph, Ref, declared_refs, path_te
 from sinks.state import db, schema
 
 if TYPE_CHECKING:
-    from sinks.alerting.evaluation import Pass
+    from sinks.alerting.port import Port
 
 log = logging.getLogger(__name__)
 
@@ -140,96 +139,83 @@ def _host_rows(conn, uuids):
         t.c.name == "", t.c.last_heard > 0, t.c.uuid.in_(sorted(set(uuids)))))
 
 
-def _graph(run: Pass) -> Graph:
-    return run.sink.topology.graph(run.conn, run.config.dependencies, run.sink.throttle)
+class Parents:
+    """The parents' states one transaction read (the children behind one parent share
+    them), and the hosts UNREACHABLE, read once: what holds a host or a check back."""
 
+    def __init__(self, port: Port, graph: Graph):
+        self.port, self.graph = port, graph
+        #: parents' states read in this transaction, by their references
+        self.seen: dict = {}
+        #: uuid -> the parent it is UNREACHABLE behind
+        self.unreachable: dict[str, str] | None = None
 
-def _seen(run: Pass, refs) -> dict[str, freshness.Host | None]:
-    """:func:`parent_states` of ``refs``, read once per transaction (the children behind
-    one parent share it)."""
-    seen = run.parents_seen.get(refs)
-    if seen is None:
-        seen = run.parents_seen[refs] = parent_states(run.conn, refs)
-    return seen
+    def _seen(self, refs) -> dict[str, freshness.Host | None]:
+        """:func:`parent_states` of ``refs``, read once per transaction."""
+        seen = self.seen.get(refs)
+        if seen is None:
+            seen = self.seen[refs] = parent_states(self.port.conn, refs)
+        return seen
 
+    def judge_host(self, uuid: str, deadline: float,
+                   timeout: float = 0.0) -> tuple[str, str] | None:
+        """What holds agent ``uuid``, silent past ``deadline`` (its ``timeout`` after its
+        last heartbeat): ``(parent, reason)``, reason :data:`freshness.DOWN` (it is
+        UNREACHABLE) or :data:`freshness.QUIET` (not judged yet); None: nothing, it is
+        DOWN. Not judged is for :data:`HOLD_MAX` seconds at most (a parent check left in a
+        SOFT problem by a plugin that stopped must not hold its children for ever), or,
+        behind a parent that came back after the agent fell silent, until the agent has
+        had its ``timeout`` since (:func:`freshness.returned`)."""
+        port, graph = self.port, self.graph
+        hostname = port.hostname(uuid) if graph else None
+        refs = graph.parents(Ref(hostname)) if hostname else ()
+        if not refs:
+            return None
+        seen = self._seen(refs)
+        blocked = freshness.blocking(seen, deadline)
+        if blocked is None:
+            back = freshness.returned(seen, deadline - timeout, timeout, port.now)
+            return None if back is None else (back, freshness.QUIET)
+        if blocked[1] == freshness.QUIET and port.now - deadline > HOLD_MAX:
+            port.warning(f"hold:{blocked[0]}", "parent %s still not decided %d s after a "
+                         "child's deadline: the child is judged without it", blocked[0],
+                         HOLD_MAX)
+            return None
+        return blocked
 
-def judge_host(run: Pass, uuid: str, deadline: float,
-               timeout: float = 0.0) -> tuple[str, str] | None:
-    """What holds agent ``uuid``, silent past ``deadline`` (its ``timeout`` after its last
-    heartbeat): ``(parent, reason)``, reason :data:`freshness.DOWN` (it is UNREACHABLE) or
-    :data:`freshness.QUIET` (not judged yet); None: nothing, it is DOWN. Not judged is for
-    :data:`HOLD_MAX` seconds at most (a parent check left in a SOFT problem by a plugin
-    that stopped must not hold its children for ever), or, behind a parent that came back
-    after the agent fell silent, until the agent has had its ``timeout`` since
-    (:func:`freshness.returned`)."""
-    graph = _graph(run)
-    hostname = run.hostname(uuid) if graph else None
-    refs = graph.parents(Ref(hostname)) if hostname else ()
-    if not refs:
-        return None
-    seen = _seen(run, refs)
-    blocked = freshness.blocking(seen, deadline)
-    if blocked is None:
-        back = freshness.returned(seen, deadline - timeout, timeout, run.now)
-        return None if back is None else (back, freshness.QUIET)
-    if blocked is not None and blocked[1] == freshness.QUIET \
-            and run.now - deadline > HOLD_MAX:
-        run.sink.throttle.warning(f"hold:{blocked[0]}", "parent %s still not decided %d s "
-                                  "after a child's deadline: the child is judged without it",
-                                  blocked[0], HOLD_MAX)
-        return None
-    return blocked
-
-
-def unreachable(run: Pass, uuid: str, state, blocked: tuple[str, str] | None):
-    """``state`` (a silent agent's, DOWN) with the parent it is UNREACHABLE behind, or none."""
-    parent = blocked[0] if blocked is not None else None
-    if parent != state.unreachable:
+    def check_blocker(self, key: tuple[str, str]) -> str | None:
+        """The parent holding check ``key``'s problem alerts back: its host's, when the host
+        is UNREACHABLE; else the first parent check in a HARD problem; None when none."""
+        port, graph = self.port, self.graph
+        if not graph:
+            return None
+        uuid, plugin = key
+        if self.unreachable is None:
+            t = schema.host_state
+            self.unreachable = dict(port.conn.execute(select(t.c.uuid, t.c.unreachable).where(
+                t.c.name == "", t.c.unreachable.is_not(None))).all())
+        parent = self.unreachable.get(uuid)
         if parent is not None:
-            run.counts["host_unreachable"] += 1
-            log.info("host %s (%s) UNREACHABLE behind %s: held, no page", run.hostname(uuid),
-                     uuid, parent)
-        else:
-            log.info("host %s (%s): parent %s is fine, the host is DOWN", run.hostname(uuid),
-                     uuid, state.unreachable)
-    return replace(state, unreachable=parent)
-
-
-def check_blocker(run: Pass, key: tuple[str, str]) -> str | None:
-    """The parent holding check ``key``'s problem alerts back: its host's, when the host is
-    UNREACHABLE; else the first parent check in a HARD problem; None when none."""
-    graph = _graph(run)
-    if not graph:
+            return parent
+        hostname = port.hostname(uuid)
+        refs = graph.parents(Ref(hostname, plugin)) if hostname else ()
+        if not refs:
+            return None
+        for ref, host in sorted(self._seen(refs).items()):
+            if freshness.held(host, port.now) == freshness.DOWN:
+                return ref
         return None
-    uuid, plugin = key
-    if run.unreachable_hosts is None:
-        t = schema.host_state
-        run.unreachable_hosts = dict(run.conn.execute(select(t.c.uuid, t.c.unreachable).where(
-            t.c.name == "", t.c.unreachable.is_not(None))).all())
-    parent = run.unreachable_hosts.get(uuid)
-    if parent is not None:
-        return parent
-    hostname = run.hostname(uuid)
-    refs = graph.parents(Ref(hostname, plugin)) if hostname else ()
-    if not refs:
-        return None
-    for ref, host in sorted(_seen(run, refs).items()):
-        if freshness.held(host, run.now) == freshness.DOWN:
-            return ref
-    return None
 
 
-def release(run: Pass) -> None:
-    """The tick's pass: checks held by a parent that is fine again get their owed alert now
-    (not at their next result), one across every alerting sink (under the check locks)."""
-    conn = run.conn
-    if not _graph(run) or not db.has_tables(conn, "check_state"):
-        return
+def held(port: Port) -> list[tuple[str, str]]:
+    """The tick's pass: the checks a parent held back (``check_state.unreachable``), read
+    without a lock; those whose parent is fine again get their owed alert now, not at their
+    next result (:meth:`sinks.alerting.evaluation.Evaluation.owed`), one across every
+    alerting sink (under the check locks)."""
+    conn = port.conn
+    if not port.graph() or not db.has_tables(conn, "check_state"):
+        return []
     t = schema.check_state
-    keys = [(r.uuid, r.plugin) for r in conn.execute(
+    return [(r.uuid, r.plugin) for r in conn.execute(
         select(t.c.uuid, t.c.plugin).where(t.c.unreachable.is_not(None))
         .order_by(t.c.updated).limit(LIMIT))]
-    if not keys:
-        return
-    looked = run.owed(keys, lambda state: state.unreachable is not None)  # (else done)
-    run.counts["check_released"] += sum(state.unreachable is None for state in looked)

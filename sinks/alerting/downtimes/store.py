@@ -2,17 +2,17 @@
 
 ``fleetwatch downtime`` adds and removes rows (:func:`add`, :func:`remove`); every alerting
 sink reads those that may cover now (:func:`current`, once per transaction that has an
-alert to deliver: :meth:`sinks.alerting.evaluation.Pass.deliver`, which records what one
-holds back with :func:`record_held`). :func:`ends` is the sinks' tick pass that makes a
+alert to deliver: :func:`sinks.alerting.holds.held_back`, and what one holds back is
+recorded with :func:`record_held`). :func:`uncovered` is the sinks' tick pass that makes a
 downtime's end (and a silence's) deliver what it held: it reads only the downtimes whose
 cover may have ended since the sink's last look, and when one did, the checks whose state
 is owed an alert (a HARD problem, a change or a recovery not told: what a downtime or a
-silence held back) that it named. Those are locked as a result's would be
-(:func:`sinks.alerting.checks.store.lock_checks`), judged again on what is read under the lock (of
-two sinks, the second finds them told), and their owed alerts go through
-:meth:`~sinks.alerting.evaluation.Pass.check_alerts`: delivered once, unless something else
-still covers them. A host held DOWN needs nothing here: it stays ``pending`` and the tick's
-expiry pass raises it again (:func:`sinks.alerting.hosts.store.due_hosts`).
+silence held back) that it named. The sink's evaluation locks those as a result's would be,
+judges them again on what is read under the lock (of two sinks, the second finds them
+told), and delivers their owed alerts once, unless something else still covers them
+(:meth:`sinks.alerting.evaluation.Evaluation.owed`). A host held DOWN needs nothing here: it stays
+``pending`` and the tick's expiry pass raises it again
+(:func:`sinks.alerting.hosts.store.due_hosts`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from fleetwatch.logs import Throttle
-from sinks.alerting.checks import rules as checkstate
 from sinks.alerting.downtimes import rules as downtimes
 from sinks.alerting.silences import store as silencestore
 from sinks.alerting.downtimes.rules import Downtime
@@ -35,7 +34,7 @@ from sinks.state import schema
 from sinks.state.driver import Prepared
 
 if TYPE_CHECKING:
-    from sinks.alerting.evaluation import Pass
+    from sinks.alerting.port import Port
 
 log = logging.getLogger(__name__)
 _throttle = Throttle(log)
@@ -100,17 +99,17 @@ def record_held(conn: Connection, downtime: Downtime, event: dict) -> None:
                             event)
 
 
-def hosts_in_downtime(run: Pass, uuids: Iterable[str]) -> set[str]:
+def hosts_in_downtime(port: Port, uuids: Iterable[str]) -> set[str]:
     """The uuids of ``uuids`` whose host a downtime of the whole host (no check) covers
     now: :func:`sinks.alerting.freshness.rules.held` holds their checks' staleness."""
-    whole = [d for d in run.downtimes() if d.check is None]
+    whole = [d for d in port.downtimes() if d.check is None]
     if not whole:
         return set()
     uuids = sorted(set(uuids))
-    names = run.sink.lookups.hostnames(run.conn, uuids)
+    names = port.hostnames(uuids)
     return {u for u in uuids if downtimes.covering(
-        whole, Subject(u, names.get(u)), run.now, tz=run.sink.tz,
-        ancestors=lambda host: run.sink.ancestors(run.conn, host)) is not None}
+        whole, Subject(u, names.get(u)), port.now, tz=port.tz,
+        ancestors=port.ancestors) is not None}
 
 
 # ---------------------------------------------------------------- the tick
@@ -139,22 +138,18 @@ def ended_covers(conn: Connection, since: float, now: float, tz) -> list[Downtim
     return out
 
 
-def ends(run: Pass, since: float) -> None:
-    """The tick's pass: the checks held back by a cover that ended in ``(since, now]`` get
-    their owed alerts, once."""
-    conn, now, sink = run.conn, run.now, run.sink
-    ended = ended_covers(conn, since, now, sink.tz)
+def uncovered(port: Port, since: float) -> list[tuple[str, str]]:
+    """The tick's pass: the checks owed an alert (read without a lock) that a cover that
+    ended in ``(since, now]`` names; they get their owed alerts, once
+    (:meth:`sinks.alerting.evaluation.Evaluation.owed`)."""
+    conn, now = port.conn, port.now
+    ended = ended_covers(conn, since, now, port.tz)
     if not ended:
-        return
+        return []
     owed = [(r.uuid, r.plugin) for r in conn.execute(_owed_stmt())]
     if not owed:
-        return
-    names = sink.lookups.hostnames(conn, (u for u, _ in owed))
-    ancestors = functools.partial(sink.ancestors, conn)
-    keys = [k for k in owed if any(downtimes.names(d, Subject(k[0], names.get(k[0]), k[1]),
-                                                   ancestors) for d in ended)][:LIMIT]
-    if not keys:
-        return
-    told = run.owed(keys, lambda state: bool(checkstate.owed(state)))  # (not told meanwhile)
-    run.counts["downtime_end_evaluated"] += len(told)
+        return []
+    names = port.hostnames(u for u, _ in owed)
+    return [k for k in owed if any(downtimes.names(d, Subject(k[0], names.get(k[0]), k[1]),
+                                                   port.ancestors) for d in ended)][:LIMIT]
 

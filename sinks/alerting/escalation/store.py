@@ -1,10 +1,10 @@
 """Escalation at work in the alerting sink: told problems counted, due ones escalated.
 
-Two calls, each inside a transaction the sink runs (:class:`sinks.alerting.evaluation.Pass`),
-on the ``notified_problems`` table (one row per told problem, :mod:`sinks.alerting.escalation.rules`):
+Two calls, each acting on a transaction the sink runs (:class:`sinks.alerting.port.Port`), on
+the ``notified_problems`` table (one row per told problem, :mod:`sinks.alerting.escalation.rules`):
 
-- :func:`told`, from :meth:`Pass.deliver` for each alert it enqueues (not for one a silence
-  or a downtime muted): a check's or host's trigger gets its number (the event's
+- :func:`told`, from :func:`sinks.alerting.holds.admit` for each alert it lets out (not for
+  one held back): a check's or host's trigger gets its number (the event's
   ``notification``, which a rule's ``from_notification`` matches when it is routed) and is
   counted in its problem's row, made at the first; a resolve deletes the row. Every caller
   holds the problem's ``check_state`` / ``host_state`` row lock, so of two alerting sinks
@@ -12,9 +12,9 @@ on the ``notified_problems`` table (one row per told problem, :mod:`sinks.alerti
 - :func:`look`, from the sink's tick, only when some rule has ``after``: the told problems
   opened at least the shortest ``after`` ago (an indexed read of open problems only) are
   judged with their acknowledgements (:func:`sinks.alerting.escalation.rules.due`); those due are
-  locked like any evaluation's (checks, then hosts: :mod:`sinks.alerting.state`), read
+  locked like any evaluation's (checks, then hosts: :mod:`sinks.alerting.locks`), read
   again and judged again under the locks (another sink may just have escalated them, or
-  the problem recovered), and each escalation event goes through :meth:`Pass.deliver` to
+  the problem recovered), and each escalation event goes through :meth:`Port.deliver` to
   its rule's channels only. A silence or a downtime mutes it like any alert; a muted one
   is not recorded, so it goes out once the mute is over if the problem is still open and
   unacknowledged. One delivered is recorded in the row's ``escalated``: once per problem
@@ -30,8 +30,6 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Text, bindparam, cast, delete, or_, select, update
 
 from sinks.alerting.acks import store as ackstore
-from sinks.alerting.checks import store as checkstore
-from sinks.alerting.hosts import store as hoststore
 from sinks.alerting.escalation import rules as tiers
 from sinks.alerting.checks.rules import OK
 from sinks.alerting.delivery.rules import Rule
@@ -39,7 +37,7 @@ from sinks.alerting.escalation.rules import Problem
 from sinks.state import schema
 
 if TYPE_CHECKING:
-    from sinks.alerting.evaluation import Pass
+    from sinks.alerting.port import Port
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +50,7 @@ def _problem(r) -> Problem:
                    r.severity, r.status, r.summary, dict(r.escalated or {}))
 
 
-# Statements on the alerts' path are built once (see sinks/alerting/state.py).
+# Statements on the alerts' path are built once (see sinks/alerting/locks.py).
 
 @functools.lru_cache(maxsize=1)
 def _statements():
@@ -63,7 +61,7 @@ def _statements():
     return read, write, end
 
 
-def told(run: Pass, event: dict) -> None:
+def told(port: Port, event: dict) -> None:
     """``event`` is being enqueued: a problem's trigger gets its number (``notification``)
     and is counted; a resolve ends the problem (the next one starts at 1)."""
     if not tiers.tracked(event):
@@ -71,20 +69,20 @@ def told(run: Pass, event: dict) -> None:
     read, write, end = _statements()
     key = str(event["key"])[:schema.KEY.length]
     if event["action"] == "resolve":
-        run.conn.execute(end, {"k": key})
+        port.conn.execute(end, {"k": key})
         return
-    row = run.conn.execute(read, {"k": key}).first()
-    problem = tiers.told(None if row is None else _problem(row), event, run.now)
+    row = port.conn.execute(read, {"k": key}).first()
+    problem = tiers.told(None if row is None else _problem(row), event, port.now)
     event["notification"] = problem.notifications
     values = {"notifications": problem.notifications, "severity": problem.severity,
               "status": problem.status, "summary": problem.summary,
-              "escalated": problem.escalated, "updated": run.now}
+              "escalated": problem.escalated, "updated": port.now}
     if row is None:
-        run.conn.execute(schema.notified_problems.insert(), {
+        port.conn.execute(schema.notified_problems.insert(), {
             "key": key, "uuid": problem.uuid, "check_name": problem.check,
             "kind": problem.kind, "opened": problem.opened, **values})
     else:
-        run.conn.execute(write, {"k": key, **values})
+        port.conn.execute(write, {"k": key, **values})
 
 
 # ---------------------------------------------------------------- the tick
@@ -101,23 +99,23 @@ def acks_of(conn, problems: dict[str, Problem]) -> dict[str, list]:
     return out
 
 
-def _judge(run: Pass, problems: dict[str, Problem], rules: list[tuple[Rule, str]]):
+def _judge(port: Port, problems: dict[str, Problem], rules: list[tuple[Rule, str]]):
     """(problem, owed, due) of each problem past some rule's ``after`` and not escalated to
     it (:func:`sinks.alerting.escalation.rules.owed`), with the rules whose other conditions its
     escalation event matches (:func:`sinks.alerting.escalation.rules.due`). Cheap first: problems
     escalated to every rule are skipped before acknowledgements and hostnames are read."""
     waiting = {k: p for k, p in problems.items()
                if any(fp not in p.escalated for _, fp in rules)}
-    acks = acks_of(run.conn, waiting)
+    acks = acks_of(port.conn, waiting)
     owed = []
     for key, problem in waiting.items():
-        since = tiers.unacked_since(problem, acks.get(key, ()), run.now)
-        rules_owed = tiers.owed(problem, rules, since, run.now)
+        since = tiers.unacked_since(problem, acks.get(key, ()), port.now)
+        rules_owed = tiers.owed(problem, rules, since, port.now)
         if rules_owed:
             owed.append((problem, since, rules_owed))
-    names = run.sink.lookups.hostnames(run.conn, {p.uuid for p, _, _ in owed})
+    names = port.hostnames({p.uuid for p, _, _ in owed})
     return [(problem, rules_owed,
-             tiers.due(problem, rules_owed, since, names.get(problem.uuid), run.now))
+             tiers.due(problem, rules_owed, since, names.get(problem.uuid), port.now))
             for problem, since, rules_owed in owed]
 
 
@@ -127,13 +125,13 @@ def wanted(delivery) -> bool:
     return any(r.after_seconds is not None for r in delivery.rules)
 
 
-def look(run: Pass) -> None:
+def look(port: Port) -> None:
     """The tick's escalation pass: due problems get their escalation events."""
-    rules = [(r, tiers.fingerprint(r)) for r in run.config.delivery.rules
+    rules = [(r, tiers.fingerprint(r)) for r in port.config.delivery.rules
              if r.after_seconds is not None]
     if not rules:
         return
-    conn, now = run.conn, run.now
+    conn, now = port.conn, port.now
     t = schema.notified_problems
     shortest = min(r.after_seconds for r, _ in rules)
     # not yet escalated to every rule: filtered by the database (reading and decoding
@@ -142,16 +140,16 @@ def look(run: Pass) -> None:
     problems = {r.key: _problem(r) for r in conn.execute(select(t).where(
         t.c.opened <= now - shortest,
         or_(t.c.escalated.is_(None), *(~escalated.contains(fp) for _, fp in rules))))}
-    owed = _judge(run, problems, rules)[:LIMIT]
+    owed = _judge(port, problems, rules)[:LIMIT]
     if not owed:
         return
     checks = [(p.uuid, p.check) for p, _, _ in owed if p.kind == "check"]
     hosts = [(p.uuid, p.check or "") for p, _, _ in owed if p.kind == "host"]
-    check_states = checkstore.lock_checks(conn, checks, now, run.sink.known_checks)
-    host_states = hoststore.lock_hosts(conn, hosts, now, run.sink.known_hosts)
+    check_states = port.lock_checks(checks)
+    host_states = port.lock_hosts(hosts)
     keys = sorted(p.key for p, _, _ in owed)
     again = {r.key: _problem(r) for r in conn.execute(select(t).where(t.c.key.in_(keys)))}
-    for problem, rules_owed, escalations in _judge(run, again, rules):
+    for problem, rules_owed, escalations in _judge(port, again, rules):
         if not _told(problem, check_states, host_states):
             # its state says nothing is told (a row left by a failure): no problem to page
             conn.execute(delete(t).where(t.c.key == problem.key))
@@ -163,14 +161,14 @@ def look(run: Pass) -> None:
         # None: not read again until its next notification clears the marks (tiers.told)
         escalated = {**problem.escalated, **{fp: None for _, fp in rules_owed}}
         for rule, event in escalations:
-            if run.deliver(event, problem.check, since, rules=[Rule(channels=rule.channels)]):
+            if port.deliver(event, problem.check, since, rules=[Rule(channels=rule.channels)]):
                 escalated[tiers.fingerprint(rule)] = now
-                run.counts["escalation_sent"] += 1
+                port.counts["escalation_sent"] += 1
                 log.info("problem %s escalated to %s after %s unacknowledged", problem.key,
                          ", ".join(rule.channels), tiers.span(rule.after_seconds))
             else:
                 del escalated[tiers.fingerprint(rule)]      # muted: judged again
-                run.counts["escalation_muted"] += 1
+                port.counts["escalation_muted"] += 1
         if escalated != problem.escalated:
             conn.execute(update(t).where(t.c.key == problem.key)
                          .values(escalated=escalated, updated=now))

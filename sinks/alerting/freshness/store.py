@@ -1,7 +1,7 @@
 """The freshness rule at work in the alerting sink: results heard, stale checks judged.
 
 Two calls from the sink, each inside a transaction it runs
-(:class:`sinks.alerting.evaluation.Pass`):
+(:class:`sinks.alerting.port.Port`):
 
 - :func:`heard`, from the results' evaluation: each (uuid, plugin) that got a result is
   heard now (the sink's clock), and stale no more (``check_freshness``), under the
@@ -9,12 +9,12 @@ Two calls from the sink, each inside a transaction it runs
 - :func:`look`, from the sink's tick: every scheduled check (a plugin declared with an
   ``interval``, ``plugins``, read again when it changed: :class:`Scheduled`) that may be
   due is judged by :func:`sinks.alerting.freshness.rules.due` against its ``check_freshness``
-  row and its agent's ``host_state``; those due are locked
-  (:func:`sinks.alerting.checks.store.lock_checks`, like any result's), judged again on what is
-  read under the lock (another sink may have just done it), and given an UNKNOWN result
+  row and its agent's ``host_state``; those due (a :class:`Look`) are locked like any
+  result's by the sink's evaluation, judged again on what is read under the lock
+  (:meth:`Look.again`: another sink may have just done it), and given an UNKNOWN result
   "stale: no result for N s" through the check state machine: SOFT, then HARD, one alert
   across every alerting sink (an acknowledgement holds its alerts back as it does a real
-  result's, :mod:`sinks.alerting.acks.store`). The stale result does not move the check's
+  result's, :func:`sinks.alerting.holds.held_back`). The stale result does not move the check's
   order key (``last_result``), so any real result that comes later is applied and recovers
   it.
 """
@@ -22,25 +22,19 @@ Two calls from the sink, each inside a transaction it runs
 from __future__ import annotations
 
 import functools
-import logging
 import math
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from sqlalchemy import bindparam, exists, func, select, text, tuple_
 
-from sinks.alerting.checks import rules as checkstate
 from sinks.alerting.downtimes import store as downtimestore
 from sinks.alerting.freshness import rules as freshness
-from sinks.alerting.checks import store as checkstore
-from sinks.alerting.acks.store import Cover
 from sinks.state import db, schema
 
 if TYPE_CHECKING:
-    from sinks.alerting.evaluation import Pass
-
-log = logging.getLogger(__name__)
+    from sinks.alerting.port import Port
 
 Key = tuple[str, str]
 #: stale checks judged per tick, at most (the rest at the next tick)
@@ -183,61 +177,47 @@ def hosts(conn, uuids) -> dict[str, freshness.Host]:
     return {r.uuid: freshness.Host(bool(r.up), r.last_heard) for r in conn.execute(stmt)}
 
 
-def process_held(run: Pass, uuid: str, state, timeout: float) -> bool:
-    """Whether a local process's silence past ``timeout`` is held back by its agent's, as
-    a check's staleness is (:func:`sinks.alerting.freshness.rules.held`): its heartbeats come
-    through the agent, so an agent gone quiet is its one DOWN, not one per process."""
-    if not state.up or not freshness.overdue(state.last_heard, timeout, run.now):
-        return False
-    reason = freshness.held(hosts(run.conn, [uuid]).get(uuid), state.last_heard + timeout)
-    if reason is not None:
-        run.counts["process_held"] += 1
-    return reason is not None
+@dataclass(frozen=True)
+class Look:
+    """The tick's stale checks: those due (``due``, judged before their rows are locked),
+    their watches, their agents' heartbeat state and the time silence is counted from at
+    the earliest (``floor``: when the sink started)."""
+
+    due: list[Key]
+    watches: dict[Key, freshness.Watch]
+    known: dict[str, freshness.Host]
+    floor: float
+
+    def again(self, port: Port) -> dict[Key, freshness.Watch]:
+        """Those still due on their ``check_freshness`` rows read again (the caller holds
+        their ``check_state`` locks: another sink may have just judged them), in order."""
+        watches = _with_rows(port.conn, self.watches, self.due)
+        return {k: watches[k] for k in self.due
+                if freshness.due(watches[k], port.now, self.known.get(k[0]), self.floor)}
+
+    def mark(self, port: Port, keys: list[Key]) -> None:
+        """``keys`` got their stale result now."""
+        if keys:
+            port.conn.execute(_stale_stmt(), [{"uuid": u, "plugin": p, "now": port.now}
+                                              for u, p in keys])
+            port.counts["check_stale"] += len(keys)
 
 
-def look(run: Pass) -> None:
-    """The tick's freshness pass: stale checks get their UNKNOWN result."""
-    conn, now = run.conn, run.now
-    floor = run.sink.started_at or now
-    watches = run.sink.scheduled.candidates(conn, now)
+def look(port: Port, scheduled: Scheduled) -> Look | None:
+    """The tick's freshness pass: the scheduled checks due a stale result (None: none);
+    the sink's evaluation gives them their UNKNOWN result
+    (:meth:`sinks.alerting.evaluation.Evaluation.stale`)."""
+    conn, now = port.conn, port.now
+    floor = port.started_at or now
+    watches = scheduled.candidates(conn, now)
     if not watches:
-        return
+        return None
     known = hosts(conn, (u for u, _ in watches))
-    for uuid in downtimestore.hosts_in_downtime(run, (u for u, _ in watches)):
+    for uuid in downtimestore.hosts_in_downtime(port, (u for u, _ in watches)):
         known[uuid] = replace(known.get(uuid) or freshness.Host(), downtime=True)
     due = sorted(k for k, w in watches.items()
                  if freshness.due(w, now, known.get(k[0]), floor))[:LIMIT]
-    if not due:
-        return
-    states = checkstore.lock_checks(conn, due, now, run.sink.known_checks)
-    watches = _with_rows(conn, watches, due)            # again, under the locks
-    declared = run.sink.lookups.max_attempts(conn, due)
-    acked = Cover(conn, due, now)
-    changed, stale = {}, []
-    for key in due:
-        watch = watches[key]
-        if not freshness.due(watch, now, known.get(key[0]), floor):
-            continue                    # another sink got there first
-        policy = run.config.check_policy(declared.get(key))
-        changed[key] = (_stale_result(run, key, states[key], watch, policy, acked),
-                        policy.max_attempts)
-        stale.append({"uuid": key[0], "plugin": key[1], "now": now})
-    checkstore.save_checks(conn, changed, now)
-    if stale:
-        conn.execute(_stale_stmt(), stale)
-        run.counts["check_stale"] += len(stale)
-
-
-def _stale_result(run: Pass, key: Key, state: checkstate.CheckState,
-                  watch: freshness.Watch, policy: checkstate.Policy, acked: Cover):
-    uuid, plugin = key
-    output = freshness.stale_text(watch, run.now)
-    step = checkstate.evaluate(state, checkstate.UNKNOWN,
-                               freshness.stale_order(state.last_result), run.now, policy)
-    new = replace(step.state, last_result=state.last_result)
-    log.info("check %s of %s stale: %s (%s attempt %d/%d)", plugin, uuid, output,
-             checkstate.state_type(new), new.attempt, policy.max_attempts)
-    return run.check_alerts(key, new, step.alerts, policy.max_attempts, output, "", acked)
+    return Look(due, watches, known, floor) if due else None
 
 
 @functools.lru_cache(maxsize=1)

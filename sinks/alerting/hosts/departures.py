@@ -1,8 +1,8 @@
 """Agents that leave: GONE (a DEREGISTER, or ephemeral and silent), their checks and told
 problems ended without paging anyone, and, ``forget_after`` later, forgotten.
 
-Two calls from the sink, each inside a transaction it runs
-(:class:`sinks.alerting.evaluation.Pass`):
+Two calls from the sink, each acting on a transaction it runs
+(:class:`sinks.alerting.port.Port`):
 
 - :func:`depart`, for a batch's DEREGISTERs and for the ephemeral agents the expiry pass
   found silent (:func:`sinks.alerting.hosts.rules.gone` is the state rule);
@@ -25,7 +25,7 @@ from sinks.alerting.hosts import store as hoststore
 from sinks.state import forget as forgetting, schema
 
 if TYPE_CHECKING:
-    from sinks.alerting.evaluation import Pass
+    from sinks.alerting.port import Port
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ FORGET_LIMIT = 1000
 GONE = "gone"
 
 
-def depart(run: Pass, leaving: dict[str, float | None]) -> None:
+def depart(port: Port, leaving: dict[str, float | None]) -> None:
     """Agents ``leaving`` (uuid -> its DEREGISTER's ``ts``, or None: ephemeral and gone
     silent) are GONE (:func:`sinks.alerting.hosts.rules.gone`): the problems they had told are
     closed by a resolve that pages nobody (their acknowledgements end), their checks'
@@ -44,64 +44,63 @@ def depart(run: Pass, leaving: dict[str, float | None]) -> None:
     ``host_state`` row of theirs (the agent's, its processes') is GONE, kept as a
     tombstone that a late heartbeat does not revive, until :func:`forget`."""
     uuids = sorted(leaving)
-    names = run.sink.lookups.hostnames(run.conn, uuids)
-    checks = hoststore.keys_of(run.conn, schema.check_state, uuids)
-    checkstore.lock_checks(run.conn, checks, run.now)
-    keys = set(hoststore.keys_of(run.conn, schema.host_state, uuids))
-    states = hoststore.lock_hosts(run.conn, keys | {(u, "") for u in uuids}, run.now,
-                                   run.sink.known_hosts)
-    closed = _close_problems(run, uuids, leaving, names)
+    names = port.hostnames(uuids)
+    checks = hoststore.keys_of(port.conn, schema.check_state, uuids)
+    checkstore.lock_checks(port.conn, checks, port.now)
+    keys = set(hoststore.keys_of(port.conn, schema.host_state, uuids))
+    states = port.lock_hosts(keys | {(u, "") for u in uuids})
+    closed = _close_problems(port, uuids, leaving, names)
     for t in (schema.check_state, schema.check_freshness, schema.checks):
-        run.conn.execute(delete(t).where(t.c.uuid.in_(uuids)))
+        port.conn.execute(delete(t).where(t.c.uuid.in_(uuids)))
     t = schema.acknowledgements                     # their problems are closed
-    run.counts["ack_gone"] += run.conn.execute(update(t).where(
+    port.counts["ack_gone"] += port.conn.execute(update(t).where(
         t.c.uuid.in_(uuids), t.c.ended.is_(None)).values(
-        ended=run.now, end_reason=GONE)).rowcount or 0
-    run.sink.known_checks.difference_update(checks)
+        ended=port.now, end_reason=GONE)).rowcount or 0
+    port.forget_checks(checks)
     changed = {}
     for key, state in states.items():
-        new = hoststate.gone(state, run.now, leaving[key[0]])
+        new = hoststate.gone(state, port.now, leaving[key[0]])
         changed[key] = (new, new.last_heard)
-    hoststore.save_hosts(run.conn, changed, run.now)
+    port.save_hosts(changed)
     for uuid in uuids:
         deregistered = leaving[uuid] is not None
-        run.counts["host_deregistered" if deregistered else "host_left"] += 1
+        port.counts["host_deregistered" if deregistered else "host_left"] += 1
         log.info("agent %s (%s) gone (%s): checks ended, %d problems closed", uuid,
                  names.get(uuid), "deregistered" if deregistered else
                  "ephemeral and silent", closed.get(uuid, 0))
 
 
-def _close_problems(run: Pass, uuids: list[str], leaving: dict,
+def _close_problems(port: Port, uuids: list[str], leaving: dict,
                     names: dict) -> dict[str, int]:
     """Each problem the agents told is closed by a resolve that pages nobody; how many
     per agent."""
     t = schema.notified_problems
-    problems = run.conn.execute(select(t).where(t.c.uuid.in_(uuids))
+    problems = port.conn.execute(select(t).where(t.c.uuid.in_(uuids))
                                 .order_by(t.c.key)).all()
     closed: dict[str, int] = {}
     for problem in problems:
         why = "deregistered" if leaving[problem.uuid] is not None else \
             "ephemeral and silent"
-        event = alertevents.gone_event(problem, names.get(problem.uuid), why, run.now)
-        run.deliver(event, problem.check_name)
-        run.conn.execute(delete(t).where(t.c.key == problem.key))   # muted all the same
+        event = alertevents.gone_event(problem, names.get(problem.uuid), why, port.now)
+        port.deliver(event, problem.check_name)
+        port.conn.execute(delete(t).where(t.c.key == problem.key))   # muted all the same
         closed[problem.uuid] = closed.get(problem.uuid, 0) + 1
-    run.counts["problem_closed_gone"] += len(problems)
+    port.counts["problem_closed_gone"] += len(problems)
     return closed
 
 
-def forget(run: Pass) -> None:
+def forget(port: Port) -> None:
     """Agents GONE for ``forget_after`` are forgotten: every row of theirs, the
     registry's too (:func:`sinks.state.forget.forget`), so the state database stays
     the size of the live fleet however many instances came and went."""
     t = schema.host_state
-    uuids = list(run.conn.execute(select(t.c.uuid).where(
+    uuids = list(port.conn.execute(select(t.c.uuid).where(
         t.c.name == "", t.c.gone.is_not(None),
-        t.c.gone <= run.now - run.config.forget_after).order_by(t.c.gone)
+        t.c.gone <= port.now - port.config.forget_after).order_by(t.c.gone)
         .limit(FORGET_LIMIT)).scalars())
     if not uuids:
         return
-    removed = forgetting.forget(run.conn, uuids, run.now)
-    run.counts["host_forgotten"] += len(uuids)
+    removed = forgetting.forget(port.conn, uuids, port.now)
+    port.counts["host_forgotten"] += len(uuids)
     log.info("forgot %d agents gone for %.0fs or more (rows removed: %s)", len(uuids),
-             run.config.forget_after, ", ".join(f"{k} {v}" for k, v in removed.items()))
+             port.config.forget_after, ", ".join(f"{k} {v}" for k, v in removed.items()))

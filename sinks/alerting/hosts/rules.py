@@ -12,7 +12,7 @@ strictly past the timeout). The timeout is ``timeout`` when set, else ``interval
 host's own heartbeat interval (the HEARTBEAT's ``interval``), at least ``minimum``. A
 local process that never said its interval is recorded but never timed out; one whose
 agent went quiet too is held back by the caller, as a stale check is
-(:func:`sinks.alerting.freshness.store.process_held`).
+(:meth:`sinks.alerting.evaluation.Evaluation.expire`).
 
 A host can also be GONE (:func:`gone`): its agent deregistered (its DEREGISTER), or it is
 ephemeral (``ephemeral: true`` in its agent's config, an autoscaled instance) and went

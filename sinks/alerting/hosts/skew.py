@@ -1,9 +1,9 @@
 """A sender's clock against the sink's: counted, and shown as "clock skew N s".
 
-A sender's clock decides nothing here (results are ordered by :mod:`sinks.alerting.checks.ordering`),
-but one far off is a fault worth seeing: its times in every table and page are wrong. The
-skew of a message is its ``ts`` minus the sink's clock when it arrived (the relay's delay
-reads as a few milliseconds behind). HEARTBEATs and RESULTs further off than the
+A sender's clock decides nothing here (results are ordered by
+:mod:`sinks.alerting.checks.ordering`), but one far off is a fault worth seeing: its times in every
+table and page are wrong. The skew of a message is its ``ts`` minus the sink's clock when it arrived
+(the relay's delay reads as a few milliseconds behind). HEARTBEATs and RESULTs further off than the
 ``clock_skew`` setting are counted (``clock_skewed``); an agent's skew, from its latest
 heartbeat, is kept in ``host_state.clock_skew`` (whole seconds; NULL within the setting),
 which ``fleetwatch status`` and the console show for that host.

@@ -8,8 +8,8 @@ like host names) and optionally a check by glob; it lasts from ``created`` until
   a local process of that name, and notifications whose ``source`` matches.
 
 A muted alert is recorded as suppressed and not delivered; the state machines
-(:mod:`sinks.alerting.checks.rules`, :mod:`sinks.alerting.hosts.rules`) do not count it as told, so whatever is
-still true when the silence ends is alerted then. Pure logic; the tables are in
+(:mod:`sinks.alerting.checks.rules`, :mod:`sinks.alerting.hosts.rules`) do not count it as told, so
+whatever is still true when the silence ends is alerted then. Pure logic; the tables are in
 :mod:`sinks.state.schema`, the command in :mod:`fleetwatch.cli.silence`.
 """
 

@@ -3,8 +3,8 @@ and ``host_state``.
 
 Two alerting sinks share those tables (PUSH spreads results and heartbeats between them), so
 a transition must be decided by one of them only. Every evaluation reads its rows with
-:func:`lock` (through :func:`sinks.alerting.checks.rules.store.lock_checks` and
-:func:`sinks.alerting.hosts.rules.store.lock_hosts`) inside the write transaction: on PostgreSQL
+:func:`lock` (through :func:`sinks.alerting.checks.store.lock_checks` and
+:func:`sinks.alerting.hosts.store.lock_hosts`) inside the write transaction: on PostgreSQL
 ``SELECT ... FOR UPDATE`` (a missing row is first inserted with ``ON CONFLICT DO NOTHING``,
 so there is always a row to lock, and the second sink waits for the first's commit), on
 SQLite the sinks' writer engine begins every transaction with ``BEGIN IMMEDIATE``
@@ -72,7 +72,7 @@ def _insert_missing(name: str) -> TextClause:
 
 
 def lock(conn: Connection, table, names: tuple[str, str], keys: Iterable[tuple[str, str]],
-          placeholder, known: set | None) -> dict:
+         placeholder, known: set | None) -> dict:
     """The rows of ``keys`` (a row made for each missing key), locked, by key.
 
     ``known`` holds keys this sink has seen rows for: their placeholder insert is skipped

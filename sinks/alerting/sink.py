@@ -184,7 +184,7 @@ class AlertingSink(db.DatabaseSink):
         threshold get an UNKNOWN stale result (:mod:`sinks.alerting.freshness.store`); checks
         held back by a parent that is fine again get their owed alert
         (:mod:`sinks.alerting.dependencies.store`), and so do those a downtime or a silence that
-        ended since the last tick held back (:func:`sinks.alerting.downtimes.store.ends`);
+        ended since the last tick held back (:func:`sinks.alerting.downtimes.store.uncovered`);
         problems unacknowledged for a rule's ``after`` are escalated
         (:mod:`sinks.alerting.escalation.store`). Called by the loop every ``tick_interval``."""
         now = self.clock()

@@ -170,3 +170,17 @@ def test_a_notification_is_held_by_a_silence_of_its_source():
     assert [e["key"] for e in port.enqueued] == [f"{WEB}/notify/m2"]
     assert [(r, by.id) for r, by, _ in port.held] == [(holds.SILENCED, 9)]
     assert port.counts["notify_recorded"] == 2 and port.counts["notify_already_recorded"] == 1
+
+
+def test_the_recording_port_and_the_sinks_port_offer_what_the_port_says():
+    """The fake is honest: it and the sink's adapter (sinks/alerting/transaction.py) have
+    every member of sinks/alerting/port.py's Port, and nothing else is asked of them."""
+    from sinks.alerting.port import Port
+    from sinks.alerting.transaction import Transaction
+    wanted = {name for name in vars(Port) if not name.startswith("_")} | \
+        set(Port.__annotations__)
+    assert wanted - set(dir(RecordingPort())) == set()
+
+    class Sink:
+        config, tz, started_at = AlertingConfig(), None, T0
+    assert wanted - set(dir(Transaction(Sink(), None, T0))) == set()

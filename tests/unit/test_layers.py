@@ -180,3 +180,16 @@ def test_the_circle_finder_sees_a_lazy_circle(tmp_path, monkeypatch):
     (package / "d.py").write_text("from sinks.x import a\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert import_circles(package) == [["sinks.x.a", "sinks.x.b", "sinks.x.c"]]
+
+
+def test_the_alerting_concepts_never_import_the_evaluation_nor_the_sink():
+    """sinks/alerting/port.py: a concept (a package of sinks/alerting) acts on a transaction
+    through its port; it imports neither the evaluation, nor the sink, nor the port's
+    adapter, not even for type checking."""
+    composers = ("sinks.alerting.evaluation", "sinks.alerting.sink",
+                 "sinks.alerting.transaction")
+    found = [f"{path.relative_to(ROOT)}:{line}: {dst}"
+             for path in sorted((ROOT / "sinks" / "alerting").glob("*/*.py"))
+             for line, dst in imports(path)
+             if any(dst == c or dst.startswith(c + ".") for c in composers)]
+    assert found == []

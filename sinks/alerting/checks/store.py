@@ -18,9 +18,10 @@ from sinks.state import schema
 
 CheckKey = tuple[str, str]      # (uuid, plugin)
 
-FIELDS = ("status", "hard", "attempt", "hard_status", "since", "last_change",
-                 "last_result", "history", "percent", "flapping", "notified", "last_notified",
-                 "flap_notified", "unreachable", "received", "boot", "seq")
+#: the columns of ``check_state`` that are a :class:`CheckState`'s fields
+FIELDS = ("status", "hard", "attempt", "hard_status", "since", "last_change", "last_result",
+          "history", "percent", "flapping", "notified", "last_notified", "flap_notified",
+          "unreachable", "received", "boot", "seq")
 
 
 def lock_checks(conn: Connection, keys: Iterable[CheckKey], now: float,
@@ -29,8 +30,8 @@ def lock_checks(conn: Connection, keys: Iterable[CheckKey], now: float,
     blank = CheckState()
     fields = {f: getattr(blank, f) for f in FIELDS}
     rows = lock(conn, schema.check_state, ("uuid", "plugin"), keys,
-                 lambda k: {"uuid": k[0], "plugin": k[1], "max_attempts": 0, "updated": now,
-                            **fields}, known)
+                lambda k: {"uuid": k[0], "plugin": k[1], "max_attempts": 0, "updated": now,
+                           **fields}, known)
     return {k: CheckState(**{f: getattr(r, f) for f in FIELDS}) for k, r in rows.items()}
 
 

@@ -6,7 +6,7 @@ kinds); :func:`route` gives an event the channels of every rule it matches
 escalation of a problem (:mod:`sinks.alerting.escalation.store`): ``from_notification: N``
 matches a problem's Nth notification and later (the alert event's ``notification``),
 ``after`` is not matched when an alert is routed but by the sinks' tick. Pure; the rest of
-the section (channels, retries) is :mod:`sinks.alerting.delivery.config.config`.
+the section (channels, retries) is :mod:`sinks.alerting.delivery.config`.
 """
 
 from __future__ import annotations

@@ -21,8 +21,9 @@ from sinks.state import schema
 
 HostKey = tuple[str, str]       # (uuid, name); name "" is the agent itself
 
+#: the columns of ``host_state`` that are a :class:`HostState`'s fields
 FIELDS = ("up", "last_heard", "interval", "since", "routers", "notified", "unreachable",
-                "gone", "deregistered")
+          "gone", "deregistered")
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,16 +39,15 @@ def _due_hosts():
     return late, owed
 
 
-
 def lock_hosts(conn: Connection, keys: Iterable[HostKey], now: float,
                known: set | None = None) -> dict[HostKey, HostState | None]:
     """The state of each host, locked; None for a host never heard before (nor GONE)."""
     rows = lock(conn, schema.host_state, ("uuid", "name"), keys,
-                 lambda k: {"uuid": k[0], "name": k[1], "up": True, "last_heard": 0.0,
-                            "interval": None, "deadline": 0.0, "since": now, "routers": {},
-                            "notified": False, "pending": False, "updated": now,
-                            "unreachable": None, "gone": None, "deregistered": None,
-                            "clock_skew": None}, known)
+                lambda k: {"uuid": k[0], "name": k[1], "up": True, "last_heard": 0.0,
+                           "interval": None, "deadline": 0.0, "since": now, "routers": {},
+                           "notified": False, "pending": False, "updated": now,
+                           "unreachable": None, "gone": None, "deregistered": None,
+                           "clock_skew": None}, known)
     return {k: None if not r.last_heard and r.gone is None else HostState(
         up=r.up, last_heard=r.last_heard, interval=r.interval, since=r.since,
         routers=dict(r.routers or {}), notified=r.notified, unreachable=r.unreachable,

@@ -1,14 +1,14 @@
 """One transaction's evaluation: a batch's rows through the state machines into alerts.
 
-An :class:`Evaluation` acts on one transaction through its :class:`sinks.alerting.port.Port`
-only (so it is unit-tested on a recording port, without a database). It records new
-notifications, runs every result through the Nagios state machine
-(:mod:`sinks.alerting.checks.rules`) and every heard router through the host state
-(:mod:`sinks.alerting.hosts.rules`), on state rows the port locks first; and turns what
+An :class:`Evaluation` acts on one transaction through its
+:class:`sinks.alerting.port.EvaluationPort` only (so it is unit-tested on a recording port,
+without a database). It records new notifications, runs every result through the Nagios
+state machine (:mod:`sinks.alerting.checks.rules`) and every heard router through the host
+state (:mod:`sinks.alerting.hosts.rules`), on state rows the port locks first; and turns what
 changed into alert events (:mod:`sinks.alerting.delivery.events`), each asked
-:func:`sinks.alerting.holds.held_back` before it goes out: an acknowledgement, a parent,
-a silence or a downtime holds it back, and then it is not told to the state machine, so it
-is raised again (a check's owed alerts: :meth:`Evaluation.owed`; a host's: the tick's
+:func:`sinks.alerting.holds.held_back` before it goes out: an acknowledgement, a parent, a
+silence or a downtime holds it back, and then it is not told to the state machine, so it is
+raised again (a check's owed alerts: :meth:`Evaluation.owed`; a host's: the tick's
 :meth:`Evaluation.expire`). The tick's stale results (:meth:`Evaluation.stale`) take the
 same path as real ones.
 """
@@ -26,7 +26,7 @@ from sinks.alerting.delivery import events as alertevents
 from sinks.alerting.freshness import rules as freshness
 from sinks.alerting.hosts import rules as hoststate
 from sinks.alerting.hosts.skew import beyond
-from sinks.alerting.port import Port
+from sinks.alerting.port import EvaluationPort
 from sinks.alerting.rows import order
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 class Evaluation:
     """One transaction's evaluation, acting through ``port``."""
 
-    def __init__(self, port: Port):
+    def __init__(self, port: EvaluationPort):
         self.port = port
 
     def _cover(self, keys) -> Cover:

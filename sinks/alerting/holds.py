@@ -1,8 +1,8 @@
 """Why an alert is held back: one predicate, asked on every path an alert takes out.
 
 Icinga 2's ``NotificationSuppressed``, as one function (:func:`held_back`) of the alert and
-what the transaction knows (a :class:`sinks.alerting.port.Port`). An alert is held back, in
-this order:
+what the transaction knows (a :class:`sinks.alerting.port.EvaluationPort`). An alert is held
+back, in this order:
 
 - **acknowledged**: a problem's trigger under an active acknowledgement of it
   (:func:`sinks.alerting.acks.rules.holds`);
@@ -31,7 +31,7 @@ from sinks.alerting.silences.rules import Subject, first_match
 
 if TYPE_CHECKING:
     from sinks.alerting.acks.rules import Ack
-    from sinks.alerting.port import Port
+    from sinks.alerting.port import EvaluationPort
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,9 @@ COUNTS = {ACKNOWLEDGED: "alert_acknowledged", PARENT_DOWN: "alert_held_by_parent
           DOWNTIME: "alert_downtime"}
 
 
-def held_back(port: Port, event: dict, check: str | None, since: float | None = None,
-              ack: Ack | None = None, parent: str | None = None) -> tuple[str, object] | None:
+def held_back(port: EvaluationPort, event: dict, check: str | None,
+              since: float | None = None, ack: Ack | None = None,
+              parent: str | None = None) -> tuple[str, object] | None:
     """Why ``event`` is held back now, and by what: ``(reason, by)``, ``by`` the
     acknowledgement, the parent, the silence or the downtime; None: it goes out.
 
@@ -70,10 +71,10 @@ def held_back(port: Port, event: dict, check: str | None, since: float | None = 
     return None
 
 
-def admit(port: Port, event: dict, check: str | None, since: float | None = None,
+def admit(port: EvaluationPort, event: dict, check: str | None, since: float | None = None,
           ack: Ack | None = None, parent: str | None = None) -> bool:
     """Whether ``event`` is to be enqueued (:func:`held_back` says nothing holds it; a
-    problem's trigger is then numbered, :meth:`Port.number`). A hold is counted; what a
+    problem's trigger is then numbered, :meth:`EvaluationPort.number`). A hold is counted; what a
     silence or a downtime held is recorded."""
     hold = held_back(port, event, check, since, ack, parent)
     if hold is None:
@@ -89,8 +90,9 @@ def admit(port: Port, event: dict, check: str | None, since: float | None = None
     return False
 
 
-def deliver(port: Port, event: dict, check: str | None, since: float | None = None,
-            rules=None, ack: Ack | None = None, parent: str | None = None) -> bool:
+def deliver(port: EvaluationPort, event: dict, check: str | None,
+            since: float | None = None, rules=None, ack: Ack | None = None,
+            parent: str | None = None) -> bool:
     """Enqueue ``event`` unless it is held back (:func:`admit`); ``rules``: the routing
     rules instead of the configured ones (an escalation's own rule)."""
     if not admit(port, event, check, since, ack, parent):
@@ -100,7 +102,7 @@ def deliver(port: Port, event: dict, check: str | None, since: float | None = No
     return True
 
 
-def told(port: Port, event: dict) -> None:
+def told(port: EvaluationPort, event: dict) -> None:
     """``event`` was enqueued: counted and logged."""
     port.counts[f"alert_{event['kind']}_{event['action']}"] += 1
     # every NOTIFY is an alert: those at DEBUG, state changes at INFO

@@ -1,4 +1,5 @@
-"""The :class:`sinks.alerting.port.Port` of one transaction of an alerting sink.
+"""The port of one transaction of an alerting sink (a
+:class:`sinks.alerting.port.EvaluationPort`).
 
 The sink makes a :class:`Transaction` for each attempt of a transaction, over its
 connection: the thin adapter from what the evaluation and the concepts may do to the

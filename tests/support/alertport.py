@@ -1,5 +1,5 @@
-"""A recording :class:`sinks.alerting.port.Port`, for unit tests of the alerting sink's
-evaluation (:class:`sinks.alerting.evaluation.Evaluation`) without a database.
+"""A recording :class:`sinks.alerting.port.EvaluationPort`, for unit tests of the alerting
+sink's evaluation (:class:`sinks.alerting.evaluation.Evaluation`) without a database.
 
 State rows live in dicts; what holds alerts back (silences, downtimes, acknowledgements,
 parents) is set by the test; every alert enqueued, every hold recorded, every

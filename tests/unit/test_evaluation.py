@@ -174,11 +174,11 @@ def test_a_notification_is_held_by_a_silence_of_its_source():
 
 def test_the_recording_port_and_the_sinks_port_offer_what_the_port_says():
     """The fake is honest: it and the sink's adapter (sinks/alerting/transaction.py) have
-    every member of sinks/alerting/port.py's Port, and nothing else is asked of them."""
-    from sinks.alerting.port import Port
+    every member of sinks/alerting/port.py's EvaluationPort (a Port and more)."""
+    from sinks.alerting.port import EvaluationPort, Port
     from sinks.alerting.transaction import Transaction
-    wanted = {name for name in vars(Port) if not name.startswith("_")} | \
-        set(Port.__annotations__)
+    wanted = {name for port in (Port, EvaluationPort) for name in vars(port)
+              if not name.startswith("_")} | set(Port.__annotations__)
     assert wanted - set(dir(RecordingPort())) == set()
 
     class Sink:

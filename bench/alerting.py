@@ -44,9 +44,12 @@ from sqlalchemy import Column, Float, Integer, MetaData, String, Table  # noqa: 
 from fleetwatch import protocol  # noqa: E402
 from fleetwatch.config import build  # noqa: E402
 from fleetwatch.protocol import Relayed  # noqa: E402
-from sinks.alerting import acks, ackstore, downtimestore, state as alertstate  # noqa: E402
+from sinks.alerting.acks import rules as acks  # noqa: E402
+from sinks.alerting.acks import store as ackstore  # noqa: E402
+from sinks.alerting.downtimes import store as downtimestore  # noqa: E402
+from sinks.alerting.silences import store as alertstate  # noqa: E402
 from sinks.alerting.config import AlertingConfig  # noqa: E402
-from sinks.alerting.downtimes import Downtime  # noqa: E402
+from sinks.alerting.downtimes.rules import Downtime  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
 from sinks.state import db, schema  # noqa: E402
 

@@ -92,7 +92,7 @@ def _ancestors(conn, agents: list) -> list[dict]:
     the rest of the fleet."""
     from sqlalchemy import select, true
 
-    from sinks.alerting.dependencies import declared_refs
+    from sinks.alerting.dependencies.rules import declared_refs
     from sinks.state import schema
     from sinks.state.reads import present
     found = {a["hostname"]: a for a in agents if a.get("hostname")}
@@ -223,12 +223,12 @@ def with_states(agents: list[dict], checks: list[dict], check_states: list[dict]
     have heard heartbeats from. An agent's last heartbeat counts for its ``last_seen``
     (epoch seconds here); its ``clock_skew`` is its clock minus the sinks' in whole seconds
     when further off than their ``clock_skew`` setting, else None
-    (:mod:`sinks.alerting.skew`). An agent that left (ephemeral and silent, or deregistered while
-    the registry still lists it) is GONE: no problem, pages nobody.
+    (:mod:`sinks.alerting.hosts.skew`). An agent that left (ephemeral and silent, or deregistered
+    while the registry still lists it) is GONE: no problem, pages nobody.
 
     A host still UP past the deadline the sinks stored (no alerting sink has run its tick
     since: stopped, or behind) is DOWN since that deadline, by the sinks' own rule
-    (:func:`sinks.alerting.hosts.expire`), as of ``now``."""
+    (:func:`sinks.alerting.hosts.rules.expire`), as of ``now``."""
     judged = {(r["uuid"], r["plugin"]): r for r in check_states}
     for check in checks:
         row = judged.get((check["uuid"], check["plugin"]))

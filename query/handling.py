@@ -55,24 +55,25 @@ def none(hostname: str | None, uuid: str, check: str | None,
 
 def read_downtimes(conn, now: float) -> list:
     """The downtimes that may cover something at ``now`` (the sinks' own query,
-    :func:`sinks.alerting.downtimestore.current`); none before the table exists."""
+    :func:`sinks.alerting.downtimes.store.current`); none before the table exists."""
     from sinks.state.db import has_tables
     if not has_tables(conn, "downtimes"):
         return []
-    from sinks.alerting import downtimestore
+    from sinks.alerting.downtimes import store as downtimestore
     return downtimestore.current(conn, now)
 
 
 def downtime_of(rows: list, now: float, agents: Iterable[dict] = (), tz=None) -> DowntimeOf:
     """What covers a subject at ``now``, by the sinks' matcher
-    (:func:`sinks.alerting.downtimes.covering`, in the local time zone unless ``tz``): the
+    (:func:`sinks.alerting.downtimes.rules.covering`, in the local time zone unless ``tz``): the
     downtime as ``--json`` shows it (``id``, ``by``, ``comment``, ``until``: the end of the
     cover now, None for none, ``every``, ``flexible``). ``--children`` follows the parents the
     agents declared (``agents``: the registry's rows with ``parents``)."""
     if not rows:
         return none
-    from sinks.alerting import dependencies, downtimes
-    from sinks.alerting.silences import Subject
+    from sinks.alerting.dependencies import rules as dependencies
+    from sinks.alerting.downtimes import rules as downtimes
+    from sinks.alerting.silences.rules import Subject
     found = [r if isinstance(r, downtimes.Downtime) else downtimes.Downtime.from_row(r)
              for r in rows]
     graph = dependencies.Graph(declared={
@@ -184,7 +185,7 @@ def with_handling(agents: list[dict], checks: list[dict], check_states: list[dic
 
 def _problem_since(row: dict) -> float | None:
     """When a check's problem began, as the sinks tell a flexible downtime: its HARD
-    problem's start (:func:`sinks.alerting.evaluation.problem_since`); None while it has
+    problem's start (:func:`sinks.alerting.checks.rules.problem_since`); None while it has
     none."""
     return number(row.get("since")) if row.get("hard") and row.get("hard_status") else None
 

@@ -10,7 +10,7 @@ agents declared), or a uuid the alerting sinks judged (``host_state``, ``check_s
 those hosts when they declared it (``plugins``), reported it (``checks``, ``check_state``),
 heartbeat as a local process of that name (``host_state``), or sent a NOTIFY with that
 ``source``. HOST and CHECK may be globs (``web-*``), matched as the silences and downtimes
-match them (:func:`sinks.alerting.silences.matches`): a glob is known when it matches a
+match them (:func:`sinks.alerting.silences.rules.matches`): a glob is known when it matches a
 known name.
 
 :func:`refuse_unknown` raises :class:`Unknown` (a ValueError: the commands' usage error)

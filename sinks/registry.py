@@ -11,16 +11,16 @@ other fields (interval, arguments...), stored whole as ``spec``; other entries a
 and counted (``bad_plugin``).
 
 The agent's ``parents`` (the hosts and checks it can only be reached through, ``HOST`` or
-``HOST/CHECK``, :mod:`sinks.alerting.dependencies`), from its HELLO and its own REGISTER,
+``HOST/CHECK``, :mod:`sinks.alerting.dependencies.rules`), from its HELLO and its own REGISTER,
 are kept in ``agents.parents`` (NULL when it declares none: a message without the field
 clears them); entries that are not a reference are skipped and counted (``bad_parent``).
 An agent behind a site router (SPEC 4.10: the envelope's path names more than the relaying
 router) has its site as a parent too, the last router of the path but itself
 (:func:`site_parent`): a site router's HELLO upstream names it by its id, so when the
 site's uplink is down and its heartbeats stop, its agents are UNREACHABLE behind it, not
-DOWN (:mod:`sinks.alerting.reachability`).
+DOWN (:mod:`sinks.alerting.dependencies.store`).
 Its ``ephemeral`` flag (the same messages) goes to ``agents.ephemeral``: the alerting sinks
-call such an agent GONE, not DOWN, when it goes silent (:mod:`sinks.alerting.hosts`).
+call such an agent GONE, not DOWN, when it goes silent (:mod:`sinks.alerting.hosts.rules`).
 
 DEREGISTER (the agent leaves for good, SPEC 4.8) is ACKed once committed: the agent's
 ``plugins`` and ``agent_routers`` rows are removed (so the scheduler drops its jobs) and its
@@ -46,7 +46,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleetwatch import sinktypes
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
-from sinks.alerting.dependencies import declared_refs
+from sinks.alerting.dependencies.rules import declared_refs
 from sinks.state import db, schema
 from sinks.base import WriteError
 

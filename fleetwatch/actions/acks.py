@@ -1,7 +1,7 @@
 """Acknowledgements: acknowledge a current problem, end an acknowledgement, list them.
 
 An acknowledgement is a row in the state database's ``acknowledgements`` table, which every
-alerting sink reads (:mod:`sinks.alerting.acks` says what it holds back and when it ends).
+alerting sink reads (:mod:`sinks.alerting.acks.rules` says what it holds back and when it ends).
 A host is a hostname (any case) or a uuid; with a check it is that check's problem (its
 latest result not OK), without one the host's DOWN. :func:`add` refuses when there is no such
 problem now (:class:`NoProblem`), and a host (or check) the fleet has never seen, naming
@@ -62,7 +62,8 @@ def add(state_url: str, host: str, check: str | None, now: float, by: str, comme
     :class:`query.known.Unknown` for a host (or check) the fleet has never seen, unless
     ``force``; :class:`NoProblem` when nothing is wrong there now."""
     from query.known import refuse_unknown
-    from sinks.alerting import acks, ackstore
+    from sinks.alerting.acks import rules as acks
+    from sinks.alerting.acks import store as ackstore
 
     def known(conn):
         refuse_unknown(conn, host, check)
@@ -82,7 +83,8 @@ def add(state_url: str, host: str, check: str | None, now: float, by: str, comme
 
 def remove(state_url: str, ack_id: int, now: float, also=None) -> bool:
     """End the running acknowledgement ``ack_id`` now; False when none was running."""
-    from sinks.alerting import acks, ackstore
+    from sinks.alerting.acks import rules as acks
+    from sinks.alerting.acks import store as ackstore
     return bool(write(state_url, lambda conn: ackstore.end(conn, ack_id, now, acks.REMOVED),
                       "acks", also))
 

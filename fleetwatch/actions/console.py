@@ -82,7 +82,7 @@ class Actions:
             expire: float | None, force: bool = False, also=None) -> list:
         """Acknowledge the problems of ``host`` [``check``] (``ack add``): (id, uuid,
         status) of each."""
-        from sinks.alerting.acks import check_comment
+        from sinks.alerting.acks.rules import check_comment
         with refusing(fields=True):
             return acks.add(self.state_url, host, check, self.clock(), by,
                             check_comment(comment), sticky, True, expire, force, also)
@@ -95,7 +95,7 @@ class Actions:
     def downtime(self, by: str, host: str, check: str | None, duration: str, comment: str,
                  children: bool = False, force: bool = False, also=None) -> int:
         """A downtime of ``host`` [``check``] from now for ``duration`` (``2h``); its id."""
-        from sinks.alerting.downtimes import local_zone
+        from sinks.alerting.downtimes.rules import local_zone
         request = downtimes.Request(host, check, comment, duration, children=children)
         with refusing(fields=True):
             d = downtimes.plan(request, self.clock(), local_zone(), by)
@@ -121,7 +121,7 @@ class Actions:
 
     def downtimes(self) -> list[dict]:
         """The running and planned downtimes, as ``downtime list --json`` gives them."""
-        from sinks.alerting.downtimes import local_zone
+        from sinks.alerting.downtimes.rules import local_zone
         with refusing():
             return downtimes.listed(self.state_url, self.clock(), local_zone(), False,
                                     self.reader)[1]

@@ -1,7 +1,7 @@
 """Downtimes: plan work, once or recurring; end a downtime; list them.
 
 A downtime is a row in the state database's ``downtimes`` table, which every alerting sink
-reads when an alert is due (:mod:`sinks.alerting.downtimes` says what it covers and when):
+reads when an alert is due (:mod:`sinks.alerting.downtimes.rules` says what it covers and when):
 the alerts it covers are recorded as held, not delivered, and what is still wrong when it
 ends is delivered then, once. :func:`plan` makes one of a :class:`Request` (the options of
 ``fleetwatch downtime add``, the console's form), :func:`add` writes it: a host (or host and
@@ -67,10 +67,10 @@ def parse_time(text: str, now: float, tz, what: str) -> float:
 
 
 def plan(request: Request, now: float, tz, by: str):
-    """The :class:`~sinks.alerting.downtimes.Downtime` ``request`` asks for (id 0), made
+    """The :class:`~sinks.alerting.downtimes.rules.Downtime` ``request`` asks for (id 0), made
     ``by``; ValueError with one line, naming the option, when it cannot be one."""
-    from sinks.alerting.downtimes import Downtime, check_text, parse_schedule
-    from sinks.alerting.silences import MAX_DURATION, check_pattern, parse_duration
+    from sinks.alerting.downtimes.rules import Downtime, check_text, parse_schedule
+    from sinks.alerting.silences.rules import MAX_DURATION, check_pattern, parse_duration
     r = request
     host = check_pattern(r.host, "HOST")
     check = check_pattern(r.check, "CHECK") if r.check is not None else None
@@ -114,7 +114,7 @@ def plan(request: Request, now: float, tz, by: str):
 
 def windows(d, now: float, tz, limit: int = 2) -> list[tuple[float, float]]:
     """The current or next ``limit`` windows of the downtime ``d``, within :data:`AHEAD`."""
-    from sinks.alerting.downtimes import occurrences
+    from sinks.alerting.downtimes.rules import occurrences
     return occurrences(d, max(now, d.start), max(now, d.start) + AHEAD, tz)[:limit]
 
 
@@ -124,7 +124,7 @@ def add(state_url: str, d, force: bool = False, also=None) -> int:
     :func:`fleetwatch.actions.database.write`'s (the console's audit row, in the same
     transaction)."""
     from query.known import refuse_unknown
-    from sinks.alerting import downtimestore
+    from sinks.alerting.downtimes import store as downtimestore
 
     def known(conn):
         refuse_unknown(conn, d.host, d.check)
@@ -134,7 +134,7 @@ def add(state_url: str, d, force: bool = False, also=None) -> int:
 
 def remove(state_url: str, downtime_id: int, now: float, also=None) -> bool:
     """End the running or planned downtime ``downtime_id`` now; False when there was none."""
-    from sinks.alerting import downtimestore
+    from sinks.alerting.downtimes import store as downtimestore
     return bool(write(state_url, lambda conn: downtimestore.remove(conn, downtime_id, now),
                       "downtimes", also))
 
@@ -158,7 +158,7 @@ def entry(row: dict, now: float, tz) -> dict:
     """A ``downtimes`` row as listed: times in ISO 8601; ``state`` (``active``: a window
     covers now, a flexible one's is open; ``planned``; ``ended``; ``removed``);
     ``window``: the current or next window; ``held``: how many distinct alerts it held back."""
-    from sinks.alerting.downtimes import Downtime
+    from sinks.alerting.downtimes.rules import Downtime
     d = Downtime.from_row(row)
     found = [] if d.removed is not None else windows(d, now, tz, 1)
     current = found[0] if found else None

@@ -1,7 +1,7 @@
 """Silences: mute a host's (or a check's) alerts for a while, end a silence, list them.
 
 A silence is a row in the state database's ``silences`` table, which every alerting sink
-reads when an alert is due (:mod:`sinks.alerting.silences` says what it matches). Muted
+reads when an alert is due (:mod:`sinks.alerting.silences.rules` says what it matches). Muted
 alerts are recorded as suppressed, and the sinks keep tracking state, so what is still wrong
 when the silence ends is alerted then. A host (or host and check) the fleet has never seen
 is refused, naming the closest known ones (:class:`query.known.Unknown`), unless ``force``
@@ -26,7 +26,7 @@ def add(state_url: str, host: str, check: str | None, seconds: float, reason: st
     ``seconds``, made ``by`` (``login@host``): its id; :class:`query.known.Unknown` for a
     host (or check) the fleet has never seen, unless ``force``."""
     from query.known import refuse_unknown
-    from sinks.alerting import state as alertstate
+    from sinks.alerting.silences import store as alertstate
 
     def known(conn):
         refuse_unknown(conn, host, check)
@@ -38,7 +38,7 @@ def add(state_url: str, host: str, check: str | None, seconds: float, reason: st
 
 def remove(state_url: str, silence_id: int, now: float) -> bool:
     """End the running silence ``silence_id`` now; False when none was running."""
-    from sinks.alerting import state as alertstate
+    from sinks.alerting.silences import store as alertstate
     return bool(write(state_url, lambda conn: alertstate.end_silence(conn, silence_id, now)))
 
 

@@ -6,7 +6,7 @@
     fleetwatch ack remove ID                           # end acknowledgement ID now
 
 An acknowledgement is a row in the state database's ``acknowledgements`` table, which every
-alerting sink reads (:mod:`sinks.alerting.acks` says what it holds back and when it ends);
+alerting sink reads (:mod:`sinks.alerting.acks.rules` says what it holds back and when it ends);
 :mod:`fleetwatch.actions.acks` makes, ends and lists them, for this command and the console.
 HOST is a hostname (any case) or a uuid; with CHECK it acknowledges that check's problem
 (its latest result not OK), without it the host's DOWN. ``ack add`` refuses when there is no
@@ -79,8 +79,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # ---------------------------------------------------------------- the verbs
 
 def add(args, clock=time.time) -> int:
-    from sinks.alerting.acks import check_comment
-    from sinks.alerting.silences import check_pattern, parse_duration
+    from sinks.alerting.acks.rules import check_comment
+    from sinks.alerting.silences.rules import check_pattern, parse_duration
     try:
         host = check_pattern(args.host, "HOST")
         check = check_pattern(args.check, "CHECK") if args.check is not None else None

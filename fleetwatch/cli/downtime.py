@@ -6,7 +6,7 @@
     fleetwatch downtime remove ID                   # end downtime ID now
 
 A downtime is a row in the state database's ``downtimes`` table, which every alerting sink
-reads when an alert is due (:mod:`sinks.alerting.downtimes` says what it covers and when;
+reads when an alert is due (:mod:`sinks.alerting.downtimes.rules` says what it covers and when;
 :mod:`fleetwatch.actions.downtimes` plans, makes, ends and lists them):
 the alerts it covers are recorded as held, not delivered, and what is still wrong when it
 ends is delivered then, once. ``fleetwatch silence`` is its short form (a host or check
@@ -105,8 +105,8 @@ def request_of(args) -> downtimes.Request:
 
 
 def add(args, clock=time.time, tz=None) -> int:
-    from sinks.alerting.downtimes import local_zone
-    from sinks.alerting.silences import check_pattern
+    from sinks.alerting.downtimes.rules import local_zone
+    from sinks.alerting.silences.rules import check_pattern
     now = clock()
     tz = tz or local_zone()
     try:
@@ -149,7 +149,7 @@ def end(args, clock=time.time) -> int:
 
 
 def listing(args, clock=time.time, tz=None) -> int:
-    from sinks.alerting.downtimes import Downtime, local_zone
+    from sinks.alerting.downtimes.rules import Downtime, local_zone
     config = load(OperatorConfig, args.config)
     now = clock()
     try:

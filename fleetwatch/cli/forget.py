@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args, clock=time.time) -> int:
-    from sinks.alerting.silences import check_pattern
+    from sinks.alerting.silences.rules import check_pattern
     try:
         host = check_pattern(args.host, "HOST")
     except ValueError as e:

@@ -5,7 +5,7 @@
     fleetwatch silence remove ID                                   # end silence ID now
 
 A silence is a row in the state database's ``silences`` table, which every alerting sink
-reads when an alert is due (:mod:`sinks.alerting.silences` says what it matches);
+reads when an alert is due (:mod:`sinks.alerting.silences.rules` says what it matches);
 :mod:`fleetwatch.actions.silences` makes, ends and lists them. Muted alerts
 are recorded as suppressed, and the sinks keep tracking state, so what is still wrong when the
 silence ends is alerted then.
@@ -97,7 +97,7 @@ def who() -> str:
 
 
 def add(args, clock=time.time, name: str = "silence") -> int:
-    from sinks.alerting.silences import check_pattern, parse_duration
+    from sinks.alerting.silences.rules import check_pattern, parse_duration
     try:
         host = check_pattern(args.host, "HOST")
         check = check_pattern(args.check, "CHECK") if args.check is not None else None

@@ -148,7 +148,7 @@ def run(args, clock=time.time) -> int:
                          ensure_ascii=False))
         return code
     print(table(agents, ["hostname", "uuid", "alive", "state", "last_seen", "routers"]))
-    for agent in agents:            # a sender's clock far off the sinks' (sinks.alerting.skew)
+    for agent in agents:            # a sender's clock far off the sinks' (sinks.alerting.hosts.skew)
         if agent.get("clock_skew") is not None:
             print(escape(f"{agent['hostname'] or agent['uuid']}: "
                          f"{skew(agent['clock_skew'])} (its clock against the sinks')"))

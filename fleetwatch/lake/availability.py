@@ -16,7 +16,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from sinks.alerting.hosts import DEFAULT_INTERVAL
+from sinks.alerting.hosts.rules import DEFAULT_INTERVAL
 from fleetwatch.lake.schema import PARTITION
 from fleetwatch.lake.spans import counted_interval
 from fleetwatch.lake.times import DAY, day_of, secs
@@ -137,9 +137,9 @@ def downtime_windows(rows, hosts, since: float, until: float) -> list[tuple[str,
     downtime rows (id, hostname: the host glob, start, end; a ``start`` row's end is the
     planned one, an ``end`` row's the actual one, so the earliest wins) and ``hosts``
     ((uuid, hostname) pairs, matched as the alerting sinks match:
-    :func:`sinks.alerting.downtimes.names`)."""
-    from sinks.alerting.downtimes import Downtime, names
-    from sinks.alerting.silences import Subject
+    :func:`sinks.alerting.downtimes.rules.names`)."""
+    from sinks.alerting.downtimes.rules import Downtime, names
+    from sinks.alerting.silences.rules import Subject
     ends: dict[tuple, float] = {}
     for r in rows:
         key = (r["id"], r["hostname"], r["start"])

@@ -200,7 +200,7 @@ def _acks(conn: Connection, since: float | None, now: float,
 
 def _downtimes(conn: Connection, since: float | None, now: float,
                open_ids: tuple[int, ...]) -> tuple[list[dict], list[int]]:
-    from sinks.alerting.downtimes import Downtime, occurrences
+    from sinks.alerting.downtimes.rules import Downtime, occurrences
     t = schema.downtimes
     query = select(t)
     if since is not None:

@@ -38,7 +38,7 @@ from pyspark.sql import functions as F
 
 from fleetwatch.lake.manifest import Lake
 from fleetwatch.lake.schema import ORDER, PARTITION, TABLES
-from sinks.alerting.hosts import DEFAULT_INTERVAL
+from sinks.alerting.hosts.rules import DEFAULT_INTERVAL
 
 NAME = "heartbeat_spans"
 #: heartbeats closer than this (seconds) share a span: three times the agent's default

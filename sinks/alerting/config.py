@@ -17,10 +17,10 @@
                                  # long is forgotten: its registry and state rows removed
       clock_skew: 60             # seconds a sender's clock may be off the sink's before
                                  # it is counted and shown ("clock skew N s"); 0: never
-      dependencies:              # parents (sinks.alerting.dependencies)
+      dependencies:              # parents (sinks.alerting.dependencies.rules)
         - {hosts: "rack3-*", parents: [sw-3]}
         - {hosts: "*", checks: "http*", parents: [nginx_proc]}
-      delivery: {...}            # channels and rules (sinks.alerting.delivery)
+      delivery: {...}            # channels and rules (sinks.alerting.delivery.config)
 
 Only the alerting sink reads it; other sink types accept and ignore it.
 """
@@ -30,8 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetwatch.config import setting
-from sinks.alerting import checks as checkstate, dependencies as deps, hosts as hoststate
-from sinks.alerting.delivery import DeliveryConfig
+from sinks.alerting.checks import rules as checkstate
+from sinks.alerting.dependencies import rules as deps
+from sinks.alerting.hosts import rules as hoststate
+from sinks.alerting.delivery.config import DeliveryConfig
 
 
 @dataclass(frozen=True)

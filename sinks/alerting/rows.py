@@ -3,7 +3,7 @@
 Plain functions of relayed messages, no database: a NOTIFY becomes its ``notifications``
 row, a RESULT its ``checks`` row (or None when it cannot be one), a batch's HEARTBEATs the
 routers each agent (or local process) was heard through. :func:`order` is a result's place
-in time (:mod:`sinks.alerting.ordering`: the agent's run and sequence, the sink's clock on
+in time (:mod:`sinks.alerting.checks.ordering`: the agent's run and sequence, the sink's clock on
 arrival), which both the ``checks`` table (the newest wins) and the check state machine
 (results evaluated oldest first) go by.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from fleetwatch.protocol import Relayed
-from sinks.alerting import ordering
+from sinks.alerting.checks import ordering
 from sinks.state import schema
 
 

@@ -11,26 +11,27 @@ everything in ONE transaction, so that a state change and its alert commit toget
 - RESULT: the latest result per (uuid, plugin) goes to ``checks`` (unless a newer one is
   there: order is ``started`` when the agent gives it, else the message's ``ts``), and
   every result, in that order, goes through the Nagios state machine
-  (:mod:`sinks.alerting.checks`) on the check's ``check_state`` row. RESULT is at most once and
-  not ACKed; the next run replaces a lost one.
+  (:mod:`sinks.alerting.checks.rules`) on the check's ``check_state`` row. RESULT is at most once
+  and not ACKed; the next run replaces a lost one.
 - HEARTBEAT: the ``host_state`` row of the agent (or of the local process named in it)
-  records when and through which router it was heard (:mod:`sinks.alerting.hosts`); the loop's
+  records when and through which router it was heard (:mod:`sinks.alerting.hosts.rules`); the loop's
   periodic :meth:`AlertingSink.tick` turns hosts heard through no router for their
   timeout DOWN (GONE when the agent is ephemeral).
 - DEREGISTER: the agent left for good: GONE, its checks and told problems ended without a
-  page (:func:`sinks.alerting.departures.depart`); ACKed after the commit like NOTIFY.
+  page (:func:`sinks.alerting.hosts.departures.depart`); ACKed after the commit like NOTIFY.
 
-Alerts go to :func:`sinks.alerting.outbox.enqueue` unless an active silence or a downtime
-mutes them (:mod:`sinks.alerting.silences`, :mod:`sinks.alerting.downtimes`): then they are
-recorded in ``suppressed`` (``downtime_suppressed``) instead. State rows are
-shared by every alerting sink and locked while evaluated (:mod:`sinks.alerting.state`), so two
-sinks never both act on one transition. The deliverer thread (:mod:`sinks.alerting.deliverer`)
-sends the outbox when channels are configured.
+Alerts go to :func:`sinks.alerting.delivery.store.enqueue` unless an active silence or a downtime
+mutes them (:mod:`sinks.alerting.silences.rules`, :mod:`sinks.alerting.downtimes.rules`): then they
+are recorded in ``suppressed`` (``downtime_suppressed``) instead. State rows are
+shared by every alerting sink and locked while evaluated (:mod:`sinks.alerting.locks`), so two
+sinks never both act on one transition. The deliverer thread
+(:mod:`sinks.alerting.delivery.deliverer`) sends the outbox when channels are configured.
 
 This module is the sink itself: the loop's calls (a batch in, one transaction committed,
 retried on a deadlock; the tick), the deliverer's life, the counters. A batch's messages
-become rows in :mod:`sinks.alerting.rows`; one transaction's evaluation of them is a
-:class:`sinks.alerting.evaluation.Pass`.
+become rows in :mod:`sinks.alerting.rows`; one transaction's evaluation of them is an
+:class:`sinks.alerting.evaluation.Evaluation` acting on the transaction's port
+(:class:`sinks.alerting.transaction.Transaction`), as the concepts' tick passes do.
 """
 
 from __future__ import annotations
@@ -44,13 +45,19 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from fleetwatch import sinktypes
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
-from sinks.alerting import ackstore, departures, downtimes, downtimestore, escalation
-from sinks.alerting import reachability, skew
-from sinks.alerting import staleness
-from sinks.alerting import state as alertstate
+from sinks.alerting.acks import store as ackstore
+from sinks.alerting.checks.rules import owed
 from sinks.alerting.config import AlertingConfig
-from sinks.alerting.evaluation import Pass
+from sinks.alerting.dependencies import store as reachability
+from sinks.alerting.downtimes import rules as downtimes
+from sinks.alerting.downtimes import store as downtimestore
+from sinks.alerting.escalation import store as escalation
+from sinks.alerting.evaluation import Evaluation
+from sinks.alerting.freshness import store as staleness
+from sinks.alerting.hosts import departures, skew
+from sinks.alerting.lookups import Lookups
 from sinks.alerting.rows import check_row, heartbeats, notification_row
+from sinks.alerting.transaction import Transaction
 from sinks.base import WriteError
 from sinks.state import db
 
@@ -85,7 +92,7 @@ class AlertingSink(db.DatabaseSink):
         self.config = config or AlertingConfig()
         self.tick_interval = self.config.tick_interval
         self.name = name
-        self.lookups = alertstate.Lookups()
+        self.lookups = Lookups()
         #: (uuid, plugin) and (uuid, name) keys known to have a state row
         self.known_checks: set = set()
         self.known_hosts: set = set()
@@ -103,7 +110,7 @@ class AlertingSink(db.DatabaseSink):
         self.covers_seen: float | None = None
         #: when the tick looks next for agents GONE long enough to be forgotten
         self.next_forget = 0.0
-        #: the agents' clock skews this sink wrote (:mod:`sinks.alerting.skew`)
+        #: the agents' clock skews this sink wrote (:mod:`sinks.alerting.hosts.skew`)
         self.skews = skew.Shown()
 
     @classmethod
@@ -113,12 +120,12 @@ class AlertingSink(db.DatabaseSink):
 
     def start(self) -> None:
         super().start()
-        from sinks.alerting import outbox
+        from sinks.alerting.delivery import store as outbox
         if self._enqueue is None:
             self._enqueue = outbox.enqueue
         self.started_at = self.clock()
         if self._deliver and self.config.delivery.channels:
-            from sinks.alerting.deliverer import Deliverer
+            from sinks.alerting.delivery.deliverer import Deliverer
             self.deliverer = Deliverer(self.engine, self.config.delivery, name=self.name)
             self.deliverer.start()
 
@@ -135,7 +142,7 @@ class AlertingSink(db.DatabaseSink):
         if self.deliverer is not None:
             self.deliverer.reconfigure(delivery)
         elif self._deliver and delivery.channels and self.started_at is not None:
-            from sinks.alerting.deliverer import Deliverer
+            from sinks.alerting.delivery.deliverer import Deliverer
             self.deliverer = Deliverer(self.engine, delivery, name=self.name)
             self.deliverer.start()
 
@@ -161,56 +168,68 @@ class AlertingSink(db.DatabaseSink):
         counts["result_bad"] = len(results) - len(good)
         counts["clock_skewed"] = skew.counted(batch, now, self.config.clock_skew)
         if notes or good or beats or leaving:
-            run = self._transaction(lambda p: p.write(notes, good, beats, leaving), now)
-            counts.update(run.counts)
+            def work(port: Transaction) -> None:
+                evaluation = Evaluation(port)
+                evaluation.notifications(notes)
+                evaluation.results(good)
+                if leaving:
+                    departures.depart(port, leaving)
+                evaluation.heartbeats(beats)
+            counts.update(self._transaction(work, now).counts)
         self.counts.update(counts)
 
     def tick(self) -> None:
         """Hosts heard through no router for their timeout turn DOWN (ephemeral ones GONE,
         their checks ended; those GONE for ``forget_after`` are forgotten); alerts a silence held
         back are raised again; scheduled checks with no result for their freshness
-        threshold get an UNKNOWN stale result (:mod:`sinks.alerting.staleness`); checks
+        threshold get an UNKNOWN stale result (:mod:`sinks.alerting.freshness.store`); checks
         held back by a parent that is fine again get their owed alert
-        (:mod:`sinks.alerting.reachability`), and so do those a downtime or a silence that
-        ended since the last tick held back (:func:`sinks.alerting.downtimestore.ends`);
+        (:mod:`sinks.alerting.dependencies.store`), and so do those a downtime or a silence that
+        ended since the last tick held back (:func:`sinks.alerting.downtimes.store.uncovered`);
         problems unacknowledged for a rule's ``after`` are escalated
-        (:mod:`sinks.alerting.escalation`). Called by the loop every ``tick_interval``."""
+        (:mod:`sinks.alerting.escalation.store`). Called by the loop every ``tick_interval``."""
         now = self.clock()
-        run = self._transaction(lambda p: p.expire(), now)
+        run = self._transaction(lambda port: Evaluation(port).expire(), now)
         self.counts.update(run.counts)
-        if run.departed:                # ephemeral agents gone silent: their checks end
+        if run.result:                  # ephemeral agents gone silent: their checks end
             self.counts.update(self._transaction(
-                lambda p: departures.depart(p, run.departed), now).counts)
+                lambda port: departures.depart(port, run.result), now).counts)
         if now >= self.next_forget:
             self.counts.update(self._transaction(departures.forget, now).counts)
             self.next_forget = now + min(FORGET_EVERY, self.config.forget_after)
         self.counts.update(self._transaction(ackstore.tick, now).counts)   # acknowledgements
-        self.counts.update(self._transaction(staleness.look, now).counts)  # freshness
-        self.counts.update(self._transaction(reachability.release, now).counts)  # parents
+        self.counts.update(self._transaction(self._stale, now).counts)     # freshness
+        self.counts.update(self._transaction(_released, now).counts)       # parents
         since = self.covers_seen if self.covers_seen is not None else \
             (self.started_at or now) - COVERS_LOOKBACK
-        self.counts.update(self._transaction(lambda p: downtimestore.ends(p, since),
+        self.counts.update(self._transaction(lambda port: _uncovered(port, since),
                                              now).counts)          # downtimes ended
         self.covers_seen = now
         if escalation.wanted(self.config.delivery):
             self.counts.update(self._transaction(escalation.look, now).counts)
 
+    def _stale(self, port: Transaction) -> None:
+        look = staleness.look(port, self.scheduled)
+        if look is not None:
+            Evaluation(port).stale(look)
+
     def ancestors(self, conn, hostname: str) -> set[str]:
         """The hosts ``hostname`` depends on, however far (a downtime's ``children``): the
         injected callable's answer, else the dependency graph's
-        (:class:`sinks.alerting.dependencies.Graph`)."""
+        (:class:`sinks.alerting.dependencies.rules.Graph`)."""
         if self._ancestors is not None:
             return set(self._ancestors(hostname))
         return self.topology.graph(conn, self.config.dependencies, self.throttle) \
             .ancestors(hostname)
 
-    def _transaction(self, work, now: float) -> Pass:
+    def _transaction(self, work, now: float) -> Transaction:
+        """``work(port)`` in one transaction (its answer kept as the port's ``result``),
+        tried again on a deadlock; the port of the attempt that committed."""
         for attempt in range(1, ATTEMPTS + 1):
-            run = Pass(self, now)
             try:
                 with self.transaction() as conn:
-                    run.conn = conn
-                    work(run)
+                    run = Transaction(self, conn, now)
+                    run.result = work(run)
             except DBAPIError as e:
                 self.skews.written.clear()      # what it wrote was rolled back
                 if _retryable(e) and attempt < ATTEMPTS:
@@ -225,3 +244,21 @@ class AlertingSink(db.DatabaseSink):
             self.deliverer.wake()
         return run
 
+
+
+def _released(port: Transaction) -> None:
+    """The tick's pass over checks a parent held back: those whose parent is fine again
+    get their owed alert (:func:`sinks.alerting.dependencies.store.held`)."""
+    keys = reachability.held(port)
+    if keys:
+        looked = Evaluation(port).owed(keys, lambda state: state.unreachable is not None)
+        port.counts["check_released"] += sum(state.unreachable is None for state in looked)
+
+
+def _uncovered(port: Transaction, since: float) -> None:
+    """The tick's pass over checks a downtime or a silence that ended in ``(since, now]``
+    held back: they get their owed alerts, once (not told meanwhile)."""
+    keys = downtimestore.uncovered(port, since)
+    if keys:
+        told = Evaluation(port).owed(keys, lambda state: bool(owed(state)))
+        port.counts["downtime_end_evaluated"] += len(told)

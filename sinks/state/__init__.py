@@ -9,7 +9,7 @@
 =============================  ==========================================================
 
 It imports nothing of the sink types that write it (the alerting sink's outbox works its
-tables in :mod:`sinks.alerting.outbox`). SQLAlchemy is an optional dependency: the commands
+tables in :mod:`sinks.alerting.delivery.store`). SQLAlchemy is an optional dependency: the commands
 reach the modules through :func:`state_db` and :func:`state_reads`, which name the extra to
 install when it is missing.
 """

@@ -318,7 +318,7 @@ def record_checks(conn: Connection, rows: Sequence[dict]) -> int:
     """Store each row as the latest result of its (uuid, plugin); return how many.
 
     The caller has judged each row newer than the stored one, under the lock of the
-    check's state (:mod:`sinks.alerting.ordering`, :mod:`sinks.alerting.evaluation`): which
+    check's state (:mod:`sinks.alerting.checks.ordering`, :mod:`sinks.alerting.evaluation`): which
     result is newer is not a sender's clock's to say, so it is not written in SQL here.
     """
     if conn.dialect.name in ("sqlite", "postgresql"):

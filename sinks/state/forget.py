@@ -1,7 +1,7 @@
 """Forgetting an agent: every row the state database keeps of its uuid, removed at once.
 
 Called by the alerting sinks when an agent has been GONE (deregistered, or ephemeral and
-silent) for ``alerting.forget_after`` (:meth:`sinks.alerting.evaluation.Pass.forget`), and by
+silent) for ``alerting.forget_after`` (:func:`sinks.alerting.hosts.departures.forget`), and by
 ``fleetwatch forget`` by hand. The registry's rows (``agents``, ``agent_routers``,
 ``plugins``) and the alerting sinks' (its checks' results and states, its heartbeat state,
 its open problems) go; what happened stays: notifications, alert events and their outbox,

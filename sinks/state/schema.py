@@ -20,7 +20,7 @@ table                 owner       rows
                                   sinks read
 ``downtime_suppressed`` alerting  (downtime_id, key, action, severity): alerts it held
 ``notified_problems`` alerting    (key): problems told and not resolved yet: notifications
-                                  and escalations sent (:mod:`sinks.alerting.escalation`)
+                                  and escalations sent (:mod:`sinks.alerting.escalation.store`)
 ``alert_events``      alerting    one per alert event, whatever its channels
 ``outbox``            alerting    (event, channel): delivery state and claims
 ``web_users``         web         the console's users: name, role, password hash
@@ -32,7 +32,7 @@ table                 owner       rows
 ====================  ==========  =====================================================
 
 :data:`OWNED` says which tables an owner writes; the alerting sink's outbox
-(``alert_events``, ``outbox``) is worked by :mod:`sinks.alerting.outbox`. The database has
+(``alert_events``, ``outbox``) is worked by :mod:`sinks.alerting.delivery.store`. The database has
 one schema version, whoever starts first: any writer's start brings every table to it
 (:func:`sinks.state.db.create`, the Alembic revisions of :mod:`sinks.state.migrations`).
 Times are seconds since the Unix epoch (floats): portable, and formatted only on display. A
@@ -101,7 +101,7 @@ notifications = Table(
 
 #: No foreign key to ``agents``: a RESULT may reach the alerting sink before the registry
 #: has recorded its agent. ``last_result`` is the RESULT's ``ts``; a row is only replaced by
-#: a RESULT that is newer (:mod:`sinks.alerting.ordering`: by the agent's run and sequence,
+#: a RESULT that is newer (:mod:`sinks.alerting.checks.ordering`: by the agent's run and sequence,
 #: else by arrival, never by a sender's clock alone; :func:`sinks.state.db.record_checks`).
 checks = Table(
     "checks", metadata,
@@ -118,14 +118,14 @@ checks = Table(
     Column("last_result", Float, nullable=False),
     Column("router", ID, nullable=False),
     #: when the sink got it (its clock), and the agent's run (``boot``) and place in it
-    #: (``seq``) when the RESULT gave them: what orders results (:mod:`sinks.alerting.ordering`)
+    #: (``seq``) when the RESULT gave them: what orders results (:mod:`sinks.alerting.checks.ordering`)
     Column("received_at", Float),
     Column("boot", ID),
     Column("seq", Float),
 )
 
 #: Shared by every alerting sink: rows are read FOR UPDATE (PostgreSQL) or in a BEGIN
-#: IMMEDIATE transaction (SQLite) before a transition (sinks/alerting/state.py).
+#: IMMEDIATE transaction (SQLite) before a transition (sinks/alerting/locks.py).
 check_state = Table(
     "check_state", metadata,
     Column("uuid", ID, primary_key=True),
@@ -149,7 +149,7 @@ check_state = Table(
     #: behind it, or a parent check in a HARD problem); NULL when none does
     Column("unreachable", String(512)),
     #: the order of the newest result applied, with ``last_result``
-    #: (:class:`sinks.alerting.ordering.Order`)
+    #: (:class:`sinks.alerting.checks.ordering.Order`)
     Column("received", Float),
     Column("boot", ID),
     Column("seq", Float),
@@ -172,21 +172,21 @@ host_state = Table(
     #: when it is not (up, or plainly DOWN)
     Column("unreachable", String(512)),
     #: when the host was judged GONE (deregistered, or ephemeral and silent past its
-    #: timeout: never DOWN; :func:`sinks.alerting.hosts.gone`); NULL while it is not
+    #: timeout: never DOWN; :func:`sinks.alerting.hosts.rules.gone`); NULL while it is not
     Column("gone", Float),
     #: the ``ts`` of its DEREGISTER (the agent's clock): a heartbeat sent before it does not
     #: bring the host back
     Column("deregistered", Float),
     #: the agent's clock minus the sink's at its latest heartbeat, in whole seconds, when
     #: further off than the sink's ``clock_skew`` setting; NULL within it
-    #: (:mod:`sinks.alerting.skew`)
+    #: (:mod:`sinks.alerting.hosts.skew`)
     Column("clock_skew", Integer),
     Index("ix_host_state_deadline", "deadline"),
     Index("ix_host_state_pending", "pending"),
 )
 
 #: The sink's clock, not the agent's: a check is stale when no result has been *received*
-#: for its threshold (:mod:`sinks.alerting.staleness`); written under the check's
+#: for its threshold (:mod:`sinks.alerting.freshness.store`); written under the check's
 #: ``check_state`` lock.
 check_freshness = Table(
     "check_freshness", metadata,
@@ -232,7 +232,7 @@ def _kept_back(name: str, by: str) -> Table:
 suppressed = _kept_back("suppressed", "silence_id")
 
 #: Written by ``fleetwatch ack`` (a new row, or ``ended`` by ``ack remove``); the alerting
-#: sinks set ``announced`` (the notice enqueued) and end rows (:mod:`sinks.alerting.ackstore`).
+#: sinks set ``announced`` (the notice enqueued) and end rows (:mod:`sinks.alerting.acks.store`).
 acknowledgements = Table(
     "acknowledgements", metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
@@ -254,8 +254,8 @@ acknowledgements = Table(
 
 #: Written by ``fleetwatch downtime`` (a new row, or ``removed`` by ``downtime remove``);
 #: the alerting sinks read those that may cover now or just ended
-#: (:mod:`sinks.alerting.downtimestore`). ``end`` is None for a recurring one without an end;
-#: ``every`` its schedule (:mod:`sinks.alerting.downtimes`); ``duration`` a cron schedule's
+#: (:mod:`sinks.alerting.downtimes.store`). ``end`` is None for a recurring one without an end;
+#: ``every`` its schedule (:mod:`sinks.alerting.downtimes.rules`); ``duration`` a cron schedule's
 #: window length; ``flexible`` the seconds a flexible one lasts from a problem's start.
 downtimes = Table(
     "downtimes", metadata,
@@ -279,7 +279,7 @@ downtimes = Table(
 downtime_suppressed = _kept_back("downtime_suppressed", "downtime_id")
 
 #: One row per told problem (a check's HARD problem, a host DOWN) from its first
-#: notification until its resolve went out (:mod:`sinks.alerting.escalation`): written
+#: notification until its resolve went out (:mod:`sinks.alerting.escalation.store`): written
 #: under the problem's ``check_state`` / ``host_state`` row lock, so its count is exact.
 notified_problems = Table(
     "notified_problems", metadata,
@@ -297,7 +297,7 @@ notified_problems = Table(
     Index("ix_notified_problems_opened", "opened"),
 )
 
-#: The alert outbox (:mod:`sinks.alerting.outbox`): an alert event is recorded in the
+#: The alert outbox (:mod:`sinks.alerting.delivery.store`): an alert event is recorded in the
 #: transaction that changed the state behind it, then delivered from ``outbox``, one row
 #: per channel (``pending`` until ``sent``, or ``failed``).
 alert_events = Table(

@@ -57,7 +57,7 @@ def result(plugin, status, started, uuid=WEB, router="r1") -> Relayed:
 
 def events(url, **where) -> list[tuple]:
     """(key, action, severity) of every alert event, in order."""
-    from sinks.alerting import outbox
+    from sinks.alerting.delivery import store as outbox
     eng = db.engine(url, writer=False)
     try:
         with eng.connect() as conn:

@@ -16,9 +16,10 @@ import subprocess
 import pytest
 
 from fleetwatch.config import ConfigError, build
-from sinks.alerting.channels import (EmailSender, SendError, WebhookSender, body, dedup_key,
+from sinks.alerting.delivery.channels import (EmailSender, SendError, WebhookSender, body, dedup_key,
                             email_message, senders, subject, webhook_payload)
-from sinks.alerting.delivery import DeliveryConfig, Rule, matches, parse_channel, route
+from sinks.alerting.delivery.config import DeliveryConfig, parse_channel
+from sinks.alerting.delivery.rules import Rule, matches, route
 from support.channelservers import HttpReceiver, SmtpServer
 
 pytestmark = pytest.mark.timeout(30)
@@ -274,7 +275,7 @@ def test_smtp_auth_in_clear_is_refused_unless_allowed(tmp_path, caplog):
     build(DeliveryConfig, {"channels": {"m": {"type": "email", "to": ["a@b.c"]}}}, "sink.yaml")
     allowed = build(DeliveryConfig, {"channels": {"m": {**mail, "allow_plaintext_auth": True}}},
                     "sink.yaml")
-    caplog.set_level(logging.WARNING, logger="sinks.alerting.channels")
+    caplog.set_level(logging.WARNING, logger="sinks.alerting.delivery.channels")
     senders(allowed)
     warned = [r.getMessage() for r in caplog.records if "in clear" in r.getMessage()]
     assert len(warned) == 1 and "channel m" in warned[0], caplog.text
@@ -324,7 +325,7 @@ def test_webhook_down_is_retried_and_hides_the_query():
 
 
 def test_demo_delivery_config():
-    from sinks.alerting.delivery import for_demo
+    from sinks.alerting.delivery.config import for_demo
     data = for_demo("http://127.0.0.1:8080/hook", "127.0.0.1:2525", ["ops@example.org"])
     cfg = build(DeliveryConfig, data)
     channels = cfg.parsed_channels()

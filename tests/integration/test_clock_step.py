@@ -4,7 +4,7 @@ no state of its checks is hidden, and the skew is shown (status, its --json, the
 One fleet (router, registry, alerting sink, scheduler) on the real clock; the agent under
 libfaketime reading its offset from a file, so that the clock is stepped while it runs, as
 NTP does. Before results were ordered by the agent's run and sequence
-(:mod:`sinks.alerting.ordering`) each of these was dropped as "not newer" for as long as
+(:mod:`sinks.alerting.checks.ordering`) each of these was dropped as "not newer" for as long as
 the clock had been fast: the recovery after a step back, and the CRITICAL of an agent
 started again with its clock corrected.
 """

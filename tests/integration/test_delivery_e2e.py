@@ -25,9 +25,9 @@ pytestmark = pytest.mark.timeout(90)
 
 from sinks.state import db, reads  # noqa: E402
 
-from sinks.alerting import outbox
-from sinks.alerting.deliverer import Deliverer  # noqa: E402
-from sinks.alerting.delivery import DeliveryConfig  # noqa: E402
+from sinks.alerting.delivery import store as outbox
+from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
+from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
 
 U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 FAST = {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2}

@@ -153,7 +153,7 @@ def test_declared_parents_and_a_parent_check_soft_then_hard(url):
 
 
 def test_a_parent_check_left_soft_holds_a_child_for_hold_max_at_most(url):
-    from sinks.alerting.reachability import HOLD_MAX
+    from sinks.alerting.dependencies.store import HOLD_MAX
     poller, child = SW, CHILDREN[0]
     hello(url, [poller])
     hello(url, [child], parents=["sw/ping_rack"])

@@ -26,7 +26,7 @@ from support.threads import in_threads
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
-from sinks.alerting import state as alertstate  # noqa: E402
+from sinks.alerting.silences import store as alertstate  # noqa: E402
 from sinks.state import db  # noqa: E402
 from support import alertsink  # noqa: E402
 from support.alertsink import QUICK, T0, WEB, failing_plugins, msg, result, told  # noqa: E402

@@ -22,14 +22,14 @@ from support.channelservers import HttpReceiver, SmtpServer
 from support.clock import Clock
 from support.fleet import wait_for
 from fleetwatch.config import build
-from sinks.alerting.channels import SendError
-from sinks.alerting.delivery import DeliveryConfig
+from sinks.alerting.delivery.channels import SendError
+from sinks.alerting.delivery.config import DeliveryConfig
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(90)
 
-from sinks.alerting import outbox  # noqa: E402
-from sinks.alerting.deliverer import Deliverer  # noqa: E402
+from sinks.alerting.delivery import store as outbox  # noqa: E402
+from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
 from sinks.state import db  # noqa: E402
 
 T0 = 1_800_000_000.0

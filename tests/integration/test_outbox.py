@@ -14,14 +14,14 @@ import pytest
 
 from support.clock import Clock
 from fleetwatch.config import build
-from sinks.alerting.channels import SendError
-from sinks.alerting.delivery import DeliveryConfig
+from sinks.alerting.delivery.channels import SendError
+from sinks.alerting.delivery.config import DeliveryConfig
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from sinks.alerting import outbox  # noqa: E402
-from sinks.alerting.deliverer import Deliverer  # noqa: E402
+from sinks.alerting.delivery import store as outbox  # noqa: E402
+from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
 from sinks.state import reads  # noqa: E402
 
 U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"

@@ -184,7 +184,7 @@ def test_a_runner_restored_from_a_vm_snapshot_numbers_its_results_anew(plugin_di
     alone (NTP) does the same; the slewing of a few seconds a day does not."""
     import copy
 
-    from sinks.alerting.ordering import newer, of
+    from sinks.alerting.checks.ordering import newer, of
     wall, mono = Clock(1_700_000_000.0), Clock(500.0)
     runner, _ = make_runner(plugin_dir)
     runner.clock, runner.wall, runner._offset = mono, wall, wall() - mono()

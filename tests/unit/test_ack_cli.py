@@ -51,7 +51,7 @@ def test_a_missing_database_exits_69(tmp_path, capsys):
 def test_list_and_remove(op, tmp_path, capsys):
     import json
     import time
-    from sinks.alerting import ackstore
+    from sinks.alerting.acks import store as ackstore
     from sinks.state import db
     eng = db.engine(f"sqlite:///{tmp_path / 'state.db'}")
     db.create(eng, "acks")

@@ -1,4 +1,4 @@
-"""Acknowledgements (sinks/alerting/acks.py): when one ends, what it holds back, and a check's
+"""Acknowledgements (sinks/alerting/acks/rules.py): when one ends, what it holds back, and a check's
 alerts under one on a fake clock (the rule the alerting sink's evaluation applies per result:
 end the acknowledgement if due, then hold back what it covers)."""
 
@@ -9,9 +9,10 @@ from dataclasses import replace
 import pytest
 
 from support.clock import Clock
-from sinks.alerting import acks, checks
-from sinks.alerting.acks import Ack
-from sinks.alerting.checks import CRITICAL, OK, WARNING, Policy
+from sinks.alerting.acks import rules as acks
+from sinks.alerting.checks import rules as checks
+from sinks.alerting.acks.rules import Ack
+from sinks.alerting.checks.rules import CRITICAL, OK, WARNING, Policy
 
 UUID = "a1" * 16
 T0 = 1_700_000_000.0
@@ -140,9 +141,10 @@ def test_a_change_ends_a_normal_ack_and_recovery_ends_any(sticky, told, reason):
 # ---------------------------------------------------------------- the notice on the channels
 
 def test_the_notice_pages_acknowledge_with_the_problems_key():
-    from sinks.alerting import ackstore, channels
-    from sinks.alerting.delivery import WebhookChannel
-    from sinks.alerting.outbox import event_row
+    from sinks.alerting.acks import store as ackstore
+    from sinks.alerting.delivery import channels
+    from sinks.alerting.delivery.config import WebhookChannel
+    from sinks.alerting.delivery.store import event_row
     event = ackstore.notice(ack(), "web-1", T0 + 5)
     assert (event["key"], event["action"], event["severity"]) == (
         acks.check_key(UUID, "load"), "acknowledge", "critical")

@@ -187,7 +187,7 @@ def test_the_commands_print_the_layers_documents(state, tmp_path, capsys):
         acks.document(acks.listed(url, time.time())))
     assert fw(capsys, "silence", "list", "--json", "--config", op)[1] == dumped(
         silences.document(silences.listed(url, time.time())))
-    from sinks.alerting.downtimes import local_zone
+    from sinks.alerting.downtimes.rules import local_zone
     assert fw(capsys, "downtime", "list", "--json", "--config", op)[1] == dumped(
         downtimes.document(downtimes.listed(url, time.time(), local_zone())[1]))
     assert fw(capsys, "alerts", "--json", "--config", op)[1] == dumped(

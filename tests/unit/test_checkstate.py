@@ -1,10 +1,11 @@
-"""The Nagios check state machine (sinks/alerting/checks.py) with a fake clock, table-driven."""
+"""The Nagios check state machine (sinks/alerting/checks/rules.py) with a fake clock,
+table-driven."""
 
 from __future__ import annotations
 
 import pytest
 
-from sinks.alerting.checks import (CRITICAL, HISTORY, OK, UNKNOWN, WARNING, Alert, CheckState,
+from sinks.alerting.checks.rules import (CRITICAL, HISTORY, OK, UNKNOWN, WARNING, Alert, CheckState,
                               Policy, delivered, evaluate, percent_change, state_type)
 
 O, W, C, U = OK, WARNING, CRITICAL, UNKNOWN

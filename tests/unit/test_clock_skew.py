@@ -1,10 +1,10 @@
-"""A sender's clock against the sink's (sinks/alerting/skew.py): what is off, what is
+"""A sender's clock against the sink's (sinks/alerting/hosts/skew.py): what is off, what is
 written, and how status and the console say it."""
 
 from __future__ import annotations
 
 from fleetwatch.display import skew as said
-from sinks.alerting import skew
+from sinks.alerting.hosts import skew
 
 T = 1_700_000_000.0
 

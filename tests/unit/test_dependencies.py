@@ -1,5 +1,5 @@
-"""Dependencies (sinks/alerting/dependencies.py) and the one rule that holds a silent child
-behind its parents (sinks/alerting/freshness.py): references, rules, the graph from config
+"""Dependencies (sinks/alerting/dependencies/rules.py) and the one rule that holds a silent child
+behind its parents (sinks/alerting/freshness/rules.py): references, rules, the graph from config
 and agents' declarations, ancestors, cycles refused in config and broken in declarations;
 the verdict table (UNREACHABLE, held, DOWN) with its boundaries."""
 
@@ -10,11 +10,11 @@ import math
 import pytest
 
 from fleetwatch.config import ConfigError, build
-from sinks.alerting import hosts
+from sinks.alerting.hosts import rules as hosts
 from sinks.alerting.config import AlertingConfig
-from sinks.alerting.dependencies import (Dependency, Graph, Ref, config_cycle, declared_refs,
+from sinks.alerting.dependencies.rules import (Dependency, Graph, Ref, config_cycle, declared_refs,
                                          parse, path_text)
-from sinks.alerting.freshness import DOWN, QUIET, Host, blocking, held
+from sinks.alerting.freshness.rules import DOWN, QUIET, Host, blocking, held
 
 
 @pytest.mark.parametrize("text, host, expected", [
@@ -255,5 +255,5 @@ def test_an_agent_reload_announces_new_parents_in_a_register(tmp_path):
 def test_a_parent_back_gives_its_child_a_timeout(name, parent, expected):
     """The child fell silent at 90 (timeout 20); now is 130: a site router back at 125
     relays its agents' heartbeats a moment later, so the agent is not DOWN yet."""
-    from sinks.alerting.freshness import returned
+    from sinks.alerting.freshness.rules import returned
     assert returned({"site": parent}, 90.0, 20.0, 130.0) == expected

@@ -1,4 +1,4 @@
-"""Downtimes (sinks/alerting/downtimes.py): schedules, windows across midnight and DST,
+"""Downtimes (sinks/alerting/downtimes/rules.py): schedules, windows across midnight and DST,
 matching a subject, fixed and flexible covers at their edges, ends."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from sinks.alerting.downtimes import (DaySchedule, Downtime, cover, covering, ended, names,
+from sinks.alerting.downtimes.rules import (DaySchedule, Downtime, cover, covering, ended, names,
                                       occurrences, parse_schedule)
-from sinks.alerting.silences import Subject
+from sinks.alerting.silences.rules import Subject
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -216,7 +216,7 @@ def test_a_recurring_window_ends_each_occurrence():
 
 
 def test_the_freshness_rule_holds_a_check_whose_host_is_in_a_downtime():
-    from sinks.alerting import freshness
+    from sinks.alerting.freshness import rules as freshness
     assert freshness.held(freshness.Host(True, 100.0, downtime=True), 50.0) == \
         freshness.DOWNTIME
     assert freshness.held(freshness.Host(True, 100.0), 50.0) is None

@@ -1,4 +1,4 @@
-"""Escalation (sinks/alerting/tiers.py, the rules' conditions in sinks/alerting/delivery.py):
+"""Escalation (sinks/alerting/escalation/rules.py, the rules' conditions in sinks/alerting/delivery/rules.py):
 the conditions as configured, routing by notification number, when a problem is
 unacknowledged since, which ``after`` rules are due at the boundaries, and a check's whole
 story on a fake clock: the check state machine, an acknowledgement and the tiers applied as
@@ -10,10 +10,14 @@ import pytest
 
 from support.clock import Clock
 from fleetwatch.config import ConfigError, build
-from sinks.alerting import acks, checks, events, tiers
-from sinks.alerting.acks import Ack
-from sinks.alerting.checks import CRITICAL, OK, WARNING, Policy
-from sinks.alerting.delivery import DeliveryConfig, Rule, route
+from sinks.alerting.acks import rules as acks
+from sinks.alerting.checks import rules as checks
+from sinks.alerting.delivery import events
+from sinks.alerting.escalation import rules as tiers
+from sinks.alerting.acks.rules import Ack
+from sinks.alerting.checks.rules import CRITICAL, OK, WARNING, Policy
+from sinks.alerting.delivery.config import DeliveryConfig
+from sinks.alerting.delivery.rules import Rule, route
 
 UUID = "a1" * 16
 T0 = 1_700_000_000.0
@@ -84,7 +88,7 @@ def test_route_by_notification_number_and_never_to_an_after_rule(event, channels
 
 
 def test_the_tick_looks_only_when_some_rule_has_after():
-    from sinks.alerting import escalation
+    from sinks.alerting.escalation import store as escalation
     assert not escalation.wanted(delivery(*RULES[:2]))
     assert escalation.wanted(delivery(*RULES))
 

@@ -1,4 +1,4 @@
-"""Check freshness (sinks/alerting/freshness.py) on an injected clock: the threshold, the
+"""Check freshness (sinks/alerting/freshness/rules.py) on an injected clock: the threshold, the
 one silence rule hosts share, a host that holds its checks, and a stale check through the
 Nagios state machine (SOFT, HARD, recovery by a late real result)."""
 
@@ -8,8 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from sinks.alerting import checks, freshness, hosts
-from sinks.alerting.freshness import Host, Watch, due, held, overdue, threshold
+from sinks.alerting.checks import rules as checks
+from sinks.alerting.freshness import rules as freshness
+from sinks.alerting.hosts import rules as hosts
+from sinks.alerting.freshness.rules import Host, Watch, due, held, overdue, threshold
 
 POLICY = checks.Policy(max_attempts=3, renotify_interval=0, flap_detection=False)
 

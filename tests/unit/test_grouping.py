@@ -1,4 +1,4 @@
-"""Grouping (sinks/alerting/grouping.py) and the grouped email (sinks/alerting/channels.py):
+"""Grouping (sinks/alerting/delivery/grouping.py) and the grouped email (sinks/alerting/delivery/channels.py):
 which claimed rows make one send, what a group's message says, the settings. Pure: no
 database, no server (the outbox's side is tests/integration/test_grouping_delivery.py)."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from fleetwatch.config import ConfigError, build
-from sinks.alerting import grouping
-from sinks.alerting.channels import (group_body, group_message, group_subject, headline,
+from sinks.alerting.delivery import grouping
+from sinks.alerting.delivery.channels import (group_body, group_message, group_subject, headline,
                                      subject)
-from sinks.alerting.delivery import DeliveryConfig, parse_channel
+from sinks.alerting.delivery.config import DeliveryConfig, parse_channel
 
 T0 = 1_700_000_000.0
 

@@ -1,4 +1,4 @@
-"""Hosts gone silent (sinks/alerting/hosts.py) with a fake clock: DOWN/UP, timeouts, a router
+"""Hosts gone silent (sinks/alerting/hosts/rules.py) with a fake clock: DOWN/UP, timeouts, a router
 that lost a host while another still hears it, and silences."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from support.clock import Clock
-from sinks.alerting.hosts import (HostState, Policy, delivered, deadline, expire, heard)
+from sinks.alerting.hosts.rules import (HostState, Policy, delivered, deadline, expire, heard)
 
 POLICY = Policy(timeout=0, intervals=3, minimum=10)
 
@@ -167,7 +167,7 @@ def test_an_ephemeral_host_silent_past_its_timeout_is_gone_not_down():
 
 
 def test_a_deregistered_host_ignores_heartbeats_sent_before_it_left():
-    from sinks.alerting.hosts import gone
+    from sinks.alerting.hosts.rules import gone
     state = heard(None, "r1", 100.0, 2.0, POLICY).state
     left = gone(state, 101.0, deregistered=100.5)
     assert (left.gone, left.deregistered, left.up, left.pending) == (101.0, 100.5, False,
@@ -183,7 +183,7 @@ def test_a_deregister_dated_in_the_future_hides_no_later_heartbeat():
     """Issue 31: the DEREGISTER's ``ts`` is the sender's clock, bounded by the receiver's
     (when the host went GONE): one dated in year 9999 leaves the host back at its next
     heartbeat, and DOWN when it then goes silent."""
-    from sinks.alerting.hosts import gone
+    from sinks.alerting.hosts.rules import gone
     state = heard(None, "r1", 100.0, 2.0, POLICY).state
     left = gone(state, 101.0, deregistered=253402300799.0)
     assert (left.gone, left.deregistered, left.left) == (101.0, 101.0, 101.0)
@@ -198,7 +198,7 @@ def test_a_deregister_dated_in_the_future_hides_no_later_heartbeat():
 
 
 def test_a_host_down_and_told_that_leaves_owes_nothing():
-    from sinks.alerting.hosts import gone
+    from sinks.alerting.hosts.rules import gone
     state, sent, _ = drive([("beat", 100.0, "r1"), ("tick", 111.0)])
     assert sent == [(111.0, "down")] and state.notified
     left = gone(state, 120.0, deregistered=119.0)

@@ -112,7 +112,7 @@ def test_the_rule_sees_what_it_must():
     assert not allowed("fleetwatch.protocol", "sinks.state.db")
     assert not allowed("sinks.loop", "fleetwatch.cli.operator")
     assert not allowed("router.relay", "agent.spool")
-    assert not allowed("scheduler.dispatch", "sinks.alerting.outbox")
+    assert not allowed("scheduler.dispatch", "sinks.alerting.delivery.store")
     assert allowed("scheduler.main", "sinks.state.reader")
     assert allowed("fleetwatch.cli.status", "sinks.state.reader")
     assert allowed("agent.daemon", "fleetwatch.protocol")
@@ -154,20 +154,25 @@ def test_the_relays_parts_never_import_the_relay():
     assert found == []
 
 
-def circles(package: str) -> list[list[str]]:
-    """The import circles among the files of ``package``: the strongly connected components
-    (Tarjan's) of the graph from each file to the files it imports (every import, lazy or
-    under TYPE_CHECKING alike: :func:`imports`), those of more than one file or of a file
-    that imports itself; each as its module names, sorted."""
-    files = {module_name(path): path for path in sorted((ROOT / package).rglob("*.py"))}
+def circles(*folders: str) -> list[list[str]]:
+    """The import circles among the files under ``folders`` (paths from the project's root):
+    the strongly connected components (Tarjan's) of the graph from each file to the files it
+    imports (every import, lazy or under TYPE_CHECKING alike: :func:`imports`; ``from P
+    import x`` imports ``P`` and, when it is a file, ``P.x``), those of more than one file or
+    of a file that imports itself; each as its module names, sorted."""
+    files = {module_name(path): path for folder in folders
+             for path in sorted((ROOT / folder).rglob("*.py"))}
 
     def file_of(name: str) -> str | None:          # web.store.Who: web.store
         while name and name not in files:
             name = name.rpartition(".")[0]
         return name or None
 
+    # (a package's __init__ that imports its own modules, ``from P import x``, names P too:
+    # not an import of itself)
     edges = {src: sorted({dst for _, name in imports(path)
-                          if (dst := file_of(name)) is not None})
+                          if (dst := file_of(name)) is not None
+                          and not (dst == src and path.name == "__init__.py")})
              for src, path in files.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -196,10 +201,11 @@ def circles(package: str) -> list[list[str]]:
     return sorted(found)
 
 
-def test_no_import_circle_in_web():
-    """No file of web/ imports, however indirectly, one that imports it: the application
-    imports the routes, the routes what they share, never back."""
-    assert circles("web") == []
+def test_no_import_circle_anywhere():
+    """No file of the project imports, however indirectly, one that imports it: within a
+    layer too, modules import each other one way (web/'s application imports the routes,
+    the routes what they share; sinks/alerting/port.py says which way its files go)."""
+    assert circles(*PACKAGES) == []
 
 
 def test_a_circle_is_seen_lazy_or_for_types_only(tmp_path, monkeypatch):
@@ -214,3 +220,28 @@ def test_a_circle_is_seen_lazy_or_for_types_only(tmp_path, monkeypatch):
     (package / "auth.py").write_text("from web import store\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
     assert circles("web") == [["web.api", "web.app", "web.pages"], ["web.store"]]
+
+
+def test_a_circle_through_a_package_is_seen(tmp_path, monkeypatch):
+    package = tmp_path / "sinks" / "x"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from sinks.x.b import f\n")
+    (package / "b.py").write_text("def f():\n    from sinks.x import c\n")
+    (package / "c.py").write_text("from sinks.x.a import g\n")
+    (package / "d.py").write_text("from sinks.x import a\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert circles("sinks/x") == [["sinks.x.a", "sinks.x.b", "sinks.x.c"]]
+
+
+def test_the_alerting_concepts_never_import_the_evaluation_nor_the_sink():
+    """sinks/alerting/port.py: a concept (a package of sinks/alerting) acts on a transaction
+    through its port; it imports neither the evaluation, nor the sink, nor the port's
+    adapter, not even for type checking."""
+    composers = ("sinks.alerting.evaluation", "sinks.alerting.sink",
+                 "sinks.alerting.transaction")
+    found = [f"{path.relative_to(ROOT)}:{line}: {dst}"
+             for path in sorted((ROOT / "sinks" / "alerting").glob("*/*.py"))
+             for line, dst in imports(path)
+             if any(dst == c or dst.startswith(c + ".") for c in composers)]
+    assert found == []

@@ -185,7 +185,7 @@ def test_alerts_carry_the_handling_of_their_problem_since_its_last_recovery():
 
 def test_downtime_of_uses_the_sinks_matcher():
     from datetime import timezone
-    from sinks.alerting.downtimes import Downtime
+    from sinks.alerting.downtimes.rules import Downtime
     rows = [Downtime(1, "web-*", None, T0 - 60, T0 + 600, comment="patch", author="bob"),
             Downtime(2, "sw-3", None, T0 - 60, T0 + 60, children=True, author="carol"),
             Downtime(3, "db-1", "pg", T0 - 86400, None, every="daily 22:00-23:00"),

@@ -18,8 +18,9 @@ from fleetwatch.ask import Answer
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from sinks.alerting import ackstore, downtimestore  # noqa: E402
-from sinks.alerting.downtimes import Downtime  # noqa: E402
+from sinks.alerting.acks import store as ackstore  # noqa: E402
+from sinks.alerting.downtimes import store as downtimestore  # noqa: E402
+from sinks.alerting.downtimes.rules import Downtime  # noqa: E402
 from sinks.state import db, schema  # noqa: E402
 
 WEB, DB, SW, APP = "a" * 32, "b" * 32, "c" * 32, "d" * 32

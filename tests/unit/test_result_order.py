@@ -1,4 +1,4 @@
-"""Which of two results of one check is the newer (sinks/alerting/ordering.py), and the
+"""Which of two results of one check is the newer (sinks/alerting/checks/ordering.py), and the
 check state machine going by it: a sender's clock that was fast, or stepped back within a
 run, never hides a result; a late or repeated result of one agent run is still older."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sinks.alerting import checks as checkstate
-from sinks.alerting.ordering import Order, key, newer, of
+from sinks.alerting.checks import rules as checkstate
+from sinks.alerting.checks.ordering import Order, key, newer, of
 
 T = 1_700_000_000.0
 FAST = 7200.0                   # the agent's clock two hours ahead

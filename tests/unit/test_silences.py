@@ -1,10 +1,10 @@
-"""Silences (sinks/alerting/silences.py): matching by host and check glob, time window, durations."""
+"""Silences (sinks/alerting/silences/rules.py): matching by host and check glob, time window, durations."""
 
 from __future__ import annotations
 
 import pytest
 
-from sinks.alerting.silences import (MAX_DURATION, Silence, Subject, check_pattern, first_match, matches,
+from sinks.alerting.silences.rules import (MAX_DURATION, Silence, Subject, check_pattern, first_match, matches,
                             parse_duration)
 
 UUID = "3f2c" + "0" * 28

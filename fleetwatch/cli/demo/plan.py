@@ -100,7 +100,7 @@ class DemoConfig:
         (ValueError naming the bad flag)."""
         if not (self.alert_webhook or self.alert_smtp or self.alert_to):
             return None
-        from sinks.alerting.delivery import for_demo
+        from sinks.alerting.delivery.config import for_demo
         return for_demo(self.alert_webhook or None, self.alert_smtp or None, self.alert_to)
 
 

@@ -1,0 +1,258 @@
+"""The deliverer: sends the alerting sink's outbox rows, with retries, from its own thread.
+
+Each round (:meth:`Deliverer.run_once`) claims a batch of due rows in one short
+transaction (:func:`sinks.alerting.delivery.store.claim`), sends them one by one outside any
+transaction and records each outcome in its own (:func:`sinks.alerting.delivery.store.mark`). A
+channel with ``group_wait`` (:mod:`sinks.alerting.delivery.grouping`) has its rows claimed group
+by group; an email channel sends a group as one message, and its outcome is the outcome of every
+row in it:
+
+- sent: the row is done;
+- :class:`sinks.alerting.delivery.channels.SendError` ``permanent`` (a 4xx webhook answer, a 5xx
+  SMTP reply): failed at once, logged and counted -- retrying would only repeat the refusal;
+- any other error: retried after ``retry.initial * 2**(attempts-1)`` seconds, at most
+  ``retry.max``, shortened by up to ``retry.jitter`` at random (sinks that failed together
+  do not retry together), and failed once the alert is ``retry.max_age`` old.
+
+A channel that fails with a retryable error is left alone for a while (the same backoff,
+counted per channel): with a mail server down, a hundred waiting alerts cost one connection
+attempt per round, not a hundred timeouts. The claim's lease is checked before each send:
+a row is only sent while the lease leaves room for twice the channel's timeout, so another
+sink never takes over a row that is still being sent.
+
+Times are wall-clock seconds (``time.time``): leases are compared between sinks sharing one
+database, possibly on several machines, whose clocks are assumed to agree to well within a
+lease.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from fleetwatch.logs import Throttle
+from sinks.alerting.delivery import grouping
+from sinks.alerting.delivery import store as outbox
+from sinks.alerting.delivery.channels import SendError, senders as build_senders
+from sinks.alerting.delivery.config import DeliveryConfig
+
+log = logging.getLogger(__name__)
+
+#: seconds between two purges of old sent and failed alerts
+PURGE_EVERY = 3600.0
+
+
+class Deliverer:
+    def __init__(self, engine: Engine, config: DeliveryConfig, senders: dict | None = None,
+                 name: str = "alerting", clock=time.time, rand=random.random):
+        self.engine, self.config, self.clock, self.rand = engine, config, clock, rand
+        self.senders = build_senders(config) if senders is None else senders
+        self.worker = f"{name}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:128]
+        self.counts: Counter = Counter()
+        self.throttle = Throttle(log)
+        #: channel -> (consecutive retryable failures, not tried again before)
+        self.resting: dict[str, tuple[int, float]] = {}
+        self.next_purge = 0.0
+        self._wake, self._stop = threading.Event(), threading.Event()
+        self._thread: threading.Thread | None = None
+        #: a reloaded config, taken by the thread before its next round (:meth:`reconfigure`)
+        self._next_config = config
+
+    # ---------------------------------------------------------------- policy (pure)
+    def backoff(self, failures: int) -> float:
+        r = self.config.retry
+        delay = min(r.max, r.initial * 2 ** min(max(failures - 1, 0), 30))
+        return delay * (1 - r.jitter * self.rand())
+
+    def _usable(self, now: float) -> list[str]:
+        return [c for c in self.senders if self.resting.get(c, (0, 0.0))[1] <= now]
+
+    # ---------------------------------------------------------------- one round
+    def run_once(self) -> int:
+        """Claim and send one batch; return how many rows were claimed."""
+        now = self.clock()
+        if now >= self.next_purge:
+            self._housekeeping(now)
+        waits = grouping.waits(self.config.parsed_channels())
+        with self.engine.begin() as conn:
+            rows = outbox.claim(conn, self.worker, now, self.config.lease, self.config.batch,
+                                self._usable(now), waits)
+        # channels whose sender makes a group one message (email); others send each row
+        grouped = {name: by for name, (_, by) in waits.items()
+                   if hasattr(self.senders.get(name), "send_group")}
+        sends = grouping.sends(rows, grouped)
+        for i, send in enumerate(sends):
+            channel = send[0]["channel"]
+            sender = self.senders[channel]
+            now = self.clock()
+            if now + 2 * sender.timeout > send[0]["lease_until"] or self._stop.is_set():
+                # the lease would not cover the send: later
+                self._give_back([r for later in sends[i:] for r in later])
+                break
+            if self.resting.get(channel, (0, 0.0))[1] > now:
+                self._give_back(send)        # its channel just failed in this batch
+                continue
+            by = grouped.get(channel, ())
+            self._attempt(send, sender, grouping.title(by, grouping.group_of(send[0]["event"], by)))
+        return len(rows)
+
+    def _attempt(self, rows: list[dict], sender, title: str = "") -> None:
+        """Send one alert, or a group of them as one message."""
+        channel, first = rows[0]["channel"], rows[0]
+        try:
+            if len(rows) == 1:
+                sender.send(first["event"], ref=str(first["id"]))
+            else:
+                sender.send_group([r["event"] for r in rows], ref=f"{first['id']}+{len(rows)}",
+                                  title=title)
+        except SendError as e:
+            self._failed(rows, e)
+            return
+        except Exception as e:  # a bug in a sender must not stop delivery: retried, logged
+            log.exception("channel %s crashed on alert %s", channel, first["id"])
+            self._failed(rows, SendError(f"{e.__class__.__name__}: {e}"))
+            return
+        self.resting.pop(channel, None)
+        self.counts[f"sent.{channel}"] += len(rows)
+        if len(rows) == 1:
+            log.info("alert sent to %s: %s %s (attempt %d)", channel,
+                     first["event"].get("action"), first["event"].get("key"),
+                     first["attempts"] + 1)
+        else:
+            self.counts[f"grouped.{channel}"] += 1
+            log.info("%d alerts sent to %s in one message (%s)", len(rows), channel,
+                     title or "the channel's group")
+        self._mark(rows, outbox.SENT)
+
+    def _failed(self, rows: list[dict], e: SendError) -> None:
+        channel, now = rows[0]["channel"], self.clock()
+        attempts = max(r["attempts"] for r in rows) + 1
+        old = [r for r in rows if now - r["created"] >= self.config.retry.max_age]
+        done = rows if e.permanent else old
+        if done:
+            why = "refused" if e.permanent else f"undelivered after {attempts} attempts"
+            self.counts[f"failed.{channel}"] += len(done)
+            log.error("%s to channel %s failed, %s: %s", _which(done), channel, why, e)
+            self._mark(done, outbox.FAILED, error=str(e))
+        retry = [r for r in rows if r not in done]
+        if not retry:
+            return
+        failures = self.resting.get(channel, (0, 0.0))[0] + 1
+        wait = max(self.backoff(failures), e.retry_after or 0.0)
+        self.resting[channel] = (failures, now + wait)
+        self.counts[f"retry.{channel}"] += len(retry)
+        self.throttle.warning(f"retry.{channel}", "channel %s: %s; alerts to it wait, next "
+                              "try in %.0f s", channel, e, wait)
+        # a group is retried as a group: one next attempt for all its rows
+        retry_at = now + max(self.backoff(attempts), e.retry_after or 0.0)
+        self._mark(retry, outbox.PENDING, error=str(e), next_attempt=retry_at)
+
+    def _mark(self, rows: list[dict], state: str, error: str | None = None,
+              next_attempt: float | None = None) -> None:
+        try:
+            with self.engine.begin() as conn:
+                ours = outbox.mark(conn, [r["id"] for r in rows], self.worker, self.clock(),
+                                   state, error=error, next_attempt=next_attempt)
+        except SQLAlchemyError as e:
+            self.counts["mark_failed"] += 1
+            self.throttle.warning("mark_failed", "cannot record the outcome of %s (%s); "
+                                  "the lease expires and it is tried again: %s",
+                                  _which(rows), state, e)
+            return
+        if ours < len(rows):
+            self.counts["lease_lost"] += 1
+            self.throttle.warning("lease_lost", "%s: our claim had expired when marking "
+                                  "it %s", _which(rows), state)
+
+    def _give_back(self, rows: list[dict]) -> None:
+        try:
+            with self.engine.begin() as conn:
+                outbox.mark(conn, [r["id"] for r in rows], self.worker, self.clock(),
+                            outbox.PENDING, attempted=False)
+        except SQLAlchemyError as e:
+            self.throttle.warning("give_back", "cannot give back %d alert(s) (their lease "
+                                  "expires): %s", len(rows), e)
+
+    def _housekeeping(self, now: float) -> None:
+        self.next_purge = now + PURGE_EVERY
+        with self.engine.begin() as conn:
+            gone = outbox.purge(conn, now - self.config.keep)
+            stale = outbox.fail_orphans(conn, list(self.senders),
+                                        now - self.config.retry.max_age, now)
+        if gone or stale:
+            log.info("outbox: %d old alert(s) purged, %d for removed channels failed",
+                     gone, stale)
+
+    # ---------------------------------------------------------------- thread
+    def start(self) -> None:
+        if not self.senders:
+            log.info("no alert channels configured: alerts are recorded, not sent")
+        self._thread = threading.Thread(target=self._run, name="deliverer", daemon=True)
+        self._thread.start()
+
+    def reconfigure(self, config: DeliveryConfig) -> None:
+        """New channels, retry and outbox settings (a config reload; any thread): the
+        deliverer's thread takes them before its next round, never within one."""
+        self._next_config = config
+        self.wake()
+
+    def _take_config(self) -> None:
+        config = self._next_config
+        if config is self.config:
+            return
+        self.senders = build_senders(config)
+        self.config = config
+        self.resting = {c: r for c, r in self.resting.items() if c in self.senders}
+        self.next_purge = 0.0        # alerts of removed channels: failed once too old
+        log.info("delivery settings reloaded: channels %s", ", ".join(self.senders) or "none")
+
+    def wake(self) -> None:
+        """Look at the outbox now (an alert was just committed)."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():     # still sending: giving its row back could send
+                log.warning("deliverer still sending at stop; its claims expire in %.0f s",
+                            self.config.lease)
+                return
+        try:
+            with self.engine.begin() as conn:
+                outbox.release(conn, self.worker)
+        except SQLAlchemyError as e:
+            log.warning("cannot release claimed alerts at stop (their lease expires): %s", e)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            busy = 0
+            try:
+                self._take_config()
+                busy = self.run_once() if self.senders else 0
+            except SQLAlchemyError as e:
+                self.counts["db_errors"] += 1
+                self.throttle.warning("db", "outbox unavailable: %s", e)
+            except Exception:  # the deliverer outlives its bugs: logged, the sink keeps going
+                self.counts["crashed"] += 1
+                log.exception("deliverer round failed")
+            if not busy:
+                self._wake.wait(self.config.poll_interval)
+                self._wake.clear()
+
+
+def _which(rows: list[dict]) -> str:
+    """``alert 17 (KEY)`` or ``3 alerts (17, 18, 20)``, for log lines."""
+    if len(rows) == 1:
+        return f"alert {rows[0]['id']} ({rows[0]['event'].get('key')})"
+    ids = ", ".join(str(r["id"]) for r in rows[:5])
+    return f"{len(rows)} alerts ({ids}{', ...' if len(rows) > 5 else ''})"

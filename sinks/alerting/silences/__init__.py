@@ -1,0 +1,1 @@
+"""Silences: what one mutes (:mod:`.rules`) and its rows (:mod:`.store`)."""

@@ -10,6 +10,7 @@ grouping and the deliverer). They act on one transaction through a narrow interf
 :class:`.port.Port`, and never import the evaluation nor the sink. A batch's messages become
 rows (:mod:`.rows`); one transaction's evaluation of them (:mod:`.evaluation`) acts on a
 wider port (:class:`.port.EvaluationPort`), never on the connection; why an alert is held
-back is one function (:func:`.holds.held_back`), asked on every path. The sink gives each transaction its port (:mod:`.transaction`); the state rows
-are locked as :mod:`.locks` says, the registry's tables read through :mod:`.lookups`.
+back is one function (:func:`.holds.held_back`), asked on every path. The sink gives each
+transaction its port (:mod:`.transaction`); the state rows are locked as :mod:`.locks` says,
+the registry's tables read through :mod:`.lookups`.
 """

@@ -4,7 +4,7 @@ the compaction timer's application on it compacting the demo's lake, the noteboo
 printed; and a demo killed with SIGKILL leaves no Spark JVM of its directory (the daemons get
 their parent-death signal: fleetwatch/lifeline.py). The demo stopped by a signal stopping the
 cluster is cluster.stop, tested by test_history_cluster's fixture; a cluster a killed demo
-left is stopped by the next start (tests/unit/test_cluster_lifecycle.py)."""
+left is stopped by the next start (tests/unit/fleetwatch/lake/test_cluster_lifecycle.py)."""
 
 from __future__ import annotations
 

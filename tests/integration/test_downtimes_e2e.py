@@ -39,7 +39,7 @@ sink = functools.partial(alertsink.sink, **QUICK, renotify_interval=0)
 def downtime(op, clock, verb: str, *argv: str):
     """``fleetwatch downtime VERB ARGV`` on ``clock``; ``add`` with ``--force``: these
     downtimes are planned before their hosts' checks first report (the check that the
-    fleet has seen them: tests/unit/test_known_hosts.py)."""
+    fleet has seen them: tests/unit/query/test_known_hosts.py)."""
     return alertsink.command("downtime", op, clock, verb, *argv,
                              *(("--force",) if verb == "add" else ()))
 

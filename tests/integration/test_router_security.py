@@ -98,7 +98,7 @@ def test_allowlist_changes_apply_without_restart_and_on_sighup(fleet, zctx, keys
 
     # SIGHUP re-reads even what the periodic check cannot see: the same file name, size and
     # modification time, another key inside (that the periodic check misses it:
-    # tests/unit/test_keyring.py)
+    # tests/unit/fleetwatch/test_keyring.py)
     first_cert, first_public = keys.mint("agent", "hup-1", "agent-hup", allow=True)
     second_cert, second_public = keys.mint("agent", "hup-2", "agent-hup", allow=False)
     target = keys.agents_dir / Path(first_public).name

@@ -7,7 +7,7 @@ they start (:func:`sinks.state.db.create`); readers never migrate. Run programma
 on the connection the caller holds, inside its transaction: no ``alembic.ini``.
 
 :data:`HEAD` is the newest revision, said here so that a start on a database already there
-costs one small read and no import of Alembic (tests/unit/test_state_migrations.py checks
+costs one small read and no import of Alembic (tests/unit/sinks/state/test_state_migrations.py checks
 it against ``versions/``).
 """
 

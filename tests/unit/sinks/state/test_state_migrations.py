@@ -21,8 +21,7 @@ from alembic.runtime.migration import MigrationContext  # noqa: E402
 from alembic.script import ScriptDirectory  # noqa: E402
 
 from sinks.state import db, migrations, schema  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[2]
+from support import ROOT  # noqa: E402
 
 
 def test_the_revisions_are_one_line_ending_at_head():

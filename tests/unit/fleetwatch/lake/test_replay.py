@@ -16,6 +16,7 @@ import pytest
 from fleetwatch.lake import synth
 from fleetwatch.lake.follow import Follower, NotFound, Point, check_since, follow
 from fleetwatch.lake.landed import END_SLACK, Files, Reader, ends, file_name, order, parse
+from support import ROOT
 
 T0 = 1_795_000_000.0
 
@@ -219,7 +220,7 @@ def test_replay_imports_no_spark():
             "bad = [m for m in ('pyspark', 'py4j') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=Path(__file__).parents[2])
+                         cwd=ROOT)
     assert res.returncode == 0, res.stdout + res.stderr
 
 

@@ -4,9 +4,9 @@ on documents made by hand (no processes)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-sys.path.append(str(Path(__file__).parents[2] / "bench"))   # last: bench/scheduler.py
+from support import ROOT  # noqa: E402
+sys.path.append(str(ROOT / "bench"))   # last: bench/scheduler.py
                                                              # must not hide the package
 from fleetsim_report import checks, render, summary  # noqa: E402
 

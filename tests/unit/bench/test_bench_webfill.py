@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sqlite3
 import sys
-from pathlib import Path
 
-sys.path.append(str(Path(__file__).parents[2] / "bench"))   # last: bench/web.py is not web/
+from support import ROOT  # noqa: E402
+sys.path.append(str(ROOT / "bench"))   # last: bench/web.py is not web/
 
 import webfill  # noqa: E402
 from sinks.state import schema  # noqa: E402

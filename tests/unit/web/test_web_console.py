@@ -8,13 +8,13 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("fastapi")
 
-sys.path.append(str(Path(__file__).parents[2] / "bench"))   # last: bench/web.py is not web/
+from support import ROOT  # noqa: E402
+sys.path.append(str(ROOT / "bench"))   # last: bench/web.py is not web/
 import webfill  # noqa: E402
 
 from fleetwatch.cli.operator import OperatorConfig  # noqa: E402

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("sqlalchemy")
 
-sys.path.append(str(Path(__file__).parents[2] / "bench"))   # last: bench/web.py is not web/
+from support import ROOT  # noqa: E402
+sys.path.append(str(ROOT / "bench"))   # last: bench/web.py is not web/
 import webfill  # noqa: E402
 
 from query import fleet, pages  # noqa: E402

@@ -16,6 +16,7 @@ pytest.importorskip("starlette")
 from fleetwatch.config import ConfigError, build as settings_of  # noqa: E402
 from web import assets  # noqa: E402
 from web.settings import WebSettings  # noqa: E402
+from support import ROOT  # noqa: E402
 
 TEMPLATES = assets.SOURCE.parent / "templates"      # (web/context.py's, without importing it)
 
@@ -145,10 +146,9 @@ def test_make_install_builds_the_assets_when_their_lock_changes():
     left them out, and the browser tests were skipped)."""
     import shutil
     import subprocess
-    from pathlib import Path
     if shutil.which("make") is None:
         pytest.skip("make not installed")
-    root = Path(__file__).resolve().parents[2]
+    root = ROOT
     dry = subprocess.run(["make", "-n", "-C", str(root), "-W", "web/assets/package-lock.json",
                           "install"], capture_output=True, text=True, timeout=60)
     assert "npm ci" in dry.stdout and "python -m web.assets" in dry.stdout, dry.stdout

@@ -233,7 +233,6 @@ def test_alerts_show_the_handling_of_their_problem(op, state, capsys):
     assert "[" not in text["load"]
 
 
-
 def test_alerts_say_which_silence_or_downtime_kept_a_notification_back(op, state, capsys):
     eng = db.engine(state)
     with eng.begin() as conn:

@@ -1,6 +1,6 @@
 """What ``status`` and ``alerts`` say is handled, and which problems ``status --problems``
 lists: pure logic over rows, table-driven (the commands themselves:
-tests/unit/test_problems_cli.py)."""
+tests/unit/fleetwatch/cli/test_problems_cli.py)."""
 
 from __future__ import annotations
 

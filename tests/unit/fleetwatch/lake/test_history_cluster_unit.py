@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -11,6 +10,7 @@ import pytest
 
 from fleetwatch.lake import cluster
 from fleetwatch.lake.spark import defaults, on_loopback
+from support import ROOT
 
 
 @pytest.mark.parametrize("master,loopback", [
@@ -70,8 +70,7 @@ def test_the_cluster_module_never_imports_pyspark():
     code = ("import sys, fleetwatch.lake.cluster, fleetwatch.cli.history.cluster; "
             "print('pyspark' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(
-                             os.path.abspath(__file__)))))
+                         cwd=ROOT)
     assert out.stdout.strip() == "False", out.stderr
 
 

@@ -11,15 +11,14 @@ import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from fleetwatch.lake import cluster
 from support.cli import fw
 from support.fleet import wait_for
+from support import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 #: a stand-in daemon: a process whose command line names a Spark class, as cluster.is_daemon
 #: recognises one
 FAKE = [sys.executable, "-c", "import time; time.sleep(60)",

@@ -128,7 +128,6 @@ def test_a_database_without_the_tables_gives_nothing(tmp_path):
     assert out.rows == [] and out.mark == Mark(T0)
 
 
-
 def test_history_state_url_must_be_a_url():
     from fleetwatch.lake.settings import HistorySettings
     HistorySettings(state_url="").validate()                # the default: no lifecycle

@@ -131,7 +131,6 @@ def test_too_long_names_are_counted_not_sent():
     assert [p.name for p in points] == ["h.ok"] and counts == Counter(bad_name=1)
 
 
-
 def test_owner_and_name_are_judged_apart_and_memories_stay_bounded():
     namer = Namer(cache_size=3)
     long_owner = "h" * (MAX_NODE + 1)

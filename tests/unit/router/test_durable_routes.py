@@ -16,6 +16,7 @@ from fleetwatch.config import ConfigError, build
 from router.config import RouterConfig
 from router.drops import PER_MESSAGE, DropLedger
 from support.clock import Clock
+from support import ROOT
 
 OWNERS = {"NOTIFY": ("alerting",), "REGISTER": ("registry",)}
 
@@ -231,11 +232,10 @@ def test_routers_that_do_not_say_leave_it_unknown():
 def test_the_ansible_role_writes_the_routing_table_of_the_code():
     """The router role cuts the default routing table to the sink types deployed; its copy
     of the table is the code's."""
-    from pathlib import Path
 
     import yaml
 
     from router.config import DEFAULT_ROUTES
-    defaults = Path(__file__).parents[2] / "ansible/roles/fleetwatch_router/defaults/main.yml"
+    defaults = ROOT / "ansible/roles/fleetwatch_router/defaults/main.yml"
     assert yaml.safe_load(defaults.read_text())["fleetwatch_router_default_routes"] == \
         DEFAULT_ROUTES

@@ -51,7 +51,7 @@ from sinks.alerting.silences import store as alertstate  # noqa: E402
 from sinks.alerting.config import AlertingConfig  # noqa: E402
 from sinks.alerting.downtimes.rules import Downtime  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
-from sinks.state import db, schema  # noqa: E402
+from fleetwatch.store import db, schema  # noqa: E402
 
 AGENTS, PLUGINS = 1000, 2
 PARENT = "switch-1"

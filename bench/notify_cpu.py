@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fleetwatch import protocol  # noqa: E402
 from fleetwatch.protocol import Relayed  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
-from sinks.state import db  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
 
 UUID = "a1" * 16
 

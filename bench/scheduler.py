@@ -185,7 +185,7 @@ class Bench:
     def declare(self, per_agent: int) -> list[tuple[str, str, float]]:
         """Every agent declares ``per_agent`` plugins at 1 s (the real registry sink class)."""
         from fleetwatch.protocol import Relayed
-        from sinks.state import db
+        from fleetwatch.store import db
         from sinks.registry import RegistrySink
         sink = RegistrySink(db.engine(self.state_url))
         sink.start()

@@ -59,7 +59,7 @@ import webfill  # noqa: E402  (bench/webfill.py)
 import webtail  # noqa: E402  (bench/webtail.py)
 import websql  # noqa: E402  (bench/websql.py)
 from results import percentile, wait, write_section  # noqa: E402  (bench/results.py)
-from sinks.state import db  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
 from status_scale import router  # noqa: E402  (bench/status_scale.py)
 
 HEADING = "## The console and the API at 10,000 hosts"

@@ -1,5 +1,5 @@
 """A state database as a fleet of HOSTS agents leaves it, for bench/web.py: what the console
-reads, in the shapes the sinks write it (sinks/state/schema.py).
+reads, in the shapes the sinks write it (fleetwatch/store/schema.py).
 
 Seeded, so two runs (and SQLite and PostgreSQL in one run) hold the same rows:
 
@@ -24,7 +24,7 @@ import random
 import time
 import uuid as uuidlib
 
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 
 PLUGINS = ("check_load", "check_disk", "check_http", "check_ping", "check_procs", "check_swap",
            "check_users", "check_ntp")

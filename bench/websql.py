@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sqlalchemy import and_, func, or_, select
 
-from sinks.state.schema import (acknowledgements, agents, alert_events, check_freshness,
+from fleetwatch.store.schema import (acknowledgements, agents, alert_events, check_freshness,
                                 check_state, checks, downtimes, host_state, notifications,
                                 outbox)
 

@@ -11,7 +11,7 @@ import importlib
 
 #: optional module -> the extra that installs it
 EXTRAS = {"sqlalchemy": "sinks", "croniter": "sinks", "graphyte": "graphite",
-          # the state database's migrations (sinks/state/migrations; Mako: Alembic's templates)
+          # the state database's migrations (fleetwatch/store/migrations; Mako: Alembic's templates)
           "alembic": "sinks", "mako": "sinks",
           "pyspark": "history", "fastapi": "web", "uvicorn": "web", "argon2": "web",
           "prometheus_client": "prometheus",

@@ -7,6 +7,6 @@ merged), :mod:`query.handling` (problems and how they are handled) and :mod:`que
 (the scopes of the console's pages and the counts of states, in SQL, so that a page of a
 fleet of 10,000 hosts reads its own rows).
 
-It sits above the state database (:mod:`sinks.state`) and the alerting sinks' rules
+It sits above the state database (:mod:`fleetwatch.store`) and the alerting sinks' rules
 (:mod:`sinks.alerting`: downtimes, dependencies), and below the commands and the console.
 """

@@ -1,7 +1,7 @@
 """What the fleet looks like, read once: the one query layer of ``fleetwatch status``,
 ``status --problems``, ``alerts`` and the console (:mod:`web`).
 
-The state database's rows (:mod:`sinks.state.reads`) and, for ``status``, every router's
+The state database's rows (:mod:`fleetwatch.store.reads`) and, for ``status``, every router's
 PEERS answer, merged per agent:
 
 - :func:`read` reads the rows of one *scope*: every agent (``status``), or the agents
@@ -28,7 +28,7 @@ from query import handling
 
 if TYPE_CHECKING:
     from fleetwatch.ask import Answer
-    from sinks.state import reads
+    from fleetwatch.store import reads
 
 #: a scope larger than this is read whole and cut here: an ``IN`` of tens of thousands of
 #: values costs the database more than the rows it saves (and SQLite allows 32,766)
@@ -56,7 +56,7 @@ def read(conn, now: float, uuids: reads.Uuids = None, pairs: reads.Pairs = None,
     all of theirs; empty: none, for a list of agents alone), and the downtimes that may
     cover something at ``now``. Without ``results``, not the checks' declarations and
     latest results: only what judges their state and handling (``alerts``)."""
-    from sinks.state import reads      # SQLAlchemy: only where a database is read
+    from fleetwatch.store import reads      # SQLAlchemy: only where a database is read
     whole = uuids is None or _large(uuids) or _large(pairs)
     u, p = (None, None) if whole else (uuids, pairs)
     # PostgreSQL filters (uuid, plugin) IN (a list) row by row against the whole list:
@@ -93,8 +93,8 @@ def _ancestors(conn, agents: list) -> list[dict]:
     from sqlalchemy import select, true
 
     from sinks.alerting.dependencies.rules import declared_refs
-    from sinks.state import schema
-    from sinks.state.reads import present
+    from fleetwatch.store import schema
+    from fleetwatch.store.reads import present
     found = {a["hostname"]: a for a in agents if a.get("hostname")}
     level = list(found.values())
     a = schema.agents

@@ -56,7 +56,7 @@ def none(hostname: str | None, uuid: str, check: str | None,
 def read_downtimes(conn, now: float) -> list:
     """The downtimes that may cover something at ``now`` (the sinks' own query,
     :func:`sinks.alerting.downtimes.store.current`); none before the table exists."""
-    from sinks.state.db import has_tables
+    from fleetwatch.store.db import has_tables
     if not has_tables(conn, "downtimes"):
         return []
     from sinks.alerting.downtimes import store as downtimestore

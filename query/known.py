@@ -33,8 +33,8 @@ from fnmatch import fnmatchcase
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from sinks.state import schema
-from sinks.state.db import has_tables
+from fleetwatch.store import schema
+from fleetwatch.store.db import has_tables
 
 #: how many close names the refusal offers
 CLOSEST = 3

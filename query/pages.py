@@ -22,9 +22,9 @@ from sqlalchemy import (String, and_, case, cast, exists, false, func, literal, 
                         select, union)
 from sqlalchemy.engine import Connection
 
-from sinks.state import schema
-from sinks.state.db import has_tables
-from sinks.state.reads import present
+from fleetwatch.store import schema
+from fleetwatch.store.db import has_tables
+from fleetwatch.store.reads import present
 
 #: the host states, in the order the console lists their counts
 HOST_STATES = ("DOWN", "UNREACHABLE", "UP", "UNKNOWN", "GONE")

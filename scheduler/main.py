@@ -45,7 +45,7 @@ def job_table(rows: list[dict], config: SchedulerConfig, now: float) -> dict:
 
 
 def list_jobs(config: SchedulerConfig, as_json: bool, now: float) -> int:
-    from sinks.state.reader import Reader, StateError
+    from fleetwatch.store.reader import Reader, StateError
     from scheduler.service import read_registry
     reader = Reader(config.state_url)
     try:

@@ -40,7 +40,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from fleetwatch import logs, sdnotify
 from fleetwatch.logs import Throttle
 from fleetwatch.reload import LIVE, Reloader
-from sinks.state.reader import Reader, StateError, safe_url
+from fleetwatch.store.reader import Reader, StateError, safe_url
 from scheduler.config import SchedulerConfig
 from scheduler.dispatch import Dispatcher
 from scheduler.jobs import Diff, JobSpec, Key, Plan
@@ -58,7 +58,7 @@ def read_registry(reader: Reader) -> list[dict]:
     """The registry's ``plugins`` rows, each with its agent's ``hostname`` (or None); none of
     an agent that left (deregistered, or ephemeral and gone silent: ``reads.gone``), so its
     jobs are dropped at the next refresh."""
-    from sinks.state import reads
+    from fleetwatch.store import reads
     plugins = reader.read(reads.plugins)
     if not plugins:
         return []

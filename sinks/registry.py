@@ -31,7 +31,7 @@ That ``ts`` is the sender's clock, kept bounded by the receiver's: never after t
 DEREGISTER was written (``last_seen``), so one dated in the future (a wrong clock, or a forged
 one) does not make the agent's later HELLOs "sent before it".
 The alerting sinks forget the row with the rest after ``alerting.forget_after``
-(:mod:`sinks.state.forget`).
+(:mod:`fleetwatch.store.forget`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ from fleetwatch import sinktypes
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
 from sinks.alerting.dependencies.rules import declared_refs
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
+from sinks.database import DatabaseSink
 from sinks.base import WriteError
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def plugin_rows(uuid: str, source: str, declared: list, now: float) -> tuple[lis
     return list(rows.values()), bad
 
 
-class RegistrySink(db.DatabaseSink):
+class RegistrySink(DatabaseSink):
     type = "registry"
     handles = sinktypes.BY_NAME["registry"].handles
     acks = sinktypes.BY_NAME["registry"].acks

@@ -57,7 +57,7 @@ def url(request, tmp_path):
 @pytest.fixture
 def eng(url):
     """An engine on ``url`` with the alerting sink's tables (the outbox's too) created."""
-    from sinks.state import db
+    from fleetwatch.store import db
     e = db.engine(url)
     db.create(e, "alerting")
     yield e

@@ -186,7 +186,7 @@ def acknowledgements(web: Shared, user: User, ended: bool = False):
 @router.get("/silences", summary="The running silences (all with `ended`), newest "
                                  "first, with how many alerts each muted")
 def silences(web: Shared, user: User, ended: bool = False):
-    from sinks.state import reads
+    from fleetwatch.store import reads
     return {"silences": answer(web.console.listed, reads.silences, now=web.console.clock(),
                                ended=ended)}
 

@@ -257,7 +257,7 @@ class Console:
                        | {a["uuid"] for a in found["agents"]})
         names = {}
         if uuids:
-            from sinks.state import reads
+            from fleetwatch.store import reads
             names = {r["uuid"]: r.get("hostname") for r in
                      self.read(reads.agents, view["warnings"], [], uuids=uuids)}
         for row in found["router_drops"] + found["agents"]:
@@ -295,7 +295,7 @@ class Console:
                 if len(pairs) > limit and items else None}
 
     def listed(self, fn, **kwargs) -> list[dict]:
-        """A reader of :mod:`sinks.state.reads` (acknowledgements, silences), its rows; 503
+        """A reader of :mod:`fleetwatch.store.reads` (acknowledgements, silences), its rows; 503
         when the database cannot be read."""
         warnings: list[str] = []
         rows = self.read(fn, warnings, [], **kwargs)

@@ -1,5 +1,5 @@
 """The console's users, API tokens, sessions and audit trail, in the state database (tables
-``web_users``, ``web_tokens``, ``web_sessions``, ``web_audit``: sinks/state/schema.py, owner
+``web_users``, ``web_tokens``, ``web_sessions``, ``web_audit``: fleetwatch/store/schema.py, owner
 ``web``).
 
 A session is a row: the cookie carries a random session id, the table its SHA-256 and when
@@ -20,7 +20,7 @@ from typing import NamedTuple
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Engine
 
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 from web import auth
 
 U, T, S, A = schema.web_users, schema.web_tokens, schema.web_sessions, schema.web_audit

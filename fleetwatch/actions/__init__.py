@@ -9,6 +9,6 @@ and the JSON documents the commands print with ``--json``; the commands
 their arguments, call one and print, and the console calls the same through
 :class:`.console.Actions`. A change is one transaction (:func:`.database.write`), in which
 the console writes its audit row too. This layer imports the core and the components it
-acts on (``sinks.state``, ``sinks.alerting``, ``query``), never a command nor the console
+acts on (``fleetwatch.store``, ``sinks.alerting``, ``query``), never a command nor the console
 (tests/unit/test_layers.py).
 """

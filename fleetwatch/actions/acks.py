@@ -31,8 +31,8 @@ def problems(conn, host: str, check: str | None) -> list[tuple[str, int]]:
     """(uuid, status) of each current problem of ``host`` (a hostname or uuid) and ``check``
     (None: the host DOWN)."""
     from sqlalchemy import func, select
-    from sinks.state import schema
-    from sinks.state.db import has_tables
+    from fleetwatch.store import schema
+    from fleetwatch.store.db import has_tables
     uuids = {host}
     if has_tables(conn, "agents"):
         a = schema.agents
@@ -92,7 +92,7 @@ def remove(state_url: str, ack_id: int, now: float, also=None) -> bool:
 def listed(state_url: str, now: float, ended: bool = False, reader=None) -> list[dict]:
     """The running acknowledgements (all with ``ended``), newest first, each as
     :func:`entry` makes it; :class:`Unavailable` when the database cannot be read.
-    ``reader``: the console's (:class:`sinks.state.reader.Reader` over its engine)."""
+    ``reader``: the console's (:class:`fleetwatch.store.reader.Reader` over its engine)."""
     with reading(state_url, reader) as (reader, reads):
         rows = reader.read(reads.acknowledgements, now=now, ended=ended)
         uuids = sorted({r["uuid"] for r in rows})

@@ -56,7 +56,7 @@ def gather(state_url: str, now: float, limit: int | None,
            reader=None) -> tuple[list[dict], int]:
     """(the alerts (of the agent ``uuid``), newest first, at most ``limit`` (None: all);
     how many there are in all); :class:`Unavailable` when the state database cannot be
-    read. ``reader``: the console's (:class:`sinks.state.reader.Reader` over its engine)."""
+    read. ``reader``: the console's (:class:`fleetwatch.store.reader.Reader` over its engine)."""
     from query import fleet, handling
     with reading(state_url, reader) as (reader, reads):
         notifications = reader.read(reads.alerts, limit=limit, severities=severities,

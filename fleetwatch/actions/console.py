@@ -58,7 +58,7 @@ def fields_of(e: ValueError) -> str:
 
 class Actions:
     """What the console changes and lists, on the state database at ``state_url`` (read
-    through ``reader``, a :class:`sinks.state.reader.Reader` over the console's engine;
+    through ``reader``, a :class:`fleetwatch.store.reader.Reader` over the console's engine;
     without one, each list opens its own), and the checks it runs through ``mesh``."""
 
     def __init__(self, state_url: str, mesh: checks.Mesh | None = None, clock=time.time,

@@ -1,12 +1,12 @@
 """The state database as the actions use it: one transaction per change, reads through a
-:class:`sinks.state.reader.Reader`, and one error for a database that cannot be used.
+:class:`fleetwatch.store.reader.Reader`, and one error for a database that cannot be used.
 
 A change (an acknowledgement, a downtime, a silence, an agent forgotten) is
 ``change(conn)`` in a transaction of its own (:func:`write`), with the caller's record of it
 in the same one (the console's audit row: both kept, or neither); checks that may refuse
 it (a host never seen: :func:`query.known.refuse_unknown`) read before it, without the
 write lock. Whatever goes wrong with the database itself is :class:`Unavailable`, one line
-naming it (its password never: :func:`sinks.state.reader.safe_url`): the commands exit 69,
+naming it (its password never: :func:`fleetwatch.store.reader.safe_url`): the commands exit 69,
 the console answers 503.
 """
 
@@ -23,26 +23,25 @@ def writer(url: str, owner: str = "silences"):
     """A writing engine on the state database, ``owner``'s tables (the ``silences`` table)
     created if missing."""
     from fleetwatch.optional import MissingDependency
-    from sinks.state import state_db
+    from fleetwatch.store import state_db
     try:
         db = state_db()
     except MissingDependency as e:
         raise Unavailable(str(e)) from None
-    from sinks.state.reader import safe_url
+    from fleetwatch.store.reader import safe_url
     if not db.exists(url):
         raise Unavailable(f"no state database at {safe_url(url)} (has no sink run yet?)")
-    from sinks.base import WriteError
     try:
         eng = db.engine(url)
         db.create(eng, owner)
-    except (WriteError, ImportError) as e:
+    except (db.SchemaError, ImportError) as e:
         raise Unavailable(f"cannot use the state database {safe_url(url)}: "
                           f"{(str(e).splitlines() or [''])[0]}") from None
     return eng
 
 
 def database_error(url: str, e: Exception) -> Unavailable:
-    from sinks.state.reader import safe_url
+    from fleetwatch.store.reader import safe_url
     return Unavailable(f"cannot use the state database {safe_url(url)}: "
                        f"{e.__class__.__name__}: {(str(e).splitlines() or [''])[0]}")
 
@@ -60,7 +59,7 @@ def write(url: str, change, owner: str = "silences", also=None, first=None):
     eng = writer(url, owner)
     try:
         if first is not None:
-            from sinks.state import db
+            from fleetwatch.store import db
             reader = db.engine(url, writer=False)
             try:
                 with reader.connect() as conn:
@@ -80,12 +79,12 @@ def write(url: str, change, owner: str = "silences", also=None, first=None):
 
 @contextmanager
 def reading(url: str, reader=None):
-    """(a :class:`~sinks.state.reader.Reader`, the state reads) for the block: ``reader``
+    """(a :class:`~fleetwatch.store.reader.Reader`, the state reads) for the block: ``reader``
     (the console's, over its engine) or one of its own on ``url``, closed after;
     :class:`Unavailable` when the database cannot be read."""
     from fleetwatch.optional import MissingDependency
-    from sinks.state import state_reads
-    from sinks.state.reader import Reader, StateError
+    from fleetwatch.store import state_reads
+    from fleetwatch.store.reader import Reader, StateError
     try:
         reads = state_reads()
         reader = reader or Reader(url)

@@ -143,7 +143,7 @@ def listed(state_url: str, now: float, tz, ended: bool = False,
            reader=None) -> tuple[list[dict], list[dict]]:
     """The downtimes running and planned (and ``ended`` ones): (their rows, each as
     :func:`entry` lists it); :class:`Unavailable` when the state database cannot be read.
-    ``reader``: the console's (:class:`sinks.state.reader.Reader` over its engine)."""
+    ``reader``: the console's (:class:`fleetwatch.store.reader.Reader` over its engine)."""
     with reading(state_url, reader) as (reader, reads):
         rows = reader.read(reads.downtimes, now=now, ended=ended)
     return rows, [entry(row, now, tz) for row in rows]

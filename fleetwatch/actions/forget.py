@@ -4,7 +4,7 @@ What an agent that deregisters or an ephemeral one gone silent gets from the ale
 after ``alerting.forget_after`` (docs/operating/dynamic-fleets.md), done by hand now: the
 registry's rows (``agents``, ``agent_routers``, ``plugins``) and the alerting sinks' (its
 checks' results, states and freshness, its heartbeat state, its open problems) go in one
-transaction (:func:`sinks.state.forget.forget`); its running acknowledgements end.
+transaction (:func:`fleetwatch.store.forget.forget`); its running acknowledgements end.
 Notifications and alert events stay (they are what happened). The agent is named by a uuid
 the registry or the alerting sinks know, or by a hostname (any case) of exactly one agent of
 the registry (:func:`find`; :class:`NotOne` otherwise).
@@ -25,8 +25,8 @@ def find(conn, host: str) -> tuple[str, str | None, float | None]:
     """(uuid, hostname, last heard) of the one agent ``host`` names: a uuid the registry or
     the alerting sinks know, else a hostname of the registry (deregistered agents too)."""
     from sqlalchemy import func, select
-    from sinks.state import schema
-    from sinks.state.db import has_tables
+    from fleetwatch.store import schema
+    from fleetwatch.store.db import has_tables
     a, h = schema.agents, schema.host_state
     names: dict[str, str | None] = {}
     if has_tables(conn, "agents"):
@@ -53,7 +53,7 @@ def forget(state_url: str, host: str, now: float) -> dict:
     ``uuid``, ``hostname``, ``last_heard`` (epoch seconds or None) and ``removed`` (table ->
     rows); :class:`NotOne`, :class:`Unavailable`."""
     def change(conn):
-        from sinks.state.forget import forget as forget_rows
+        from fleetwatch.store.forget import forget as forget_rows
         uuid, hostname, heard = find(conn, host)
         return {"uuid": uuid, "hostname": hostname, "last_heard": heard,
                 "removed": forget_rows(conn, [uuid], now)}

@@ -82,8 +82,8 @@ def _read_state(url: str, now: float, warn=None):
     """The state database's rows (:func:`query.fleet.read`); none (and said) if
     unreadable."""
     from fleetwatch.optional import MissingDependency
-    from sinks.state import state_reads
-    from sinks.state.reader import Reader, StateError
+    from fleetwatch.store import state_reads
+    from fleetwatch.store.reader import Reader, StateError
     reader = None
     try:
         state_reads()

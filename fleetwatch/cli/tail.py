@@ -121,8 +121,8 @@ def lost_line(lost: Lost) -> str:
 def _known_hostnames(answers, state_url: str) -> dict[str, str | None]:
     hostnames: dict[str, str | None] = {}
     from fleetwatch.optional import MissingDependency
-    from sinks.state import state_reads
-    from sinks.state.reader import StateError, read
+    from fleetwatch.store import state_reads
+    from fleetwatch.store.reader import StateError, read
     try:
         for row in read(state_url, state_reads().agents):
             hostnames[row["uuid"]] = row.get("hostname")

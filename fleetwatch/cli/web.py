@@ -62,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _engine(config: OperatorConfig):
-    from sinks.state import db
+    from fleetwatch.store import db
     from web import store
     engine = db.engine(config.state_url)
     store.create(engine)
@@ -184,7 +184,7 @@ def serve(config: OperatorConfig, listen: str | None) -> int:
     from fleetwatch.ask import Remembered, ask_mesh
     from fleetwatch.cli.operator import client_keys
     from web.app import Console, create_app
-    from sinks.state.reader import Reader
+    from fleetwatch.store.reader import Reader
     from web.health import FORGET, Health
     from web.settings import WebSettings
     if listen:

@@ -39,7 +39,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetwatch.lake.manifest import read_json
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 
 log = logging.getLogger(__name__)
 

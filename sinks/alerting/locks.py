@@ -8,7 +8,7 @@ a transition must be decided by one of them only. Every evaluation reads its row
 ``SELECT ... FOR UPDATE`` (a missing row is first inserted with ``ON CONFLICT DO NOTHING``,
 so there is always a row to lock, and the second sink waits for the first's commit), on
 SQLite the sinks' writer engine begins every transaction with ``BEGIN IMMEDIATE``
-(:func:`sinks.state.db.engine`), so whole transactions take turns. Rows are locked in key
+(:func:`fleetwatch.store.db.engine`), so whole transactions take turns. Rows are locked in key
 order, checks before hosts, so two sinks cannot deadlock on them.
 """
 
@@ -21,7 +21,7 @@ from sqlalchemy import JSON, bindparam, select, text, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import TextClause
 
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 
 #: keys remembered as having a row, per sink, at most
 KNOWN_MAX = 1_000_000
@@ -60,7 +60,7 @@ def _ensure(conn: Connection, table, rows: list[dict]) -> None:
 @functools.lru_cache(maxsize=8)
 def _insert_missing(name: str) -> TextClause:
     """``INSERT ... ON CONFLICT DO NOTHING``, built once (see
-    :func:`sinks.state.db._insert_returning`: the dialect construct is compiled again on
+    :func:`fleetwatch.store.db._insert_returning`: the dialect construct is compiled again on
     every execution)."""
     table = schema.metadata.tables[name]
     cols = [c.name for c in table.columns]

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from sqlalchemy import select, tuple_
 from sqlalchemy.engine import Connection
 
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 
 CheckKey = tuple[str, str]      # (uuid, plugin)
 #: seconds a uuid without a hostname is remembered as such (its HELLO may be on its way

@@ -14,7 +14,7 @@ import math
 
 from fleetwatch.protocol import Relayed
 from sinks.alerting.checks import ordering
-from sinks.state import schema
+from fleetwatch.store import schema
 
 
 def notification_row(relayed: Relayed, now: float) -> dict:

@@ -59,7 +59,8 @@ from sinks.alerting.lookups import Lookups
 from sinks.alerting.rows import check_row, heartbeats, notification_row
 from sinks.alerting.transaction import Transaction
 from sinks.base import WriteError
-from sinks.state import db
+from fleetwatch.store import db
+from sinks.database import DatabaseSink
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ def _retryable(e: DBAPIError) -> bool:
     return getattr(getattr(e, "orig", None), "sqlstate", None) in RETRYABLE
 
 
-class AlertingSink(db.DatabaseSink):
+class AlertingSink(DatabaseSink):
     type = "alerting"
     handles = sinktypes.BY_NAME["alerting"].handles
     acks = sinktypes.BY_NAME["alerting"].acks

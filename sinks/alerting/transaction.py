@@ -25,7 +25,7 @@ from sinks.alerting.freshness import store as staleness
 from sinks.alerting.hosts import skew
 from sinks.alerting.hosts import store as hoststore
 from sinks.alerting.silences import store as silencestore
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from support.threads import in_threads
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
-from sinks.state import db, reads  # noqa: E402
+from fleetwatch.store import db, reads  # noqa: E402
 from support import alertsink  # noqa: E402
 from support.alertsink import (  # noqa: E402
     QUICK, T0, WEB, alert_events, failing_plugins, hello, result, rows)

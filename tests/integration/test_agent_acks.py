@@ -305,7 +305,7 @@ def alerted(fleet, router, uuid: str, msg_id: str) -> tuple[int, int] | None:
 
 def create_alerting_tables(fleet) -> None:
     """The alerting sink's tables in the fleet's state database, as the sink creates them."""
-    from sinks.state import db
+    from fleetwatch.store import db
     eng = db.engine(fleet.state_url)
     try:
         db.create(eng, "alerting")

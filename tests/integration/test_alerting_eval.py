@@ -29,7 +29,7 @@ from fleetwatch.protocol import Relayed
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
-from sinks.state import db, schema  # noqa: E402
+from fleetwatch.store import db, schema  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
 from sinks.alerting.config import AlertingConfig  # noqa: E402
 from sinks.registry import RegistrySink  # noqa: E402

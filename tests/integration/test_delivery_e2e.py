@@ -23,7 +23,7 @@ pytest.importorskip("sqlalchemy")
 pytest.importorskip("aiosmtpd")
 pytestmark = pytest.mark.timeout(90)
 
-from sinks.state import db, reads  # noqa: E402
+from fleetwatch.store import db, reads  # noqa: E402
 
 from sinks.alerting.delivery import store as outbox
 from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402

@@ -27,7 +27,7 @@ pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
 from sinks.alerting.silences import store as alertstate  # noqa: E402
-from sinks.state import db  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
 from support import alertsink  # noqa: E402
 from support.alertsink import QUICK, T0, WEB, failing_plugins, msg, result, told  # noqa: E402
 

@@ -29,8 +29,8 @@ pytestmark = pytest.mark.timeout(300)
 
 from scheduler.service import read_registry  # noqa: E402
 from sinks.registry import RegistrySink  # noqa: E402
-from sinks.state import db  # noqa: E402
-from sinks.state.reader import Reader  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
+from fleetwatch.store.reader import Reader  # noqa: E402
 from support import alertsink  # noqa: E402
 from support.alertsink import QUICK, T0, WEB, beat, msg, result, rows  # noqa: E402
 
@@ -72,7 +72,7 @@ def events(url) -> list[dict]:
     eng = db.engine(url, writer=False)
     try:
         with eng.connect() as conn:
-            from sinks.state import reads
+            from fleetwatch.store import reads
             return reads.alert_events(conn, limit=100_000)[::-1]
     finally:
         eng.dispose()

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.timeout(120)
 
 from sinks.alerting.silences import store as alertstate  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
-from sinks.state import db, schema  # noqa: E402
+from fleetwatch.store import db, schema  # noqa: E402
 from support import alertsink  # noqa: E402
 from support.alertsink import (  # noqa: E402
     LOAD, QUICK, T0, WEB, alert_events, failing_plugins, hello, result, rows)

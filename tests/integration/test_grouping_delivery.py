@@ -30,7 +30,7 @@ pytestmark = pytest.mark.timeout(90)
 
 from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
-from sinks.state import db  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
 
 T0 = 1_800_000_000.0
 W = 30.0

@@ -15,7 +15,7 @@ from sqlalchemy import insert, update
 
 from fleetwatch.lake.settings import HistorySettings
 from fleetwatch.lake.schema import TABLES
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 
 pytest.importorskip("pyspark", reason="the history extra is not installed")
 

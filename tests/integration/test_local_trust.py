@@ -281,7 +281,7 @@ def test_registry_and_alerts_name_the_host_after_its_hello(tmp_path):
     pytest.importorskip("sqlalchemy")
     from support.fakerouter import relayed
     from fleetwatch import protocol
-    from sinks.state import db, reads
+    from fleetwatch.store import db, reads
     from sinks.alerting.sink import AlertingSink
     from sinks.registry import RegistrySink
 

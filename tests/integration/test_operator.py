@@ -16,7 +16,7 @@ from fleetwatch import protocol
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from sinks.state import db  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
 from sinks.registry import RegistrySink  # noqa: E402
 

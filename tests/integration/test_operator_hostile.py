@@ -24,7 +24,7 @@ from support.zmqio import recv
 
 pytest.importorskip("sqlalchemy")
 
-from sinks.state import db  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
 
 TITLE = "\x1b]0;pwned\x07"

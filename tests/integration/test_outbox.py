@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(60)
 
 from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
-from sinks.state import reads  # noqa: E402
+from fleetwatch.store import reads  # noqa: E402
 
 U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 T0 = 1_800_000_000.0

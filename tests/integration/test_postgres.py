@@ -30,7 +30,7 @@ def relayed(type_: str, uuid: str = U1, router: str = "router-1", **fields) -> R
 
 def test_sinks_starting_at_once_create_their_tables_once(pg_url):
     """Four sinks on a new database at once: none fails on CREATE TABLE (advisory lock)."""
-    from sinks.state import db
+    from fleetwatch.store import db
     errors: list[Exception] = []
     engines = [db.engine(pg_url) for _ in range(4)]
 
@@ -51,8 +51,8 @@ def test_sinks_starting_at_once_create_their_tables_once(pg_url):
 
 
 def test_registry_and_alerting_writes_and_reads(pg_url):
-    from sinks.state.reader import read
-    from sinks.state import db, reads
+    from fleetwatch.store.reader import read
+    from fleetwatch.store import db, reads
     from sinks.alerting.sink import AlertingSink
     from sinks.registry import RegistrySink
     registry, alerting = RegistrySink(db.engine(pg_url)), AlertingSink(db.engine(pg_url))
@@ -106,7 +106,7 @@ def test_scheduler_reads_the_registry_from_postgres(pg_url, fleet):
     from fleetwatch.config import build
     from scheduler.config import SchedulerConfig
     from scheduler.service import Service
-    from sinks.state import db
+    from fleetwatch.store import db
     from sinks.registry import RegistrySink
     sink = RegistrySink(db.engine(pg_url))
     sink.start()

@@ -22,7 +22,7 @@ pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(120)
 
 from sinks.registry import RegistrySink  # noqa: E402
-from sinks.state import db  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
 from support import alertsink  # noqa: E402
 from support.alertsink import QUICK, T0, beat, command, result  # noqa: E402
 

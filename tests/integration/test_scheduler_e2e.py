@@ -126,7 +126,7 @@ def test_two_schedulers_two_routers_each_slot_runs_once(fleet, zctx, database, r
 def test_list_prints_the_job_table(fleet, tmp_path):
     """``--list`` reads the registry (written by the real registry sink class), starts
     nothing, and needs no router: the endpoint here does not exist."""
-    from sinks.state import db
+    from fleetwatch.store import db
     from sinks.registry import RegistrySink
     sink = RegistrySink(db.engine(fleet.state_url))
     sink.start()
@@ -163,7 +163,7 @@ def test_scheduler_speaks_curve_with_a_backend_key(fleet):
     """With CURVE on, a scheduler's back-end key gets it WELCOMEd and its RUNs answered; an
     agent's key stops it at start (78), before any socket."""
     from support.keys import Keys
-    from sinks.state import db
+    from fleetwatch.store import db
     from sinks.registry import RegistrySink
     keys = Keys(fleet.root)
     backend = keys.backend("sched")             # in the allowlist before the router starts

@@ -179,7 +179,7 @@ def register(sink, uuid: str, plugins: list, hostname: str = "web-1", source: st
 @pytest.fixture
 def registry(tmp_path):
     """The real registry sink class on a SQLite file (its URL as ``registry.url``)."""
-    from sinks.state import db
+    from fleetwatch.store import db
     from sinks.registry import RegistrySink
     url = f"sqlite:///{tmp_path / 'state.db'}"
     sink = RegistrySink(db.engine(url))

@@ -17,7 +17,7 @@ from support.fakerouter import relayed  # noqa: E402
 from support.zmqio import recv  # noqa: E402
 from fleetwatch.optional import MissingDependency  # noqa: E402
 from sinks import SINKS, UnknownSink, load_sink
-from sinks.state import db, reads  # noqa: E402
+from fleetwatch.store import db, reads  # noqa: E402
 from sinks.alerting.sink import AlertingSink  # noqa: E402
 from sinks.base import WriteError  # noqa: E402
 from sinks.dedupe import Dedupe  # noqa: E402
@@ -62,7 +62,7 @@ def test_unknown_sink_lists_the_known_ones():
 def test_missing_dependency_names_the_extra(monkeypatch):
     import sys
     import sinks
-    for name in ("sinks.alerting.sink", "sinks.state.db"):
+    for name in ("sinks.alerting.sink", "fleetwatch.store.db"):
         monkeypatch.delitem(sys.modules, name, raising=False)
     monkeypatch.delattr(sinks, "db", raising=False)
     for name in [m for m in sys.modules if m.split(".")[0] == "sqlalchemy"]:

@@ -1,4 +1,4 @@
-"""sinks.state.driver: statements of the alerting sink's hot path on the driver's cursor
+"""fleetwatch.store.driver: statements of the alerting sink's hot path on the driver's cursor
 (issue 31, item 14), on SQLite and on a real PostgreSQL: the same values in and out as
 SQLAlchemy's own execution, in the caller's transaction, its errors SQLAlchemy's."""
 
@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import bindparam, select, text
 from sqlalchemy.exc import DBAPIError
 
-from sinks.state import db, schema
-from sinks.state.driver import Prepared
+from fleetwatch.store import db, schema
+from fleetwatch.store.driver import Prepared
 
 
 def event(key: str, details) -> dict:
@@ -68,7 +68,8 @@ def test_a_held_connection_is_replaced_after_the_database_drops_it(url):
     """The sinks hold one connection (DatabaseSink.transaction); one the database dropped
     (on PostgreSQL: its session terminated, as a restart does) fails one transaction, as
     SQLAlchemy's error, and is replaced at the next."""
-    sink = db.DatabaseSink(db.engine(url))
+    from sinks.database import DatabaseSink
+    sink = DatabaseSink(db.engine(url))
     sink.type = "alerting"
     sink.start()
     try:

@@ -1,5 +1,5 @@
 """A state database made by an older fleetwatch keeps working: starting a writer brings it to
-this version's schema through the Alembic migrations (sinks/state/migrations), with its rows,
+this version's schema through the Alembic migrations (fleetwatch/store/migrations), with its rows,
 on SQLite and PostgreSQL: a new database, one of each shape the versions before the
 migrations made (no ``alembic_version``), several writers starting at once, and a database a
 newer version migrated."""
@@ -19,11 +19,11 @@ pytest.importorskip("alembic")
 from alembic.autogenerate import compare_metadata  # noqa: E402
 from alembic.runtime.migration import MigrationContext  # noqa: E402
 
-from sinks.state import db, migrations, schema  # noqa: E402
+from fleetwatch.store import db, migrations, schema  # noqa: E402
 
 #: The shapes of the state database before the migrations, from the history of the schema
 #: (``git log -p`` of sinks/db.py, sinks/outbox.py, sinks/alerting/outbox.py and
-#: sinks/state/schema.py): each commit's tables, and the nullable columns it did not have yet.
+#: fleetwatch/store/schema.py): each commit's tables, and the nullable columns it did not have yet.
 #: Tables were only ever added, and nullable columns: no type or index changed.
 LATER_COLUMNS = {                   # commit -> the columns it added to existing tables
     "9fb0749": {"agents": {"parents"}, "check_state": {"unreachable"},
@@ -95,7 +95,7 @@ def fill(eng, old: MetaData) -> dict[str, dict]:
 
 
 def differences(eng) -> list:
-    """What alembic's autogenerate finds between sinks/state/schema.py and the database."""
+    """What alembic's autogenerate finds between fleetwatch/store/schema.py and the database."""
     with eng.connect() as conn:
         return compare_metadata(MigrationContext.configure(conn), schema.metadata)
 
@@ -153,7 +153,7 @@ def test_a_table_an_older_version_made_without_a_not_null_column_is_refused(tmp_
 
 def test_a_new_database_comes_to_the_schema_of_sinks_state(url, monkeypatch):
     """Empty -> head; then the models and the migrated database agree (a change to
-    sinks/state/schema.py without a revision fails here), and a second start reads the
+    fleetwatch/store/schema.py without a revision fails here), and a second start reads the
     revision and migrates nothing."""
     eng = db.engine(url)
     try:
@@ -238,7 +238,7 @@ def test_a_database_a_newer_version_migrated_is_left_as_it_is(url, caplog):
         db.create(eng, "alerting")
         with eng.begin() as conn:
             conn.execute(text("UPDATE alembic_version SET version_num = 'ffff'"))
-        with caplog.at_level(logging.WARNING, logger="sinks.state.db"):
+        with caplog.at_level(logging.WARNING, logger="fleetwatch.store.db"):
             db.create(eng, "registry")
         assert "revision ffff, newer than this version's" in caplog.text
         assert revision(eng) == ["ffff"]

@@ -26,7 +26,7 @@ def perf(label, value, uom="", warn=None, crit=None, min_=None, max_=None):
 
 def test_status_shows_each_agents_checks(fleet):
     pytest.importorskip("sqlalchemy")
-    from sinks.state import db
+    from fleetwatch.store import db
     from sinks.alerting.sink import AlertingSink
     from sinks.registry import RegistrySink
     router = BackendFacingRouter("fake-1", agents=[{"uuid": WEB, "hostname": "web-1", "since": 1.0,

@@ -23,7 +23,7 @@ from fleetwatch.protocol import Relayed
 from sinks.alerting.config import AlertingConfig
 from sinks.alerting.sink import AlertingSink
 from sinks.registry import RegistrySink
-from sinks.state import db, reads, schema
+from fleetwatch.store import db, reads, schema
 
 WEB = "a1" * 16
 T0 = 1_700_000_000.0

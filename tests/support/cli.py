@@ -34,7 +34,7 @@ def register(config: str, hosts: dict[str, list[str]]) -> None:
     import yaml
     from sqlalchemy import insert
 
-    from sinks.state import db, schema
+    from fleetwatch.store import db, schema
     eng = db.engine(yaml.safe_load(open(config, encoding="utf-8"))["state_url"])
     db.create(eng, "registry")
     now = time.time()

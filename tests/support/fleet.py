@@ -219,7 +219,7 @@ def agent_uuid_for(fleet: Fleet, name: str = "agent") -> str:
 
 def _not_created_yet(error: sqlite3.OperationalError) -> bool:
     """Whether ``error`` names a table of the sinks' schema that no sink has created yet."""
-    from sinks.state import schema
+    from fleetwatch.store import schema
     prefix = "no such table: "
     text = str(error)
     return text.startswith(prefix) and text[len(prefix):] in schema.metadata.tables

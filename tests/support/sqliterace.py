@@ -11,7 +11,7 @@ import sys
 def create_each_at_once(urls: list[str], owner: str, start) -> None:
     """For each of ``urls`` in turn: wait at the barrier ``start`` with the other workers,
     then create ``owner``'s tables there; an error names the attempt and ends the worker."""
-    from sinks.state import db
+    from fleetwatch.store import db
     for attempt, url in enumerate(urls):
         start.wait(30)
         eng = db.engine(url)

@@ -1,15 +1,19 @@
-"""The import rule: layers only point down.
+"""The import rule: layers only point down. The layers, in :data:`LAYERS`, highest first:
 
-    fleetwatch.cli            operator commands: import anything; nothing imports them
-    fleetwatch.actions        operator actions (ack, downtime, run a check...): import the
-                              core and the components they act on (ALLOWED); the commands
-                              and the console (web) call them
-    agent router sinks        components: import the core; each other only
-    scheduler plugins web     through the edges listed in ALLOWED
-    query fleetwatch.lake
-    fleetwatch (the rest)     the core: imports nothing of the above
+    commands         fleetwatch.cli (and fleetwatch.__main__): import anything; nothing
+                     imports them
+    the console      web
+    actions          fleetwatch.actions: what an operator changes, for the commands and
+                     the console alike
+    readers          query, fleetwatch.lake: what the components wrote, read and judged
+    components       agent, router, sinks, scheduler, plugins
+    the state store  fleetwatch.store: the state database (engines, schema, migrations,
+                     reads)
+    the core         fleetwatch (the rest): imports nothing of the above
 
-(``fleetwatch.__main__``, ``python -m fleetwatch``, is the command line's entry: a command.)
+A module imports its own package, the core, and what :data:`ALLOWED` lists for its package,
+which is always in a lower layer or, sideways, another component. No file imports, however
+indirectly, one that imports it (:func:`circles`).
 
 Read from the source with :mod:`ast` (every ``import``, also those inside functions, which
 is where the lazy imports are), so a new import that breaks the rule fails here, naming the
@@ -23,24 +27,37 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins", "web", "query")
-CORE, CLI, ACTIONS = "fleetwatch", "fleetwatch.cli", "fleetwatch.actions"
+CORE, CLI = "fleetwatch", "fleetwatch.cli"
+ACTIONS, STORE = "fleetwatch.actions", "fleetwatch.store"
 #: packages inside the core's name that are layers of their own, not the core
-INSIDE_CORE = ("fleetwatch.lake", ACTIONS)
+INSIDE_CORE = ("fleetwatch.lake", ACTIONS, STORE)
 
-#: layer -> the other layers' modules it may import: the scheduler and the console read and
-#: write the state database (sinks.state); the agent runs plugins and parses their output
-#: (plugins); the console acts through the actions, which change and read the state
-#: database (sinks.state, sinks.alerting, query)
+#: the layers, highest first: (name, its packages)
+LAYERS = (
+    ("commands", (CLI, "fleetwatch.__main__")),
+    ("the console", ("web",)),
+    ("actions", (ACTIONS,)),
+    ("readers", ("query", "fleetwatch.lake")),
+    ("components", ("agent", "router", "sinks", "scheduler", "plugins")),
+    ("the state store", (STORE,)),
+    ("the core", (CORE,)),
+)
+
+#: package -> the other packages' modules it may import: the sinks and the scheduler write
+#: and read the state database (fleetwatch.store); the agent runs plugins and parses their
+#: output (plugins); the console acts through the actions, which change and read the state
+#: database (fleetwatch.store, sinks.alerting, query)
 ALLOWED = {
-    "scheduler": ("sinks.state",),
+    "sinks": (STORE,),
+    "scheduler": (STORE,),
     "agent": ("plugins",),
-    "web": ("sinks.state", "query", ACTIONS),
-    "query": ("sinks.state", "sinks.alerting"),
+    "web": (STORE, "query", ACTIONS),
+    "query": (STORE, "sinks.alerting"),
     # the lake reads the landing files the history sink writes, the alert lifecycle from the
     # state database with the alerting rules (downtimes, silences, hosts), and replays into
     # carbon as the graphite sink sends
-    "fleetwatch.lake": ("sinks.history", "sinks.state", "sinks.alerting", "sinks.graphite"),
-    ACTIONS: ("sinks.base", "sinks.state", "sinks.alerting", "query"),
+    "fleetwatch.lake": ("sinks.history", STORE, "sinks.alerting", "sinks.graphite"),
+    ACTIONS: ("sinks.base", STORE, "sinks.alerting", "query"),
 }
 
 
@@ -108,14 +125,41 @@ def test_layers_only_point_down():
     assert violations() == []
 
 
+def rank(module: str) -> int:
+    """The place in :data:`LAYERS` of the layer ``module`` belongs to (0: the highest)."""
+    best = (-1, len(LAYERS))
+    for place, (_, packages) in enumerate(LAYERS):
+        for package in packages:
+            if (module == package or module.startswith(package + ".")) and \
+                    len(package) > best[0]:
+                best = (len(package), place)
+    return best[1]
+
+
+def test_every_allowed_edge_points_down_or_to_another_component():
+    components = rank("sinks")
+    for src, edges in ALLOWED.items():
+        for dst in edges:
+            assert rank(dst) > rank(src) or rank(dst) == rank(src) == components, (src, dst)
+
+
+def test_the_layers_cover_every_package():
+    assert all(rank(package) < len(LAYERS) for package in PACKAGES + INSIDE_CORE)
+    assert rank("fleetwatch.store.db") > rank("sinks.alerting") > rank("query.fleet") > \
+        rank("fleetwatch.actions.acks") > rank("web.app") > rank("fleetwatch.cli.status")
+
+
 def test_the_rule_sees_what_it_must():
-    assert not allowed("fleetwatch.protocol", "sinks.state.db")
+    assert not allowed("fleetwatch.protocol", "fleetwatch.store.db")
     assert not allowed("sinks.loop", "fleetwatch.cli.operator")
     assert not allowed("router.relay", "agent.spool")
     assert not allowed("scheduler.dispatch", "sinks.alerting.delivery.store")
-    assert allowed("scheduler.main", "sinks.state.reader")
-    assert allowed("fleetwatch.cli.status", "sinks.state.reader")
+    assert allowed("scheduler.main", "fleetwatch.store.reader")
+    assert allowed("fleetwatch.cli.status", "fleetwatch.store.reader")
     assert allowed("agent.daemon", "fleetwatch.protocol")
+    assert allowed("sinks.alerting.sink", "fleetwatch.store.db")
+    assert not allowed("fleetwatch.store.db", "sinks.base")
+    assert not allowed("router.relay", "fleetwatch.store.db")
     assert not allowed("sinks.history.sink", "fleetwatch.lake.schema")
     assert not allowed("fleetwatch.protocol", "fleetwatch.lake.query")
     assert allowed("fleetwatch.lake.compact", "sinks.history.landing")

@@ -63,8 +63,8 @@ def state_db(url: str) -> tuple[dict[str, str | None], list[dict], str | None]:
     """uuid -> hostname and the declared plugins, from the state database if readable; and
     why it was not (None when it was)."""
     from fleetwatch.optional import MissingDependency
-    from sinks.state import state_reads
-    from sinks.state.reader import Reader, StateError
+    from fleetwatch.store import state_reads
+    from fleetwatch.store.reader import Reader, StateError
     reader = None
     try:
         reads = state_reads()

@@ -22,8 +22,8 @@ from fleetwatch.display import iso
 from sinks.alerting.acks import rules as acks
 from sinks.alerting.acks.rules import Ack
 from sinks.alerting.checks.rules import OK, SEVERITY
-from sinks.state import schema
-from sinks.state.driver import Prepared
+from fleetwatch.store import schema
+from fleetwatch.store.driver import Prepared
 
 if TYPE_CHECKING:
     from sinks.alerting.port import Port

@@ -14,7 +14,7 @@ from sqlalchemy.engine import Connection
 
 from sinks.alerting.checks.rules import CheckState
 from sinks.alerting.locks import lock, update_by_key
-from sinks.state import schema
+from fleetwatch.store import schema
 
 CheckKey = tuple[str, str]      # (uuid, plugin)
 

@@ -1,7 +1,7 @@
 """The alert outbox: alerts recorded in the state database first, delivered from there.
 
-Two tables of the state database (:mod:`sinks.state.schema`), created with the alerting
-sink's others and read by :func:`sinks.state.reads.alert_events`:
+Two tables of the state database (:mod:`fleetwatch.store.schema`), created with the alerting
+sink's others and read by :func:`fleetwatch.store.reads.alert_events`:
 
 ``alert_events``  one row per alert event (the event dict of :mod:`.events`), whatever its
                   channels
@@ -30,9 +30,9 @@ import time
 from sqlalchemy import and_, bindparam, delete, exists, func, or_, select, text, update
 from sqlalchemy.engine import Connection
 
-from sinks.state import db
-from sinks.state.reads import EVENT_FIELDS, as_event
-from sinks.state.schema import ID, KEY, alert_events, outbox
+from fleetwatch.store import db
+from fleetwatch.store.reads import EVENT_FIELDS, as_event
+from fleetwatch.store.schema import ID, KEY, alert_events, outbox
 from sinks.alerting.delivery import grouping
 from sinks.alerting.delivery.rules import route
 
@@ -104,7 +104,7 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
 def enqueue_all(conn: Connection, events: list[dict], rules, now: float | None = None) -> None:
     """:func:`enqueue` each of ``events``, in their order, a few statements for them all:
     inserts of all their ``alert_events`` rows, then of all their outbox rows, on the
-    driver's cursor (:func:`sinks.state.db.insert_many`; a batch's notifications: one
+    driver's cursor (:func:`fleetwatch.store.db.insert_many`; a batch's notifications: one
     statement each was most of the alerting sink's work per NOTIFY, bench/notify_rtt.py).
     A resolve or an acknowledge reads the channels earlier events of its key went to, and
     the rows' ids come back by key: a list with either, or a key twice, is enqueued one

@@ -33,7 +33,7 @@ from sqlalchemy import func, select, tuple_
 from sinks.alerting.checks import rules as checkstate
 from sinks.alerting.freshness import rules as freshness
 from sinks.alerting.dependencies.rules import Graph, Ref, declared_refs, path_text
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 
 if TYPE_CHECKING:
     from sinks.alerting.port import Port

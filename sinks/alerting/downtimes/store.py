@@ -30,8 +30,8 @@ from sinks.alerting.downtimes import rules as downtimes
 from sinks.alerting.silences import store as silencestore
 from sinks.alerting.downtimes.rules import Downtime
 from sinks.alerting.silences.rules import Subject
-from sinks.state import schema
-from sinks.state.driver import Prepared
+from fleetwatch.store import schema
+from fleetwatch.store.driver import Prepared
 
 if TYPE_CHECKING:
     from sinks.alerting.port import Port
@@ -47,7 +47,7 @@ LIMIT = 1000
 def _current_stmt() -> Prepared:
     """Not removed before ``since``, begun by ``now``, not over before ``since`` (a
     flexible one's cover may outlast its end by its length). Read in every transaction
-    that raises an alert: on the driver's cursor (:mod:`sinks.state.driver`)."""
+    that raises an alert: on the driver's cursor (:mod:`fleetwatch.store.driver`)."""
     t = schema.downtimes
     return Prepared(select(t).where(
         t.c.start <= bindparam("now"),

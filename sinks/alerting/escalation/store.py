@@ -34,7 +34,7 @@ from sinks.alerting.escalation import rules as tiers
 from sinks.alerting.checks.rules import OK
 from sinks.alerting.delivery.rules import Rule
 from sinks.alerting.escalation.rules import Problem
-from sinks.state import schema
+from fleetwatch.store import schema
 
 if TYPE_CHECKING:
     from sinks.alerting.port import Port

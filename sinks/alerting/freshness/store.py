@@ -31,7 +31,7 @@ from sqlalchemy import bindparam, exists, func, select, text, tuple_
 
 from sinks.alerting.downtimes import store as downtimestore
 from sinks.alerting.freshness import rules as freshness
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 
 if TYPE_CHECKING:
     from sinks.alerting.port import Port

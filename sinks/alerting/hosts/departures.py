@@ -7,7 +7,7 @@ Two calls from the sink, each acting on a transaction it runs
 - :func:`depart`, for a batch's DEREGISTERs and for the ephemeral agents the expiry pass
   found silent (:func:`sinks.alerting.hosts.rules.gone` is the state rule);
 - :func:`forget`, from the tick (at most once a minute): every row of the agents GONE for
-  ``forget_after`` (:func:`sinks.state.forget.forget`), so the state database stays the size
+  ``forget_after`` (:func:`fleetwatch.store.forget.forget`), so the state database stays the size
   of the live fleet.
 """
 
@@ -22,7 +22,7 @@ from sinks.alerting.delivery import events as alertevents
 from sinks.alerting.hosts import rules as hoststate
 from sinks.alerting.checks import store as checkstore
 from sinks.alerting.hosts import store as hoststore
-from sinks.state import forget as forgetting, schema
+from fleetwatch.store import forget as forgetting, schema
 
 if TYPE_CHECKING:
     from sinks.alerting.port import Port
@@ -91,7 +91,7 @@ def _close_problems(port: Port, uuids: list[str], leaving: dict,
 
 def forget(port: Port) -> None:
     """Agents GONE for ``forget_after`` are forgotten: every row of theirs, the
-    registry's too (:func:`sinks.state.forget.forget`), so the state database stays
+    registry's too (:func:`fleetwatch.store.forget.forget`), so the state database stays
     the size of the live fleet however many instances came and went."""
     t = schema.host_state
     uuids = list(port.conn.execute(select(t.c.uuid).where(

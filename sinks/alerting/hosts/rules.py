@@ -24,7 +24,7 @@ DEREGISTER's ``ts`` is the sender's clock, so it is kept bounded by the receiver
 after the moment the host was judged GONE (:attr:`HostState.left`). A DEREGISTER dated in
 the future (a wrong clock, or a forged one) so makes no later heartbeat "sent before it":
 the host is back at its next heartbeat, and timed again. The caller forgets a host GONE for
-``forget_after`` (:mod:`sinks.state.forget`).
+``forget_after`` (:mod:`fleetwatch.store.forget`).
 
 Like :mod:`sinks.alerting.checks.rules`, what the outside world was told (``notified``) is state:
 an alert held back by a silence is not :func:`delivered`, ``pending`` stays true, and the

@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from sinks.alerting.hosts.rules import HostState
 from sinks.alerting.locks import lock, update_by_key
-from sinks.state import schema
+from fleetwatch.store import schema
 
 HostKey = tuple[str, str]       # (uuid, name); name "" is the agent itself
 

@@ -10,7 +10,7 @@ like host names) and optionally a check by glob; it lasts from ``created`` until
 A muted alert is recorded as suppressed and not delivered; the state machines
 (:mod:`sinks.alerting.checks.rules`, :mod:`sinks.alerting.hosts.rules`) do not count it as told, so
 whatever is still true when the silence ends is alerted then. Pure logic; the tables are in
-:mod:`sinks.state.schema`, the command in :mod:`fleetwatch.cli.silence`.
+:mod:`fleetwatch.store.schema`, the command in :mod:`fleetwatch.cli.silence`.
 """
 
 from __future__ import annotations

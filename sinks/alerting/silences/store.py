@@ -14,14 +14,14 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from sinks.alerting.silences.rules import Silence
-from sinks.state import db, schema
-from sinks.state.driver import Prepared
+from fleetwatch.store import db, schema
+from fleetwatch.store.driver import Prepared
 
 
 @functools.lru_cache(maxsize=1)
 def _active_silences() -> Prepared:
     """Read in every transaction that raises an alert: on the driver's cursor
-    (:mod:`sinks.state.driver`)."""
+    (:mod:`fleetwatch.store.driver`)."""
     t = schema.silences
     return Prepared(select(t).where(t.c.until > bindparam("now"),
                                     t.c.created <= bindparam("now"), t.c.removed.is_(None)))

@@ -12,7 +12,7 @@ from support import ROOT  # noqa: E402
 sys.path.append(str(ROOT / "bench"))   # last: bench/web.py is not web/
 
 import webfill  # noqa: E402
-from sinks.state import schema  # noqa: E402
+from fleetwatch.store import schema  # noqa: E402
 from webtail import tail_rate  # noqa: E402
 
 NOW = 1_800_000_000.0

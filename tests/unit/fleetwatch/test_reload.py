@@ -247,7 +247,7 @@ def test_agent_reload_applies_checks_limits_collectors_intake(tmp_path):
 def test_deliverer_takes_new_channels_between_rounds(tmp_path):
     """sinks/alerting/delivery/deliverer.py: a reloaded delivery config replaces the senders only
     when the deliverer's thread looks for it, before a round (here called by hand)."""
-    from sinks.state import db
+    from fleetwatch.store import db
     from sinks.alerting.delivery.deliverer import Deliverer
     from sinks.alerting.delivery.config import DeliveryConfig
 

@@ -25,7 +25,7 @@ def rows(op, table: str) -> list:
     import yaml
     from sqlalchemy import text
 
-    from sinks.state import db
+    from fleetwatch.store import db
     eng = db.engine(yaml.safe_load(open(op, encoding="utf-8"))["state_url"])
     try:
         with eng.connect() as conn:
@@ -79,7 +79,7 @@ def test_what_the_alerting_sinks_saw_is_known_too(tmp_path):
     from sqlalchemy import insert
 
     from query.known import Unknown, refuse_unknown
-    from sinks.state import db, schema
+    from fleetwatch.store import db, schema
     eng = db.engine(f"sqlite:///{tmp_path / 'state.db'}")
     for owner in ("registry", "alerting"):
         db.create(eng, owner)
@@ -110,7 +110,7 @@ def test_the_check_holds_no_write_lock(op, capsys, monkeypatch, command, options
     import yaml
 
     import query.known
-    from sinks.state.db import sqlite_path
+    from fleetwatch.store.db import sqlite_path
     path = sqlite_path(yaml.safe_load(open(op, encoding="utf-8"))["state_url"])
     real, took = query.known.refuse_unknown, []
 

@@ -22,7 +22,7 @@ sys.path.append(str(ROOT / "bench"))   # last: bench/web.py is not web/
 import webfill  # noqa: E402
 
 from query import fleet, pages  # noqa: E402
-from sinks.state import db, schema  # noqa: E402
+from fleetwatch.store import db, schema  # noqa: E402
 
 NOW = 1_800_000_000.0
 HOSTS = 300
@@ -153,7 +153,7 @@ def test_hosts_read_without_their_checks_are_judged_the_same(conn, whole, monkey
 
 def fleet_parents(conn) -> dict:
     return {a["uuid"]: a.get("parents") for a in
-            __import__("sinks.state.reads", fromlist=["agents"]).agents(conn)}
+            __import__("fleetwatch.store.reads", fromlist=["agents"]).agents(conn)}
 
 
 def test_every_check_once_through_the_cursor_and_by_state(conn, whole):

@@ -18,7 +18,7 @@ sys.path.append(str(ROOT / "bench"))   # last: bench/web.py is not web/
 import webfill  # noqa: E402
 
 from fleetwatch.cli.operator import OperatorConfig  # noqa: E402
-from sinks.state import db  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
 from web.console import Console  # noqa: E402
 from support.clock import Clock  # noqa: E402
 

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from fleetwatch.cli.operator import OperatorConfig  # noqa: E402
 from fleetwatch.display import iso  # noqa: E402
-from sinks.state import db  # noqa: E402
+from fleetwatch.store import db  # noqa: E402
 from web import assets, store  # noqa: E402
 from web.app import create_app  # noqa: E402
 from web.console import Console, Refused  # noqa: E402

@@ -18,7 +18,7 @@ pytest.importorskip("fastapi")
 from sqlalchemy import MetaData, inspect, insert, select, text  # noqa: E402
 
 from fleetwatch.actions.console import Actions  # noqa: E402
-from sinks.state import db, schema  # noqa: E402
+from fleetwatch.store import db, schema  # noqa: E402
 from support.clock import Clock  # noqa: E402
 from web import store  # noqa: E402
 from web.console import Refused  # noqa: E402

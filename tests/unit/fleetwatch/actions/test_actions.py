@@ -18,7 +18,7 @@ from sqlalchemy import insert, text  # noqa: E402
 from fleetwatch.actions import acks, alerts, downtimes, forget, silences  # noqa: E402
 from fleetwatch.actions.database import Unavailable, write  # noqa: E402
 from query.known import Unknown  # noqa: E402
-from sinks.state import db, schema  # noqa: E402
+from fleetwatch.store import db, schema  # noqa: E402
 from support.cli import fw  # noqa: E402
 
 NOW = 1_800_000_000.0

@@ -16,7 +16,7 @@ from fleetwatch.actions import checks  # noqa: E402
 from fleetwatch.actions.console import Actions, Refused  # noqa: E402
 from fleetwatch.ask import Answer  # noqa: E402
 from fleetwatch.protocol import Relayed  # noqa: E402
-from sinks.state import db, schema  # noqa: E402
+from fleetwatch.store import db, schema  # noqa: E402
 
 NOW = 1_800_000_000.0
 

@@ -52,7 +52,7 @@ def test_list_and_remove(op, tmp_path, capsys):
     import json
     import time
     from sinks.alerting.acks import store as ackstore
-    from sinks.state import db
+    from fleetwatch.store import db
     eng = db.engine(f"sqlite:///{tmp_path / 'state.db'}")
     db.create(eng, "acks")
     now = time.time()

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.timeout(60)
 from sinks.alerting.acks import store as ackstore  # noqa: E402
 from sinks.alerting.downtimes import store as downtimestore  # noqa: E402
 from sinks.alerting.downtimes.rules import Downtime  # noqa: E402
-from sinks.state import db, schema  # noqa: E402
+from fleetwatch.store import db, schema  # noqa: E402
 
 WEB, DB, SW, APP = "a" * 32, "b" * 32, "c" * 32, "d" * 32
 #: when the test started: the commands read the real clock, so each test sets it again

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import insert, update
 
 from fleetwatch.lake.lifecycle import LAG, Mark, export
-from sinks.state import db, schema
+from fleetwatch.store import db, schema
 
 T0 = 1_795_000_000.0
 DAY = 86400.0

@@ -34,10 +34,10 @@ table                 owner       rows
 :data:`OWNED` says which tables an owner writes; the alerting sink's outbox
 (``alert_events``, ``outbox``) is worked by :mod:`sinks.alerting.delivery.store`. The database has
 one schema version, whoever starts first: any writer's start brings every table to it
-(:func:`sinks.state.db.create`, the Alembic revisions of :mod:`sinks.state.migrations`).
+(:func:`fleetwatch.store.db.create`, the Alembic revisions of :mod:`fleetwatch.store.migrations`).
 Times are seconds since the Unix epoch (floats): portable, and formatted only on display. A
 new table or column is declared here, named in :data:`OWNED`, and comes with a revision
-(``python -m sinks.state.migrations revision -m "..."``;
+(``python -m fleetwatch.store.migrations revision -m "..."``;
 docs/development/state-database.md).
 """
 
@@ -102,7 +102,7 @@ notifications = Table(
 #: No foreign key to ``agents``: a RESULT may reach the alerting sink before the registry
 #: has recorded its agent. ``last_result`` is the RESULT's ``ts``; a row is only replaced by
 #: a RESULT that is newer (:mod:`sinks.alerting.checks.ordering`: by the agent's run and sequence,
-#: else by arrival, never by a sender's clock alone; :func:`sinks.state.db.record_checks`).
+#: else by arrival, never by a sender's clock alone; :func:`fleetwatch.store.db.record_checks`).
 checks = Table(
     "checks", metadata,
     Column("uuid", ID, primary_key=True),

@@ -20,7 +20,7 @@ history of the schema (tests/integration/test_state_upgrade.py builds each):
 No column ever changed type and no index changed, so this revision creates each missing
 table (with its indexes) and adds each missing column (all nullable) and index: every
 shape comes to this one with its rows. Alembic then records the revision. The tables are
-frozen here as they were; a later change to sinks/state/schema.py is a revision of its own.
+frozen here as they were; a later change to fleetwatch/store/schema.py is a revision of its own.
 """
 
 from __future__ import annotations

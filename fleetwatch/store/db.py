@@ -2,22 +2,20 @@
 
 :func:`engine` opens a database (SQLite: WAL, busy timeout, foreign keys, writers that
 take the lock when a transaction begins); :func:`create` brings it to this version's schema
-as a writer starts (:mod:`sinks.state.migrations`); :func:`upsert`, :func:`insert_fresh` and
+as a writer starts (:mod:`fleetwatch.store.migrations`); :func:`upsert`, :func:`insert_fresh` and
 :func:`record_checks` are the idempotent writes of the sinks, :func:`insert_many` their
-batched inserts; :class:`DatabaseSink` is the
-base of the sink types that write here. The tables are in :mod:`sinks.state.schema`, the
-readers in :mod:`sinks.state.reads`.
+batched inserts (the base of the sink types that write here is
+:class:`sinks.database.DatabaseSink`). The tables are in :mod:`fleetwatch.store.schema`, the
+readers in :mod:`fleetwatch.store.reads`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
 import time
 import weakref
-from collections import Counter
 from collections.abc import Sequence
 
 from sqlalchemy import JSON, Table, bindparam, create_engine, event, inspect, select, text
@@ -26,9 +24,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import TextClause
 
 from fleetwatch import private, sqlitefiles
-from sinks.state import driver
-from sinks.state.driver import Prepared
-from sinks.state.schema import OWNED, checks
+from fleetwatch.store import driver
+from fleetwatch.store.driver import Prepared
+from fleetwatch.store.schema import OWNED, checks
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +108,15 @@ def engine(url: str, writer: bool = True) -> Engine:
     @event.listens_for(eng, "begin")
     def _on_begin(conn):
         # on the driver's cursor: every transaction begins here, the alerting sink's one per
-        # NOTIFY too (:mod:`sinks.state.driver`)
+        # NOTIFY too (:mod:`fleetwatch.store.driver`)
         driver.execute_sql(conn, "BEGIN IMMEDIATE" if writer else "BEGIN")
 
     return eng
+
+
+class SchemaError(Exception):
+    """The database cannot be brought to this version's schema (:func:`create`); its text
+    says why, in one line."""
 
 
 #: PostgreSQL advisory lock key taken while migrating ("fwdb")
@@ -122,8 +125,8 @@ CREATE_LOCK = 0x66776462
 
 def create(eng: Engine, owner: str) -> None:
     """Bring the database to the schema of this version, as ``owner`` (a key of
-    :data:`~sinks.state.schema.OWNED`) starts: its Alembic migrations
-    (:mod:`sinks.state.migrations`), for the whole database, not only the tables ``owner``
+    :data:`~fleetwatch.store.schema.OWNED`) starts: its Alembic migrations
+    (:mod:`fleetwatch.store.migrations`), for the whole database, not only the tables ``owner``
     writes. A database already there costs one read of its revision.
 
     A database made before the migrations (no ``alembic_version``) comes to the baseline
@@ -138,8 +141,7 @@ def create(eng: Engine, owner: str) -> None:
     ``BEGIN IMMEDIATE``, which holds the file's write lock for the whole migration. The
     next one finds the database at its revision and does nothing.
     """
-    from sinks.base import WriteError
-    from sinks.state import migrations
+    from fleetwatch.store import migrations
     if owner not in OWNED:
         raise KeyError(owner)
     try:
@@ -158,7 +160,7 @@ def create(eng: Engine, owner: str) -> None:
                 return
             migrations.upgrade(conn)
     except SQLAlchemyError as e:
-        raise WriteError(f"cannot create the {owner} tables: {e}") from e
+        raise SchemaError(f"cannot create the {owner} tables: {e}") from e
     log.info("state database migrated from revision %s to %s", found or "none",
              migrations.HEAD)
 
@@ -275,7 +277,7 @@ def insert_fresh(conn: Connection, table: Table, rows: Sequence[dict]) -> set:
 @functools.lru_cache(maxsize=32)
 def _insert_returning(table: str, key: str, columns: tuple[str, ...], n: int) -> Prepared:
     """:func:`insert_fresh`'s statement for ``n`` rows, built once, run on the driver's
-    cursor (:mod:`sinks.state.driver`: it is on the alerting sink's hot path,
+    cursor (:mod:`fleetwatch.store.driver`: it is on the alerting sink's hot path,
     bench/notify_rtt.py). Textual: the dialects' ``on_conflict`` constructs differ."""
     names = ", ".join(columns)
     values = ", ".join("(" + ", ".join(f":{c}_{i}" for c in columns) + ")" for i in range(n))
@@ -286,7 +288,7 @@ def _insert_returning(table: str, key: str, columns: tuple[str, ...], n: int) ->
 def insert_many(conn: Connection, table: Table, rows: Sequence[dict],
                 returning: tuple[str, ...] = ()) -> list:
     """Insert ``rows`` (each with the same columns) a few statements for them all
-    (:func:`_chunks`), on the driver's cursor (:mod:`sinks.state.driver`); the ``returning``
+    (:func:`_chunks`), on the driver's cursor (:mod:`fleetwatch.store.driver`); the ``returning``
     columns of each row inserted, in no promised order (match them by a column)."""
     if not rows:
         return []
@@ -346,47 +348,6 @@ def _upsert_check() -> TextClause:
     return text(f"INSERT INTO checks ({names}) VALUES ({values}) "
                 f"ON CONFLICT (uuid, plugin) DO UPDATE SET {sets}"
                 ).bindparams(bindparam("perfdata", type_=JSON))
-
-
-class DatabaseSink:
-    """Base of the sink types that write the state database (:class:`sinks.base.Sink`).
-
-    Holds the engine, the injected clock and the sink's counters; brings the database to
-    this version's schema at start (:func:`create`). Subclasses set ``type``,
-    ``handles``, ``acks`` and ``write``.
-    """
-
-    type = ""
-
-    def __init__(self, engine: Engine, clock=time.time):
-        self.engine, self.clock = engine, clock
-        self.counts: Counter = Counter()
-        self._held: Connection | None = None
-
-    @classmethod
-    def from_config(cls, config, clock=time.time):
-        return cls(engine(config.state_url), clock)
-
-    def start(self) -> None:
-        create(self.engine, self.type)
-
-    @contextlib.contextmanager
-    def transaction(self):
-        """A transaction on the connection this sink holds (its loop's thread only), committed
-        when the block ends, rolled back if it raises. Not one taken from the pool and
-        given back each time: about 45 us of each of the alerting sink's transactions, one
-        per NOTIFY (bench/notify_rtt.py). A connection the database dropped is replaced at
-        the next transaction (SQLAlchemy invalidates it, then connects again)."""
-        if self._held is None or self._held.closed:
-            self._held = self.engine.connect()
-        with self._held.begin():
-            yield self._held
-
-    def close(self) -> None:
-        if self._held is not None:
-            self._held.close()
-            self._held = None
-        self.engine.dispose()
 
 
 # ---------------------------------------------------------------- reading

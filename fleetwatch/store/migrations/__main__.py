@@ -1,10 +1,10 @@
-"""Write a new revision of the state database: ``python -m sinks.state.migrations revision
+"""Write a new revision of the state database: ``python -m fleetwatch.store.migrations revision
 -m "checks: add the column x"``.
 
-Alembic's autogenerate compares :mod:`sinks.state.schema` with a scratch SQLite database
-brought to :data:`~sinks.state.migrations.HEAD`, writes ``versions/NNNN_<message>.py`` with
+Alembic's autogenerate compares :mod:`fleetwatch.store.schema` with a scratch SQLite database
+brought to :data:`~fleetwatch.store.migrations.HEAD`, writes ``versions/NNNN_<message>.py`` with
 the operations it found (read and complete it: docs/development/state-database.md), and
-:data:`~sinks.state.migrations.HEAD` is moved to it.
+:data:`~fleetwatch.store.migrations.HEAD` is moved to it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from sinks.state import migrations
+from fleetwatch.store import migrations
 
 
 def revision(message: str) -> Path:
@@ -38,7 +38,7 @@ def revision(message: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sinks.state.migrations",
+    ap = argparse.ArgumentParser(prog="python -m fleetwatch.store.migrations",
                                  description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     new = sub.add_parser("revision", help="write a revision from the schema's changes")

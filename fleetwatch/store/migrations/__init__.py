@@ -1,13 +1,13 @@
 """The state database's migrations (Alembic): one schema version for the whole database.
 
-Every change to :mod:`sinks.state.schema` comes with a revision in ``versions/``
+Every change to :mod:`fleetwatch.store.schema` comes with a revision in ``versions/``
 (docs/development/state-database.md says how to write one). The writers (the sinks, and
 the commands and console that write their own rows) bring the database to :data:`HEAD` when
-they start (:func:`sinks.state.db.create`); readers never migrate. Run programmatically
+they start (:func:`fleetwatch.store.db.create`); readers never migrate. Run programmatically
 on the connection the caller holds, inside its transaction: no ``alembic.ini``.
 
 :data:`HEAD` is the newest revision, said here so that a start on a database already there
-costs one small read and no import of Alembic (tests/unit/sinks/state/test_state_migrations.py checks
+costs one small read and no import of Alembic (tests/unit/fleetwatch/store/test_state_migrations.py checks
 it against ``versions/``).
 """
 
@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 # Alembic's INFO lines (its plugins set up, "non-transactional DDL" on SQLite, where the
 # migration runs in the caller's BEGIN IMMEDIATE all the same) tell an operator nothing:
-# :func:`sinks.state.db.create` logs the migration in one line.
+# :func:`fleetwatch.store.db.create` logs the migration in one line.
 logging.getLogger("alembic").setLevel(logging.WARNING)
 
 #: the newest revision in ``versions/``

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from sqlalchemy import delete, inspect, update
 from sqlalchemy.engine import Connection
 
-from sinks.state import schema
+from fleetwatch.store import schema
 
 #: the tables holding rows of an agent's uuid, children before ``agents``
 TABLES = (schema.agent_routers, schema.plugins, schema.checks, schema.check_state,

@@ -3,7 +3,7 @@
 Each takes an open :class:`~sqlalchemy.engine.Connection` (and its own keyword arguments)
 and tolerates a database whose tables do not exist yet (no owner has run): it reads as
 empty. The operator commands and the scheduler call them through
-:class:`sinks.state.reader.Reader` (``reader.read(reads.agents)``), which opens the
+:class:`fleetwatch.store.reader.Reader` (``reader.read(reads.agents)``), which opens the
 connection and turns database errors into one-line messages; a sink or a test with a
 connection of its own calls them directly.
 """
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from sqlalchemy import and_, exists, func, inspect, select, tuple_
 from sqlalchemy.engine import Connection
 
-from sinks.state import schema
-from sinks.state.db import has_tables, known
+from fleetwatch.store import schema
+from fleetwatch.store.db import has_tables, known
 
 #: the event dict's fields that have a column of ``alert_events`` (``check``: ``check_name``);
 #: the others are kept in its ``details``

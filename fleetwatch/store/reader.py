@@ -1,10 +1,10 @@
 """Read-only access to the state database for the operator commands and the scheduler.
 
-A reader is a function of :mod:`sinks.state.reads` (``reads.agents``, ``reads.alerts``...),
+A reader is a function of :mod:`fleetwatch.store.reads` (``reads.agents``, ``reads.alerts``...),
 passed as itself: ``Reader(url).read(reads.plugins)``, ``read(url, reads.silences, now=t)``.
 SQLAlchemy is imported only when a command needs the database; without it the caller gets
 :class:`fleetwatch.optional.MissingDependency` naming the extra to install (from
-:func:`sinks.state.state_reads`, or from :class:`Reader`). A SQLite file that does not
+:func:`fleetwatch.store.state_reads`, or from :class:`Reader`). A SQLite file that does not
 exist yet (no sink has run) reads as empty, and is not created; so does a database whose
 tables the sinks have not created yet. Any database error is a :class:`StateError` whose
 text is one line (and says nothing of the URL's password).
@@ -20,11 +20,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sinks.state import state_db
+from fleetwatch.store import state_db
 
 log = logging.getLogger(__name__)
 
-#: a reader: a function of :mod:`sinks.state.reads`, called with a connection and keywords
+#: a reader: a function of :mod:`fleetwatch.store.reads`, called with a connection and keywords
 ReadFn = Callable[..., Any]
 
 
@@ -42,7 +42,7 @@ def safe_url(url: str) -> str:
 
 
 class Reader:
-    """Runs readers (functions of :mod:`sinks.state.reads`) on the database at ``url``,
+    """Runs readers (functions of :mod:`fleetwatch.store.reads`) on the database at ``url``,
     through ``engine`` when one is lent (then :meth:`close` leaves it open: its pool is the
     lender's), else through one of its own."""
 

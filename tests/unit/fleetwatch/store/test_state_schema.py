@@ -1,5 +1,5 @@
-"""The state database's schema in one place (sinks/state/schema.py), its readers called as
-functions (sinks/state/reads.py), and a sinks.state that imports no sink type."""
+"""The state database's schema in one place (fleetwatch/store/schema.py), its readers called as
+functions (fleetwatch/store/reads.py), and a fleetwatch.store that imports no sink type."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("sqlalchemy")
 
-from sinks.state import reads, schema  # noqa: E402
-from sinks.state.reader import Reader, StateError, read  # noqa: E402
+from fleetwatch.store import reads, schema  # noqa: E402
+from fleetwatch.store.reader import Reader, StateError, read  # noqa: E402
 
 STATE = Path(schema.__file__).parent
 
@@ -24,7 +24,7 @@ def test_every_table_is_declared_in_the_schema_and_created_by_an_owner():
 
 
 def test_the_state_package_imports_no_sink_type():
-    """sinks.state is below the sink types: the alerting sink's outbox imports its tables
+    """fleetwatch.store is below the sink types: the alerting sink's outbox imports its tables
     from here, never the other way round (no import cycle)."""
     found = []
     for path in sorted(STATE.glob("*.py")):
@@ -32,7 +32,7 @@ def test_the_state_package_imports_no_sink_type():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{path.name}:{node.lineno}: {n}" for n in names
-                      if n.split(".")[0] == "sinks" and not n.startswith("sinks.state")
+                      if n.split(".")[0] == "sinks" and not n.startswith("fleetwatch.store")
                       and n not in ("sinks.base",)]
     assert found == []
 

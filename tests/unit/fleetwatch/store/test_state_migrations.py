@@ -1,5 +1,5 @@
-"""The state database's Alembic migrations (sinks/state/migrations): one line of revisions
-ending at HEAD, a new database migrated to it agreeing with sinks/state/schema.py (so a
+"""The state database's Alembic migrations (fleetwatch/store/migrations): one line of revisions
+ending at HEAD, a new database migrated to it agreeing with fleetwatch/store/schema.py (so a
 schema change without a revision fails here), and the revisions shipped in the wheel.
 tests/integration/test_state_upgrade.py migrates databases of every earlier shape, on
 SQLite and PostgreSQL."""
@@ -20,7 +20,7 @@ from alembic.autogenerate import compare_metadata  # noqa: E402
 from alembic.runtime.migration import MigrationContext  # noqa: E402
 from alembic.script import ScriptDirectory  # noqa: E402
 
-from sinks.state import db, migrations, schema  # noqa: E402
+from fleetwatch.store import db, migrations, schema  # noqa: E402
 from support import ROOT  # noqa: E402
 
 
@@ -32,8 +32,8 @@ def test_the_revisions_are_one_line_ending_at_head():
 
 
 def test_a_migrated_database_agrees_with_the_schema(tmp_path):
-    """A change to sinks/state/schema.py comes with a revision: otherwise autogenerate finds
-    the difference here (python -m sinks.state.migrations revision writes it)."""
+    """A change to fleetwatch/store/schema.py comes with a revision: otherwise autogenerate finds
+    the difference here (python -m fleetwatch.store.migrations revision writes it)."""
     eng = db.engine(f"sqlite:///{tmp_path / 'state.db'}")
     try:
         db.create(eng, "registry")
@@ -52,7 +52,7 @@ def test_a_start_on_a_database_at_head_does_not_import_alembic(tmp_path):
     eng = db.engine(url)
     db.create(eng, "alerting")
     eng.dispose()
-    code = ("import sys\nfrom sinks.state import db\ne = db.engine(sys.argv[1])\n"
+    code = ("import sys\nfrom fleetwatch.store import db\ne = db.engine(sys.argv[1])\n"
             "db.create(e, 'alerting')\nprint(sorted(m for m in sys.modules "
             "if m.split('.')[0] in ('alembic', 'mako')))")
     out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True,
@@ -63,11 +63,11 @@ def test_a_start_on_a_database_at_head_does_not_import_alembic(tmp_path):
 def test_the_migrations_ship_in_the_wheel():
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
-    shipped = [p.strip() for p in cfg["options.package_data"]["sinks"].splitlines() if p.strip()]
+    shipped = [p.strip() for p in cfg["options.package_data"]["fleetwatch"].splitlines() if p.strip()]
     folder = Path(migrations.__file__).parent
-    files = [p.relative_to(ROOT / "sinks").as_posix() for p in folder.rglob("*")
+    files = [p.relative_to(ROOT / "fleetwatch").as_posix() for p in folder.rglob("*")
              if p.is_file() and "__pycache__" not in p.parts and p.parent != folder]
-    files += ["state/migrations/script.py.mako"]
+    files += ["store/migrations/script.py.mako"]
     assert [f for f in files if not any(fnmatch(f, pattern) for pattern in shipped)] == []
     for extra in ("sinks", "scheduler", "web", "all"):     # wherever SQLAlchemy is
         assert any(r.strip().startswith("alembic") for r in

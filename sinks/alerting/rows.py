@@ -10,11 +10,9 @@ arrival), which both the ``checks`` table (the newest wins) and the check state 
 
 from __future__ import annotations
 
-import math
-
-from fleetwatch.protocol import Relayed
-from sinks.alerting.checks import ordering
+from fleetwatch.protocol import Relayed, number
 from fleetwatch.store import schema
+from sinks.alerting.checks import ordering
 
 
 def notification_row(relayed: Relayed, now: float) -> dict:
@@ -34,12 +32,6 @@ def notification_row(relayed: Relayed, now: float) -> dict:
     }
 
 
-def _number(value) -> float | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
-
-
 def check_row(relayed: Relayed, now: float) -> dict | None:
     """The ``checks`` row of a relayed RESULT (stamped uuid) received at ``now``, or None if
     it cannot be one."""
@@ -55,14 +47,14 @@ def check_row(relayed: Relayed, now: float) -> dict | None:
         "long_output": long_output if isinstance(long_output, str) else "",
         "perfdata": msg.get("perfdata") or [],
         "command_id": msg.get("command_id"),
-        "slot": _number(msg.get("slot")),
-        "started": _number(msg.get("started")),
-        "duration": _number(msg.get("duration")),
+        "slot": number(msg.get("slot")),
+        "started": number(msg.get("started")),
+        "duration": number(msg.get("duration")),
         "last_result": float(msg.ts),
         "router": relayed.router,
         "received_at": now,
         "boot": boot if isinstance(boot, str) else None,
-        "seq": _number(msg.get("seq")),
+        "seq": number(msg.get("seq")),
     }
 
 
@@ -83,7 +75,7 @@ def heartbeats(batch: list[Relayed]) -> dict[tuple[str, str],
             continue
         name = r.message.get("name")
         name = name[:255] if isinstance(name, str) else ""
-        interval = _number(r.message.get("interval"))
+        interval = number(r.message.get("interval"))
         routers = out.setdefault((r.uuid, name), {})
         sent = max(r.message.ts, routers.get(r.router, (None, r.message.ts))[1])
         routers[r.router] = (interval if interval and interval > 0 else None, sent)

@@ -129,6 +129,12 @@ def tagged_graphite(tmp_path):
         web.stop()
 
 
+def listed(client: Graphite, host: str) -> list:
+    """The series ``client`` finds for ``host``; none while graphite-web answers an error."""
+    found = client.metrics(host)
+    return [] if isinstance(found, GraphError) else found
+
+
 def test_tagged_series_are_found_in_the_tag_database_and_rendered(tagged_graphite, fleet,
                                                                   zctx):
     carbon, web = tagged_graphite
@@ -152,7 +158,8 @@ def test_tagged_series_are_found_in_the_tag_database_and_rendered(tagged_graphit
     client = Graphite(web.url, timeout=5, prefix=PREFIX, tags=True)
     everything = Graphite(web.url, prefix="", tags=True)
     # carbon's tag writer posts new series to graphite-web every 0.2 s
-    wait_for(lambda: len(everything.metrics("web1.example.com")) == len(names) + 1, 20, 0.1,
+    # (graphite-web slow to answer under load is a GraphError: asked again, not a crash)
+    wait_for(lambda: len(listed(everything, "web1.example.com")) == len(names) + 1, 20, 0.1,
              "every series in the tag database")
     assert client.metrics("web1.example.com") == names
 

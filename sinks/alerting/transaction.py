@@ -141,11 +141,12 @@ class Transaction:
         escalation.told(self, event)
 
     def enqueue(self, events: list[dict], rules) -> None:
-        """One event through the sink's enqueue (:func:`sinks.alerting.delivery.store.
-        enqueue`, or a test's own); several in a few statements
-        (:func:`sinks.alerting.delivery.store.enqueue_all`)."""
+        """``events`` through the sink's enqueue: the outbox's in a few statements on the
+        driver's cursor whatever their number (:func:`sinks.alerting.delivery.store.
+        enqueue_all`: one NOTIFY a batch is the common case, bench/notify_cpu.py), a test's
+        own one event at a time."""
         enqueue = self.sink._enqueue
-        if len(events) > 1 and enqueue is outbox.enqueue:
+        if enqueue is outbox.enqueue:
             outbox.enqueue_all(self.conn, events, rules)
         else:
             for event in events:

@@ -26,12 +26,16 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def within(module: str, package: str) -> bool:
+    """Whether ``module`` is ``package`` or one of its modules."""
+    return module == package or module.startswith(package + ".")
+
+
 PACKAGES = ("fleetwatch", "agent", "router", "sinks", "scheduler", "plugins", "web", "query")
 CORE, CLI = "fleetwatch", "fleetwatch.cli"
 ACTIONS, STORE = "fleetwatch.actions", "fleetwatch.store"
-#: packages inside the core's name that are layers of their own, not the core
-INSIDE_CORE = ("fleetwatch.lake", ACTIONS, STORE)
-
 #: the layers, highest first: (name, its packages)
 LAYERS = (
     ("commands", (CLI, "fleetwatch.__main__")),
@@ -42,6 +46,10 @@ LAYERS = (
     ("the state store", (STORE,)),
     ("the core", (CORE,)),
 )
+#: packages inside the core's name that are layers of their own, not the core (from LAYERS)
+INSIDE_CORE = tuple(package for _, packages in LAYERS for package in packages
+                    if within(package, CORE) and package != CORE
+                    and not within(package, CLI) and package != "fleetwatch.__main__")
 
 #: package -> the other packages' modules it may import: the sinks and the scheduler write
 #: and read the state database (fleetwatch.store); the agent runs plugins and parses their
@@ -64,10 +72,10 @@ ALLOWED = {
 def layer(module: str) -> str:
     """The layer of a fleetwatch module: 'cli', 'core', a package of :data:`INSIDE_CORE`, or
     the component's package."""
-    if module == CLI or module.startswith(CLI + ".") or module == "fleetwatch.__main__":
+    if within(module, CLI) or module == "fleetwatch.__main__":
         return "cli"
     for package in INSIDE_CORE:
-        if module == package or module.startswith(package + "."):
+        if within(module, package):
             return package
     top = module.split(".")[0]
     return "core" if top == CORE else top
@@ -106,7 +114,7 @@ def allowed(src: str, dst: str) -> bool:
         return True
     if b == "cli" or a == "core":
         return False
-    return any(dst == edge or dst.startswith(edge + ".") for edge in ALLOWED.get(a, ()))
+    return any(within(dst, edge) for edge in ALLOWED.get(a, ()))
 
 
 def violations() -> list[str]:
@@ -130,8 +138,7 @@ def rank(module: str) -> int:
     best = (-1, len(LAYERS))
     for place, (_, packages) in enumerate(LAYERS):
         for package in packages:
-            if (module == package or module.startswith(package + ".")) and \
-                    len(package) > best[0]:
+            if within(module, package) and len(package) > best[0]:
                 best = (len(package), place)
     return best[1]
 
@@ -166,7 +173,7 @@ def test_the_rule_sees_what_it_must():
     assert allowed("fleetwatch.cli.history.sql", "fleetwatch.lake.query")
     # the actions: below the commands, above the core; the console may call them
     assert layer("fleetwatch.actions.acks") == "fleetwatch.actions"
-    assert allowed("fleetwatch.actions.acks", "sinks.alerting.ackstore")
+    assert allowed("fleetwatch.actions.acks", "sinks.alerting.acks.store")
     assert allowed("fleetwatch.actions.checks", "fleetwatch.ask")
     assert allowed("fleetwatch.actions.console", "fleetwatch.actions.acks")
     assert not allowed("fleetwatch.actions.acks", "fleetwatch.cli.operator")
@@ -194,7 +201,7 @@ def test_the_relays_parts_never_import_the_relay():
     for path in sorted((ROOT / "router").glob("*.py")):
         if path.name not in ("relay.py", "main.py"):
             found += [f"{path.name}:{line}" for line, dst in imports(path)
-                      if dst == "router.relay" or dst.startswith("router.relay.")]
+                      if within(dst, "router.relay")]
     assert found == []
 
 
@@ -287,5 +294,5 @@ def test_the_alerting_concepts_never_import_the_evaluation_nor_the_sink():
     found = [f"{path.relative_to(ROOT)}:{line}: {dst}"
              for path in sorted((ROOT / "sinks" / "alerting").glob("*/*.py"))
              for line, dst in imports(path)
-             if any(dst == c or dst.startswith(c + ".") for c in composers)]
+             if any(within(dst, c) for c in composers)]
     assert found == []

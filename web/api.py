@@ -23,6 +23,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from fleetwatch.actions.alerts import document as alerts_document
 from fleetwatch.display import iso
 from web import store
 from web.asking import Asking
@@ -172,8 +173,7 @@ def health(web: Shared, user: User):
 def alerts(web: Shared, user: User, limit: Limit = 50,
            host: Annotated[str | None, Query(max_length=64,
                                              description="only this agent's (uuid)")] = None):
-    rows, total = answer(web.console.actions.alerts, limit, host)
-    return {"alerts": rows, "total": total, "truncated": total > len(rows)}
+    return alerts_document(*answer(web.console.actions.alerts, limit, host))
 
 
 @router.get("/acknowledgements", summary="The running acknowledgements (all with "

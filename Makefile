@@ -4,6 +4,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= .demo
+# make test's workers (pytest-xdist): four on two cores, as most integration tests wait; a
+# module's tests run on one worker, the longest modules first (tests/conftest.py). XDIST=
+# runs the suite in one process
+XDIST ?= -n 4 --dist loadfile --no-loadscope-reorder
 # the console's built CSS and JavaScript (the rule is below): defined before install names
 # them, as make expands a rule's prerequisites when it reads the rule
 ASSETS_BUILT := web/assets/node_modules/.fleetwatch-built
@@ -101,7 +105,7 @@ demo: install
 	$(BIN)/fleetwatch demo --dir $(DEMO_DIR)
 
 test: install
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python bench/run_all.py

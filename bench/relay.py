@@ -11,7 +11,11 @@ medians router / proxy (target: at least 0.5), and each relay process's CPU time
 message (all its threads; read from /proc), a figure the other processes on the machine
 disturb less than the throughput.
 
-    python bench/relay.py [--rounds 4] [--senders 4] [--results bench/RESULTS.md]
+``--base CHECKOUT`` adds a third variant to every round, the router of another checkout (an
+earlier commit: ``git worktree add /tmp/base REV``), run with the same Python and
+libraries: an A/B of two versions of the router in one run, each against the same proxy.
+
+    python bench/relay.py [--rounds 4] [--senders 4] [--base CHECKOUT] [--results bench/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -151,7 +155,9 @@ def proxy(conn) -> None:
 # ---------------------------------------------------------------- relays
 
 class RouterRelay:
-    def __init__(self, workdir: Path, keys: dict | None = None, sink_hwm: int | None = None):
+    def __init__(self, workdir: Path, keys: dict | None = None, sink_hwm: int | None = None,
+                 source: Path | None = None):
+        """``source``: the checkout whose router runs (None: this one)."""
         import yaml
         ready = workdir / "router.ready.json"
         ready.unlink(missing_ok=True)
@@ -171,8 +177,10 @@ class RouterRelay:
         path = workdir / "router.yaml"
         path.write_text(yaml.safe_dump(cfg))
         self.log = open(workdir / "router.log", "ab")
+        env = dict(os.environ, PYTHONPATH=str(source or ROOT))
         self.proc = subprocess.Popen([sys.executable, "-m", "fleetwatch", "router", "--config",
-                                      str(path)], stdout=self.log, stderr=subprocess.STDOUT)
+                                      str(path)], stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=env, cwd=source or ROOT)
         deadline = time.monotonic() + 15
         while not ready.exists():
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -253,11 +261,15 @@ class Round(NamedTuple):
 
 def run_round(kind: str, size: int, senders: int, per_sender: int, workdir: Path,
               keys: dict | None = None, pinned: bool = False,
-              sink_hwm: int | None = None) -> Round:
-    """One round; ``keys`` (bench/curve.py) makes the router and every client use CURVE.
+              sink_hwm: int | None = None, base: Path | None = None) -> Round:
+    """One round of ``kind``: ``router``, ``proxy``, or ``base`` (the router of the checkout
+    ``base``); ``keys`` (bench/curve.py) makes the router and every client use CURVE.
     ``pinned``: the relay gets the last CPU to itself, senders and counter share the others.
     ``sink_hwm``: the router's ``limits.sink_hwm`` (large: it queues rather than drops)."""
-    relay = (RouterRelay if kind == "router" else ProxyRelay)(workdir, keys, sink_hwm)
+    if kind == "proxy":
+        relay = ProxyRelay(workdir, keys, sink_hwm)
+    else:
+        relay = RouterRelay(workdir, keys, sink_hwm, base if kind == "base" else None)
     relay_cpus = load_cpus = None
     if pinned:
         cpus = sorted(os.sched_getaffinity(0))
@@ -344,25 +356,33 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="200,4096", help="body sizes in bytes")
     ap.add_argument("--messages", type=int, default=200_000,
                     help="messages per round at 200 B (scaled down for bigger bodies)")
+    ap.add_argument("--base", type=Path, metavar="CHECKOUT",
+                    help="also run the router of this checkout in every round (A/B)")
     ap.add_argument("--results", help="write the figures into this markdown file")
     args = ap.parse_args(argv)
+    if args.base and not (args.base / "router" / "__init__.py").is_file():
+        ap.error(f"--base {args.base}: not a fleetwatch checkout (no router/__init__.py)")
+    kinds = ("router", "proxy", "base") if args.base else ("router", "proxy")
     mp.set_start_method("fork")
     sizes = [int(s) for s in args.sizes.split(",")]
     lines = ["| body | router msg/s (min / median / max) | zmq.proxy msg/s | "
              "router / proxy (medians) | ratio per round (min-max) | router drops |",
              "|---|---|---|---|---|---|"]
+    ab = [f"| body | this router msg/s | {args.base} router msg/s | this / base (medians) "
+          "| CPU us per message, this / base (medians) |", "|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmp:
         for size in sizes:
             total = args.messages if size <= 1024 else args.messages // 2
             per_sender = max(1, total // args.senders)
-            rates = {"router": [], "proxy": []}
-            cpu = {"router": [], "proxy": []}       # the relay's CPU us per message
+            rates = {kind: [] for kind in kinds}
+            cpu = {kind: [] for kind in kinds}      # the relay's CPU us per message
             ratios, drops = [], 0
             for i in range(args.rounds):
-                order = ("router", "proxy") if i % 2 == 0 else ("proxy", "router")
+                order = kinds if i % 2 == 0 else kinds[::-1]
                 got = {}
                 for kind in order:
-                    rnd = run_round(kind, size, args.senders, per_sender, Path(tmp))
+                    rnd = run_round(kind, size, args.senders, per_sender, Path(tmp),
+                                    base=args.base)
                     rate, n, expected = rnd.rate, rnd.n, rnd.expected
                     rates[kind].append(rate)
                     cpu[kind].append(rnd.us_per_message())
@@ -379,7 +399,13 @@ def main(argv=None) -> int:
             print(f"  {size} B CPU per message received (medians): router "
                   f"{statistics.median(cpu['router']):.2f} us, zmq.proxy "
                   f"{statistics.median(cpu['proxy']):.2f} us", flush=True)
-    table = "\n".join(lines)
+            if args.base:
+                this, base = (statistics.median(rates[k]) for k in ("router", "base"))
+                ab.append(f"| {size} B | {summary(rates['router'])} | {summary(rates['base'])} "
+                          f"| {this / base:.2f} | {statistics.median(cpu['router']):.2f} / "
+                          f"{statistics.median(cpu['base']):.2f} |")
+    table = "\n".join(lines + (["", "A/B against the router of another checkout, "
+                                 "in the same rounds:", ""] + ab if args.base else []))
     print(f"\n{args.senders} DEALER senders -> relay -> PUSH -> PULL, {args.rounds} rounds each, "
           f"alternating\n{table}")
     if args.results:

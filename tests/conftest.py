@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -5,6 +6,11 @@ import pytest
 import zmq
 
 sys.path.insert(0, str(Path(__file__).parent))
+
+#: every Spark JVM the tests start, the standalone cluster's daemons too, runs with the C1
+#: compiler alone and the serial collector (tests/support/spark-conf/spark-defaults.conf)
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "support" / "spark-conf"))
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 from support.fleet import Fleet  # noqa: E402
 
@@ -118,9 +124,20 @@ def spark():
 @pytest.fixture(scope="session")
 def history_lake(spark, tmp_path_factory):
     """The generated lake of tests/support/lakegen.py with its known answers, shared by the query,
-    replay and notebook tests: read only (a test that changes a lake makes its own)."""
-    from support.lakegen import make_lake
-    return make_lake(spark, tmp_path_factory.mktemp("history-lake"))
+    replay and notebook tests: read only (a test that changes a lake makes its own). Made once
+    per run: pytest-xdist's workers share one, the first to need it writes it."""
+    import fcntl
+
+    from support.lakegen import Lake, make_lake
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent                  # the run's directory, above each worker's
+    path, written = shared / "history-lake", shared / "history-lake.base"
+    with open(shared / "history-lake.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not written.exists():
+            written.write_text(repr(make_lake(spark, path).base))
+    return Lake(path, float(written.read_text()))
 
 
 @pytest.fixture
@@ -136,12 +153,29 @@ def history_config(tmp_path, history_lake) -> str:
 INTEGRATION = Path(__file__).parent / "integration"
 
 
+#: the integration modules that take longest, longest first (``--durations=40`` of a whole
+#: run, docs/development/testing.md): pytest-xdist hands modules to its workers in the order
+#: collected, so these start at once and the short ones fill the gaps at the end
+LONGEST = ["test_ansible", "test_ansible_systemd", "test_history_cluster", "test_systemd",
+           "test_demo", "test_demo_spark", "test_durable_e2e", "test_fleetsim",
+           "test_history_replay", "test_history_query", "test_notebook", "test_history_jupyter"]
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/integration is ``slow`` (it starts processes or opens sockets):
-    ``-m "not slow"`` leaves tests/unit."""
+    ``-m "not slow"`` leaves tests/unit. The longest modules are run first: ``make test``
+    runs ``--dist loadfile`` (a module's tests on one worker, so that its fixtures, a
+    deployment or a cluster, are made once) in the order collected."""
     for item in items:
         if INTEGRATION in Path(item.path).parents:
             item.add_marker(pytest.mark.slow)
+
+    def rank(item):
+        stem = Path(item.path).stem
+        if INTEGRATION not in Path(item.path).parents:
+            return len(LONGEST) + 1
+        return LONGEST.index(stem) if stem in LONGEST else len(LONGEST)
+    items.sort(key=rank)            # stable: within a rank, the order collected
 
 
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)

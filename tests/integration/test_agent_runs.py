@@ -46,6 +46,24 @@ def results(r, command_id) -> list[protocol.Message]:
     return [m for m in r.of_type("RESULT") if m.get("command_id") == command_id]
 
 
+def run_for_result(r, command_id, plugin, what: str) -> protocol.Message:
+    """RUN ``plugin`` on the agent's latest connection and wait for its RESULT. The fake router
+    answers heartbeats only while the test waits on it: a test that runs the CLI for a second
+    on a loaded machine may see the agent reconnect, and a RUN to its old routing id is dropped
+    by the ROUTER socket (as a real router's is; the scheduler would send it again). So it is
+    sent again to the new connection, as often as the agent's connection changes."""
+    sent_to = r.agent_rid
+    run(r, sent_to, command_id, plugin)
+
+    def answered():
+        nonlocal sent_to
+        if r.agent_rid != sent_to:
+            sent_to = r.agent_rid
+            run(r, sent_to, command_id, plugin)
+        return results(r, command_id)
+    return r.until(answered, what=what)[0]
+
+
 def test_run_result_over_the_agents_socket(fleet, routers):
     r1 = routers()
     r1.auto_ack = True
@@ -132,8 +150,7 @@ def test_local_process_declares_a_plugin_that_survives_a_restart(fleet, routers)
     assert reg.get("name") == "backup"
     assert reg.get("plugins") == [{"name": "backup_dummy", "interval": 300.0, "timeout": 7.0},
                                   {"name": "backup_fast", "interval": 300.0, "timeout": 7.0}]
-    run(r1, r1.agent_rid, "l-1", "backup_dummy")
-    got = r1.until(lambda: results(r1, "l-1"), what="local plugin RESULT")[0]
+    got = run_for_result(r1, "l-1", "backup_dummy", "local plugin RESULT")
     assert got.get("status") == 1 and got.get("output") == "WARNING: backup is old"
 
     # a local process cannot take the config's names, nor run things outside the dirs
@@ -149,17 +166,13 @@ def test_local_process_declares_a_plugin_that_survives_a_restart(fleet, routers)
     assert proc.stop() == 0
     proc = fleet.start("agent-2", "agent", "--config", str(path))
     # the new process's connection (a HELLO of the old one may still be in the queue)
-    rid = r1.until(lambda: next((rid for rid, m in r1.received if m.type == "HELLO"
-                                 and m.get("instance") != first), None),
-                   what="the restarted agent's HELLO")
-    run(r1, rid, "l-2", "backup_dummy")
-    assert r1.until(lambda: results(r1, "l-2"), what="RESULT after restart")[0].get(
-        "status") == 1
+    r1.until(lambda: any(m.type == "HELLO" and m.get("instance") != first
+                         for _, m in r1.received), what="the restarted agent's HELLO")
+    assert run_for_result(r1, "l-2", "backup_dummy", "RESULT after restart").get("status") == 1
 
     # withdrawing: the plugin is no longer declared
     fleet.cli("send", "register", "backup", "--config", str(path), "--no-plugins")
-    run(r1, rid, "l-3", "backup_dummy")
-    assert "not declared" in r1.until(lambda: results(r1, "l-3"), what="l-3")[0].get("output")
+    assert "not declared" in run_for_result(r1, "l-3", "backup_dummy", "l-3").get("output")
     assert proc.alive()
 
 

@@ -11,6 +11,7 @@ by a hash of the sources, so a second run reuses them.
 from __future__ import annotations
 
 import configparser
+import fcntl
 import hashlib
 import json
 import os
@@ -92,12 +93,18 @@ def build() -> Build:
     the configured index serve the dependencies): a wheelhouse of fleetwatch and everything
     it needs with :data:`EXTRAS` (an offline ``pip install --no-index --find-links`` inside
     the container), and a virtualenv of the system's Python installed from it."""
-    files = _sources()
+    BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
+    # pytest-xdist's workers build at the same moment: one builds, the others wait and reuse
+    with open(BASE / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _build(_sources())
+
+
+def _build(files: list[Path]) -> Build:
     path = BASE / f"build-{_key(files)}"
     done = Build(path / "wheels", path / "venv")
     if (path / ".complete").exists():
         return done
-    BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
     for old in BASE.glob("build-*"):        # earlier sources: one build at a time
         shutil.rmtree(old, ignore_errors=True)
     src = BASE / f"src-{os.getpid()}"       # a copy: pip builds in the tree it is given

@@ -4,9 +4,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DEMO_DIR ?= .demo
-# make test's workers (pytest-xdist): four on two cores, as most integration tests wait; a
-# module's tests run on one worker, the longest modules first (tests/conftest.py). XDIST=
-# runs the suite in one process
+# make test's workers (pytest-xdist): four on two cores keep both busy while tests wait on
+# processes and timeouts; a module's tests run on one worker, the longest modules first
+# (tests/conftest.py). XDIST= runs the suite in one process
 XDIST ?= -n 4 --dist loadfile --no-loadscope-reorder
 # the console's built CSS and JavaScript (the rule is below): defined before install names
 # them, as make expands a rule's prerequisites when it reads the rule

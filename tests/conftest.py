@@ -114,9 +114,8 @@ def spark():
     10 s to start): fleetwatch/lake/spark.py's settings, 2 shuffle partitions."""
     pytest.importorskip("pyspark", reason="the history extra is not installed")
     from fleetwatch.lake.spark import session
-    # C1 JIT only: the tests' Spark jobs are tiny, C2 compiles cost more than they save
-    s = session("local[2]", {"spark.driver.memory": "1g",
-                             "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"})
+    # C1 JIT only and the serial collector, as every JVM of the suite: SPARK_CONF_DIR above
+    s = session("local[2]", {"spark.driver.memory": "1g"})
     yield s
     s.stop()
 

@@ -41,10 +41,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).parent))
 from test_history_compact import landing_area, lake_is_settled, tables  # noqa: E402
 
-#: a small JVM that starts fast: these jobs are tiny
+#: small JVMs: these jobs are tiny (the C1 JIT alone comes from tests/support/spark-conf,
+#: for the driver and the executors, as for every JVM of the suite)
 FAST = {"spark.driver.memory": "1g", "spark.executor.memory": "1g",
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-        "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
         "spark.sql.shuffle.partitions": "2"}
 
 

@@ -23,10 +23,10 @@ from fleetwatch.lake.spans import GAP, NAME
 
 ROOT = Path(__file__).resolve().parents[2]
 QUIET = {"out": lambda line: None}
-#: Spark settings for the subprocess runs: C1 JIT only, no whole-stage code generation, no
-#: adaptive re-planning (each costs more than it saves on a few lines)
-FAST_JVM = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-            "spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}
+#: Spark settings for the subprocess runs: no whole-stage code generation, no adaptive
+#: re-planning (each costs more than it saves on a few lines; the C1 JIT comes from
+#: tests/support/spark-conf, as for every JVM of the suite)
+FAST_JVM = {"spark.sql.codegen.wholeStage": "false", "spark.sql.adaptive.enabled": "false"}
 
 
 # ---------------------------------------------------------------- a landing area

@@ -120,8 +120,7 @@ def test_a_lake_compacted_by_the_previous_version_reads_and_compacts_on(spark, t
     landing = lake / "landing"
     synth.write_files(str(landing), 200, files=1, hosts=4, metrics_per_stats=2, name="old")
     cfg = tmp_path / "fleetwatch.yaml"
-    conf = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-            "spark.sql.adaptive.enabled": "false"}
+    conf = {"spark.sql.adaptive.enabled": "false"}   # C1 JIT: tests/support/spark-conf
     cfg.write_text(f"routers: [tcp://127.0.0.1:1]\nhistory:\n  lake: {lake}\n"
                    f"  master: local[1]\n  conf: {json.dumps(conf)}\n")
     res = subprocess.run([sys.executable, "-m", "fleetwatch", "history", "compact", "--config",

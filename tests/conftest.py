@@ -10,7 +10,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 #: every Spark JVM the tests start, the standalone cluster's daemons too, runs with the C1
 #: compiler alone and the serial collector (tests/support/spark-conf/spark-defaults.conf)
 os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "support" / "spark-conf"))
-os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+                                                 "-XX:ReservedCodeCacheSize=240m")
 
 from support.fleet import Fleet  # noqa: E402
 

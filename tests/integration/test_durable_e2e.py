@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fleet import landed, wait_for
+from support.fleet import landed, wait_for, wait_intake
 from support.zmqio import pull, stats_from
 
 pytestmark = pytest.mark.timeout(300)
@@ -54,8 +54,7 @@ def landed_ids(lake: Path) -> list[str]:
 
 
 def intake_ready(fleet) -> None:
-    wait_for(lambda: (fleet.root / "agent-state" / "intake.sock").exists(), 15,
-             what="the agent's intake")
+    wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="the agent's intake")
 
 
 def compacted(fleet, router: dict, lake: Path) -> Path:

@@ -16,7 +16,7 @@ import psutil
 import pytest
 import zmq
 
-from support.fleet import wait_for
+from support.fleet import wait_for, wait_intake as accepting
 from support.zmqio import recv
 from fleetwatch import protocol
 
@@ -41,8 +41,7 @@ def client(fleet, name: str = "agent"):
 
 
 def wait_intake(fleet, name: str = "agent"):
-    wait_for(lambda: (fleet.root / f"{name}-state" / "intake.sock").exists(), 15,
-             what="agent intake socket")
+    accepting(fleet.root / f"{name}-state" / "intake.sock", 15, what="agent intake socket")
 
 
 def router_stats(info: dict, timeout: float = 10.0) -> dict:

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from support.fleet import wait_for
+from support.fleet import wait_for, wait_intake
 from fleetwatch import protocol
 from fleetwatch.protocol import Relayed
 
@@ -164,8 +164,7 @@ def test_fleet_on_postgres(fleet, pg_url):
         {"name": "ok", "command": "check_ok", "interval": 1, "timeout": 5}]})
     fleet.scheduler([r1])
     from agent.client import Client
-    wait_for(lambda: (fleet.root / "agent-state" / "intake.sock").exists(), 15,
-             what="agent intake")
+    wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="agent intake")
     Client(config_path=str(fleet.root / "agent.yaml"), timeout=10).notify(
         "written to postgres", severity="warning")
     fleet.operator_config([r1])

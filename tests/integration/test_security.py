@@ -18,7 +18,7 @@ import stat
 import pytest
 
 from support.agentrouter import intake_path, start_agent
-from support.fleet import agent_uuid_for, wait_for
+from support.fleet import agent_uuid_for, wait_for, wait_intake
 from support.keys import Keys
 
 pytestmark = pytest.mark.timeout(120)
@@ -213,8 +213,7 @@ def test_curve_fleet_end_to_end(fleet):
         return {a["uuid"] for a in status()["agents"] if a["alive"]}
 
     wait_for(lambda: uuid in alive(), 30, interval=0.2, what="the CURVE agent alive")
-    wait_for(lambda: (fleet.root / "agent-state" / "intake.sock").exists(), 10,
-             what="intake")
+    wait_intake(fleet.root / "agent-state" / "intake.sock", 10, what="intake")
     with Client(config_path=str(fleet.root / "agent.yaml"), timeout=10) as fw:
         msg_id = fw.notify("curve disk on fire", severity="critical")
 

@@ -32,6 +32,24 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str
         time.sleep(interval)
 
 
+def wait_intake(path: Path, timeout: float = 15.0, what: str = "the agent's intake") -> None:
+    """Wait until the agent's intake socket at ``path`` accepts a connection. Its file exists
+    from zmq's bind(), a moment before its listen(): a client in between is refused (and
+    ``agent.client`` then says no agent answers), which a loaded machine makes happen."""
+    import socket
+
+    def accepts() -> bool:
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+            return True
+        except OSError:
+            return False
+        finally:
+            probe.close()
+    wait_for(accepts, timeout, 0.02, what)
+
+
 class Proc:
     """One fleetwatch process started by a test."""
 

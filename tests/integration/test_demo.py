@@ -161,20 +161,38 @@ def check_warm_spark(fleet, demo, demo_dir: Path, info: dict) -> list[int]:
     return list(Cluster.load(info["warm_spark"]["dir"]).pids.values())
 
 
-def test_demo_with_tagged_graphite_series_draws_the_hosts_graphs(fleet):
-    """--graphite-tags: the graphite sink sends tagged series, carbon registers them with the
-    demo's graphite-web, the operator config says graphite.tags, and the console's host page
-    shows the host's graphs from graphite-web's tag database."""
+def test_demo_from_a_config_file_with_tagged_graphite_series_draws_the_hosts_graphs(fleet):
+    """Every setting from a config file (``--config``): one router, no site, no warm Spark,
+    insecure, and graphite_tags: the graphite sink sends tagged series, carbon registers
+    them with the demo's graphite-web, the operator config says graphite.tags, and the
+    console's host page shows the host's graphs from graphite-web's tag database. A second
+    demo in the same directory is refused before it writes anything."""
     import html
 
     from support.browser import Browser
     demo_dir = fleet.root / "tagged"
-    demo = fleet.start("demo", "demo", "--dir", str(demo_dir), "--routers", "1",
-                       "--insecure", "--heartbeat", "0.5", "--graphite-tags")
+    cfg = fleet.write("demo.yaml", {"routers": 1, "sites": 0, "heartbeat": 0.5,
+                                    "insecure": True, "graphite_tags": True,
+                                    "warm_spark": False, "dir": str(demo_dir)})
+    demo = fleet.start("demo", "demo", "--config", str(cfg))
     manifest = demo_dir / "demo.json"
     wait_for(lambda: manifest.exists() or not demo.alive(), 60, what="demo.json")
     assert demo.alive(), demo.log()
     info = json.loads(manifest.read_text())
+    # the file's settings, each of them: one router, no site (nor its agent), no warm Spark
+    # (nor the answerer on it)
+    names = [p["name"] for p in info["processes"]]
+    assert names == ["router-1", "carbon", "graphite-web", "sink-registry", "sink-alerting",
+                     "sink-graphite", "sink-history", "sink-prometheus", "scheduler",
+                     "history-compact", "agent", "console"]
+    assert info["warm_spark"] is None
+    # A second demo in the same directory is refused before it writes anything: the running
+    # fleet keeps its configs (and the CLI its ports).
+    before = snapshot(demo_dir)
+    second = fleet.cli("demo", "--config", str(cfg), check=False)
+    assert second.returncode == 1 and second.stdout == ""
+    assert len(second.stderr.splitlines()) == 1 and "in use" in second.stderr, second.stderr
+    assert snapshot(demo_dir) == before
     assert info["carbon"]["tags"] is True
     # --insecure: no security section anywhere, and the demo says CURVE is off
     assert info["curve"] is False
@@ -336,28 +354,6 @@ def test_demo_settings_from_a_config_file_and_flags(fleet):
     assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
     res = fleet.cli("demo", "--sites", "-1", "--dir", str(fleet.root / "d0"), check=False)
     assert res.returncode == 78 and "sites: expected 0 to 9" in res.stderr
-
-
-def test_demo_config_file_is_used(fleet):
-    cfg = fleet.write("demo.yaml", {"routers": 1, "sites": 0, "heartbeat": 0.5,
-                                    "dir": str(fleet.root / "one")})
-    demo = fleet.start("demo", "demo", "--config", str(cfg), "--for", "30")
-    manifest = fleet.root / "one" / "demo.json"
-    wait_for(lambda: manifest.exists() or not demo.alive(), 60, what="demo.json")
-    names = [p["name"] for p in json.loads(manifest.read_text())["processes"]]
-    # (history-answerer: history serve on the warm Spark, history.answerer)
-    assert names == ["router-1", "carbon", "graphite-web", "sink-registry", "sink-alerting",
-                     "sink-graphite", "sink-history", "sink-prometheus", "scheduler",
-                     "history-compact", "history-answerer", "agent", "console"]
-    # A second demo in the same directory is refused before it writes anything: the running
-    # fleet keeps its configs (and the CLI its ports).
-    before = snapshot(fleet.root / "one")
-    second = fleet.cli("demo", "--config", str(cfg), check=False)
-    assert second.returncode == 1 and second.stdout == ""
-    assert len(second.stderr.splitlines()) == 1 and "in use" in second.stderr, second.stderr
-    assert snapshot(fleet.root / "one") == before
-    demo.signal(signal.SIGINT)
-    assert demo.popen.wait(30) == 0, demo.log()
 
 
 def snapshot(root: Path) -> dict:

@@ -7,6 +7,8 @@ routes nothing to history keeps nothing for it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sqlite3
 import time
@@ -57,20 +59,33 @@ def intake_ready(fleet) -> None:
     wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="the agent's intake")
 
 
-def compacted(fleet, router: dict, lake: Path) -> Path:
-    """Stop the history sinks (their landing files close), run ``fleetwatch history
-    compact`` as a user does; the operator config it used."""
+def compacted(fleet, router: dict, lake: Path, spark) -> Path:
+    """Stop the history sinks (their landing files close), compact the lake as ``fleetwatch
+    history compact`` does (its compaction, on this worker's Spark: the command as a process
+    is test_history_compact's and test_history_cli's); an operator config naming the lake,
+    for the ``history`` commands that read it, run in this process too (``history_command``)."""
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.settings import HistorySettings
     for proc in fleet.procs:
         if proc.name == "sink-history":
             proc.stop()
-    cfg = fleet.write("history.yaml", {"routers": [router["endpoints"]["control"]],
-                                       "history": {"lake": str(lake), "master": "local[1]",
-                                                   "conf": {"spark.driver.memory": "512m"}}})
-    fleet.cli("history", "compact", "--config", str(cfg), timeout=180)
-    return cfg
+    compact(spark, HistorySettings(lake=str(lake)), out=lambda line: None)
+    return fleet.write("history.yaml", {"routers": [router["endpoints"]["control"]],
+                                        "history": {"lake": str(lake)}})
 
 
-def test_history_down_misses_none_and_status_says_so(fleet, tmp_path):
+def history_command(*argv: str) -> str:
+    """``fleetwatch history ARGV...`` in this process (its Spark is this worker's): what it
+    printed, once it exited 0."""
+    from fleetwatch import cli
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = cli.main(["history", *argv])
+    assert status == 0, out.getvalue()
+    return out.getvalue()
+
+
+def test_history_down_misses_none_and_status_says_so(fleet, tmp_path, spark):
     lake = tmp_path / "lake"
     router = fleet.router()
     fleet.sink("registry", [router])
@@ -110,10 +125,10 @@ def test_history_down_misses_none_and_status_says_so(fleet, tmp_path):
     assert fleet.status(op)["durability"]["state"] == "ok"
 
     # compacted, each once, as a user counts them
-    cfg = compacted(fleet, router, lake)
-    out = fleet.cli("history", "sql", "--config", str(cfg), "--json",
-                    "SELECT count(*) AS n, count(DISTINCT msg_id) AS d FROM notifications "
-                    "WHERE text LIKE 'outage %'", timeout=180).stdout
+    cfg = compacted(fleet, router, lake, spark)
+    out = history_command("sql", "--config", str(cfg), "--json",
+                          "SELECT count(*) AS n, count(DISTINCT msg_id) AS d FROM notifications "
+                          "WHERE text LIKE 'outage %'")
     assert json.loads(out) == [{"n": 100, "d": 100}]
 
 
@@ -173,7 +188,7 @@ def test_a_durable_route_to_a_sink_type_that_is_down_holds_until_it_is_back(flee
 
 
 def test_what_a_router_dropped_for_a_host_reaches_the_lake_and_gaps_says_so(fleet, tmp_path,
-                                                                           zctx):
+                                                                           zctx, spark):
     """No alerting sink, and the history sink down a while: the router drops the agent's
     heartbeats for both, keeps the count per agent while history is away, and the lake
     has them once it is back: ``history gaps`` tells "dropped" from "no data"."""
@@ -200,9 +215,9 @@ def test_what_a_router_dropped_for_a_host_reaches_the_lake_and_gaps_says_so(flee
     fleet.sink("history", [router], history={**HISTORY, "lake": str(lake)})
     wait_for(lambda: any(d["sink"] == "history" and d["type"] == "HEARTBEAT"
                          for d in reported()), 30, what="the router's drops landed")
-    cfg = compacted(fleet, router, lake)
-    out = fleet.cli("history", "gaps", "agent-host", "--config", str(cfg), "--json",
-                    "--since", str(int(start) - 60), "--every", "1d", timeout=180).stdout
+    cfg = compacted(fleet, router, lake, spark)
+    out = history_command("gaps", "agent-host", "--config", str(cfg), "--json",
+                          "--since", str(int(start) - 60), "--every", "1d")
     (bucket,) = json.loads(out)["buckets"]
     assert bucket["verdict"] == "dropped" and bucket["heartbeats"] > 0
     dropped = {(d["type"], d["sink"]): d["count"] for d in bucket["drops"]}

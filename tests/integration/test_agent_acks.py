@@ -296,7 +296,7 @@ def alerted(fleet, router, uuid: str, msg_id: str) -> tuple[int, int] | None:
     """(alerts, of them made into an alert event) that ``fleetwatch alerts --json`` lists for
     ``msg_id``; None while the command cannot read the state (no alerting sink yet)."""
     op = fleet.operator_config([router])
-    res = fleet.cli("alerts", "--config", str(op), "--json", "--limit", "0", check=False)
+    res = fleet.command("alerts", "--config", str(op), "--json", "--limit", "0", check=False)
     if res.returncode != 0:
         return None
     mine = [a for a in json.loads(res.stdout)["alerts"] if a["msg_id"] == msg_id]

@@ -221,7 +221,7 @@ def test_alerting_sink_delivers_a_notify_and_alerts_shows_it(fleet):
         assert "disk on fire" in post["payload"]["summary"]
 
         def shown():
-            out = json.loads(fleet.cli("alerts", "--config", str(op), "--json").stdout)
+            out = json.loads(fleet.command("alerts", "--config", str(op), "--json").stdout)
             mine = [a for a in out["alerts"] if a.get("msg_id") == msg_id]
             return mine if mine and mine[0]["deliveries"] and \
                 mine[0]["deliveries"][0]["state"] == "sent" else None
@@ -256,7 +256,7 @@ def test_two_alerting_sinks_and_a_webhook_down_then_up_deliver_each_alert_once(f
             sent = [client.notify(f"alert {i}", severity="error") for i in range(12)]
 
         def deliveries():
-            out = json.loads(fleet.cli("alerts", "--config", op, "--json").stdout)["alerts"]
+            out = json.loads(fleet.command("alerts", "--config", op, "--json").stdout)["alerts"]
             return {a["msg_id"]: a["deliveries"] for a in out if a["msg_id"] in sent}
         wait_for(lambda: len(deliveries()) == 12 and all(
             d and d[0]["attempts"] >= 1 for d in deliveries().values()), 30, interval=0.5,

@@ -48,7 +48,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     assert "status --config" in demo.log()
 
     def agent_alive():
-        res = fleet.cli("status", "--config", op, "--json", check=False)
+        res = fleet.command("status", "--config", op, "--json", check=False)
         if res.returncode != 0:
             return None
         agents = {a["hostname"]: a for a in json.loads(res.stdout)["agents"]}
@@ -71,7 +71,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
                      "demo disk on fire").stdout.strip()
 
     def alerts():
-        res = fleet.cli("alerts", "--config", op, "--json", check=False)
+        res = fleet.command("alerts", "--config", op, "--json", check=False)
         found = [a for a in json.loads(res.stdout)["alerts"] if a["msg_id"] == sent] \
             if res.returncode == 0 else []
         return found or None
@@ -83,7 +83,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
 
     # The scheduler runs the agent's declared checks: bundled ones and Debian's check_users.
     def checks_ran():
-        res = fleet.cli("status", "--config", op, "--json", check=False)
+        res = fleet.command("status", "--config", op, "--json", check=False)
         checks = json.loads(res.stdout)["checks"] if res.returncode == 0 else []
         ran = {c["plugin"]: c for c in checks if c["state"] != "PENDING"}
         tcp = [c for c in ran.values() if c["output"].startswith("TCP")]
@@ -206,7 +206,7 @@ def test_demo_from_a_config_file_with_tagged_graphite_series_draws_the_hosts_gra
     op = str(demo_dir / "fleetwatch.yaml")
 
     def agent():
-        res = fleet.cli("status", "--config", op, "--json", check=False)
+        res = fleet.command("status", "--config", op, "--json", check=False)
         agents = json.loads(res.stdout)["agents"] if res.returncode == 0 else []
         mine = [a for a in agents if a["hostname"] == socket.gethostname()]
         return mine[0] if mine else None    # (not the site's, nor the agent behind it)

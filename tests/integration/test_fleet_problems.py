@@ -35,7 +35,7 @@ def routers_of(doc: dict) -> dict[str, dict]:
 
 
 def status(fleet, op, *args: str):
-    res = fleet.cli("status", "--config", str(op), *args, check=False)
+    res = fleet.command("status", "--config", str(op), *args, check=False)
     return res.returncode, res.stdout
 
 

@@ -170,7 +170,7 @@ def test_fleet_on_postgres(fleet, pg_url):
     fleet.operator_config([r1])
 
     def status():
-        doc = json.loads(fleet.cli("status", "--config", str(fleet.root / "fleetwatch.yaml"),
+        doc = json.loads(fleet.command("status", "--config", str(fleet.root / "fleetwatch.yaml"),
                                    "--json").stdout)
         checks = [c for c in doc.get("checks", []) if c["plugin"] == "ok"]
         return checks and checks[0]["state"] == "OK" and doc
@@ -179,7 +179,7 @@ def test_fleet_on_postgres(fleet, pg_url):
     assert doc["checks"][0]["command_id"].startswith("s:")
 
     def texts():
-        alerts = json.loads(fleet.cli("alerts", "--config", str(fleet.root / "fleetwatch.yaml"),
+        alerts = json.loads(fleet.command("alerts", "--config", str(fleet.root / "fleetwatch.yaml"),
                                       "--json").stdout)
         return [a["text"] for a in (alerts["alerts"] if isinstance(alerts, dict) else alerts)]
     # the NOTIFY is spooled until an alerting sink ACKs it: it may come after the result

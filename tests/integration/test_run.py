@@ -208,7 +208,7 @@ def test_status_shows_the_declared_checks(world):
     assert run(world, "web-1", "boom", "--wait").returncode == 2
 
     def checks():
-        res = world.fleet.cli("status", "--json", "--config", world.op)
+        res = world.fleet.command("status", "--json", "--config", world.op)
         found = {c["plugin"]: c for c in json.loads(res.stdout)["checks"]
                  if c["uuid"] == world.uuid}
         return found if found.get("boom", {}).get("state") == "CRITICAL" else None

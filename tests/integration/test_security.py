@@ -207,7 +207,7 @@ def test_curve_fleet_end_to_end(fleet):
         "timeout": 1.0, "security": keys.client(backends["operator"])})
 
     def status() -> dict:
-        return json.loads(fleet.cli("status", "--config", str(op), "--json").stdout)
+        return json.loads(fleet.command("status", "--config", str(op), "--json").stdout)
 
     def alive() -> set[str]:
         return {a["uuid"] for a in status()["agents"] if a["alive"]}

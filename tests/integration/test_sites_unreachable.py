@@ -74,7 +74,7 @@ def test_an_agent_behind_a_site_whose_uplink_is_down_is_unreachable(fleet, zctx)
         # the site was paged DOWN and UP, twice; its agent never: neither while UNREACHABLE
         # nor in the moments between the site's return and its own heartbeats', which come
         # through it (freshness.returned)
-        alerts = json.loads(fleet.cli("alerts", "--config", str(fleet.operator_config(
+        alerts = json.loads(fleet.command("alerts", "--config", str(fleet.operator_config(
             [centre])), "--json").stdout)["alerts"]
         assert sorted((a["hostname"], a["severity"]) for a in alerts) == [
             ("site-1", "critical"), ("site-1", "critical"), ("site-1", "ok"),

@@ -19,6 +19,7 @@ import pytest
 from support.browser import Browser
 from support.console import PASSWORD, serve
 from support.fleet import wait_for
+from support.mesh import backends
 from support.sites import central, site
 
 pytest.importorskip("fastapi")
@@ -130,6 +131,10 @@ def test_a_site_link_lost_and_a_silent_scheduler_are_problems_of_status(fleet):
              30, 0.3, what="paris linked")
     assert fleet_of(wait_for(problems([]), 20, 0.3, what="no fault")) == []
 
+    # the router has heard the scheduler's STATS twice, so it knows their interval (after one
+    # it would wait the default interval's silences, longer than the wait below)
+    wait_for(lambda: (backends(centre).get("sched-1") or {}).get("every") is not None, 20, 0.2,
+             what="the scheduler's interval known to the router")
     paris["proc"].kill()
     scheduler.kill()
     doc = wait_for(problems([("site", "paris", "DOWN"), ("scheduler", "sched-1", "CRITICAL")]),

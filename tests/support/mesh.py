@@ -31,3 +31,11 @@ def attachments(routers: list[dict], timeout: float = 5.0) -> dict[str, set[str]
         for peer in peers.get("agents", []) if peers is not None else []:
             out.setdefault(peer["uuid"], set()).add(answer.router_id)
     return out
+
+
+def backends(router: dict, timeout: float = 5.0) -> dict[str, dict]:
+    """uuid -> what ``router``'s PEERS say of each back-end process whose STATS it relayed
+    (``every``: the interval between its last two, None after one)."""
+    [answer] = ask_all([router["endpoints"]["control"]], ("PEERS",), timeout)
+    peers = answer.get("PEERS")
+    return {b["uuid"]: b for b in (peers or {}).get("backends", [])}

@@ -171,7 +171,8 @@ def test_a_host_down_acknowledged_is_told_and_ends_when_it_is_up(url, op):
 
 def problems(fleet, op) -> dict:
     """``fleetwatch status --problems --json``: the unhandled problems (exit status 0)."""
-    return json.loads(fleet.command("status", "--problems", "--json", "--config", str(op)).stdout)
+    return json.loads(fleet.command("status", "--problems", "--json", "--config",
+                                    str(op)).stdout)
 
 
 def test_ack_stops_reminders_and_pages_acknowledge_with_the_trigger_key(fleet):

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetwatch import protocol
-from support.agentrouter import agent_uuid, intake_path, raw_intake, start_agent
-from support.fleet import wait_for
+from support.agentrouter import agent_uuid, raw_intake, start_agent
+from support.fleet import intake_path, wait_for
 from support.zmqio import recv
 
 

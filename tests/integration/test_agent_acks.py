@@ -18,7 +18,7 @@ from agent.config import AgentConfig, SpoolConfig
 from fleetwatch.protocol import ACK_OWNERS, ACKING_SINKS
 from agent.spool import Spool
 from support.clock import Clock
-from support.fleet import landed, wait_for, wait_intake
+from support.fleet import intake_path, landed, wait_for, wait_intake
 from support.tail import Tail
 from fleetwatch import protocol
 from fleetwatch.config import ConfigError, build
@@ -315,7 +315,7 @@ def create_alerting_tables(fleet) -> None:
 
 def start_agent(fleet, router, **spool):
     fleet.agent([router], spool={"ack_timeout": 0.3, "max_backoff": 1.0, **spool})
-    wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="agent intake")
+    wait_intake(intake_path(fleet))
     uuid_file = fleet.root / "agent-state" / "uuid"
     return uuid_file.read_text().strip()
 

@@ -10,8 +10,8 @@ import pytest
 import zmq
 
 from fleetwatch import protocol
-from support.agentrouter import agent_uuid, intake_path, start_agent
-from support.fleet import wait_for
+from support.agentrouter import agent_uuid, start_agent
+from support.fleet import intake_path, wait_for
 
 DEBIAN = "/usr/lib/nagios/plugins"
 

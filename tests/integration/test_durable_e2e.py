@@ -7,8 +7,6 @@ routes nothing to history keeps nothing for it."""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import sqlite3
 import time
@@ -16,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from support.fleet import landed, wait_for, wait_intake
+from support.fleet import intake_path, landed, wait_for, wait_intake
 from support.zmqio import pull, stats_from
 
 pytestmark = pytest.mark.timeout(300)
@@ -55,15 +53,11 @@ def landed_ids(lake: Path) -> list[str]:
     return [ln["msg"]["msg_id"] for ln in landed(lake) if ln["type"] == "NOTIFY"]
 
 
-def intake_ready(fleet) -> None:
-    wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="the agent's intake")
-
-
 def compacted(fleet, router: dict, lake: Path, spark) -> Path:
     """Stop the history sinks (their landing files close), compact the lake as ``fleetwatch
     history compact`` does (its compaction, on this worker's Spark: the command as a process
     is test_history_compact's and test_history_cli's); an operator config naming the lake,
-    for the ``history`` commands that read it, run in this process too (``history_command``)."""
+    for the ``history`` commands that read it, run in this process too (``fleet.command``)."""
     from fleetwatch.lake.compact import compact
     from fleetwatch.lake.settings import HistorySettings
     for proc in fleet.procs:
@@ -72,17 +66,6 @@ def compacted(fleet, router: dict, lake: Path, spark) -> Path:
     compact(spark, HistorySettings(lake=str(lake)), out=lambda line: None)
     return fleet.write("history.yaml", {"routers": [router["endpoints"]["control"]],
                                         "history": {"lake": str(lake)}})
-
-
-def history_command(*argv: str) -> str:
-    """``fleetwatch history ARGV...`` in this process (its Spark is this worker's): what it
-    printed, once it exited 0."""
-    from fleetwatch import cli
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        status = cli.main(["history", *argv])
-    assert status == 0, out.getvalue()
-    return out.getvalue()
 
 
 def test_history_down_misses_none_and_status_says_so(fleet, tmp_path, spark):
@@ -95,7 +78,7 @@ def test_history_down_misses_none_and_status_says_so(fleet, tmp_path, spark):
     # 15 s below see as many resends of each NOTIFY as a minute would (0.5, 1, 2, 4, 4...)
     fleet.agent([router], spool={"ack_timeout": 0.5, "max_backoff": 4.0})
     op = fleet.operator_config([router])
-    intake_ready(fleet)
+    wait_intake(intake_path(fleet))
     wait_for(lambda: fleet.status(op)["durability"]["state"] == "ok", 20,
              what="every durable route served")
     assert history.stop() == 0
@@ -128,9 +111,9 @@ def test_history_down_misses_none_and_status_says_so(fleet, tmp_path, spark):
 
     # compacted, each once, as a user counts them
     cfg = compacted(fleet, router, lake, spark)
-    out = history_command("sql", "--config", str(cfg), "--json",
-                          "SELECT count(*) AS n, count(DISTINCT msg_id) AS d FROM notifications "
-                          "WHERE text LIKE 'outage %'")
+    out = fleet.command("history", "sql", "--config", str(cfg), "--json",
+                        "SELECT count(*) AS n, count(DISTINCT msg_id) AS d FROM notifications "
+                        "WHERE text LIKE 'outage %'").stdout
     assert json.loads(out) == [{"n": 100, "d": 100}]
 
 
@@ -141,7 +124,7 @@ def test_notifications_in_the_first_second_of_a_fleet_all_reach_the_lake(fleet, 
         fleet.sink(type_, [router])
     fleet.sink("history", [router], history={**HISTORY, "lake": str(lake)})
     fleet.agent([router])
-    intake_ready(fleet)
+    wait_intake(intake_path(fleet))
     ids = notify(fleet, [f"early {n}" for n in range(20)])   # at once, sinks still starting
     wait_for(lambda: spooled(fleet) == 0, 60, what="every NOTIFY ACKed by both")
     assert set(ids) <= set(landed_ids(lake))
@@ -157,7 +140,7 @@ def test_a_fleet_without_history_keeps_nothing_for_it(fleet):
     fleet.sink("alerting", [router])
     fleet.agent([router])
     op = fleet.operator_config([router])
-    intake_ready(fleet)
+    wait_intake(intake_path(fleet))
     ids = notify(fleet, [f"plain {n}" for n in range(20)])
     wait_for(lambda: recorded(fleet, ids) == 20 and spooled(fleet) == 0, 30,
              what="every NOTIFY ACKed by alerting, none kept")
@@ -175,7 +158,7 @@ def test_a_durable_route_to_a_sink_type_that_is_down_holds_until_it_is_back(flee
     fleet.sink("alerting", [router])
     op = fleet.operator_config([router])
     fleet.agent([router])                      # its own REGISTER at start
-    intake_ready(fleet)
+    wait_intake(intake_path(fleet))
     wait_for(lambda: spooled(fleet) >= 1, 15, what="the agent's REGISTER kept")
     wait_for(lambda: fleet.status(op)["durability"]["missing"] == [
         {"type": "REGISTER", "sink": "registry"}], 15, what="only the registry missing")
@@ -205,7 +188,7 @@ def test_what_a_router_dropped_for_a_host_reaches_the_lake_and_gaps_says_so(flee
     # (the agent's HELLO names the host in the lake, and is not resent: history first)
     stats_from(graphite, lambda m: m["router.sinks.history"] == 1)
     fleet.agent([router])
-    intake_ready(fleet)
+    wait_intake(intake_path(fleet))
     wait_for(lambda: {"HELLO", "HEARTBEAT"} <= {ln["type"] for ln in landed(lake)}, 20,
              what="the agent's HELLO and heartbeats landing")
     assert history.stop() == 0
@@ -220,8 +203,8 @@ def test_what_a_router_dropped_for_a_host_reaches_the_lake_and_gaps_says_so(flee
     wait_for(lambda: any(d["sink"] == "history" and d["type"] == "HEARTBEAT"
                          for d in reported()), 30, what="the router's drops landed")
     cfg = compacted(fleet, router, lake, spark)
-    out = history_command("gaps", "agent-host", "--config", str(cfg), "--json",
-                          "--since", str(int(start) - 60), "--every", "1d")
+    out = fleet.command("history", "gaps", "agent-host", "--config", str(cfg), "--json",
+                        "--since", str(int(start) - 60), "--every", "1d").stdout
     (bucket,) = json.loads(out)["buckets"]
     assert bucket["verdict"] == "dropped" and bucket["heartbeats"] > 0
     dropped = {(d["type"], d["sink"]): d["count"] for d in bucket["drops"]}

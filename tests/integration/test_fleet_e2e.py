@@ -16,7 +16,7 @@ import psutil
 import pytest
 import zmq
 
-from support.fleet import wait_for, wait_intake as accepting
+from support.fleet import intake_path, wait_for, wait_intake
 from support.zmqio import recv
 from fleetwatch import protocol
 
@@ -40,10 +40,6 @@ def client(fleet, name: str = "agent"):
     return Client(config_path=str(fleet.root / f"{name}.yaml"), timeout=10.0)
 
 
-def wait_intake(fleet, name: str = "agent"):
-    accepting(fleet.root / f"{name}-state" / "intake.sock", 15, what="agent intake socket")
-
-
 def router_stats(info: dict, timeout: float = 10.0) -> dict:
     """The next STATS a router publishes about itself on its tail."""
     ctx = zmq.Context.instance()
@@ -63,7 +59,7 @@ def test_router_killed_while_sending_loses_nothing(fleet):
     fleet.sink("alerting", [r1, r2])
     fleet.agent([r1, r2], heartbeat_interval=HEARTBEAT)
     op = fleet.operator_config([r2])
-    wait_intake(fleet)
+    wait_intake(intake_path(fleet))
     uuid = agent_uuid(fleet)
 
     sent: list[str] = []
@@ -112,7 +108,7 @@ def test_agent_moves_to_the_survivor_within_three_heartbeats(fleet):
     # Configured with router-1 only: router-2 is learned from router-1's WELCOME.
     fleet.agent([r1], heartbeat_interval=HEARTBEAT)
     op = fleet.operator_config([r2])
-    wait_intake(fleet)
+    wait_intake(intake_path(fleet))
     uuid = agent_uuid(fleet)
     wait_for(lambda: any(a["uuid"] == uuid and a["alive"] for a in fleet.status(op)["agents"]),
              10, interval=0.1, what="agent attached to router-2 (learned from WELCOME)")
@@ -135,7 +131,7 @@ def test_agent_moves_to_the_survivor_within_three_heartbeats(fleet):
 def test_spool_survives_agent_restart(fleet):
     r1 = fleet.router("router-1")
     agent = fleet.agent([r1], heartbeat_interval=HEARTBEAT)
-    wait_intake(fleet)
+    wait_intake(intake_path(fleet))
     uuid = agent_uuid(fleet)
     with client(fleet) as fw:
         sent = [fw.notify(f"while no sink runs {i}", severity="error") for i in range(50)]
@@ -143,7 +139,7 @@ def test_spool_survives_agent_restart(fleet):
     (fleet.root / "agent-state" / "intake.sock").unlink(missing_ok=True)
 
     fleet.agent([r1], heartbeat_interval=HEARTBEAT)
-    wait_intake(fleet)
+    wait_intake(intake_path(fleet))
     fleet.sink("alerting", [r1])
     op = fleet.operator_config([r1])
     rows = wait_for(lambda: (lambda rows: len(rows) >= 50 and rows)(recorded(fleet, op)), 60,
@@ -156,7 +152,7 @@ def test_spool_survives_agent_restart(fleet):
 def test_no_sink_router_drops_and_counts_then_spool_lands(fleet):
     r1 = fleet.router("router-1")
     fleet.agent([r1], heartbeat_interval=HEARTBEAT)
-    wait_intake(fleet)
+    wait_intake(intake_path(fleet))
     router = psutil.Process(r1["proc"].pid)
     with client(fleet) as fw:
         sent = [fw.notify(f"nobody listens {i}", severity="info") for i in range(2000)]

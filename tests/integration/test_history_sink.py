@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from support.clock import Clock
-from support.fleet import landed, wait_for, wait_intake
+from support.fleet import intake_path, landed, wait_for, wait_intake
 from fleetwatch import protocol
 from fleetwatch.config import ConfigError, build
 from sinks.base import WriteError
@@ -236,7 +236,7 @@ def test_sink_killed_mid_stream_every_acked_notify_lands_and_compacts_once(fleet
         except Exception as e:      # reported by the main thread
             errors.append(e)
 
-    wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="agent intake")
+    wait_intake(intake_path(fleet))
     sender = threading.Thread(target=send)
     sender.start()
     wait_for(lambda: sum(ln["type"] == "NOTIFY" for ln in landed(lake)) >= 60, 30,

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from fleetwatch import protocol, security
 from fleetwatch.protocol import SIGNATURE
-from support.agentrouter import intake_path, raw_intake, start_agent
+from support.agentrouter import raw_intake, start_agent
+from support.fleet import intake_path
 from support.garbage import GARBAGE, HUGE, RAW, tcp_address
 from support.routerclients import (Agent, backend_pull, dealer, rate_limited, secure_router,
                                    still_relayed)

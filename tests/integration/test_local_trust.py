@@ -22,7 +22,7 @@ import os
 import pytest
 
 from support.clock import Clock
-from support.fleet import agent_uuid_for, wait_for, wait_intake
+from support.fleet import agent_uuid_for, intake_path, wait_for, wait_intake
 from support.zmqio import recv
 
 pytestmark = pytest.mark.timeout(120)
@@ -42,7 +42,7 @@ def agent_up(fleet, router, **extra):
     uuid = agent_uuid_for(fleet)
     path = fleet.agent_config([router], plugins={"dirs": [DEBIAN]}, **extra)
     fleet.start("agent", "agent", "--config", str(path))
-    wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="the agent's intake")
+    wait_intake(intake_path(fleet))
     return uuid, path
 
 

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from support.fleet import wait_for, wait_intake
+from support.fleet import intake_path, wait_for, wait_intake
 from fleetwatch import protocol
 from fleetwatch.protocol import Relayed
 
@@ -164,14 +164,14 @@ def test_fleet_on_postgres(fleet, pg_url):
         {"name": "ok", "command": "check_ok", "interval": 1, "timeout": 5}]})
     fleet.scheduler([r1])
     from agent.client import Client
-    wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="agent intake")
+    wait_intake(intake_path(fleet))
     Client(config_path=str(fleet.root / "agent.yaml"), timeout=10).notify(
         "written to postgres", severity="warning")
     fleet.operator_config([r1])
 
     def status():
         doc = json.loads(fleet.command("status", "--config", str(fleet.root / "fleetwatch.yaml"),
-                                   "--json").stdout)
+                                       "--json").stdout)
         checks = [c for c in doc.get("checks", []) if c["plugin"] == "ok"]
         return checks and checks[0]["state"] == "OK" and doc
     doc = wait_for(status, 30, 0.3, "the check's result in PostgreSQL")
@@ -179,8 +179,8 @@ def test_fleet_on_postgres(fleet, pg_url):
     assert doc["checks"][0]["command_id"].startswith("s:")
 
     def texts():
-        alerts = json.loads(fleet.command("alerts", "--config", str(fleet.root / "fleetwatch.yaml"),
-                                      "--json").stdout)
+        alerts = json.loads(fleet.command("alerts", "--config",
+                                          str(fleet.root / "fleetwatch.yaml"), "--json").stdout)
         return [a["text"] for a in (alerts["alerts"] if isinstance(alerts, dict) else alerts)]
     # the NOTIFY is spooled until an alerting sink ACKs it: it may come after the result
     wait_for(lambda: "written to postgres" in texts(), 30, 0.3, "the NOTIFY in PostgreSQL")

@@ -17,7 +17,7 @@ import zmq
 from fleetwatch import protocol, security
 from fleetwatch.ask import ask_all
 from fleetwatch.cli import routers as routers_cli
-from support.fleet import landed, wait_for, wait_intake
+from support.fleet import intake_path, landed, wait_for, wait_intake
 from support.routerclients import backend_pull, dealer
 from support.zmqio import stats_from
 
@@ -201,7 +201,7 @@ def test_a_router_killed_while_notifies_flow_loses_none(fleet):
     uuid = uuid_of(fleet)
     wait_for(lambda: attached(r2, uuid) and sinks_of(r2).get("alerting") == 1, 15,
              what="the agent and the alerting sink on r2 too")
-    wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="the agent's intake")
+    wait_intake(intake_path(fleet))
     ids = []
     with Client(config_path=str(fleet.root / "agent.yaml"), timeout=10) as fw:
         for n in range(40):

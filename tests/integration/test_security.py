@@ -17,8 +17,8 @@ import stat
 
 import pytest
 
-from support.agentrouter import intake_path, start_agent
-from support.fleet import agent_uuid_for, wait_for, wait_intake
+from support.agentrouter import start_agent
+from support.fleet import agent_uuid_for, intake_path, wait_for, wait_intake
 from support.keys import Keys
 
 pytestmark = pytest.mark.timeout(120)
@@ -213,7 +213,7 @@ def test_curve_fleet_end_to_end(fleet):
         return {a["uuid"] for a in status()["agents"] if a["alive"]}
 
     wait_for(lambda: uuid in alive(), 30, interval=0.2, what="the CURVE agent alive")
-    wait_intake(fleet.root / "agent-state" / "intake.sock", 10, what="intake")
+    wait_intake(intake_path(fleet), 10)
     with Client(config_path=str(fleet.root / "agent.yaml"), timeout=10) as fw:
         msg_id = fw.notify("curve disk on fire", severity="critical")
 

@@ -15,7 +15,7 @@ import pytest
 import zmq
 
 from fleetwatch import protocol
-from support.fleet import wait_for, wait_intake
+from support.fleet import intake_path, wait_for, wait_intake
 from support.routerclients import FakeAgent, FakeControl
 from support.sites import central, site
 from support.tcpproxy import TcpProxy
@@ -101,7 +101,7 @@ def test_uplink_cut_30s_loses_no_notify_and_buffers_stats_in_order(fleet, zctx, 
                     site={"buffer_messages": BUFFER, "spool_dir": str(tmp_path / "spool"),
                           "spool_bytes": SPOOL_BYTES})
         fleet.agent([edge])
-        wait_intake(fleet.root / "agent-state" / "intake.sock", 15, what="the agent's intake")
+        wait_intake(intake_path(fleet))
         streamer = Streamer(zctx, edge["endpoints"]["agents"])
         collector = Collector(zctx, centre["endpoints"]["sinks"]["graphite"], streamer.uuid)
         collector.start()

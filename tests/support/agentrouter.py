@@ -6,14 +6,13 @@ reach its intake. Registered as a pytest plugin by tests/conftest.py."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 import zmq
 
 from fleetwatch.protocol import ACK_OWNERS
 from fleetwatch import protocol
-from support.fleet import wait_for
+from support.fleet import intake_path, wait_for
 
 
 class AgentFacingRouter:
@@ -109,10 +108,6 @@ def start_agent(fleet, routers, name="agent", **extra):
     path = fleet.agent_config([r.info for r in routers], name=name, **extra)
     proc = fleet.start(name, "agent", "--config", str(path))
     return proc, path
-
-
-def intake_path(fleet, name="agent") -> Path:
-    return fleet.root / f"{name}-state" / "intake.sock"
 
 
 def agent_uuid(fleet, name="agent") -> str:

@@ -32,8 +32,15 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str
         time.sleep(interval)
 
 
+def intake_path(fleet, name: str = "agent") -> Path:
+    """Where agent ``name`` of ``fleet`` listens for local processes (its state directory's
+    intake socket)."""
+    return fleet.root / f"{name}-state" / "intake.sock"
+
+
 def wait_intake(path: Path, timeout: float = 15.0, what: str = "the agent's intake") -> None:
-    """Wait until the agent's intake socket at ``path`` accepts a connection. Its file exists
+    """Wait until the agent's intake socket at ``path`` (:func:`intake_path`) accepts a
+    connection. Its file exists
     from zmq's bind(), a moment before its listen(): a client in between is refused (and
     ``agent.client`` then says no agent answers), which a loaded machine makes happen."""
     import socket

@@ -6,7 +6,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from fleetwatch.config import setting
+from fleetwatch.config import MAX_SOCKET_PATH, setting, socket_path_fits
 from fleetwatch.protocol import ACK_OWNERS, ACKING_SINKS
 from fleetwatch.security import ClientSecurity
 
@@ -104,7 +104,8 @@ class AgentConfig:
     routers: list[str] = setting(help="agents endpoints of the routers, e.g. tcp://r1:5555")
     state_dir: str = setting("/var/lib/fleetwatch/agent",
                              "uuid file, spool database and the intake socket live here")
-    intake: str = setting("", "local intake endpoint (default ipc://STATE_DIR/intake.sock)")
+    intake: str = setting("", "local intake endpoint (default ipc://STATE_DIR/intake.sock); "
+                              "an ipc:// path is at most 107 bytes (a Unix socket's)")
     intake_group: str = setting("", "group allowed to use the intake (socket file 0660 and "
                                     "this group); empty: the agent's user only (0600)")
     local: LocalConfig = setting(factory=LocalConfig, help="what local processes may send")
@@ -156,6 +157,13 @@ class AgentConfig:
                 raise ValueError(f"routers: {r!r} is not an endpoint like tcp://HOST:PORT")
         if self.intake and not _ENDPOINT.match(self.intake):
             raise ValueError(f"intake: {self.intake!r} is not an endpoint like ipc://PATH")
+        path = self.intake_endpoint.removeprefix("ipc://")
+        if self.intake_endpoint.startswith("ipc://") and not socket_path_fits(path):
+            where = "intake" if self.intake else "state_dir"
+            raise ValueError(f"{where}: the intake socket {path[:60]}... is "
+                             f"{len(os.fsencode(path))} bytes long, a Unix socket's path at "
+                             f"most {MAX_SOCKET_PATH}: choose a shorter "
+                             f"{'path' if self.intake else 'state_dir, or set intake:'}")
         for c in self.collectors:
             if c not in COLLECTORS:
                 raise ValueError(f"collectors: unknown collector {c!r} "

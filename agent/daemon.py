@@ -110,7 +110,9 @@ class Agent:
             self.intake_sock = IntakeSocket(self.ctx, self.cfg.intake_endpoint, gid=gid)
         except (zmq.ZMQError, OSError, KeyError) as e:
             self.close()
-            raise StartError(f"cannot bind the intake {self.cfg.intake_endpoint}: {e}") from None
+            why = zmq.strerror(e.errno) if isinstance(e, zmq.ZMQError) else e
+            raise StartError(f"cannot bind the intake {self.cfg.intake_endpoint}: {why}") \
+                from None
         self.wakeup.install(self.poller, self.stop,
                             self.reloader.request if self.reloader is not None else None)
         self.poller.register(self.intake_sock.sock, zmq.POLLIN)

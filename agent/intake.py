@@ -170,15 +170,19 @@ class IntakeSocket:
         self.sock.setsockopt(zmq.RCVHWM, 1000)
         self.sock.setsockopt(zmq.MAXMSGSIZE, max_body + 4096)
         if not endpoint.startswith("ipc://"):
-            self.sock.bind(endpoint)
+            self._bind(endpoint)
             log.info("intake listening on %s", endpoint)
             return
         path = endpoint[len("ipc://"):]
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         mode = 0o600 if gid is None else 0o660
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        except OSError:
+            self.sock.close(linger=0)
+            raise
         # libzmq binds in this thread: the file is born with the mode, never wider.
         with private.born_with(mode):
-            self.sock.bind(endpoint)
+            self._bind(endpoint)
         try:
             if gid is not None:
                 os.chown(path, -1, gid)
@@ -188,6 +192,16 @@ class IntakeSocket:
             raise
         log.info("intake listening on %s (mode %04o%s)", endpoint, mode,
                  f", group {gid}" if gid is not None else "")
+
+    def _bind(self, endpoint: str) -> None:
+        """Bind, or close the socket and raise: a socket left open would hold the
+        context's ``term()`` (the agent's exit) forever. (Its file, which may be another
+        process's, is left as it is.)"""
+        try:
+            self.sock.bind(endpoint)
+        except zmq.ZMQError:
+            self.sock.close(linger=0)
+            raise
 
     def drain(self, limit: int = DRAIN) -> list[tuple[list[bytes], list[bytes]]]:
         """Up to ``limit`` waiting messages as (envelope, frames)."""

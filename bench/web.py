@@ -79,6 +79,20 @@ URLS = [
     ("/api/v1/checks?after={uuid}/", "api", "api_checks_after"),
     ("/api/v1/problems", "api", "problems"),
     ("/api/v1/alerts", "api", "alerts"),
+    # the problem lists filtered, sorted and grouped in SQL (issue 33), in their short URLs
+    ("/problems?state=CRITICAL&sort=-since", "page", "problems_critical"),
+    ("/problems?host=web01%2A&q=critical", "page", "problems_search"),
+    ("/problems?handled=all&group=host", "page", "problems_grouped"),
+    ("/api/v1/problems?handled=no&sort=hostname", "api", "problems_sorted"),
+    ("/api/v1/problems?group=parent", "api", "problems_by_parent"),
+    # what a bulk change to "all matching" reads: every row of its filter, up to 1,000
+    ("/api/v1/problems?state=WARNING&handled=no&limit=1000", "api", "problems_bulk"),
+    # every check, OK ones too, and the alerts, filtered and sorted in SQL
+    ("/checks", "page", "checks_worst"),
+    ("/checks?state=OK&check=check_d%2A&group=host", "page", "checks_grouped"),
+    ("/api/v1/checks?sort=-since&q=timeout", "api", "checks_search"),
+    ("/alerts?severity=critical&sort=severity", "page", "alerts_filtered"),
+    ("/api/v1/alerts?host=web01%2A&sort=hostname", "api", "alerts_sorted"),
 ]
 POLL_INTERVAL = 10.0
 PAGES_OPEN = (1, 10, 50)
@@ -257,15 +271,12 @@ def run_database(kind: str, url: str, root: Path, control: str, args) -> dict:
 
 
 def shared_reading(client: Client) -> float | None:
-    """Seconds the console's last fleet-wide reading took (the overview, the problems page
-    and /api/v1/problems share it, read once a period: web/console.py), as the API says it
-    (``read_ms``); None from a console without it."""
-    import json
-    status, body, _ = client.request("GET", "/api/v1/problems?limit=1", api=True)
-    try:
-        return json.loads(body)["read_ms"] / 1000 if status == 200 else None
-    except (ValueError, KeyError, TypeError):
-        return None
+    """Seconds the console's last fleet-wide reading took (the overview and the problems
+    page's handled sections share it, read once a period: web/console.py), as the overview
+    says it ("in N ms"); None from a console without it."""
+    status, body, _ = client.request("GET", "/")
+    found = re.search(rb'id="read-at">[^<]*\(in (\d+) ms\)', body)
+    return int(found.group(1)) / 1000 if status == 200 and found else None
 
 
 def summarise(found: dict) -> dict:
@@ -343,8 +354,8 @@ def polling_rows(overviews: dict, tail: dict, readings: dict) -> list[str]:
     for kind, overview in overviews.items():
         reading = readings.get(kind) or 0.0
         if reading:
-            rows.append(f"- {kind}: the fleet-wide reading (the overview's, the problems "
-                        f"page's, /api/v1/problems's: once every {POLL_INTERVAL:g} s while "
+            rows.append(f"- {kind}: the fleet-wide reading (the overview's and the "
+                        f"problems page's handled sections': once every {POLL_INTERVAL:g} s while "
                         f"pages are open, whatever their number) took {reading * 1000:.0f} ms "
                         f"(median over the rounds, as the console says it: read_ms).")
         left = tail_cost * POLL_INTERVAL - reading
@@ -452,9 +463,12 @@ autovacuum does within a minute in a live fleet); one router without agents; a r
 connection (`{{uuid}}`: a random host's; `after=`: the API's cursor, as a client paging
 through), each followed by as many runs of the bare SQL of the same rows (bench/websql.py,
 SQLAlchemy Core on the same database, rows fetched as mappings); figures are medians of the
-rounds' percentiles. The overview, `/problems` and `/api/v1/problems` answer from the
-fleet-wide reading the console makes once a `web.refresh` period ahead of them (its time is
-`read_ms` below), so their bare SQL, the reading's, costs more than their answer. "console CPU" is the web process's user + system time over a URL's
+rounds' percentiles. The overview answers from the fleet-wide reading the console makes
+once a `web.refresh` period ahead of it (its time is `read_ms` below), so its bare SQL, the
+reading's, costs more than its answer. A problem list (`/problems` and `/api/v1/problems`,
+with their filters) is read in SQL when first asked and served again for the period
+(web/console.py): of a URL's requests in a round the first is that reading, the others are
+served, so its p99 is the reading's cost and its p50 the served one's. "console CPU" is the web process's user + system time over a URL's
 requests, divided by them. Polling against the tail: a page polling the overview every 10 s
 against the console receiving and decoding the routers' tail (bench/webtail.py: a consumer
 process on a real router's tail, HEARTBEATs and RESULTs sent at the tail's rate at this fleet

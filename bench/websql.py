@@ -5,7 +5,7 @@ same database, with no HTTP, session, router, merging, template or JSON in it.""
 
 from __future__ import annotations
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import String, and_, cast, func, or_, select
 
 from fleetwatch.store.schema import (acknowledgements, agents, alert_events, check_freshness,
                                 check_state, checks, downtimes, host_state, notifications,
@@ -61,6 +61,39 @@ def problems(conn, uuid: str, now: float) -> None:
     _all(conn, select(acknowledgements).where(acknowledgements.c.ended.is_(None)))
     _all(conn, select(downtimes).where(downtimes.c.removed.is_(None), downtimes.c.start <= now,
                                        or_(downtimes.c.end.is_(None), downtimes.c.end > now)))
+
+
+def _problem_checks(conn, where=(), order=(), limit: int | None = LIMIT) -> list:
+    """A page of the checks not OK (:func:`_checks`): a filtered, sorted problem list's
+    floor."""
+    return _checks(conn, [checks.c.status != 0, *where], order, limit, acks=True)
+
+
+def problems_critical(conn, uuid: str, now: float) -> None:
+    _problem_checks(conn, [checks.c.status == 2], [check_state.c.since.desc()])
+
+
+def problems_search(conn, uuid: str, now: float) -> None:
+    _problem_checks(conn, [agents.c.hostname.like("web01%"),
+                           checks.c.output.ilike("%critical%")], [checks.c.uuid])
+
+
+def problems_grouped(conn, uuid: str, now: float) -> None:
+    _problem_checks(conn, order=[agents.c.hostname, checks.c.plugin])
+    _down(conn)
+
+
+def problems_sorted(conn, uuid: str, now: float) -> None:
+    _problem_checks(conn, [acknowledgements.c.id.is_(None)], [agents.c.hostname])
+
+
+def problems_by_parent(conn, uuid: str, now: float) -> None:
+    _problem_checks(conn, order=[cast(agents.c.parents, String), agents.c.hostname])
+
+
+def problems_bulk(conn, uuid: str, now: float) -> None:
+    _problem_checks(conn, [checks.c.status == 1, acknowledgements.c.id.is_(None)],
+                    [checks.c.uuid], limit=1000)
 
 
 def _hosts(where=()):
@@ -122,3 +155,44 @@ def alerts(conn, uuid: str, now: float) -> None:
     _all(conn, select(outbox).where(outbox.c.event_id.in_([e["id"] for e in events])))
     _all(conn, select(notifications).order_by(notifications.c.received_at.desc())
          .limit(ALERTS))
+
+
+def _checks(conn, where=(), order=(), limit: int | None = LIMIT, acks: bool = False) -> list:
+    """A page of every check (its host's name, state; ``acks``: its acknowledgement) where
+    ``where``, in ``order``: the checks list's floor (which judges the page's rows alone:
+    an outer join of every check to the acknowledgements, which have no index on the
+    check, is a nested loop over them)."""
+    query = select(checks.c.uuid, checks.c.plugin, checks.c.status, checks.c.output,
+                   checks.c.last_result, agents.c.hostname, check_state.c.hard,
+                   check_state.c.since,
+                   *([acknowledgements.c.id.label("ack")] if acks else [])) \
+        .join(agents, agents.c.uuid == checks.c.uuid) \
+        .join(check_state, and_(check_state.c.uuid == checks.c.uuid,
+                                check_state.c.plugin == checks.c.plugin))
+    if acks:
+        query = query.outerjoin(acknowledgements, _ack)
+    return _all(conn, query.where(*where).order_by(*order).limit(limit))
+
+
+def checks_worst(conn, uuid: str, now: float) -> None:
+    _checks(conn, order=[checks.c.status.desc(), check_state.c.since.desc()])
+
+
+def checks_grouped(conn, uuid: str, now: float) -> None:
+    _checks(conn, [checks.c.status == 0, checks.c.plugin.like("check_d%")],
+            [agents.c.hostname, checks.c.plugin])
+
+
+def checks_search(conn, uuid: str, now: float) -> None:
+    _checks(conn, [or_(agents.c.hostname.ilike("%timeout%"), checks.c.output.ilike("%timeout%"))],
+            [check_state.c.since])
+
+
+def alerts_filtered(conn, uuid: str, now: float) -> None:
+    _all(conn, select(alert_events).where(alert_events.c.severity == "critical")
+         .order_by(alert_events.c.created.desc()).limit(LIMIT))
+
+
+def alerts_sorted(conn, uuid: str, now: float) -> None:
+    _all(conn, select(alert_events).where(alert_events.c.hostname.like("web01%"))
+         .order_by(alert_events.c.hostname, alert_events.c.created.desc()).limit(ALERTS))

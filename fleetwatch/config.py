@@ -19,6 +19,9 @@ from typing import Any
 import yaml
 
 DEFAULT_STATE_URL = "sqlite:////var/lib/fleetwatch/state.db"
+#: a Unix socket's path at most, in bytes (Linux's sun_path, its terminating NUL left out):
+#: an ``ipc://`` endpoint or a socket file past it cannot be bound
+MAX_SOCKET_PATH = 107
 #: the operator's config file (``fleetwatch status``, ``history``...; ``History.open()``)
 OPERATOR_CONFIG = "/etc/fleetwatch/fleetwatch.yaml"
 
@@ -31,6 +34,11 @@ class ConfigError(Exception):
         # One line, whatever a key, a path or an exception text holds.
         super().__init__("\\n".join(f"{where}: {expected}".splitlines()))
         self.path, self.key, self.expected = path, key, expected
+
+
+def socket_path_fits(path: str) -> bool:
+    """Whether ``path`` can name a Unix socket (:data:`MAX_SOCKET_PATH`)."""
+    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
 
 
 def setting(default: Any = dataclasses.MISSING, help: str = "", factory: Any = None, **meta):

@@ -19,7 +19,7 @@ has run yet) as empty. SQLAlchemy Core only: the same SQL runs on SQLite and Pos
 from __future__ import annotations
 
 from sqlalchemy import (String, and_, case, cast, exists, false, func, literal, null, or_,
-                        select, union)
+                        select, true, union)
 from sqlalchemy.engine import Connection
 
 from fleetwatch.store import schema
@@ -30,11 +30,45 @@ from fleetwatch.store.reads import present
 HOST_STATES = ("DOWN", "UNREACHABLE", "UP", "UNKNOWN", "GONE")
 #: the check states, worst first
 CHECK_STATES = ("CRITICAL", "UNKNOWN", "WARNING", "OK", "PENDING")
+#: the orders of the hosts page (``-NAME``: the other way); ``state`` is worst first, ``since``
+#: the oldest change first, then each by hostname
+HOST_SORTS = ("hostname", "state", "since", "last_seen")
 
 
-def _column(conn: Connection, table, name: str):
-    """``table.c[name]``, or NULL when the database predates that column."""
-    return null() if name in present(conn, table)[1] else table.c[name]
+def column_or_null(conn: Connection, table, name: str, type_=String):
+    """``table.c[name]`` (of a table or an alias of it), or a NULL of ``type_`` when the
+    database predates that column."""
+    base = getattr(table, "element", table)
+    if name not in base.c or name in present(conn, base)[1]:
+        return null().cast(type_)
+    return table.c[name]
+
+
+def heartbeats_stopped(h, now: float):
+    """A ``host_state`` row's heartbeats have stopped (as the sinks' expiry says, at now):
+    not up, or up past the deadline no sink has acted on yet."""
+    return or_(h.c.up == false(), and_(h.c.deadline > 0, h.c.deadline < now))
+
+
+def state_since(h, now: float):
+    """Since when a ``host_state`` row's state holds, as query.fleet says it: past its
+    deadline with no sink's word yet, since that deadline."""
+    return case((and_(h.c.up == true(), h.c.deadline > 0, h.c.deadline < now), h.c.deadline),
+                else_=h.c.since)
+
+
+def like_escaped(text: str) -> str:
+    """``text`` for a LIKE ... ESCAPE '\\': its wildcards literal."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def declares(parents, parent: str):
+    """Whether a ``parents`` JSON list (a column) names ``parent`` (``host`` or
+    ``host/check``), matched as the list's text."""
+    quoted = '"' + parent.replace("\\", "\\\\").replace('"', '\\"')
+    text = cast(parents, String)
+    return or_(text.contains(quoted + '"', autoescape=True),
+               text.contains(quoted + "/", autoescape=True))
 
 
 def _host_join(conn: Connection, now: float):
@@ -43,8 +77,8 @@ def _host_join(conn: Connection, now: float):
     a, h = schema.agents, schema.host_state
     if not has_tables(conn, "host_state"):
         return a, literal("UNKNOWN")
-    gone, parent = _column(conn, h, "gone"), _column(conn, h, "unreachable")
-    down = or_(h.c.up == false(), and_(h.c.deadline > 0, h.c.deadline < now))
+    gone, parent = column_or_null(conn, h, "gone"), column_or_null(conn, h, "unreachable")
+    down = heartbeats_stopped(h, now)
     state = case((h.c.uuid.is_(None), "UNKNOWN"), (gone.is_not(None), "GONE"),
                  (and_(down, parent.is_not(None), parent != ""), "UNREACHABLE"),
                  (down, "DOWN"), else_="UP")
@@ -53,7 +87,7 @@ def _host_join(conn: Connection, now: float):
 
 
 def _agents_where(conn: Connection):
-    gone = _column(conn, schema.agents, "gone")
+    gone = column_or_null(conn, schema.agents, "gone")
     return gone.is_(None)
 
 
@@ -70,7 +104,7 @@ def host_counts(conn: Connection, now: float) -> dict[str, int]:
 def _gone(conn: Connection):
     """The uuids of the agents deregistered (a SELECT)."""
     a = schema.agents
-    return select(a.c.uuid).where(_column(conn, a, "gone").is_not(None))
+    return select(a.c.uuid).where(column_or_null(conn, a, "gone").is_not(None))
 
 
 def _declared(conn: Connection):
@@ -173,42 +207,62 @@ def problem_scope(conn: Connection, now: float) -> tuple[list[str], list[tuple[s
     if has_tables(conn, "host_state"):
         h = schema.host_state
         uuids.update(conn.execute(select(h.c.uuid).distinct().where(
-            h.c.last_heard > 0, _column(conn, h, "gone").is_(None),
-            or_(h.c.up == false(), and_(h.c.deadline > 0, h.c.deadline < now)))).scalars())
+            h.c.last_heard > 0, column_or_null(conn, h, "gone").is_(None),
+            heartbeats_stopped(h, now))).scalars())
     return sorted(uuids), pairs
 
 
 def hosts(conn: Connection, now: float, *, search: str = "", state: str | None = None,
-          parent: str | None = None, after: str = "", offset: int = 0,
-          limit: int = 100, by_name: bool = True) -> tuple[list[str], int]:
+          parent: str | None = None, site: str | None = None, after: str = "",
+          offset: int = 0, limit: int = 100, by_name: bool = True,
+          sort: str = "hostname") -> tuple[list[str], int]:
     """(the uuids of one page of agents, how many match in all): those whose hostname
     contains ``search`` (or whose uuid starts with it), in host ``state``, declaring
-    ``parent``; by hostname (``by_name``, ``offset``: the console's pages) or by uuid
-    after the cursor ``after`` (the API's)."""
+    ``parent``, behind the site router ``site`` (``""``: attached to a central router);
+    in the order ``sort`` (:data:`HOST_SORTS`) from ``offset`` (``by_name``: the
+    console's pages) or by uuid after the cursor ``after`` (the API's)."""
     if not has_tables(conn, "agents"):
         return [], 0
     a = schema.agents
     joined, host_state = _host_join(conn, now)
     where = [_agents_where(conn)]
     if search:
-        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        pattern = "%" + like_escaped(search) + "%"
         where.append(or_(a.c.hostname.ilike(pattern, escape="\\"),
                          a.c.uuid.like(pattern[1:], escape="\\")))
     if state:
         where.append(host_state == state.upper())
     if parent:
-        # parents is a JSON list of names ("host" or "host/check"): matched as its text
-        quoted = '"' + parent.replace("\\", "\\\\").replace('"', '\\"')
-        text = cast(a.c.parents, String)
-        where.append(or_(text.contains(quoted + '"', autoescape=True),
-                         text.contains(quoted + "/", autoescape=True)))
+        where.append(declares(a.c.parents, parent))
+    if site is not None:
+        where.append(func.coalesce(column_or_null(conn, a, "site"), "") == site)
     total = conn.execute(select(func.count()).select_from(joined).where(*where)).scalar_one()
     stmt = select(a.c.uuid).select_from(joined).where(*where)
     if by_name:
-        stmt = stmt.order_by(a.c.hostname, a.c.uuid).offset(offset)
+        stmt = stmt.order_by(*_host_order(conn, sort, host_state, now), a.c.hostname,
+                             a.c.uuid).offset(offset)
     else:
         stmt = stmt.where(a.c.uuid > after).order_by(a.c.uuid)
     return list(conn.execute(stmt.limit(limit)).scalars()), total
+
+
+def _host_order(conn: Connection, sort: str, host_state, now: float) -> list:
+    """The ORDER BY of ``sort`` (before the hostname, the uuid that every order ends with);
+    an order the database cannot give yet (no ``host_state``) is the hostname's."""
+    a, h = schema.agents, schema.host_state
+    key = sort.lstrip("-")
+    if key == "state":
+        column = case({name: i for i, name in enumerate(HOST_STATES)}, value=host_state,
+                      else_=len(HOST_STATES))
+    elif key == "since" and has_tables(conn, "host_state"):
+        # as query.fleet says it: a host past its deadline that no sink has acted on yet is
+        # DOWN since that deadline
+        column = state_since(h, now)
+    elif key == "last_seen":
+        column = a.c.last_seen
+    else:
+        column = a.c.hostname
+    return [column.desc() if sort.startswith("-") else column]
 
 
 def parents(conn: Connection, now: float) -> list[dict]:
@@ -230,6 +284,25 @@ def parents(conn: Connection, now: float) -> list[dict]:
             group["hosts"] += 1
             group["states"][state] = group["states"].get(state, 0) + 1
     return sorted(groups.values(), key=lambda g: g["parent"])
+
+
+def sites(conn: Connection, now: float) -> list[dict]:
+    """The sites the agents are behind (as the registry recorded from their HELLOs; ``""``:
+    attached to a central router), each with how many agents and how many of those are in
+    each host state: the hosts page grouped by site. One GROUP BY."""
+    if not has_tables(conn, "agents"):
+        return []
+    a = schema.agents
+    joined, host_state = _host_join(conn, now)
+    site = func.coalesce(column_or_null(conn, a, "site"), "")
+    stmt = select(site, host_state, func.count()).select_from(joined) \
+        .where(_agents_where(conn)).group_by(site, host_state)
+    groups: dict[str, dict] = {}
+    for name, state, n in conn.execute(stmt):
+        group = groups.setdefault(name, {"site": name, "hosts": 0, "states": {}})
+        group["hosts"] += n
+        group["states"][state] = group["states"].get(state, 0) + n
+    return sorted(groups.values(), key=lambda g: g["site"])
 
 
 def checks(conn: Connection, now: float, *, uuid: str | None = None,

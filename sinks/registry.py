@@ -18,7 +18,8 @@ An agent behind a site router (SPEC 4.10: the envelope's path names more than th
 router) has its site as a parent too, the last router of the path but itself
 (:func:`site_parent`): a site router's HELLO upstream names it by its id, so when the
 site's uplink is down and its heartbeats stop, its agents are UNREACHABLE behind it, not
-DOWN (:mod:`sinks.alerting.dependencies.store`).
+DOWN (:mod:`sinks.alerting.dependencies.store`); that site is ``agents.site`` too (NULL when
+it came straight to a central router), what the console's lists filter and group by.
 Its ``ephemeral`` flag (the same messages) goes to ``agents.ephemeral``: the alerting sinks
 call such an agent GONE, not DOWN, when it goes silent (:mod:`sinks.alerting.hosts.rules`).
 
@@ -222,6 +223,7 @@ def _identity(msg, site: str | None = None) -> tuple[dict, int]:
     if site is not None and site not in parents:
         parents.append(site)
     fields["parents"] = parents or None
+    fields["site"] = site[:255] if site is not None else None
     fields["ephemeral"] = msg.get("ephemeral") is True
     return fields, bad
 

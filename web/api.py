@@ -25,6 +25,8 @@ from pydantic import BaseModel, Field
 
 from fleetwatch.actions.alerts import document as alerts_document
 from fleetwatch.display import iso
+from query import alerts as query_alerts
+from query import problems as query_problems
 from web import store
 from web.asking import Asking
 from web.console import PAGE_ROWS, Refused
@@ -35,6 +37,28 @@ PAGE_MAX = 1000
 Limit = Annotated[int, Query(ge=1, le=PAGE_MAX, description=f"at most this many (1-{PAGE_MAX})")]
 After = Annotated[str, Query(max_length=600, description="the `next` of the page before")]
 State = Annotated[str | None, Query(max_length=16, description="only those in this state")]
+# the lists' filters (query/problems.py, query/alerts.py), as the console's pages take them
+CheckGlob = Annotated[str, Query(max_length=255, description="the check's name, a glob")]
+Parent = Annotated[str, Query(max_length=255, description="of hosts that declare this parent")]
+Site = Annotated[str, Query(max_length=255, description="of hosts behind this site router")]
+Group = Annotated[str, Query(max_length=16, description=(
+    "group by " + ", ".join(query_problems.GROUPS)
+    + ": each group's rows together, `groups` counting them"))]
+
+
+def states_of(states: tuple[str, ...]):
+    return Query(max_length=120, description="only those in these states (repeated, or "
+                                             "comma-separated): " + ", ".join(states))
+
+
+def sorts_of(sorts: tuple[str, ...], said: str):
+    return Query(max_length=16, description=f"the order: {', '.join(sorts)} (-NAME: the "
+                                            f"other way); {said}")
+
+
+def text_in(where: str):
+    return Query(max_length=255, description=f"text in the hostname, the check's name or "
+                                             f"{where}")
 
 
 class AckRequest(BaseModel):
@@ -123,32 +147,76 @@ def host(web: Shared, user: User, uuid: str):
     return {k: found[k] for k in ("agent", "checks", "problems")}
 
 
-@router.get("/checks", summary="The declared checks with their latest result and state, "
-                               "in (uuid, plugin) order")
+@router.get("/checks", summary="The declared checks with their latest result and state: "
+                               "in (uuid, plugin) order by a cursor; with a filter, an order "
+                               "or a grouping (as the console's checks page, by the same "
+                               "query parameters), filtered, sorted and grouped in SQL")
 def checks(web: Shared, user: User, limit: Limit = PAGE_ROWS, after: After = "",
-           state: State = None,
-           host: Annotated[str | None, Query(max_length=64,
-                                             description="only this agent's (uuid)")] = None):
-    return answer(web.console.check_list, after, limit, host, state)
+           state: Annotated[list[str], states_of(query_problems.CHECK_STATES)] = [],
+           host: Annotated[str | None, Query(max_length=255, description=(
+               "only this agent's (its uuid); with a filter, a hostname or uuid glob "
+               "(ignoring case)"))] = None,
+           check: CheckGlob = "", parent: Parent = "", site: Site = "",
+           handled: Annotated[str, Query(pattern="^(no|yes|all)$", description=(
+               "no: those nothing handles (OK ones too), yes: problems handled, "
+               "all (the default)"))] = "",
+           q: Annotated[str, text_in("the output")] = "",
+           sort: Annotated[str, sorts_of(query_problems.SORTS, "state is worst first")] = "",
+           group: Group = ""):
+    states = ",".join(state)
+    if not any((check, parent, site, handled, q, sort, group)) and "," not in states:
+        # the cursor list: (uuid, plugin) order, each page as fast at any size
+        return answer(web.console.check_list, after, limit, host, states or None)
+    params = {"state": states, "host": host or "", "check": check, "parent": parent,
+              "site": site, "handled": handled, "q": q, "sort": sort, "group": group}
+    return filtered(web, query_problems.CheckFilter, params, after, limit)
 
 
 @router.get("/problems", summary="The fleet's own faults (`fleet`: routers, sites, "
-                                  "sinks, schedulers, worst first), then every "
-                                  "problem, worst first, with how it is handled, "
-                                  "as the fleet was read at `read_at` (at most "
-                                  "web.refresh seconds before)")
-def problems(web: Shared, user: User, limit: Limit = PAGE_ROWS, after: After = "",
-             unhandled: Annotated[bool, Query(description="only those nothing "
-                                                          "handles")] = False):
-    view = web.console.problems()
-    if view["warnings"]:
-        raise HTTPException(503, view["warnings"][0])
-    rows = view["unhandled" if unhandled else "problems"]
+                                  "sinks, schedulers, worst first), then the problems the "
+                                  "filter shows (all by default), with how each is "
+                                  "handled: filtered, sorted and grouped as the console's "
+                                  "problems page does, by the same query parameters")
+def problems(web: Shared, user: User, limit: Limit = PAGE_ROWS,
+             after: After = "",
+             unhandled: Annotated[bool, Query(description="only those nothing handles "
+                                                          "(handled=no)")] = False,
+             state: Annotated[list[str], states_of(query_problems.STATES)] = [],
+             host: Annotated[str, Query(max_length=255, description="hostname or uuid "
+                                        "glob (ignoring case)")] = "",
+             check: Annotated[str, Query(max_length=255, description="the check's (or "
+                                         "process's) name, a glob")] = "",
+             parent: Parent = "", site: Site = "",
+             handled: Annotated[str, Query(pattern="^(no|yes|all)$", description=(
+                 "no: those nothing handles, yes: those handled, all (the default)"))] = "",
+             q: Annotated[str, text_in("the output")] = "",
+             sort: Annotated[str, sorts_of(query_problems.SORTS, "state is worst first, "
+                                           "as `status --problems`")] = "state",
+             group: Group = ""):
+    params = {"state": ",".join(state), "host": host, "check": check, "parent": parent,
+              "site": site, "handled": handled or ("no" if unhandled else "all"), "q": q,
+              "sort": sort, "group": group}
+    return {"fleet": web.console.fleet_faults(),
+            **filtered(web, query_problems.Filter, params, after, limit)}
+
+
+def filtered(web, kind: type[query_problems.Filter], params: dict, after: str,
+             limit: int) -> dict:
+    """A list of :mod:`query.problems` (``kind``: the problems or the checks) as the API
+    answers it: ``items``, ``total``, ``groups``, ``next`` (how many came before the next
+    page), ``read_at``, ``read_ms``; 422 for a filter that is not one."""
+    try:
+        f = kind.parse(params)
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from None
     start = int(after) if after.isdigit() else 0
-    page = rows[start:start + limit]
-    return {"fleet": view["fleet"], "items": page, "total": len(rows),
-            "next": str(start + limit) if start + limit < len(rows) else None,
-            "read_at": iso(view["read_at"]), "read_ms": view["read_ms"]}
+    listing = web.console.problem_list(f, start, limit)
+    if listing["warnings"]:
+        raise HTTPException(503, listing["warnings"][0])
+    return {"items": listing["rows"], "total": listing["total"],
+            "groups": listing["groups"] if f.group else None,
+            "next": str(start + limit) if start + limit < listing["total"] else None,
+            "read_at": iso(listing["read_at"]), "read_ms": listing["read_ms"]}
 
 
 @router.get("/routers", summary="The routers, whether they answered, and the fleet's "
@@ -163,17 +231,41 @@ def routers(web: Shared, user: User):
 def health(web: Shared, user: User):
     view = web.console.fleet_health()
     for key in ("router_stats", "sinks", "schedulers"):
-        for process in view.get(key, []):
-            process.pop("shown", None)
+        if key in view:         # (copies: the processes are the tail's own records)
+            view[key] = [{k: v for k, v in process.items() if k not in PAGE_ONLY}
+                         for process in view[key]]
     return view
 
 
+#: what the health page shows of a process that the API does not (its counters once more,
+#: and the report before, which the tiles' rates are made of)
+PAGE_ONLY = ("shown", "before", "before_heard")
+
+
 @router.get("/alerts", summary="The newest alerts with their delivery per channel and "
-                               "how each is handled (`fleetwatch alerts --json`)")
-def alerts(web: Shared, user: User, limit: Limit = 50,
-           host: Annotated[str | None, Query(max_length=64,
-                                             description="only this agent's (uuid)")] = None):
-    return alerts_document(*answer(web.console.actions.alerts, limit, host))
+                               "how each is handled (`fleetwatch alerts --json`), filtered "
+                               "and sorted as the console's alerts page, by the same query "
+                               "parameters")
+def alerts(web: Shared, user: User, limit: Limit = 50, after: After = "",
+           severity: Annotated[list[str], Query(max_length=120, description=(
+               "only those of these severities (repeated, or comma-separated): "
+               + ", ".join(query_alerts.KNOWN)))] = [],
+           host: Annotated[str, Query(max_length=255, description=(
+               "hostname or uuid glob (ignoring case): a uuid, that agent's"))] = "",
+           check: CheckGlob = "",
+           q: Annotated[str, text_in("the alert's text")] = "",
+           sort: Annotated[str, sorts_of(query_alerts.SORTS, "received is the newest "
+                                         "first, severity the worst first")] = ""):
+    try:
+        f = query_alerts.AlertFilter.parse({"severity": ",".join(severity), "host": host,
+                                            "check": check, "q": q, "sort": sort})
+    except ValueError as e:
+        raise HTTPException(422, str(e)) from None
+    start = int(after) if after.isdigit() else 0
+    found, total = answer(web.console.alert_list, f, start, limit)
+    # alerts --json's document, of a page from ``after``: truncated when more follow it
+    return {**alerts_document(found, total), "truncated": start + len(found) < total,
+            "next": str(start + limit) if start + limit < total else None}
 
 
 @router.get("/acknowledgements", summary="The running acknowledgements (all with "

@@ -32,7 +32,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.middleware.sessions import SessionMiddleware
 
-from web import api, assets, context, login, pages
+from web import api, assets, bulk, context, dashboards, login, pages
 from web.console import Console, Refused
 from web.gate import Gate
 
@@ -71,6 +71,8 @@ def create_app(console: Console, secret: str) -> FastAPI:
 
     app.include_router(login.router)
     app.include_router(pages.router)
+    app.include_router(bulk.router)
+    app.include_router(dashboards.router)
     app.include_router(api.router)
 
     app.add_exception_handler(context.Answer, context.answered)

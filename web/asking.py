@@ -31,10 +31,15 @@ from web.context import Answer, to_login
 from web.gate import LOG_IN
 
 
+#: fields a page's form may have: a bulk change's rows (web/bulk.py, at most 1,000) and the
+#: form's own (Starlette's default, 1,000, would refuse the 1,000 rows with a bare 400)
+FORM_FIELDS = 1100
+
+
 async def checked_form(request: Request) -> FormData:
-    """The form of a page's POST, once its CSRF token is the session's; else :class:`Answer`
-    403."""
-    form = await request.form()
+    """The form of a page's POST (read once: the handler's ``request.form()`` is this one),
+    once its CSRF token is the session's; else :class:`Answer` 403."""
+    form = await request.form(max_fields=FORM_FIELDS)
     if not auth.same_token(request.session.get("csrf"), form.get("csrf")):
         raise Answer(PlainTextResponse("missing or wrong CSRF token: reload the page", 403))
     return form

@@ -19,12 +19,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from fleetwatch import durability
 from fleetwatch.actions.console import Refused
-from query import faults, fleet, pages
-from web import auth
+from query import faults, fleet, pages, problems, tactical
+from web import auth, tiles
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +33,12 @@ log = logging.getLogger(__name__)
 ROUTERS_TTL = 5.0
 #: unhandled problems the overview lists (the problems page has them all)
 OVERVIEW_PROBLEMS = 50
+#: the lists of open pages read ahead each period at most (Console._warm_lists)
+WARM_LISTS = 8
 #: rows of one page of the hosts and problems pages
 PAGE_ROWS = 100
-#: a counter whose name has one of these is a problem when it is not zero (health page)
-PROBLEM_WORDS = ("dropped", "drops", "bad", "failed", "errors", "unsent", "refused", "expired",
-                 "missing", "unavailable", "malformed", "excess", "misframed", "rate_limited")
+#: problem lists (a filter, a page) kept for their period (Console.problem_list)
+LISTS_KEPT = 64
 
 
 class Console:
@@ -66,6 +68,13 @@ class Console:
         self.every = float(settings.refresh) if getattr(settings, "refresh", 0) else 10.0
         self._view: tuple[float, dict] | None = None
         self._view_lock = threading.Lock()
+        #: the problem lists read lately: (filter, offset, limit) -> (when, the list)
+        self._lists: OrderedDict[tuple, tuple[float, dict]] = OrderedDict()
+        self._lists_lock = threading.Lock()
+        #: when each kept list was last asked for (the open pages' lists are read ahead)
+        self._lists_asked: dict[tuple, float] = {}
+        #: the overview's counts (:meth:`tally`): (when, the counts)
+        self._tally: tuple[float, dict] | None = None
         self._asked: float | None = None
 
     # ------------------------------------------------------------ reading
@@ -151,6 +160,10 @@ class Console:
         next page reads the fleet again."""
         with self._view_lock:
             self._view = None
+        with self._lists_lock:
+            self._lists.clear()
+            self._lists_asked.clear()
+        self._tally = None
 
     def refresh(self, stop: threading.Event, idle: float | None = None) -> None:
         """Keep the fleet-wide reading fresh while pages are being asked (one asked in the
@@ -160,12 +173,43 @@ class Console:
         while not stop.wait(min(0.5, self.every / 4)):
             if self._asked is None or self.monotonic() - self._asked > idle:
                 continue
-            with self._view_lock:
-                if self._view is None or self.monotonic() - self._view[0] >= 0.8 * self.every:
-                    try:
+            try:
+                # the fleet-wide reading ahead only once a page (the problems page's
+                # handled sections) has asked for it: reading it for nothing competes with
+                # the pages being answered
+                with self._view_lock:
+                    if self._view is not None and self._due(self._view):
                         self._read_view()
-                    except Exception:       # a page reads it itself, and says what failed
-                        log.exception("reading the fleet ahead failed")
+                if self._tally is not None and self._due(self._tally):
+                    # the overview's counts and list, as its next page asks for them
+                    self.tally(fresh=True)
+                    self.problem_list(problems.Filter(), 0, OVERVIEW_PROBLEMS, fresh=True)
+                self._warm_lists(idle)
+            except Exception:       # a page reads it itself, and says what failed
+                log.exception("reading the fleet ahead failed")
+
+    def _warm_lists(self, idle: float) -> None:
+        """Read again, ahead of their pages, the lists asked for in the last ``idle``
+        seconds (open pages updating themselves) that are due: at most
+        :data:`WARM_LISTS`, the latest asked first, so that a page does not wait for a
+        list's first reading (0.4 s for every check of 50,000). The others are forgotten."""
+        now = self.monotonic()
+        with self._lists_lock:
+            for key in [k for k, t in self._lists_asked.items()
+                        if now - t > idle or k not in self._lists]:
+                del self._lists_asked[key]
+            open_ = sorted(self._lists_asked, key=self._lists_asked.get,
+                           reverse=True)[:WARM_LISTS]
+            due = [k for k in open_ if self._due(self._lists[k])]
+        for key in due:
+            if key[0] == "alerts":
+                self.alert_list(*key[1:], fresh=True)
+            else:
+                self.problem_list(*key, fresh=True)
+
+    def _due(self, kept: tuple[float, dict]) -> bool:
+        """Whether a reading kept since ``kept[0]`` is to be read again ahead of a page."""
+        return self.monotonic() - kept[0] >= 0.8 * self.every
 
     # ------------------------------------------------------------ the pages' data
     def fleet_faults(self, routers: dict | None = None) -> list[dict]:
@@ -181,20 +225,54 @@ class Console:
 
     def _declares_checks(self) -> bool:
         """Whether the fleet declares any check, as last read (True before a reading)."""
-        read = self._view
-        return bool(read[1]["checks"]) if read is not None else True
+        for read in (self._tally, self._view):
+            if read is not None:
+                return bool(read[1]["checks"])
+        return True
 
     def overview(self) -> dict:
-        """Hosts and checks by state, the fleet's own faults (``fleet``), the unhandled
+        """Hosts and checks by state, the fleet's own faults (``fleet``), the tactical
+        summary of both (``tactical``: :func:`query.tactical.summary`), the unhandled
         problems (the first :data:`OVERVIEW_PROBLEMS`), how many are handled, the
-        routers."""
-        view = self.fleet_view()
+        routers. Counted and listed in SQL (:meth:`tally`, :meth:`problem_list`): what it
+        reads does not grow with the problems."""
+        self._asked = self.monotonic()
+        tally = self.tally()
+        listing = self.problem_list(problems.Filter(), 0, OVERVIEW_PROBLEMS)
         routers = self.routers()
-        return {**view, "unhandled": view["unhandled"][:OVERVIEW_PROBLEMS],
-                "unhandled_count": len(view["unhandled"]),
-                "handled_count": len(view["problems"]) - len(view["unhandled"]),
-                "warnings": list(view["warnings"]), **routers,
-                "fleet": self.fleet_faults(routers)}
+        found = self.fleet_faults(routers)
+        split = tally["split"]
+        problem_count = sum(u + h for u, h in split.values())
+        unhandled = sum(u for u, _ in split.values())
+        return {"hosts": tally["hosts"], "checks": tally["checks"],
+                "read_at": tally["read_at"], "read_ms": tally["read_ms"] + listing["read_ms"],
+                "unhandled": listing["rows"], "unhandled_count": listing["total"],
+                "handled_count": problem_count - unhandled,
+                "warnings": list(dict.fromkeys(tally["warnings"] + listing["warnings"])),
+                **routers, "fleet": found,
+                "tactical": tactical.summary(tally["hosts"], tally["checks"], split, found,
+                                             routers["routers"])}
+
+    def tally(self, fresh: bool = False) -> dict:
+        """Hosts and checks counted by state and the problems by (kind, state) split into
+        unhandled and handled (:func:`query.problems.counts`): ``hosts``, ``checks``,
+        ``split``, ``read_at``, ``read_ms``, ``warnings``; read again when older than
+        :attr:`every` seconds, as the lists are (``fresh``: now, ahead of a page)."""
+        kept = self._tally
+        if not fresh and kept is not None and self.monotonic() - kept[0] < self.every:
+            return kept[1]
+        started, now = self.monotonic(), self.clock()
+        warnings: list[str] = []
+        hosts = self.read(pages.host_counts, warnings, {}, now=now)
+        checks = self.read(pages.check_counts, warnings, {})
+        split = self.read(problems.counts, warnings, {}, now=now)
+        found = {"hosts": _ordered(hosts, pages.HOST_STATES),
+                 "checks": _ordered(checks, pages.CHECK_STATES), "split": split,
+                 "read_at": now, "read_ms": round((self.monotonic() - started) * 1000, 1),
+                 "warnings": warnings}
+        if not warnings:
+            self._tally = (started, found)
+        return found
 
     def problems(self) -> dict:
         """Every problem of the fleet (handled or not, worst first) and the unhandled ones:
@@ -204,6 +282,63 @@ class Console:
         return {"problems": view["problems"], "unhandled": view["unhandled"],
                 "read_at": view["read_at"], "read_ms": view["read_ms"],
                 "warnings": list(view["warnings"]), "fleet": self.fleet_faults()}
+
+    def problem_list(self, f: problems.Filter, offset: int = 0, limit: int = PAGE_ROWS,
+                     fresh: bool = False) -> dict:
+        """The ``limit`` problems from ``offset`` that ``f`` shows, filtered, sorted,
+        grouped and cut in SQL (:func:`query.problems.listed`): ``rows``, ``total``,
+        ``groups``, ``page`` (of pages of ``limit``), ``pages``, ``read_at``, ``read_ms``,
+        ``warnings``. A list read in the last :attr:`every` seconds (``web.refresh``) is
+        served again, as the fleet-wide reading is: the open pages of one view, updating
+        every period, cost one reading a period, whatever their number (the latest
+        :data:`LISTS_KEPT` views are kept; a change made here forgets them). ``fresh``:
+        read now (a bulk change to all a filter matches)."""
+        return self._kept((f, offset, limit), lambda: self._read_list(f, offset, limit),
+                          fresh, lambda found: not found["warnings"])
+
+    def alert_list(self, f, offset: int = 0, limit: int = PAGE_ROWS,
+                   fresh: bool = False) -> tuple[list[dict], int]:
+        """The alerts the filter ``f`` shows (:class:`query.alerts.AlertFilter`) from
+        ``offset``, and how many match, as :meth:`fleetwatch.actions.console.Actions.alerts`
+        reads them; served again for :attr:`every` seconds, as the problem lists are
+        (Refused when the database cannot be read)."""
+        return self._kept(("alerts", f, offset, limit),
+                          lambda: self.actions.alerts(limit, None, f, offset), fresh)
+
+    def _kept(self, key: tuple, read, fresh: bool, keep=lambda found: True):
+        """A list kept under ``key``: served again while younger than :attr:`every`
+        seconds, else ``read()`` and kept when ``keep(found)`` (not a reading that
+        failed), the latest :data:`LISTS_KEPT` of them; ``fresh``: read now. Each asking
+        is remembered (:meth:`_warm_lists` reads an open page's list ahead), when asked
+        and again when answered: a first reading is long."""
+        if not fresh:
+            with self._lists_lock:
+                self._lists_asked[key] = self._asked = self.monotonic()
+                kept = self._lists.get(key)
+                if kept is not None and self.monotonic() - kept[0] < self.every:
+                    self._lists.move_to_end(key)
+                    return kept[1]
+        found = read()
+        if keep(found):
+            with self._lists_lock:
+                if not fresh:
+                    self._lists_asked[key] = self._asked = self.monotonic()
+                self._lists[key] = (self.monotonic(), found)
+                self._lists.move_to_end(key)
+                while len(self._lists) > LISTS_KEPT:
+                    self._lists.popitem(last=False)
+        return found
+
+    def _read_list(self, f: problems.Filter, offset: int, limit: int) -> dict:
+        warnings: list[str] = []
+        started, now = self.monotonic(), self.clock()
+        found = self.read(problems.listed, warnings, problems.Page([], 0, {}), now=now, f=f,
+                          offset=offset, limit=limit)
+        return {"rows": found.rows, "total": found.total, "groups": found.groups,
+                "page": offset // limit, "pages": max(1, -(-found.total // limit)),
+                "read_at": now,
+                "read_ms": round((self.monotonic() - started) * 1000, 1),
+                "warnings": warnings}
 
     def host(self, uuid: str) -> dict | None:
         """One agent (None: not in the fleet), its checks, its problems, its routers."""
@@ -216,13 +351,14 @@ class Console:
                 "warnings": warnings}
 
     def hosts(self, search: str = "", state: str | None = None, parent: str | None = None,
-              page: int = 0) -> dict:
-        """One page (:data:`PAGE_ROWS`) of agents by hostname: matching ``search``, in host
-        ``state``, declaring ``parent``; each with its checks' states counted."""
+              page: int = 0, sort: str = "hostname", site: str | None = None) -> dict:
+        """One page (:data:`PAGE_ROWS`) of agents in the order ``sort``
+        (:data:`query.pages.HOST_SORTS`): matching ``search``, in host ``state``, declaring
+        ``parent``, behind ``site``; each with its checks' states counted."""
         warnings: list[str] = []
         uuids, total = self.read(pages.hosts, warnings, ([], 0), now=self.clock(),
-                                 search=search, state=state, parent=parent,
-                                 offset=page * PAGE_ROWS, limit=PAGE_ROWS)
+                                 search=search, state=state, parent=parent, site=site,
+                                 offset=page * PAGE_ROWS, limit=PAGE_ROWS, sort=sort)
         found = self.view(uuids, (), warnings) if uuids else {"agents": []}
         counts = self.read(pages.check_counts_of, warnings, {}, uuids=uuids)
         order = {u: i for i, u in enumerate(uuids)}
@@ -231,6 +367,14 @@ class Console:
             agent["checks"] = _ordered(counts.get(agent["uuid"], {}), pages.CHECK_STATES)
         return {"agents": agents, "total": total, "page": page,
                 "pages": max(1, -(-total // PAGE_ROWS)), "warnings": warnings}
+
+    def sites(self) -> dict:
+        """The sites the agents are behind, each with its agents' states counted."""
+        warnings: list[str] = []
+        groups = self.read(pages.sites, warnings, [], now=self.clock())
+        for group in groups:
+            group["states"] = _ordered(group["states"], pages.HOST_STATES)
+        return {"sites": groups, "warnings": warnings}
 
     def parents(self) -> dict:
         """The parents the agents declared, each with its agents' states counted."""
@@ -247,11 +391,13 @@ class Console:
         view = {**self.routers(), "warnings": []}
         if self.health is None:
             view["warnings"].append("the routers' tails are not followed: no counters")
-            return {**view, "fleet": self.fleet_faults(view)}
+            faults = self.fleet_faults(view)
+            return {**view, "fleet": faults,
+                    "tiles": tiles.tiles(view["routers"], faults, None)}
         found = self.health.snapshot()
         for process in found["router_stats"] + found["sinks"] + found["schedulers"]:
             process["problems"] = {k: v for k, v in sorted(process["metrics"].items())
-                                   if v and any(w in k for w in PROBLEM_WORDS)}
+                                   if v and tiles.is_problem(k)}
             process["shown"] = {k: v for k, v in sorted(process["metrics"].items()) if v}
         uuids = sorted({d["uuid"] for d in found["router_drops"]}
                        | {a["uuid"] for a in found["agents"]})
@@ -265,7 +411,9 @@ class Console:
         if not found["connected"]:
             view["warnings"].append("no router's tail reached yet: counters come with the "
                                     "next STATS once one is")
-        return {**view, **found, "fleet": self.fleet_faults(view)}
+        faults = self.fleet_faults(view)
+        return {**view, **found, "fleet": faults,
+                "tiles": tiles.tiles(view["routers"], faults, found)}
 
     # ------------------------------------------------------------ the API's lists
     def host_list(self, after: str, limit: int, state: str | None, search: str) -> dict:

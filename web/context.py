@@ -26,7 +26,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from markupsafe import Markup
 from starlette.templating import Jinja2Templates
 
-from fleetwatch.display import escape, human, skew
+from fleetwatch.display import ago, escape, first_line, human, skew
 from query import handling
 from web import auth, store
 from web.console import Console, Refused
@@ -45,12 +45,22 @@ def _finalize(value):
     return escape(value) if isinstance(value, str) else value
 
 
+def _ago(stamp, now: float) -> str | None:
+    """How long before ``now`` a time of a row was (``5m ago``): a :class:`Stamp` (what the
+    reading gives) or epoch seconds; None for none, the text itself for another text."""
+    ts = getattr(stamp, "ts", stamp)
+    if isinstance(ts, str):
+        return ts
+    return ago(ts, now)
+
+
 def templates() -> Jinja2Templates:
     """The pages' templates, with what they call (how a problem is handled, ages, skew)."""
     made = Jinja2Templates(directory=str(TEMPLATES))
     made.env.finalize = _finalize
     made.env.globals.update(handled_cell=handling.cell, what=handling.what, human=human,
-                            skew=skew, kept_back=handling.kept_back)
+                            skew=skew, kept_back=handling.kept_back, ago=_ago,
+                            first_line=first_line, allows=auth.allows)
     return made
 
 
@@ -76,11 +86,13 @@ class Web:
         return found
 
     def page(self, request: Request, name: str, status: int = 200, **context) -> HTMLResponse:
-        """The template ``name`` rendered with ``context`` and the session's CSRF token."""
+        """The template ``name`` rendered with ``context``, the session's CSRF token and
+        ``now`` (the console's clock: what the rows' ages are counted from)."""
         csrf = request.session.get("csrf")
         if not csrf:
             csrf = request.session["csrf"] = auth.new_csrf()
-        response = self.templates.TemplateResponse(request, name, {"csrf": csrf, **context})
+        response = self.templates.TemplateResponse(
+            request, name, {"csrf": csrf, "now": self.console.clock(), **context})
         response.status_code = status
         return response
 

@@ -176,7 +176,10 @@ class Health:
                     "source": source, "id": relayed.uuid, "hostname": hostname,
                     "router": relayed.router, "heard": now, "metrics": numbers,
                     # its reporting interval as seen (a fault once silent for 3 of them)
-                    "every": now - last["heard"] if last else None}
+                    "every": now - last["heard"] if last else None,
+                    # the report before: how fast its counters grow (web/tiles.py)
+                    "before": last["metrics"] if last else None,
+                    "before_heard": last["heard"] if last else None}
                 drops = msg.get("drops")
                 if source == "router" and isinstance(drops, list):
                     self._router_drops(relayed.uuid, drops[:500], now)

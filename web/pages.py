@@ -12,20 +12,23 @@ and reaches the console through ``web: Shared`` (:mod:`web.context`). Logging in
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 
 from fleetwatch.graphs.host import host_graphs
+from query import problems
+from query.alerts import KNOWN, AlertFilter
+from query.pages import HOST_SORTS
 from web import auth, store
 from web.asking import Asking
 from web.console import PAGE_ROWS, Refused
 from web.context import Shared, Web
 
-#: alerts the alerts page lists
-ALERTS_SHOWN = 200
 #: a host's recent alerts its page lists
 HOST_ALERTS = 20
 #: the ranges a host page's graphs offer, in seconds
@@ -40,7 +43,7 @@ SECTIONS = (("acknowledged", "Acknowledged", lambda h: bool(h.get("ack"))),
              and bool(h.get("unreachable") or h.get("host"))))
 
 
-def _back(value) -> str:
+def back_to(value) -> str:
     """Where a form returns to: a path of this console, else the overview."""
     back = str(value or "/")
     return back if back.startswith("/") and not back.startswith("//") else "/"
@@ -84,32 +87,90 @@ def overview(request: Request, web: Shared, found: Reader):
                     may_ack=auth.allows(found.role, "ack"))
 
 
+@dataclass(frozen=True)
+class Listed:
+    """What a list page's URL asks (:mod:`query.problems`): the filter, the page, the
+    filter's error (the filter not applied), the view's own URL (``here``), or a redirect
+    to it."""
+    f: problems.Filter | AlertFilter
+    page: int
+    error: str | None
+    here: str
+    redirect: RedirectResponse | None
+
+
+def listed_view(request: Request, path: str, kind: type[problems.Filter] | type[AlertFilter],
+                page: int) -> Listed:
+    """The filter of ``kind`` the URL's query says, on ``path``. The form sends its empty
+    fields too: the view's URL is the filter's own, short and the same however it was
+    asked (a bookmark, a link, the form), so anything else is redirected to it."""
+    try:
+        f, error = kind.parse(request.query_params), None
+    except ValueError as e:
+        f, error = kind(), str(e)
+    page = max(0, min(page, 10**6))
+    query = f.query() + ([("page", str(page))] if page else [])
+    here = path + ("?" + urlencode(query) if query else "")
+    moved = error is None and list(request.query_params.multi_items()) != query
+    return Listed(f, page, error, here, RedirectResponse(here, 303) if moved else None)
+
+
 @router.get("/problems", response_class=HTMLResponse)
 def problems_page(request: Request, web: Shared, found: Reader, page: int = 0):
-    view = web.console.problems()
-    unhandled = {id(p) for p in view["unhandled"]}
-    handled = [p for p in view["problems"] if id(p) not in unhandled]
+    """The problems the URL's filter shows (the unhandled ones by default), sorted,
+    grouped and paged in SQL (:mod:`query.problems`); unfiltered, the handled ones below
+    in a section per reason."""
+    asked = listed_view(request, "/problems", problems.Filter, page)
+    if asked.redirect:
+        return asked.redirect
+    f, page = asked.f, asked.page
+    listing = web.console.problem_list(f, page * PAGE_ROWS)
     sections = []
-    for key, title, test in SECTIONS:
-        rows = [p for p in handled if test(p["handled"] or {})]
-        sections.append((key, title, rows[:PAGE_ROWS], len(rows)))
-    pages = max(1, -(-len(view["unhandled"]) // PAGE_ROWS))
-    page = max(0, min(page, pages - 1))
-    return web.page(request, "problems.html", who=found, view=view, sections=sections,
-                    shown=view["unhandled"][page * PAGE_ROWS:(page + 1) * PAGE_ROWS],
-                    page=page, pages=pages, may_ack=auth.allows(found.role, "ack"))
+    if not f.narrowed:
+        view = web.console.problems()
+        unhandled = {id(p) for p in view["unhandled"]}
+        handled = [p for p in view["problems"] if id(p) not in unhandled]
+        for key, title, test in SECTIONS:
+            rows = [p for p in handled if test(p["handled"] or {})]
+            sections.append((key, title, rows[:PAGE_ROWS], len(rows)))
+    return web.page(request, "problems.html", who=found, listing=listing, f=f,
+                    filter_error=asked.error, fleet=web.console.fleet_faults(),
+                    sections=sections, states=problems.STATES, groups=problems.GROUPS,
+                    back=asked.here, may_ack=auth.allows(found.role, "ack"))
+
+
+@router.get("/checks", response_class=HTMLResponse)
+def checks_page(request: Request, web: Shared, found: Reader, page: int = 0):
+    """Every declared check the URL's filter shows (all by default, OK too), sorted,
+    grouped and paged in SQL as the problems are (:class:`query.problems.CheckFilter`)."""
+    asked = listed_view(request, "/checks", problems.CheckFilter, page)
+    if asked.redirect:
+        return asked.redirect
+    listing = web.console.problem_list(asked.f, asked.page * PAGE_ROWS)
+    return web.page(request, "checks.html", who=found, listing=listing, f=asked.f,
+                    filter_error=asked.error, states=problems.CHECK_STATES,
+                    groups=problems.GROUPS, back=asked.here,
+                    may_ack=auth.allows(found.role, "ack"))
 
 
 @router.get("/hosts", response_class=HTMLResponse)
 def hosts_page(request: Request, web: Shared, found: Reader, q: str = "", state: str = "",
-               parent: str = "", group: str = "", page: int = 0):
-    q, parent = q[:255], parent[:255]
+               parent: str = "", group: str = "", page: int = 0, sort: str = "hostname",
+               site: str | None = None):
+    """The hosts by name (or ``sort``), searched, filtered by state, parent and site;
+    ``group=parent`` and ``group=site`` list the groups with their hosts' states."""
+    q, parent, site = q[:255], parent[:255], None if site is None else site[:255]
     state = state.upper() if state.upper() in HOST_FILTERS else ""
+    sort = sort if sort.lstrip("-") in HOST_SORTS else "hostname"
     if group == "parent":
         return web.page(request, "parents.html", who=found, view=web.console.parents())
-    view = web.console.hosts(q, state or None, parent or None, max(0, min(page, 10**6)))
+    if group == "site":
+        return web.page(request, "sites.html", who=found, view=web.console.sites())
+    view = web.console.hosts(q, state or None, parent or None, max(0, min(page, 10**6)),
+                             sort, site)
     return web.page(request, "hosts.html", who=found, view=view, q=q, state=state,
-                    parent=parent, states=HOST_FILTERS)
+                    parent=parent, site=site, states=HOST_FILTERS, sort=sort,
+                    sorts=HOST_SORTS)
 
 
 @router.get("/hosts/{uuid}", response_class=HTMLResponse)
@@ -120,21 +181,88 @@ def host_page(request: Request, web: Shared, found: Reader, uuid: str, range: st
         return web.page(request, "missing.html", 404, who=found,
                         what=f"no host {uuid[:64]} in the fleet")
     agent = view["agent"]
-    range = range if range in RANGES else "1h"
+    span = GraphSpan.of(request, range, console.clock())
+    start, end = span.start, span.end
     # an open page's update keeps the graphs it has (hx-preserve): Graphite is asked
     # when the page is loaded, not every web.refresh seconds
     graphs = {"status": "kept", "message": "", "graphs": []} \
         if request.headers.get("hx-request") else \
         host_graphs(getattr(console.config, "graphite", None),
-                    agent.get("hostname") or uuid, RANGES[range], now=console.clock())
+                    agent.get("hostname") or uuid, end - start, now=end,
+                    units=perfdata_units(view["checks"]))
     (alerts, total), error = _or_error(console.actions.alerts, ([], 0), HOST_ALERTS,
                                        agent["uuid"])
     return web.page(request, "host.html", who=found, view=view, agent=agent,
                     alerts=alerts, alerts_total=total, alerts_error=error,
                     checks=view["checks"], problems=view["unhandled"], graphs=graphs,
-                    ranges=list(RANGES), range=range,
-                    may_ack=auth.allows(found.role, "ack"),
+                    span=span, may_ack=auth.allows(found.role, "ack"),
                     may_run=auth.allows(found.role, "run"))
+
+
+#: the longest custom range of a host page's graphs
+RANGE_MAX = 90 * 86400
+
+
+@dataclass(frozen=True)
+class GraphSpan:
+    """The time range of a page's graphs, from its URL: a preset (``range``: 1h, 6h, 1d,
+    7d) or ``from`` and ``until`` (UTC); what was asked (to show it again), the range
+    drawn, and why what was asked is not (the preset's range drawn instead)."""
+    preset: str
+    custom: dict
+    start: float
+    end: float
+    error: str | None = None
+    ranges: tuple = tuple(RANGES)
+
+    @classmethod
+    def of(cls, request: Request, preset: str, now: float) -> "GraphSpan":
+        preset = preset if preset in RANGES else "1h"
+        custom = {"from": str(request.query_params.get("from", ""))[:32],
+                  "until": str(request.query_params.get("until", ""))[:32]}
+        try:
+            start, end = graph_range(custom, RANGES[preset], now)
+        except ValueError as e:
+            return cls(preset, custom, now - RANGES[preset], now, str(e))
+        return cls("" if custom["from"] else preset, custom, start, end)
+
+
+def graph_range(custom: dict, preset: float, now: float) -> tuple[float, float]:
+    """The graphs' (start, end): ``from`` and ``until`` (``YYYY-MM-DDTHH:MM``, UTC, as a
+    datetime-local field sends them; ``until`` empty: now) when given, else the last
+    ``preset`` seconds; ValueError saying what is wrong with them."""
+    from datetime import datetime, timezone
+    if not custom["from"]:
+        return now - preset, now
+
+    def stamp(name: str) -> float:
+        try:
+            return datetime.fromisoformat(custom[name]).replace(
+                tzinfo=timezone.utc).timestamp()
+        except ValueError:
+            raise ValueError(f"{name}: expected a date and time like 2026-12-01T09:30 "
+                             f"(UTC)") from None
+    start = stamp("from")
+    end = stamp("until") if custom["until"] else now
+    if end <= start:
+        raise ValueError("the range ends before it starts: until must come after from")
+    if end - start > RANGE_MAX:
+        raise ValueError(f"a range of at most {RANGE_MAX // 86400} days")
+    return start, end
+
+
+def perfdata_units(checks: list[dict]) -> dict[str, str]:
+    """Each perfdata series' unit (``checks.PLUGIN.LABEL`` as the graphite sink names it ->
+    its uom), from the checks' latest results: what puts a check's graphs in one unit."""
+    from fleetwatch.metricpath import node
+    out = {}
+    for check in checks:
+        for item in check.get("perfdata") or ():
+            if isinstance(item, dict) and isinstance(item.get("label"), str) \
+                    and isinstance(item.get("uom") or "", str):
+                out[f"checks.{node(check['plugin'])}.{node(item['label'])}"] = \
+                    item.get("uom") or ""
+    return out
 
 
 @router.get("/health", response_class=HTMLResponse)
@@ -153,8 +281,8 @@ async def ack_form(request: Request, web: Shared, found: Acker):
                                 str(form.get("comment", ""))[:1000],
                                 force=bool(form.get("force")))
     except (Refused, ValueError) as e:
-        return refused_page(web, request, found, e, _back(form.get("back")))
-    return RedirectResponse(_back(form.get("back")), status_code=303)
+        return refused_page(web, request, found, e, back_to(form.get("back")))
+    return RedirectResponse(back_to(form.get("back")), status_code=303)
 
 
 @router.get("/acks", response_class=HTMLResponse)
@@ -188,9 +316,18 @@ async def run_form(request: Request, web: Shared, found: Runner):
 
 # ---------------------------------------------------------------- alerts, downtimes
 @router.get("/alerts", response_class=HTMLResponse)
-def alerts_page(request: Request, web: Shared, found: Reader):
-    (rows, total), error = _or_error(web.console.actions.alerts, ([], 0), ALERTS_SHOWN)
-    return web.page(request, "alerts.html", who=found, alerts=rows, total=total, error=error)
+def alerts_page(request: Request, web: Shared, found: Reader, page: int = 0):
+    """The alerts the URL's filter shows (all by default), the newest first, 100 a page;
+    filtered, sorted and paged in SQL (:mod:`query.alerts`)."""
+    asked = listed_view(request, "/alerts", AlertFilter, page)
+    if asked.redirect:
+        return asked.redirect
+    (rows, total), error = _or_error(web.console.alert_list, ([], 0), asked.f,
+                                     asked.page * PAGE_ROWS)
+    listing = {"page": asked.page, "pages": max(1, -(-total // PAGE_ROWS))}
+    return web.page(request, "alerts.html", who=found, alerts=rows, total=total, error=error,
+                    f=asked.f, filter_error=asked.error, listing=listing,
+                    severities=KNOWN)
 
 
 def downtimes_view(web: Web, request: Request, found: store.Who, status: int = 200,

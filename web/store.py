@@ -24,9 +24,12 @@ from fleetwatch.store import db, schema
 from web import auth
 
 U, T, S, A = schema.web_users, schema.web_tokens, schema.web_sessions, schema.web_audit
+P = schema.web_pins
 
 #: sessions one user keeps at most (the oldest end first): logins cannot grow the table
 SESSIONS_PER_USER = 50
+#: graphs one user's dashboard holds at most (a pin past it is refused, and said)
+PINS_PER_USER = 48
 
 
 class Who(NamedTuple):
@@ -76,12 +79,13 @@ def users(engine: Engine) -> list[dict]:
 
 
 def remove_user(engine: Engine, name: str, by: str, clock=time.time) -> None:
-    """Remove user ``name``, their tokens and their sessions."""
+    """Remove user ``name``, their tokens, their sessions and their dashboard."""
     with engine.begin() as conn:
         if conn.execute(delete(U).where(U.c.name == name)).rowcount == 0:
             raise auth.AuthError(f"no user {name}")
         conn.execute(delete(T).where(T.c.user == name))
         conn.execute(delete(S).where(S.c.user == name))
+        conn.execute(delete(P).where(P.c.user == name))
         audit(conn, by, "user.remove", name, None, clock)
 
 
@@ -197,6 +201,39 @@ def bearer(engine: Engine, token: str, clock=time.time) -> Who | None:
             conn.execute(update(T).where(T.c.id == row.id).values(last_used=now))
         _last_written[row.id] = now
     return Who(row.user, auth.lesser(row.role, row.of), row.label)
+
+
+def pin(engine: Engine, who: Who, uuid: str, graph: str, clock=time.time) -> bool:
+    """Pin host ``uuid``'s graph ``graph`` to ``who``'s dashboard (audited); False when it
+    is there already; :class:`auth.AuthError` past :data:`PINS_PER_USER`."""
+    with engine.begin() as conn:
+        mine = conn.execute(select(P.c.uuid, P.c.graph).where(P.c.user == who.user)).all()
+        if (uuid, graph) in {tuple(r) for r in mine}:
+            return False
+        if len(mine) >= PINS_PER_USER:
+            raise auth.AuthError(f"a dashboard holds at most {PINS_PER_USER} graphs: unpin "
+                                 f"one first")
+        conn.execute(insert(P).values(user=who.user, uuid=uuid[:64], graph=graph[:255],
+                                      created=clock()))
+        audit(conn, who.name, "pin.add", f"{uuid} {graph}", None, clock)
+    return True
+
+
+def unpin(engine: Engine, who: Who, pin_id: int, clock=time.time) -> None:
+    """Take pin ``pin_id`` off ``who``'s own dashboard (audited)."""
+    with engine.begin() as conn:
+        row = conn.execute(select(P).where(P.c.id == pin_id, P.c.user == who.user)).first()
+        if row is None:
+            raise auth.AuthError(f"no pin {pin_id} on {who.user}'s dashboard")
+        conn.execute(delete(P).where(P.c.id == pin_id))
+        audit(conn, who.name, "pin.remove", f"{row.uuid} {row.graph}", None, clock)
+
+
+def pins(engine: Engine, user: str) -> list[dict]:
+    """``user``'s dashboard: its pins, the oldest first."""
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(
+            select(P).where(P.c.user == user).order_by(P.c.id)).mappings().all()]
 
 
 def trail(engine: Engine, limit: int = 100) -> list[dict]:

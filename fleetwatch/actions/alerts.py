@@ -15,15 +15,13 @@ from __future__ import annotations
 
 from fleetwatch.actions.database import Unavailable, reading
 from fleetwatch.display import iso
-from fleetwatch.protocol import SEVERITIES
+from query.alerts import RANK, AlertFilter
 
 __all__ = ["FIELDS", "RANK", "Unavailable", "at_least", "document", "gather", "merge"]
 
 FIELDS = ("msg_id", "uuid", "hostname", "severity", "text", "source", "router", "sent_at",
           "received_at", "kind", "action", "key", "check", "status", "summary", "deliveries",
           "kept_back")
-#: Nagios states among the NOTIFY severities (``alerts --severity``)
-RANK = {**{s: i for i, s in enumerate(SEVERITIES)}, "ok": 1, "unknown": 3}
 
 
 def at_least(severity: str | None) -> list[str] | None:
@@ -53,18 +51,33 @@ def merge(notifications: list[dict], events: list[dict], limit: int | None) -> l
 
 def gather(state_url: str, now: float, limit: int | None,
            severities: list[str] | None = None, uuid: str | None = None,
-           reader=None) -> tuple[list[dict], int]:
+           reader=None, f: AlertFilter | None = None,
+           offset: int = 0) -> tuple[list[dict], int]:
     """(the alerts (of the agent ``uuid``), newest first, at most ``limit`` (None: all);
     how many there are in all); :class:`Unavailable` when the state database cannot be
-    read. ``reader``: the console's (:class:`fleetwatch.store.reader.Reader` over its engine)."""
+    read. ``f``: the alerts a list's filter shows, in its order, from ``offset`` (instead
+    of ``severities`` and ``uuid``). ``reader``: the console's
+    (:class:`fleetwatch.store.reader.Reader` over its engine).
+
+    Which alerts, their order and how many are one query (:func:`query.alerts.page`);
+    the page's alerts are then read whole, an event with its deliveries and its NOTIFY."""
+    from query import alerts as listing
     from query import fleet, handling
+    if f is None:
+        f = AlertFilter(tuple(severities or ()), uuid or "")
     with reading(state_url, reader) as (reader, reads):
-        notifications = reader.read(reads.alerts, limit=limit, severities=severities,
-                                    uuid=uuid)
-        events = reader.read(reads.alert_events, limit=limit, severities=severities,
-                             uuid=uuid)
-        total = reader.read(reads.alert_total, severities=severities, uuid=uuid) or 0
-        merged = merge(notifications, events, limit)
+        found = reader.read(listing.page, f=f, offset=offset, limit=limit) \
+            or listing.Page([], 0)
+        ids = [int(ref) for source, ref, _ in found.refs if source == "event"]
+        msg_ids = [key.rpartition("/notify/")[2] for _, _, key in found.refs
+                   if "/notify/" in key]
+        events = reader.read(reads.alert_events, limit=None, ids=ids) if ids else []
+        notifications = reader.read(reads.alerts, limit=None, msg_ids=msg_ids) \
+            if msg_ids else []
+        merged = merge(notifications or [], events or [], None)
+        order = {(source, ref): i for i, (source, ref, _) in enumerate(found.refs)}
+        merged = [a for a in merged if _ref(a) in order]
+        merged.sort(key=lambda a: order[_ref(a)])
         # the state of the agents listed only (all of them past fleet.SCOPE_MAX)
         uuids = sorted({a["uuid"] for a in merged if a.get("uuid")})
         rows = reader.read(fleet.read, now=now, uuids=uuids, results=False) or fleet.Rows()
@@ -80,7 +93,15 @@ def gather(state_url: str, now: float, limit: int | None,
         alert["deliveries"] = [{**d, "sent_at": iso(d.get("sent_at")),
                                 "next_attempt": iso(d.get("next_attempt"))}
                                for d in alert["deliveries"] or []]
-    return alerts, max(total, len(alerts))     # (an alert recorded between the reads)
+    return alerts, max(found.total, len(alerts))     # (an alert recorded between the reads)
+
+
+def _ref(alert: dict) -> tuple[str, str]:
+    """Where a merged alert came from, as :func:`query.alerts.page` names it: (``event``,
+    its id) or (``notify``, the msg_id of a NOTIFY no event was made of)."""
+    if alert.get("id") is not None:
+        return ("event", str(alert["id"]))
+    return ("notify", str(alert.get("msg_id")))
 
 
 def document(alerts: list[dict], total: int) -> dict:

@@ -106,12 +106,14 @@ class Actions:
         with refusing():
             return downtimes.remove(self.state_url, downtime_id, self.clock(), also)
 
-    def alerts(self, limit: int, uuid: str | None = None) -> tuple[list[dict], int]:
-        """The newest ``limit`` alerts (of the agent ``uuid``) with their delivery per
+    def alerts(self, limit: int, uuid: str | None = None, f=None,
+               offset: int = 0) -> tuple[list[dict], int]:
+        """The newest ``limit`` alerts (of the agent ``uuid``; those the filter ``f``
+        shows from ``offset``, :class:`query.alerts.AlertFilter`) with their delivery per
         channel, and how many in all, as ``fleetwatch alerts --json`` gives them."""
         with refusing():
             return alerts.gather(self.state_url, self.clock(), limit, uuid=uuid,
-                                 reader=self.reader)
+                                 reader=self.reader, f=f, offset=offset)
 
     def acks(self, ended: bool = False) -> list[dict]:
         """The running acknowledgements (all with ``ended``), as ``ack list --json`` gives

@@ -56,6 +56,17 @@ def number(value: float) -> str:
     return f"{value:.2e}"
 
 
+def with_unit(value: float, unit: str) -> str:
+    """A value with its unit: ``34.5 %``, ``1.2 MB/s`` (the scale joins a byte unit),
+    ``12 /s``; the bare number without one."""
+    shown = number(value)
+    if not unit:
+        return shown
+    if shown[-1:] in ("k", "M", "G", "T", "m", "u") and unit[:1] == "B":
+        return f"{shown[:-1]} {shown[-1].upper() if shown[-1] == 'k' else shown[-1]}{unit}"
+    return f"{shown} {unit}"
+
+
 def clock(ts: float, span: float) -> str:
     """A time label, UTC: hours and minutes (with the date when the range passes two days)."""
     fmt = "%H:%M" if span <= 2 * 86400 else "%m-%d %H:%M"
@@ -82,11 +93,18 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
+#: time slices of a graph that say their values on hover (a ``<title>`` each)
+HOVER_SLICES = 60
+
+
 def chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str = "",
           width: int = 600, height: int = 160, start: float | None = None,
-          end: float | None = None) -> str:
+          end: float | None = None, unit: str = "") -> str:
     """One ``<svg>`` drawing ``series`` over ``start`` .. ``end`` (default: the points'
-    first and last times); ``height`` is the plot's, the legend adds a row per series."""
+    first and last times); ``height`` is the plot's, the legend adds a row per series.
+    With a ``unit`` the value axis says it (``%``, ``B/s``) and starts at 0 for values
+    that are never negative. Hovering a slice of the plot shows its time and each series'
+    value there (a ``<title>``: no script)."""
     width, height = max(int(width), LEFT + RIGHT + 40), max(int(height), TOP + BOTTOM + 40)
     drawn = [(name, runs(points)) for name, points in series]
     values = [v for _, rs in drawn for run in rs for v, _ in run]
@@ -109,6 +127,8 @@ def chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str = "",
                    f'text-anchor="middle" fill="#666">no data</text>')
     else:
         lo, hi = min(values), max(values)
+        if unit and lo >= 0:
+            lo = 0.0                    # a quantity with a unit: its axis from zero
         if lo == hi:
             lo, hi = lo - 1, hi + 1
         span_t = hi_t - lo_t
@@ -118,8 +138,10 @@ def chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str = "",
 
         def y(v: float) -> float:
             return y1 - (v - lo) / (hi - lo) * (y1 - y0)
-        out.append(f'<text x="{x0 - 4}" y="{y0 + 4}" text-anchor="end">{number(hi)}</text>')
-        out.append(f'<text x="{x0 - 4}" y="{y1}" text-anchor="end">{number(lo)}</text>')
+        out.append(f'<text x="{x0 - 4}" y="{y0 + 4}" text-anchor="end">'
+                   f'{text(with_unit(hi, unit))}</text>')
+        out.append(f'<text x="{x0 - 4}" y="{y1}" text-anchor="end">'
+                   f'{text(with_unit(lo, unit))}</text>')
         for i, (_, rs) in enumerate(drawn):
             colour = PALETTE[i % len(PALETTE)]
             for run in rs:
@@ -131,6 +153,7 @@ def chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str = "",
                 pts = " ".join(f"{_fmt(x(ts))},{_fmt(y(v))}" for v, ts in run)
                 out.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" '
                            f'stroke-width="1.5"/>')
+        out += _hover(drawn, [name for name, _ in series], lo_t, hi_t, x, y0, y1, unit)
     if stamps or start is not None:
         span_t = hi_t - lo_t
         for ts, anchor, at in ((lo_t, "start", x0), ((lo_t + hi_t) / 2, "middle",
@@ -141,8 +164,38 @@ def chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str = "",
     for i, (name, rs) in enumerate(drawn):
         row = height + 4 + LEGEND_ROW * i
         colour = PALETTE[i % len(PALETTE)]
-        last = f" (last {number(rs[-1][-1][0])})" if rs else " (no data)"
+        last = f" (last {text(with_unit(rs[-1][-1][0], unit))})" if rs else " (no data)"
         out.append(f'<rect x="{x0}" y="{row}" width="10" height="10" fill="{colour}"/>')
         out.append(f'<text x="{x0 + 14}" y="{row + 9}">{text(name)}{last}</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _hover(drawn, names: list[str], lo_t: float, hi_t: float, x, y0: float, y1: float,
+           unit: str) -> list[str]:
+    """Transparent slices over the plot, each titled with its time and every series'
+    value nearest to its middle: what a pointer resting on the graph is told."""
+    span = hi_t - lo_t
+    if span <= 0:
+        return []
+    slices = max(1, min(HOVER_SLICES, int(span)))
+    step = span / slices
+    out = ['<g fill="transparent">']
+    flat = [[p for run in rs for p in run] for _, rs in drawn]
+    for k in range(slices):
+        begin, middle = lo_t + k * step, lo_t + (k + 0.5) * step
+        lines = []
+        for name, points in zip(names, flat):
+            near = [p for p in points if abs(p[1] - middle) <= step]
+            if near:
+                value = min(near, key=lambda p: abs(p[1] - middle))[0]
+                lines.append(f"{name}: {with_unit(value, unit)}")
+        if not lines:
+            continue
+        stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(middle))
+        said = "&#10;".join(text(line) for line in [stamp, *lines])
+        left = x(begin)
+        out.append(f'<rect x="{_fmt(left)}" y="{y0}" width="{_fmt(x(begin + step) - left)}" '
+                   f'height="{y1 - y0}"><title>{said}</title></rect>')
+    out.append("</g>")
+    return out

@@ -5,19 +5,10 @@ no PySpark.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from fleetwatch.config import setting
+from fleetwatch.config import MAX_SOCKET_PATH, setting, socket_path_fits  # noqa: F401
 from sinks.history.config import DEFAULT_LAKE
-
-#: a Unix socket's path at most, in bytes (Linux's sun_path, its terminating NUL left out)
-MAX_SOCKET_PATH = 107
-
-
-def socket_path_fits(path: str) -> bool:
-    """Whether ``path`` can name a Unix socket (:data:`MAX_SOCKET_PATH`)."""
-    return len(os.fsencode(path)) <= MAX_SOCKET_PATH
 
 
 @dataclass(frozen=True)

@@ -89,11 +89,12 @@ def agents(conn: Connection, gone: bool = False, uuids: Uuids = None) -> list[di
     return list(out.values())
 
 
-def alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | None = None,
-           uuid: str | None = None) -> list[dict]:
-    """The latest notifications (of the agent ``uuid``), newest first; hostname the
-    registry's (``agents``, from the agent's HELLO), the one sent with the notification only
-    while the registry has none."""
+def alerts(conn: Connection, limit: int | None = 50,
+           severities: Sequence[str] | None = None, uuid: str | None = None,
+           msg_ids: Sequence[str] | None = None) -> list[dict]:
+    """The latest notifications (of the agent ``uuid``; those of ``msg_ids``), newest
+    first; hostname the registry's (``agents``, from the agent's HELLO), the one sent with
+    the notification only while the registry has none."""
     if not has_tables(conn, "notifications"):
         return []
     n, a = schema.notifications, schema.agents
@@ -105,6 +106,8 @@ def alerts(conn: Connection, limit: int = 50, severities: Sequence[str] | None =
         stmt = stmt.where(n.c.severity.in_(list(severities)))
     if uuid is not None:
         stmt = stmt.where(n.c.uuid == uuid)
+    if msg_ids is not None:
+        stmt = stmt.where(n.c.msg_id.in_(list(msg_ids)))
     stmt = stmt.order_by(n.c.received_at.desc(), n.c.msg_id).limit(limit)
     rows = []
     for r in conn.execute(stmt):
@@ -124,11 +127,12 @@ def as_event(row) -> dict:
     return event
 
 
-def alert_events(conn: Connection, limit: int = 50, severities: Sequence[str] | None = None,
-                 uuid: str | None = None) -> list[dict]:
-    """The latest alert events (of the agent ``uuid``), newest first, each with
-    ``deliveries``: one per channel (channel, state, attempts, sent_at, next_attempt,
-    last_error)."""
+def alert_events(conn: Connection, limit: int | None = 50,
+                 severities: Sequence[str] | None = None, uuid: str | None = None,
+                 ids: Sequence[int] | None = None) -> list[dict]:
+    """The latest alert events (of the agent ``uuid``; those of ``ids``), newest first,
+    each with ``deliveries``: one per channel (channel, state, attempts, sent_at,
+    next_attempt, last_error)."""
     if not has_tables(conn, "alert_events", "outbox"):
         return []
     e, o = schema.alert_events, schema.outbox
@@ -137,6 +141,8 @@ def alert_events(conn: Connection, limit: int = 50, severities: Sequence[str] | 
         stmt = stmt.where(e.c.severity.in_(list(severities)))
     if uuid is not None:
         stmt = stmt.where(e.c.uuid == uuid)
+    if ids is not None:
+        stmt = stmt.where(e.c.id.in_(list(ids)))
     events = []
     for r in conn.execute(stmt):
         event = as_event(r)

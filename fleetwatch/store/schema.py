@@ -27,6 +27,7 @@ table                 owner       rows
 ``web_tokens``        web         API tokens: a user's, with a role, kept as a digest
 ``web_sessions``      web         console logins: a session id's digest, its user, when
                                   it ends (logout, user removal and a new password end them)
+``web_pins``          web         the graphs each user pinned to their dashboard (host, graph)
 ``web_audit``         web         every change made through the console or the API: who,
                                   what, when
 ====================  ==========  =====================================================
@@ -67,6 +68,10 @@ agents = Table(
     #: plugins and routers are removed, an older HELLO or REGISTER no longer revives it;
     #: NULL while it is registered
     Column("gone", Float),
+    #: the site router it is behind (SPEC 4.10: the last router of its HELLO's path but
+    #: itself), as the registry last heard it; NULL when attached to a central router, or
+    #: not heard since this column came (revision 0002)
+    Column("site", String(255)),
 )
 
 agent_routers = Table(
@@ -379,6 +384,16 @@ web_audit = Table(
     Index("ix_web_audit_ts", "ts"),
 )
 
+web_pins = Table(
+    "web_pins", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("user", String(64), nullable=False),          # whose dashboard
+    Column("uuid", ID, nullable=False),                  # the host whose graph it is
+    Column("graph", String(255), nullable=False),        # its key (fleetwatch/graphs/panels.py)
+    Column("created", Float, nullable=False),
+    Index("ix_web_pins_user", "user"),
+)
+
 #: owner (a sink type, the ``fleetwatch silence`` / ``ack`` / ``downtime`` command, or the
 #: console) -> the tables it writes; any of them migrates the whole database as it starts
 OWNED = {
@@ -389,6 +404,6 @@ OWNED = {
     "silences": (silences,),
     "acks": (acknowledgements,),
     "downtimes": (downtimes,),
-    "web": (web_users, web_tokens, web_sessions, web_audit),
+    "web": (web_users, web_tokens, web_sessions, web_audit, web_pins),
 }
 

@@ -15,7 +15,7 @@ from collections import Counter
 
 import pytest
 
-from support.fleet import wait_for
+from support.fleet import intake_path, wait_for, wait_intake
 from fleetwatch.config import build
 from support.channelservers import HttpReceiver, SmtpServer
 
@@ -208,8 +208,7 @@ def test_alerting_sink_delivers_a_notify_and_alerts_shows_it(fleet):
         agent_cfg = fleet.agent_config([router])
         fleet.start("agent", "agent", "--config", str(agent_cfg))
         op = fleet.operator_config([router])
-        intake = fleet.root / "agent-state" / "intake.sock"
-        wait_for(intake.exists, 15, what="the agent's intake socket")
+        wait_intake(intake_path(fleet))
         msg_id = fleet.cli("send", "notify", "--config", str(agent_cfg), "--severity", "error",
                            "disk on fire").stdout.strip()
         fleet.cli("send", "notify", "--config", str(agent_cfg), "--severity", "info",
@@ -249,8 +248,7 @@ def test_two_alerting_sinks_and_a_webhook_down_then_up_deliver_each_alert_once(f
         agent_cfg = fleet.agent_config([router])
         fleet.start("agent", "agent", "--config", str(agent_cfg))
         op = str(fleet.operator_config([router]))
-        wait_for((fleet.root / "agent-state" / "intake.sock").exists, 15,
-                 what="the agent's intake socket")
+        wait_intake(intake_path(fleet))
         from agent.client import Client
         with Client(config_path=str(agent_cfg)) as client:
             sent = [client.notify(f"alert {i}", severity="error") for i in range(12)]

@@ -307,3 +307,26 @@ def test_deregister_says_in_one_line_when_it_cannot(fleet):
     assert res.stderr == (f"fleetwatch agent: deregistration of {uuid} (lonely-host) not "
                           f"acknowledged by registry and alerting (no router answered) "
                           f"within 1s\n")
+
+
+def test_an_agent_whose_intake_cannot_be_bound_says_so_and_exits(fleet):
+    """Its intake's address taken (another process bound it): one line and exit 73, at
+    once; not a process hanging forever in its ZeroMQ context's term() with nothing logged
+    (the failed socket was left open), which is what a demo in a deep directory met."""
+    import socket
+    import time
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        endpoint = f"tcp://127.0.0.1:{taken.getsockname()[1]}"
+        nowhere = [{"endpoints": {"agents": "tcp://127.0.0.1:9"}}]
+        path = fleet.agent_config(nowhere, "blocked", intake=endpoint)
+        started = time.monotonic()
+        res = fleet.cli("agent", "--config", str(path), check=False, timeout=20)
+        assert res.returncode == 73, res
+        assert res.stderr.endswith(f"cannot bind the intake {endpoint}: Address already in "
+                                   f"use\n"), res.stderr
+        assert time.monotonic() - started < 15
+    finally:
+        taken.close()

@@ -97,7 +97,7 @@ def test_status_and_the_console_see_the_mesh_and_a_dead_router_is_a_problem(flee
 
     def overview_lists_r2():
         page = b.request("/")[2]
-        return page if re.search(r'class="problem fleet-router">.*?class="name">r2<', page,
+        return page if re.search(r'class="problem fleet-router[^"]*">.*?class="name">r2<', page,
                                  re.S) else None
     page = wait_for(overview_lists_r2, 20, 0.5, what="the overview listing r2 as a problem")
     assert page.index('class="name">r2<') < page.index('class="name">graphite<') \
@@ -106,6 +106,13 @@ def test_status_and_the_console_see_the_mesh_and_a_dead_router_is_a_problem(flee
     problems = json.loads(b.request("/api/v1/problems", headers=auth)[2])
     assert [(f["kind"], f["name"]) for f in problems["fleet"]][:2] == [
         ("router", "r2"), ("sink", "graphite")]
+    # the health page's tiles, worst first: r2 down, then the sink type with no sink
+    tiles = re.findall(r'<div class="htile health-(\w+)"[^>]*>\s*<span class="hstate">\w+</span>'
+                       r' <b>(\w+)</b> <span class="name">([^<]+)<', b.request("/health")[2])
+    assert tiles[:2] == [("down", "router", "r2"), ("down", "sink", "graphite")], tiles
+    # r1 answers (degraded while it drops what it routes to the missing graphite sink)
+    assert [state for state, kind, name in tiles if (kind, name) == ("router", "r1")] in (
+        ["ok"], ["degraded"])
 
 
 def test_a_site_link_lost_and_a_silent_scheduler_are_problems_of_status(fleet):

@@ -40,13 +40,16 @@ def send_stats_and_a_check(agent: DealerAgent) -> tuple[int, dict, int]:
 def check_host_page(page, started: int) -> None:
     """The host page's graphs of what send_stats_and_a_check sent (after a warm-up)."""
     assert page.status == "ok", page
-    assert [g.title for g in page.graphs] == ["cpu", "load", "warmup", "checks.check_disk",
-                                              "checks.check_disk.status"]
-    disk = page.graphs[3]
+    # the catalogue's first (CPU, load), the check's perfdata in its unit, then the rest
+    assert [(g.key, g.section) for g in page.graphs] == [
+        ("cpu", "host"), ("load", "host"), ("check-check_disk-B", "checks"),
+        ("check-check_disk-status", "more"), ("series-warmup", "more")]
+    disk = page.graphs[2]
+    assert disk.title == "check_disk (B)" and disk.unit == "B"
     assert [(v, ts) for s in disk.series for v, ts in s.points if v is not None] == \
         [(25.5 * 1024 ** 3, started)]
-    assert ">_ (last 27.4G)<" in disk.svg
-    assert [v for s in page.graphs[4].series for v, _ in s.points if v is not None] == [1.0]
+    assert ">_ (last 27.4 GB)<" in disk.svg and ">27.4 GB<" in disk.svg     # the axis too
+    assert [v for s in page.graphs[3].series for v, _ in s.points if v is not None] == [1.0]
 
 
 def test_find_and_render_answer_what_the_sink_wrote(carbon, graphite_web, fleet, zctx):
@@ -75,7 +78,7 @@ def test_find_and_render_answer_what_the_sink_wrote(carbon, graphite_web, fleet,
 
     # what a host page gets: graphs per group, drawn from the same values
     page = host_graphs(GraphiteWebSettings(url=graphite_web.url, prefix=PREFIX),
-                       "web1.example.com", 120)
+                       "web1.example.com", 120, units={"checks.check_disk._": "GB"})
     check_host_page(page, started)
 
     assert isinstance(client.metrics("db9"), GraphError)
@@ -171,7 +174,7 @@ def test_tagged_series_are_found_in_the_tag_database_and_rendered(tagged_graphit
 
     # what a host page gets: the same graphs as with host paths
     settings = GraphiteWebSettings(url=web.url, prefix=PREFIX, tags=True)
-    page = host_graphs(settings, "web1.example.com", 120)
+    page = host_graphs(settings, "web1.example.com", 120, units={"checks.check_disk._": "GB"})
     check_host_page(page, started)
 
     unknown = host_graphs(settings, "db9")

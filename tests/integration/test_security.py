@@ -138,7 +138,7 @@ def test_local_limits_refuse_with_403_and_count(fleet, routers):
     r1.auto_ack = True
     proc, path = start_agent(fleet, [r1], local={"allow": ["NOTIFY", "HEARTBEAT"],
                                                  "names": ["backup-*", "cron"]})
-    r1.until(lambda: intake_path(fleet).exists(), what="intake socket")
+    wait_intake(intake_path(fleet))
     refusals = {}
     with Client(config_path=str(path), timeout=5) as fw:
         ok = [fw.notify("backup failed", source="backup-db"),

@@ -45,6 +45,10 @@ def test_an_agent_behind_a_site_whose_uplink_is_down_is_unreachable(fleet, zctx)
                  30, 0.1, what="the site and its agent heard at the centre")
         assert fleet.db_rows("SELECT parents FROM agents WHERE hostname = 'agent-host'") \
             in ([('["site-1"]',)], [(["site-1"],)])
+        # the site it is behind, which the console's lists filter and group by; the site
+        # router itself is attached centrally
+        assert fleet.db_rows("SELECT hostname, site FROM agents ORDER BY hostname") == [
+            ("agent-host", "site-1"), ("site-1", None)]
         # fleetwatch status, asking the central router only, has both alive through it
         shown = {a["hostname"]: a for a in fleet.status(fleet.operator_config([centre]))
                  ["agents"]}

@@ -32,6 +32,8 @@ LATER_COLUMNS = {                   # commit -> the columns it added to existing
     "9cefc66": {"checks": {"received_at", "boot", "seq"},
                 "check_state": {"received", "boot", "seq"}, "host_state": {"clock_skew"}},
 }
+#: the columns the revisions after the baseline added: no shape before the migrations had them
+REVISED = {"agents": {"site"}}                                          # 0002
 SHAPES = [                          # (commit, the tables it had)
     ("5e1aa49", {"agents", "agent_routers", "plugins", "notifications"}),
     ("258cc7b", {"checks", "check_state", "host_state", "silences", "suppressed",
@@ -50,7 +52,7 @@ def shape(commit: str) -> MetaData:
     commits = [c for c, _ in SHAPES]
     upto = commits.index(commit) + 1
     tables = set().union(*(made for _, made in SHAPES[:upto]))
-    lacking: dict[str, set[str]] = {}
+    lacking: dict[str, set[str]] = {t: set(c) for t, c in REVISED.items()}
     for later in commits[upto:]:
         for table, columns in LATER_COLUMNS.get(later, {}).items():
             lacking.setdefault(table, set()).update(columns)

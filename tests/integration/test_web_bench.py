@@ -23,6 +23,13 @@ BENCH = Path(__file__).parents[2] / "bench" / "web.py"
 URLS = ("/", "/problems", "/hosts", "/hosts?q=web01", "/hosts?state=DOWN", "/hosts/{uuid}",
         "/api/v1/hosts", "/api/v1/hosts?after={uuid}", "/api/v1/checks",
         "/api/v1/checks?after={uuid}/", "/api/v1/problems", "/api/v1/alerts")
+#: the problem lists filtered, sorted and grouped (issue 33): each measured, none refused
+LISTS = ("/problems?state=CRITICAL&sort=-since", "/problems?host=web01%2A&q=critical",
+         "/problems?handled=all&group=host", "/api/v1/problems?handled=no&sort=hostname",
+         "/api/v1/problems?group=parent", "/api/v1/problems?state=WARNING&handled=no&limit=1000",
+         "/checks", "/checks?state=OK&check=check_d%2A&group=host",
+         "/api/v1/checks?sort=-since&q=timeout", "/alerts?severity=critical&sort=severity",
+         "/api/v1/alerts?host=web01%2A&sort=hostname")
 #: a row's end: measured (and maybe failed in a later round), or why not
 VERDICT = r"\| (PASS|FAIL)( \(then [^|]+\))? \|$"
 NONE = r"\| (not there \(404\)|answered \d+|no answer within [\d.]+ s) \|"
@@ -58,12 +65,12 @@ def test_the_smallest_run_writes_its_section(tmp_path):
             f"{kind}: the reading alone costs more than following the tail" in section
     assert re.search(r"The health page's subscription .* \(\d+ of \d+ received; agents with "
                      r"drops kept: \d+\): [\d.]+ us of CPU a STATS", section)
-    for url in URLS:
+    for url in URLS + LISTS:
         rows = [line for line in section.splitlines() if line.startswith(f"| `{url}` |")]
         assert len(rows) == len(kinds), (url, rows)
         # a figure and a verdict, or why there is none (not there yet: 404; another answer)
         assert all(re.search(VERDICT, r) or re.search(NONE, r) for r in rows), rows
-        if url == "/":                                            # the overview is measured
+        if url == "/" or url in LISTS:                  # the overview and the lists measured
             assert all(re.search(VERDICT, r) for r in rows), rows
     assert "messages/s; measured at 100/s" in section               # the tail, at its floor
     for kind in kinds:

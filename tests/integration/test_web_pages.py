@@ -201,9 +201,48 @@ def test_hosts_in_pages_by_name_and_by_parent(many):
     assert [name for _, name in parents] == ["web00000", "web00100", "web00200"]
     page = b.request(parents[1][0].replace("&amp;", "&"))[2]
     assert 'id="host-total">99 hosts behind web00100<' in page
+    # grouped by site: none here, every host attached to a central router
+    page = b.request("/hosts?group=site")[2]
+    sites = re.findall(r'<td class="site-name"><a href="([^"]+)">([^<]+)</a></td>\s*<td>(\d+)',
+                       page)
+    assert [(name, n) for _, name, n in sites] == [("(central: no site)", "250")]
+    page = b.request(sites[0][0].replace("&amp;", "&"))[2]
+    assert 'id="host-total">250 hosts attached to a central router, page 1 of 3<' in page
+    assert 'id="host-total">0 hosts behind the site paris<' in b.request("/hosts?site=paris")[2]
     # the routers did not answer: the overview says so and still counts the fleet
     page = b.request("/")[2]
-    assert re.search(r'id="host-counts">.*UP.* \d+', page) and ">no<" in page
+    assert re.search(r'id="host-counts".*?>UP</span> <b>\d+</b>', page, re.S) and ">no<" in page
+
+
+def test_hosts_sorted_by_a_column_in_sql_the_order_kept_in_the_url(many):
+    """A column's heading sorts by it, again the other way; the order stays in the links
+    to the next page and in the search form, and the database gives it (page 2 continues
+    page 1)."""
+    url, _, _ = many
+    b = Browser(url)
+    b.login("carol", PASSWORD)
+
+    def names(page):
+        return re.findall(r'<td class="hostname"><a href="[^"]+">([^<]+)</a>', page)
+
+    def states(page):
+        return re.findall(r'<tr class="host">.*?<span class="state state-(\w+)"', page, re.S)
+    page = b.request("/hosts")[2]
+    assert 'href="/hosts?q=&amp;state=&amp;parent=&amp;sort=-hostname"' in page
+    page = b.request("/hosts?sort=-hostname")[2]
+    assert names(page)[:3] == ["web00249", "web00248", "web00247"]
+    assert 'aria-sort="descending"' in page and 'name="sort" value="-hostname"' in page
+    following = re.search(r'rel="next" href="([^"]+)"', page).group(1).replace("&amp;", "&")
+    assert "sort=-hostname" in following
+    assert names(b.request(following)[2])[0] == "web00149"
+    # worst first: the DOWN hosts, then the UNREACHABLE ones behind them, then UP
+    shown = states(b.request("/hosts?sort=state")[2])
+    order = ["DOWN", "UNREACHABLE", "UP", "UNKNOWN", "GONE"]
+    assert shown == sorted(shown, key=order.index) and shown[0] != "UP", shown[:5]
+    backwards = states(b.request("/hosts?sort=-state")[2])
+    assert backwards == sorted(backwards, key=order.index, reverse=True)
+    # an order it does not know is the hostname's, not an error
+    assert names(b.request("/hosts?sort=uuid;drop")[2])[0] == "web00000"
 
 
 def test_the_api_s_cursors_list_every_host_and_check_once(many):
@@ -261,7 +300,9 @@ def test_the_console_over_tls_with_a_certificate_in_the_config(fleet, tmp_path):
 def test_in_a_real_browser_a_host_page_draws_graphite_s_data(carbon, graphite_web, fleet,
                                                              zctx, request):
     """A real carbon and graphite-web, the real graphite sink, an agent's STATS: its host
-    page in Chromium draws its metrics as lines from the render API's data."""
+    page in Chromium draws its metrics as lines from the render API's data, in a grid at
+    1440 px with what matters first (CPU, load, memory, network as a rate in B/s), the
+    agent's own counters behind the fold, and a custom range shared by the grid."""
     from selenium.webdriver.common.by import By
 
     from support.browser import browser, click_through, screenshot
@@ -273,8 +314,11 @@ def test_in_a_real_browser_a_host_page_draws_graphite_s_data(carbon, graphite_we
     warm_up(carbon, agent)
     now = int(time.time())
     for i in range(0, 20, 2):
-        agent.stats({"cpu.percent": 10.0 + i, "load.1": 0.25 * i}, ts=now - 30 + i)
+        agent.stats({"cpu.percent": 10.0 + i, "load.1": 0.25 * i,
+                     "memory.used_percent": 40.0 + i, "netio.bytes_recv": 1000 * i * i,
+                     "agent.spool.size": i}, ts=now - 30 + i)
     points(carbon, f"{PREFIX}.web1_example_com.cpu.percent", want=10)
+    points(carbon, f"{PREFIX}.web1_example_com.agent.spool.size", want=10)
     op = fleet.operator_config([router])
     url = serve(fleet, op, config=f"graphite:\n  url: {graphite_web.url}\n  prefix: {PREFIX}\n")
 
@@ -283,18 +327,89 @@ def test_in_a_real_browser_a_host_page_draws_graphite_s_data(carbon, graphite_we
         return fleet.db_rows("SELECT uuid FROM agents WHERE hostname = 'web1.example.com'")
     (uuid,), = wait_for(registered, 20, 0.5, what="the agent registered")
     with browser() as driver:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": 1440, "height": 900, "deviceScaleFactor": 1, "mobile": False})
         driver.get(url + "/login")
         driver.find_element(By.ID, "user").send_keys("alice")
         driver.find_element(By.ID, "password").send_keys(PASSWORD)
         click_through(driver, driver.find_element(By.ID, "login"))
         driver.get(f"{url}/hosts/{uuid}")
-        titles = [e.text for e in driver.find_elements(By.CSS_SELECTOR,
-                                                       "#graphs figure.graph figcaption")]
-        assert {"cpu", "load"} <= set(titles), titles
-        cpu = driver.find_element(By.XPATH, "//figure[figcaption='cpu']")
+        grid = driver.execute_script("""
+            return Array.from(document.querySelectorAll('#graph-grid > figure'), f => {
+                const r = f.getBoundingClientRect();
+                return [f.id, Math.round(r.top), Math.round(r.left), Math.round(r.width)]; });""")
+        assert [g[0] for g in grid] == ["graph-cpu", "graph-load", "graph-memory",
+                                        "graph-network"], grid
+        assert grid[0][1] == grid[1][1] and grid[1][2] > grid[0][2]      # side by side
+        cpu = driver.find_element(By.ID, "graph-cpu")
         lines = cpu.find_elements(By.XPATH, ".//*[local-name()='polyline']")
         drawn = [p for line in lines for p in line.get_attribute("points").split()]
         assert len(drawn) >= 4, drawn          # the values, as lines (gaps split them)
         assert cpu.size["height"] > 50 and cpu.size["width"] > 200   # drawn, not text
-        driver.execute_script("arguments[0].scrollIntoView()", cpu)
+        # one unit a graph, on its axis: the counter as its rate
+        network = driver.find_element(By.ID, "graph-network").get_attribute("innerHTML")
+        assert " B/s<" in network and "bytes_recv (last " in network
+        assert "%<" in driver.find_element(By.ID, "graph-memory").get_attribute("innerHTML")
+        # the agent's own counters behind the fold, closed
+        more = driver.find_element(By.ID, "graphs-more")
+        assert more.get_attribute("open") is None
+        assert not driver.find_element(By.ID, "graph-series-agent-spool").is_displayed()
         screenshot(driver, request.node.name)
+        # one range for the grid: from and until, in the URL
+        start = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(now - 3600))
+        form = driver.find_element(By.ID, "graph-range-form")
+        driver.execute_script("arguments[0].value = arguments[1]",
+                              form.find_element(By.ID, "graph-from"), start)
+        click_through(driver, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+        assert "from=" + start.replace(":", "%3A") in driver.current_url
+        span = driver.find_element(By.ID, "graph-span").text
+        assert span.startswith(start.replace("T", " ") + ":00 UTC to "), span
+        assert driver.find_elements(By.ID, "graph-cpu")
+
+        # pinned to alice's dashboard, which draws it again, named by its host
+        for key in ("cpu", "network"):
+            click_through(driver, driver.find_element(By.CSS_SELECTOR,
+                                                      f"#graph-{key} form.pin button"))
+            assert driver.current_url.endswith(f"/hosts/{uuid}")
+        # and any of its series, by a glob over their paths below the host
+        form = driver.find_element(By.ID, "pin-series")
+        form.find_element(By.ID, "pin-series-pattern").send_keys("agent.spool.*")
+        click_through(driver, form.find_element(By.CSS_SELECTOR, "button[type=submit]"))
+        assert driver.current_url.endswith(f"/hosts/{uuid}")
+        driver.get(url + "/dashboard")
+        pinned = driver.find_elements(By.CSS_SELECTOR, "#dashboard-grid figure.pinned")
+        assert [f.find_element(By.TAG_NAME, "figcaption").text.split("\n")[0]
+                for f in pinned] == ["web1.example.com"] * 3
+        assert "CPU" in pinned[0].get_attribute("innerHTML")
+        assert " B/s<" in pinned[1].get_attribute("innerHTML")
+        picked = pinned[2].get_attribute("innerHTML")
+        assert "agent.spool.*" in picked and "agent.spool.size (last " in picked
+        assert pinned[2].find_elements(By.XPATH, ".//*[local-name()='polyline']")
+        share = driver.find_element(By.CSS_SELECTOR, "#dashboard-share a").get_attribute("href")
+        assert share == url + "/dashboard?user=alice"
+        screenshot(driver, request.node.name + "-dashboard")
+        click_through(driver, pinned[0].find_element(By.CSS_SELECTOR, "form.unpin button"))
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#dashboard-grid figure")) == 2
+    audit = fleet.db_rows("SELECT who, action, target FROM web_audit WHERE action LIKE 'pin.%' "
+                          "ORDER BY id")
+    assert audit == [("alice", "pin.add", f"{uuid} cpu"), ("alice", "pin.add", f"{uuid} network"),
+                     ("alice", "pin.add", f"{uuid} series:agent.spool.*"),
+                     ("alice", "pin.remove", f"{uuid} cpu")]
+    # shared by its URL, read by anyone logged in, changed by its owner only; bounded
+    other = Browser(url)                  # (another session of alice's: the form's CSRF)
+    other.login("alice", PASSWORD)
+    status, _, page = other.request("/dashboard?user=alice")
+    assert status == 200 and page.count('class="graph pinned"') == 2
+    csrf = other.csrf("/dashboard")
+    assert other.request("/pins", [("csrf", "forged"), ("uuid", uuid),
+                                   ("graph", "cpu")])[0] == 403
+    assert other.request("/pins", [("csrf", csrf), ("uuid", uuid), ("graph", "<x>")])[0] == 422
+    status, _, page = other.request("/pins", [("csrf", csrf), ("uuid", uuid),
+                                              ("series", "load.*<script>")])
+    assert status == 422 and "a series is a glob over the path below the host" in page
+    for i in range(46):
+        assert other.request("/pins", [("csrf", csrf), ("uuid", uuid),
+                                       ("graph", f"series-{i}")])[0] == 303
+    status, _, page = other.request("/pins", [("csrf", csrf), ("uuid", uuid),
+                                              ("graph", "load")])
+    assert status == 409 and "a dashboard holds at most 48 graphs" in page

@@ -73,6 +73,30 @@ def click_through(driver, element, timeout: float = 20.0) -> None:
     WebDriverWait(driver, timeout).until(replaced)
 
 
+#: axe-core, the accessibility audit (web/assets/package.json's dev dependency, installed by
+#: ``make assets``; never served by the console)
+AXE = Path(__file__).resolve().parents[2] / "web" / "assets" / "node_modules" / "axe-core" \
+    / "axe.min.js"
+
+
+def audit(driver) -> list[dict]:
+    """axe-core's violations on the page ``driver`` shows (each ``id``, ``impact``,
+    ``help`` and the ``nodes`` at fault), run by WebDriver (a script the page's CSP does
+    not apply to). Skips the test when axe-core is not installed."""
+    if not AXE.exists():
+        pytest.skip(f"axe-core is not installed ({AXE}): make assets")
+    found = driver.execute_script(AXE.read_text() +
+                                  "; return axe.run(document, {resultTypes: ['violations']})")
+    return found["violations"]
+
+
+def serious(violations: list[dict]) -> list[str]:
+    """The serious and critical ones, a line each: what, and the first element at fault."""
+    return [f"{v['impact']} {v['id']}: {v['help']} ({len(v['nodes'])}, e.g. "
+            f"{v['nodes'][0]['html'][:120]})"
+            for v in violations if v["impact"] in ("serious", "critical")]
+
+
 def screenshot(driver, name: str) -> Path:
     """Save what the browser shows as ``ARTIFACTS/NAME.png``; its path."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

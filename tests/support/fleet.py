@@ -20,15 +20,17 @@ from pathlib import Path
 import yaml
 
 
-def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):
-    """Poll ``predicate`` until it returns a truthy value or ``timeout`` passes (then fail)."""
+def wait_for(predicate, timeout: float = 10.0, interval: float = 0.02, what="condition"):
+    """Poll ``predicate`` until it returns a truthy value or ``timeout`` passes (then fail).
+    ``what`` names the wait; a callable is asked at the failure (what was last seen)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout}s waiting for {said}")
         time.sleep(interval)
 
 

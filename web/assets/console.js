@@ -4,8 +4,9 @@
 //
 // The poller is base.html's #live: every web.refresh seconds it asks for the same page and
 // swaps its <main> for the new one's. Here:
-// - no update while the user edits a form, selects text, or the tab is hidden (a hidden tab
-//   costs the console nothing; it updates as soon as it is shown again);
+// - no update while the user edits a form, has opened one (a row's <details> Ack), selects
+//   text, or the tab is hidden (a hidden tab costs the console nothing; it updates as soon
+//   as it is shown again);
 // - an answer that is not this page (the session ended: redirected to /login) reloads the
 //   whole page, so the login form is never swapped into it;
 // - #live says when the page was last updated (HH:MM:SS UTC), or why not.
@@ -67,6 +68,9 @@
     if (Array.prototype.some.call(main.querySelectorAll(FIELDS), changed)) {
       return true;
     }
+    if (main.querySelector("details.act[open]") !== null) {
+      return true;
+    }
     var selection = window.getSelection();
     return selection !== null && !selection.isCollapsed && main.contains(selection.anchorNode);
   }
@@ -76,6 +80,17 @@
     // UTC with the zone said, never the browser's local 12-hour clock
     return new Date().toISOString().slice(11, 19) + " UTC";
   }
+
+  // a list's header box ticks (or unticks) every row of its bulk form (web/bulk.py)
+  document.addEventListener("change", function (evt) {
+    var box = evt.target;
+    if (!box.matches || !box.matches("input[data-ticks]")) {
+      return;
+    }
+    var rows = document.querySelectorAll(
+      "input[type=checkbox][name=target][form='" + box.dataset.ticks + "']");
+    Array.prototype.forEach.call(rows, function (row) { row.checked = box.checked; });
+  });
 
   document.addEventListener("htmx:confirm", function (evt) {
     if (!fromPoller(evt)) {

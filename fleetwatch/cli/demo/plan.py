@@ -30,19 +30,22 @@ so ``fleetwatch status`` shows checks running within a minute.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 import secrets
 import subprocess
+import tempfile
 
 import yaml
 
 from fleetwatch import private, sinktypes
 from fleetwatch.cli.demo.carbon import Carbon
 from fleetwatch.config import setting
-from fleetwatch.lake.settings import socket_path_fits
+from fleetwatch.config import socket_path_fits
 from fleetwatch.cli.demo.ports import free_port
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates
@@ -299,6 +302,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
         configs[f"{name}.yaml"] = {
             "routers": [router["bind"]["agents"]],
             **({"hostname": hostname} if hostname else {}),
+            **intake_of(root, name, state),
             "state_dir": str(state),
             "heartbeat_interval": args.heartbeat,
             "stats_interval": args.stats_interval,
@@ -378,3 +382,22 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
                       "keys": security.get("dir"), "carbon": carbon, "graphite_web": web,
                       "channels": sorted((delivery or {}).get("channels", {})),
                       "answerer": answerer}
+
+
+def intake_of(root: Path, name: str, state: Path) -> dict:
+    """An agent's ``intake:``: none (ipc://STATE_DIR/intake.sock, the default) when that
+    path fits a Unix socket, else a socket of its own under a short directory of /tmp
+    named after the demo's (a demo in a deep directory still runs: its agents could not
+    bind the default, which is too long)."""
+    if socket_path_fits(str(state / "intake.sock")):
+        return {}
+    short = Path("/tmp") / (f"fleetwatch-demo-{os.getuid()}-"
+                            f"{hashlib.sha256(str(root).encode()).hexdigest()[:10]}")
+    short.mkdir(mode=0o700, exist_ok=True)
+    found = os.lstat(short)
+    if found.st_uid != os.getuid() or found.st_mode & 0o7077 or not short.is_dir() \
+            or short.is_symlink():
+        # not ours alone (made by someone else in the shared /tmp): one that is
+        short = Path(tempfile.mkdtemp(prefix="fleetwatch-demo-"))
+    return {"intake": f"ipc://{short / name}.sock"}
+

@@ -117,6 +117,22 @@ def test_agent_defaults_are_what_the_docs_say(tmp_path):
         "intake.sock")
 
 
+def test_an_intake_socket_path_too_long_to_bind_is_one_clear_line(tmp_path):
+    """A Unix socket's path is at most 107 bytes: past it the agent could not bind its
+    intake, so its config says so (and which setting to change), before it starts."""
+    deep = "/var/lib/" + "fleetwatch-agent-state-of-a-long-name/" * 3
+    for data, change in (({"state_dir": deep}, "state_dir, or set intake:"),
+                         ({"intake": "ipc://" + deep + "intake.sock"}, "path")):
+        error = str(config_error(AgentConfig, write_data(tmp_path, {**MINIMAL[AgentConfig],
+                                                                    **data})))
+        assert "a Unix socket's path at most 107: choose a shorter " + change in error
+        assert "\n" not in error
+    fits = load(AgentConfig, write_data(tmp_path, {**MINIMAL[AgentConfig],
+                                                  "intake": "tcp://127.0.0.1:5599",
+                                                  "state_dir": deep}))
+    assert fits.intake_endpoint == "tcp://127.0.0.1:5599"
+
+
 def test_null_section_means_defaults(tmp_path):
     cfg = load(RouterConfig, write(tmp_path, "bind:\nlimits: ~\n"))
     assert cfg.bind == RouterBind() and cfg.limits == RouterLimits()

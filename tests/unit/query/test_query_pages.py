@@ -11,6 +11,7 @@ PostgreSQL."""
 from __future__ import annotations
 
 import sys
+import time
 from collections import Counter
 
 import pytest
@@ -21,7 +22,7 @@ from support import ROOT  # noqa: E402
 sys.path.append(str(ROOT / "bench"))   # last: bench/web.py is not web/
 import webfill  # noqa: E402
 
-from query import fleet, pages  # noqa: E402
+from query import fleet, handling, pages, problems  # noqa: E402
 from fleetwatch.store import db, schema  # noqa: E402
 
 NOW = 1_800_000_000.0
@@ -69,6 +70,32 @@ def conn(request, tmp_path_factory):
             schema.check_freshness.c.uuid == uuids[6],
             schema.check_freshness.c.plugin == "check_disk").values(
                 heard=NOW - 900, stale_at=NOW - 300))
+        # more problems for the lists: check_load CRITICAL (HARD, begun i minutes ago)
+        # on hosts 20-59, then downtimes of each kind the lists judge in SQL: a recurring
+        # one running now, a flexible one (problems begun in the last 40 minutes), a glob
+        # with a class, a check glob
+        for i in range(20, 60):
+            where = (schema.checks.c.uuid == uuids[i], schema.checks.c.plugin == "check_load")
+            c.execute(schema.checks.update().where(*where).values(
+                status=2, output=f"LOAD CRITICAL {i}", started=NOW - 60 * i))
+            c.execute(schema.check_state.update().where(
+                schema.check_state.c.uuid == uuids[i],
+                schema.check_state.c.plugin == "check_load").values(
+                    status=2, hard=i % 3 != 0, hard_status=2 if i % 3 else 0,
+                    since=NOW - 60 * i, last_result=NOW - 5))
+        c.execute(schema.agents.update().where(schema.agents.c.hostname.like("web0002%"))
+                  .values(site="site-paris"))
+        hour = time.localtime(NOW).tm_hour
+        for host, check, extra in (
+                ("WEB0002?", None, dict(every=f"daily {hour:02d}:00-{(hour + 2) % 24:02d}:00",
+                                        start=NOW - 86400 * 3, end=None)),
+                ("web0003*", "check_l*", dict(start=NOW - 7200, end=NOW + 600,
+                                              flexible=2400.0)),
+                ("web0004[0-4]", None, dict(start=NOW - 60, end=NOW + 60)),
+                ("web0005*", "check_[h-m]*", dict(start=NOW - 60, end=NOW + 60))):
+            c.execute(schema.downtimes.insert().values(
+                host=host, check_name=check, children=False, comment="", author="t",
+                created=NOW - 60, removed=None, **extra))
     with engine.connect() as connection:
         yield connection
     engine.dispose()
@@ -184,3 +211,275 @@ def test_a_database_no_sink_has_made_reads_as_empty(tmp_path):
             assert fleet.assemble(fleet.read(c, NOW, uuids, pairs), NOW)["problems"] == []
     finally:
         engine.dispose()
+
+
+# ---------------------------------------------------------------- the problems list in SQL
+
+def key(p: dict) -> tuple:
+    return problems.key(p)
+
+
+def listed(conn, limit=10_000, **kwargs) -> list[dict]:
+    found = problems.page(conn, NOW, problems.Filter(**kwargs), limit=limit)
+    assert found.total == len(found.rows) or limit < found.total
+    return found.rows
+
+
+def test_the_problems_list_is_every_problem_judged_and_ordered_the_same(conn, whole):
+    """Handling, state and order in SQL are query/handling.py's, downtimes of every kind
+    included (recurring, flexible, globs with a class, a check glob, children)."""
+    rows = listed(conn, handled="all")
+    assert [key(r) for r in rows] == [key(p) for p in whole["problems"]]
+    judged = {key(p): p for p in whole["problems"]}
+    for row in rows:
+        how = judged[key(row)]["handled"] or {}
+        assert row["handled"] == handling.is_handled(how), (row, how)
+        assert row["acked"] == bool(how.get("ack")), row
+        assert row["downtime"] == bool(how.get("downtime")), (row, how)
+        assert row["state"] == judged[key(row)]["state"]
+    reasons = Counter(r for p in whole["problems"] for r, v in (p["handled"] or {}).items()
+                      if v)
+    assert reasons["downtime"] >= 10 and reasons["ack"] and reasons["host"], reasons
+    ids = {p["handled"]["downtime"]["id"] for p in whole["problems"]
+           if (p["handled"] or {}).get("downtime")}
+    assert len(ids) >= 6, ids           # the fill's and each kind added here
+    assert [key(r) for r in listed(conn)] == [key(p) for p in whole["unhandled"]]
+    assert [key(r) for r in listed(conn, handled="yes")] == [
+        key(p) for p in whole["problems"] if handling.is_handled(p["handled"])]
+
+
+def test_the_problems_list_filtered(conn, whole):
+    every = whole["problems"]
+
+    def expect(test):
+        return [key(p) for p in every if test(p)]
+
+    def keys(**kwargs):
+        return [key(r) for r in listed(conn, handled="all", **kwargs)]
+    assert keys(states=("CRITICAL", "DOWN")) == expect(
+        lambda p: p["state"] in ("CRITICAL", "DOWN"))
+    assert keys(host="WEB0002*") == expect(lambda p: p["hostname"].startswith("web0002"))
+    assert keys(host="web000[2-3]?") == expect(lambda p: p["hostname"][:7] in ("web0002",
+                                                                                "web0003"))
+    uuid = every[0]["uuid"]
+    assert keys(host=uuid[:6].upper() + "*") == expect(lambda p: p["uuid"] == uuid)
+    assert keys(check="check_l*") == expect(lambda p: (p["check"] or "").startswith("check_l"))
+    assert keys(check="CHECK_L*") == []                 # a check's name keeps its case
+    assert keys(text="load critical 4") == expect(
+        lambda p: "load critical 4" in (p["output"] or "").lower())
+    assert keys(text="%") == []                         # no wildcards: a literal
+    assert keys(text="k_l") == expect(lambda p: p["check"] == "check_load")
+    behind = fleet_parents(conn)
+    assert keys(parent="web00000") == expect(
+        lambda p: "web00000" in (behind.get(p["uuid"]) or []))
+    assert keys(site="nowhere") == []
+    paris = keys(site="site-paris")
+    assert paris == expect(lambda p: p["hostname"].startswith("web0002")) and paris
+
+
+def test_the_problems_list_sorted_grouped_and_paged(conn, whole):
+    every = listed(conn, handled="all")
+    by_since = listed(conn, handled="all", sort="since")
+    since = [r["since"] or 0 for r in by_since]
+    assert since == sorted(since) and len(by_since) == len(every)
+    names = [r["hostname"] for r in listed(conn, handled="all", sort="-hostname")]
+    assert names == sorted(names, reverse=True)
+    checks = [r["name"] or "" for r in listed(conn, handled="all", sort="check")]
+    assert checks == sorted(checks)
+    worst_last = listed(conn, handled="all", sort="-state")
+    assert worst_last[-1]["state"] in ("DOWN", "UNREACHABLE")
+    assert worst_last[0]["state"] == "WARNING"
+    # pages of 7 make the whole list, in order
+    seen, offset = [], 0
+    while True:
+        found = problems.page(conn, NOW, problems.Filter(handled="all"), offset, 7)
+        if not found.rows:
+            break
+        seen += found.rows
+        offset += 7
+    assert [key(r) for r in seen] == [key(r) for r in every]
+    # grouped by host: each host's problems together, the groups' counts the rows'
+    grouped = problems.page(conn, NOW, problems.Filter(handled="all", group="host"),
+                            limit=10_000)
+    order = [r["group"] for r in grouped.rows]
+    assert order == sorted(order) and grouped.total == len(every)
+    assert grouped.groups == dict(Counter(order))
+    # by parent: a host is in each of its parents' groups, one without in ""
+    by_parent = problems.page(conn, NOW, problems.Filter(handled="all", group="parent"),
+                              limit=10_000)
+    behind = fleet_parents(conn)
+    assert by_parent.groups == dict(sorted(Counter(
+        name for r in every for name in behind.get(r["uuid"]) or [""]).items()))
+    assert by_parent.total == sum(by_parent.groups.values())
+    by_site = problems.page(conn, NOW, problems.Filter(handled="all", group="site"),
+                            limit=10_000)
+    assert list(by_site.groups) == ["", "site-paris"] and by_site.total == len(every)
+    assert by_site.groups["site-paris"] == sum(r["hostname"].startswith("web0002")
+                                               for r in every)
+
+
+def test_a_filter_from_a_url_and_back(conn):
+    from starlette.datastructures import QueryParams
+    f = problems.Filter.parse(QueryParams(
+        "state=critical&state=down,warning&host=web-*&q=disk&sort=-since&group=host"))
+    assert f.states == ("CRITICAL", "DOWN", "WARNING") and f.sort == "-since"
+    assert f.query() == [("state", "CRITICAL,DOWN,WARNING"), ("host", "web-*"), ("q", "disk"),
+                         ("sort", "-since"), ("group", "host")]
+    assert problems.Filter.parse(QueryParams(f.query())) == f
+    assert f.query(sort="state") == [("state", "CRITICAL,DOWN,WARNING"), ("host", "web-*"),
+                                     ("q", "disk"), ("group", "host")]
+    for bad, said in (("state=BROKEN", "state 'BROKEN'"), ("handled=maybe", "handled"),
+                      ("sort=uuid", "sort 'uuid'"), ("group=rack", "group 'rack'"),
+                      ("host=" + "a" * 300, "host: expected one line"),
+                      ("q=a%0Ab", "q: expected one line")):
+        with pytest.raises(ValueError, match=said):
+            problems.Filter.parse(QueryParams(bad))
+
+
+# ---------------------------------------------------------------- the checks list in SQL
+
+def checks_listed(conn, limit=10_000, **kwargs) -> problems.Page:
+    found = problems.page(conn, NOW, problems.CheckFilter(**kwargs), limit=limit)
+    assert found.total == len(found.rows) or limit < found.total
+    return found
+
+
+def test_the_checks_list_is_every_check_in_its_state_worst_first(conn, whole):
+    """Every declared check once (OK and PENDING too), in the state query.fleet judges,
+    worst first; a problem among them handled as the problems list says."""
+    rows = checks_listed(conn).rows
+    assert sorted((r["uuid"], r["name"]) for r in rows) == \
+        sorted((c["uuid"], c["plugin"]) for c in whole["checks"])
+    judged = {(c["uuid"], c["plugin"]): c["state"] for c in whole["checks"]}
+    assert {(r["uuid"], r["name"]): r["state"] for r in rows} == judged
+    ranks = [problems.CHECK_STATES.index(r["state"]) for r in rows]
+    assert ranks == sorted(ranks)
+    handled = {key(p) for p in whole["problems"]
+               if p["kind"] == "check" and handling.is_handled(p["handled"])}
+    assert {("check", r["uuid"], r["name"]) for r in rows if r["handled"]} == handled
+    assert not any(r["handled"] for r in rows if r["state"] in ("OK", "PENDING"))
+    ok = checks_listed(conn, states=("OK",)).rows
+    assert ok and {(r["uuid"], r["name"]) for r in ok} == {
+        pair for pair, state in judged.items() if state == "OK"}
+    assert checks_listed(conn, check="check_l*", host="web0002*").total == sum(
+        1 for c in whole["checks"] if c["plugin"].startswith("check_l")
+        and c["hostname"].startswith("web0002"))
+
+
+def test_the_checks_list_grouped_paged_and_listed_with_details(conn, whole):
+    by_host = checks_listed(conn, group="host", sort="check")
+    assert by_host.groups == dict(sorted(Counter(
+        c["hostname"] or c["uuid"] for c in whole["checks"]).items()))
+    firsts = problems.page(conn, NOW, problems.CheckFilter(), 0, 5)
+    shown = problems.listed(conn, NOW, problems.CheckFilter(), 0, 5)
+    assert [(r["uuid"], r["plugin"]) for r in shown.rows] == \
+        [(r["uuid"], r["name"]) for r in firsts.rows]
+    details = {(c["uuid"], c["plugin"]): c for c in whole["checks"]}
+    for row in shown.rows:
+        check = details[(row["uuid"], row["plugin"])]
+        assert row["output"] == check["output"] and row["last_run"] == check["last_run"]
+        assert row["kind"] == "check" and row["check"] == row["plugin"]
+
+
+def test_a_checks_filter_names_the_checks_states_and_lists_all_by_default():
+    from starlette.datastructures import QueryParams
+    f = problems.CheckFilter.parse(QueryParams("state=ok,pending"))
+    assert f.states == ("OK", "PENDING") and f.handled == "all" and f.narrowed
+    assert f.query() == [("state", "OK,PENDING")]
+    assert not problems.CheckFilter.parse(QueryParams("")).narrowed
+    assert problems.CheckFilter.parse(QueryParams("handled=no")).query() == [("handled", "no")]
+    with pytest.raises(ValueError, match="state 'DOWN'"):
+        problems.CheckFilter.parse(QueryParams("state=down"))
+    with pytest.raises(ValueError, match="state 'OK'"):
+        problems.Filter.parse(QueryParams("state=ok"))
+
+
+# ---------------------------------------------------------------- the alerts list in SQL
+
+def test_the_alerts_list_in_sql_is_every_alert_filtered_sorted_and_paged(conn):
+    """Every event and every notification no event was made of, once (as
+    fleetwatch.store.reads.alert_total counts them), newest first; filtered by severity,
+    host glob, check glob and text, sorted by each column, cut into pages that make the
+    whole list."""
+    from fleetwatch.store import reads
+    from query import alerts
+    every = alerts.page(conn, limit=None)
+    assert every.total == len(every.refs) == reads.alert_total(conn) > 40
+    assert len(set(every.refs)) == len(every.refs)
+    sources = Counter(source for source, _, _ in every.refs)
+    assert sources["event"] and sources["notify"]
+    events = {str(e["id"]): e for e in reads.alert_events(conn, limit=None)}
+    notes = {n["msg_id"]: n for n in reads.alerts(conn, limit=None)}
+
+    def row(ref):
+        source, name, _ = ref
+        if source == "event":
+            e = events[name]
+            return {"received": e["created"], "severity": e["severity"],
+                    "hostname": e["hostname"], "check": e["check"], "text": e["summary"]}
+        n = notes[name]
+        return {"received": n["received_at"], "severity": n["severity"],
+                "hostname": n["hostname"], "check": None, "text": n["text"]}
+    rows = [row(r) for r in every.refs]
+    received = [r["received"] for r in rows]
+    assert received == sorted(received, reverse=True)
+
+    def shown(**kwargs):
+        return [row(r) for r in alerts.page(conn, alerts.AlertFilter(**kwargs),
+                                            limit=None).refs]
+    assert shown(severities=("critical", "error")) == [
+        r for r in rows if r["severity"] in ("critical", "error")]
+    assert shown(host="WEB0002*") == [r for r in rows
+                                      if (r["hostname"] or "").startswith("web0002")]
+    assert shown(check="check_l*") == [r for r in rows
+                                       if (r["check"] or "").startswith("check_l")]
+    assert shown(text="DOWN") == [r for r in rows if "down" in " ".join(
+        filter(None, (r["hostname"], r["check"], r["text"]))).lower()]
+    worst = [alerts.RANK[r["severity"]] for r in shown(sort="severity")]
+    assert worst == sorted(worst, reverse=True)
+    names = [r["hostname"] or "" for r in shown(sort="-hostname")]
+    assert names == sorted(names, reverse=True)
+    assert [r["received"] for r in shown(sort="-received")] == sorted(received)
+    seen, offset = [], 0
+    while True:
+        found = alerts.page(conn, alerts.AlertFilter(sort="severity"), offset, 37)
+        assert found.total == every.total or not found.refs
+        if not found.refs:
+            break
+        seen += found.refs
+        offset += 37
+    assert seen == alerts.page(conn, alerts.AlertFilter(sort="severity"), limit=None).refs
+
+
+def test_an_alert_filter_from_a_url_and_back():
+    from starlette.datastructures import QueryParams
+
+    from query import alerts
+    f = alerts.AlertFilter.parse(QueryParams("severity=CRITICAL,ok&host=web-*&sort=-received"))
+    assert f.severities == ("critical", "ok") and f.sort == "-received"
+    assert alerts.AlertFilter.parse(QueryParams(f.query())) == f
+    for bad, said in (("severity=fatal", "severity 'fatal'"), ("sort=uuid", "sort 'uuid'"),
+                      ("q=a%0Ab", "q: expected one line")):
+        with pytest.raises(ValueError, match=said):
+            alerts.AlertFilter.parse(QueryParams(bad))
+
+
+def test_hosts_by_site_and_behind_one(conn, whole):
+    uuids, total = pages.hosts(conn, NOW, site="site-paris", limit=1000)
+    paris = {a["uuid"] for a in whole["agents"] if (a.get("hostname") or "").startswith("web0002")}
+    assert set(uuids) == paris and total == len(paris) > 0
+    central, _ = pages.hosts(conn, NOW, site="", limit=10_000)
+    assert not set(central) & paris and len(central) + len(paris) == \
+        pages.hosts(conn, NOW, limit=10_000)[1]
+    groups = {g["site"]: g for g in pages.sites(conn, NOW)}
+    assert list(groups) == ["", "site-paris"]
+    assert groups["site-paris"]["hosts"] == len(paris)
+    assert sum(g["hosts"] for g in groups.values()) == sum(pages.host_counts(conn, NOW).values())
+
+
+def test_the_tactical_counts_in_sql_are_the_problems_judged(conn, whole):
+    expected: dict = {}
+    for p in whole["problems"]:
+        pair = expected.setdefault((p["kind"], p["state"]), [0, 0])
+        pair[1 if handling.is_handled(p["handled"]) else 0] += 1
+    assert problems.counts(conn, NOW) == {k: tuple(v) for k, v in expected.items()}

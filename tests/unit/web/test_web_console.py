@@ -73,3 +73,80 @@ def test_the_reading_is_kept_ahead_while_pages_are_asked_and_not_after(engine):
     finally:
         stop.set()
         thread.join(5)
+
+
+def test_the_overview_s_counts_are_kept_ahead_and_the_fleet_reading_only_once_asked(engine):
+    """The overview reads counts and its list in SQL (Console.tally); kept ahead while
+    it is asked. The fleet-wide reading, which only the problems page's handled sections
+    need, is not read ahead before a page asked for it (it would compete with the pages)."""
+    c = console(engine)
+    c.every = 0.3
+    c.routers = lambda: {"routers": [], "durability": None, "router_faults": []}
+    stop = threading.Event()
+    thread = threading.Thread(target=c.refresh, args=(stop, 1.0), daemon=True)
+    thread.start()
+    try:
+        shown = c.overview()
+        assert shown["tactical"]["hosts"] is not None and "unhandled" in shown
+        first = c._tally[1]
+        deadline = time.monotonic() + 10
+        while c._tally[1] is first and time.monotonic() < deadline:
+            time.sleep(0.05)                    # (polling the reading, not a sync)
+        assert c._tally[1] is not first
+        assert c._view is None
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_an_open_page_s_list_is_read_ahead_and_a_closed_one_s_is_not(engine):
+    """A list asked for lately (an open page updating itself) is read again before it is
+    due, so that its page never waits for a first reading; once nobody asks, it is not."""
+    from query import problems
+    c = console(engine)
+    c.every = 0.3
+    stop = threading.Event()
+    thread = threading.Thread(target=c.refresh, args=(stop, 1.0), daemon=True)
+    thread.start()
+    checks = problems.CheckFilter(states=("CRITICAL",))
+    try:
+        first = c.problem_list(checks)
+        key = (checks, 0, 100)
+        deadline = time.monotonic() + 10
+        while c._lists[key][1] is first and time.monotonic() < deadline:
+            time.sleep(0.05)                    # (polling the reading, not a sync)
+        assert c._lists[key][1] is not first    # read again, the page not asked meanwhile
+        deadline = time.monotonic() + 10        # nobody asks: it is no longer read
+        while key in c._lists_asked and time.monotonic() < deadline:
+            time.sleep(0.05)
+        idle = c._lists[key][1]
+        time.sleep(0.8)
+        assert c._lists[key][1] is idle
+    finally:
+        stop.set()
+        thread.join(5)
+
+
+def test_a_problem_list_serves_its_period_and_a_change_or_a_bulk_reads_it_again(engine,
+                                                                              monkeypatch):
+    from query import problems
+    from web import console as module
+    clock = Clock(100.0)
+    c = console(engine, clock)
+    critical = problems.Filter(states=("CRITICAL",), handled="all")
+    first = c.problem_list(critical)
+    assert first["rows"] and {r["state"] for r in first["rows"]} == {"CRITICAL"}
+    clock.now += c.every - 0.1
+    assert c.problem_list(critical) is first                 # the open pages of one view
+    assert c.problem_list(critical, fresh=True) is not first  # a bulk change reads now
+    other = c.problem_list(problems.Filter(handled="all"), 0, 1)
+    assert other is not first and len(other["rows"]) == 1
+    clock.now += 0.2
+    second = c.problem_list(critical)
+    assert second is not first and second["rows"] == first["rows"]
+    c.changed()                                 # an ack made through the console
+    assert c.problem_list(critical) is not second
+    monkeypatch.setattr(module, "LISTS_KEPT", 3)
+    for offset in range(5):
+        c.problem_list(critical, offset, 1)
+    assert len(c._lists) == 3                   # the latest views only

@@ -35,7 +35,7 @@ class Actions:
     def __init__(self):
         self.scheduled = []
 
-    def alerts(self, limit, uuid=None):
+    def alerts(self, limit, uuid=None, f=None, offset=0):
         alert = {"received_at": iso(NOW), "severity": "error", "uuid": "u1",
                  "hostname": "web-1", "check": None, "kind": "notify", "text": "disk full",
                  "summary": None, "handled": None, "deliveries": [],

@@ -14,7 +14,6 @@ import pytest
 from fleetwatch.cli.operator import OperatorConfig
 from fleetwatch.config import ConfigError, build
 from fleetwatch.graphs import GraphError, Graphite, GraphiteWebSettings, Series, host_graphs
-from fleetwatch.graphs.host import group_of
 
 URL = "http://graphite.test:8080"
 
@@ -258,8 +257,8 @@ def test_host_graphs_groups_series_into_graphs():
     got = host_graphs(GraphiteWebSettings(url=URL), "web1.example.com", 60, now=130,
                       fetch=FakeGraphite(SERIES))
     assert got.status == "ok" and (got.start, got.end) == (70, 130)
-    assert [g.title for g in got.graphs] == ["cpu", "load", "checks.disk_root",
-                                             "checks.disk_root.status"]
+    assert [g.key for g in got.graphs] == ["cpu", "load", "check-disk_root",
+                                           "check-disk_root-status"]
     load = got.graphs[1]
     assert [s.name for s in load.series] == ["fleet.web1_example_com.load.1",
                                              "fleet.web1_example_com.load.5"]
@@ -277,14 +276,6 @@ def test_host_graphs_groups_series_into_graphs():
 def test_host_graphs_never_raise(fetch, status):
     got = host_graphs(GraphiteWebSettings(url=URL), "web1", fetch=fetch)
     assert got.status == status and got.graphs == () and got.message
-
-
-def test_groups():
-    assert group_of("cpu.percent") == "cpu"
-    assert group_of("disk.root.free") == "disk.root"
-    assert group_of("uptime") == "uptime"
-    assert group_of("checks.load.load1") == "checks.load"
-    assert group_of("checks.load.status") == "checks.load.status"
 
 
 # ---------------------------------------------------------------- the operator config
@@ -321,3 +312,26 @@ def test_bad_graphite_sections_are_one_clear_line(section, message):
     with pytest.raises(ConfigError) as e:
         operator(section)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_picked_graphs_draw_the_series_a_glob_picks_once_for_all_patterns():
+    from fleetwatch.graphs.host import PICKED, PICKED_MAX, picked_graphs
+    fake = FakeGraphite(SERIES)
+    found = picked_graphs(GraphiteWebSettings(url=URL), "web1.example.com",
+                          ["load.*", "cpu.percent", "nothing.*", "load.*"], 60, now=130,
+                          fetch=fake)
+    assert found.status == "ok"
+    assert [(g.key, g.title) for g in found.graphs] == [("series:load.*", "load.*"),
+                                                        ("series:cpu.percent", "cpu.percent")]
+    assert [s.name for s in found.graphs[0].series] == ["fleet.web1_example_com.load.1",
+                                                        "fleet.web1_example_com.load.5"]
+    assert sum(1 for path, _ in fake.calls if path == "/render") == 1
+    tagged = picked_graphs(GraphiteWebSettings(url=URL, tags=True), "web1.example.com",
+                           ["load.*"], 60, now=130, fetch=FakeGraphite(TAGGED))
+    assert [g.svg for g in tagged.graphs] == [found.graphs[0].svg]
+    many = {f"fleet.web1_example_com.disk.d{i:02d}.free": [(1.0, 120)] for i in range(30)}
+    drawn = picked_graphs(GraphiteWebSettings(url=URL), "web1.example.com", ["disk.*.free"],
+                          60, now=130, fetch=FakeGraphite(many))
+    assert len(drawn.graphs[0].series) == PICKED_MAX
+    assert picked_graphs(None, "web1", ["load.*"]).status == "not configured"
+    assert PICKED.fullmatch("checks.http_*.time") and not PICKED.fullmatch("load.*<b>")

@@ -93,6 +93,8 @@ URLS = [
     ("/api/v1/checks?sort=-since&q=timeout", "api", "checks_search"),
     ("/alerts?severity=critical&sort=severity", "page", "alerts_filtered"),
     ("/api/v1/alerts?host=web01%2A&sort=hostname", "api", "alerts_sorted"),
+    # the hosts searched by a glob and filtered by their handling
+    ("/hosts?q=web0%2A&handled=no&sort=state", "page", "hosts_search"),
 ]
 POLL_INTERVAL = 10.0
 PAGES_OPEN = (1, 10, 50)

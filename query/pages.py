@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection
 from fleetwatch.store import schema
 from fleetwatch.store.db import has_tables
 from fleetwatch.store.reads import present
+from query.globbing import glob, has_wildcards
 
 #: the host states, in the order the console lists their counts
 HOST_STATES = ("DOWN", "UNREACHABLE", "UP", "UNKNOWN", "GONE")
@@ -215,23 +216,36 @@ def problem_scope(conn: Connection, now: float) -> tuple[list[str], list[tuple[s
 def hosts(conn: Connection, now: float, *, search: str = "", state: str | None = None,
           parent: str | None = None, site: str | None = None, after: str = "",
           offset: int = 0, limit: int = 100, by_name: bool = True,
-          sort: str = "hostname") -> tuple[list[str], int]:
+          sort: str = "hostname", handled: str = "all",
+          held=None) -> tuple[list[str], int]:
     """(the uuids of one page of agents, how many match in all): those whose hostname
-    contains ``search`` (or whose uuid starts with it), in host ``state``, declaring
-    ``parent``, behind the site router ``site`` (``""``: attached to a central router);
-    in the order ``sort`` (:data:`HOST_SORTS`) from ``offset`` (``by_name``: the
-    console's pages) or by uuid after the cursor ``after`` (the API's)."""
+    contains ``search`` (or whose uuid starts with it; a glob, :func:`has_wildcards`,
+    matches the whole hostname or uuid, ignoring case), in host ``state``, declaring
+    ``parent``, behind the site router ``site`` (``""``: attached to a central router),
+    whose own problem is handled (``handled`` yes: among the uuids ``held`` selects,
+    :func:`query.problems.hosts` gives them) or not (no: every other host); in the order
+    ``sort`` (:data:`HOST_SORTS`) from ``offset`` (``by_name``: the console's pages) or by
+    uuid after the cursor ``after`` (the API's)."""
     if not has_tables(conn, "agents"):
         return [], 0
     a = schema.agents
     joined, host_state = _host_join(conn, now)
     where = [_agents_where(conn)]
-    if search:
+    if search and has_wildcards(search):
+        dialect = conn.dialect.name
+        where.append(or_(glob(a.c.hostname, search, dialect, fold=True),
+                         glob(a.c.uuid, search, dialect, fold=True)))
+    elif search:
         pattern = "%" + like_escaped(search) + "%"
         where.append(or_(a.c.hostname.ilike(pattern, escape="\\"),
                          a.c.uuid.like(pattern[1:], escape="\\")))
     if state:
         where.append(host_state == state.upper())
+    if handled in ("yes", "no"):
+        if held is None:
+            where.append(false() if handled == "yes" else true())
+        else:
+            where.append(a.c.uuid.in_(held) if handled == "yes" else a.c.uuid.not_in(held))
     if parent:
         where.append(declares(a.c.parents, parent))
     if site is not None:

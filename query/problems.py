@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection
 
 from fleetwatch.store import schema
 from fleetwatch.store.db import has_tables
-from query import filters, handling
+from query import filters, handling, pages
 from query.globbing import glob
 from query.pages import (column_or_null, declares, heartbeats_stopped, like_escaped,
                          state_since)
@@ -144,10 +144,10 @@ def _acked(conn: Connection, key, now: float):
 
 
 def _rows(conn: Connection, now: float, checks: bool = False,
-          uuids: list[str] | None = None):
+          uuids: list[str] | None = None, hosts_only: bool = False):
     """Every problem as a row (a UNION ALL subquery), before its downtimes are judged;
     ``checks``: every declared check instead, whatever its state; ``uuids``: of those
-    agents only."""
+    agents only; ``hosts_only``: the hosts' own problems only (DOWN, UNREACHABLE)."""
     a, h, hh = schema.agents, schema.host_state.alias("h"), schema.host_state.alias("hh")
     here = column_or_null(conn, a, "gone", Float).is_(None)
     if uuids is not None:
@@ -181,6 +181,9 @@ def _rows(conn: Connection, now: float, checks: bool = False,
             .select_from(a.join(h, and_(h.c.uuid == a.c.uuid, h.c.name == "")))
             .where(here, column_or_null(conn, h, "gone", Float).is_(None),
                    heartbeats_stopped(h, now)))
+    if hosts_only:
+        return parts[0].subquery("problem") if parts else None
+    if has_tables(conn, "host_state") and not checks:
         p = schema.host_state.alias("p")
         since = state_since(p, now)
         parts.append(select(
@@ -353,12 +356,13 @@ def _parents_of(conn: Connection, column):
 # ---------------------------------------------------------------- the list
 
 def _filtered(conn: Connection, now: float, f: Filter, tz=None,
-              uuids: list[str] | None = None, judged: bool = True):
+              uuids: list[str] | None = None, judged: bool = True, hosts_only: bool = False):
     """(the rows with their handling, as a subquery, and the conditions of ``f``), or
     None when the database has none of the tables yet; of the agents ``uuids`` only, if
-    given. Not ``judged``: the rows without their handling (which ``f`` must not filter
-    by: ``handled`` all), what ordering and counting them needs."""
-    u = _rows(conn, now, checks=f.CHECKS, uuids=uuids)
+    given; of the hosts' own problems only (``hosts_only``). Not ``judged``: the rows
+    without their handling (which ``f`` must not filter by: ``handled`` all), what
+    ordering and counting them needs."""
+    u = _rows(conn, now, checks=f.CHECKS, uuids=uuids, hosts_only=hosts_only)
     if u is None:
         return None
     if not judged:
@@ -374,6 +378,25 @@ def _filtered(conn: Connection, now: float, f: Filter, tz=None,
     if f.handled != "all":
         where.append(judged.c.handled == (1 if f.handled == "yes" else 0))
     return judged, where
+
+
+def handled_hosts(conn: Connection, now: float, tz=None):
+    """The uuids of the hosts whose own problem (DOWN, UNREACHABLE) is handled, as the
+    problems list judges it (acknowledged, in a downtime, or behind a parent that is
+    down): a SELECT, for the hosts list's ``handled`` filter; None before any host state."""
+    found = _filtered(conn, now, Filter(handled="yes"), tz, hosts_only=True)
+    if found is None:
+        return None
+    judged, where = found
+    return select(judged.c.uuid).where(*where)
+
+
+def hosts(conn: Connection, now: float, *, handled: str = "all", tz=None,
+          **kwargs) -> tuple[list[str], int]:
+    """The hosts list (:func:`query.pages.hosts`, its arguments) with its ``handled``
+    filter: yes the hosts :func:`handled_hosts` selects, no every other host, all any."""
+    held = handled_hosts(conn, now, tz) if handled in ("yes", "no") else None
+    return pages.hosts(conn, now, handled=handled, held=held, **kwargs)
 
 
 def _conditions(conn: Connection, judged, f: Filter) -> list:

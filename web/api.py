@@ -41,6 +41,9 @@ State = Annotated[str | None, Query(max_length=16, description="only those in th
 CheckGlob = Annotated[str, Query(max_length=255, description="the check's name, a glob")]
 Parent = Annotated[str, Query(max_length=255, description="of hosts that declare this parent")]
 Site = Annotated[str, Query(max_length=255, description="of hosts behind this site router")]
+Handled = Annotated[str, Query(pattern="^(no|yes|all)$", description=(
+    "yes: hosts DOWN or UNREACHABLE and handled (acknowledged, in a downtime, behind a "
+    "parent that is down), no: every other host, all (the default)"))]
 Group = Annotated[str, Query(max_length=16, description=(
     "group by " + ", ".join(query_problems.GROUPS)
     + ": each group's rows together, `groups` counting them"))]
@@ -135,8 +138,11 @@ def answer(fn, *args, **kwargs):
 def hosts(web: Shared, user: User, limit: Limit = PAGE_ROWS, after: After = "",
           state: State = None,
           q: Annotated[str, Query(max_length=255, description="hostname contains, or "
-                                                              "uuid starts with")] = ""):
-    return answer(web.console.host_list, after, limit, state, q)
+                                                              "uuid starts with; a glob "
+                                                              "(*, ?, [...]) matches the "
+                                                              "whole name or uuid")] = "",
+          handled: Handled = "all"):
+    return answer(web.console.host_list, after, limit, state, q, handled)
 
 
 @router.get("/hosts/{uuid}", summary="One agent, its checks and its problems")

@@ -351,14 +351,17 @@ class Console:
                 "warnings": warnings}
 
     def hosts(self, search: str = "", state: str | None = None, parent: str | None = None,
-              page: int = 0, sort: str = "hostname", site: str | None = None) -> dict:
+              page: int = 0, sort: str = "hostname", site: str | None = None,
+              handled: str = "all") -> dict:
         """One page (:data:`PAGE_ROWS`) of agents in the order ``sort``
-        (:data:`query.pages.HOST_SORTS`): matching ``search``, in host ``state``, declaring
-        ``parent``, behind ``site``; each with its checks' states counted."""
+        (:data:`query.pages.HOST_SORTS`): matching ``search`` (text or a glob), in host
+        ``state``, declaring ``parent``, behind ``site``, ``handled`` or not; each with its
+        checks' states counted."""
         warnings: list[str] = []
-        uuids, total = self.read(pages.hosts, warnings, ([], 0), now=self.clock(),
+        uuids, total = self.read(problems.hosts, warnings, ([], 0), now=self.clock(),
                                  search=search, state=state, parent=parent, site=site,
-                                 offset=page * PAGE_ROWS, limit=PAGE_ROWS, sort=sort)
+                                 offset=page * PAGE_ROWS, limit=PAGE_ROWS, sort=sort,
+                                 handled=handled)
         found = self.view(uuids, (), warnings) if uuids else {"agents": []}
         counts = self.read(pages.check_counts_of, warnings, {}, uuids=uuids)
         order = {u: i for i, u in enumerate(uuids)}
@@ -416,11 +419,13 @@ class Console:
                 "tiles": tiles.tiles(view["routers"], faults, found)}
 
     # ------------------------------------------------------------ the API's lists
-    def host_list(self, after: str, limit: int, state: str | None, search: str) -> dict:
+    def host_list(self, after: str, limit: int, state: str | None, search: str,
+                  handled: str = "all") -> dict:
         """Agents in uuid order after the cursor ``after``: ``items``, ``next``."""
         warnings: list[str] = []
-        uuids, _ = self.read(pages.hosts, warnings, ([], 0), now=self.clock(), search=search,
-                             state=state, after=after, limit=limit + 1, by_name=False)
+        uuids, _ = self.read(problems.hosts, warnings, ([], 0), now=self.clock(), search=search,
+                             state=state, after=after, limit=limit + 1, by_name=False,
+                             handled=handled)
         found = self.view(uuids[:limit], (), warnings) if uuids else {"agents": []}
         items = sorted(found["agents"], key=lambda a: a["uuid"])
         _unavailable(warnings)

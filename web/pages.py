@@ -156,21 +156,23 @@ def checks_page(request: Request, web: Shared, found: Reader, page: int = 0):
 @router.get("/hosts", response_class=HTMLResponse)
 def hosts_page(request: Request, web: Shared, found: Reader, q: str = "", state: str = "",
                parent: str = "", group: str = "", page: int = 0, sort: str = "hostname",
-               site: str | None = None):
-    """The hosts by name (or ``sort``), searched, filtered by state, parent and site;
-    ``group=parent`` and ``group=site`` list the groups with their hosts' states."""
+               site: str | None = None, handled: str = "all"):
+    """The hosts by name (or ``sort``), searched (text or a glob), filtered by state,
+    handling, parent and site; ``group=parent`` and ``group=site`` list the groups with
+    their hosts' states."""
     q, parent, site = q[:255], parent[:255], None if site is None else site[:255]
     state = state.upper() if state.upper() in HOST_FILTERS else ""
+    handled = handled if handled in problems.HANDLED else "all"
     sort = sort if sort.lstrip("-") in HOST_SORTS else "hostname"
     if group == "parent":
         return web.page(request, "parents.html", who=found, view=web.console.parents())
     if group == "site":
         return web.page(request, "sites.html", who=found, view=web.console.sites())
     view = web.console.hosts(q, state or None, parent or None, max(0, min(page, 10**6)),
-                             sort, site)
+                             sort, site, handled)
     return web.page(request, "hosts.html", who=found, view=view, q=q, state=state,
                     parent=parent, site=site, states=HOST_FILTERS, sort=sort,
-                    sorts=HOST_SORTS)
+                    sorts=HOST_SORTS, handled=handled)
 
 
 @router.get("/hosts/{uuid}", response_class=HTMLResponse)

@@ -29,7 +29,7 @@ LISTS = ("/problems?state=CRITICAL&sort=-since", "/problems?host=web01%2A&q=crit
          "/api/v1/problems?group=parent", "/api/v1/problems?state=WARNING&handled=no&limit=1000",
          "/checks", "/checks?state=OK&check=check_d%2A&group=host",
          "/api/v1/checks?sort=-since&q=timeout", "/alerts?severity=critical&sort=severity",
-         "/api/v1/alerts?host=web01%2A&sort=hostname")
+         "/api/v1/alerts?host=web01%2A&sort=hostname", "/hosts?q=web0%2A&handled=no&sort=state")
 #: a row's end: measured (and maybe failed in a later round), or why not
 VERDICT = r"\| (PASS|FAIL)( \(then [^|]+\))? \|$"
 NONE = r"\| (not there \(404\)|answered \d+|no answer within [\d.]+ s) \|"

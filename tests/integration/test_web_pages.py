@@ -195,6 +195,16 @@ def test_hosts_in_pages_by_name_and_by_parent(many):
     assert re.findall(r'<td class="hostname"><a href="[^"]+">([^<]+)</a>', page)[0] == "web00100"
     assert 'id="host-total">10 hosts, ' not in page
     assert 'id="host-total">10 hosts<' in b.request("/hosts?q=web0001")[2]
+    # a glob matches the whole name (ignoring case); the handled filter stays in the links
+    assert 'id="host-total">10 hosts<' in b.request("/hosts?q=WEB0001?")[2]
+    assert 'id="host-total">0 hosts<' in b.request("/hosts?q=eb0001*")[2]
+    page = b.request("/hosts?handled=no&sort=-hostname")[2]
+    unhandled = int(re.search(r'id="host-total">(\d+) hosts not handled, page 1 of 3', page)[1])
+    assert '<option value="no" selected>not handled</option>' in page
+    assert "handled=no" in re.search(r'rel="next" href="([^"]+)"', page).group(1)
+    page = b.request("/hosts?handled=yes")[2]
+    handled = int(re.search(r'id="host-total">(\d+) hosts? down and handled<', page)[1])
+    assert handled + unhandled == 250        # (which: tests/unit/query/test_query_pages.py)
     # grouped by parent: every host not a multiple of 100 is behind one
     page = b.request("/hosts?group=parent")[2]
     parents = re.findall(r'<td class="parent-name"><a href="([^"]+)">([^<]+)</a>', page)
@@ -228,7 +238,7 @@ def test_hosts_sorted_by_a_column_in_sql_the_order_kept_in_the_url(many):
     def states(page):
         return re.findall(r'<tr class="host">.*?<span class="state state-(\w+)"', page, re.S)
     page = b.request("/hosts")[2]
-    assert 'href="/hosts?q=&amp;state=&amp;parent=&amp;sort=-hostname"' in page
+    assert 'href="/hosts?q=&amp;state=&amp;parent=&amp;handled=all&amp;sort=-hostname"' in page
     page = b.request("/hosts?sort=-hostname")[2]
     assert names(page)[:3] == ["web00249", "web00248", "web00247"]
     assert 'aria-sort="descending"' in page and 'name="sort" value="-hostname"' in page

@@ -178,6 +178,32 @@ def test_hosts_read_without_their_checks_are_judged_the_same(conn, whole, monkey
     assert {"ack", "downtime", "unreachable"} <= handled
 
 
+def test_hosts_found_by_glob_and_by_their_handling(conn, whole):
+    """The hosts list's search as a glob (the whole hostname or uuid, ignoring case), and
+    its handled filter: yes the hosts DOWN or UNREACHABLE that the whole reading says are
+    acknowledged, in a downtime or behind a parent that is down; no every other."""
+    def found(**kwargs):
+        uuids, total = problems.hosts(conn, NOW, limit=10_000, **kwargs)
+        assert total == len(uuids)
+        return set(uuids)
+    agents = whole["agents"]
+    assert found(search="WEB0001?") == {a["uuid"] for a in agents
+                                        if (a["hostname"] or "").startswith("web0001")
+                                        and len(a["hostname"]) == 8} != set()
+    assert found(search="0001") and not found(search="0001*")  # text: contains; glob: whole
+    assert found(search=agents[7]["uuid"][:8] + "*") == {agents[7]["uuid"]}
+    assert found(search="web0002[!0-4]") == {
+        a["uuid"] for a in agents if (a["hostname"] or "")[:7] == "web0002"
+        and len(a["hostname"]) == 8 and a["hostname"][7] not in "01234"} != set()
+    handled = {a["uuid"] for a in agents if a.get("state") in ("DOWN", "UNREACHABLE")
+               and any((a.get("handled") or {}).values())}
+    assert handled and found(handled="yes") == handled
+    assert found(handled="no") == {a["uuid"] for a in agents} - handled
+    assert found(handled="yes", state="UNREACHABLE") == {
+        u for u in handled if next(a for a in agents if a["uuid"] == u)["state"]
+        == "UNREACHABLE"}
+
+
 def fleet_parents(conn) -> dict:
     return {a["uuid"]: a.get("parents") for a in
             __import__("fleetwatch.store.reads", fromlist=["agents"]).agents(conn)}

@@ -1,4 +1,4 @@
-"""bench/fleetsim.py's short run: 1,000 simulated agents for 30 s against a real router, the
+"""bench/fleetsim.py's short run: 400 simulated agents for 30 s against a real router, the
 real sinks (graphite into a real carbon-cache when carbon is installed) and a real scheduler.
 
 The figures it prints must add up: what the agents sent is what the routers received, what
@@ -7,7 +7,9 @@ dropped, what they relayed is what each sink received, every ACK and RUN the rou
 forwarded reached an agent, and every NOTIFY was ACKed or is still counted as not ACKed.
 Timing is the benchmark's business, not this test's: nothing here asserts a latency or a
 CPU figure. The window is 30 s so that every kind of traffic runs in steady state, three
-periods of each (STATS every 10 s, RUNs of 10 s checks, NOTIFYs every 10 s).
+periods of each (STATS every 10 s, RUNs of 10 s checks, NOTIFYs every 10 s). 400 agents
+and not the benchmark's thousands: the counts must add up at any size, and the suite is
+CPU-bound on 2 cores (docs/development/testing.md), where 1,000 cost about 150 s.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.timeout(420)
+AGENTS = 400
 
 FLEETSIM = Path(__file__).parents[2] / "bench" / "fleetsim.py"
 
@@ -29,7 +32,7 @@ def run() -> dict:
     """The run's JSON document; its working directory (a few hundred MB of lake, whisper
     files and logs) is the simulator's own temporary one, removed when it ends."""
     res = subprocess.run(
-        [sys.executable, str(FLEETSIM), "--agents", "1000", "--seconds", "30", "--settle", "5",
+        [sys.executable, str(FLEETSIM), "--agents", str(AGENTS), "--seconds", "30", "--settle", "5",
          "--check-interval", "10", "--notify-interval", "10", "--json"],
         capture_output=True, text=True, timeout=400)
     if res.returncode == 77:
@@ -53,7 +56,7 @@ def test_every_strict_count_adds_up(run):
 
 def test_every_kind_of_traffic_ran(run):
     agents = run["agents"]
-    assert sum(a["agents"] for a in agents) == 1000 and len(agents) == 1
+    assert sum(a["agents"] for a in agents) == AGENTS and len(agents) == 1
     sent = {t: sum(a["sent"].get(t, 0) for a in agents) for t in
             ("HELLO", "HEARTBEAT", "STATS", "NOTIFY", "REGISTER", "RESULT")}
     assert all(sent.values()), sent
@@ -61,7 +64,7 @@ def test_every_kind_of_traffic_ran(run):
                 ("WELCOME", "HEARTBEAT", "ACK", "RUN")}
     assert all(received.values()), received
     # every agent declared its plugins: the registry ACKed each REGISTER
-    assert sum(a["counts"].get("acked.REGISTER", 0) for a in agents) == 1000
+    assert sum(a["counts"].get("acked.REGISTER", 0) for a in agents) == AGENTS
 
 
 def test_every_component_is_measured(run):

@@ -5,9 +5,9 @@ jar) whose application runs on that cluster, all on 127.0.0.1 with ports the ker
 picked, shared by the whole module (a cluster is heavy on a 2-core machine) and stopped by
 ``cluster stop`` (each daemon's process group).
 
-Compaction (killed after staging, then run again), the ready-made queries and ``history
-sql`` run on the cluster, and through Spark Connect, in child processes (one SparkContext
-per process: the test process holds the ``local[2]`` one) and must give exactly what
+Compaction (on the master killed after staging, then run again), the ready-made queries
+and ``history sql`` run on the cluster, and through Spark Connect, in child processes (one
+SparkContext per process: the test process holds the ``local[2]`` one) and must give exactly what
 ``local[2]`` gives on the same lake; the fleet notebook, executed by a real Jupyter kernel
 (nbclient + ipykernel) on local Spark and on the cluster through Spark Connect, prints the
 same in every cell. What local Spark gives is worked out once for the module (fixtures
@@ -119,24 +119,28 @@ def test_compaction_on_the_cluster_killed_then_rerun_equals_local(spark, cluster
                                                                   local_compaction, through):
     """The same landing area compacted by local[2] in this process, and on the cluster by
     ``fleetwatch history compact`` (a session of its own on the master, or a session of
-    the Spark Connect server) SIGKILLed right after its executors staged the output
-    (FLEETWATCH_HISTORY_CRASH=staged), then run again: the same tables, every landing file
-    processed once."""
+    the Spark Connect server): through the master SIGKILLed right after its executors
+    staged the output (FLEETWATCH_HISTORY_CRASH=staged), then run again; through Spark
+    Connect once (what a kill leaves is the lake's, whoever ran the session: the killed
+    run costs two Spark drivers, and the suite is CPU-bound). The same tables, every
+    landing file processed once."""
     landed, want, local_tables, local_done = local_compaction
     remote = tmp_path / "cluster"
     shutil.copytree(landed, remote)
 
     cfg = config(tmp_path, remote, where(cluster, through))
-    killed = fleetwatch("history", "compact", "--config", str(cfg),
-                        env={"FLEETWATCH_HISTORY_CRASH": "staged"})
-    assert killed.returncode == -9, killed.stdout + killed.stderr
-    assert f"read: {want['events']} events" in killed.stdout
-    assert list((remote / "_compaction" / "staging").iterdir())
-    assert not (remote / "tables" / "metrics").exists()
+    if through == "master":
+        killed = fleetwatch("history", "compact", "--config", str(cfg),
+                            env={"FLEETWATCH_HISTORY_CRASH": "staged"})
+        assert killed.returncode == -9, killed.stdout + killed.stderr
+        assert f"read: {want['events']} events" in killed.stdout
+        assert list((remote / "_compaction" / "staging").iterdir())
+        assert not (remote / "tables" / "metrics").exists()
 
     rerun = fleetwatch("history", "compact", "--config", str(cfg))
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert "staged output removed" in rerun.stdout
+    if through == "master":
+        assert "staged output removed" in rerun.stdout
     assert f"{want['duplicates']} duplicates dropped" in rerun.stdout
     lake_is_settled(remote)
     assert tables(spark, remote) == local_tables

@@ -104,8 +104,12 @@ system-packages:
 demo: install
 	$(BIN)/fleetwatch demo --dir $(DEMO_DIR)
 
+# the 20 slowest steps printed at the end, just above the summary (what CI's log keeps):
+# where the suite's time went that run (docs/development/testing.md)
+DURATIONS ?= --durations=20
+
 test: install
-	$(BIN)/python -m pytest $(XDIST) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) $(DURATIONS) $(PYTEST_ARGS)
 
 bench: install
 	$(BIN)/python bench/run_all.py

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 
 import pytest
-import zmq
 
 from support.clock import Clock
 from support.fakerouter import BackendFacingRouter, relayed, tailed
@@ -36,14 +36,19 @@ def router():
     fake.close()
 
 
+#: the ports :func:`unreachable_endpoint` holds, for the worker's life
+_HELD: list[socket.socket] = []
+
+
 def unreachable_endpoint() -> str:
-    """A tcp endpoint on 127.0.0.1 nobody listens on (bound, then closed)."""
-    ctx = zmq.Context.instance()
-    sock = ctx.socket(zmq.ROUTER)
-    sock.linger = 0
-    port = sock.bind_to_random_port("tcp://127.0.0.1")
-    sock.close(0)
-    return f"tcp://127.0.0.1:{port}"
+    """A tcp endpoint on 127.0.0.1 nobody listens on: a port bound and held, never
+    listened on (a connection is refused). Bound then closed, the port was free for any
+    process of the suite to take meanwhile: once a fleet's socket of another test did, and
+    the "unreachable" router answered."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    _HELD.append(sock)
+    return f"tcp://127.0.0.1:{sock.getsockname()[1]}"
 
 
 def operator_config(fleet, control: list[str], **extra):

@@ -373,19 +373,20 @@ class Console:
 
     def sites(self) -> dict:
         """The sites the agents are behind, each with its agents' states counted."""
-        warnings: list[str] = []
-        groups = self.read(pages.sites, warnings, [], now=self.clock())
-        for group in groups:
-            group["states"] = _ordered(group["states"], pages.HOST_STATES)
-        return {"sites": groups, "warnings": warnings}
+        return self._host_groups("sites", pages.sites)
 
     def parents(self) -> dict:
         """The parents the agents declared, each with its agents' states counted."""
+        return self._host_groups("parents", pages.parents)
+
+    def _host_groups(self, name: str, read) -> dict:
+        """``{name: the groups read (one GROUP BY), warnings}``, each group's host states
+        in the order the console lists them."""
         warnings: list[str] = []
-        groups = self.read(pages.parents, warnings, [], now=self.clock())
+        groups = self.read(read, warnings, [], now=self.clock())
         for group in groups:
             group["states"] = _ordered(group["states"], pages.HOST_STATES)
-        return {"parents": groups, "warnings": warnings}
+        return {name: groups, "warnings": warnings}
 
     def fleet_health(self) -> dict:
         """The health page: the routers' answers, the latest counters of every router, sink

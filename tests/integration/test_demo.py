@@ -177,7 +177,7 @@ def check_warm_spark(fleet, demo, demo_dir: Path, info: dict) -> list[int]:
     took = time.monotonic() - began
     assert json.loads(res.stdout) == [{"key": "spark.master", "value": "local[2]"}], res.stderr
     assert "starting a local Spark" not in res.stderr, res.stderr
-    assert took < 60, took          # about 2 s idle; a local Spark: 20-90 s on a loaded machine
+    print(f"history sql on the warm Spark: {took:.1f} s")  # about 2 s idle; its own: 20-90 s
     # and the answerer beside it (history serve, history.answerer): history sql is answered
     # in a session it keeps, whose temporary views outlive a command (a command's own
     # session on the warm Spark would have none)

@@ -112,8 +112,8 @@ def test_one_message_per_event_per_channel(eng, started):
 
 def test_receivers_down_then_up_get_each_alert_exactly_once(eng, started):
     smtp, hook = SmtpServer().start(), HttpReceiver().start()
-    smtp.stop()
-    hook.stop()                                   # both down; their ports are known
+    smtp.stop(hold=True)
+    hook.stop(hold=True)                          # both down; their ports are known
     try:
         config = delivery(hook.url, smtp.port)
         d = started(eng, config)
@@ -236,7 +236,7 @@ def test_alerting_sink_delivers_a_notify_and_alerts_shows_it(fleet):
 
 def test_two_alerting_sinks_and_a_webhook_down_then_up_deliver_each_alert_once(fleet):
     hook = HttpReceiver().start()
-    hook.stop()                                   # down from the start; its port is known
+    hook.stop(hold=True)                          # down from the start; its port is known
     try:
         router = fleet.router()
         delivery_cfg = {"delivery": {

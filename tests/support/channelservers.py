@@ -7,9 +7,20 @@ import asyncio
 import email
 import email.policy
 import json
+import socket
 import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def hold_port(port: int) -> socket.socket:
+    """``port`` on 127.0.0.1 bound and never listened on: a connection to it is refused, as
+    to a server that is down, and no other process of the suite gets it (a port closed
+    instead is free for anyone's next ephemeral port, and once a router took one)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # past its TIME_WAITs
+    sock.bind(("127.0.0.1", port))
+    return sock
 
 
 class SmtpServer:
@@ -17,7 +28,8 @@ class SmtpServer:
 
     ``refuse`` answers RCPT with that reply ("550 ..."); ``tls`` (an SSLContext) offers
     STARTTLS and requires it; ``users`` {name: password} enables AUTH. :meth:`stop` then
-    :meth:`start` again reopens the same port (a server that was down and is back).
+    :meth:`start` again reopens the same port (a server that was down and is back), held
+    meanwhile with ``stop(hold=True)``.
     """
 
     def __init__(self, tls: ssl.SSLContext | None = None, users: dict | None = None,
@@ -27,6 +39,7 @@ class SmtpServer:
         self.logins: list[str] = []
         self.port = 0
         self.loop = self.server = self.thread = None
+        self.held: socket.socket | None = None
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if self.refuse:
@@ -59,8 +72,11 @@ class SmtpServer:
 
         def run():
             asyncio.set_event_loop(self.loop)
+            where = {"sock": self.held} if self.held is not None \
+                else {"host": "127.0.0.1", "port": self.port}
+            self.held = None
             self.server = self.loop.run_until_complete(
-                self.loop.create_server(self._factory, "127.0.0.1", self.port))
+                self.loop.create_server(self._factory, **where))
             self.port = self.server.sockets[0].getsockname()[1]
             started.set()
             self.loop.run_forever()
@@ -69,7 +85,8 @@ class SmtpServer:
         assert started.wait(10), "SMTP server did not start"
         return self
 
-    def stop(self) -> None:
+    def stop(self, hold: bool = False) -> None:
+        """Stop serving; ``hold``: keep the port (:func:`hold_port`) for :meth:`start`."""
         async def close():
             self.server.close()
             await self.server.wait_closed()
@@ -78,6 +95,9 @@ class SmtpServer:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop.close()
+        _release(self)
+        if hold:
+            self.held = hold_port(self.port)
 
     def parsed(self) -> list:
         return [email.message_from_bytes(m.original_content, policy=email.policy.default)
@@ -95,6 +115,7 @@ class HttpReceiver:
         self.requests: list[dict] = []
         self.port = 0
         self.httpd = None
+        self.held: socket.socket | None = None
         self.lock = threading.Lock()
 
     def start(self) -> "HttpReceiver":
@@ -120,7 +141,13 @@ class HttpReceiver:
             def log_message(self, *args):
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), Handler,
+                                         bind_and_activate=self.held is None)
+        if self.held is not None:               # listened on where it was held
+            self.httpd.socket.close()
+            self.httpd.socket, self.held = self.held, None
+            self.httpd.server_address = self.httpd.socket.getsockname()
+            self.httpd.server_activate()
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
         return self
@@ -129,8 +156,18 @@ class HttpReceiver:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v2/enqueue"
 
-    def stop(self) -> None:
+    def stop(self, hold: bool = False) -> None:
+        """Stop serving; ``hold``: keep the port (:func:`hold_port`) for :meth:`start`."""
         if self.httpd is not None:
             self.httpd.shutdown()
             self.httpd.server_close()
             self.httpd = None
+        _release(self)
+        if hold:
+            self.held = hold_port(self.port)
+
+
+def _release(server) -> None:
+    if server.held is not None:
+        server.held.close()
+        server.held = None

@@ -37,9 +37,11 @@ install: $(VENV)/.installed $(ASSETS_BUILT)
 # libcairo2 is loaded by graphite-web (its cairocffi) in the demo and the graph tests.
 # Chromium and its driver: the console's tests drive a real headless browser (Selenium).
 # faketime (libfaketime): a real agent's clock is stepped under it while it runs
-# (tests/integration/test_clock_step.py). `make system-packages` installs only these.
+# (tests/integration/test_clock_step.py). Debian's python3: the Ansible deployment's modules
+# run by it, as on a real host (tests/integration/test_ansible.py).
+# `make system-packages` installs only these.
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container libcairo2 \
-  prometheus-node-exporter prometheus chromium chromium-driver faketime
+  prometheus-node-exporter prometheus chromium chromium-driver faketime python3
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 

@@ -7,7 +7,10 @@ operator config), and a site router whose own agent lists it alone; each "host" 
 own temporary root (``fleetwatch_root``) with service management off
 (``fleetwatch_manage_services: false``), CURVE on. The controller builds the wheel from this
 checkout and makes the keys; every host gets its own virtualenv. A second run must change
-nothing. The files written are loaded with fleetwatch's own config classes. Then the
+nothing on the hosts whose roles the booted container does not run twice already
+(test_ansible_systemd.py: a router, the registry, alerting and graphite sinks, a scheduler
+and an agent on one host): the monitoring host (carbon, the prometheus sink) and the site
+router. The modules run by Debian's python3, as on a real host (ansible.cfg). The files written are loaded with fleetwatch's own config classes. Then the
 deployed routers and agents are started from their roots' virtualenvs with the deployed
 configs and keys: ``fleetwatch routers`` (with the monitoring host's operator config and
 back-end key) must find the two central routers agreeing on their mesh, and ``fleetwatch
@@ -185,6 +188,9 @@ def test_ansible_lint_is_clean(tmp_path):
 HOSTS = ("router-1", "router-2", "mon-1", "site-1")
 AGENT = "router-1"      # the host the agent runs on
 SITE = "site-1"         # the site router, and the host of the agent behind it
+#: the hosts the second run goes to: roles the container does not deploy twice (carbon, the
+#: prometheus sink, a site router); a central router and its agent it does
+AGAIN = ("mon-1", SITE)
 
 
 @dataclass
@@ -222,7 +228,9 @@ def _inventory(base: Path, ports: dict) -> dict:
     return {"all": {
         "vars": {
             "ansible_connection": "local",
-            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+            # Debian's, as ansible.cfg says for real hosts (without the virtualenv's
+            # start-up: a module run costs 0.33 CPU-seconds instead of 0.39)
+            "ansible_python_interpreter": "/usr/bin/python3",
             "fleetwatch_root": str(base / "roots") + "/{{ inventory_hostname }}",
             "fleetwatch_manage_services": False,
             "fleetwatch_python": sys.executable,
@@ -280,7 +288,8 @@ def deployed(tmp_path_factory) -> Deployment:
     # cores the first once took past 420 s
     first = run(argv, env, timeout=900)
     assert first.returncode == 0, first.stdout[-8000:] + first.stderr[-3000:]
-    second = run(argv, env, timeout=600)
+    # idempotence where the container's second run does not show it (its docstring)
+    second = run([*argv, "--limit", ",".join(AGAIN)], env, timeout=600)
     return Deployment(base, env, ports, first, second)
 
 
@@ -301,7 +310,7 @@ def test_second_run_changes_nothing(deployed):
     out = deployed.second.stdout
     assert deployed.second.returncode == 0, out[-8000:] + deployed.second.stderr[-3000:]
     hosts = recap(out)
-    assert set(hosts) == set(HOSTS)
+    assert set(hosts) == set(AGAIN)
     assert all(c["changed"] == 0 and c["failed"] == 0 for c in hosts.values()), \
         "\n".join(changed_tasks(out)) or out[-3000:]
 

@@ -41,7 +41,8 @@ def inventory(build: nspawn.Build) -> dict:
     return {"all": {
         "vars": {
             "ansible_connection": "local",
-            "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+            # Debian's, as ansible.cfg says for real hosts (the image is this machine's)
+            "ansible_python_interpreter": "/usr/bin/python3",
             "fleetwatch_install_packages": False,
             "fleetwatch_wheel": str(build.wheel),
             "fleetwatch_pip_extra_args": f"--no-index --find-links {build.wheels}",

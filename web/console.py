@@ -73,6 +73,9 @@ class Console:
         self._lists_lock = threading.Lock()
         #: when each kept list was last asked for (the open pages' lists are read ahead)
         self._lists_asked: dict[tuple, float] = {}
+        #: the lists a page is reading now (not read ahead meanwhile: the same reading twice
+        #: at once, each slowing the other down)
+        self._lists_reading: set[tuple] = set()
         #: the overview's counts (:meth:`tally`): (when, the counts)
         self._tally: tuple[float, dict] | None = None
         self._asked: float | None = None
@@ -192,7 +195,8 @@ class Console:
         """Read again, ahead of their pages, the lists asked for in the last ``idle``
         seconds (open pages updating themselves) that are due: at most
         :data:`WARM_LISTS`, the latest asked first, so that a page does not wait for a
-        list's first reading (0.4 s for every check of 50,000). The others are forgotten."""
+        list's first reading (0.4 s for every check of 50,000). The others are forgotten;
+        a list a page is reading, or has read since, is not read again."""
         now = self.monotonic()
         with self._lists_lock:
             for key in [k for k, t in self._lists_asked.items()
@@ -202,6 +206,10 @@ class Console:
                            reverse=True)[:WARM_LISTS]
             due = [k for k in open_ if self._due(self._lists[k])]
         for key in due:
+            with self._lists_lock:     # a page may have read it meanwhile, or be reading it
+                kept = self._lists.get(key)
+                if key in self._lists_reading or kept is None or not self._due(kept):
+                    continue
             if key[0] == "alerts":
                 self.alert_list(*key[1:], fresh=True)
             else:
@@ -318,7 +326,13 @@ class Console:
                 if kept is not None and self.monotonic() - kept[0] < self.every:
                     self._lists.move_to_end(key)
                     return kept[1]
-        found = read()
+                self._lists_reading.add(key)
+        try:
+            found = read()
+        finally:
+            if not fresh:
+                with self._lists_lock:
+                    self._lists_reading.discard(key)
         if keep(found):
             with self._lists_lock:
                 if not fresh:

@@ -407,6 +407,40 @@ def test_the_checks_list_grouped_paged_and_listed_with_details(conn, whole):
         assert row["kind"] == "check" and row["check"] == row["plugin"]
 
 
+def test_the_checks_list_worst_first_is_read_from_the_checks_not_ok_while_it_can(conn, whole):
+    """The default order's pages among the checks not OK (and lists of states other than OK)
+    are read from those checks alone (``_worst_first``): page after page, they are what
+    the list ordered whole shows, with the same total; past them, the whole list is
+    ordered."""
+    whole_list = checks_listed(conn).rows                       # one page: all ordered
+    worse = sum(r["state"] != "OK" for r in whole_list)
+    assert 7 < worse < len(whole_list)
+    keys = [(r["uuid"], r["name"], r["state"]) for r in whole_list]
+    paged, offset = [], 0
+    while offset < len(whole_list):
+        found = problems.page(conn, NOW, problems.CheckFilter(), offset, 7)
+        assert found.total == len(whole_list)
+        paged += [(r["uuid"], r["name"], r["state"]) for r in found.rows]
+        offset += 7
+    assert paged == keys
+    assert problems._worst_first(conn, NOW, problems.CheckFilter(), None, 0, 7) is not None
+    assert problems._worst_first(conn, NOW, problems.CheckFilter(), None, worse, 7) is None
+    for states in (("CRITICAL",), ("PENDING", "WARNING", "UNKNOWN"), ("OK", "CRITICAL")):
+        found = problems.page(conn, NOW, problems.CheckFilter(states=states), 2, 5)
+        chosen = [k for k in keys if k[2] in states]
+        assert found.total == len(chosen)
+        assert [(r["uuid"], r["name"], r["state"]) for r in found.rows] == chosen[2:7]
+    hosted = problems.page(conn, NOW, problems.CheckFilter(states=("CRITICAL",),
+                                                           host="web0002*"), 0, 3)
+    assert [(r["uuid"], r["name"]) for r in hosted.rows] == [
+        k[:2] for k in keys if k[2] == "CRITICAL"
+        and details_of(whole)[k[:2]]["hostname"].startswith("web0002")][:3]
+
+
+def details_of(whole) -> dict:
+    return {(c["uuid"], c["plugin"]): c for c in whole["checks"]}
+
+
 def test_a_checks_filter_names_the_checks_states_and_lists_all_by_default():
     from starlette.datastructures import QueryParams
     f = problems.CheckFilter.parse(QueryParams("state=ok,pending"))

@@ -127,6 +127,42 @@ def test_an_open_page_s_list_is_read_ahead_and_a_closed_one_s_is_not(engine):
         thread.join(5)
 
 
+def test_a_list_a_page_is_reading_or_has_just_read_is_not_read_ahead(engine):
+    """The read-ahead never reads a list a page is reading at that moment (the same 0.2 s
+    reading twice at once, each slowing the other and the pages answered meanwhile), nor
+    one a page has read since it was found due; a list due, nobody reading it, it does."""
+    from query import problems
+    clock = Clock(100.0)
+    c = console(engine, clock)
+    f = problems.CheckFilter()
+    reads, entered, release = [], threading.Event(), threading.Event()
+    plain = c._read_list
+
+    def read_list(*args):
+        reads.append(threading.current_thread().name)
+        if threading.current_thread().name == "page":
+            entered.set()
+            assert release.wait(10)
+        return plain(*args)
+    c._read_list = read_list
+    c.problem_list(f)                                   # kept at 100
+    clock.now += c.every + 1                            # old: the next page reads it again
+    page = threading.Thread(target=c.problem_list, args=(f,), name="page")
+    page.start()
+    try:
+        assert entered.wait(10)
+        c._warm_lists(30.0)                             # due, but the page is reading it
+        assert reads == ["MainThread", "page"]
+    finally:
+        release.set()
+        page.join(10)
+    c._warm_lists(30.0)                                 # just read by the page: not due
+    assert reads == ["MainThread", "page"]
+    clock.now += 0.8 * c.every                          # due, nobody reading: read ahead
+    c._warm_lists(30.0)
+    assert reads == ["MainThread", "page", "MainThread"]
+
+
 def test_a_problem_list_serves_its_period_and_a_change_or_a_bulk_reads_it_again(engine,
                                                                               monkeypatch):
     from query import problems

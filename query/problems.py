@@ -402,9 +402,20 @@ def handled_hosts(conn: Connection, now: float, tz=None):
 def hosts(conn: Connection, now: float, *, handled: str = "all", tz=None,
           **kwargs) -> tuple[list[str], int]:
     """The hosts list (:func:`query.pages.hosts`, its arguments) with its ``handled``
-    filter: yes the hosts :func:`handled_hosts` selects, no every other host, all any."""
+    filter: yes the hosts :func:`handled_hosts` selects, no every other host, all any.
+    The handled hosts are judged once, their uuids given to both the count and the page
+    (as a subquery each judged them again: 0.26 s a page at 10,000 hosts on PostgreSQL)."""
     held = handled_hosts(conn, now, tz) if handled in ("yes", "no") else None
+    if held is not None:
+        found = list(conn.execute(held.limit(HELD_LISTED + 1)).scalars())
+        if len(found) <= HELD_LISTED:   # (more, and the subquery again: bound parameters)
+            held = found
     return pages.hosts(conn, now, handled=handled, held=held, **kwargs)
+
+
+#: handled hosts given to the hosts list's queries by their uuids, at most (more: as a
+#: subquery, SQLite allowing 32,766 bound parameters a statement)
+HELD_LISTED = 2000
 
 
 def _conditions(conn: Connection, judged, f: Filter) -> list:

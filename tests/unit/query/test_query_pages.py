@@ -178,10 +178,14 @@ def test_hosts_read_without_their_checks_are_judged_the_same(conn, whole, monkey
     assert {"ack", "downtime", "unreachable"} <= handled
 
 
-def test_hosts_found_by_glob_and_by_their_handling(conn, whole):
+@pytest.mark.parametrize("listed", [True, False], ids=["uuids", "subquery"])
+def test_hosts_found_by_glob_and_by_their_handling(conn, whole, listed, monkeypatch):
     """The hosts list's search as a glob (the whole hostname or uuid, ignoring case), and
     its handled filter: yes the hosts DOWN or UNREACHABLE that the whole reading says are
-    acknowledged, in a downtime or behind a parent that is down; no every other."""
+    acknowledged, in a downtime or behind a parent that is down; no every other. The
+    handled hosts given by their uuids, or (more than ``HELD_LISTED``) as a subquery."""
+    if not listed:
+        monkeypatch.setattr(problems, "HELD_LISTED", 0)
     def found(**kwargs):
         uuids, total = problems.hosts(conn, NOW, limit=10_000, **kwargs)
         assert total == len(uuids)

@@ -70,7 +70,10 @@ def test_status_merges_the_registry_and_live_routers(fleet, router):
     op = operator_config(fleet, [router.control_endpoint, unreachable_endpoint()])
     started = time.monotonic()
     res = fleet.cli("status", "--config", op, "--json", check=False)
-    assert time.monotonic() - started < 1.0 + 3.0     # the timeout, plus interpreter start
+    # the router that never answers costs its timeout (1 s) and no more: a command that
+    # waited for it would hang till fleet.cli's 30 s (the bound is not a speed: a loaded
+    # machine once took 4.2 s, interpreter start included)
+    assert time.monotonic() - started < 20, "status waited for the silent router"
     assert res.returncode == 1                        # one of the two routers did not answer
     out = json.loads(res.stdout)
     agents = {a["uuid"]: a for a in out["agents"]}

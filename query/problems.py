@@ -219,19 +219,23 @@ def _check_rows(conn: Connection, now: float, common: list, host_down, hh, here,
     f = schema.check_freshness
     stale_of = and_(f.c.stale_at.is_not(None), or_(f.c.heard.is_(None),
                                                    f.c.stale_at >= f.c.heard))
+
+    def mine(uuid) -> list:
+        """A candidate's condition: of ``uuids``, if given."""
+        return [] if uuids is None else [uuid.in_(uuids)]
     if every and not worst:
         cand = select(p.c.uuid, p.c.name.label("plugin")).distinct() \
-            .where(*([] if uuids is None else [p.c.uuid.in_(uuids)])).subquery("candidate")
+            .where(*mine(p.c.uuid)).subquery("candidate")
     else:
         candidates = [select(c.c.uuid, c.c.plugin).where(
-            c.c.status != 0, *([] if uuids is None else [c.c.uuid.in_(uuids)]))]
+            c.c.status != 0, *mine(c.c.uuid))]
         if fresh:
             candidates.append(select(f.c.uuid, f.c.plugin).where(
-                stale_of, *([] if uuids is None else [f.c.uuid.in_(uuids)])))
+                stale_of, *mine(f.c.uuid)))
         if worst:                       # declared, no result yet: PENDING
             candidates.append(select(p.c.uuid, p.c.name).where(
                 ~select(c.c.uuid).where(c.c.uuid == p.c.uuid, c.c.plugin == p.c.name)
-                .exists(), *([] if uuids is None else [p.c.uuid.in_(uuids)])))
+                .exists(), *mine(p.c.uuid)))
         cand = union(*candidates).subquery("candidate") if len(candidates) > 1 \
             else candidates[0].subquery("candidate")
     joined = cand.join(a, a.c.uuid == cand.c.uuid) \

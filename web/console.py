@@ -204,9 +204,8 @@ class Console:
                 del self._lists_asked[key]
             open_ = sorted(self._lists_asked, key=self._lists_asked.get,
                            reverse=True)[:WARM_LISTS]
-            due = [k for k in open_ if self._due(self._lists[k])]
-        for key in due:
-            with self._lists_lock:     # a page may have read it meanwhile, or be reading it
+        for key in open_:
+            with self._lists_lock:     # judged as each comes: a page may have read it since
                 kept = self._lists.get(key)
                 if key in self._lists_reading or kept is None or not self._due(kept):
                     continue

@@ -10,8 +10,8 @@ checkout and makes the keys; every host gets its own virtualenv. A second run mu
 nothing on the hosts whose roles the booted container does not run twice already
 (test_ansible_systemd.py: a router, the registry, alerting and graphite sinks, a scheduler
 and an agent on one host): the monitoring host (carbon, the prometheus sink) and the site
-router. The modules run by Debian's python3, as on a real host (ansible.cfg). The files written are loaded with fleetwatch's own config classes. Then the
-deployed routers and agents are started from their roots' virtualenvs with the deployed
+router. The modules run by Debian's python3, as on a real host (ansible.cfg). The files
+written are loaded with fleetwatch's own config classes. Then the deployed routers and agents are started from their roots' virtualenvs with the deployed
 configs and keys: ``fleetwatch routers`` (with the monitoring host's operator config and
 back-end key) must find the two central routers agreeing on their mesh, and ``fleetwatch
 status`` the first agent attached to both and the site's agent alive through a central

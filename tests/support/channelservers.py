@@ -23,7 +23,22 @@ def hold_port(port: int) -> socket.socket:
     return sock
 
 
-class SmtpServer:
+class _Restartable:
+    """A server that :meth:`stop` may leave holding its port (``held``, :func:`hold_port`)
+    for its next start to listen on."""
+    port = 0
+    held: socket.socket | None = None
+
+    def _stopped(self, hold: bool) -> None:
+        """Once stopped: let go of a port held before; ``hold``: hold the port now."""
+        if self.held is not None:
+            self.held.close()
+            self.held = None
+        if hold:
+            self.held = hold_port(self.port)
+
+
+class SmtpServer(_Restartable):
     """aiosmtpd on 127.0.0.1 in its own thread and event loop; ``messages`` are envelopes.
 
     ``refuse`` answers RCPT with that reply ("550 ..."); ``tls`` (an SSLContext) offers
@@ -39,7 +54,6 @@ class SmtpServer:
         self.logins: list[str] = []
         self.port = 0
         self.loop = self.server = self.thread = None
-        self.held: socket.socket | None = None
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):
         if self.refuse:
@@ -95,16 +109,14 @@ class SmtpServer:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop.close()
-        _release(self)
-        if hold:
-            self.held = hold_port(self.port)
+        self._stopped(hold)
 
     def parsed(self) -> list:
         return [email.message_from_bytes(m.original_content, policy=email.policy.default)
                 for m in self.messages]
 
 
-class HttpReceiver:
+class HttpReceiver(_Restartable):
     """A real HTTP server recording each POST's JSON body; answers ``codes`` in turn, then
     ``default``. Restartable on the same port like :class:`SmtpServer`."""
 
@@ -115,7 +127,6 @@ class HttpReceiver:
         self.requests: list[dict] = []
         self.port = 0
         self.httpd = None
-        self.held: socket.socket | None = None
         self.lock = threading.Lock()
 
     def start(self) -> "HttpReceiver":
@@ -162,12 +173,4 @@ class HttpReceiver:
             self.httpd.shutdown()
             self.httpd.server_close()
             self.httpd = None
-        _release(self)
-        if hold:
-            self.held = hold_port(self.port)
-
-
-def _release(server) -> None:
-    if server.held is not None:
-        server.held.close()
-        server.held = None
+        self._stopped(hold)

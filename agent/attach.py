@@ -11,6 +11,8 @@ links match:
 - a chosen endpoint not linked becomes a learnt link, unless its router is already alive
   through another endpoint (an alias: that link counts as the chosen one);
 - a learnt link whose router left the live set is dropped at once (as without ``k``);
+- an endpoint that leaves the live set, a configured router's as well as a learnt one's,
+  stays out of it for :data:`QUARANTINE` seconds, whatever a router still names it;
 - a link to a live router not chosen (learnt: forgotten until chosen again; configured, a
   *seed*: parked) is closed once a chosen link is alive, so the agent is never left without
   a router by its own choice; a configured link to a router outside the live set (another
@@ -40,7 +42,8 @@ DROPPED, UNCHOSEN, PARKED = "dropped", "unchosen", "parked"
 #: seconds a router dropped from the live set stays out of it, whatever a router still
 #: names it: while the mesh converges on a router's death, a router that has not expired it
 #: yet (the one a new link's first WELCOME comes from) would bring it back, and the agent
-#: would move to it and away again
+#: would move to it and away again (a configured router as well: its link is kept, and
+#: reconnects, but its endpoint counts as live only once the quarantine is over)
 QUARANTINE = 30.0
 
 
@@ -59,6 +62,8 @@ class Attach:
         self.links, self.uuid, self.k = links, uuid, k
         #: endpoint -> until when it stays out of the live set (dropped from it: QUARANTINE)
         self.quarantine: dict[str, float] = {}
+        #: the endpoints of the live set at the previous arrange (None: no live set then)
+        self.was_live: set[str] | None = None
         self.now = 0.0
 
     def live(self) -> dict[str, str | None] | None:
@@ -92,6 +97,11 @@ class Attach:
         self.now = now
         self.quarantine = {e: t for e, t in self.quarantine.items() if t > now}
         live = self.live()
+        if live is not None and self.was_live is not None:
+            for endpoint in self.was_live - live.keys():    # a configured router's too
+                self.quarantine[endpoint] = now + QUARANTINE
+            live = self.live()
+        self.was_live = None if live is None else set(live)
         if live is None:
             for link in self.links:
                 if link.parked:

@@ -228,3 +228,36 @@ def test_a_router_dropped_from_the_live_set_is_not_taken_back_at_once():
         welcome(link, live=ROUTERS)
     attach.arrange(3 + QUARANTINE)
     assert ROUTERS[4] in attach.live() and attach.chosen() == choose(uuid, ROUTERS, 3)
+
+
+def test_a_configured_router_that_died_is_not_taken_back_at_once_either():
+    """The agent's own seed dies: once its other routers stop naming it, the next best's
+    first WELCOME, from a router that has not expired the seed yet, does not bring it back
+    (the agent attached to the next best and closed it again, four times over, on a loaded
+    CI run)."""
+    from agent.attach import QUARANTINE
+    seed = ROUTERS[0]
+    uuid = next(u for u in (f"agent-{n}" for n in range(1000)) if seed in choose(u, ROUTERS, 3))
+    links = links_of(seed)
+    attach = Attach(links, uuid, 3)
+    welcome(links.links[seed])
+    for link in attach.arrange(0).new:
+        welcome(link)
+    attach.arrange(1)
+    links.links[seed].closed(2)                 # the seed died: its link reconnects, in vain
+    rest = ROUTERS[1:]
+    for link in links.alive():                  # the others expired it
+        welcome(link, live=rest, now=2)
+    changes = attach.arrange(2)
+    assert changes.closed == [] and len(changes.new) == 1
+    (nxt,) = changes.new
+    assert seed not in attach.live() and nxt.endpoint in choose(uuid, rest, 3)
+    welcome(nxt, live=ROUTERS, now=3)           # its first WELCOME still names the seed
+    assert seed not in attach.live()
+    changes = attach.arrange(3)
+    assert changes.new == [] and changes.closed == []
+    assert links.links[seed] in links and not links.links[seed].parked   # kept, reconnecting
+    assert sorted(link.endpoint for link in links.alive()) == sorted(choose(uuid, rest, 3))
+    welcome(links.links[seed], live=ROUTERS, now=3 + QUARANTINE)   # back, after the quarantine
+    attach.arrange(3 + QUARANTINE)
+    assert seed in attach.live() and attach.chosen() == choose(uuid, ROUTERS, 3)

@@ -211,6 +211,8 @@ class Console:
                     continue
             if key[0] == "alerts":
                 self.alert_list(*key[1:], fresh=True)
+            elif key[0] == "hosts":
+                self.hosts(*key[1:], fresh=True)
             else:
                 self.problem_list(*key, fresh=True)
 
@@ -365,13 +367,23 @@ class Console:
 
     def hosts(self, search: str = "", state: str | None = None, parent: str | None = None,
               page: int = 0, sort: str = "hostname", site: str | None = None,
-              handled: str = "all") -> dict:
+              handled: str = "all", fresh: bool = False) -> dict:
         """One page (:data:`PAGE_ROWS`) of agents in the order ``sort``
         (:data:`query.pages.HOST_SORTS`): matching ``search`` (text or a glob), in host
         ``state``, declaring ``parent``, behind ``site``, ``handled`` or not; each with its
-        checks' states counted."""
+        checks' states counted: ``agents``, ``total``, ``page``, ``pages``, ``read_at``,
+        ``read_ms``, ``warnings``. Kept and read ahead as the problem lists are
+        (:meth:`problem_list`)."""
+        key = ("hosts", search, state, parent, page, sort, site, handled)
+        return self._kept(key, lambda: self._read_hosts(*key[1:]), fresh,
+                          lambda found: not found["warnings"])
+
+    def _read_hosts(self, search: str, state: str | None, parent: str | None, page: int,
+                    sort: str, site: str | None, handled: str) -> dict:
         warnings: list[str] = []
-        uuids, total = self.read(problems.hosts, warnings, ([], 0), now=self.clock(),
+        started = self.monotonic()
+        now = self.clock()
+        uuids, total = self.read(problems.hosts, warnings, ([], 0), now=now,
                                  search=search, state=state, parent=parent, site=site,
                                  offset=page * PAGE_ROWS, limit=PAGE_ROWS, sort=sort,
                                  handled=handled)
@@ -382,7 +394,8 @@ class Console:
         for agent in agents:
             agent["checks"] = _ordered(counts.get(agent["uuid"], {}), pages.CHECK_STATES)
         return {"agents": agents, "total": total, "page": page,
-                "pages": max(1, -(-total // PAGE_ROWS)), "warnings": warnings}
+                "pages": max(1, -(-total // PAGE_ROWS)), "read_at": now,
+                "read_ms": round((self.monotonic() - started) * 1000, 1), "warnings": warnings}
 
     def sites(self) -> dict:
         """The sites the agents are behind, each with its agents' states counted."""

@@ -217,7 +217,7 @@ def hosts(conn: Connection, now: float, *, search: str = "", state: str | None =
           parent: str | None = None, site: str | None = None, after: str = "",
           offset: int = 0, limit: int = 100, by_name: bool = True,
           sort: str = "hostname", handled: str = "all",
-          held=None) -> tuple[list[str], int]:
+          held=None, count: bool = True) -> tuple[list[str], int | None]:
     """(the uuids of one page of agents, how many match in all): those whose hostname
     contains ``search`` (or whose uuid starts with it; a glob, :func:`has_wildcards`,
     matches the whole hostname or uuid, ignoring case), in host ``state``, declaring
@@ -225,7 +225,7 @@ def hosts(conn: Connection, now: float, *, search: str = "", state: str | None =
     whose own problem is handled (``handled`` yes: among the uuids ``held`` selects,
     :func:`query.problems.hosts` gives them) or not (no: every other host); in the order
     ``sort`` (:data:`HOST_SORTS`) from ``offset`` (``by_name``: the console's pages) or by
-    uuid after the cursor ``after`` (the API's)."""
+    uuid after the cursor ``after`` (the API's, which does not ``count``: None)."""
     if not has_tables(conn, "agents"):
         return [], 0
     a = schema.agents
@@ -250,7 +250,8 @@ def hosts(conn: Connection, now: float, *, search: str = "", state: str | None =
         where.append(declares(a.c.parents, parent))
     if site is not None:
         where.append(func.coalesce(column_or_null(conn, a, "site"), "") == site)
-    total = conn.execute(select(func.count()).select_from(joined).where(*where)).scalar_one()
+    total = conn.execute(select(func.count()).select_from(joined).where(*where)) \
+        .scalar_one() if count else None
     stmt = select(a.c.uuid).select_from(joined).where(*where)
     if by_name:
         stmt = stmt.order_by(*_host_order(conn, sort, host_state, now), a.c.hostname,

@@ -404,7 +404,7 @@ def handled_hosts(conn: Connection, now: float, tz=None):
 
 
 def hosts(conn: Connection, now: float, *, handled: str = "all", tz=None,
-          **kwargs) -> tuple[list[str], int]:
+          **kwargs) -> tuple[list[str], int | None]:
     """The hosts list (:func:`query.pages.hosts`, its arguments) with its ``handled``
     filter: yes the hosts :func:`handled_hosts` selects, no every other host, all any.
     The handled hosts are judged once, their uuids given to both the count and the page

@@ -452,7 +452,7 @@ class Console:
         warnings: list[str] = []
         uuids, _ = self.read(problems.hosts, warnings, ([], 0), now=self.clock(), search=search,
                              state=state, after=after, limit=limit + 1, by_name=False,
-                             handled=handled)
+                             handled=handled, count=False)
         found = self.view(uuids[:limit], (), warnings) if uuids else {"agents": []}
         items = sorted(found["agents"], key=lambda a: a["uuid"])
         _unavailable(warnings)

@@ -153,3 +153,24 @@ def test_a_downtime_s_window_is_in_the_tables_format(client):
     (row,) = re.findall(r'<tr class="downtime">.*?</tr>', page, re.S)
     assert "<td>2025-12-02 00:00:00 UTC - 2025-12-02 02:00:00 UTC</td>" in row
     assert "T00:00:00" not in row
+
+
+def test_an_api_list_is_rendered_as_fastapi_renders_it_and_anything_else_left_to_it():
+    """The lists' answers skip FastAPI's jsonable_encoder when made of JSON's own types:
+    the same bytes; a value JSON has no type for is left to FastAPI; NaN is not JSON."""
+    import datetime
+    import json
+
+    from fastapi.encoders import jsonable_encoder
+
+    from web.api import as_json
+    content = {"items": [{"uuid": "u1", "hostname": "wéb-1", "checks": (1, 2.5, None),
+                          "up": True}], "total": 1, "groups": {3: "x"}, "next": None}
+    res = as_json(content)
+    assert res.media_type == "application/json"
+    assert res.body == json.dumps(jsonable_encoder(content), ensure_ascii=False,
+                                  allow_nan=False, separators=(",", ":")).encode()
+    odd = {"at": datetime.datetime(2026, 12, 3)}
+    assert as_json(odd) is odd
+    nan = {"value": float("nan")}
+    assert as_json(nan) is nan

@@ -29,8 +29,9 @@ the agents' STATS at HOSTS' rate, its CPU time per STATS (bench/webtail.py).
     python bench/web.py [--hosts 10000] [--checks-per-host 5] [--rounds 3] [--requests 20]
                         [--db sqlite|postgres|both] [--results bench/RESULTS.md]
 
-Targets (issue 19): pages p95 under 150 ms, API lists p99 under 100 ms, at 10,000 hosts
-and 50,000 checks.
+Targets, at 10,000 hosts and 50,000 checks: every page and API list p95 under 150 ms
+(issue 33); API lists p99 under 100 ms as well (issue 19). A URL's verdict says which of
+its targets it misses.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from status_scale import router  # noqa: E402  (bench/status_scale.py)
 
 HEADING = "## The console and the API at 10,000 hosts"
 PASSWORD = "bench password 19"
+#: every page and API list (issue 33); the API lists' as well (issue 19)
 PAGE_TARGET, API_TARGET = (95, 0.150), (99, 0.100)
 #: (URL, what it is, the bare SQL of its rows: a function of bench/websql.py)
 URLS = [
@@ -297,25 +299,37 @@ def summarise(found: dict) -> dict:
     return out
 
 
+def targets(what: str) -> list[tuple[int, float]]:
+    """The (percentile, seconds) a URL of kind ``what`` must answer under."""
+    return [PAGE_TARGET] if what == "page" else [PAGE_TARGET, API_TARGET]
+
+
+def missed(what: str, f: dict) -> list[str]:
+    """The targets the figures ``f`` miss, as said in the verdict (``p99``)."""
+    return [f"p{p}" for p, limit in targets(what) if f[f"http{p}"] >= limit]
+
+
 def table(kind: str, figures: dict, skip: dict) -> list[str]:
-    met = sum(1 for path, what, _ in URLS if path in figures and figures[path][
-        "http95" if what == "page" else "http99"] < (PAGE_TARGET if what == "page"
-                                                     else API_TARGET)[1])
-    rows = [f"**{kind}**: {met} of the {len(figures)} URLs measured meet their target "
-            f"({len(URLS) - len(figures)} not measured).", "",
-            "| URL | target | p50 / p95 / p99 ms | bare SQL p50 / p95 / p99 ms | ratio at the "
-            "target's percentile | console CPU ms a request | KB | verdict |",
+    measured = [(path, what) for path, what, _ in URLS if path in figures]
+    met = sum(1 for path, what in measured if not missed(what, figures[path]))
+    fast = sum(1 for path, _ in measured if figures[path]["http95"] < PAGE_TARGET[1])
+    rows = [f"**{kind}**: {met} of the {len(figures)} URLs measured meet their targets "
+            f"({len(URLS) - len(figures)} not measured); {fast} of them answer at p95 under "
+            f"{PAGE_TARGET[1] * 1000:.0f} ms (issue 33's target for every page and API list).",
+            "", "| URL | target | p50 / p95 / p99 ms | bare SQL p50 / p95 / p99 ms | ratio at the "
+            "last target's percentile | console CPU ms a request | KB | verdict |",
             "|---|---|---|---|---|---|---|---|"]
     for path, what, _ in URLS:
-        p, limit = PAGE_TARGET if what == "page" else API_TARGET
-        target = f"p{p} < {limit * 1000:.0f} ms"
+        target = ", ".join(f"p{p} < {limit * 1000:.0f} ms" for p, limit in targets(what))
         if path not in figures:
             rows.append(f"| `{path}` | {target} | {skip.get(path, 'not measured')} | | | | | |")
             continue
         f = figures[path]
+        p = targets(what)[-1][0]
         value, base = f[f"http{p}"], f[f"sql{p}"]
         ratio = value / base if base > 0 else float("inf")
-        verdict = "PASS" if value < limit else "FAIL"
+        misses = missed(what, f)
+        verdict = f"FAIL ({', '.join(misses)})" if misses else "PASS"
         if path in skip:                  # measured, then failed: the rounds after it lack it
             verdict = f"{verdict} (then {skip[path]})"
         rows.append(

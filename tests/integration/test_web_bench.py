@@ -31,7 +31,7 @@ LISTS = ("/problems?state=CRITICAL&sort=-since", "/problems?host=web01%2A&q=crit
          "/api/v1/checks?sort=-since&q=timeout", "/alerts?severity=critical&sort=severity",
          "/api/v1/alerts?host=web01%2A&sort=hostname", "/hosts?q=web0%2A&handled=no&sort=state")
 #: a row's end: measured (and maybe failed in a later round), or why not
-VERDICT = r"\| (PASS|FAIL)( \(then [^|]+\))? \|$"
+VERDICT = r"\| (PASS|FAIL \(p9[59](, p99)?\))( \(then [^|]+\))? \|$"
 NONE = r"\| (not there \(404\)|answered \d+|no answer within [\d.]+ s) \|"
 
 
@@ -59,7 +59,8 @@ def test_the_smallest_run_writes_its_section(tmp_path):
     assert "## Another benchmark\n\nits figures" in text          # other sections kept
     section = text[text.index("## The console and the API at 10,000 hosts"):]
     for kind in kinds:
-        assert re.search(rf"\*\*{kind}\*\*: \d+ of the \d+ URLs measured meet", section)
+        assert re.search(rf"\*\*{kind}\*\*: \d+ of the \d+ URLs measured meet their "
+                         rf"targets .*; \d+ of them answer at p95 under 150 ms", section)
         assert f"{kind}: the fleet-wide reading " in section
         assert f"{kind}: following the tail costs as much as " in section or \
             f"{kind}: the reading alone costs more than following the tail" in section

@@ -116,8 +116,10 @@ def test_an_open_page_s_list_is_read_ahead_and_a_closed_one_s_is_not(engine):
         while c._lists[key][1] is first and time.monotonic() < deadline:
             time.sleep(0.05)                    # (polling the reading, not a sync)
         assert c._lists[key][1] is not first    # read again, the page not asked meanwhile
-        deadline = time.monotonic() + 10        # nobody asks: it is no longer read
-        while key in c._lists_asked and time.monotonic() < deadline:
+        # nobody asks: once no page has asked for ``idle`` seconds (and a reading begun
+        # before that has had time to end), it is no longer read
+        deadline = time.monotonic() + 10
+        while c.monotonic() - c._asked < 1.0 + 0.3 and time.monotonic() < deadline:
             time.sleep(0.05)
         idle = c._lists[key][1]
         time.sleep(0.8)

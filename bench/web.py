@@ -17,11 +17,11 @@ over its SQL's at the target's percentile. A URL that answers 404 is "not there"
 console does not have it yet), one that fails otherwise is reported, and the run goes on.
 
 Polling against server-sent events: open pages polling the overview every 10 s cost the
-console one fleet-wide reading a period (shared by every page: its ``read_ms`` as the API
-says it) plus each page's request (its process's CPU time per overview request, measured;
-and the request's p50, as wall time), over 10 s; following the tail costs the CPU per tail
-message of receiving and decoding it (bench/webtail.py, measured at the tail's rate at
-HOSTS) times that rate, once for any number of pages.
+console one reading of the overview a period (its counts and its list, shared by every page:
+its ``read_ms`` as the page says it) plus each page's request (its process's CPU time per
+overview request, measured; and the request's p50, as wall time), over 10 s; following the
+tail costs the CPU per tail message of receiving and decoding it (bench/webtail.py, measured
+at the tail's rate at HOSTS) times that rate, once for any number of pages.
 
 The health page's subscription, which every console runs: its own code (web/health.py) fed
 the agents' STATS at HOSTS' rate, its CPU time per STATS (bench/webtail.py).
@@ -275,9 +275,9 @@ def run_database(kind: str, url: str, root: Path, control: str, args) -> dict:
 
 
 def shared_reading(client: Client) -> float | None:
-    """Seconds the console's last fleet-wide reading took (the overview and the problems
-    page's handled sections share it, read once a period: web/console.py), as the overview
-    says it ("in N ms"); None from a console without it."""
+    """Seconds the console's last reading of the overview took (its counts and its list,
+    read once a period for every open page: web/console.py), as the overview says it ("in
+    N ms"); None from a console without it."""
     status, body, _ = client.request("GET", "/")
     found = re.search(rb'id="read-at">[^<]*\(in (\d+) ms\)', body)
     return int(found.group(1)) / 1000 if status == 200 and found else None
@@ -342,7 +342,7 @@ def table(kind: str, figures: dict, skip: dict) -> list[str]:
 
 def polling_rows(overviews: dict, tail: dict, readings: dict) -> list[str]:
     """What polling the overview costs against following the tail, for a few open pages;
-    ``overviews``: the overview's figures per database; ``readings``: the fleet-wide
+    ``overviews``: the overview's figures per database; ``readings``: the overview's
     reading's seconds per database (one a period, shared by every open page)."""
     rate = tail["heartbeats"] + tail["results"]
     tail_cost = tail["per_message"] * rate
@@ -370,9 +370,9 @@ def polling_rows(overviews: dict, tail: dict, readings: dict) -> list[str]:
     for kind, overview in overviews.items():
         reading = readings.get(kind) or 0.0
         if reading:
-            rows.append(f"- {kind}: the fleet-wide reading (the overview's and the "
-                        f"problems page's handled sections': once every {POLL_INTERVAL:g} s while "
-                        f"pages are open, whatever their number) took {reading * 1000:.0f} ms "
+            rows.append(f"- {kind}: the overview's reading (its counts and its list: once "
+                        f"every {POLL_INTERVAL:g} s while pages are open, whatever their "
+                        f"number) took {reading * 1000:.0f} ms "
                         f"(median over the rounds, as the console says it: read_ms).")
         left = tail_cost * POLL_INTERVAL - reading
         if overview and overview["cpu"] > 0 and overview["http50"] > 0:
@@ -479,16 +479,18 @@ autovacuum does within a minute in a live fleet); one router without agents; a r
 connection (`{{uuid}}`: a random host's; `after=`: the API's cursor, as a client paging
 through), each followed by as many runs of the bare SQL of the same rows (bench/websql.py,
 SQLAlchemy Core on the same database, rows fetched as mappings); figures are medians of the
-rounds' percentiles. The overview answers from the fleet-wide reading the console makes
-once a `web.refresh` period ahead of it (its time is `read_ms` below), so its bare SQL, the
-reading's, costs more than its answer. A problem list (`/problems` and `/api/v1/problems`,
-with their filters) is read in SQL when first asked and served again for the period
+rounds' percentiles. The overview answers from the reading the console makes once a
+`web.refresh` period ahead of it (its counts and its list; its time is `read_ms` below), so
+its bare SQL, the reading's, costs more than its answer. A list (the problems, checks, hosts
+and alerts pages and their API lists, with their filters; not the API's cursor lists of
+hosts and checks) is read in SQL when first asked and served again for the period
 (web/console.py): of a URL's requests in a round the first is that reading, the others are
-served, so its p99 is the reading's cost and its p50 the served one's. "console CPU" is the web process's user + system time over a URL's
-requests, divided by them. Polling against the tail: a page polling the overview every 10 s
-against the console receiving and decoding the routers' tail (bench/webtail.py: a consumer
-process on a real router's tail, HEARTBEATs and RESULTs sent at the tail's rate at this fleet
-size, its CPU time per message), pushing to the pages not counted. Code: {revision} (git
+served, so its p99 is the reading's cost and its p50 the served one's. "console CPU" is the
+web process's user + system time over a URL's requests, divided by them. Polling against the
+tail: a page polling the overview every 10 s against the console receiving and decoding the
+routers' tail (bench/webtail.py: a consumer process on a real router's tail, HEARTBEATs and
+RESULTs sent at the tail's rate at this fleet size, its CPU time per message), pushing to
+the pages not counted. Code: {revision} (git
 describe when the run started; "dirty": with uncommitted changes). Load average {load:.1f} at
 the end; the machine is shared, so the lead's figures on a quiet machine are the ones to
 quote."""

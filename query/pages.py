@@ -19,7 +19,7 @@ has run yet) as empty. SQLAlchemy Core only: the same SQL runs on SQLite and Pos
 from __future__ import annotations
 
 from sqlalchemy import (String, and_, case, cast, exists, false, func, literal, null, or_,
-                        select, true, union)
+                        select, true)
 from sqlalchemy.engine import Connection
 
 from fleetwatch.store import schema
@@ -188,29 +188,6 @@ def check_counts_of(conn: Connection, uuids: list[str]) -> dict[str, dict[str, i
     for uuid, name, n in conn.execute(stmt):
         counts.setdefault(uuid, {})[name] = n
     return counts
-
-
-def problem_scope(conn: Connection, now: float) -> tuple[list[str], list[tuple[str, str]]]:
-    """(the agents with a host or process problem, or a check in one; the checks in a
-    problem: not OK, or stale): what :func:`query.fleet.read` needs to judge every problem
-    of the fleet and how it is handled. Lists, read once: the reads that follow look them
-    up by their primary keys (``IN`` a SELECT would scan the checks again for each)."""
-    parts = []
-    if has_tables(conn, "checks"):
-        c = schema.checks
-        parts.append(select(c.c.uuid, c.c.plugin).where(c.c.status != 0))
-    if has_tables(conn, "check_freshness"):
-        f = schema.check_freshness
-        parts.append(select(f.c.uuid, f.c.plugin).where(
-            f.c.stale_at.is_not(None), or_(f.c.heard.is_(None), f.c.stale_at >= f.c.heard)))
-    pairs = sorted({tuple(r) for r in conn.execute(union(*parts))}) if parts else []
-    uuids = {u for u, _ in pairs}
-    if has_tables(conn, "host_state"):
-        h = schema.host_state
-        uuids.update(conn.execute(select(h.c.uuid).distinct().where(
-            h.c.last_heard > 0, column_or_null(conn, h, "gone").is_(None),
-            heartbeats_stopped(h, now))).scalars())
-    return sorted(uuids), pairs
 
 
 def hosts(conn: Connection, now: float, *, search: str = "", state: str | None = None,

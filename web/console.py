@@ -2,13 +2,13 @@
 
 Each page reads its own scope of the state database (:mod:`query.pages` picks it in SQL,
 :mod:`query.fleet` reads and judges it, as ``fleetwatch status`` does), so a page of a fleet
-of 10,000 hosts costs its own rows, not the fleet's. The overview, the problems page and the
-problems API share one fleet-wide reading instead (:meth:`Console.fleet_view`: read once a
-``web.refresh`` period, ahead of the pages that ask for it). The routers are asked for their health
-only (PEERS with ``limit`` 0: reachable, agents attached, sinks connected, durable routes),
-at most every :data:`ROUTERS_TTL` seconds whatever the number of open pages; a host's
-``alive`` is therefore unknown (None) here, and its ``state`` (UP, DOWN, UNREACHABLE, GONE:
-the alerting sinks' judgement) says what the console knows.
+of 10,000 hosts costs its own rows, not the fleet's. The overview and the lists (problems,
+checks, hosts, alerts, and the API's) read theirs in SQL (:mod:`query.problems`), each kept
+a ``web.refresh`` period and read ahead of the open pages that ask for it. The routers are
+asked for their health only (PEERS with ``limit`` 0: reachable, agents attached, sinks
+connected, durable routes), at most every :data:`ROUTERS_TTL` seconds whatever the number of
+open pages; a host's ``alive`` is therefore unknown (None) here, and its ``state`` (UP,
+DOWN, UNREACHABLE, GONE: the alerting sinks' judgement) says what the console knows.
 
 A database that cannot be read makes a page with a warning (``warnings``), never an error
 page; what the routers did not answer is said in their table.
@@ -64,10 +64,8 @@ class Console:
         self.hashes = auth.HashPool(settings.login_hashes, 8 * settings.login_hashes)
         self._routers: tuple[float, dict] | None = None
         self._routers_lock = threading.Lock()
-        #: seconds a fleet-wide reading serves (web.refresh; 10 when pages do not update)
+        #: seconds a reading serves (web.refresh; 10 when pages do not update)
         self.every = float(settings.refresh) if getattr(settings, "refresh", 0) else 10.0
-        self._view: tuple[float, dict] | None = None
-        self._view_lock = threading.Lock()
         #: the problem lists read lately: (filter, offset, limit) -> (when, the list)
         self._lists: OrderedDict[tuple, tuple[float, dict]] = OrderedDict()
         self._lists_lock = threading.Lock()
@@ -122,67 +120,25 @@ class Console:
             self._routers = (self.monotonic(), found)
             return found
 
-    # ------------------------------------------------------------ the fleet-wide reading
-    def fleet_view(self) -> dict:
-        """The fleet-wide reading the overview, the problems page and the problems API
-        share: hosts and checks counted by state, every problem judged (``problems``,
-        ``unhandled``), ``read_at`` (epoch) and ``read_ms`` (how long it took), and the
-        ``warnings``. Read again when older than :attr:`every` seconds (``web.refresh``:
-        what an open page asks for anyway), or changed through this console; while pages
-        are being asked, :meth:`refresh` keeps it read ahead, so a page does not wait for
-        it. One reading serves every open page: its cost does not grow with them."""
-        self._asked = self.monotonic()
-        kept = self._view                   # (a read ahead under way does not hold us up)
-        if kept is not None and self.monotonic() - kept[0] < self.every:
-            return kept[1]
-        with self._view_lock:
-            kept = self._view
-            if kept is not None and self.monotonic() - kept[0] < self.every:
-                return kept[1]
-            return self._read_view()
-
-    def _read_view(self) -> dict:
-        started = self.monotonic()
-        warnings: list[str] = []
-        now = self.clock()
-        hosts = self.read(pages.host_counts, warnings, {}, now=now)
-        checks = self.read(pages.check_counts, warnings, {})
-        scope = self.read(pages.problem_scope, warnings, None, now=now)
-        found = self.view(*scope, warnings=warnings) if scope is not None \
-            else {"problems": [], "unhandled": []}
-        view = {"hosts": _ordered(hosts, pages.HOST_STATES),
-                "checks": _ordered(checks, pages.CHECK_STATES),
-                "problems": found["problems"], "unhandled": found["unhandled"],
-                "read_at": now, "read_ms": round((self.monotonic() - started) * 1000, 1),
-                "warnings": warnings}
-        self._view = (started, view)
-        return view
-
+    # ------------------------------------------------------------ kept readings
     def changed(self) -> None:
         """Something was changed through this console (an acknowledgement, a downtime): the
         next page reads the fleet again."""
-        with self._view_lock:
-            self._view = None
         with self._lists_lock:
             self._lists.clear()
             self._lists_asked.clear()
         self._tally = None
 
     def refresh(self, stop: threading.Event, idle: float | None = None) -> None:
-        """Keep the fleet-wide reading fresh while pages are being asked (one asked in the
-        last ``idle`` seconds: three periods by default), until ``stop``: read again a
-        little before it is :attr:`every` seconds old. A thread of the serving process."""
+        """Keep the overview's counts and the open pages' lists fresh while pages are being
+        asked (one asked in the last ``idle`` seconds: three periods by default), until
+        ``stop``: read again a little before they are :attr:`every` seconds old. A thread of
+        the serving process."""
         idle = 3 * self.every if idle is None else idle
         while not stop.wait(min(0.5, self.every / 4)):
             if self._asked is None or self.monotonic() - self._asked > idle:
                 continue
             try:
-                # the fleet-wide reading ahead only once a page (the problems page's
-                # handled sections) has asked for it: reading it for nothing competes with
-                # the pages being answered
-                with self._view_lock:
-                    if self._view is not None and self._due(self._view):
-                        self._read_view()
                 if self._tally is not None and self._due(self._tally):
                     # the overview's counts and list, as its next page asks for them
                     self.tally(fresh=True)
@@ -233,11 +189,8 @@ class Console:
         return faults.ordered(found)
 
     def _declares_checks(self) -> bool:
-        """Whether the fleet declares any check, as last read (True before a reading)."""
-        for read in (self._tally, self._view):
-            if read is not None:
-                return bool(read[1]["checks"])
-        return True
+        """Whether the fleet declares any check, as last counted (True before a count)."""
+        return True if self._tally is None else bool(self._tally[1]["checks"])
 
     def overview(self) -> dict:
         """Hosts and checks by state, the fleet's own faults (``fleet``), the tactical
@@ -283,22 +236,13 @@ class Console:
             self._tally = (started, found)
         return found
 
-    def problems(self) -> dict:
-        """Every problem of the fleet (handled or not, worst first) and the unhandled ones:
-        the agents and checks in a problem are chosen in SQL, then judged
-        (:meth:`fleet_view`); and the fleet's own faults (``fleet``)."""
-        view = self.fleet_view()
-        return {"problems": view["problems"], "unhandled": view["unhandled"],
-                "read_at": view["read_at"], "read_ms": view["read_ms"],
-                "warnings": list(view["warnings"]), "fleet": self.fleet_faults()}
-
     def problem_list(self, f: problems.Filter, offset: int = 0, limit: int = PAGE_ROWS,
                      fresh: bool = False) -> dict:
         """The ``limit`` problems from ``offset`` that ``f`` shows, filtered, sorted,
         grouped and cut in SQL (:func:`query.problems.listed`): ``rows``, ``total``,
         ``groups``, ``page`` (of pages of ``limit``), ``pages``, ``read_at``, ``read_ms``,
         ``warnings``. A list read in the last :attr:`every` seconds (``web.refresh``) is
-        served again, as the fleet-wide reading is: the open pages of one view, updating
+        served again: the open pages of one view, updating
         every period, cost one reading a period, whatever their number (the latest
         :data:`LISTS_KEPT` views are kept; a change made here forgets them). ``fresh``:
         read now (a bulk change to all a filter matches)."""

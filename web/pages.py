@@ -36,6 +36,9 @@ RANGES = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}
 #: the host states the hosts page filters by
 HOST_FILTERS = ("DOWN", "UNREACHABLE", "UP", "UNKNOWN", "GONE")
 #: the problems page's sections: (id, heading, which handled problems it lists)
+#: the handled problems the problems page splits into its sections, at most (more: the
+#: sections count the first ones, and say so)
+HANDLED_READ = 1000
 SECTIONS = (("acknowledged", "Acknowledged", lambda h: bool(h.get("ack"))),
             ("downtime", "In downtime", lambda h: not h.get("ack") and bool(h.get("downtime"))),
             ("unreachable", "Unreachable or on a host down",
@@ -125,18 +128,19 @@ def problems_page(request: Request, web: Shared, found: Reader, page: int = 0):
         return asked.redirect
     f, page = asked.f, asked.page
     listing = web.console.problem_list(f, page * PAGE_ROWS)
-    sections = []
+    sections, held = [], None
     if not f.narrowed:
-        view = web.console.problems()
-        unhandled = {id(p) for p in view["unhandled"]}
-        handled = [p for p in view["problems"] if id(p) not in unhandled]
+        # the handled problems, worst first, as the handled list reads them (in SQL, kept
+        # a period as every list is), split by why they are handled
+        held = web.console.problem_list(problems.Filter(handled="yes"), 0, HANDLED_READ)
         for key, title, test in SECTIONS:
-            rows = [p for p in handled if test(p["handled"] or {})]
+            rows = [p for p in held["rows"] if test(p["handled"] or {})]
             sections.append((key, title, rows[:PAGE_ROWS], len(rows)))
     return web.page(request, "problems.html", who=found, listing=listing, f=f,
                     filter_error=asked.error, fleet=web.console.fleet_faults(),
-                    sections=sections, states=problems.STATES, groups=problems.GROUPS,
-                    back=asked.here, may_ack=auth.allows(found.role, "ack"))
+                    sections=sections, held=held, states=problems.STATES,
+                    groups=problems.GROUPS, back=asked.here,
+                    may_ack=auth.allows(found.role, "ack"))
 
 
 @router.get("/checks", response_class=HTMLResponse)

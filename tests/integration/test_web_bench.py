@@ -61,7 +61,7 @@ def test_the_smallest_run_writes_its_section(tmp_path):
     for kind in kinds:
         assert re.search(rf"\*\*{kind}\*\*: \d+ of the \d+ URLs measured meet their "
                          rf"targets .*; \d+ of them answer at p95 under 150 ms", section)
-        assert f"{kind}: the fleet-wide reading " in section
+        assert f"{kind}: the overview's reading " in section
         assert f"{kind}: following the tail costs as much as " in section or \
             f"{kind}: the reading alone costs more than following the tail" in section
     assert re.search(r"The health page's subscription .* \(\d+ of \d+ received; agents with "

@@ -1,7 +1,7 @@
-"""The console's fleet-wide reading (web/console.py): read once for every page asked within
-web.refresh seconds, read again when older or changed through the console, and read ahead
-while pages are being asked, so that a page does not wait for it; on a real SQLite
-database filled as a fleet leaves it."""
+"""The console's kept readings (web/console.py): the overview's counts and the lists, each
+read once for every page asked within web.refresh seconds, read again when older or
+changed through the console, and read ahead while pages are being asked, so that a page
+does not wait for them; on a real SQLite database filled as a fleet leaves it."""
 
 from __future__ import annotations
 
@@ -38,47 +38,10 @@ def console(engine, monotonic=time.monotonic) -> Console:
     return Console(config, eng, lambda: [], None, monotonic=monotonic)
 
 
-def test_one_reading_serves_the_pages_of_a_period(engine):
-    clock = Clock(100.0)
-    c = console(engine, clock)
-    first = c.fleet_view()
-    assert first["problems"] and first["read_ms"] >= 0
-    clock.now += c.every - 0.1
-    assert c.fleet_view() is first and c.problems()["unhandled"] == first["unhandled"]
-    clock.now += 0.2
-    second = c.fleet_view()
-    assert second is not first
-    c.changed()                                 # an ack made through the console
-    assert c.fleet_view() is not second
-
-
-def test_the_reading_is_kept_ahead_while_pages_are_asked_and_not_after(engine):
-    c = console(engine)
-    c.every = 0.3
-    stop = threading.Event()
-    thread = threading.Thread(target=c.refresh, args=(stop, 1.0), daemon=True)
-    thread.start()
-    try:
-        first = c.fleet_view()
-        deadline = time.monotonic() + 10
-        while c._view[1] is first and time.monotonic() < deadline:
-            time.sleep(0.05)                    # (polling the reading, not a sync)
-        assert c._view[1] is not first          # read again, no page asked meanwhile
-        deadline = time.monotonic() + 10        # nobody asks: it stops reading
-        while time.monotonic() - c._asked < 1.0 + 0.5 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        idle = c._view[1]
-        time.sleep(0.8)
-        assert c._view[1] is idle
-    finally:
-        stop.set()
-        thread.join(5)
-
-
-def test_the_overview_s_counts_are_kept_ahead_and_the_fleet_reading_only_once_asked(engine):
-    """The overview reads counts and its list in SQL (Console.tally); kept ahead while
-    it is asked. The fleet-wide reading, which only the problems page's handled sections
-    need, is not read ahead before a page asked for it (it would compete with the pages)."""
+def test_the_overview_s_counts_are_kept_ahead_while_asked_and_not_after(engine):
+    """The overview reads counts and its list in SQL (Console.tally): one reading serves
+    the pages of a period, kept ahead while it is asked, not once nobody asks; a change
+    made through the console reads it again."""
     c = console(engine)
     c.every = 0.3
     c.routers = lambda: {"routers": [], "durability": None, "router_faults": []}
@@ -93,7 +56,15 @@ def test_the_overview_s_counts_are_kept_ahead_and_the_fleet_reading_only_once_as
         while c._tally[1] is first and time.monotonic() < deadline:
             time.sleep(0.05)                    # (polling the reading, not a sync)
         assert c._tally[1] is not first
-        assert c._view is None
+        assert c.tally() is c._tally[1]         # the pages of a period: one reading
+        deadline = time.monotonic() + 10        # nobody asks: it stops reading
+        while time.monotonic() - c._asked < 1.0 + 0.3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        idle = c._tally[1]
+        time.sleep(0.8)
+        assert c._tally[1] is idle
+        c.changed()                             # an ack made through the console
+        assert c._tally is None and c.tally() is not idle
     finally:
         stop.set()
         thread.join(5)

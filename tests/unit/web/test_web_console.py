@@ -180,3 +180,42 @@ def test_a_hosts_list_serves_its_period_is_read_ahead_and_a_change_reads_it_agai
         [a["uuid"] for a in first["agents"]]
     c.changed()
     assert c.hosts("*", None, None, 0, "state", None, "no") is not ahead
+
+
+def test_the_problems_page_splits_the_handled_list_and_says_when_it_is_cut(tmp_path,
+                                                                            monkeypatch):
+    """The problems page's sections of handled problems are the handled list (in SQL) split
+    by why each is handled; past HANDLED_READ of them the page says it split the worst."""
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from query import problems
+    from web import pages, store
+    from web.app import create_app
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    webfill.fill(url, 60, 3, time.time())
+    engine = db.engine(url)
+    store.create(engine)
+    store.add_user(engine, "ann", "viewer", "correct horse battery", "test")
+    config = OperatorConfig(routers=["tcp://127.0.0.1:9"], state_url=url)
+    c = Console(config, engine, lambda: [], None)
+    c.routers = lambda: {"routers": [], "durability": None, "router_faults": []}
+    held = c.problem_list(problems.Filter(handled="yes"), 0, 1000)
+    acked = sum(1 for r in held["rows"] if (r["handled"] or {}).get("ack"))
+    assert held["total"] >= 2 and acked
+    try:
+        with TestClient(create_app(c, "k" * 48)) as client:
+            token = store.add_token(engine, "ann", "t", None, "test")
+            auth = {"Authorization": f"Bearer {token}"}
+            page = client.get("/problems", headers=auth).text
+            assert re.search(rf'id="acknowledged-section">\s*<h2>Acknowledged \({acked}\)',
+                             page)
+            assert 'id="handled-partial"' not in page
+            monkeypatch.setattr(pages, "HANDLED_READ", 1)
+            c.changed()
+            page = client.get("/problems", headers=auth).text
+            assert re.search(rf'id="handled-partial">{held["total"]} problems are handled: '
+                             r"the sections below split the 1 worst", page)
+    finally:
+        engine.dispose()

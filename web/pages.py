@@ -35,10 +35,10 @@ HOST_ALERTS = 20
 RANGES = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}
 #: the host states the hosts page filters by
 HOST_FILTERS = ("DOWN", "UNREACHABLE", "UP", "UNKNOWN", "GONE")
-#: the problems page's sections: (id, heading, which handled problems it lists)
 #: the handled problems the problems page splits into its sections, at most (more: the
 #: sections count the first ones, and say so)
 HANDLED_READ = 1000
+#: the problems page's sections: (id, heading, which handled problems it lists)
 SECTIONS = (("acknowledged", "Acknowledged", lambda h: bool(h.get("ack"))),
             ("downtime", "In downtime", lambda h: not h.get("ack") and bool(h.get("downtime"))),
             ("unreachable", "Unreachable or on a host down",

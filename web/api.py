@@ -284,6 +284,16 @@ def alerts(web: Shared, user: User, limit: Limit = 50, after: After = "",
                     "next": str(start + limit) if start + limit < total else None})
 
 
+@router.get("/deliveries", summary="Every attempt to send an alert, newest first: the "
+                                   "channel, the outcome (sent, retry, failed), what the "
+                                   "service answered and its id for the message, how long "
+                                   "it took (`fleetwatch alerts --deliveries --json`)")
+def deliveries(web: Shared, user: User, limit: Limit = 50,
+               channel: Annotated[str, Query(max_length=64, description=(
+                   "only the attempts on this channel"))] = ""):
+    return as_json(answer(web.console.actions.deliveries, limit, channel or None))
+
+
 @router.get("/acknowledgements", summary="The running acknowledgements (all with "
                                          "`ended`), newest first, as `fleetwatch ack "
                                          "list --json`")

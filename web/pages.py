@@ -336,6 +336,18 @@ def alerts_page(request: Request, web: Shared, found: Reader, page: int = 0):
                     severities=KNOWN)
 
 
+@router.get("/alerts/{event_id}", response_class=HTMLResponse)
+def alert_page(request: Request, web: Shared, found: Reader, event_id: int):
+    """One alert: what it said, its delivery per channel, and every attempt to send it
+    with what the service answered (the ``deliveries`` table: proof that it went out)."""
+    (alert, tried), error = _or_error(web.console.actions.alert, (None, []), event_id)
+    if alert is None and error is None:
+        return web.page(request, "missing.html", 404, who=found,
+                        what=f"No alert {event_id}: the state database keeps an alert for "
+                             "alerting.delivery.keep (30 days by default), the lake for good.")
+    return web.page(request, "alert.html", who=found, alert=alert, tried=tried, error=error)
+
+
 def downtimes_view(web: Web, request: Request, found: store.Who, status: int = 200,
                    form_error: str | None = None, typed: dict | None = None):
     rows, error = _or_error(web.console.actions.downtimes, [])

@@ -17,9 +17,10 @@ from fleetwatch.actions.database import Unavailable, reading
 from fleetwatch.display import iso
 from query.alerts import RANK, AlertFilter
 
-__all__ = ["FIELDS", "RANK", "Unavailable", "at_least", "document", "gather", "merge"]
+__all__ = ["FIELDS", "RANK", "Unavailable", "at_least", "deliveries", "delivery_document",
+           "document", "gather", "merge"]
 
-FIELDS = ("msg_id", "uuid", "hostname", "severity", "text", "source", "router", "sent_at",
+FIELDS = ("id", "msg_id", "uuid", "hostname", "severity", "text", "source", "router", "sent_at",
           "received_at", "kind", "action", "key", "check", "status", "summary", "deliveries",
           "kept_back")
 
@@ -52,7 +53,7 @@ def merge(notifications: list[dict], events: list[dict], limit: int | None) -> l
 def gather(state_url: str, now: float, limit: int | None,
            severities: list[str] | None = None, uuid: str | None = None,
            reader=None, f: AlertFilter | None = None,
-           offset: int = 0) -> tuple[list[dict], int]:
+           offset: int = 0, event_ids: list[int] | None = None) -> tuple[list[dict], int]:
     """(the alerts (of the agent ``uuid``), newest first, at most ``limit`` (None: all);
     how many there are in all); :class:`Unavailable` when the state database cannot be
     read. ``f``: the alerts a list's filter shows, in its order, from ``offset`` (instead
@@ -60,14 +61,20 @@ def gather(state_url: str, now: float, limit: int | None,
     (:class:`fleetwatch.store.reader.Reader` over its engine).
 
     Which alerts, their order and how many are one query (:func:`query.alerts.page`);
-    the page's alerts are then read whole, an event with its deliveries and its NOTIFY."""
+    the page's alerts are then read whole, an event with its deliveries and its NOTIFY.
+    ``event_ids``: those alert events instead (one alert's page), newest first."""
     from query import alerts as listing
     from query import fleet, handling
     if f is None:
         f = AlertFilter(tuple(severities or ()), uuid or "")
     with reading(state_url, reader) as (reader, reads):
-        found = reader.read(listing.page, f=f, offset=offset, limit=limit) \
-            or listing.Page([], 0)
+        if event_ids is not None:
+            named = reader.read(reads.alert_events, limit=None, ids=event_ids) or []
+            found = listing.Page([("event", str(e["id"]), e["key"]) for e in named],
+                                 len(named))
+        else:
+            found = reader.read(listing.page, f=f, offset=offset, limit=limit) \
+                or listing.Page([], 0)
         ids = [int(ref) for source, ref, _ in found.refs if source == "event"]
         msg_ids = [key.rpartition("/notify/")[2] for _, _, key in found.refs
                    if "/notify/" in key]
@@ -94,6 +101,32 @@ def gather(state_url: str, now: float, limit: int | None,
                                 "next_attempt": iso(d.get("next_attempt"))}
                                for d in alert["deliveries"] or []]
     return alerts, max(found.total, len(alerts))     # (an alert recorded between the reads)
+
+
+def deliveries(state_url: str, limit: int | None, channel: str | None = None,
+               event_ids: list[int] | None = None, reader=None) -> tuple[list[dict], int]:
+    """(every attempt to send an alert, newest first, at most ``limit`` (None: all), to
+    ``channel``, of the alert events ``event_ids``; how many match in all), as
+    ``fleetwatch alerts --deliveries --json`` prints them (:func:`delivery_document`):
+    the outcome, the service's status and its id for the message, how long the send
+    took; :class:`Unavailable` when the state database cannot be read."""
+    with reading(state_url, reader) as (reader, reads):
+        found = reader.read(reads.deliveries, limit=limit, channel=channel,
+                            event_ids=event_ids)
+    return found or ([], 0)
+
+
+def delivery_document(rows: list[dict], total: int) -> dict:
+    """``{"deliveries": [...], "total": N, "truncated": bool}``: each attempt with
+    ``started_at`` in ISO 8601 and ``latency_ms``."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        r["started_at"] = iso(r.pop("started"))
+        r["latency_ms"] = round(r.pop("latency") * 1000, 1)
+        r["check"] = r.pop("check_name")
+        out.append(r)
+    return {"deliveries": out, "total": total, "truncated": total > len(out)}
 
 
 def _ref(alert: dict) -> tuple[str, str]:

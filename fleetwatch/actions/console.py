@@ -115,6 +115,25 @@ class Actions:
             return alerts.gather(self.state_url, self.clock(), limit, uuid=uuid,
                                  reader=self.reader, f=f, offset=offset)
 
+    def alert(self, event_id: int) -> tuple[dict | None, list[dict]]:
+        """(the alert event ``event_id`` with its delivery per channel, None when there
+        is none; every attempt to send it, newest first, as ``alerts --deliveries --json``
+        gives them)."""
+        with refusing():
+            found, _ = alerts.gather(self.state_url, self.clock(), 1, reader=self.reader,
+                                     event_ids=[event_id])
+            tried, total = alerts.deliveries(self.state_url, None, event_ids=[event_id],
+                                             reader=self.reader)
+        return (found[0] if found else None), alerts.delivery_document(tried, total)[
+            "deliveries"]
+
+    def deliveries(self, limit: int, channel: str | None = None) -> dict:
+        """The latest ``limit`` attempts to send an alert (to ``channel``), as
+        ``alerts --deliveries --json`` prints them."""
+        with refusing():
+            return alerts.delivery_document(*alerts.deliveries(
+                self.state_url, limit, channel, reader=self.reader))
+
     def acks(self, ended: bool = False) -> list[dict]:
         """The running acknowledgements (all with ``ended``), as ``ack list --json`` gives
         them."""

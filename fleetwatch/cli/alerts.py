@@ -23,7 +23,7 @@ import time
 from fleetwatch.actions import alerts as alerting
 from fleetwatch.actions.alerts import Unavailable, at_least
 from fleetwatch.config import load
-from fleetwatch.display import table
+from fleetwatch.display import Stamp, table
 from query import handling
 from fleetwatch.cli.operator import OperatorConfig, add_config
 from fleetwatch.protocol import SEVERITIES
@@ -38,6 +38,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--severity", choices=SEVERITIES, metavar="S",
                         help=f"only S and more severe ({', '.join(SEVERITIES)}; a check's "
                              f"UNKNOWN counts as error)")
+    parser.add_argument("--deliveries", action="store_true",
+                        help="list every attempt to send an alert instead, newest first: "
+                             "the channel, the outcome (sent, retry, failed), what the "
+                             "service answered and its id for the message, how long it took")
+    parser.add_argument("--channel", metavar="NAME",
+                        help="with --deliveries: only the attempts on channel NAME")
 
 
 def _count(text: str) -> int:
@@ -68,6 +74,11 @@ def delivery_cell(deliveries: list[dict], kept_back: dict | None = None) -> str:
 
 def run(args, clock=time.time) -> int:
     config = load(OperatorConfig, args.config)
+    if args.channel is not None and not args.deliveries:
+        print("fleetwatch alerts: --channel goes with --deliveries", file=sys.stderr)
+        return os.EX_USAGE
+    if args.deliveries:
+        return _deliveries(args, config)
     try:
         alerts, total = alerting.gather(config.state_url, clock(), args.limit or None,
                                         at_least(args.severity))
@@ -86,5 +97,30 @@ def run(args, clock=time.time) -> int:
     print(table(alerts, ["received_at", "severity", "hostname", "what", "text", "delivery"]))
     if total > len(alerts):
         print(f"(the latest {len(alerts)} of {total} alerts; --limit 0 for all)",
+              file=sys.stderr)
+    return 0
+
+
+def _deliveries(args, config) -> int:
+    """``alerts --deliveries``: the attempts to send, newest first."""
+    try:
+        rows, total = alerting.deliveries(config.state_url, args.limit or None, args.channel)
+    except Unavailable as e:
+        print(f"fleetwatch alerts: {e}", file=sys.stderr)
+        return os.EX_UNAVAILABLE
+    if args.json:
+        print(json.dumps(alerting.delivery_document(rows, total), indent=2,
+                         ensure_ascii=False))
+        return 0
+    for r in rows:
+        r["started"] = Stamp(r["started"])
+        r["what"] = f"{r['hostname'] or '?'}/{r['check_name']}" if r["check_name"] \
+            else r["hostname"] or r["key"]
+        r["ms"] = f"{r['latency'] * 1000:.0f}"
+        r["answer"] = " ".join(str(r["answer"] or "").split())[:60]
+    print(table(rows, ["started", "channel", "what", "action", "attempt", "outcome", "status",
+                       "ms", "message_id", "answer"]))
+    if total > len(rows):
+        print(f"(the latest {len(rows)} of {total} attempts; --limit 0 for all)",
               file=sys.stderr)
     return 0

@@ -161,6 +161,30 @@ def alert_events(conn: Connection, limit: int | None = 50,
     return events
 
 
+DELIVERY_FIELDS = ("id", "started", "channel", "event_id", "outbox_id", "key", "action",
+                   "hostname", "check_name", "attempt", "grouped", "outcome", "status",
+                   "message_id", "latency", "answer", "worker")
+
+
+def deliveries(conn: Connection, limit: int | None = 50, channel: str | None = None,
+               event_ids: Sequence[int] | None = None) -> tuple[list[dict], int]:
+    """(the latest attempts to send an alert (to ``channel``; of the events
+    ``event_ids``), newest first, at most ``limit``; how many match in all): the
+    ``deliveries`` table, what each service answered (:data:`DELIVERY_FIELDS`)."""
+    if not has_tables(conn, "deliveries"):
+        return [], 0
+    d = schema.deliveries
+    where = []
+    if channel is not None:
+        where.append(d.c.channel == channel)
+    if event_ids is not None:
+        where.append(d.c.event_id.in_(list(event_ids)))
+    total = conn.execute(select(func.count()).select_from(d).where(*where)).scalar_one()
+    stmt = select(*(d.c[f] for f in DELIVERY_FIELDS)).where(*where) \
+        .order_by(d.c.started.desc(), d.c.id.desc()).limit(limit)
+    return [dict(r._mapping) for r in conn.execute(stmt)], total
+
+
 def kept_back(conn: Connection, keys: Sequence[str]) -> dict[str, dict]:
     """key -> what kept that alert back, for the keys a silence muted (``suppressed``:
     {"silence": ID}) or a downtime held (``downtime_suppressed``: {"downtime": ID})."""

@@ -23,6 +23,7 @@ table                 owner       rows
                                   and escalations sent (:mod:`sinks.alerting.escalation.store`)
 ``alert_events``      alerting    one per alert event, whatever its channels
 ``outbox``            alerting    (event, channel): delivery state and claims
+``deliveries``        alerting    one per attempt to send an alert: the service's answer
 ``web_users``         web         the console's users: name, role, password hash
 ``web_tokens``        web         API tokens: a user's, with a role, kept as a digest
 ``web_sessions``      web         console logins: a session id's digest, its user, when
@@ -344,6 +345,35 @@ outbox = Table(
     Index("ix_outbox_event", "event_id"),
 )
 
+#: Proof of delivery (:mod:`sinks.alerting.delivery.deliverer`): one row per attempt to send
+#: an outbox row, written with the outcome it records. ``outcome`` is ``sent``, ``retry``
+#: or ``failed``; ``status`` and ``message_id`` are the service's (``HTTP 202``, ``SMTP 250``;
+#: the email's Message-ID, a PagerDuty answer's ``dedup_key``), None when no answer came;
+#: ``answer`` its first line or the error. The alert's own words are copied, so that a
+#: delivery still says what it was once the outbox purged its event (``keep``).
+deliveries = Table(
+    "deliveries", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("outbox_id", Integer, nullable=False),
+    Column("event_id", Integer, nullable=False),
+    Column("key", KEY, nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("hostname", String(255)),
+    Column("check_name", String(255)),
+    Column("channel", String(64), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("grouped", Integer, nullable=False),          # alerts in the one message sent
+    Column("worker", String(128), nullable=False),
+    Column("started", Float, nullable=False),
+    Column("latency", Float, nullable=False),            # seconds the send took
+    Column("outcome", String(8), nullable=False),
+    Column("status", String(32)),
+    Column("message_id", String(255)),
+    Column("answer", Text),
+    Index("ix_deliveries_started", "started"),
+    Index("ix_deliveries_event", "event_id"),
+)
+
 web_users = Table(
     "web_users", metadata,
     Column("name", String(64), primary_key=True),
@@ -400,7 +430,7 @@ OWNED = {
     "registry": (agents, agent_routers, plugins),
     "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,
                  suppressed, acknowledgements, downtimes, downtime_suppressed,
-                 notified_problems, alert_events, outbox),
+                 notified_problems, alert_events, outbox, deliveries),
     "silences": (silences,),
     "acks": (acknowledgements,),
     "downtimes": (downtimes,),

@@ -188,7 +188,7 @@ def test_delivery_config_errors_name_the_key():
 # ---------------------------------------------------------------- email, real SMTP
 
 def test_email_one_message_to_the_channel_recipients(smtp):
-    EmailSender("mail", email_channel(smtp.port)).send(DISK, ref="1")
+    receipt = EmailSender("mail", email_channel(smtp.port)).send(DISK, ref="1")
     (envelope,) = smtp.messages
     assert envelope.mail_from == "fleetwatch@example.org"
     assert envelope.rcpt_tos == ["ops@example.org", "oncall@example.org"]
@@ -196,6 +196,9 @@ def test_email_one_message_to_the_channel_recipients(smtp):
     assert msg["Subject"] == "[fleetwatch] CRITICAL web-1/check_disk: DISK CRITICAL - / 95%"
     content = msg.get_content()
     assert "CRITICAL (exit status 2)" in content and "/ 95% used" in content
+    # the receipt: the server's reply to DATA, and the Message-ID it took
+    assert receipt.status == "SMTP 250" and receipt.message_id == msg["Message-ID"]
+    assert receipt.answer == "OK queued"
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +246,7 @@ def test_email_refused_recipients_fail_permanently():
     try:
         with pytest.raises(SendError) as e:
             EmailSender("mail", email_channel(server.port)).send(DISK, ref="5")
-        assert e.value.permanent and "550" in str(e.value)
+        assert e.value.permanent and "550" in str(e.value) and e.value.status == "SMTP 550"
     finally:
         server.stop()
 
@@ -259,6 +262,7 @@ def test_email_temporary_refusal_and_server_down_are_retried():
     with pytest.raises(SendError) as e:
         EmailSender("mail", email_channel(free_port())).send(DISK, ref="7")
     assert not e.value.permanent and "Connection refused" in str(e.value)
+    assert e.value.status is None                               # no answer at all
 
 
 def test_smtp_auth_in_clear_is_refused_unless_allowed(tmp_path, caplog):
@@ -293,8 +297,10 @@ def test_email_password_file_missing_is_retried_and_names_the_file(smtp, tmp_pat
 
 def test_webhook_posts_the_event(receiver):
     channel = webhook_channel(receiver.url, headers={"X-Token": "t0k"})
-    WebhookSender("pager", channel).send(DISK, ref="1")
+    receipt = WebhookSender("pager", channel).send(DISK, ref="1")
     assert receiver.posts == [webhook_payload(DISK, channel)]
+    assert receipt.status == "HTTP 202" and receipt.message_id == DISK["key"]
+    assert json.loads(receipt.answer)["message"] == "Event processed"
     (req,) = receiver.requests
     assert req["path"] == "/v2/enqueue" and req["headers"]["Content-Type"] == "application/json"
     assert req["headers"]["X-Token"] == "t0k"
@@ -310,11 +316,23 @@ def test_webhook_answers(code, permanent):
         with pytest.raises(SendError) as e:
             WebhookSender("pager", webhook_channel(receiver.url)).send(DISK, ref="1")
         assert e.value.permanent is permanent and f"HTTP {code}" in str(e.value)
+        assert e.value.status == f"HTTP {code}"
         assert len(receiver.requests) == 1                     # a redirect is not followed
         if code == 429:
             assert e.value.retry_after == 7.0
     finally:
         receiver.stop()
+
+
+def test_a_receipt_keeps_the_answer_on_one_line_without_control_characters():
+    """What a service answers is shown in a terminal (``alerts --deliveries``) and a page:
+    one line, escapes where it had control characters, at most ANSWER_MAX long."""
+    from sinks.alerting.delivery.channels import ANSWER_MAX, Receipt
+    r = Receipt.of("HTTP 200", "id\x1b[31m", "ok\x1b]0;owned\x07\nsecond line " + "x" * 500)
+    assert "\x1b" not in r.answer + r.message_id and "\x07" not in r.answer
+    assert "\n" not in r.answer and r.answer.startswith("ok\\x1b]0;owned\\x07 second line")
+    assert len(r.answer) == ANSWER_MAX
+    assert Receipt.of("SMTP 250").message_id is None and Receipt.of("SMTP 250").answer == ""
 
 
 def test_webhook_down_is_retried_and_hides_the_query():

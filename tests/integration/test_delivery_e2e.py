@@ -135,6 +135,51 @@ def test_receivers_down_then_up_get_each_alert_exactly_once(eng, started):
         hook.stop()
 
 
+def test_every_attempt_is_recorded_with_what_the_service_answered(eng, started):
+    """Proof of delivery (issue 34): each attempt is a ``deliveries`` row written with its
+    outcome: refused connections as retries without a status, then the webhook's 202 with
+    the dedup_key PagerDuty answers, and the SMTP server's 250 with the email's
+    Message-ID, as ``alerts --deliveries`` reads them."""
+    from fleetwatch.actions.alerts import deliveries, delivery_document
+    smtp, hook = SmtpServer().start(), HttpReceiver().start()
+    smtp.stop(hold=True)
+    hook.stop(hold=True)
+    try:
+        config = delivery(hook.url, smtp.port)
+        d = started(eng, config)
+        enqueue(eng, config, event(1))
+        wait_for(lambda: d.counts["retry.pager"] >= 1 and d.counts["retry.mail"] >= 1, 20,
+                 what="a retry on each channel while the receivers are down")
+        hook.start()
+        smtp.start()
+        wait_for(lambda: states(eng) == {"sent": 2}, 30, what="both sent once back")
+        url = eng.url.render_as_string(hide_password=False)
+        found = delivery_document(*deliveries(url, None))["deliveries"]
+        by = {(r["channel"], r["outcome"]): r for r in found}
+        assert {r["outcome"] for r in found} == {"retry", "sent"}
+        for channel in ("pager", "mail"):
+            retried = [r for r in found if r["channel"] == channel and r["outcome"] == "retry"]
+            assert retried and all(r["status"] is None for r in retried), retried
+            sent = by[(channel, "sent")]
+            assert sent["attempt"] == len(retried) + 1
+            assert sent["check"] == "check_1" and sent["hostname"] == "web-1"
+            assert sent["action"] == "trigger" and sent["grouped"] == 1
+            assert sent["started_at"].endswith("Z") and sent["latency_ms"] >= 0
+        assert by[("pager", "sent")]["status"] == "HTTP 202"
+        assert by[("pager", "sent")]["message_id"] == f"{U1}/check/check_1"
+        assert "Event processed" in by[("pager", "sent")]["answer"]
+        (mail,) = smtp.parsed()
+        assert by[("mail", "sent")]["status"] == "SMTP 250"
+        assert by[("mail", "sent")]["message_id"] == mail["Message-ID"]
+        only_mail = delivery_document(*deliveries(url, 1, "mail"))
+        assert only_mail["truncated"] and [r["channel"] for r in only_mail["deliveries"]] == [
+            "mail"]
+        assert only_mail["deliveries"][0]["outcome"] == "sent"      # the newest first
+    finally:
+        smtp.stop()
+        hook.stop()
+
+
 def test_two_deliverers_on_one_database_send_each_row_once(eng, started):
     hook = HttpReceiver().start()
     try:
@@ -230,6 +275,15 @@ def test_alerting_sink_delivers_a_notify_and_alerts_shows_it(fleet):
         assert delivered["sent_at"]
         text = fleet.cli("alerts", "--config", str(op)).stdout
         assert "pager: sent" in text
+        lines = fleet.command("alerts", "--config", str(op), "--deliveries").stdout.splitlines()
+        assert lines[0].split() == ["STARTED", "CHANNEL", "WHAT", "ACTION", "ATTEMPT",
+                                    "OUTCOME", "STATUS", "MS", "MESSAGE_ID", "ANSWER"]
+        (row,) = lines[1:]
+        assert " pager " in row and " sent " in row and "HTTP 202" in row
+        assert f"/notify/{msg_id}" in row and "Event processed" in row
+        refused = fleet.command("alerts", "--config", str(op), "--channel", "pager",
+                                check=False)
+        assert refused.returncode == 64 and "--channel goes with --deliveries" in refused.stderr
     finally:
         hook.stop()
 

@@ -171,6 +171,8 @@ PAGES = [
     pytest.param(Page("host", lambda h: f"/hosts/{h.uuid}",
                       shows=(HOSTNAME, OUTPUT, *LABELS, ACK_COMMENT, PROCESS)), id="host"),
     pytest.param(Page("alerts", lambda h: "/alerts", shows=(HOSTNAME, NOTE)), id="alerts"),
+    pytest.param(Page("alert", lambda h: f"/alerts/{note_id(h)}", shows=(HOSTNAME, NOTE)),
+                 id="alert"),
     pytest.param(Page("downtimes", lambda h: "/downtimes", shows=(DT_HOST, COMMENT)),
                  id="downtimes"),
     pytest.param(Page("acks", lambda h: "/acks", shows=(HOSTNAME, ACK_COMMENT)), id="acks"),
@@ -231,6 +233,13 @@ API = [
                       lambda e: (e["plugin"], e["output"], labels(e)),
                       frozenset({(PLUGIN, OUTPUT, LABELS)})), id="checks"),
 ]
+
+
+def note_id(h: Hostile) -> int:
+    """The id of the hostile notification's alert (its own page: ``/alerts/ID``)."""
+    (found,) = [a["id"] for a in rows(call(h, "/api/v1/alerts")[1], "alerts")
+                if a["text"] == NOTE]
+    return found
 
 
 def plugin(fleet: Fleet):

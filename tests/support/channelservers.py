@@ -116,6 +116,20 @@ class SmtpServer(_Restartable):
                 for m in self.messages]
 
 
+def _answer(code: int, data: bytes) -> dict:
+    """What PagerDuty's Events API v2 answers (its documented 202 and 400 bodies): the
+    event's ``dedup_key`` once taken."""
+    if not 200 <= code < 300:
+        return {"status": "invalid event" if code == 400 else "error",
+                "message": "Event object is invalid" if code == 400 else "try again"}
+    try:
+        key = json.loads(data).get("dedup_key")
+    except (ValueError, AttributeError):
+        key = None
+    return {"status": "success", "message": "Event processed",
+            **({"dedup_key": key} if isinstance(key, str) else {})}
+
+
 class HttpReceiver(_Restartable):
     """A real HTTP server recording each POST's JSON body; answers ``codes`` in turn, then
     ``default``. Restartable on the same port like :class:`SmtpServer`."""
@@ -144,7 +158,7 @@ class HttpReceiver(_Restartable):
                 self.send_response(code)
                 for k, v in receiver.headers.items():
                     self.send_header(k, v)
-                reply = b'{"status":"success"}'
+                reply = json.dumps(_answer(code, data)).encode()
                 self.send_header("Content-Length", str(len(reply)))
                 self.end_headers()
                 self.wfile.write(reply)

@@ -26,6 +26,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
+from dataclasses import dataclass
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 
@@ -45,12 +46,37 @@ PD_SEVERITY = {"critical": "critical", "error": "error", "unknown": "error",
                "warning": "warning", "info": "info", "ok": "info", "debug": "info"}
 
 
-class SendError(Exception):
-    """A channel did not take the alert; ``permanent`` when retrying cannot help."""
+#: the longest answer of a service kept with a send (:class:`Receipt`)
+ANSWER_MAX = 300
 
-    def __init__(self, reason: str, permanent: bool = False, retry_after: float | None = None):
+
+class SendError(Exception):
+    """A channel did not take the alert; ``permanent`` when retrying cannot help;
+    ``status``: what the service answered, as a :class:`Receipt` says it (None: no answer,
+    the connection failed)."""
+
+    def __init__(self, reason: str, permanent: bool = False, retry_after: float | None = None,
+                 status: str | None = None):
         super().__init__(" ".join(reason.split())[:500])
-        self.permanent, self.retry_after = permanent, retry_after
+        self.permanent, self.retry_after, self.status = permanent, retry_after, status
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a service answered a send that it took: ``status`` in its own terms (``HTTP
+    202``, ``SMTP 250``), its id for the message where it gives one (``message_id``: the
+    email's Message-ID, a PagerDuty-shaped answer's ``dedup_key``), and the first
+    :data:`ANSWER_MAX` characters of its answer on one line, control characters escaped
+    (kept in the ``deliveries`` table: proof that the alert went out, and when)."""
+
+    status: str
+    message_id: str | None = None
+    answer: str = ""
+
+    @classmethod
+    def of(cls, status: str, message_id=None, answer="") -> "Receipt":
+        return cls(status, _one_line(message_id, 255) or None if message_id else None,
+                   _one_line(answer, ANSWER_MAX))
 
 
 # ---------------------------------------------------------------- what is sent (pure)
@@ -196,9 +222,9 @@ def webhook_payload(event: dict, channel: WebhookChannel) -> dict:
 # ---------------------------------------------------------------- talking to servers
 
 class EmailSender:
-    def __init__(self, name: str, channel: EmailChannel, smtp=smtplib.SMTP,
+    def __init__(self, name: str, channel: EmailChannel, smtp=None,
                  hostname: str | None = None):
-        self.name, self.channel, self.smtp = name, channel, smtp
+        self.name, self.channel, self.smtp = name, channel, smtp or ReplySMTP
         self.sender = channel.sender or f"fleetwatch@{hostname or socket.getfqdn()}"
         self.timeout = channel.timeout
         if channel.username and not channel.starttls:     # allow_plaintext_auth (config)
@@ -214,14 +240,16 @@ class EmailSender:
             raise SendError(f"cannot read password_file {self.channel.password_file}: "
                             f"{getattr(e, 'strerror', None) or e.__class__.__name__}") from None
 
-    def send(self, event: dict, ref: str) -> None:
-        self._deliver(email_message(event, self.channel, self.sender, ref))
+    def send(self, event: dict, ref: str) -> Receipt:
+        return self._deliver(email_message(event, self.channel, self.sender, ref))
 
-    def send_group(self, events: list[dict], ref: str, title: str = "") -> None:
+    def send_group(self, events: list[dict], ref: str, title: str = "") -> Receipt:
         """One message listing ``events`` (a group, :mod:`sinks.alerting.delivery.grouping`)."""
-        self._deliver(group_message(events, self.channel, self.sender, ref, title))
+        return self._deliver(group_message(events, self.channel, self.sender, ref, title))
 
-    def _deliver(self, msg: EmailMessage) -> None:
+    def _deliver(self, msg: EmailMessage) -> Receipt:
+        """Send ``msg``; the server's reply to its DATA (``250 2.0.0 Ok: queued as ...``)
+        and the message's Message-ID as the receipt."""
         c = self.channel
         try:
             with self.smtp(c.host, c.port, timeout=c.timeout) as smtp:
@@ -232,19 +260,40 @@ class EmailSender:
                 if c.username:
                     smtp.login(c.username, self._password())
                 refused = smtp.send_message(msg, from_addr=self.sender, to_addrs=list(c.to))
+                code, reply = getattr(smtp, "data_reply", (250, b""))
         except smtplib.SMTPRecipientsRefused as e:
             codes = [code for code, _ in e.recipients.values()]
             raise SendError(f"all recipients refused: {codes}",
-                            permanent=all(code >= 500 for code in codes)) from None
+                            permanent=all(code >= 500 for code in codes),
+                            status=f"SMTP {max(codes)}" if codes else None) from None
         except smtplib.SMTPResponseException as e:
-            reply = e.smtp_error.decode(errors="replace") if isinstance(e.smtp_error, bytes) \
-                else str(e.smtp_error)
-            raise SendError(f"SMTP {e.smtp_code} {reply}", permanent=e.smtp_code >= 500) from None
+            reply = _decoded(e.smtp_error)
+            raise SendError(f"SMTP {e.smtp_code} {reply}", permanent=e.smtp_code >= 500,
+                            status=f"SMTP {e.smtp_code}") from None
         except (smtplib.SMTPException, OSError) as e:
             raise SendError(f"SMTP {c.host}:{c.port}: {e.__class__.__name__}: {e}") from None
         if refused:
             log.warning("channel %s: recipients refused (the others got the alert): %s",
                         self.name, ", ".join(sorted(refused)))
+        answer = _decoded(reply)
+        if refused:
+            answer = f"{answer} (refused: {', '.join(sorted(refused))})"
+        return Receipt.of(f"SMTP {code}", msg["Message-ID"], answer)
+
+
+class ReplySMTP(smtplib.SMTP):
+    """:class:`smtplib.SMTP` that keeps the server's reply to DATA (``data_reply``): the
+    reply that says the server took the message, which ``send_message`` does not return."""
+
+    data_reply: tuple[int, bytes] = (250, b"")
+
+    def data(self, msg):
+        self.data_reply = super().data(msg)
+        return self.data_reply
+
+
+def _decoded(reply) -> str:
+    return reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -267,7 +316,10 @@ class WebhookSender:
         self.opener = opener or urllib.request.build_opener(_NoRedirect)
         self.timeout = channel.timeout
 
-    def send(self, event: dict, ref: str) -> None:
+    def send(self, event: dict, ref: str) -> Receipt:
+        """POST the event; the status and the answer (its ``dedup_key`` as the id, as
+        PagerDuty's Events API answers ``{"status": "success", "dedup_key": ...}``) as the
+        receipt."""
         c = self.channel
         data = json.dumps(webhook_payload(event, c), ensure_ascii=False).encode()
         headers = {"Content-Type": "application/json", "User-Agent": f"fleetwatch/{__version__}",
@@ -275,19 +327,32 @@ class WebhookSender:
         req = urllib.request.Request(c.url, data=data, method="POST", headers=headers)
         try:
             with self.opener.open(req, timeout=c.timeout) as resp:
-                resp.read(65536)
+                answer = resp.read(65536)
                 code = resp.status
         except urllib.error.HTTPError as e:
             code, detail = e.code, e.read(300).decode(errors="replace") if e.fp else ""
             e.close()
             retry = code in (408, 429) or code >= 500
             raise SendError(f"HTTP {code} {e.reason}: {detail}", permanent=not retry,
-                            retry_after=_retry_after(e.headers.get("Retry-After"))) from None
+                            retry_after=_retry_after(e.headers.get("Retry-After")),
+                            status=f"HTTP {code}") from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
             reason = getattr(e, "reason", None) or e
             raise SendError(f"POST {_safe(c.url)}: {reason}") from None
         if not 200 <= code < 300:
-            raise SendError(f"HTTP {code}", permanent=True)
+            raise SendError(f"HTTP {code}", permanent=True, status=f"HTTP {code}")
+        text = answer.decode(errors="replace")
+        return Receipt.of(f"HTTP {code}", _answered_key(text), text)
+
+
+def _answered_key(text: str) -> str | None:
+    """The ``dedup_key`` of a PagerDuty-shaped answer, if the answer is one."""
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    key = found.get("dedup_key") if isinstance(found, dict) else None
+    return key if isinstance(key, str) else None
 
 
 def _safe(url: str) -> str:

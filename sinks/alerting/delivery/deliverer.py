@@ -34,6 +34,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -41,7 +42,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleetwatch.logs import Throttle
 from sinks.alerting.delivery import grouping
 from sinks.alerting.delivery import store as outbox
-from sinks.alerting.delivery.channels import SendError, senders as build_senders
+from sinks.alerting.delivery.channels import Receipt, SendError, senders as build_senders
 from sinks.alerting.delivery.config import DeliveryConfig
 
 log = logging.getLogger(__name__)
@@ -105,21 +106,25 @@ class Deliverer:
         return len(rows)
 
     def _attempt(self, rows: list[dict], sender, title: str = "") -> None:
-        """Send one alert, or a group of them as one message."""
+        """Send one alert, or a group of them as one message; what the service answered is
+        recorded with the outcome (:class:`Tried`, the ``deliveries`` table)."""
         channel, first = rows[0]["channel"], rows[0]
+        started, began = self.clock(), time.monotonic()
         try:
             if len(rows) == 1:
-                sender.send(first["event"], ref=str(first["id"]))
+                receipt = sender.send(first["event"], ref=str(first["id"]))
             else:
-                sender.send_group([r["event"] for r in rows], ref=f"{first['id']}+{len(rows)}",
-                                  title=title)
+                receipt = sender.send_group([r["event"] for r in rows],
+                                            ref=f"{first['id']}+{len(rows)}", title=title)
         except SendError as e:
-            self._failed(rows, e)
+            self._failed(rows, e, Tried.of(started, began, e))
             return
         except Exception as e:  # a bug in a sender must not stop delivery: retried, logged
             log.exception("channel %s crashed on alert %s", channel, first["id"])
-            self._failed(rows, SendError(f"{e.__class__.__name__}: {e}"))
+            crash = SendError(f"{e.__class__.__name__}: {e}")
+            self._failed(rows, crash, Tried.of(started, began, crash))
             return
+        tried = Tried.of(started, began, receipt)
         self.resting.pop(channel, None)
         self.counts[f"sent.{channel}"] += len(rows)
         if len(rows) == 1:
@@ -130,9 +135,9 @@ class Deliverer:
             self.counts[f"grouped.{channel}"] += 1
             log.info("%d alerts sent to %s in one message (%s)", len(rows), channel,
                      title or "the channel's group")
-        self._mark(rows, outbox.SENT)
+        self._mark(rows, outbox.SENT, tried=tried)
 
-    def _failed(self, rows: list[dict], e: SendError) -> None:
+    def _failed(self, rows: list[dict], e: SendError, tried: "Tried | None" = None) -> None:
         channel, now = rows[0]["channel"], self.clock()
         attempts = max(r["attempts"] for r in rows) + 1
         old = [r for r in rows if now - r["created"] >= self.config.retry.max_age]
@@ -141,7 +146,7 @@ class Deliverer:
             why = "refused" if e.permanent else f"undelivered after {attempts} attempts"
             self.counts[f"failed.{channel}"] += len(done)
             log.error("%s to channel %s failed, %s: %s", _which(done), channel, why, e)
-            self._mark(done, outbox.FAILED, error=str(e))
+            self._mark(done, outbox.FAILED, error=str(e), tried=tried)
         retry = [r for r in rows if r not in done]
         if not retry:
             return
@@ -153,14 +158,20 @@ class Deliverer:
                               "try in %.0f s", channel, e, wait)
         # a group is retried as a group: one next attempt for all its rows
         retry_at = now + max(self.backoff(attempts), e.retry_after or 0.0)
-        self._mark(retry, outbox.PENDING, error=str(e), next_attempt=retry_at)
+        self._mark(retry, outbox.PENDING, error=str(e), next_attempt=retry_at, tried=tried)
 
     def _mark(self, rows: list[dict], state: str, error: str | None = None,
-              next_attempt: float | None = None) -> None:
+              next_attempt: float | None = None, tried: "Tried | None" = None) -> None:
+        """Record the outcome ``state`` of ``rows`` and, for an attempt, what it got
+        (``tried``: a ``deliveries`` row each, ``retry`` for a row pending again), in one
+        transaction: an outcome the claim no longer allows records no delivery either."""
         try:
             with self.engine.begin() as conn:
                 ours = outbox.mark(conn, [r["id"] for r in rows], self.worker, self.clock(),
                                    state, error=error, next_attempt=next_attempt)
+                if tried is not None and ours:
+                    outcome = "retry" if state == outbox.PENDING else state
+                    outbox.record(conn, rows, self.worker, outcome, tried)
         except SQLAlchemyError as e:
             self.counts["mark_failed"] += 1
             self.throttle.warning("mark_failed", "cannot record the outcome of %s (%s); "
@@ -248,6 +259,29 @@ class Deliverer:
             if not busy:
                 self._wake.wait(self.config.poll_interval)
                 self._wake.clear()
+
+
+@dataclass(frozen=True)
+class Tried:
+    """One attempt to send, as the ``deliveries`` table keeps it: when it started (wall
+    clock), how long it took (seconds), and what the service answered (a
+    :class:`sinks.alerting.delivery.channels.Receipt`, or a
+    :class:`sinks.alerting.delivery.channels.SendError`'s status and reason)."""
+
+    started: float
+    latency: float
+    status: str | None
+    message_id: str | None
+    answer: str
+
+    @classmethod
+    def of(cls, started: float, began: float, answer) -> "Tried":
+        latency = round(time.monotonic() - began, 6)
+        if isinstance(answer, Receipt):
+            return cls(started, latency, answer.status, answer.message_id, answer.answer)
+        if isinstance(answer, SendError):
+            return cls(started, latency, answer.status, None, str(answer))
+        return cls(started, latency, None, None, "")      # a sender that says nothing
 
 
 def _which(rows: list[dict]) -> str:

@@ -27,12 +27,13 @@ import functools
 import logging
 import time
 
-from sqlalchemy import and_, bindparam, delete, exists, func, or_, select, text, update
+from sqlalchemy import (and_, bindparam, delete, exists, func, insert, or_, select, text,
+                        update)
 from sqlalchemy.engine import Connection
 
 from fleetwatch.store import db
 from fleetwatch.store.reads import EVENT_FIELDS, as_event
-from fleetwatch.store.schema import ID, KEY, alert_events, outbox
+from fleetwatch.store.schema import ID, KEY, alert_events, deliveries, outbox
 from sinks.alerting.delivery import grouping
 from sinks.alerting.delivery.rules import route
 
@@ -201,7 +202,8 @@ def claim(conn: Connection, worker: str, now: float, lease: float, limit: int,
     out = []
     for r in rows:
         m = r._mapping
-        out.append({"id": m[outbox.c.id], "channel": m[outbox.c.channel],
+        out.append({"id": m[outbox.c.id], "event_id": m[outbox.c.event_id],
+                    "channel": m[outbox.c.channel],
                     "attempts": m[outbox.c.attempts], "created": m[outbox.c.created],
                     "lease_until": until, "event": as_event({
                         **{c.name: m[c] for c in alert_events.columns}})})
@@ -276,6 +278,24 @@ def mark(conn: Connection, row_id: int | list[int], worker: str, now: float, sta
     return result.rowcount or 0
 
 
+def record(conn: Connection, rows: list[dict], worker: str, outcome: str, tried) -> None:
+    """One ``deliveries`` row per outbox row of ``rows`` for the attempt ``tried`` made
+    (:class:`sinks.alerting.delivery.deliverer.Tried`: when, how long, the service's
+    answer), its ``outcome`` (``sent``, ``retry``, ``failed``): in the transaction that
+    marks them, so that the proof and the outbox's state agree."""
+    conn.execute(insert(deliveries), [{
+        "outbox_id": r["id"], "event_id": r["event_id"],
+        "key": _text(r["event"].get("key"), KEY.length) or "?",
+        "action": _text(r["event"].get("action"), 16) or "?",
+        "hostname": _text(r["event"].get("hostname"), 255),
+        "check_name": _text(r["event"].get("check"), 255),
+        "channel": r["channel"], "attempt": r["attempts"] + 1, "grouped": len(rows),
+        "worker": worker, "started": tried.started, "latency": tried.latency,
+        "outcome": outcome, "status": _text(tried.status, 32),
+        "message_id": _text(tried.message_id, 255), "answer": tried.answer}
+        for r in rows])
+
+
 def release(conn: Connection, worker: str) -> int:
     """Give back every row ``worker`` still holds, untried."""
     return conn.execute(update(outbox).where(outbox.c.claimed_by == worker,
@@ -284,7 +304,9 @@ def release(conn: Connection, worker: str) -> int:
 
 
 def purge(conn: Connection, before: float) -> int:
-    """Delete alerts recorded before ``before`` whose rows are all sent or failed."""
+    """Delete alerts recorded before ``before`` whose rows are all sent or failed, and the
+    deliveries attempted before then."""
+    conn.execute(delete(deliveries).where(deliveries.c.started < before))
     old = select(alert_events.c.id).where(
         alert_events.c.created < before,
         ~exists().where(outbox.c.event_id == alert_events.c.id, outbox.c.state == PENDING))

@@ -40,7 +40,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     names = {p["name"] for p in procs}
     assert {"router-1", "router-2", "site-1", "carbon", "graphite-web", "sink-registry",
             "sink-alerting", "sink-graphite", "sink-history", "sink-prometheus", "scheduler",
-            "history-compact", "agent", "agent-site-1", "console"} <= names
+            "history-compact", "agent", "agent-site-1", "console", "receivers"} <= names
     assert "Open the console:" in demo.log() and info["console"]["password"] in demo.log()
     for p in procs:
         assert psutil.pid_exists(p["pid"]), p
@@ -113,6 +113,26 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     assert found[0]["text"] == "demo disk on fire"
     assert found[0]["severity"] == "error"
     assert found[0]["uuid"] == entry["uuid"]
+    # ... and reached the demo's own receivers, with proof: each send and what it answered
+    received = Path(info["alerts"]["received"]["dir"])
+    assert info["alerts"]["channels"] == ["email", "webhook"]
+    assert f"{received}/pager.jsonl" in demo.log()
+
+    def delivered():
+        res = fleet.command("alerts", "--config", op, "--deliveries", "--json", check=False)
+        sent_ = {d["channel"]: d for d in json.loads(res.stdout)["deliveries"]
+                 if d["key"].endswith(f"/notify/{sent}") and d["outcome"] == "sent"} \
+            if res.returncode == 0 else {}
+        return sent_ if len(sent_) == 2 else None
+    proof = wait_for(delivered, 30, interval=0.5, what="the notification sent to both channels")
+    assert proof["webhook"]["status"] == "HTTP 202"
+    assert proof["webhook"]["message_id"].endswith(f"/notify/{sent}")
+    assert proof["email"]["status"] == "SMTP 250"
+    posts = [json.loads(line)["body"] for line in
+             (received / "pager.jsonl").read_text().splitlines()]
+    assert [p for p in posts if p["dedup_key"].endswith(f"/notify/{sent}")]
+    queued = proof["email"]["answer"].rpartition(" ")[2]     # "... Ok: queued as 000003"
+    assert "demo disk on fire" in (received / "mail" / f"{queued}.eml").read_text()
 
     # The scheduler runs the agent's declared checks: bundled ones and Debian's check_users.
     def checks_ran():
@@ -440,7 +460,7 @@ def test_demo_alert_flags_configure_the_alerting_sink(fleet):
                           alert_webhook="http://127.0.0.1:9/hook", alert_smtp="127.0.0.1:2525",
                           alert_to=["ops@example.org"])
     _, info = demo.plan(root, cfg)
-    assert info["channels"] == ["email", "webhook"]
+    assert info["channels"] == ["email", "webhook"] and info["received"] is None
     sink = yaml.safe_load((root / "sink-alerting.yaml").read_text())
     channels = sink["alerting"]["delivery"]["channels"]
     assert channels["webhook"]["url"] == "http://127.0.0.1:9/hook"

@@ -236,9 +236,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         (f"  CURVE           on: keys in {info['keys']}/ (routers/, agents/, backends/); "
          f"--insecure turns it off" if info.get("keys") else
          "  CURVE           OFF (--insecure): plain TCP, any local process can connect"),
-        ("  alerts          delivered to " + ", ".join(info["channels"]) if info["channels"]
-         else "  alerts          recorded only (--alert-webhook URL, --alert-smtp HOST:PORT "
-              "--alert-to ADDR deliver them)"),
+        *alert_lines(info),
         f"  logs            {root / 'logs'}/",
         f"  processes       {root / 'demo.json'}",
         *warm_lines(info.get("warm_spark"), root, info.get("answerer")),
@@ -258,12 +256,31 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  {fw} history notebook --config {op}   (the fleet notebook in JupyterLab, on "
         f"this lake)",
         f"  {fw} alerts --config {op}",
+        f"  {fw} alerts --deliveries --config {op}   (each send, and what the channel "
+        f"answered)",
         f"  {fw} downtime add {shlex.quote(socket.gethostname())} --for 30m --comment "
         f"'planned work' --config {op}   (then: ack add, silence add, downtime list)",
         f"  {fw} agent --once --config {agent_cfg}",
         "",
     ]
     return "\n".join(lines)
+
+
+def alert_lines(info: dict) -> list[str]:
+    """Where the demo's alerts go: its own receivers (what they keep, where), the channels
+    the flags gave, or nowhere."""
+    received = info.get("received")
+    if received is not None:
+        where = [f"{received['dir']}/pager.jsonl (a PagerDuty-shaped webhook, port "
+                 f"{received['pager']})"]
+        where.append(f"{received['dir']}/mail/ (an SMTP server, port {received['smtp']})"
+                     if received["smtp"] else "no mail receiver: aiosmtpd is not installed")
+        return [f"  alerts          delivered to {', '.join(info['channels'])}: the demo's "
+                f"receivers keep them in", *(f"                  {w}" for w in where)]
+    if info["channels"]:
+        return ["  alerts          delivered to " + ", ".join(info["channels"])]
+    return ["  alerts          recorded only (--alert-webhook URL, --alert-smtp HOST:PORT "
+            "--alert-to ADDR deliver them)"]
 
 
 def spark_lines(spark) -> list[str]:
@@ -455,6 +472,9 @@ def run(args: argparse.Namespace) -> int:
             "graphite_web": {"url": web.url} if web is not None else None,
             "console": info.get("console"),
             "prometheus": info["prometheus"],
+            "alerts": {"channels": info["channels"],
+                       "received": {**info["received"], "dir": str(info["received"]["dir"])}
+                       if info.get("received") else None},
             "spark": ({"master": spark.master, "ui": spark.ui, "dir": spark.directory}
                       if spark else None),
             "warm_spark": ({"connect": warm.connect, "dir": warm.directory} if warm

@@ -78,6 +78,10 @@ class DemoConfig:
                                      "Events v2 JSON)")
     alert_smtp: str = setting("", "send the demo's alerts by email through this HOST:PORT")
     alert_to: list[str] = setting(factory=list, help="recipients of the demo's alert email")
+    receivers: bool = setting(True, "without an alert_* setting, deliver the demo's alerts "
+                                    "to local receivers of its own (a PagerDuty-shaped "
+                                    "webhook, and an SMTP server where aiosmtpd is "
+                                    "installed) that keep what they receive in DIR/received/")
     graphite_tags: bool = setting(False, "the graphite sink sends tagged series (NAME;host="
                                          "HOST): carbon registers them with graphite-web's "
                                          "tag database, the console finds them there")
@@ -291,6 +295,15 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     configs["sink-prometheus.yaml"]["prometheus"] = {"listen": prometheus}
     console = f"127.0.0.1:{free_port()}"
     delivery = args.delivery()
+    received = None
+    if delivery is None and args.receivers:         # the demo's own receivers
+        from fleetwatch.cli.demo.receivers import has_smtp
+        from sinks.alerting.delivery.config import for_demo
+        received = {"dir": (root / "received").resolve(), "pager": free_port(),
+                    "smtp": free_port() if has_smtp() else None}
+        delivery = for_demo(f"http://127.0.0.1:{received['pager']}/v2/enqueue",
+                            f"127.0.0.1:{received['smtp']}" if received["smtp"] else None,
+                            ["oncall@demo.invalid"] if received["smtp"] else ())
     if delivery:
         configs["sink-alerting.yaml"]["alerting"] = {"delivery": delivery}
     # its counters every 10 s, as the sinks': the console's health page lists it soon
@@ -355,6 +368,13 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     if web is not None:
         children.append(Child("graphite-web", web.settings_path, web.command(),
                               (root / "logs" / "graphite-web.log").resolve()))
+    if received is not None:
+        children.append(Child(
+            "receivers", (root / "sink-alerting.yaml").resolve(),
+            [sys.executable, "-m", "fleetwatch.cli.demo.receivers", str(received["dir"]),
+             "--pager", str(received["pager"]),
+             *(["--smtp", str(received["smtp"])] if received["smtp"] else [])],
+            (root / "logs" / "receivers.log").resolve()))
     children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
     children.append(child("scheduler", "scheduler"))
     if importlib.util.find_spec("pyspark") is not None:    # the history extra
@@ -381,6 +401,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
                       "prometheus": f"http://{prometheus}/metrics",
                       "keys": security.get("dir"), "carbon": carbon, "graphite_web": web,
                       "channels": sorted((delivery or {}).get("channels", {})),
+                      "received": received,
                       "answerer": answerer}
 
 

@@ -18,10 +18,14 @@ Each fault is ``{"kind", "name", "state", "since", "output"}``, listed worst fir
 - ``scheduler`` CRITICAL: a scheduler whose STATS stopped (:func:`silent`: as the routers
   that relayed them last heard it, PEERS ``backends``, or as the console's tail did), or,
   in a fleet that declares checks, none heard at all while a router has been up, or the
-  console has followed the routers' STATS, for :data:`NONE_HEARD_AFTER` seconds.
+  console has followed the routers' STATS, for :data:`NONE_HEARD_AFTER` seconds;
+- ``channel`` CRITICAL: an alert channel the alerting sinks judged failing (the state
+  database's ``channels``: :func:`of_channels`): alerts to it are not reaching anyone, or
+  reach its fallback only.
 
 From the routers' PEERS answers (:func:`of_routers`: ``status`` and the console) and the
-console's tail of the fleet's STATS (:func:`of_health`: :mod:`web.health`). Pure logic.
+console's tail of the fleet's STATS (:func:`of_health`: :mod:`web.health`), and the
+state database's channels (:func:`of_channels`). Pure logic.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from fleetwatch.protocol import number
 
 #: states, worst first, and the kinds in their order within a state
 STATES = ("DOWN", "CRITICAL", "WARNING")
-KINDS = ("router", "site", "sink", "scheduler")
+KINDS = ("router", "site", "sink", "scheduler", "channel")
 #: a process is silent once this many of its reporting intervals passed without its STATS
 SILENT_INTERVALS = 3
 #: its reporting interval while fewer than two of its STATS were heard (the scheduler's
@@ -210,4 +214,20 @@ def of_health(snapshot: dict, now: float, checks: bool = True) -> list[dict]:
         found.append(fault("scheduler", "-", "CRITICAL",
                            f"no scheduler heard in {int(now - followed)} s: no check is "
                            f"scheduled"))
+    return ordered(found)
+
+
+def of_channels(channels: list[dict]) -> list[dict]:
+    """The failing alert channels (rows of :func:`fleetwatch.store.reads.channels`), each
+    with why and where its alerts go meanwhile."""
+    found = []
+    for c in channels:
+        if c["state"] != "failing":
+            continue
+        why = " ".join(str(c.get("last_error") or "").split())[:300]
+        meanwhile = f"its alerts go to {c['fallback']}" if c.get("fallback") \
+            else "no fallback: its alerts reach nobody"
+        found.append(fault("channel", c["name"], "CRITICAL",
+                           f"alert channel failing ({c['failures']} attempts in a row): "
+                           f"{why}; {meanwhile}", c["since"]))
     return ordered(found)

@@ -48,6 +48,8 @@ class Rows:
     downtimes: list = field(default_factory=list)
     #: the agents whose parents a downtime with ``children`` follows (all, when one has)
     parents: list = field(default_factory=list)
+    #: the alert channels' health (a reading of the whole fleet only)
+    channels: list = field(default_factory=list)
 
 
 def read(conn, now: float, uuids: reads.Uuids = None, pairs: reads.Pairs = None,
@@ -77,6 +79,7 @@ def read(conn, now: float, uuids: reads.Uuids = None, pairs: reads.Pairs = None,
         rows = _cut(rows, set(uuids), None if pairs is None else set(pairs))
     if uuids is None:
         rows.parents = rows.agents
+        rows.channels = reads.channels(conn)
     elif any(getattr(d, "children", False) for d in rows.downtimes):
         rows.parents = _ancestors(conn, rows.agents)
     return rows

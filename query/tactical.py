@@ -16,7 +16,8 @@ from query.faults import KINDS, STATES as FAULT_STATES
 HOST_PROBLEMS = ("DOWN", "UNREACHABLE")
 CHECK_PROBLEMS = ("CRITICAL", "UNKNOWN", "WARNING")
 #: what each kind of the fleet's own is called on a tile
-LABELS = {"router": "Routers", "site": "Sites", "sink": "Sinks", "scheduler": "Schedulers"}
+LABELS = {"router": "Routers", "site": "Sites", "sink": "Sinks", "scheduler": "Schedulers",
+          "channel": "Alert channels"}
 
 
 def summary(hosts: list[tuple[str, int]], checks: list[tuple[str, int]],

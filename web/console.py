@@ -180,9 +180,11 @@ class Console:
     def fleet_faults(self, routers: dict | None = None) -> list[dict]:
         """The fleet's own faults, worst first (:mod:`query.faults`): routers not answering,
         sink types without a sink, site links lost and schedulers silent (the routers'
-        answers), and sites whose uplink is down and schedulers silent as the STATS
-        :mod:`web.health` follows tell them."""
+        answers), alert channels failing (the state database), and sites whose uplink is
+        down and schedulers silent as the STATS :mod:`web.health` follows tell them."""
+        from fleetwatch.store import reads
         found = list((routers or self.routers())["router_faults"])
+        found += faults.of_channels(self.read(reads.channels, [], []))   # (a few rows)
         if self.health is not None:
             found += faults.of_health(self.health.snapshot(), self.clock(),
                                       self._declares_checks())

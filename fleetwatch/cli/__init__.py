@@ -39,6 +39,9 @@ COMMANDS = {
     "status": ("fleetwatch.cli.status", "show the agents of the fleet and their checks "
                                         "(--problems: only the unhandled problems)"),
     "alerts": ("fleetwatch.cli.alerts", "list alerts and their delivery state per channel"),
+    "channels": ("fleetwatch.cli.channels", "the alert channels' health: working or failing "
+                                            "since when and why (channels test NAME: send "
+                                            "one a test message)"),
     "silence": ("fleetwatch.cli.silence", "mute alerts for a while, list and end silences "
                                           "(silence add|list|remove)"),
     "silences": ("fleetwatch.cli.silence", "alias of 'silence list' "

@@ -125,7 +125,8 @@ def gather(config: OperatorConfig, now: float, warn=None) -> dict:
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
                 "problem": a.problem or None, "known": a.known} for a in answers]
     return {**view, "routers": routers, "durability": durability.assess(answers),
-            "fleet": faults.of_routers(answers, bool(view["checks"])),
+            "fleet": faults.ordered(faults.of_routers(answers, bool(view["checks"]))
+                                    + faults.of_channels(rows.channels)),
             "answers": answers}
 
 

@@ -185,6 +185,20 @@ def deliveries(conn: Connection, limit: int | None = 50, channel: str | None = N
     return [dict(r._mapping) for r in conn.execute(stmt)], total
 
 
+CHANNEL_FIELDS = ("name", "state", "since", "failures", "last_ok", "last_attempt",
+                  "last_status", "last_error", "fallback", "configured")
+
+
+def channels(conn: Connection) -> list[dict]:
+    """Each alert channel's health as the alerting sinks judged it (the ``channels`` table:
+    :mod:`sinks.alerting.delivery.health`), by name."""
+    if not has_tables(conn, "channels"):
+        return []
+    t = schema.channels
+    return [dict(r._mapping) for r in conn.execute(
+        select(*(t.c[f] for f in CHANNEL_FIELDS)).order_by(t.c.name))]
+
+
 def kept_back(conn: Connection, keys: Sequence[str]) -> dict[str, dict]:
     """key -> what kept that alert back, for the keys a silence muted (``suppressed``:
     {"silence": ID}) or a downtime held (``downtime_suppressed``: {"downtime": ID})."""

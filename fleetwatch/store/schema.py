@@ -24,6 +24,7 @@ table                 owner       rows
 ``alert_events``      alerting    one per alert event, whatever its channels
 ``outbox``            alerting    (event, channel): delivery state and claims
 ``deliveries``        alerting    one per attempt to send an alert: the service's answer
+``channels``          alerting    one per alert channel: working or failing, since when, why
 ``web_users``         web         the console's users: name, role, password hash
 ``web_tokens``        web         API tokens: a user's, with a role, kept as a digest
 ``web_sessions``      web         console logins: a session id's digest, its user, when
@@ -374,6 +375,24 @@ deliveries = Table(
     Index("ix_deliveries_event", "event_id"),
 )
 
+#: Each alert channel's state (:mod:`sinks.alerting.delivery.health`), as the deliverers of
+#: every alerting sink judged it from their sends: ``ok``, ``failing`` (since the first failed
+#: attempt of the run, ``failures`` in a row) or ``unknown`` (configured, not tried yet);
+#: ``fallback`` as configured, ``configured`` when a sink last said it has the channel.
+channels = Table(
+    "channels", metadata,
+    Column("name", String(64), primary_key=True),
+    Column("state", String(8), nullable=False),
+    Column("since", Float, nullable=False),
+    Column("failures", Integer, nullable=False),
+    Column("last_ok", Float),
+    Column("last_attempt", Float),
+    Column("last_status", String(32)),
+    Column("last_error", Text),
+    Column("fallback", String(64)),
+    Column("configured", Float, nullable=False),
+)
+
 web_users = Table(
     "web_users", metadata,
     Column("name", String(64), primary_key=True),
@@ -430,7 +449,7 @@ OWNED = {
     "registry": (agents, agent_routers, plugins),
     "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,
                  suppressed, acknowledgements, downtimes, downtime_suppressed,
-                 notified_problems, alert_events, outbox, deliveries),
+                 notified_problems, alert_events, outbox, deliveries, channels),
     "silences": (silences,),
     "acks": (acknowledgements,),
     "downtimes": (downtimes,),

@@ -342,6 +342,26 @@ def test_webhook_down_is_retried_and_hides_the_query():
     assert not e.value.permanent and "s3cret" not in str(e.value)
 
 
+def test_a_fallback_names_another_channel_and_makes_no_loop():
+    hook = {"type": "webhook", "url": "http://127.0.0.1:9/"}
+
+    def config(**fallbacks):
+        return build(DeliveryConfig, {"channels": {
+            name: {**hook, "fallback": fallbacks.get(name, "")} for name in ("a", "b", "c")}},
+            "sink.yaml", "alerting.delivery")
+    assert config(a="b", b="c").parsed_channels()["a"].fallback == "b"      # a chain
+    with pytest.raises(ConfigError) as e:
+        config(a="nope")
+    assert str(e.value).startswith("sink.yaml: alerting.delivery.channels.a.fallback: ")
+    assert "no channel named 'nope' (known: a, b, c)" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        config(a="b", b="c", c="a")
+    assert "a loop (a -> b -> c -> a)" in str(e.value)
+    with pytest.raises(ConfigError) as e:
+        config(b="b")
+    assert "a loop (b -> b)" in str(e.value)
+
+
 def test_demo_delivery_config():
     from sinks.alerting.delivery.config import for_demo
     data = for_demo("http://127.0.0.1:8080/hook", "127.0.0.1:2525", ["ops@example.org"])

@@ -52,7 +52,9 @@ def delivery(webhook: str | None = None, smtp_port: int | None = None, **extra):
                             "from": "fleetwatch@example.org", "timeout": 2,
                             "to": ["ops@example.org", "dba@example.org"]}
         names.append("mail")
-    return build(DeliveryConfig, {"channels": channels, "rules": [{"channels": names}],
+    # (a channel's own failure, kind channel, goes nowhere: see test_channel_health.py)
+    return build(DeliveryConfig, {"channels": channels,
+                                  "rules": [{"kind": ["check"], "channels": names}],
                                   "retry": FAST, "poll_interval": 0.05, "lease": 10,
                                   **extra})
 
@@ -208,8 +210,14 @@ def test_a_400_fails_the_row_without_a_retry_storm(eng):
         assert states(eng) == {"failed": 2}
         assert len(hook.requests) == 2 and d.counts["failed.pager"] == 2
         with eng.connect() as conn:
-            (first, _) = reads.alert_events(conn)
+            events = reads.alert_events(conn)
+        (told,) = [e for e in events if e["kind"] == "channel"]
+        (first, _) = [e for e in events if e["kind"] != "channel"]
         assert "HTTP 400" in first["deliveries"][0]["last_error"]
+        # the channel refused for good: failing at once, said once, and to no channel (its
+        # only one is the one failing)
+        assert told["summary"].startswith("channel pager failing since ")
+        assert "HTTP 400 Bad Request" in told["summary"] and told["deliveries"] == []
     finally:
         hook.stop()
 

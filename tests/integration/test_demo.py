@@ -133,6 +133,9 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     assert [p for p in posts if p["dedup_key"].endswith(f"/notify/{sent}")]
     queued = proof["email"]["answer"].rpartition(" ")[2]     # "... Ok: queued as 000003"
     assert "demo disk on fire" in (received / "mail" / f"{queued}.eml").read_text()
+    listed = json.loads(fleet.command("channels", "--config", op, "--json").stdout)
+    assert {c["name"]: c["state"] for c in listed["channels"]} == {"email": "ok",
+                                                                   "webhook": "ok"}
 
     # The scheduler runs the agent's declared checks: bundled ones and Debian's check_users.
     def checks_ran():

@@ -258,6 +258,8 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  {fw} alerts --config {op}",
         f"  {fw} alerts --deliveries --config {op}   (each send, and what the channel "
         f"answered)",
+        f"  {fw} channels --config {op}   (each alert channel: working or failing; "
+        f"channels test NAME sends one a test message)",
         f"  {fw} downtime add {shlex.quote(socket.gethostname())} --for 30m --comment "
         f"'planned work' --config {op}   (then: ack add, silence add, downtime list)",
         f"  {fw} agent --once --config {agent_cfg}",

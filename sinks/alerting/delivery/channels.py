@@ -102,7 +102,8 @@ def _one_line(text, limit: int) -> str:
 
 def headline(event: dict, limit: int = SUMMARY_MAX) -> str:
     """``CRITICAL web-1/check_disk: DISK CRITICAL - / 95%``."""
-    where = event.get("hostname") or event.get("uuid") or "?"
+    where = event.get("hostname") or event.get("uuid") or \
+        ("channel" if event.get("kind") in ("channel", "test") else "?")
     if event.get("check"):
         where = f"{where}/{event['check']}"
     return _one_line(f"{label(event)} {where}: {event.get('summary') or ''}", limit)

@@ -64,6 +64,8 @@ class EmailChannel:
     to: list[str] = setting(factory=list, help="recipients: one message per alert (or per "
                                                "group, with group_wait) to all")
     timeout: float = setting(10.0, "seconds for the whole SMTP conversation step")
+    fallback: str = setting("", "another channel that gets this one's alerts while it fails "
+                                "(docs/operating/alerts.md, channels that fail)")
     group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
                                      "one message lists them all (0: one message per alert, "
                                      "at once)")
@@ -102,6 +104,8 @@ class WebhookChannel:
     url: str = setting("", "http(s) URL the JSON event is POSTed to")
     routing_key: str = setting("", "the receiver's integration key (PagerDuty routing_key)")
     timeout: float = setting(10.0, "seconds to wait for the receiver's answer")
+    fallback: str = setting("", "another channel that gets this one's alerts while it fails "
+                                "(docs/operating/alerts.md, channels that fail)")
     headers: dict[str, str] = setting(factory=dict, help="extra HTTP headers (e.g. Authorization)")
     group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
                                      "the group's events are POSTed, still one per alert key "
@@ -200,6 +204,17 @@ class DeliveryConfig:
                 raise ValueError(f"rules[{i}].channels: no channel named {unknown[0]!r} "
                                  f"(known: {', '.join(sorted(self._parsed)) or 'none'})")
         for name, channel in self._parsed.items():
+            fallback, seen = channel.fallback, [name]
+            while fallback:
+                if fallback not in self._parsed:
+                    known = ", ".join(sorted(self._parsed))
+                    raise ValueError(f"channels.{name}.fallback: no channel named "
+                                     f"{fallback[:64]!r} (known: {known})")
+                if fallback in seen:
+                    raise ValueError(f"channels.{name}.fallback: a loop "
+                                     f"({' -> '.join(seen + [fallback])})")
+                seen.append(fallback)
+                fallback = self._parsed[fallback].fallback
             if channel.group_wait >= self.retry.max_age:
                 raise ValueError(f"channels.{name}.group_wait: expected less than "
                                  f"retry.max_age ({self.retry.max_age:g} s)")

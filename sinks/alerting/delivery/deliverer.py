@@ -40,7 +40,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from fleetwatch.logs import Throttle
-from sinks.alerting.delivery import grouping
+from sinks.alerting.delivery import grouping, health
 from sinks.alerting.delivery import store as outbox
 from sinks.alerting.delivery.channels import Receipt, SendError, senders as build_senders
 from sinks.alerting.delivery.config import DeliveryConfig
@@ -84,8 +84,12 @@ class Deliverer:
             self._housekeeping(now)
         waits = grouping.waits(self.config.parsed_channels())
         with self.engine.begin() as conn:
+            fallen = health.fall_back(conn, now)    # failing channels' alerts: their fallback
             rows = outbox.claim(conn, self.worker, now, self.config.lease, self.config.batch,
                                 self._usable(now), waits)
+        if fallen:
+            self.counts["fell_back"] += fallen
+            log.warning("%d alert(s) of failing channels put to their fallback", fallen)
         # channels whose sender makes a group one message (email); others send each row
         grouped = {name: by for name, (_, by) in waits.items()
                    if hasattr(self.senders.get(name), "send_group")}
@@ -146,7 +150,7 @@ class Deliverer:
             why = "refused" if e.permanent else f"undelivered after {attempts} attempts"
             self.counts[f"failed.{channel}"] += len(done)
             log.error("%s to channel %s failed, %s: %s", _which(done), channel, why, e)
-            self._mark(done, outbox.FAILED, error=str(e), tried=tried)
+            self._mark(done, outbox.FAILED, error=str(e), tried=tried, permanent=e.permanent)
         retry = [r for r in rows if r not in done]
         if not retry:
             return
@@ -158,20 +162,30 @@ class Deliverer:
                               "try in %.0f s", channel, e, wait)
         # a group is retried as a group: one next attempt for all its rows
         retry_at = now + max(self.backoff(attempts), e.retry_after or 0.0)
-        self._mark(retry, outbox.PENDING, error=str(e), next_attempt=retry_at, tried=tried)
+        self._mark(retry, outbox.PENDING, error=str(e), next_attempt=retry_at, tried=tried,
+                   judge=not done)      # (one attempt tells the channel's health once)
 
     def _mark(self, rows: list[dict], state: str, error: str | None = None,
-              next_attempt: float | None = None, tried: "Tried | None" = None) -> None:
+              next_attempt: float | None = None, tried: "Tried | None" = None,
+              permanent: bool = False, judge: bool = True) -> None:
         """Record the outcome ``state`` of ``rows`` and, for an attempt, what it got
-        (``tried``: a ``deliveries`` row each, ``retry`` for a row pending again), in one
-        transaction: an outcome the claim no longer allows records no delivery either."""
+        (``tried``: a ``deliveries`` row each, ``retry`` for a row pending again) and what
+        it says of the channel (:func:`sinks.alerting.delivery.health.attempted`: the alert
+        of a change, enqueued here), in one transaction: an outcome the claim no longer
+        allows records no delivery either."""
+        change = None
         try:
             with self.engine.begin() as conn:
-                ours = outbox.mark(conn, [r["id"] for r in rows], self.worker, self.clock(),
+                now = self.clock()
+                ours = outbox.mark(conn, [r["id"] for r in rows], self.worker, now,
                                    state, error=error, next_attempt=next_attempt)
                 if tried is not None and ours:
                     outcome = "retry" if state == outbox.PENDING else state
                     outbox.record(conn, rows, self.worker, outcome, tried)
+                    change = health.attempted(conn, rows[0]["channel"], state == outbox.SENT,
+                                              permanent, tried, now) if judge else None
+                    if change is not None:
+                        self._tell(conn, rows[0]["channel"], change, now)
         except SQLAlchemyError as e:
             self.counts["mark_failed"] += 1
             self.throttle.warning("mark_failed", "cannot record the outcome of %s (%s); "
@@ -182,6 +196,18 @@ class Deliverer:
             self.counts["lease_lost"] += 1
             self.throttle.warning("lease_lost", "%s: our claim had expired when marking "
                                   "it %s", _which(rows), state)
+
+    def _tell(self, conn, channel: str, change: dict, now: float) -> None:
+        """The alert of a channel's change: to its fallback and where the rules route it,
+        never to the channel itself (its resolve goes where its trigger went)."""
+        parsed = self.config.parsed_channels().get(channel)
+        outbox.enqueue(conn, change, self.config, now,
+                       also=[parsed.fallback] if parsed and parsed.fallback else [],
+                       skip=(channel,))
+        self.counts[f"channel_{'recovered' if change['action'] == 'resolve' else 'failing'}"] \
+            += 1
+        (log.info if change["action"] == "resolve" else log.error)("%s", change["summary"])
+        self._wake.set()
 
     def _give_back(self, rows: list[dict]) -> None:
         try:
@@ -221,6 +247,7 @@ class Deliverer:
             return
         self.senders = build_senders(config)
         self.config = config
+        self._declare()
         self.resting = {c: r for c, r in self.resting.items() if c in self.senders}
         self.next_purge = 0.0        # alerts of removed channels: failed once too old
         log.info("delivery settings reloaded: channels %s", ", ".join(self.senders) or "none")
@@ -244,7 +271,16 @@ class Deliverer:
         except SQLAlchemyError as e:
             log.warning("cannot release claimed alerts at stop (their lease expires): %s", e)
 
+    def _declare(self) -> None:
+        """The configured channels' rows (:func:`sinks.alerting.delivery.health.declare`)."""
+        try:
+            with self.engine.begin() as conn:
+                health.declare(conn, self.config.parsed_channels(), self.clock())
+        except SQLAlchemyError as e:
+            self.throttle.warning("declare", "cannot record the channels: %s", e)
+
     def _run(self) -> None:
+        self._declare()
         while not self._stop.is_set():
             busy = 0
             try:

@@ -20,7 +20,7 @@ from fleetwatch.config import setting
 from sinks.alerting.silences.rules import parse_duration
 
 #: event kinds and severities a rule may name (docs/concepts/alerts.md, "The alert event")
-KINDS = ("check", "host", "notify", "flapping")
+KINDS = ("check", "host", "notify", "flapping", "channel")
 SEVERITIES = ("critical", "error", "warning", "unknown", "info", "ok", "debug")
 
 
@@ -29,8 +29,9 @@ class Rule:
     severity: list[str] = setting(factory=list, help="event severities (empty: any)")
     host: str = setting("*", "glob on the hostname (or the uuid)")
     check: str = setting("*", "glob on the check name; events without a check match only *")
-    kind: list[str] = setting(factory=list, help="event kinds: check, host, notify, flapping "
-                                                 "(empty: any)")
+    kind: list[str] = setting(factory=list, help="event kinds: check, host, notify, flapping, "
+                                                 "channel (an alert channel failing; "
+                                                 "empty: any)")
     channels: list[str] = setting(factory=list, help="channels an event matching this rule "
                                                      "goes to")
     after: Any = setting(None, "escalation: once a check or host problem has lasted this long "

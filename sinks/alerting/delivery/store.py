@@ -73,14 +73,18 @@ def event_row(event: dict, now: float) -> dict:
     }
 
 
-def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> list[str]:
+def enqueue(conn: Connection, event: dict, rules, now: float | None = None,
+            also: list[str] | tuple[str, ...] = (),
+            skip: tuple[str, ...] = ()) -> list[str]:
     """Record ``event`` and one pending outbox row per channel it is routed to; call it in
     the transaction that changed the state behind the event. Return those channels.
 
     ``rules`` is the :class:`sinks.alerting.delivery.config.DeliveryConfig` (or a list of rules). A
     resolve (or an acknowledge) also goes to every channel a trigger of its key went to since
     its last resolve, so a pager that was told of a problem hears of its recovery even when
-    the rules route "ok" nowhere.
+    the rules route "ok" nowhere. ``also``: channels it goes to besides, ``skip``: never
+    (a failing channel's alert: to its fallback, not to the channel,
+    :mod:`sinks.alerting.delivery.health`).
     """
     now = time.time() if now is None else now
     row = event_row(event, now)
@@ -88,13 +92,13 @@ def enqueue(conn: Connection, event: dict, rules, now: float | None = None) -> l
     # would build a new one per event, about 0.5 ms)
     event_id = conn.execute(alert_events.insert(), row).inserted_primary_key[0]
     channels = route(event, rules)
+    channels += [c for c in also if c not in channels]
     if row["action"] in ("resolve", "acknowledge"):
         for channel in _told_channels(conn, row["key"], event_id):
             if channel not in channels:
                 channels.append(channel)
     known = getattr(rules, "channels", None)
-    if known is not None:
-        channels = [c for c in channels if c in known]
+    channels = [c for c in channels if (known is None or c in known) and c not in skip]
     if channels:
         conn.execute(outbox.insert(), [
             {"event_id": event_id, "key": row["key"], "channel": c, "state": PENDING,

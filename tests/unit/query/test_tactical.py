@@ -24,10 +24,13 @@ def test_problem_states_are_split_and_the_others_only_counted():
 def test_the_fleet_s_own_by_kind_worst_state_first():
     faults = [{"kind": "sink", "name": "graphite", "state": "WARNING"},
               {"kind": "sink", "name": "history", "state": "CRITICAL"},
-              {"kind": "router", "name": "r2", "state": "DOWN"}]
+              {"kind": "router", "name": "r2", "state": "DOWN"},
+              {"kind": "channel", "name": "slack-ops", "state": "CRITICAL"}]
     routers = [{"reachable": True}, {"reachable": False}]
     tiles = {t["kind"]: t for t in summary([], [], {}, faults, routers)["fleet"]}
-    assert list(tiles) == ["router", "site", "sink", "scheduler"]
+    assert list(tiles) == ["router", "site", "sink", "scheduler", "channel"]
+    assert tiles["channel"] == {"kind": "channel", "label": "Alert channels",
+                                "state": "CRITICAL", "faults": 1, "text": "slack-ops"}
     assert tiles["router"] == {"kind": "router", "label": "Routers", "state": "DOWN",
                                "faults": 1, "text": "1 of 2 answering"}
     assert (tiles["sink"]["state"], tiles["sink"]["text"]) == ("CRITICAL", "graphite, history")

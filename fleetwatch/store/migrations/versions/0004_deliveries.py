@@ -1,5 +1,6 @@
 """deliveries: one row per attempt to send an alert, with the service's answer (issue 34,
-proof of delivery): a new table, no rows rewritten.
+proof of delivery); channels: each alert channel working or failing, since when, why (issue
+34, channels that report their own failure): new tables, no rows rewritten.
 
 Revision ID: 0004
 Revises: 0003
@@ -41,6 +42,20 @@ def upgrade() -> None:
     with op.batch_alter_table("deliveries", schema=None) as batch_op:
         batch_op.create_index("ix_deliveries_event", ["event_id"], unique=False)
         batch_op.create_index("ix_deliveries_started", ["started"], unique=False)
+
+    op.create_table(
+        "channels",
+        sa.Column("name", sa.String(length=64), nullable=False),
+        sa.Column("state", sa.String(length=8), nullable=False),
+        sa.Column("since", sa.Float(), nullable=False),
+        sa.Column("failures", sa.Integer(), nullable=False),
+        sa.Column("last_ok", sa.Float(), nullable=True),
+        sa.Column("last_attempt", sa.Float(), nullable=True),
+        sa.Column("last_status", sa.String(length=32), nullable=True),
+        sa.Column("last_error", sa.Text(), nullable=True),
+        sa.Column("fallback", sa.String(length=64), nullable=True),
+        sa.Column("configured", sa.Float(), nullable=False),
+        sa.PrimaryKeyConstraint("name"))
 
 
 def downgrade() -> None:

@@ -87,7 +87,9 @@ def test_a_refused_token_fails_the_channel_its_fallback_is_told_once_and_gets_it
             outbox.enqueue(conn, event(1), config)
         wait_for(lambda: len(backup.posts) >= 2, 20, interval=0.05,
                  what="the failure and the alert at the fallback")
-        state = {c["name"]: c for c in channel_actions.listed(url)}
+        state = wait_for(lambda: (lambda s: s if len(s) == 2 else None)(
+            {c["name"]: c for c in channel_actions.listed(url) if c["state"] != "unknown"}),
+            20, interval=0.05, what="both channels' states recorded")
         assert state["slack-ops"]["state"] == "failing" and state["backup"]["state"] == "ok"
         assert state["slack-ops"]["last_status"] == "HTTP 401"
         assert state["slack-ops"]["fallback"] == "backup"

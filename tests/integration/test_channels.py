@@ -17,7 +17,8 @@ import pytest
 
 from fleetwatch.config import ConfigError, build
 from sinks.alerting.delivery.channels import (EmailSender, SendError, WebhookSender, body, dedup_key,
-                            email_message, senders, subject, webhook_payload)
+                            email_message, subject, webhook_payload)
+from sinks.alerting.delivery.senders import senders
 from sinks.alerting.delivery.config import DeliveryConfig, parse_channel
 from sinks.alerting.delivery.rules import Rule, matches, route
 from support.channelservers import HttpReceiver, SmtpServer

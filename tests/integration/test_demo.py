@@ -115,7 +115,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     assert found[0]["uuid"] == entry["uuid"]
     # ... and reached the demo's own receivers, with proof: each send and what it answered
     received = Path(info["alerts"]["received"]["dir"])
-    assert info["alerts"]["channels"] == ["email", "webhook"]
+    assert info["alerts"]["channels"] == ["email", "slack", "webhook"]
     assert f"{received}/pager.jsonl" in demo.log()
 
     def delivered():
@@ -123,8 +123,8 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
         sent_ = {d["channel"]: d for d in json.loads(res.stdout)["deliveries"]
                  if d["key"].endswith(f"/notify/{sent}") and d["outcome"] == "sent"} \
             if res.returncode == 0 else {}
-        return sent_ if len(sent_) == 2 else None
-    proof = wait_for(delivered, 30, interval=0.5, what="the notification sent to both channels")
+        return sent_ if len(sent_) == 3 else None
+    proof = wait_for(delivered, 30, interval=0.5, what="the notification sent to 3 channels")
     assert proof["webhook"]["status"] == "HTTP 202"
     assert proof["webhook"]["message_id"].endswith(f"/notify/{sent}")
     assert proof["email"]["status"] == "SMTP 250"
@@ -133,9 +133,13 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     assert [p for p in posts if p["dedup_key"].endswith(f"/notify/{sent}")]
     queued = proof["email"]["answer"].rpartition(" ")[2]     # "... Ok: queued as 000003"
     assert "demo disk on fire" in (received / "mail" / f"{queued}.eml").read_text()
+    slack = [json.loads(line) for line in (received / "slack.jsonl").read_text().splitlines()]
+    (posted,) = [m for m in slack if m.get("ts") == proof["slack"]["message_id"].partition(
+        "/")[2]]
+    assert posted["channel"] == "#ops" and "demo disk on fire" in posted["text"]
     listed = json.loads(fleet.command("channels", "--config", op, "--json").stdout)
-    assert {c["name"]: c["state"] for c in listed["channels"]} == {"email": "ok",
-                                                                   "webhook": "ok"}
+    assert {c["name"]: c["state"] for c in listed["channels"]} == {
+        "email": "ok", "slack": "ok", "webhook": "ok"}
 
     # The scheduler runs the agent's declared checks: bundled ones and Debian's check_users.
     def checks_ran():

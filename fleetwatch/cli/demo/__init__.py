@@ -277,6 +277,10 @@ def alert_lines(info: dict) -> list[str]:
                  f"{received['pager']})"]
         where.append(f"{received['dir']}/mail/ (an SMTP server, port {received['smtp']})"
                      if received["smtp"] else "no mail receiver: aiosmtpd is not installed")
+        if received.get("slack"):
+            where.append(f"{received['dir']}/slack.jsonl (Slack's Web API, port "
+                         f"{received['slack']}: the bot posts to #ops, follow-ups in "
+                         f"threads)")
         return [f"  alerts          delivered to {', '.join(info['channels'])}: the demo's "
                 f"receivers keep them in", *(f"                  {w}" for w in where)]
     if info["channels"]:

@@ -297,13 +297,22 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     delivery = args.delivery()
     received = None
     if delivery is None and args.receivers:         # the demo's own receivers
-        from fleetwatch.cli.demo.receivers import has_smtp
+        from fleetwatch.cli.demo.receivers import has_slack, has_smtp
         from sinks.alerting.delivery.config import for_demo
         received = {"dir": (root / "received").resolve(), "pager": free_port(),
-                    "smtp": free_port() if has_smtp() else None}
+                    "smtp": free_port() if has_smtp() else None,
+                    "slack": free_port() if has_slack() else None}
         delivery = for_demo(f"http://127.0.0.1:{received['pager']}/v2/enqueue",
                             f"127.0.0.1:{received['smtp']}" if received["smtp"] else None,
                             ["oncall@demo.invalid"] if received["smtp"] else ())
+        if received["slack"]:           # a bot posting to #ops, its token in a file
+            received["dir"].mkdir(parents=True, exist_ok=True)
+            token = received["dir"] / "slack-token"
+            private.write(token, "xoxb-fleetwatch-demo\n")
+            delivery["channels"]["slack"] = {
+                "type": "slack", "token_file": str(token), "channel": "#ops",
+                "api_url": f"http://127.0.0.1:{received['slack']}/api/", "timeout": 5.0}
+            delivery["rules"][0]["channels"].append("slack")
     if delivery:
         configs["sink-alerting.yaml"]["alerting"] = {"delivery": delivery}
     # its counters every 10 s, as the sinks': the console's health page lists it soon
@@ -373,7 +382,8 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
             "receivers", (root / "sink-alerting.yaml").resolve(),
             [sys.executable, "-m", "fleetwatch.cli.demo.receivers", str(received["dir"]),
              "--pager", str(received["pager"]),
-             *(["--smtp", str(received["smtp"])] if received["smtp"] else [])],
+             *(["--smtp", str(received["smtp"])] if received["smtp"] else []),
+             *(["--slack", str(received["slack"])] if received["slack"] else [])],
             (root / "logs" / "receivers.log").resolve()))
     children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
     children.append(child("scheduler", "scheduler"))

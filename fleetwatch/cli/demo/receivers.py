@@ -5,12 +5,14 @@
   ``{"status": "success", "message": "Event processed", "dedup_key": ...}``); each POST is a
   line of ``DIR/pager.jsonl`` (when, the path, the JSON body);
 - ``mail``: an SMTP server (aiosmtpd, where installed: the ``test`` extra), each message a
-  file ``DIR/mail/NNNNNN.eml``, answered ``250 2.0.0 Ok: queued as NNNNNN``.
+  file ``DIR/mail/NNNNNN.eml``, answered ``250 2.0.0 Ok: queued as NNNNNN``;
+- ``slack``: Slack's Web API and incoming webhooks (:class:`Slack`, which the tests drive
+  slack-sdk's client against too), each message and update a line of ``DIR/slack.jsonl``.
 
-``python -m fleetwatch.cli.demo.receivers DIR --pager PORT [--smtp PORT]`` runs them until
-SIGTERM or SIGINT. The demo starts it when no ``--alert-*`` flag says where alerts go, and
-``fleetwatch alerts --deliveries`` shows what each answered. It trusts what it is sent (a
-demo on loopback); it is not a mail or pager service.
+``python -m fleetwatch.cli.demo.receivers DIR --pager PORT [--smtp PORT] [--slack PORT]``
+runs them until SIGTERM or SIGINT. The demo starts it when no ``--alert-*`` flag says where
+alerts go, and ``fleetwatch alerts --deliveries`` shows what each answered. It trusts what
+it is sent (a demo on loopback); it is not a mail, pager or chat service.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -32,6 +35,11 @@ BODY_MAX = 512 * 1024
 def has_smtp() -> bool:
     """Whether the mail receiver can run here (aiosmtpd installed)."""
     return importlib.util.find_spec("aiosmtpd") is not None
+
+
+def has_slack() -> bool:
+    """Whether the slack channel can run here (slack-sdk installed)."""
+    return importlib.util.find_spec("slack_sdk") is not None
 
 
 class Pager:
@@ -87,6 +95,169 @@ class Pager:
         self.httpd.server_close()
 
 
+class Slack:
+    """Slack's Web API and incoming webhooks as documented, for the ``slack`` channel
+    (slack-sdk's own client talks to it): ``chat.postMessage`` (threads too),
+    ``chat.update`` and ``auth.test`` with a bot token, and ``/services/...`` webhooks.
+    It answers as Slack does: HTTP 200 with ``{"ok": false, "error": ...}`` for
+    ``not_authed``, ``invalid_auth``, ``token_revoked`` (:meth:`revoke`),
+    ``channel_not_found``, ``no_text``, ``msg_too_long`` (text over 40,000 characters),
+    ``invalid_blocks`` (over 50 blocks, a section's text over 3,000), ``message_not_found``;
+    HTTP 429 with ``Retry-After`` for the next ``limited`` requests; a revoked webhook 404
+    ``no_service``. What it took is kept (``messages``, and lines of ``DIR/slack.jsonl``)."""
+
+    TEXT_MAX, BLOCKS_MAX, SECTION_MAX = 40000, 50, 3000
+
+    def __init__(self, directory: Path | None, port: int, tokens=("xoxb-demo",)):
+        self.path = directory / "slack.jsonl" if directory is not None else None
+        self.tokens, self.revoked = set(tokens), set()
+        self.messages: list[dict] = []
+        self.requests: list[tuple[str, str]] = []      # (method or path, error or "ok")
+        self.limited, self.retry_after = 0, 1
+        self.lock, self.clock = threading.Lock(), time.time
+        self._ts = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if 0 <= length <= BODY_MAX else b""
+                code, answer, headers = receiver.answer(self.path, self.headers, raw)
+                data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "text/plain" if isinstance(answer, str)
+                                 else "application/json; charset=utf-8")
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def webhook_url(self, name: str = "T0001/B0001/demo") -> str:
+        return f"http://127.0.0.1:{self.port}/services/{name}"
+
+    def revoke(self, token: str) -> None:
+        with self.lock:
+            self.revoked.add(token)
+
+    def answer(self, path: str, headers, raw: bytes) -> tuple[int, dict | str, dict]:
+        with self.lock:
+            if self.limited > 0:
+                self.limited -= 1
+                self.requests.append((path, "429"))
+                return 429, {"ok": False, "error": "ratelimited"}, \
+                    {"Retry-After": str(self.retry_after)}
+            if path.startswith("/services/"):
+                return self._webhook(path, raw)
+            method = path.rpartition("/")[2]
+            error, answer = self._api(method, headers, raw)
+            self.requests.append((method, error or "ok"))
+            return 200, answer if error is None else {"ok": False, "error": error}, {}
+
+    def _api(self, method: str, headers, raw: bytes) -> tuple[str | None, dict]:
+        token = (headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+        if not token:
+            return "not_authed", {}
+        if token in self.revoked:
+            return "token_revoked", {}
+        if token not in self.tokens:
+            return "invalid_auth", {}
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            return "invalid_json", {}
+        if method == "auth.test":
+            return None, {"ok": True, "team": "demo", "user": "fleetwatch"}
+        if method not in ("chat.postMessage", "chat.update"):
+            return "unknown_method", {}
+        channel = str(body.get("channel") or "")
+        if not (channel.startswith("#") or channel.startswith("C")) or len(channel) < 2:
+            return "channel_not_found", {}
+        channel = channel if channel.startswith("C") else \
+            f"C{zlib.crc32(channel.encode()):010d}"
+        problem = self._content(body)
+        if problem:
+            return problem, {}
+        if method == "chat.update":
+            for m in self.messages:
+                if m["channel"] == channel and m["ts"] == body.get("ts"):
+                    m["updates"].append({"text": body.get("text"), "blocks": body.get("blocks")})
+                    self._keep({"update": m["ts"], **body})
+                    return None, {"ok": True, "channel": channel, "ts": m["ts"]}
+            return "message_not_found", {}
+        thread = body.get("thread_ts")
+        if thread is not None and not any(m["ts"] == thread for m in self.messages):
+            return "thread_not_found", {}
+        self._ts += 1
+        ts = f"{int(self.clock())}.{self._ts:06d}"
+        self.messages.append({"channel": channel, "ts": ts, "thread_ts": thread,
+                              "text": body.get("text"), "blocks": body.get("blocks"),
+                              "unfurl_links": body.get("unfurl_links"), "updates": []})
+        self._keep({"ts": ts, **body})
+        return None, {"ok": True, "channel": channel, "ts": ts,
+                      "message": {"text": body.get("text"), "ts": ts}}
+
+    def _content(self, body: dict) -> str | None:
+        text, blocks = body.get("text"), body.get("blocks")
+        if not text and not blocks:
+            return "no_text"
+        if text is not None and len(str(text)) > self.TEXT_MAX:
+            return "msg_too_long"
+        if blocks is not None:
+            if not isinstance(blocks, list) or len(blocks) > self.BLOCKS_MAX:
+                return "invalid_blocks"
+            for b in blocks:
+                section = (b.get("text") or {}).get("text") if isinstance(b, dict) else None
+                if not isinstance(b, dict) or (b.get("type") == "section" and
+                                               len(str(section or "")) > self.SECTION_MAX):
+                    return "invalid_blocks"
+        return None
+
+    def _webhook(self, path: str, raw: bytes) -> tuple[int, str, dict]:
+        if path in self.revoked:
+            self.requests.append((path, "no_service"))
+            return 404, "no_service", {}
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = None
+        problem = "invalid_payload" if not isinstance(body, dict) else self._content(body)
+        if problem:
+            self.requests.append((path, problem))
+            return 400, problem, {}
+        self.messages.append({"channel": path, "ts": None, "thread_ts": None,
+                              "text": body.get("text"), "blocks": body.get("blocks"),
+                              "unfurl_links": body.get("unfurl_links"), "updates": []})
+        self._keep({"webhook": path, **body})
+        self.requests.append((path, "ok"))
+        return 200, "ok", {}
+
+    def _keep(self, entry: dict) -> None:
+        if self.path is not None:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"received": time.time(), **entry}, ensure_ascii=False)
+                        + "\n")
+
+    def start(self) -> "Slack":
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True,
+                         name="slack").start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 class Mail:
     """The SMTP receiver: each message a file of ``DIR/mail/``."""
 
@@ -122,20 +293,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("dir", help="where what is received is kept")
     ap.add_argument("--pager", type=int, required=True, metavar="PORT")
     ap.add_argument("--smtp", type=int, metavar="PORT")
+    ap.add_argument("--slack", type=int, metavar="PORT",
+                    help="Slack's Web API (the bot token: DIR/slack-token)")
     args = ap.parse_args(argv)
     directory = Path(args.dir)
     directory.mkdir(parents=True, exist_ok=True)
     running = [Pager(directory, args.pager)]
     if args.smtp:
         running.append(Mail(directory, args.smtp))
+    if args.slack:
+        token = (directory / "slack-token").read_text().strip()
+        running.append(Slack(directory, args.slack, tokens=(token,)))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     for r in running:
         r.start()
     print(f"receivers: pager http://127.0.0.1:{args.pager}/ -> {directory / 'pager.jsonl'}"
-          + (f"; mail 127.0.0.1:{args.smtp} -> {directory / 'mail'}/" if args.smtp else ""),
-          flush=True)
+          + (f"; mail 127.0.0.1:{args.smtp} -> {directory / 'mail'}/" if args.smtp else "")
+          + (f"; slack http://127.0.0.1:{args.slack}/api/ -> {directory / 'slack.jsonl'}"
+             if args.slack else ""), flush=True)
     while not stop.wait(1.0):
         pass
     for r in running:

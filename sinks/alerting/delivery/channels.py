@@ -33,7 +33,7 @@ from email.utils import formatdate, make_msgid
 from fleetwatch import __version__
 from fleetwatch.display import escape, iso, state
 from sinks.alerting.delivery import grouping
-from sinks.alerting.delivery.config import DeliveryConfig, EmailChannel, WebhookChannel
+from sinks.alerting.delivery.config import EmailChannel, WebhookChannel
 
 log = logging.getLogger(__name__)
 
@@ -360,11 +360,3 @@ def _safe(url: str) -> str:
     """A URL without its query or user info (both may hold a token), for messages."""
     parts = urllib.parse.urlsplit(url)
     return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}{parts.path}"
-
-
-SENDERS = {"email": EmailSender, "webhook": WebhookSender}
-
-
-def senders(config: DeliveryConfig) -> dict:
-    """One sender per configured channel, by name."""
-    return {name: SENDERS[ch.type](name, ch) for name, ch in config.parsed_channels().items()}

@@ -139,8 +139,44 @@ def check_grouping(channel) -> None:
         raise ValueError("group_by: a key is named twice")
 
 
-CHANNEL_TYPES = {"email": EmailChannel, "webhook": WebhookChannel}
-Channel = EmailChannel | WebhookChannel
+@dataclass(frozen=True)
+class SlackChannel:
+    type: str = setting("slack", "the channel's kind: alerts posted to Slack (slack-sdk: "
+                                 "sinks/alerting/delivery/slack.py)")
+    token_file: str = setting("", "file holding the bot token (xoxb-...: chat:write), read "
+                                  "when sending; with `channel`")
+    channel: str = setting("", "the Slack channel the bot posts to (its ID, C0123..., or "
+                                "#name)")
+    webhook_url_file: str = setting("", "instead of a token: file holding an incoming "
+                                        "webhook's URL (no threads, no updates)")
+    api_url: str = setting("https://slack.com/api/", "Slack's Web API (another: a proxy)")
+    timeout: float = setting(10.0, "seconds to wait for Slack's answer")
+    fallback: str = setting("", "another channel that gets this one's alerts while it fails "
+                                "(docs/operating/alerts.md, channels that fail)")
+    group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
+                                     "the group's alerts are posted, one message each")
+    group_by: list[str] = setting(factory=list, help="what makes a group (as for email)")
+
+    def validate(self):
+        if bool(self.token_file) == bool(self.webhook_url_file):
+            raise ValueError("token_file: expected a bot token's file (with channel) or "
+                             "webhook_url_file, one of them")
+        if self.token_file and not self.channel:
+            raise ValueError("channel: expected the Slack channel the bot posts to")
+        if self.webhook_url_file and self.channel:
+            raise ValueError("channel: an incoming webhook posts where it was made for; "
+                             "leave channel out")
+        parts = urlsplit(self.api_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"api_url: expected an http:// or https:// URL, got "
+                             f"{self.api_url[:60]!r}")
+        if self.timeout <= 0:
+            raise ValueError("timeout: expected a positive number of seconds")
+        check_grouping(self)
+
+
+CHANNEL_TYPES = {"email": EmailChannel, "webhook": WebhookChannel, "slack": SlackChannel}
+Channel = EmailChannel | WebhookChannel | SlackChannel
 
 
 
@@ -164,7 +200,7 @@ class Retry:
 @dataclass(frozen=True)
 class DeliveryConfig:
     channels: dict[str, dict[str, Any]] = setting(
-        factory=dict, help="channel name -> {type: email|webhook, ...}",
+        factory=dict, help="channel name -> {type: email|webhook|slack, ...}",
         variants=CHANNEL_TYPES)
     rules: list[Rule] = setting(factory=list, help="routing: an event goes to the channels "
                                                    "of every rule it matches")

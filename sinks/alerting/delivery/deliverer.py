@@ -42,7 +42,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleetwatch.logs import Throttle
 from sinks.alerting.delivery import grouping, health
 from sinks.alerting.delivery import store as outbox
-from sinks.alerting.delivery.channels import Receipt, SendError, senders as build_senders
+from sinks.alerting.delivery.channels import Receipt, SendError
+from sinks.alerting.delivery.senders import senders as build_senders
 from sinks.alerting.delivery.config import DeliveryConfig
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,8 @@ class Deliverer:
         started, began = self.clock(), time.monotonic()
         try:
             if len(rows) == 1:
-                receipt = sender.send(first["event"], ref=str(first["id"]))
+                receipt = sender.send(first["event"], ref=str(first["id"]),
+                                      **self._follows(sender, first))
             else:
                 receipt = sender.send_group([r["event"] for r in rows],
                                             ref=f"{first['id']}+{len(rows)}", title=title)
@@ -140,6 +142,21 @@ class Deliverer:
             log.info("%d alerts sent to %s in one message (%s)", len(rows), channel,
                      title or "the channel's group")
         self._mark(rows, outbox.SENT, tried=tried)
+
+    def _follows(self, sender, row: dict) -> dict:
+        """For a sender that threads (Slack's bot): an acknowledgement's or a recovery's
+        ``thread``, the message of its problem (:func:`sinks.alerting.delivery.store.
+        thread_of`), else nothing."""
+        if not getattr(sender, "threads", False) or \
+                row["event"].get("action") not in ("acknowledge", "resolve"):
+            return {}
+        try:
+            with self.engine.connect() as conn:
+                return {"thread": outbox.thread_of(conn, row["event"].get("key") or "?",
+                                                   row["channel"])}
+        except SQLAlchemyError as e:        # posted on its own, not in the thread
+            self.throttle.warning("thread", "cannot read the problem's message: %s", e)
+            return {}
 
     def _failed(self, rows: list[dict], e: SendError, tried: "Tried | None" = None) -> None:
         channel, now = rows[0]["channel"], self.clock()

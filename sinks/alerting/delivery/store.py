@@ -300,6 +300,17 @@ def record(conn: Connection, rows: list[dict], worker: str, outcome: str, tried)
         for r in rows])
 
 
+def thread_of(conn: Connection, key: str, channel: str) -> str | None:
+    """The service's id for the message of ``key``'s latest problem sent to ``channel`` (a
+    Slack ``CHANNEL/TS``), which its acknowledgement and recovery follow up; None when
+    none was sent (or the service gave no id)."""
+    return conn.execute(select(deliveries.c.message_id).where(
+        deliveries.c.key == key, deliveries.c.channel == channel,
+        deliveries.c.action == "trigger", deliveries.c.outcome == SENT,
+        deliveries.c.message_id.is_not(None))
+        .order_by(deliveries.c.started.desc(), deliveries.c.id.desc()).limit(1)).scalar()
+
+
 def release(conn: Connection, worker: str) -> int:
     """Give back every row ``worker`` still holds, untried."""
     return conn.execute(update(outbox).where(outbox.c.claimed_by == worker,

@@ -37,6 +37,22 @@ def has_smtp() -> bool:
     return importlib.util.find_spec("aiosmtpd") is not None
 
 
+def reply(handler: BaseHTTPRequestHandler, code: int, answer: dict | str,
+          headers: dict | None = None) -> None:
+    """Answer ``code`` with ``answer``: JSON, or text (a string, as Slack's webhooks
+    answer), and ``headers``."""
+    text = isinstance(answer, str)
+    data = answer.encode() if text else json.dumps(answer).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "text/plain" if text
+                        else "application/json; charset=utf-8")
+    for k, v in (headers or {}).items():
+        handler.send_header(k, v)
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def has_slack() -> bool:
     """Whether the slack channel can run here (slack-sdk installed)."""
     return importlib.util.find_spec("slack_sdk") is not None
@@ -68,12 +84,7 @@ class Pager:
                                    **({"dedup_key": key} if isinstance(key, str) else {})})
 
             def _answer(self, code: int, answer: dict) -> None:
-                data = json.dumps(answer).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, code, answer)
 
             def log_message(self, *args):
                 pass
@@ -122,16 +133,7 @@ class Slack:
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if 0 <= length <= BODY_MAX else b""
-                code, answer, headers = receiver.answer(self.path, self.headers, raw)
-                data = answer.encode() if isinstance(answer, str) else json.dumps(answer).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "text/plain" if isinstance(answer, str)
-                                 else "application/json; charset=utf-8")
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, *receiver.answer(self.path, self.headers, raw))
 
             def log_message(self, *args):
                 pass

@@ -343,6 +343,24 @@ def test_webhook_down_is_retried_and_hides_the_query():
     assert not e.value.permanent and "s3cret" not in str(e.value)
 
 
+def test_an_alert_links_to_its_host_or_its_own_page_in_the_console():
+    from sinks.alerting.delivery.channels import link
+    base = "https://fleet.example.com/"
+    assert link(DISK, 7, base) == f"https://fleet.example.com/hosts/{DISK['uuid']}"
+    told = {"kind": "channel", "uuid": None, "key": "channel/pager"}
+    assert link(told, 7, base) == "https://fleet.example.com/alerts/7"
+    assert link(DISK, 7, "") is None
+    linked = {**DISK, "link": link(DISK, 7, base)}
+    channel = webhook_channel("http://127.0.0.1:9/")
+    assert webhook_payload(linked, channel)["links"] == [
+        {"href": f"https://fleet.example.com/hosts/{DISK['uuid']}",
+         "text": "the fleetwatch console"}]
+    assert "links" not in webhook_payload(DISK, channel)
+    assert body(linked).endswith(f"In the console: {linked['link']}\n")
+    with pytest.raises(ConfigError, match="console_url: expected"):
+        build(DeliveryConfig, {"console_url": "fleet.example.com"}, "sink.yaml")
+
+
 def test_a_fallback_names_another_channel_and_makes_no_loop():
     hook = {"type": "webhook", "url": "http://127.0.0.1:9/"}
 

@@ -137,6 +137,9 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     (posted,) = [m for m in slack if m.get("ts") == proof["slack"]["message_id"].partition(
         "/")[2]]
     assert posted["channel"] == "#ops" and "demo disk on fire" in posted["text"]
+    # ... linking to the host's page in the demo's console
+    assert f"<{info['console']['url']}hosts/{entry['uuid']}|Open in the console>" in \
+        posted["text"]
     listed = json.loads(fleet.command("channels", "--config", op, "--json").stdout)
     assert {c["name"]: c["state"] for c in listed["channels"]} == {
         "email": "ok", "slack": "ok", "webhook": "ok"}

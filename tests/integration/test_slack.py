@@ -53,7 +53,7 @@ def deliver(eng, tmp_path):
     ``slack`` one reading its token from a file), every alert routed to the first."""
     running = []
 
-    def start(channels: dict) -> DeliveryConfig:
+    def start(channels: dict, **extra) -> DeliveryConfig:
         from fleetwatch.store import db
         token = tmp_path / "slack-token"
         token.write_text(TOKEN + "\n")
@@ -64,7 +64,7 @@ def deliver(eng, tmp_path):
             "channels": channels, "rules": [{"kind": ["check"], "channels": [next(iter(
                 channels))]}],
             "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30})
+            "poll_interval": 0.05, "lease": 30, **extra})
         d = Deliverer(db.engine(eng.url.render_as_string(hide_password=False)), config)
         d.start()
         running.append(d)
@@ -113,6 +113,16 @@ def test_a_problem_then_its_ack_and_recovery_in_its_thread(eng, slack, deliver):
     assert slack.messages[1]["text"].startswith("*ACKNOWLEDGED*")
     assert slack.messages[2]["text"].startswith("*RECOVERY*")
     assert [m for m, e in slack.requests if e != "ok"] == []
+
+
+def test_a_message_links_to_the_host_in_the_console(eng, slack, deliver):
+    config = deliver({"ops": {"type": "slack", "token_file": "TOKEN", "channel": "#ops",
+                              "api_url": slack.api_url, "timeout": 5}},
+                     console_url="https://fleet.example.com/")
+    enqueue(eng, config, event())
+    wait_for(lambda: slack.messages, 20, interval=0.05, what="the message")
+    assert slack.messages[0]["text"].endswith(
+        f"\n<https://fleet.example.com/hosts/{U1}|Open in the console>")
 
 
 def test_what_an_agent_wrote_mentions_links_and_formats_nothing(eng, slack, deliver):

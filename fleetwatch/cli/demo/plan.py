@@ -314,6 +314,8 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
                 "api_url": f"http://127.0.0.1:{received['slack']}/api/", "timeout": 5.0}
             delivery["rules"][0]["channels"].append("slack")
     if delivery:
+        if importlib.util.find_spec("fastapi") is not None:     # alerts link to the console
+            delivery["console_url"] = f"http://{console}/"
         configs["sink-alerting.yaml"]["alerting"] = {"delivery": delivery}
     # its counters every 10 s, as the sinks': the console's health page lists it soon
     configs["scheduler.yaml"] = {"routers": controls[:1], "state_url": state_url,

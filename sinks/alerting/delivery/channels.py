@@ -134,7 +134,20 @@ def body(event: dict) -> str:
     text = str(event.get("text") or "").strip()
     if text:
         lines += ["", text]
+    if event.get("link"):
+        lines += ["", f"In the console: {event['link']}"]
     return "\n".join(lines) + "\n"
+
+
+def link(event: dict, event_id: int | None, console_url: str) -> str | None:
+    """Where the console shows ``event``: its host's page (``/hosts/UUID``), else its own
+    (``/alerts/ID``); None without a ``console_url``."""
+    if not console_url:
+        return None
+    base = console_url.rstrip("/")
+    if event.get("uuid") and event.get("kind") in ("check", "host", "flapping", "notify"):
+        return f"{base}/hosts/{urllib.parse.quote(str(event['uuid']), safe='')}"
+    return f"{base}/alerts/{event_id}" if event_id is not None else base + "/alerts"
 
 
 def email_message(event: dict, channel: EmailChannel, sender: str, ref: str) -> EmailMessage:
@@ -217,6 +230,8 @@ def webhook_payload(event: dict, channel: WebhookChannel) -> dict:
                                 "text")},
         },
         "client": "fleetwatch",
+        **({"links": [{"href": event["link"], "text": "the fleetwatch console"}]}
+           if event.get("link") else {}),
     }
 
 

@@ -211,6 +211,9 @@ class DeliveryConfig:
     batch: int = setting(20, "outbox rows claimed at once")
     keep: float = setting(30 * 86400.0, "seconds sent and failed alerts are kept for "
                                         "`fleetwatch alerts`")
+    console_url: str = setting("", "the console's address (https://fleet.example.com/): "
+                                   "each alert links to its host's page there (or to its "
+                                   "own page); empty: no link")
 
     def __post_init__(self):
         # Parsed once; an error is raised by validate() (at load, naming the key) or on use.
@@ -258,6 +261,12 @@ class DeliveryConfig:
         if self.lease < 3 * longest:
             raise ValueError(f"lease: expected at least 3 times the longest channel timeout "
                              f"({3 * longest:g} s)")
+        if self.console_url:
+            parts = urlsplit(self.console_url)
+            if parts.scheme not in ("http", "https") or not parts.hostname \
+                    or parts.query or parts.fragment:
+                raise ValueError(f"console_url: expected the console's http:// or https:// "
+                                 f"address, got {self.console_url[:60]!r}")
         for key in ("poll_interval", "batch", "keep"):
             if getattr(self, key) <= 0:
                 raise ValueError(f"{key}: expected a positive number")

@@ -42,7 +42,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from fleetwatch.logs import Throttle
 from sinks.alerting.delivery import grouping, health
 from sinks.alerting.delivery import store as outbox
-from sinks.alerting.delivery.channels import Receipt, SendError
+from sinks.alerting.delivery.channels import Receipt, SendError, link
 from sinks.alerting.delivery.senders import senders as build_senders
 from sinks.alerting.delivery.config import DeliveryConfig
 
@@ -115,13 +115,16 @@ class Deliverer:
         recorded with the outcome (:class:`Tried`, the ``deliveries`` table)."""
         channel, first = rows[0]["channel"], rows[0]
         started, began = self.clock(), time.monotonic()
+        console = self.config.console_url
+        events = [{**r["event"], "link": link(r["event"], r["event_id"], console)}
+                  if console else r["event"] for r in rows]
         try:
             if len(rows) == 1:
-                receipt = sender.send(first["event"], ref=str(first["id"]),
+                receipt = sender.send(events[0], ref=str(first["id"]),
                                       **self._follows(sender, first))
             else:
-                receipt = sender.send_group([r["event"] for r in rows],
-                                            ref=f"{first['id']}+{len(rows)}", title=title)
+                receipt = sender.send_group(events, ref=f"{first['id']}+{len(rows)}",
+                                            title=title)
         except SendError as e:
             self._failed(rows, e, Tried.of(started, began, e))
             return

@@ -80,9 +80,20 @@ def message(event: dict, done: str | None = None) -> tuple[str, list[dict]]:
         lines = [line for line in str(event.get("text") or "").splitlines() if line.strip()]
         output = mrkdwn("\n".join(lines[:OUTPUT_LINES])).replace("`", "\u02cb")
         if output and output != mrkdwn(event.get("summary") or ""):
-            body += f"\n```{output[:SECTION_MAX - len(body) - 10]}```"
+            room = SECTION_MAX - len(body) - 10 - len(_link(event))
+            body += f"\n```{output[:max(0, room)]}```"
+        body += _link(event)
     body = body[:SECTION_MAX]
     return body[:TEXT_MAX], [{"type": "section", "text": {"type": "mrkdwn", "text": body}}]
+
+
+def _link(event: dict) -> str:
+    """The console's link (its address is the operator's config, never an agent's): Slack's
+    own link syntax, its text ours."""
+    url = str(event.get("link") or "")
+    if not url or any(c in url for c in "<>|\n"):
+        return ""
+    return f"\n<{url.replace('&', '&amp;')}|Open in the console>"
 
 
 # ---------------------------------------------------------------- talking to Slack

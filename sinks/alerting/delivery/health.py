@@ -52,6 +52,11 @@ def attempted(conn: Connection, name: str, sent: bool, permanent: bool, tried,
     """Record one attempt on channel ``name`` (``tried``: its
     :class:`sinks.alerting.delivery.deliverer.Tried`); the change it made, as the alert
     that tells it (:func:`told`), or None."""
+    if sent and conn.execute(update(table).where(table.c.name == name, table.c.state == OK)
+                             .values(failures=0, last_ok=tried.started,
+                                     last_attempt=tried.started,
+                                     last_status=tried.status)).rowcount:
+        return None                     # (the common case, one statement: ok, and still ok)
     row = conn.execute(select(table).where(table.c.name == name).with_for_update()).first()
     if row is None:             # a channel a sink of an older config still sends to
         conn.execute(insert(table).values(name=name, state=UNKNOWN, since=now, failures=0,

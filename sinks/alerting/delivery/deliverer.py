@@ -191,19 +191,21 @@ class Deliverer:
         """Record the outcome ``state`` of ``rows`` and, for an attempt, what it got
         (``tried``: a ``deliveries`` row each, ``retry`` for a row pending again) and what
         it says of the channel (:func:`sinks.alerting.delivery.health.attempted`: the alert
-        of a change, enqueued here), in one transaction: an outcome the claim no longer
-        allows records no delivery either."""
+        of a change, enqueued here), in one transaction. An attempt is recorded even when
+        the claim had expired (it was made); the channel is judged only by a claim still
+        held."""
         change = None
         try:
             with self.engine.begin() as conn:
                 now = self.clock()
                 ours = outbox.mark(conn, [r["id"] for r in rows], self.worker, now,
                                    state, error=error, next_attempt=next_attempt)
-                if tried is not None and ours:
+                if tried is not None:
                     outcome = "retry" if state == outbox.PENDING else state
                     outbox.record(conn, rows, self.worker, outcome, tried)
+                if tried is not None and ours and judge:
                     change = health.attempted(conn, rows[0]["channel"], state == outbox.SENT,
-                                              permanent, tried, now) if judge else None
+                                              permanent, tried, now)
                     if change is not None:
                         self._tell(conn, rows[0]["channel"], change, now)
         except SQLAlchemyError as e:

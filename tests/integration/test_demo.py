@@ -226,7 +226,8 @@ def check_warm_spark(fleet, demo, demo_dir: Path, info: dict) -> list[int]:
 
 def test_demo_from_a_config_file_with_tagged_graphite_series_draws_the_hosts_graphs(fleet):
     """Every setting from a config file (``--config``): one router, no site, no warm Spark,
-    insecure, and graphite_tags: the graphite sink sends tagged series, carbon registers
+    no alert receivers, insecure, and graphite_tags: the graphite sink sends tagged series,
+    carbon registers
     them with the demo's graphite-web, the operator config says graphite.tags, and the
     console's host page shows the host's graphs from graphite-web's tag database. A second
     demo in the same directory is refused before it writes anything."""
@@ -236,15 +237,18 @@ def test_demo_from_a_config_file_with_tagged_graphite_series_draws_the_hosts_gra
     demo_dir = fleet.root / "tagged"
     cfg = fleet.write("demo.yaml", {"routers": 1, "sites": 0, "heartbeat": 0.5,
                                     "insecure": True, "graphite_tags": True,
-                                    "warm_spark": False, "dir": str(demo_dir)})
+                                    "warm_spark": False, "receivers": False,
+                                    "dir": str(demo_dir)})
     demo = fleet.start("demo", "demo", "--config", str(cfg))
     manifest = demo_dir / "demo.json"
     wait_for(lambda: manifest.exists() or not demo.alive(), 60, what="demo.json")
     assert demo.alive(), demo.log()
     info = json.loads(manifest.read_text())
     # the file's settings, each of them: one router, no site (nor its agent), no warm Spark
-    # (nor the answerer on it)
+    # (nor the answerer on it), no receivers (alerts recorded only)
     names = [p["name"] for p in info["processes"]]
+    assert info["alerts"] == {"channels": [], "received": None}
+    assert "alerts          recorded only" in demo.log()
     assert names == ["router-1", "carbon", "graphite-web", "sink-registry", "sink-alerting",
                      "sink-graphite", "sink-history", "sink-prometheus", "scheduler",
                      "history-compact", "agent", "console"]
@@ -412,8 +416,8 @@ def test_demo_settings_from_a_config_file_and_flags(fleet):
     assert res.returncode == 78
     assert res.stderr.strip().splitlines() == [
         f"fleetwatch demo: {bad}: colour: unknown setting (known here: alert_smtp, alert_to, "
-        f"alert_webhook, dir, graphite_tags, heartbeat, insecure, routers, sites, "
-        f"spark_cluster, stats_interval, warm_spark)"]
+        f"alert_webhook, dir, graphite_tags, heartbeat, insecure, receivers, routers, "
+        f"sites, spark_cluster, stats_interval, warm_spark)"]
     res = fleet.cli("demo", "--routers", "0", "--dir", str(fleet.root / "d0"), check=False)
     assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
     res = fleet.cli("demo", "--sites", "-1", "--dir", str(fleet.root / "d0"), check=False)

@@ -115,7 +115,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     assert found[0]["uuid"] == entry["uuid"]
     # ... and reached the demo's own receivers, with proof: each send and what it answered
     received = Path(info["alerts"]["received"]["dir"])
-    assert info["alerts"]["channels"] == ["email", "slack", "webhook"]
+    assert info["alerts"]["channels"] == ["email", "ntfy", "slack", "webhook"]
     assert f"{received}/pager.jsonl" in demo.log()
 
     def delivered():
@@ -123,8 +123,8 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
         sent_ = {d["channel"]: d for d in json.loads(res.stdout)["deliveries"]
                  if d["key"].endswith(f"/notify/{sent}") and d["outcome"] == "sent"} \
             if res.returncode == 0 else {}
-        return sent_ if len(sent_) == 3 else None
-    proof = wait_for(delivered, 30, interval=0.5, what="the notification sent to 3 channels")
+        return sent_ if len(sent_) == 4 else None
+    proof = wait_for(delivered, 30, interval=0.5, what="the notification sent to 4 channels")
     assert proof["webhook"]["status"] == "HTTP 202"
     assert proof["webhook"]["message_id"].endswith(f"/notify/{sent}")
     assert proof["email"]["status"] == "SMTP 250"
@@ -140,9 +140,13 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     # ... linking to the host's page in the demo's console
     assert f"<{info['console']['url']}hosts/{entry['uuid']}|Open in the console>" in \
         posted["text"]
+    pushed = [json.loads(line) for line in (received / "ntfy.jsonl").read_text().splitlines()]
+    (note,) = [m for m in pushed if m["id"] == proof["ntfy"]["message_id"]]
+    assert "demo disk on fire" in note["title"] and note["actions"][0]["url"] == \
+        f"{info['console']['url']}hosts/{entry['uuid']}"
     listed = json.loads(fleet.command("channels", "--config", op, "--json").stdout)
     assert {c["name"]: c["state"] for c in listed["channels"]} == {
-        "email": "ok", "slack": "ok", "webhook": "ok"}
+        "email": "ok", "ntfy": "ok", "slack": "ok", "webhook": "ok"}
 
     # The scheduler runs the agent's declared checks: bundled ones and Debian's check_users.
     def checks_ran():

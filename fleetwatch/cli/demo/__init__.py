@@ -281,6 +281,9 @@ def alert_lines(info: dict) -> list[str]:
             where.append(f"{received['dir']}/slack.jsonl (Slack's Web API, port "
                          f"{received['slack']}: the bot posts to #ops, follow-ups in "
                          f"threads)")
+        if received.get("ntfy"):
+            where.append(f"{received['dir']}/ntfy.jsonl (an ntfy server, port "
+                         f"{received['ntfy']}, topic fleetwatch-demo)")
         return [f"  alerts          delivered to {', '.join(info['channels'])}: the demo's "
                 f"receivers keep them in", *(f"                  {w}" for w in where)]
     if info["channels"]:

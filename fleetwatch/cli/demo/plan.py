@@ -301,7 +301,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
         from sinks.alerting.delivery.config import for_demo
         received = {"dir": (root / "received").resolve(), "pager": free_port(),
                     "smtp": free_port() if has_smtp() else None,
-                    "slack": free_port() if has_slack() else None}
+                    "slack": free_port() if has_slack() else None, "ntfy": free_port()}
         delivery = for_demo(f"http://127.0.0.1:{received['pager']}/v2/enqueue",
                             f"127.0.0.1:{received['smtp']}" if received["smtp"] else None,
                             ["oncall@demo.invalid"] if received["smtp"] else ())
@@ -313,6 +313,10 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
                 "type": "slack", "token_file": str(token), "channel": "#ops",
                 "api_url": f"http://127.0.0.1:{received['slack']}/api/", "timeout": 5.0}
             delivery["rules"][0]["channels"].append("slack")
+        delivery["channels"]["ntfy"] = {"type": "ntfy", "url": f"http://127.0.0.1:"
+                                        f"{received['ntfy']}", "topic": "fleetwatch-demo",
+                                        "timeout": 5.0}
+        delivery["rules"][0]["channels"].append("ntfy")
     if delivery:
         if importlib.util.find_spec("fastapi") is not None:     # alerts link to the console
             delivery["console_url"] = f"http://{console}/"
@@ -385,7 +389,8 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
             [sys.executable, "-m", "fleetwatch.cli.demo.receivers", str(received["dir"]),
              "--pager", str(received["pager"]),
              *(["--smtp", str(received["smtp"])] if received["smtp"] else []),
-             *(["--slack", str(received["slack"])] if received["slack"] else [])],
+             *(["--slack", str(received["slack"])] if received["slack"] else []),
+             "--ntfy", str(received["ntfy"])],
             (root / "logs" / "receivers.log").resolve()))
     children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
     children.append(child("scheduler", "scheduler"))

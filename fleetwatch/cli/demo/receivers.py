@@ -7,12 +7,14 @@
 - ``mail``: an SMTP server (aiosmtpd, where installed: the ``test`` extra), each message a
   file ``DIR/mail/NNNNNN.eml``, answered ``250 2.0.0 Ok: queued as NNNNNN``;
 - ``slack``: Slack's Web API and incoming webhooks (:class:`Slack`, which the tests drive
-  slack-sdk's client against too), each message and update a line of ``DIR/slack.jsonl``.
+  slack-sdk's client against too), each message and update a line of ``DIR/slack.jsonl``;
+- ``ntfy``: an ntfy server's JSON publishing (:class:`Ntfy`), each message a line of
+  ``DIR/ntfy.jsonl``.
 
-``python -m fleetwatch.cli.demo.receivers DIR --pager PORT [--smtp PORT] [--slack PORT]``
-runs them until SIGTERM or SIGINT. The demo starts it when no ``--alert-*`` flag says where
-alerts go, and ``fleetwatch alerts --deliveries`` shows what each answered. It trusts what
-it is sent (a demo on loopback); it is not a mail, pager or chat service.
+``python -m fleetwatch.cli.demo.receivers DIR --pager PORT [--smtp PORT] [--slack PORT]
+[--ntfy PORT]`` runs them until SIGTERM or SIGINT. The demo starts it when no ``--alert-*``
+flag says where alerts go, and ``fleetwatch alerts --deliveries`` shows what each answered.
+It trusts what it is sent (a demo on loopback); it is not a mail, pager or chat service.
 """
 
 from __future__ import annotations
@@ -260,6 +262,78 @@ class Slack:
         self.httpd.server_close()
 
 
+class Ntfy:
+    """An ntfy server's JSON publishing (``POST /`` with ``topic``, ``title``, ``message``,
+    ``priority``, ``tags``, ``actions``), for the ``ntfy`` channel: answered as ntfy does,
+    200 with the message (``id``, ``time``, ``event``, ``topic``...), 401 ``{"code": 40101,
+    "error": "unauthorized"}`` for a missing or revoked token when ``tokens`` are set, 400
+    for a bad topic, priority or action, 413 for a message over 4,096 bytes. What it took is
+    kept (``messages``, and lines of ``DIR/ntfy.jsonl``)."""
+
+    def __init__(self, directory: Path | None, port: int, tokens=()):
+        self.path = directory / "ntfy.jsonl" if directory is not None else None
+        self.tokens, self.messages, self.lock = set(tokens), [], threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if 0 <= length <= BODY_MAX else b""
+                reply(self, *receiver.answer(self.headers, raw))
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def revoke(self, token: str) -> None:
+        with self.lock:
+            self.tokens.discard(token)
+
+    def answer(self, headers, raw: bytes) -> tuple[int, dict]:
+        with self.lock:
+            if self.tokens or headers.get("Authorization"):
+                token = (headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+                if token not in self.tokens:
+                    return 401, {"code": 40101, "http": 401, "error": "unauthorized"}
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                return 400, {"code": 40001, "http": 400, "error": "invalid request"}
+            topic = body.get("topic") if isinstance(body, dict) else None
+            if not isinstance(topic, str) or not topic or len(topic) > 64 or \
+                    not all(c.isalnum() or c in "-_" for c in topic):
+                return 400, {"code": 40009, "http": 400, "error": "invalid topic"}
+            if body.get("priority", 3) not in (1, 2, 3, 4, 5):
+                return 400, {"code": 40007, "http": 400, "error": "invalid priority"}
+            for action in body.get("actions") or []:
+                if not isinstance(action, dict) or action.get("action") not in \
+                        ("view", "http", "broadcast") or not action.get("label"):
+                    return 400, {"code": 40018, "http": 400, "error": "invalid action"}
+            if len(str(body.get("message") or "").encode()) > 4096:
+                return 413, {"code": 41301, "http": 413, "error": "message too large"}
+            message = {"id": f"m{len(self.messages) + 1:011d}", "time": int(time.time()),
+                       "event": "message", **{k: body[k] for k in (
+                           "topic", "title", "message", "priority", "tags", "actions")
+                           if k in body}}
+            self.messages.append(message)
+            if self.path is not None:
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write(json.dumps(message, ensure_ascii=False) + "\n")
+            return 200, message
+
+    def start(self) -> "Ntfy":
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True,
+                         name="ntfy").start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
 class Mail:
     """The SMTP receiver: each message a file of ``DIR/mail/``."""
 
@@ -297,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smtp", type=int, metavar="PORT")
     ap.add_argument("--slack", type=int, metavar="PORT",
                     help="Slack's Web API (the bot token: DIR/slack-token)")
+    ap.add_argument("--ntfy", type=int, metavar="PORT", help="an ntfy server's publishing")
     args = ap.parse_args(argv)
     directory = Path(args.dir)
     directory.mkdir(parents=True, exist_ok=True)
@@ -306,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.slack:
         token = (directory / "slack-token").read_text().strip()
         running.append(Slack(directory, args.slack, tokens=(token,)))
+    if args.ntfy:
+        running.append(Ntfy(directory, args.ntfy))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -314,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"receivers: pager http://127.0.0.1:{args.pager}/ -> {directory / 'pager.jsonl'}"
           + (f"; mail 127.0.0.1:{args.smtp} -> {directory / 'mail'}/" if args.smtp else "")
           + (f"; slack http://127.0.0.1:{args.slack}/api/ -> {directory / 'slack.jsonl'}"
-             if args.slack else ""), flush=True)
+             if args.slack else "")
+          + (f"; ntfy http://127.0.0.1:{args.ntfy}/ -> {directory / 'ntfy.jsonl'}"
+             if args.ntfy else ""), flush=True)
     while not stop.wait(1.0):
         pass
     for r in running:

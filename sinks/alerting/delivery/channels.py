@@ -337,28 +337,48 @@ class WebhookSender:
         PagerDuty's Events API answers ``{"status": "success", "dedup_key": ...}``) as the
         receipt."""
         c = self.channel
-        data = json.dumps(webhook_payload(event, c), ensure_ascii=False).encode()
-        headers = {"Content-Type": "application/json", "User-Agent": f"fleetwatch/{__version__}",
-                   **c.headers}
-        req = urllib.request.Request(c.url, data=data, method="POST", headers=headers)
-        try:
-            with self.opener.open(req, timeout=c.timeout) as resp:
-                answer = resp.read(65536)
-                code = resp.status
-        except urllib.error.HTTPError as e:
-            code, detail = e.code, e.read(300).decode(errors="replace") if e.fp else ""
-            e.close()
-            retry = code in (408, 429) or code >= 500
-            raise SendError(f"HTTP {code} {e.reason}: {detail}", permanent=not retry,
-                            retry_after=_retry_after(e.headers.get("Retry-After")),
-                            status=f"HTTP {code}") from None
-        except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
-            reason = getattr(e, "reason", None) or e
-            raise SendError(f"POST {_safe(c.url)}: {reason}") from None
-        if not 200 <= code < 300:
-            raise SendError(f"HTTP {code}", permanent=True, status=f"HTTP {code}")
-        text = answer.decode(errors="replace")
+        code, text = post_json(self.opener, c.url, webhook_payload(event, c), c.headers,
+                               c.timeout)
         return Receipt.of(f"HTTP {code}", _answered_key(text), text)
+
+
+def post_json(opener, url: str, payload, headers: dict, timeout: float) -> tuple[int, str]:
+    """POST ``payload`` as JSON to ``url``; (its 2xx status, the answer's text). A refusal
+    is a :class:`SendError`: 408, 429 (after its Retry-After) and 5xx retried, any other
+    4xx or 3xx for good; no answer (refused, timed out) retried, naming the URL without
+    its query or user info."""
+    data = json.dumps(payload, ensure_ascii=False).encode()
+    req = urllib.request.Request(url, data=data, method="POST", headers={
+        "Content-Type": "application/json", "User-Agent": f"fleetwatch/{__version__}",
+        **headers})
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            answer, code = resp.read(65536), resp.status
+    except urllib.error.HTTPError as e:
+        code, detail = e.code, e.read(300).decode(errors="replace") if e.fp else ""
+        e.close()
+        retry = code in (408, 429) or code >= 500
+        raise SendError(f"HTTP {code} {e.reason}: {detail}", permanent=not retry,
+                        retry_after=_retry_after(e.headers.get("Retry-After")),
+                        status=f"HTTP {code}") from None
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
+        reason = getattr(e, "reason", None) or e
+        raise SendError(f"POST {_safe(url)}: {reason}") from None
+    if not 200 <= code < 300:
+        raise SendError(f"HTTP {code}", permanent=True, status=f"HTTP {code}")
+    return code, answer.decode(errors="replace")
+
+
+def read_secret(path: str, what: str) -> str:
+    """The secret in file ``path`` (a token, a URL), read when sending; a
+    :class:`SendError` (retried: the file may come back) naming the file, never its
+    content."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SendError(f"cannot read {what} {path}: "
+                        f"{getattr(e, 'strerror', None) or e.__class__.__name__}") from None
 
 
 def _answered_key(text: str) -> str | None:

@@ -35,6 +35,7 @@ the password in clear anyway (the sender warns when it is made).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -175,8 +176,38 @@ class SlackChannel:
         check_grouping(self)
 
 
-CHANNEL_TYPES = {"email": EmailChannel, "webhook": WebhookChannel, "slack": SlackChannel}
-Channel = EmailChannel | WebhookChannel | SlackChannel
+@dataclass(frozen=True)
+class NtfyChannel:
+    type: str = setting("ntfy", "the channel's kind: push notifications through an ntfy "
+                                "server (sinks/alerting/delivery/ntfy.py)")
+    url: str = setting("https://ntfy.sh", "the ntfy server")
+    topic: str = setting("", "the topic the alerts are published to (1 to 64 letters, "
+                             "digits, - or _)")
+    token_file: str = setting("", "file holding an access token (tk_...), read when "
+                                  "sending (none: no Authorization)")
+    timeout: float = setting(10.0, "seconds to wait for the server's answer")
+    fallback: str = setting("", "another channel that gets this one's alerts while it fails "
+                                "(docs/operating/alerts.md, channels that fail)")
+    group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
+                                     "the group's alerts are published, one each")
+    group_by: list[str] = setting(factory=list, help="what makes a group (as for email)")
+
+    def validate(self):
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+            raise ValueError(f"url: expected the ntfy server's http:// or https:// address, "
+                             f"got {self.url[:60]!r}")
+        if not re.fullmatch(r"[-_A-Za-z0-9]{1,64}", self.topic):
+            raise ValueError(f"topic: expected 1 to 64 letters, digits, - or _, got "
+                             f"{self.topic[:70]!r}")
+        if self.timeout <= 0:
+            raise ValueError("timeout: expected a positive number of seconds")
+        check_grouping(self)
+
+
+CHANNEL_TYPES = {"email": EmailChannel, "webhook": WebhookChannel, "slack": SlackChannel,
+                 "ntfy": NtfyChannel}
+Channel = EmailChannel | WebhookChannel | SlackChannel | NtfyChannel
 
 
 
@@ -200,7 +231,7 @@ class Retry:
 @dataclass(frozen=True)
 class DeliveryConfig:
     channels: dict[str, dict[str, Any]] = setting(
-        factory=dict, help="channel name -> {type: email|webhook|slack, ...}",
+        factory=dict, help="channel name -> {type: email|webhook|slack|ntfy, ...}",
         variants=CHANNEL_TYPES)
     rules: list[Rule] = setting(factory=list, help="routing: an event goes to the channels "
                                                    "of every rule it matches")

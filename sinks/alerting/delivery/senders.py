@@ -2,7 +2,7 @@
 
 The email and webhook senders are in :mod:`sinks.alerting.delivery.channels`; Slack's is in
 :mod:`sinks.alerting.delivery.slack`, imported only by a sink that has a slack channel
-(slack-sdk is loaded then, not before).
+(slack-sdk is loaded then, not before); ntfy's in :mod:`sinks.alerting.delivery.ntfy`.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ def sender_class(kind: str):
     if kind == "slack":
         from sinks.alerting.delivery.slack import SlackSender
         return SlackSender
+    if kind == "ntfy":
+        from sinks.alerting.delivery.ntfy import NtfySender
+        return NtfySender
     return SENDERS[kind]
 
 

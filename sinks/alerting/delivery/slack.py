@@ -29,7 +29,7 @@ import urllib.error
 from urllib.parse import urlsplit
 
 from fleetwatch.display import escape
-from sinks.alerting.delivery.channels import Receipt, SendError, label
+from sinks.alerting.delivery.channels import Receipt, SendError, label, read_secret
 from sinks.alerting.delivery.config import SlackChannel
 
 log = logging.getLogger(__name__)
@@ -98,15 +98,6 @@ def _link(event: dict) -> str:
 
 # ---------------------------------------------------------------- talking to Slack
 
-def _read(path: str, what: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().strip()
-    except (OSError, UnicodeDecodeError) as e:
-        raise SendError(f"cannot read {what} {path}: "
-                        f"{getattr(e, 'strerror', None) or e.__class__.__name__}") from None
-
-
 class SlackSender:
     def __init__(self, name: str, channel: SlackChannel):
         self.name, self.channel, self.timeout = name, channel, channel.timeout
@@ -120,7 +111,7 @@ class SlackSender:
 
     def _client(self):
         from slack_sdk import WebClient
-        token = _read(self.channel.token_file, "token_file")
+        token = read_secret(self.channel.token_file, "token_file")
         base = self.channel.api_url if self.channel.api_url.endswith("/") \
             else self.channel.api_url + "/"
         return WebClient(token=token, base_url=base, timeout=max(1, round(self.timeout)))
@@ -166,7 +157,7 @@ class SlackSender:
 
     def _webhook(self, event: dict) -> Receipt:
         from slack_sdk.webhook import WebhookClient
-        url = _read(self.channel.webhook_url_file, "webhook_url_file")
+        url = read_secret(self.channel.webhook_url_file, "webhook_url_file")
         text, blocks = message(event)
         try:
             answer = WebhookClient(url, timeout=max(1, round(self.timeout))).send(

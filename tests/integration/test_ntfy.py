@@ -1,0 +1,118 @@
+"""The ``ntfy`` channel (issue 34): the real deliverer against a local server that speaks
+ntfy's JSON publishing as documented (fleetwatch/cli/demo/receivers.py ``Ntfy``: its
+answers, its limits, its 401 for a refused token).
+
+A problem is a priority-5 notification with a button that opens its host in the console,
+its recovery priority 3; the message is plain text, its control characters escaped and cut
+to ntfy's 4,096 bytes; the answer's id is the delivery's message id; a refused token fails
+the alert and the channel at once. On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from fleetwatch.config import build
+from support.fleet import wait_for
+
+pytest.importorskip("sqlalchemy")
+pytestmark = pytest.mark.timeout(60)
+
+from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
+from fleetwatch.cli.demo.receivers import Ntfy  # noqa: E402
+from sinks.alerting.delivery import store as outbox  # noqa: E402
+from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
+from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
+
+U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
+
+
+def event(action: str = "trigger", text: str = "/ 95% used") -> dict:
+    return {"key": f"{U1}/check/check_disk", "kind": "check", "action": action,
+            "severity": "critical" if action == "trigger" else "ok", "uuid": U1,
+            "hostname": "web-1", "check": "check_disk", "status": 2,
+            "summary": "DISK CRITICAL - / 95%", "text": text, "created": time.time()}
+
+
+@pytest.fixture
+def run(eng, tmp_path):
+    """``run(server, **channel)``: a deliverer over ``eng`` with one ntfy channel."""
+    running = []
+
+    def start(server: Ntfy, **channel) -> DeliveryConfig:
+        from fleetwatch.store import db
+        config = build(DeliveryConfig, {
+            "channels": {"phone": {"type": "ntfy", "url": server.url, "topic": "ops-alerts",
+                                   "timeout": 5, **channel}},
+            "rules": [{"channels": ["phone"]}], "console_url": "https://fleet.example.com/",
+            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
+            "poll_interval": 0.05, "lease": 30})
+        d = Deliverer(db.engine(eng.url.render_as_string(hide_password=False)), config)
+        d.start()
+        running.append(d)
+        return config
+    yield start
+    for d in running:
+        d.stop()
+        d.engine.dispose()
+
+
+def recorded(eng) -> list[dict]:
+    url = eng.url.render_as_string(hide_password=False)
+    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
+
+
+def test_a_problem_and_its_recovery_with_a_button_to_the_console(eng, run, tmp_path):
+    server = Ntfy(None, 0, tokens=("tk_test",)).start()
+    try:
+        token = tmp_path / "ntfy-token"
+        token.write_text("tk_test\n")
+        config = run(server, token_file=str(token))
+        with eng.begin() as conn:
+            outbox.enqueue(conn, event(text="/ 95% used\x1b[31m\n" + "y" * 9000), config)
+        wait_for(lambda: server.messages, 20, interval=0.05, what="the notification")
+        (m,) = server.messages
+        assert m["topic"] == "ops-alerts" and m["priority"] == 5
+        assert m["title"] == "CRITICAL web-1/check_disk: DISK CRITICAL - / 95%"
+        assert m["message"].startswith("CRITICAL on web-1, check check_disk\n/ 95% used\\x1b")
+        assert "\x1b" not in m["message"] and len(m["message"].encode()) <= 4096
+        assert m["actions"] == [{"action": "view", "label": "Open in the console",
+                                 "url": f"https://fleet.example.com/hosts/{U1}",
+                                 "clear": True}]
+        (first,) = wait_for(lambda: recorded(eng), 20, interval=0.05, what="its delivery")
+        assert (first["status"], first["message_id"]) == ("HTTP 200", m["id"])
+        with eng.begin() as conn:
+            outbox.enqueue(conn, event("resolve"), config)
+        wait_for(lambda: len(server.messages) == 2, 20, interval=0.05, what="the recovery")
+        assert server.messages[1]["priority"] == 3
+        assert server.messages[1]["tags"] == ["white_check_mark"]
+    finally:
+        server.stop()
+
+
+def test_a_refused_token_fails_the_alert_and_the_channel_at_once(eng, run, tmp_path):
+    server = Ntfy(None, 0, tokens=("tk_other",)).start()
+    try:
+        token = tmp_path / "ntfy-token"
+        token.write_text("tk_revoked\n")
+        config = run(server, token_file=str(token))
+        with eng.begin() as conn:
+            outbox.enqueue(conn, event(), config)
+        (failed,) = wait_for(lambda: [d for d in recorded(eng) if d["outcome"] == "failed"],
+                             20, interval=0.05, what="the refusal")
+        assert failed["status"] == "HTTP 401" and "unauthorized" in failed["answer"]
+        assert "tk_revoked" not in failed["answer"] and server.messages == []
+        from fleetwatch.actions.channels import listed
+        url = eng.url.render_as_string(hide_password=False)
+        (phone,) = listed(url)
+        assert phone["state"] == "failing" and phone["last_status"] == "HTTP 401"
+    finally:
+        server.stop()
+
+
+def test_a_topic_that_ntfy_would_refuse_is_refused_at_start():
+    from fleetwatch.config import ConfigError
+    with pytest.raises(ConfigError, match=r"channels\.phone\.topic: expected 1 to 64"):
+        build(DeliveryConfig, {"channels": {"phone": {"type": "ntfy", "topic": "a b"}}},
+              "sink.yaml", "alerting.delivery")

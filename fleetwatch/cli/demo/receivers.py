@@ -60,38 +60,63 @@ def has_slack() -> bool:
     return importlib.util.find_spec("slack_sdk") is not None
 
 
-class Pager:
-    """The webhook receiver: PagerDuty's Events API v2 answers, each POST kept."""
+class Service:
+    """A stand-in on 127.0.0.1 (``port``; 0: any): each POST's body (None past
+    :data:`BODY_MAX`) is answered by :meth:`answer`, ``(status, JSON or text, headers)``;
+    started and stopped with its thread."""
 
-    def __init__(self, directory: Path, port: int):
-        self.path, self.lock = directory / "pager.jsonl", threading.Lock()
-        receiver = self
+    name = "service"
+
+    def __init__(self, port: int):
+        service = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
-                if not 0 <= length <= BODY_MAX:
-                    self._answer(413, {"status": "invalid event", "message": "too large"})
-                    return
-                try:
-                    body = json.loads(self.rfile.read(length))
-                except ValueError:
-                    self._answer(400, {"status": "invalid event",
-                                       "message": "Event object is invalid",
-                                       "errors": ["not JSON"]})
-                    return
-                receiver.keep(self.path, body)
-                key = body.get("dedup_key") if isinstance(body, dict) else None
-                self._answer(202, {"status": "success", "message": "Event processed",
-                                   **({"dedup_key": key} if isinstance(key, str) else {})})
-
-            def _answer(self, code: int, answer: dict) -> None:
-                reply(self, code, answer)
+                raw = self.rfile.read(length) if 0 <= length <= BODY_MAX else None
+                reply(self, *service.answer(self.path, self.headers, raw))
 
             def log_message(self, *args):
                 pass
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def answer(self, path: str, headers, raw: bytes | None) -> tuple:
+        raise NotImplementedError
+
+    def start(self):
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True,
+                         name=self.name).start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Pager(Service):
+    """The webhook receiver: PagerDuty's Events API v2 answers, each POST kept."""
+
+    name = "pager"
+
+    def __init__(self, directory: Path, port: int):
+        self.path, self.lock = directory / "pager.jsonl", threading.Lock()
+        super().__init__(port)
+
+    def answer(self, path: str, headers, raw: bytes | None) -> tuple:
+        if raw is None:
+            return 413, {"status": "invalid event", "message": "too large"}
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return 400, {"status": "invalid event", "message": "Event object is invalid",
+                         "errors": ["not JSON"]}
+        self.keep(path, body)
+        key = body.get("dedup_key") if isinstance(body, dict) else None
+        return 202, {"status": "success", "message": "Event processed",
+                     **({"dedup_key": key} if isinstance(key, str) else {})}
 
     def keep(self, path: str, body) -> None:
         line = json.dumps({"received": time.time(), "path": path, "body": body},
@@ -99,16 +124,7 @@ class Pager:
         with self.lock, open(self.path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
-    def start(self) -> None:
-        threading.Thread(target=self.httpd.serve_forever, args=(0.2,), daemon=True,
-                         name="pager").start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-class Slack:
+class Slack(Service):
     """Slack's Web API and incoming webhooks as documented, for the ``slack`` channel
     (slack-sdk's own client talks to it): ``chat.postMessage`` (threads too),
     ``chat.update`` and ``auth.test`` with a bot token, and ``/services/...`` webhooks.
@@ -120,6 +136,7 @@ class Slack:
     ``no_service``. What it took is kept (``messages``, and lines of ``DIR/slack.jsonl``)."""
 
     TEXT_MAX, BLOCKS_MAX, SECTION_MAX = 40000, 50, 3000
+    name = "slack"
 
     def __init__(self, directory: Path | None, port: int, tokens=("xoxb-demo",)):
         self.path = directory / "slack.jsonl" if directory is not None else None
@@ -129,19 +146,7 @@ class Slack:
         self.limited, self.retry_after = 0, 1
         self.lock, self.clock = threading.Lock(), time.time
         self._ts = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if 0 <= length <= BODY_MAX else b""
-                reply(self, *receiver.answer(self.path, self.headers, raw))
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.httpd.server_address[1]
+        super().__init__(port)
 
     @property
     def api_url(self) -> str:
@@ -154,7 +159,8 @@ class Slack:
         with self.lock:
             self.revoked.add(token)
 
-    def answer(self, path: str, headers, raw: bytes) -> tuple[int, dict | str, dict]:
+    def answer(self, path: str, headers, raw: bytes | None) -> tuple[int, dict | str, dict]:
+        raw = raw or b""
         with self.lock:
             if self.limited > 0:
                 self.limited -= 1
@@ -252,17 +258,7 @@ class Slack:
                 f.write(json.dumps({"received": time.time(), **entry}, ensure_ascii=False)
                         + "\n")
 
-    def start(self) -> "Slack":
-        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True,
-                         name="slack").start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-class Ntfy:
+class Ntfy(Service):
     """An ntfy server's JSON publishing (``POST /`` with ``topic``, ``title``, ``message``,
     ``priority``, ``tags``, ``actions``), for the ``ntfy`` channel: answered as ntfy does,
     200 with the message (``id``, ``time``, ``event``, ``topic``...), 401 ``{"code": 40101,
@@ -270,29 +266,19 @@ class Ntfy:
     for a bad topic, priority or action, 413 for a message over 4,096 bytes. What it took is
     kept (``messages``, and lines of ``DIR/ntfy.jsonl``)."""
 
+    name = "ntfy"
+
     def __init__(self, directory: Path | None, port: int, tokens=()):
         self.path = directory / "ntfy.jsonl" if directory is not None else None
         self.tokens, self.messages, self.lock = set(tokens), [], threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if 0 <= length <= BODY_MAX else b""
-                reply(self, *receiver.answer(self.headers, raw))
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        super().__init__(port)
 
     def revoke(self, token: str) -> None:
         with self.lock:
             self.tokens.discard(token)
 
-    def answer(self, headers, raw: bytes) -> tuple[int, dict]:
+    def answer(self, path: str, headers, raw: bytes | None) -> tuple[int, dict]:
+        raw = raw or b""
         with self.lock:
             if self.tokens or headers.get("Authorization"):
                 token = (headers.get("Authorization") or "").removeprefix("Bearer ").strip()
@@ -323,16 +309,6 @@ class Ntfy:
                 with open(self.path, "a", encoding="utf-8") as f:
                     f.write(json.dumps(message, ensure_ascii=False) + "\n")
             return 200, message
-
-    def start(self) -> "Ntfy":
-        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True,
-                         name="ntfy").start()
-        return self
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
 
 class Mail:
     """The SMTP receiver: each message a file of ``DIR/mail/``."""

@@ -72,6 +72,28 @@ def eng(url):
 
 
 @pytest.fixture
+def deliverers(eng):
+    """``start(config, n=1)``: ``n`` deliverer threads over ``eng``, as that many alerting
+    sinks would run them (``sink-0``...), with the delivery ``config``; all of them (a list)
+    returned, and stopped after the test."""
+    from sinks.alerting.delivery.deliverer import Deliverer
+    running = []
+
+    def start(config, n: int = 1):
+        from fleetwatch.store import db
+        for i in range(n):
+            d = Deliverer(db.engine(eng.url.render_as_string(hide_password=False)), config,
+                          name=f"sink-{i}")
+            d.start()
+            running.append(d)
+        return running
+    yield start
+    for d in running:
+        d.stop()
+        d.engine.dispose()
+
+
+@pytest.fixture
 def keys(tmp_path):
     """A CURVE key tree in the test's directory (tests/support/keys.py): the routers' key,
     empty allowlists."""

@@ -23,7 +23,6 @@ pytestmark = pytest.mark.timeout(90)
 from fleetwatch.actions import channels as channel_actions  # noqa: E402
 from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
 
 U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 FAST = {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2}
@@ -53,24 +52,6 @@ def posted(hook: HttpReceiver) -> list[tuple[str, str]]:
 def _pending(eng) -> int:
     with eng.connect() as conn:
         return outbox.pending_count(conn)
-
-
-@pytest.fixture
-def deliverers(eng):
-    running: list[Deliverer] = []
-
-    def start(config, n: int = 1):
-        from fleetwatch.store import db
-        for i in range(n):
-            d = Deliverer(db.engine(eng.url.render_as_string(hide_password=False)), config,
-                          name=f"sink-{i}")
-            d.start()
-            running.append(d)
-        return running
-    yield start
-    for d in running:
-        d.stop()
-        d.engine.dispose()
 
 
 def test_a_refused_token_fails_the_channel_its_fallback_is_told_once_and_gets_its_alerts(

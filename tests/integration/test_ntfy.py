@@ -23,7 +23,6 @@ from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E40
 from fleetwatch.cli.demo.receivers import Ntfy  # noqa: E402
 from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
 
 U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 
@@ -36,26 +35,18 @@ def event(action: str = "trigger", text: str = "/ 95% used") -> dict:
 
 
 @pytest.fixture
-def run(eng, tmp_path):
-    """``run(server, **channel)``: a deliverer over ``eng`` with one ntfy channel."""
-    running = []
-
+def run(deliverers):
+    """``run(server, **channel)``: a deliverer thread with one ntfy channel."""
     def start(server: Ntfy, **channel) -> DeliveryConfig:
-        from fleetwatch.store import db
         config = build(DeliveryConfig, {
             "channels": {"phone": {"type": "ntfy", "url": server.url, "topic": "ops-alerts",
                                    "timeout": 5, **channel}},
             "rules": [{"channels": ["phone"]}], "console_url": "https://fleet.example.com/",
             "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
             "poll_interval": 0.05, "lease": 30})
-        d = Deliverer(db.engine(eng.url.render_as_string(hide_password=False)), config)
-        d.start()
-        running.append(d)
+        deliverers(config)
         return config
-    yield start
-    for d in running:
-        d.stop()
-        d.engine.dispose()
+    return start
 
 
 def recorded(eng) -> list[dict]:

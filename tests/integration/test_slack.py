@@ -26,7 +26,6 @@ from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E40
 from fleetwatch.cli.demo.receivers import Slack  # noqa: E402
 from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
 
 U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 TOKEN = "xoxb-test-token"
@@ -48,13 +47,10 @@ def slack():
 
 
 @pytest.fixture
-def deliver(eng, tmp_path):
-    """``deliver(channels)``: a deliverer thread over ``eng`` with those channels (a
-    ``slack`` one reading its token from a file), every alert routed to the first."""
-    running = []
-
+def deliver(deliverers, tmp_path):
+    """``deliver(channels)``: a deliverer thread with those channels (a ``slack`` one
+    reading its token from a file), every alert routed to the first."""
     def start(channels: dict, **extra) -> DeliveryConfig:
-        from fleetwatch.store import db
         token = tmp_path / "slack-token"
         token.write_text(TOKEN + "\n")
         for c in channels.values():
@@ -65,14 +61,9 @@ def deliver(eng, tmp_path):
                 channels))]}],
             "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
             "poll_interval": 0.05, "lease": 30, **extra})
-        d = Deliverer(db.engine(eng.url.render_as_string(hide_password=False)), config)
-        d.start()
-        running.append(d)
+        deliverers(config)
         return config
-    yield start
-    for d in running:
-        d.stop()
-        d.engine.dispose()
+    return start
 
 
 def enqueue(eng, config, ev) -> None:

@@ -29,7 +29,8 @@ import urllib.error
 from urllib.parse import urlsplit
 
 from fleetwatch.display import escape
-from sinks.alerting.delivery.channels import Receipt, SendError, label, read_secret
+from sinks.alerting.delivery.channels import (Receipt, SendError, _retry_after, label,
+                                              read_secret)
 from sinks.alerting.delivery.config import SlackChannel
 
 log = logging.getLogger(__name__)
@@ -176,10 +177,10 @@ class SlackSender:
 
 
 def _seconds(value) -> float | None:
-    try:
-        return max(0.0, float(value[0] if isinstance(value, list) else value))
-    except (TypeError, ValueError, IndexError):
-        return None
+    """A Retry-After's seconds (:func:`sinks.alerting.delivery.channels._retry_after`):
+    slack-sdk gives a header as a string or a list of them."""
+    return _retry_after(value[0] if isinstance(value, list) and value else
+                        value if isinstance(value, str) else None)
 
 
 def _refusal(e) -> SendError:

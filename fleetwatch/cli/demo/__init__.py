@@ -273,17 +273,14 @@ def alert_lines(info: dict) -> list[str]:
     the flags gave, or nowhere."""
     received = info.get("received")
     if received is not None:
+        from fleetwatch.cli.demo.receivers import RECEIVERS, receiver
         where = [f"{received['dir']}/pager.jsonl (a PagerDuty-shaped webhook, port "
                  f"{received['pager']})"]
         where.append(f"{received['dir']}/mail/ (an SMTP server, port {received['smtp']})"
                      if received["smtp"] else "no mail receiver: aiosmtpd is not installed")
-        if received.get("slack"):
-            where.append(f"{received['dir']}/slack.jsonl (Slack's Web API, port "
-                         f"{received['slack']}: the bot posts to #ops, follow-ups in "
-                         f"threads)")
-        if received.get("ntfy"):
-            where.append(f"{received['dir']}/ntfy.jsonl (an ntfy server, port "
-                         f"{received['ntfy']}, topic fleetwatch-demo)")
+        where += [f"{received['dir']}/{flag}.jsonl ({receiver(flag).about}, port "
+                  f"{received[flag]})" for flag in RECEIVERS
+                  if flag not in ("pager", "smtp") and received.get(flag)]
         return [f"  alerts          delivered to {', '.join(info['channels'])}: the demo's "
                 f"receivers keep them in", *(f"                  {w}" for w in where)]
     if info["channels"]:

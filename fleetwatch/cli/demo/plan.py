@@ -297,26 +297,20 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     delivery = args.delivery()
     received = None
     if delivery is None and args.receivers:         # the demo's own receivers
-        from fleetwatch.cli.demo.receivers import has_slack, has_smtp
+        from fleetwatch.cli.demo.receivers import available, receiver
         from sinks.alerting.delivery.config import for_demo
-        received = {"dir": (root / "received").resolve(), "pager": free_port(),
-                    "smtp": free_port() if has_smtp() else None,
-                    "slack": free_port() if has_slack() else None, "ntfy": free_port()}
+        here = available()
+        received = {"dir": (root / "received").resolve(), "smtp": None,
+                    **{flag: free_port() for flag in here}}
+        received["dir"].mkdir(parents=True, exist_ok=True)
         delivery = for_demo(f"http://127.0.0.1:{received['pager']}/v2/enqueue",
                             f"127.0.0.1:{received['smtp']}" if received["smtp"] else None,
                             ["oncall@demo.invalid"] if received["smtp"] else ())
-        if received["slack"]:           # a bot posting to #ops, its token in a file
-            received["dir"].mkdir(parents=True, exist_ok=True)
-            token = received["dir"] / "slack-token"
-            private.write(token, "xoxb-fleetwatch-demo\n")
-            delivery["channels"]["slack"] = {
-                "type": "slack", "token_file": str(token), "channel": "#ops",
-                "api_url": f"http://127.0.0.1:{received['slack']}/api/", "timeout": 5.0}
-            delivery["rules"][0]["channels"].append("slack")
-        delivery["channels"]["ntfy"] = {"type": "ntfy", "url": f"http://127.0.0.1:"
-                                        f"{received['ntfy']}", "topic": "fleetwatch-demo",
-                                        "timeout": 5.0}
-        delivery["rules"][0]["channels"].append("ntfy")
+        for flag in here:               # a channel of each other type, to its receiver
+            channel = receiver(flag).demo_channel(received["dir"], received[flag])
+            if channel is not None:
+                delivery["channels"][flag] = channel
+                delivery["rules"][0]["channels"].append(flag)
     if delivery:
         if importlib.util.find_spec("fastapi") is not None:     # alerts link to the console
             delivery["console_url"] = f"http://{console}/"
@@ -387,10 +381,8 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
         children.append(Child(
             "receivers", (root / "sink-alerting.yaml").resolve(),
             [sys.executable, "-m", "fleetwatch.cli.demo.receivers", str(received["dir"]),
-             "--pager", str(received["pager"]),
-             *(["--smtp", str(received["smtp"])] if received["smtp"] else []),
-             *(["--slack", str(received["slack"])] if received["slack"] else []),
-             "--ntfy", str(received["ntfy"])],
+             *(arg for flag, port in received.items() if flag != "dir" and port
+               for arg in (f"--{flag}", str(port)))],
             (root / "logs" / "receivers.log").resolve()))
     children += [child(f"sink-{t}", "sink", t) for t in SINK_TYPES]
     children.append(child("scheduler", "scheduler"))

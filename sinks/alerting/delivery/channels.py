@@ -33,7 +33,7 @@ from email.utils import formatdate, make_msgid
 from fleetwatch import __version__
 from fleetwatch.display import escape, iso, state
 from sinks.alerting.delivery import grouping
-from sinks.alerting.delivery.config import EmailChannel, WebhookChannel
+from sinks.alerting.delivery.channeltypes import EmailChannel, WebhookChannel
 
 log = logging.getLogger(__name__)
 

@@ -35,181 +35,13 @@ the password in clear anyway (the sender warns when it is made).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from fleetwatch.config import ConfigError, build, setting
+from sinks.alerting.delivery.channeltypes import CHANNEL_TYPES, Channel
 from sinks.alerting.delivery.rules import Rule
-
-#: what a channel may group its alerts by (``group_by``), :mod:`sinks.alerting.delivery.grouping`
-GROUP_KEYS = ("host", "severity", "check", "kind")
-#: the longest ``group_wait``: an hour (alerts held longer are no longer news)
-GROUP_WAIT_MAX = 3600.0
-
-
-@dataclass(frozen=True)
-class EmailChannel:
-    type: str = setting("email", "the channel's kind: alerts sent by SMTP")
-    host: str = setting("localhost", "SMTP server")
-    port: int = setting(25, "SMTP port (587 for submission with STARTTLS)")
-    starttls: bool = setting(False, "upgrade the connection with STARTTLS (required when set)")
-    ca_file: str = setting("", "CA bundle to verify the server's certificate (default: system)")
-    username: str = setting("", "SMTP AUTH user (none: no AUTH)")
-    password_file: str = setting("", "file holding the SMTP AUTH password (read when sending)")
-    allow_plaintext_auth: bool = setting(False, "allow AUTH without starttls: the password "
-                                                "crosses the network in clear (warned at start)")
-    sender: str = setting("", "the From address (YAML key `from`; default fleetwatch@HOST)",
-                          key="from")
-    to: list[str] = setting(factory=list, help="recipients: one message per alert (or per "
-                                               "group, with group_wait) to all")
-    timeout: float = setting(10.0, "seconds for the whole SMTP conversation step")
-    fallback: str = setting("", "another channel that gets this one's alerts while it fails "
-                                "(docs/operating/alerts.md, channels that fail)")
-    group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
-                                     "one message lists them all (0: one message per alert, "
-                                     "at once)")
-    group_by: list[str] = setting(factory=list, help=f"what makes a group: some of "
-                                                      f"{', '.join(GROUP_KEYS)} (empty: one "
-                                                      f"group for the channel)")
-    group_list: int = setting(50, "alerts a grouped message lists one per line; the rest "
-                                  "are counted (\"... and 480 more\")")
-
-    def validate(self):
-        if not self.to:
-            raise ValueError("to: expected at least one recipient address")
-        for key, addr in [*(("to", a) for a in self.to), ("from", self.sender)]:
-            if addr and ("@" not in addr or any(c in addr for c in "\r\n<>, ")):
-                raise ValueError(f"{key}: expected plain addresses like ops@example.com, "
-                                 f"got {addr[:60]!r}")
-        if not 0 < self.port < 65536:
-            raise ValueError("port: expected 1 to 65535")
-        if self.username and not self.password_file:
-            raise ValueError("password_file: expected with username (the password itself "
-                             "is never in the config)")
-        if self.username and not self.starttls and not self.allow_plaintext_auth:
-            raise ValueError("starttls: expected true with username (AUTH without STARTTLS "
-                             "sends the password in clear; allow_plaintext_auth: true "
-                             "accepts that)")
-        if self.timeout <= 0:
-            raise ValueError("timeout: expected a positive number of seconds")
-        check_grouping(self)
-        if self.group_list < 1:
-            raise ValueError("group_list: expected at least 1")
-
-
-@dataclass(frozen=True)
-class WebhookChannel:
-    type: str = setting("webhook", "the channel's kind: alerts POSTed as JSON over HTTP(S)")
-    url: str = setting("", "http(s) URL the JSON event is POSTed to")
-    routing_key: str = setting("", "the receiver's integration key (PagerDuty routing_key)")
-    timeout: float = setting(10.0, "seconds to wait for the receiver's answer")
-    fallback: str = setting("", "another channel that gets this one's alerts while it fails "
-                                "(docs/operating/alerts.md, channels that fail)")
-    headers: dict[str, str] = setting(factory=dict, help="extra HTTP headers (e.g. Authorization)")
-    group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
-                                     "the group's events are POSTed, still one per alert key "
-                                     "(0: each at once)")
-    group_by: list[str] = setting(factory=list, help=f"what makes a group: some of "
-                                                      f"{', '.join(GROUP_KEYS)} (empty: one "
-                                                      f"group for the channel)")
-
-    def validate(self):
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url: expected an http:// or https:// URL, got {self.url[:60]!r}")
-        if self.timeout <= 0:
-            raise ValueError("timeout: expected a positive number of seconds")
-        for name, value in self.headers.items():
-            if not name or any(c in name + value for c in "\r\n") or ":" in name:
-                raise ValueError(f"headers: bad header {name[:40]!r}")
-        check_grouping(self)
-
-
-def check_grouping(channel) -> None:
-    """The ``group_wait`` and ``group_by`` of a channel
-    (:mod:`sinks.alerting.delivery.grouping`)."""
-    if not 0 <= channel.group_wait <= GROUP_WAIT_MAX:
-        raise ValueError(f"group_wait: expected 0 to {GROUP_WAIT_MAX:g} seconds")
-    for key in channel.group_by:
-        if key not in GROUP_KEYS:
-            raise ValueError(f"group_by: expected some of {', '.join(GROUP_KEYS)}, "
-                             f"got {str(key)[:40]!r}")
-    if len(set(channel.group_by)) != len(channel.group_by):
-        raise ValueError("group_by: a key is named twice")
-
-
-@dataclass(frozen=True)
-class SlackChannel:
-    type: str = setting("slack", "the channel's kind: alerts posted to Slack (slack-sdk: "
-                                 "sinks/alerting/delivery/slack.py)")
-    token_file: str = setting("", "file holding the bot token (xoxb-...: chat:write), read "
-                                  "when sending; with `channel`")
-    channel: str = setting("", "the Slack channel the bot posts to (its ID, C0123..., or "
-                                "#name)")
-    webhook_url_file: str = setting("", "instead of a token: file holding an incoming "
-                                        "webhook's URL (no threads, no updates)")
-    api_url: str = setting("https://slack.com/api/", "Slack's Web API (another: a proxy)")
-    timeout: float = setting(10.0, "seconds to wait for Slack's answer")
-    fallback: str = setting("", "another channel that gets this one's alerts while it fails "
-                                "(docs/operating/alerts.md, channels that fail)")
-    group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
-                                     "the group's alerts are posted, one message each")
-    group_by: list[str] = setting(factory=list, help="what makes a group (as for email)")
-
-    def validate(self):
-        if bool(self.token_file) == bool(self.webhook_url_file):
-            raise ValueError("token_file: expected a bot token's file (with channel) or "
-                             "webhook_url_file, one of them")
-        if self.token_file and not self.channel:
-            raise ValueError("channel: expected the Slack channel the bot posts to")
-        if self.webhook_url_file and self.channel:
-            raise ValueError("channel: an incoming webhook posts where it was made for; "
-                             "leave channel out")
-        parts = urlsplit(self.api_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"api_url: expected an http:// or https:// URL, got "
-                             f"{self.api_url[:60]!r}")
-        if self.timeout <= 0:
-            raise ValueError("timeout: expected a positive number of seconds")
-        check_grouping(self)
-
-
-@dataclass(frozen=True)
-class NtfyChannel:
-    type: str = setting("ntfy", "the channel's kind: push notifications through an ntfy "
-                                "server (sinks/alerting/delivery/ntfy.py)")
-    url: str = setting("https://ntfy.sh", "the ntfy server")
-    topic: str = setting("", "the topic the alerts are published to (1 to 64 letters, "
-                             "digits, - or _)")
-    token_file: str = setting("", "file holding an access token (tk_...), read when "
-                                  "sending (none: no Authorization)")
-    timeout: float = setting(10.0, "seconds to wait for the server's answer")
-    fallback: str = setting("", "another channel that gets this one's alerts while it fails "
-                                "(docs/operating/alerts.md, channels that fail)")
-    group_wait: float = setting(0.0, "seconds an alert waits for others of its group; then "
-                                     "the group's alerts are published, one each")
-    group_by: list[str] = setting(factory=list, help="what makes a group (as for email)")
-
-    def validate(self):
-        parts = urlsplit(self.url)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
-            raise ValueError(f"url: expected the ntfy server's http:// or https:// address, "
-                             f"got {self.url[:60]!r}")
-        if not re.fullmatch(r"[-_A-Za-z0-9]{1,64}", self.topic):
-            raise ValueError(f"topic: expected 1 to 64 letters, digits, - or _, got "
-                             f"{self.topic[:70]!r}")
-        if self.timeout <= 0:
-            raise ValueError("timeout: expected a positive number of seconds")
-        check_grouping(self)
-
-
-CHANNEL_TYPES = {"email": EmailChannel, "webhook": WebhookChannel, "slack": SlackChannel,
-                 "ntfy": NtfyChannel}
-Channel = EmailChannel | WebhookChannel | SlackChannel | NtfyChannel
-
-
 
 @dataclass(frozen=True)
 class Retry:
@@ -231,7 +63,7 @@ class Retry:
 @dataclass(frozen=True)
 class DeliveryConfig:
     channels: dict[str, dict[str, Any]] = setting(
-        factory=dict, help="channel name -> {type: email|webhook|slack|ntfy, ...}",
+        factory=dict, help=f"channel name -> {{type: {'|'.join(CHANNEL_TYPES)}, ...}}",
         variants=CHANNEL_TYPES)
     rules: list[Rule] = setting(factory=list, help="routing: an event goes to the channels "
                                                    "of every rule it matches")

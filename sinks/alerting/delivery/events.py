@@ -1,5 +1,6 @@
 """Alert events (one dict each: key, kind, action, severity, uuid, hostname, check, status,
-summary, text, created) from what the state machines decided. Pure.
+summary, text, created; a problem's trigger also ``since``, when it began) from what the
+state machines decided. Pure.
 
 Keys (the pager's dedup key: a trigger and its resolve share one):
 
@@ -32,10 +33,13 @@ def _line(text, limit: int = SUMMARY_MAX) -> str:
 
 def _event(key: str, kind: str, action: str, severity: str, uuid: str, hostname: str | None,
            check: str | None, status: int | None, summary: str, text: str,
-           created: float) -> dict:
-    return {"key": key, "kind": kind, "action": action, "severity": severity, "uuid": uuid,
-            "hostname": hostname or uuid, "check": check, "status": status,
-            "summary": summary, "text": text, "created": created}
+           created: float, since: float | None = None) -> dict:
+    event = {"key": key, "kind": kind, "action": action, "severity": severity, "uuid": uuid,
+             "hostname": hostname or uuid, "check": check, "status": status,
+             "summary": summary, "text": text, "created": created}
+    if since is not None and action == "trigger":     # when the problem began
+        event["since"] = since
+    return event
 
 
 def check_event(alert: checkstate.Alert, uuid: str, hostname: str | None, plugin: str,
@@ -56,7 +60,8 @@ def check_event(alert: checkstate.Alert, uuid: str, hostname: str | None, plugin
     if long_output:
         lines += ["", long_output.rstrip("\n")]
     return _event(f"{uuid}/check/{plugin}", "check", alert.action, alert.severity, uuid,
-                  hostname, plugin, alert.status, _line(output) or name, "\n".join(lines), now)
+                  hostname, plugin, alert.status, _line(output) or name, "\n".join(lines), now,
+                  state.since)
 
 
 def host_event(alert: hoststate.Alert, uuid: str, hostname: str | None, name: str,
@@ -72,7 +77,7 @@ def host_event(alert: hoststate.Alert, uuid: str, hostname: str | None, name: st
         text = f"Heard through {routers} at {iso(state.last_heard)}."
     key = f"{uuid}/process/{name}" if name else f"{uuid}/host"
     return _event(key, "host", alert.action, alert.severity, uuid, hostname, name or None,
-                  None, summary, text, now)
+                  None, summary, text, now, state.last_heard)
 
 
 def gone_event(problem, hostname: str | None, why: str, now: float) -> dict:

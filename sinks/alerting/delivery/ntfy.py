@@ -20,7 +20,7 @@ import urllib.request
 from fleetwatch.display import escape
 from sinks.alerting.delivery.channels import (Receipt, _NoRedirect, headline, label,
                                               post_json, read_secret)
-from sinks.alerting.delivery.config import NtfyChannel
+from sinks.alerting.delivery.channeltypes import NtfyChannel
 
 #: ntfy's limit on a message (larger ones become attachments)
 MESSAGE_MAX = 4096

@@ -1,27 +1,43 @@
 """The sender of each channel type, and one sender per configured channel.
 
-The email and webhook senders are in :mod:`sinks.alerting.delivery.channels`; Slack's is in
-:mod:`sinks.alerting.delivery.slack`, imported only by a sink that has a slack channel
-(slack-sdk is loaded then, not before); ntfy's in :mod:`sinks.alerting.delivery.ntfy`.
+The email and webhook senders are in :mod:`sinks.alerting.delivery.channels`; every other
+type's in a module of its own, named here and imported only by a sink that has a channel of
+that type (a service's library, such as slack-sdk or Apprise, is loaded then, not before).
+
+A sender has ``name``, ``channel``, ``timeout`` and ``send(event, ref) -> Receipt`` (raising
+:class:`sinks.alerting.delivery.channels.SendError`); it may have ``send_group(events, ref,
+title)`` (one message for a group of alerts) and ``threads = True`` with ``send(event, ref,
+thread=None)`` (a follow-up gets the message id of its problem's first message).
 """
 
 from __future__ import annotations
 
-from sinks.alerting.delivery.channels import EmailSender, WebhookSender
+import importlib
+
 from sinks.alerting.delivery.config import DeliveryConfig
 
-SENDERS = {"email": EmailSender, "webhook": WebhookSender}
+#: channel type -> "module:class" of its sender
+SENDERS = {
+    "email": "sinks.alerting.delivery.channels:EmailSender",
+    "webhook": "sinks.alerting.delivery.channels:WebhookSender",
+    "slack": "sinks.alerting.delivery.slack:SlackSender",
+    "ntfy": "sinks.alerting.delivery.ntfy:NtfySender",
+    "teams": "sinks.alerting.delivery.teams:TeamsSender",
+    "matrix": "sinks.alerting.delivery.matrix:MatrixSender",
+    "opsgenie": "sinks.alerting.delivery.opsgenie:OpsgenieSender",
+    "telegram": "sinks.alerting.delivery.telegram:TelegramSender",
+    "discord": "sinks.alerting.delivery.discord:DiscordSender",
+    "mattermost": "sinks.alerting.delivery.mattermost:MattermostSender",
+    "pushover": "sinks.alerting.delivery.pushover:PushoverSender",
+    "alertmanager": "sinks.alerting.delivery.alertmanager:AlertmanagerSender",
+    "apprise": "sinks.alerting.delivery.apprise:AppriseSender",
+}
 
 
 def sender_class(kind: str):
     """The sender class of a channel type (``type:`` in the config)."""
-    if kind == "slack":
-        from sinks.alerting.delivery.slack import SlackSender
-        return SlackSender
-    if kind == "ntfy":
-        from sinks.alerting.delivery.ntfy import NtfySender
-        return NtfySender
-    return SENDERS[kind]
+    module, _, name = SENDERS[kind].partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def senders(config: DeliveryConfig) -> dict:

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from fleetwatch.display import escape
 from sinks.alerting.delivery.channels import (Receipt, SendError, _retry_after, label,
                                               read_secret)
-from sinks.alerting.delivery.config import SlackChannel
+from sinks.alerting.delivery.channeltypes import SlackChannel
 
 log = logging.getLogger(__name__)
 

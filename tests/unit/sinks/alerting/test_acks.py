@@ -143,7 +143,7 @@ def test_a_change_ends_a_normal_ack_and_recovery_ends_any(sticky, told, reason):
 def test_the_notice_pages_acknowledge_with_the_problems_key():
     from sinks.alerting.acks import store as ackstore
     from sinks.alerting.delivery import channels
-    from sinks.alerting.delivery.config import WebhookChannel
+    from sinks.alerting.delivery.channeltypes import WebhookChannel
     from sinks.alerting.delivery.store import event_row
     event = ackstore.notice(ack(), "web-1", T0 + 5)
     assert (event["key"], event["action"], event["severity"]) == (

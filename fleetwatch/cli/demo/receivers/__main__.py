@@ -1,0 +1,5 @@
+import sys
+
+from fleetwatch.cli.demo.receivers import main
+
+sys.exit(main())

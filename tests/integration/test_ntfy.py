@@ -107,3 +107,21 @@ def test_a_topic_that_ntfy_would_refuse_is_refused_at_start():
     with pytest.raises(ConfigError, match=r"channels\.phone\.topic: expected 1 to 64"):
         build(DeliveryConfig, {"channels": {"phone": {"type": "ntfy", "topic": "a b"}}},
               "sink.yaml", "alerting.delivery")
+
+
+def test_a_group_of_alerts_is_one_notification(eng, run):
+    server = Ntfy(None, 0).start()
+    try:
+        config = run(server, group_wait=0.3)
+        with eng.begin() as conn:
+            for i in range(25):
+                outbox.enqueue(conn, {**event(), "key": f"{U1}/check/check_{i:02d}",
+                                      "check": f"check_{i:02d}"}, config)
+        (m,) = wait_for(lambda: server.messages, 20, interval=0.05, what="the group")
+        assert m["title"] == "25 alerts: 25 CRITICAL" and m["priority"] == 5
+        lines = m["message"].splitlines()
+        assert len(lines) == 21 and lines[-1] == "... and 5 more"
+        assert lines[0] == "CRITICAL web-1/check_00: DISK CRITICAL - / 95%"
+        assert m["actions"][0]["url"] == f"https://fleet.example.com/hosts/{U1}"
+    finally:
+        server.stop()

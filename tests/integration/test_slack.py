@@ -193,3 +193,28 @@ def test_an_incoming_webhook_posts_each_alert_and_a_revoked_one_is_refused(eng, 
     (failed,) = [d for d in delivery_document(*deliveries(url, None))["deliveries"]
                  if d["outcome"] == "failed"]
     assert failed["status"] == "HTTP 404" and "no_service" in failed["answer"]
+
+
+def test_a_group_of_alerts_is_one_message_and_their_follow_ups_are_not_its_thread(
+        eng, slack, deliver):
+    """25 alerts within the channel's group_wait: one message listing 20 of them and
+    "... and 5 more"; a recovery of one of them goes out on its own, never marking the
+    group's message."""
+    config = deliver({"ops": {"type": "slack", "token_file": "TOKEN", "channel": "#ops",
+                              "api_url": slack.api_url, "group_wait": 0.3}})
+    with eng.begin() as conn:
+        for i in range(25):
+            outbox.enqueue(conn, {**event(), "key": f"{U1}/check/check_{i:02d}",
+                                  "check": f"check_{i:02d}", "hostname": f"<!here>web-{i}"},
+                           config)
+    (posted,) = wait_for(lambda: slack.messages, 20, interval=0.05, what="the group")
+    lines = posted["text"].splitlines()
+    assert lines[0] == "*25 alerts: 25 CRITICAL*"
+    assert len(lines) == 22 and lines[-1] == "... and 5 more"
+    assert "<!here>" not in posted["text"] and "&lt;!here&gt;web-0" in posted["text"]
+    wait_for(lambda: len(sent(eng)) == 25, 20, interval=0.05, what="25 deliveries")
+    assert {d["grouped"] for d in sent(eng)} == {25}
+    enqueue(eng, config, {**event("resolve"), "key": f"{U1}/check/check_03",
+                          "check": "check_03"})
+    wait_for(lambda: len(slack.messages) == 2, 20, interval=0.05, what="the recovery")
+    assert slack.messages[1]["thread_ts"] is None and posted["updates"] == []

@@ -21,11 +21,14 @@ from fleetwatch.display import escape
 from sinks.alerting.delivery.channels import (Receipt, _NoRedirect, headline, label,
                                               post_json, read_secret)
 from sinks.alerting.delivery.channeltypes import NtfyChannel
+from sinks.alerting.delivery.message import of_group
 
 #: ntfy's limit on a message (larger ones become attachments)
 MESSAGE_MAX = 4096
 PRIORITY = {"critical": 5, "error": 4, "unknown": 4, "warning": 4, "info": 3, "ok": 3,
             "debug": 2}
+#: alerts a grouped notification lists
+GROUP_LISTED = 20
 TAGS = {"trigger": "rotating_light", "acknowledge": "eyes", "resolve": "white_check_mark"}
 
 
@@ -49,17 +52,43 @@ def publication(event: dict, topic: str) -> dict:
     return out
 
 
+def group_publication(events: list[dict], topic: str, title: str = "",
+                      cap: int = GROUP_LISTED) -> dict:
+    """One notification for a group of alerts: its title ("12 alerts: 10 DOWN, 2
+    CRITICAL"), one line per alert, at most ``cap``, then "... and N more"; the priority of
+    its most urgent alert."""
+    group = of_group(events, cap, title)
+    data = "\n".join(group.lines()).encode()[:MESSAGE_MAX].decode(errors="ignore")
+    problems = [e for e in events if e.get("action") not in ("acknowledge", "resolve")]
+    out = {"topic": topic, "title": group.title[:250], "message": data,
+           "priority": max((PRIORITY.get(e.get("severity"), 4) for e in problems),
+                           default=3),
+           "tags": ["rotating_light" if problems else "white_check_mark"]}
+    links = {m.link for m in group.messages if m.link}
+    if len(links) == 1:
+        out["actions"] = [{"action": "view", "label": "Open in the console",
+                           "url": links.pop(), "clear": True}]
+    return out
+
+
 class NtfySender:
     def __init__(self, name: str, channel: NtfyChannel, opener=None):
         self.name, self.channel, self.timeout = name, channel, channel.timeout
         self.opener = opener or urllib.request.build_opener(_NoRedirect)
 
     def send(self, event: dict, ref: str) -> Receipt:
+        return self._publish(publication(event, self.channel.topic))
+
+    def send_group(self, events: list[dict], ref: str, title: str = "") -> Receipt:
+        """A group of alerts (the channel's ``group_wait``) as one notification."""
+        return self._publish(group_publication(events, self.channel.topic, title))
+
+    def _publish(self, data: dict) -> Receipt:
         c = self.channel
         headers = {"Authorization": f"Bearer {read_secret(c.token_file, 'token_file')}"} \
             if c.token_file else {}
-        code, answer = post_json(self.opener, c.url.rstrip("/") + "/",
-                                 publication(event, c.topic), headers, c.timeout)
+        code, answer = post_json(self.opener, c.url.rstrip("/") + "/", data, headers,
+                                 c.timeout)
         try:
             found = json.loads(answer)
         except ValueError:

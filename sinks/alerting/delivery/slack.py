@@ -32,6 +32,7 @@ from fleetwatch.display import escape
 from sinks.alerting.delivery.channels import (Receipt, SendError, _retry_after, label,
                                               read_secret)
 from sinks.alerting.delivery.channeltypes import SlackChannel
+from sinks.alerting.delivery.message import of_group
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,8 @@ OUTPUT_LINES = 5
 #: errors Slack answers for a request worth sending again later
 TEMPORARY = frozenset({"ratelimited", "internal_error", "fatal_error", "service_unavailable",
                        "request_timeout"})
+#: alerts a grouped message lists (Slack's section holds 3,000 characters)
+GROUP_LISTED = 20
 #: what an action does to the problem's first message
 DONE = {"acknowledge": "ACKNOWLEDGED", "resolve": "RESOLVED"}
 
@@ -88,6 +91,24 @@ def message(event: dict, done: str | None = None) -> tuple[str, list[dict]]:
     return body[:TEXT_MAX], [{"type": "section", "text": {"type": "mrkdwn", "text": body}}]
 
 
+def group_message(events: list[dict], title: str = "", cap: int = GROUP_LISTED) -> \
+        tuple[str, list[dict]]:
+    """(the text, the blocks) of a group of alerts as one message: its title in bold, then
+    one line per alert (its headline in a code span), at most ``cap``, then "... and N
+    more"."""
+    group = of_group(events, cap, title)
+    lines = [f"*{mrkdwn(group.title)}*",
+             *(_code(m.title, 300) for m in group.messages)]
+    if group.more:
+        lines.append(f"... and {group.more} more")
+    body = "\n".join(lines)
+    links = [m.link for m in group.messages if m.link]
+    if len(set(links)) == 1:            # all on one host's page
+        body += _link({"link": links[0]})
+    body = body[:SECTION_MAX]
+    return body, [{"type": "section", "text": {"type": "mrkdwn", "text": body}}]
+
+
 def _link(event: dict) -> str:
     """The console's link (its address is the operator's config, never an agent's): Slack's
     own link syntax, its text ours."""
@@ -109,6 +130,28 @@ class SlackSender:
         if self.channel.webhook_url_file:
             return self._webhook(event)
         return self._post(event, thread)
+
+    def send_group(self, events: list[dict], ref: str, title: str = "") -> Receipt:
+        """A group of alerts (the channel's ``group_wait``) as one message: posted by the
+        bot, or through the webhook; never a thread (its alerts' follow-ups go out on
+        their own)."""
+        text, blocks = group_message(events, title)
+        if self.channel.webhook_url_file:
+            return self._webhook_post(text, blocks)
+        from slack_sdk.errors import SlackApiError
+        try:
+            answer = self._client().chat_postMessage(
+                channel=self.channel.channel, text=text, blocks=blocks, unfurl_links=False,
+                unfurl_media=False)
+        except SlackApiError as e:
+            raise _refusal(e) from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", None) or e
+            raise SendError(f"Slack {urlsplit(self.channel.api_url).hostname}: {reason}") \
+                from None
+        posted = f"{answer.get('channel')}/{answer.get('ts')}"
+        return Receipt.of(f"HTTP {answer.status_code}", posted,
+                          f"ok: {len(events)} alerts posted as {posted}")
 
     def _client(self):
         from slack_sdk import WebClient
@@ -157,9 +200,11 @@ class SlackSender:
                         e.response.get("error") or e)
 
     def _webhook(self, event: dict) -> Receipt:
+        return self._webhook_post(*message(event))
+
+    def _webhook_post(self, text: str, blocks: list[dict]) -> Receipt:
         from slack_sdk.webhook import WebhookClient
         url = read_secret(self.channel.webhook_url_file, "webhook_url_file")
-        text, blocks = message(event)
         try:
             answer = WebhookClient(url, timeout=max(1, round(self.timeout))).send(
                 text=text, blocks=blocks, unfurl_links=False, unfurl_media=False)

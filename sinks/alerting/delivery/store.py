@@ -303,11 +303,12 @@ def record(conn: Connection, rows: list[dict], worker: str, outcome: str, tried)
 def thread_of(conn: Connection, key: str, channel: str) -> str | None:
     """The service's id for the message of ``key``'s latest problem sent to ``channel`` (a
     Slack ``CHANNEL/TS``), which its acknowledgement and recovery follow up; None when
-    none was sent (or the service gave no id)."""
+    none was sent (or the service gave no id), or when the problem went out in a group's
+    message (which its follow-up must not mark as its own)."""
     return conn.execute(select(deliveries.c.message_id).where(
         deliveries.c.key == key, deliveries.c.channel == channel,
         deliveries.c.action == "trigger", deliveries.c.outcome == SENT,
-        deliveries.c.message_id.is_not(None))
+        deliveries.c.grouped == 1, deliveries.c.message_id.is_not(None))
         .order_by(deliveries.c.started.desc(), deliveries.c.id.desc()).limit(1)).scalar()
 
 

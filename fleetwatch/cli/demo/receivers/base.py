@@ -53,11 +53,11 @@ class Service:
             def _serve(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if 0 <= length <= BODY_MAX else None
-                if self.command != "POST":
-                    reply(self, *service.answer_method(self.command, self.path, self.headers,
-                                                       raw))
-                else:
-                    reply(self, *service.answer(self.path, self.headers, raw))
+                answer = service.answer(self.path, self.headers, raw) \
+                    if self.command == "POST" else \
+                    service.answer_method(self.command, self.path, self.headers, raw)
+                service.took(self.command, self.path, answer[0], raw)
+                reply(self, *answer)
 
             do_POST = _serve
 
@@ -73,6 +73,9 @@ class Service:
             def log_message(self, *args):
                 pass
 
+        #: every request answered 2xx: (method, path, its JSON body or None), in order
+        self.taken: list[tuple[str, str, object]] = []
+        self._holding, self._released = 0, threading.Event()
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
@@ -83,6 +86,33 @@ class Service:
     def answer_method(self, method: str, path: str, headers, raw: bytes | None) -> tuple:
         """A request other than POST (for a service in whose ``methods`` it is)."""
         return 405, {"error": f"{method} not allowed"}
+
+    def took(self, method: str, path: str, code: int, raw: bytes | None) -> None:
+        """Note a request answered ``code``; hold its answer while :meth:`hold` says so."""
+        if 200 <= code < 300:
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            with self._file_lock:
+                self.taken.append((method, path, body))
+        with self._file_lock:
+            holding = self._holding > 0
+            self._holding -= holding
+        if holding:             # the sender waits for its answer: killed meanwhile, say
+            self._released.wait(60)
+
+    def hold(self, n: int = 1) -> None:
+        """Take the next ``n`` requests but answer them only after :meth:`release` (as a
+        service that is slow to answer: a test kills the sender meanwhile)."""
+        with self._file_lock:
+            self._released.clear()
+            self._holding = n
+
+    def release(self) -> None:
+        with self._file_lock:
+            self._holding = 0
+        self._released.set()
 
     def keep(self, entry: dict) -> None:
         """``entry`` (with the time it came) as a line of ``DIR/NAME.jsonl``."""
@@ -112,5 +142,6 @@ class Service:
         return self
 
     def stop(self) -> None:
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()

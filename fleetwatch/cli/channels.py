@@ -83,7 +83,8 @@ def listing(args, clock=time.time) -> int:
     for c in found:
         c["why"] = " ".join(str(c["last_error"] or "").split())[:70] \
             if c["state"] == "failing" else None
-    print(table(found, ["name", "state", "since", "last_ok", "failures", "fallback", "why"]))
+    print(table(found, ["name", "type", "state", "since", "last_ok", "failures", "fallback",
+                        "why"]))
     return 0
 
 

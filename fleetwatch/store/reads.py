@@ -185,7 +185,7 @@ def deliveries(conn: Connection, limit: int | None = 50, channel: str | None = N
     return [dict(r._mapping) for r in conn.execute(stmt)], total
 
 
-CHANNEL_FIELDS = ("name", "state", "since", "failures", "last_ok", "last_attempt",
+CHANNEL_FIELDS = ("name", "type", "state", "since", "failures", "last_ok", "last_attempt",
                   "last_status", "last_error", "fallback", "configured")
 
 

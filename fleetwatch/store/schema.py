@@ -385,6 +385,7 @@ channels = Table(
     Column("state", String(8), nullable=False),
     Column("since", Float, nullable=False),
     Column("failures", Integer, nullable=False),
+    Column("type", String(16)),                         # slack, teams... (0005)
     Column("last_ok", Float),
     Column("last_attempt", Float),
     Column("last_status", String(32)),

@@ -137,8 +137,8 @@ def test_channels_and_status_show_a_failing_channel_and_channels_test_sends(flee
         listed = wait_for(lambda: json.loads(fleet.command(
             "channels", "--config", op, "--json").stdout)["channels"] or None, 30,
             interval=0.2, what="the sink's channels")
-        assert {c["name"]: c["state"] for c in listed} == {"mail-ish": "unknown",
-                                                           "pager": "unknown"}
+        assert {c["name"]: (c["type"], c["state"]) for c in listed} == {
+            "mail-ish": ("webhook", "unknown"), "pager": ("webhook", "unknown")}
         # a test message through the good one: sent, with the receiver's answer
         sent = fleet.command("channels", "test", "mail-ish", "--config", op, "--json")
         said = json.loads(sent.stdout)
@@ -150,6 +150,7 @@ def test_channels_and_status_show_a_failing_channel_and_channels_test_sends(flee
         assert refused.returncode == 1 and "HTTP 401" in refused.stdout
         text = fleet.command("channels", "--config", op).stdout
         assert "pager" in text and "failing" in text and "HTTP 401" in text
+        assert text.splitlines()[0].split()[:3] == ["NAME", "TYPE", "STATE"]
         problems = json.loads(fleet.command("status", "--problems", "--config", op,
                                             "--json", check=False).stdout)
         (fault,) = [f for f in problems["fleet"] if f["kind"] == "channel"]

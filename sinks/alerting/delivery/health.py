@@ -39,7 +39,8 @@ def declare(conn: Connection, configured: dict, now: float) -> None:
     ``unknown``; each one's ``fallback`` and when it was last ``configured``."""
     known = set(conn.scalars(select(table.c.name).where(table.c.name.in_(list(configured)))))
     for name, channel in configured.items():
-        values = {"fallback": channel.fallback or None, "configured": now}
+        values = {"fallback": channel.fallback or None, "configured": now,
+                  "type": channel.type}
         if name in known:
             conn.execute(update(table).where(table.c.name == name).values(**values))
         else:

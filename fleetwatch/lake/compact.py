@@ -18,8 +18,9 @@ One run, holding the lake's compaction lock (``_compaction/lock``, flock):
 4. spans: the dates that got heartbeats get their ``heartbeat_spans`` folded again
    (:mod:`fleetwatch.lake.spans`), staged like the rest;
 5. lifecycle (with ``state_url`` set): the alert lifecycle recorded in the state database
-   since the watermark (:mod:`fleetwatch.lake.lifecycle`), minus the event ids the
-   ``lifecycle`` table holds for those dates, staged like the rest; the new watermark goes
+   since the watermark (:mod:`fleetwatch.lake.lifecycle`), and the deliveries since theirs
+   (:mod:`fleetwatch.lake.deliveries`), each minus the event ids its table (``lifecycle``,
+   ``deliveries``) holds for those dates, staged like the rest; the new watermark goes
    into the intent and is kept when the run settles;
 6. commit: intent, apply, manifest, settle (:mod:`fleetwatch.lake.manifest`).
 
@@ -45,7 +46,7 @@ from pyspark.sql import Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import TimestampType
 
-from fleetwatch.lake import drops, lifecycle, manifest, spans, tables
+from fleetwatch.lake import deliveries, drops, lifecycle, manifest, spans, tables
 from fleetwatch.lake.lock import Busy, locked  # noqa: F401 (their home was here)
 from fleetwatch.lake.manifest import Lake
 from fleetwatch.lake.schema import (ORDER, PARTITION, SOURCE_TYPES, TABLE_NAMES, TABLE_OF_TYPE,
@@ -152,9 +153,11 @@ def compact(spark, settings, out=print, hook=crash_hook, wall=time.time,
             out(f"{spans.NAME}: {n} spans of heartbeats into {len(folded)} dates "
                 f"in {summary.steps['spans']:.1f}s")
         if export is not None:
-            staged = _lifecycle(spark, lake, settings, run, export.rows, summary, out)
-            if staged:
-                changes[lifecycle.NAME] = staged
+            for name, rows in ((lifecycle.NAME, export.rows),
+                               (deliveries.NAME, export.deliveries)):
+                staged = _copied(spark, lake, settings, run, name, rows, summary, out)
+                if staged:
+                    changes[name] = staged
         hook("staged")
         _commit(lake, settings, run, names, changes, summary, out, hook,
                 None if export is None else export.mark)
@@ -323,12 +326,12 @@ def _small_rows(reader, lake: Lake, name: str, small: dict):
                             for d, fs in small.items() for f in fs))
 
 
-def _lifecycle(spark, lake: Lake, settings, run: str, rows: list[dict], summary: Summary,
-               out) -> dict:
-    """Stage the lifecycle rows the table does not hold yet (by ``event_id``, in the dates
-    they fall in); return the intent's entry for the table."""
+def _copied(spark, lake: Lake, settings, run: str, name: str, rows: list[dict],
+            summary: Summary, out) -> dict:
+    """Stage the rows of table ``name`` copied from the state database (``lifecycle``,
+    ``deliveries``) that it does not hold yet (by ``event_id``, in the dates they fall
+    in); return the intent's entry for the table."""
     t = time.monotonic()
-    name = lifecycle.NAME
     result = summary.tables[name] = TableResult()
     dated = [{**r, PARTITION: day_of(r["ts"])} for r in rows]
     dates = sorted({r[PARTITION] for r in dated})

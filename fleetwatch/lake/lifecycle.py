@@ -25,6 +25,11 @@ last export (an ack ended by its expiry gets an ``ended`` in the past, a recurri
 lasts for months: the ids carried in the mark find them again). The overlap gives rows
 already stored; compaction drops them by ``event_id`` (the same second line of defence as
 msg_ids), so a rerun or a run killed before its commit adds no row twice.
+
+The same run reads the ``deliveries`` table's rows (:mod:`fleetwatch.lake.deliveries`: every
+attempt to send an alert) with their own watermark in the :class:`Mark`: a lake exported
+before that table came (a mark without it) copies every delivery the state database still
+holds once, not only those of the last hour.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
+from fleetwatch.lake import deliveries
 from fleetwatch.lake.manifest import read_json
 from fleetwatch.store import db, schema
 
@@ -59,22 +65,26 @@ class Mark:
     through: float | None = None
     acks: tuple[int, ...] = ()
     downtimes: tuple[int, ...] = ()
+    #: deliveries up to this (None: never, as in a mark written before the table came)
+    deliveries: float | None = None
 
     def to_json(self) -> dict:
         return {"through": self.through, "acks": list(self.acks),
-                "downtimes": list(self.downtimes)}
+                "downtimes": list(self.downtimes), "deliveries": self.deliveries}
 
     @classmethod
     def from_json(cls, data: dict | None) -> "Mark":
         if not data:
             return cls()
         return cls(data.get("through"), tuple(data.get("acks", ())),
-                   tuple(data.get("downtimes", ())))
+                   tuple(data.get("downtimes", ())), data.get("deliveries"))
 
 
 @dataclass
 class Export:
     rows: list[dict] = field(default_factory=list)
+    #: the ``deliveries`` table's rows (:mod:`fleetwatch.lake.deliveries`)
+    deliveries: list[dict] = field(default_factory=list)
     mark: Mark = field(default_factory=Mark)
     #: whether anything happened since the last export (a row after its watermark, an
     #: ack or downtime opened or closed): else the rows are the overlap, normally stored
@@ -118,7 +128,8 @@ def _row(kind: str, action: str, ts: float, event_id: str, id_: int, **fields) -
 
 def export(conn: Connection, mark: Mark, now: float) -> Export:
     """The lifecycle rows that happened up to ``now`` since ``mark`` (with the overlap the
-    module docstring explains), and the mark to keep once they are stored."""
+    module docstring explains), the deliveries since theirs, and the mark to keep once
+    they are stored."""
     since = None if mark.through is None else mark.through - LAG
     out = Export()
     if db.has_tables(conn, "alert_events"):
@@ -135,9 +146,15 @@ def export(conn: Connection, mark: Mark, now: float) -> Export:
     if db.has_tables(conn, "downtimes"):
         rows, downtimes = _downtimes(conn, since, now, mark.downtimes)
         out.rows += rows
-    out.mark = Mark(now, tuple(sorted(acks)), tuple(sorted(downtimes)))
+    sent = mark.deliveries                  # a database without the table: still never
+    if db.has_tables(conn, deliveries.NAME):
+        out.deliveries = deliveries.rows(conn, None if sent is None else sent - LAG, now)
+        sent = now
+    out.mark = Mark(now, tuple(sorted(acks)), tuple(sorted(downtimes)), sent)
     out.news = ((out.mark.acks, out.mark.downtimes) != (mark.acks, mark.downtimes)
-                or any(mark.through is None or r["ts"] > mark.through for r in out.rows))
+                or any(mark.through is None or r["ts"] > mark.through for r in out.rows)
+                or any(mark.deliveries is None or r["ts"] > mark.deliveries
+                       for r in out.deliveries))
     return out
 
 

@@ -2,11 +2,11 @@
 
 :class:`History` opens a lake (a path, or the operator config's ``history:`` section) and
 gives one DataFrame per table (``h.metrics``, ``h.heartbeats``, ``h.results``,
-``h.notifications``, ``h.registrations``, ``h.heartbeat_spans``; ``h.table("lifecycle")``)
-plus the queries operators ask for again and again. Every query returns a lazy DataFrame
-(``.show()``, ``.toPandas()``, ``.collect()``); the rules that decide their numbers are
-written down here and in docs/concepts/history.md, because two reasonable people would
-compute availability or time-in-state differently:
+``h.notifications``, ``h.registrations``, ``h.heartbeat_spans``; ``h.table("lifecycle")``,
+``h.table("deliveries")``) plus the queries operators ask for again and again. Every query
+returns a lazy DataFrame (``.show()``, ``.toPandas()``, ``.collect()``); the rules that
+decide their numbers are written down here and in docs/concepts/history.md, because two
+reasonable people would compute availability or time-in-state differently:
 
 - Times (``since``, ``until``) are epoch seconds, datetimes (naive ones are UTC), ISO 8601
   strings (``2026-11-20``, ``2026-11-20T10:00:00Z``) or a duration back from now (``90m``,
@@ -37,7 +37,9 @@ compute availability or time-in-state differently:
   inside a downtime of the host (the ``lifecycle`` table: fixed and recurring downtimes of
   the host, not of a check, cut at their removal) counts as up, as in Checkmk's reports.
 - ``lifecycle()``: what compaction copied from the state database (alert events, mutes,
-  acks, downtime windows: fleetwatch/lake/lifecycle.py), in time order.
+  acks, downtime windows: fleetwatch/lake/lifecycle.py), in time order; ``deliveries()``:
+  every attempt to send an alert and what the service answered (fleetwatch/lake/
+  deliveries.py), in time order.
 - ``drops()``: what routers dropped per agent, message type and sink type (the ``drops``
   table, from the routers' own STATS: fleetwatch/lake/drops.py), each entry from its first
   to its last drop; ``gaps()`` puts them beside what landed, per bucket, with a verdict
@@ -61,7 +63,7 @@ from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from fleetwatch.lake import hostnames, lifecycle, spans
+from fleetwatch.lake import deliveries, hostnames, lifecycle, spans
 from fleetwatch.lake.availability import bounds, downtime_windows, spans_in, tile, uptime
 from fleetwatch.lake.gaps import LANDED, Drop, begins, buckets, report
 from fleetwatch.lake.metrics import aggregate, downsample, not_internal
@@ -378,6 +380,26 @@ class History:
         return (df.select("ts", "kind", "action", "hostname", "uuid", "check_name", "severity",
                           "status", "text", "author", "comment", "start", "end", "reason",
                           "id", "key", "event_id", "details")
+                .orderBy("ts", "event_id"))
+
+    def deliveries(self, channel=None, host=None, since=None, until=None) -> DataFrame:
+        """Every attempt to send an alert, in time order (the ``deliveries`` table, copied
+        by compaction from the state database): ts, channel, hostname, check_name, action,
+        attempt, outcome, status, message_id, answer, latency, grouped, key, alert,
+        event_id, worker. ``channel``: one or a list. ``host``: a hostname or a uuid, as the
+        alert named its host (its name, else its uuid), the lake's names of it too."""
+        df = window(self.table(deliveries.NAME), epoch(since), epoch(until))
+        if channel is not None:
+            df = df.filter(F.col("channel").isin(
+                *([channel] if isinstance(channel, str) else channel)))
+        if host is not None:
+            uuids = self.uuids(host)
+            names = {r["hostname"] for r in self._host_rows()
+                     if r["uuid"] in uuids and r["hostname"]}
+            df = df.filter(F.col("hostname").isin(host, *uuids, *sorted(names)))
+        return (df.select("ts", "channel", "hostname", "check_name", "action", "attempt",
+                          "outcome", "status", "message_id", "answer", "latency", "grouped",
+                          "key", "alert", "event_id", "worker")
                 .orderBy("ts", "event_id"))
 
     # ------------------------------------------------------------ drops and gaps

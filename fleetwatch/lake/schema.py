@@ -172,6 +172,32 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
                        "a downtime ended or was removed"),
         ("details", _S, "the rest as a JSON object text (the alert's kind; sticky, notify; "
                         "every, duration, flexible, children)")],
+    # copied by compaction from the state database (fleetwatch/lake/deliveries.py)
+    "deliveries": [
+        ("date", _S, "partition: YYYY-MM-DD (UTC) of ts"),
+        ("ts", _T, "when the attempt to send started (the alerting sink's clock), UTC"),
+        ("event_id", _S, "the attempt, for good (delivery/ID/STARTED: its id in the "
+                         "state database, when it started): a row is stored once"),
+        ("channel", _S, "the alert channel it was sent to (its name in alerting.delivery)"),
+        ("key", _S, "the alert's key (UUID/check/PLUGIN, UUID/host, channel/NAME...)"),
+        ("action", _S, "the alert's action: trigger, acknowledge or resolve"),
+        ("hostname", _S, "the alert's host (its name, else its uuid); null for a channel's "
+                         "own alert"),
+        ("check_name", _S, "the alert's check (a channel's alert: the channel); null for "
+                           "the host"),
+        ("alert", _S, "the alert sent: the lifecycle table's event_id of it (alert/ID), "
+                      "where its uuid, severity and summary are"),
+        ("attempt", _I, "the attempt's number for this alert and channel (1: the first)"),
+        ("grouped", _I, "how many alerts the one message sent held (1: this one alone)"),
+        ("outcome", _S, "sent, retry (tried again later) or failed (for good)"),
+        ("status", _S, "what the service answered, in its terms (HTTP 202, SMTP 250); "
+                       "null when no answer came"),
+        ("message_id", _S, "the service's id for the message (an email's Message-ID, a "
+                           "PagerDuty dedup_key, a Slack CHANNEL/TS); null if none"),
+        ("answer", _S, "the first line of the service's answer (300 characters at most) or "
+                       "why the send failed; never a secret (a URL without its query)"),
+        ("latency", _D, "seconds the send took"),
+        ("worker", _S, "the alerting sink that sent it (alerting:PID:...)")],
     # the drops routers report in their own STATS (fleetwatch/lake/drops.py)
     "drops": [
         ("date", _S, "partition: YYYY-MM-DD (UTC) of last"),
@@ -190,8 +216,8 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
 }
 
 #: the tables compaction writes from something other than messages: from other tables
-#: (``heartbeat_spans``) or from the state database (``lifecycle``)
-DERIVED = ("heartbeat_spans", "lifecycle")
+#: (``heartbeat_spans``) or from the state database (``lifecycle``, ``deliveries``)
+DERIVED = ("heartbeat_spans", "lifecycle", "deliveries")
 
 #: the table names, in the order compaction writes them
 TABLE_NAMES: tuple[str, ...] = tuple(COLUMNS)
@@ -217,6 +243,7 @@ ORDER: dict[str, tuple[str, ...]] = {
     "registrations": ("uuid", "ts"),
     "heartbeat_spans": ("uuid", "name", "first"),
     "lifecycle": ("kind", "ts"),
+    "deliveries": ("channel", "ts"),
     "drops": ("uuid", "first", "type", "sink"),
 }
 

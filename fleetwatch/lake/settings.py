@@ -38,8 +38,10 @@ class HistorySettings:
     max_files_per_run: int = setting(0, "landing files compacted per run at most (0: all "
                                         "closed files)")
     state_url: str = setting("", "SQLAlchemy URL of the state database whose alert "
-                                 "lifecycle (alert events, mutes, acks, downtimes) each "
-                                 "compaction copies into the lifecycle table; empty: none")
+                                 "lifecycle (alert events, mutes, acks, downtimes) and "
+                                 "deliveries (every attempt to send an alert) each "
+                                 "compaction copies into the lifecycle and deliveries "
+                                 "tables; empty: none")
 
     def validate(self):
         if not self.lake:

@@ -1,7 +1,8 @@
 """The alert lifecycle in the history lake: compaction copies it from a real state database
 (SQLite and PostgreSQL) into the ``lifecycle`` table once, whatever reruns or a run that
 dies; ``History.lifecycle`` reads it and ``History.availability(exclude_downtime=True)``
-counts a host's downtime as available.
+counts a host's downtime as available. The ``deliveries`` table, copied beside it, keeps
+every attempt to send an alert after the state database purged it.
 
 Real PySpark (the session-scoped ``spark`` fixture of tests/conftest.py), tiny lakes.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-from sqlalchemy import insert, update
+from sqlalchemy import func, insert, select, update
 
 from fleetwatch.lake.settings import HistorySettings
 from fleetwatch.lake.schema import TABLES
@@ -113,6 +114,95 @@ def test_lifecycle_reaches_the_table_once(spark, tmp_path, url):
     assert [r["event_id"] for r in h.lifecycle(host="web1", kind="downtime").collect()] == \
         first[2:]
     assert h.lifecycle(host="db1", kind="downtime").count() == 0
+
+
+def page(conn, created: float, check: str = "check_disk") -> int:
+    """web1's ``check`` alert sent to the ``pager`` webhook at ``created`` as the deliverer
+    sends it (outbox, claim, mark, record); the ``deliveries`` row's id."""
+    from fleetwatch.config import build
+    from sinks.alerting.delivery import store as outbox
+    from sinks.alerting.delivery.channels import Receipt
+    from sinks.alerting.delivery.config import DeliveryConfig
+    from sinks.alerting.delivery.deliverer import Tried
+    config = build(DeliveryConfig, {"channels": {"pager": {"type": "webhook",
+                                                           "url": "http://127.0.0.1:9/"}},
+                                    "rules": [{"channels": ["pager"]}]})
+    outbox.enqueue(conn, {"key": f"u-a/check/{check}", "kind": "check", "action": "trigger",
+                          "severity": "critical", "uuid": "u-a", "hostname": "web1",
+                          "check": check, "status": 2, "summary": "DISK CRITICAL",
+                          "text": "", "created": created}, config, created)
+    (row,) = outbox.claim(conn, "alerting:1:ab", created, 60, 10, ["pager"])
+    outbox.mark(conn, row["id"], "alerting:1:ab", created, outbox.SENT)
+    taken = Receipt.of("HTTP 202", f"u-a/check/{check}",
+                       '{"status": "success", "message": "Event processed"}')
+    outbox.record(conn, [row], "alerting:1:ab", "sent",
+                  Tried(created, 0.02, taken.status, taken.message_id, taken.answer))
+    return conn.execute(select(func.max(schema.deliveries.c.id))).scalar()
+
+
+def delivery_ids(spark, lake) -> list[str]:
+    path = lake / "tables" / "deliveries"
+    return sorted(r[0] for r in spark.read.schema(TABLES["deliveries"]).parquet(str(path))
+                  .select("event_id").collect())
+
+
+def test_a_delivery_reaches_the_lake_once_and_outlives_its_purge(spark, tmp_path, url):
+    """Proof of delivery months later (issue 34): an attempt recorded in the state database
+    is copied once, a rerun adds nothing, and the lake keeps it after the state database
+    purged it, even when SQLite then gives its id to the next attempt on the same day."""
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.deliveries import event_id
+    from fleetwatch.lake.query import History
+    from sinks.alerting.delivery import store as outbox
+    lake = tmp_path / "lake"
+    settings = HistorySettings(lake=str(lake), state_url=url)
+    eng = state(url)
+    with eng.begin() as conn:
+        first = event_id(page(conn, BASE + 100), BASE + 100)
+
+    summary = compact(spark, settings, wall=lambda: BASE + 1000, **QUIET)
+    assert summary.tables["deliveries"].rows == 1
+    assert delivery_ids(spark, lake) == [first]
+    # a run for something else reads the delivery again (the overlap): it is not added
+    with eng.begin() as conn:
+        add_alert(conn, BASE + 1100, "resolve")
+    again = compact(spark, settings, wall=lambda: BASE + 1200, **QUIET)
+    assert again.run and (again.tables["deliveries"].rows,
+                          again.tables["deliveries"].duplicates) == (0, 1)
+    assert delivery_ids(spark, lake) == [first]
+
+    # alerting.delivery.keep passes: the state database forgets it; the next attempt
+    # (SQLite: the same id again), in a run that dies after its intent and is rolled forward
+    with eng.begin() as conn:
+        outbox.purge(conn, BASE + 1300)
+        assert conn.execute(select(func.count()).select_from(schema.deliveries)).scalar() == 0
+        second = event_id(page(conn, BASE + 1400, "check_load"), BASE + 1400)
+
+    def died(at):
+        if at == "intent":
+            raise Died(at)
+    with pytest.raises(Died):
+        compact(spark, settings, hook=died, wall=lambda: BASE + 2000, **QUIET)
+    assert compact(spark, settings, wall=lambda: BASE + 2100, **QUIET).run == ""
+    assert delivery_ids(spark, lake) == sorted([first, second])
+    eng.dispose()
+
+    h = History(spark, str(lake))
+    rows = h.deliveries(channel="pager", host="web1").collect()
+    assert [(r["ts"], r["check_name"], r["outcome"], r["status"], r["message_id"], r["alert"])
+            for r in rows] == [
+        (datetime.fromtimestamp(BASE + 100), "check_disk", "sent", "HTTP 202",     # local
+         "u-a/check/check_disk", "alert/1"),
+        (datetime.fromtimestamp(BASE + 1400), "check_load", "sent", "HTTP 202",
+         "u-a/check/check_load", rows[1]["alert"])]
+    assert h.deliveries(channel="mail").count() == h.deliveries(host="db1").count() == 0
+    # docs/concepts/lake.md "The deliveries table": was the page sent, what was answered
+    day = utc(BASE).strftime("%Y-%m-%d")
+    answer = h.sql(f"SELECT ts, outcome, status, message_id, answer FROM deliveries "
+                   f"WHERE date = '{day}' AND hostname = 'web1' "
+                   f"AND check_name = 'check_disk' AND channel = 'pager' ORDER BY ts").collect()
+    assert [(r["outcome"], r["answer"]) for r in answer] == \
+        [("sent", '{"status": "success", "message": "Event processed"}')]
 
 
 def heartbeat_lake(spark, root) -> None:

@@ -19,8 +19,8 @@ HELP = "run Spark SQL over the tables and print a table (or --json)"
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("query", metavar="QUERY",
                    help="Spark SQL over the views metrics, heartbeats, results, "
-                        "notifications, registrations, heartbeat_spans, lifecycle, drops "
-                        "and hosts")
+                        "notifications, registrations, heartbeat_spans, lifecycle, "
+                        "deliveries, drops and hosts")
     p.add_argument("--json", action="store_true",
                    help="print a JSON array of rows (timestamps as ISO 8601 UTC)")
     p.add_argument("--limit", type=int, default=1000, metavar="N",

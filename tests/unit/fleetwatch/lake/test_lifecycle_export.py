@@ -1,8 +1,12 @@
 """The lifecycle export (fleetwatch/lake/lifecycle.py): rows from the state database, the
-watermark, and the overlap compaction deduplicates. SQLite here; the Spark side and
+watermark, and the overlap compaction deduplicates; the deliveries it exports beside them
+with their own watermark (fleetwatch/lake/deliveries.py). SQLite here; the Spark side and
 PostgreSQL are in tests/integration/test_history_lifecycle.py."""
 
 from __future__ import annotations
+
+import time
+from dataclasses import replace
 
 import pytest
 from sqlalchemy import insert, update
@@ -64,7 +68,7 @@ def test_first_export_takes_everything_up_to_now(conn):
     end = by[f"downtime/{d}/{T0 + 20:.3f}/end"]
     assert (end["start"], end["end"], end["reason"], end["hostname"]) == \
         (T0 + 20, T0 + 200, "ended", "web*")
-    assert out.mark == Mark(T0 + 500, (), ())
+    assert out.mark == Mark(T0 + 500, (), (), deliveries=T0 + 500)
 
 
 def test_open_acks_and_downtimes_are_followed_until_they_end(conn):
@@ -72,19 +76,19 @@ def test_open_acks_and_downtimes_are_followed_until_they_end(conn):
     d = downtime(conn, T0, T0 + 10 * LAG)
     first = export(conn, Mark(), now=T0 + 50)
     assert ids(first.rows) == sorted([f"ack/{a}/start", f"downtime/{d}/{T0:.3f}/start"])
-    assert first.mark == Mark(T0 + 50, (a,), (d,))
+    assert first.mark == Mark(T0 + 50, (a,), (d,), deliveries=T0 + 50)
     # much later the sink's tick ends the ack at its expiry, long before the watermark,
     # and the downtime is removed
     later = T0 + 5 * LAG
     conn.execute(update(schema.acknowledgements).values(ended=T0 + 100, end_reason="expired"))
     conn.execute(update(schema.downtimes).values(removed=later - 10))
-    second = export(conn, Mark(T0 + 3 * LAG, (a,), (d,)), now=later)
+    second = export(conn, Mark(T0 + 3 * LAG, (a,), (d,), T0 + 3 * LAG), now=later)
     assert ids(second.rows) == sorted([f"ack/{a}/start", f"ack/{a}/end",
                                        f"downtime/{d}/{T0:.3f}/start",
                                        f"downtime/{d}/{T0:.3f}/end"])
     end = {r["event_id"]: r for r in second.rows}[f"downtime/{d}/{T0:.3f}/end"]
     assert (end["ts"], end["reason"]) == (later - 10, "removed")
-    assert second.mark == Mark(later, (), ())
+    assert second.mark == Mark(later, (), (), deliveries=later)
 
 
 def test_the_overlap_and_nothing_older(conn):
@@ -124,8 +128,86 @@ def test_a_database_without_the_tables_gives_nothing(tmp_path):
     eng = db.engine(f"sqlite:///{tmp_path / 'empty.db'}")
     with eng.connect() as c:
         out = export(c, Mark(), now=T0)
+        # an old schema (no deliveries table): none, and their watermark is left as it was
+        older = export(c, Mark(T0 - DAY, deliveries=T0 - DAY), now=T0)
     eng.dispose()
-    assert out.rows == [] and out.mark == Mark(T0)
+    assert out.rows == out.deliveries == [] and out.mark == Mark(T0)
+    assert out.mark.deliveries is None and older.mark == Mark(T0, deliveries=T0 - DAY)
+
+
+# ---------------------------------------------------------------- deliveries
+
+PAGER = {"channels": {"pager": {"type": "webhook", "url": "http://127.0.0.1:9/hook"}},
+         "rules": [{"channels": ["pager"]}]}
+PD_ANSWER = '{"status": "success", "message": "Event processed", "dedup_key": "u1/check/disk"}'
+
+
+def page(conn, created, check="check_disk"):
+    """An alert recorded and sent to ``pager`` as the deliverer does it: refused (HTTP 503)
+    at ``created``, taken 60 s later; the ``deliveries`` rows through the outbox's API."""
+    from fleetwatch.config import build
+    from sinks.alerting.delivery import store as outbox
+    from sinks.alerting.delivery.channels import Receipt, SendError
+    from sinks.alerting.delivery.config import DeliveryConfig
+    from sinks.alerting.delivery.deliverer import Tried
+    event = {"key": f"u1/check/{check}", "kind": "check", "action": "trigger",
+             "severity": "critical", "uuid": "u1", "hostname": "web-1", "check": check,
+             "status": 2, "summary": "DISK CRITICAL", "text": "/ 95%", "created": created}
+    worker = "alerting:1:ab"
+    outbox.enqueue(conn, event, build(DeliveryConfig, PAGER), created)
+    (row,) = outbox.claim(conn, worker, created, 60, 10, ["pager"])
+    outbox.mark(conn, row["id"], worker, created, outbox.PENDING, error="HTTP 503",
+                next_attempt=created + 60)
+    refused = SendError("HTTP 503 Service Unavailable: busy", status="HTTP 503")
+    outbox.record(conn, [row], worker, "retry",
+                  replace(Tried.of(created, time.monotonic(), refused), latency=0.012))
+    (row,) = outbox.claim(conn, worker, created + 60, 60, 10, ["pager"])
+    outbox.mark(conn, row["id"], worker, created + 60, outbox.SENT)
+    taken = Receipt.of("HTTP 202", "u1/check/disk", PD_ANSWER)
+    outbox.record(conn, [row], worker, "sent",
+                  replace(Tried.of(created + 60, time.monotonic(), taken), latency=0.034))
+
+
+def test_deliveries_are_exported_once_from_their_own_watermark(conn):
+    from fleetwatch.lake.deliveries import event_id
+    page(conn, T0)
+    out = export(conn, Mark(), now=T0 + 500)
+    assert [r["event_id"] for r in out.deliveries] == [event_id(1, T0), event_id(2, T0 + 60)]
+    assert out.news and out.mark.deliveries == T0 + 500
+    retry, sent = out.deliveries
+    assert {k: sent[k] for k in ("ts", "channel", "key", "action", "hostname", "check_name",
+                                 "alert", "attempt", "grouped", "outcome", "status",
+                                 "message_id", "answer", "latency", "worker")} == {
+        "ts": T0 + 60, "channel": "pager", "key": "u1/check/check_disk", "action": "trigger",
+        "hostname": "web-1", "check_name": "check_disk", "alert": "alert/1", "attempt": 2,
+        "grouped": 1, "outcome": "sent", "status": "HTTP 202", "message_id": "u1/check/disk",
+        "answer": PD_ANSWER, "latency": 0.034, "worker": "alerting:1:ab"}
+    assert (retry["attempt"], retry["outcome"], retry["status"], retry["message_id"],
+            retry["answer"]) == (1, "retry", "HTTP 503", None,
+                                 "HTTP 503 Service Unavailable: busy")
+    # the next run: the overlap again (compaction drops it by event_id), nothing new
+    again = export(conn, out.mark, now=T0 + 900)
+    assert [r["event_id"] for r in again.deliveries] == [event_id(1, T0), event_id(2, T0 + 60)]
+    assert not again.news
+    # from a watermark past the overlap: only what was sent since, a day later
+    page(conn, T0 + DAY, "check_load")
+    later = export(conn, Mark(T0 + 2 * LAG, deliveries=T0 + 2 * LAG), now=T0 + DAY + 500)
+    assert [r["event_id"] for r in later.deliveries] == \
+        [event_id(3, T0 + DAY), event_id(4, T0 + DAY + 60)]
+    assert later.news and later.mark.deliveries == T0 + DAY + 500
+
+
+def test_a_mark_from_before_the_deliveries_copies_all_the_database_holds(conn):
+    """A lake exported by a fleetwatch without the table: its lifecycle.json has no
+    ``deliveries``; the first export copies the month the state database keeps, not only
+    the last hour's."""
+    page(conn, T0)
+    old = Mark.from_json({"through": T0 + 10 * DAY, "acks": [], "downtimes": []})
+    assert old == Mark(T0 + 10 * DAY) and old.deliveries is None
+    out = export(conn, old, now=T0 + 10 * DAY + 60)
+    assert out.rows == [] and len(out.deliveries) == 2 and out.news
+    assert Mark.from_json(out.mark.to_json()) == out.mark == \
+        Mark(T0 + 10 * DAY + 60, (), (), T0 + 10 * DAY + 60)
 
 
 def test_history_state_url_must_be_a_url():

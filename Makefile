@@ -38,10 +38,13 @@ install: $(VENV)/.installed $(ASSETS_BUILT)
 # Chromium and its driver: the console's tests drive a real headless browser (Selenium).
 # faketime (libfaketime): a real agent's clock is stepped under it while it runs
 # (tests/integration/test_clock_step.py). Debian's python3: the Ansible deployment's modules
-# run by it, as on a real host (tests/integration/test_ansible.py).
+# run by it, as on a real host (tests/integration/test_ansible.py). Alertmanager: the
+# alertmanager channel posts to a real one (tests/integration/test_alertmanager.py); its
+# service is disabled after the install (it would listen on all interfaces, :9093 and :9094).
 # `make system-packages` installs only these.
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container libcairo2 \
-  prometheus-node-exporter prometheus chromium chromium-driver faketime python3
+  prometheus-node-exporter prometheus chromium chromium-driver faketime python3 \
+  prometheus-alertmanager
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 
@@ -100,8 +103,9 @@ assets: $(VENV)/.installed
 
 system-packages:
 	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || { echo "make install: the Debian \
-	packages of the demo and the tests ($(TAKES_SYSTEM))"; $(APT_INSTALL) || \
-	  (apt-get update -q && $(APT_INSTALL)); }
+	packages of the demo and the tests ($(TAKES_SYSTEM))"; { $(APT_INSTALL) || \
+	  (apt-get update -q && $(APT_INSTALL)); } && \
+	  { systemctl disable --quiet prometheus-alertmanager 2>/dev/null || true; }; }
 
 demo: install
 	$(BIN)/fleetwatch demo --dir $(DEMO_DIR)

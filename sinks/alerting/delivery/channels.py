@@ -327,26 +327,37 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class WebhookSender:
+    """The PagerDuty-shaped webhook; a channel with a ``template`` is sent by its
+    subclass :class:`sinks.alerting.delivery.webhook.WebhookSender`, which renders it."""
+
     def __init__(self, name: str, channel: WebhookChannel, opener=None):
         self.name, self.channel = name, channel
         self.opener = opener or urllib.request.build_opener(_NoRedirect)
         self.timeout = channel.timeout
+
+    def payload(self, event: dict):
+        """What is POSTed for ``event``: the PagerDuty Events API v2 event."""
+        if self.channel.template:       # never the PagerDuty shape in the template's place
+            raise SendError("a webhook with a template is sent by sinks.alerting.delivery."
+                            "webhook.WebhookSender", permanent=True)
+        return webhook_payload(event, self.channel)
 
     def send(self, event: dict, ref: str) -> Receipt:
         """POST the event; the status and the answer (its ``dedup_key`` as the id, as
         PagerDuty's Events API answers ``{"status": "success", "dedup_key": ...}``) as the
         receipt."""
         c = self.channel
-        code, text = post_json(self.opener, c.url, webhook_payload(event, c), c.headers,
-                               c.timeout)
+        code, text = post_json(self.opener, c.url, self.payload(event), c.headers, c.timeout)
         return Receipt.of(f"HTTP {code}", _answered_key(text), text)
 
 
-def post_json(opener, url: str, payload, headers: dict, timeout: float) -> tuple[int, str]:
+def post_json(opener, url: str, payload, headers: dict, timeout: float,
+              secret_url: bool = False) -> tuple[int, str]:
     """POST ``payload`` as JSON to ``url``; (its 2xx status, the answer's text). A refusal
     is a :class:`SendError`: 408, 429 (after its Retry-After) and 5xx retried, any other
     4xx or 3xx for good; no answer (refused, timed out) retried, naming the URL without
-    its query or user info."""
+    its query or user info (``secret_url``: its scheme and host only, for a webhook whose
+    path is its secret)."""
     data = json.dumps(payload, ensure_ascii=False).encode()
     req = urllib.request.Request(url, data=data, method="POST", headers={
         "Content-Type": "application/json", "User-Agent": f"fleetwatch/{__version__}",
@@ -363,7 +374,8 @@ def post_json(opener, url: str, payload, headers: dict, timeout: float) -> tuple
                         status=f"HTTP {code}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError) as e:
         reason = getattr(e, "reason", None) or e
-        raise SendError(f"POST {_safe(url)}: {reason}") from None
+        raise SendError(f"POST {_host(url) if secret_url else _safe(url)}: {reason}") \
+            from None
     if not 200 <= code < 300:
         raise SendError(f"HTTP {code}", permanent=True, status=f"HTTP {code}")
     return code, answer.decode(errors="replace")
@@ -389,6 +401,12 @@ def _answered_key(text: str) -> str | None:
         return None
     key = found.get("dedup_key") if isinstance(found, dict) else None
     return key if isinstance(key, str) else None
+
+
+def _host(url: str) -> str:
+    """A URL's scheme and host only (its path may be a webhook's secret), for messages."""
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname}{f':{parts.port}' if parts.port else ''}"
 
 
 def _safe(url: str) -> str:

@@ -125,6 +125,9 @@ class WebhookChannel(ChannelBase):
         for name, value in self.headers.items():
             if not name or any(c in name + value for c in "\r\n") or ":" in name:
                 raise ValueError(f"headers: bad header {name[:40]!r}")
+        if self.template:               # a syntax error stops the sink at start
+            from sinks.alerting.delivery.template import compiled
+            compiled(self.template)
         super().validate()
 
 
@@ -222,12 +225,21 @@ class OpsgenieChannel(ChannelBase):
                                                        "integration)")
     api_key_file: str = setting("", "file holding the integration's API key (GenieKey)")
     responders: list[str] = setting(factory=list, help="teams notified (their names)")
-    tags: list[str] = setting(factory=list, help="tags added to every alert")
+    tags: list[str] = setting(factory=list, help="tags added to every alert (at most 20, "
+                                                 "each at most 50 characters)")
 
     def validate(self):
         check_url(self.api_url, "api_url")
         if not self.api_key_file:
             raise ValueError("api_key_file: expected the file holding the API key")
+        for team in self.responders:
+            if not team.strip() or len(team) > 100:
+                raise ValueError(f"responders: expected teams' names, got {team[:40]!r}")
+        if len(self.tags) > 20 or any(not 0 < len(t) <= 50 or any(c.isspace() or c == ","
+                                                                    for c in t)
+                                      for t in self.tags):
+            raise ValueError("tags: expected at most 20 tags, each 1 to 50 characters "
+                             "without spaces or commas (Opsgenie's limits)")
         super().validate()
 
 
@@ -268,12 +280,16 @@ class MattermostChannel(ChannelBase):
                                       "incoming webhook (sinks/alerting/delivery/"
                                       "mattermost.py)")
     webhook_url_file: str = setting("", "file holding the incoming webhook's URL")
-    channel: str = setting("", "another channel than the webhook's own (when the webhook "
-                                "may post elsewhere)")
+    channel: str = setting("", "another channel than the webhook's own, by name (ops, or "
+                                "@user for a direct message), when the webhook is not "
+                                "locked to its own")
 
     def validate(self):
         if not self.webhook_url_file:
             raise ValueError("webhook_url_file: expected the file holding the webhook's URL")
+        if self.channel and not re.fullmatch(r"[#@]?[a-z0-9][a-z0-9._-]{0,63}", self.channel):
+            raise ValueError(f"channel: expected a channel's name like ops (or @user), got "
+                             f"{self.channel[:70]!r}")
         super().validate()
 
 
@@ -309,12 +325,21 @@ class AlertmanagerChannel(ChannelBase):
                                              "it then if no recovery came); a recovery "
                                              "posts endsAt now")
 
+    #: the labels the fleet sets on each alert (:mod:`sinks.alerting.delivery.alertmanager`)
+    FLEET_LABELS = ("alertname", "host", "uuid", "check", "severity", "fleetwatch_key")
+
     def validate(self):
         check_url(self.url, "url")
-        for name in self.labels:
+        for name, value in self.labels.items():
             if not re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", name):
                 raise ValueError(f"labels: expected label names like team, got "
                                  f"{name[:40]!r}")
+            if name in self.FLEET_LABELS:
+                raise ValueError(f"labels: {name} is set by the fleet on every alert "
+                                 f"(its own: {', '.join(self.FLEET_LABELS)})")
+            if not str(value):
+                raise ValueError(f"labels: {name} has an empty value (the Alertmanager "
+                                 f"drops empty labels)")
         if self.ends_after <= 0:
             raise ValueError("ends_after: expected a positive number of seconds")
         super().validate()

@@ -5,8 +5,9 @@ written here.
 
 A problem is priority 5 (critical) or 4, its acknowledgement and recovery 3 (tags ``eyes``,
 ``white_check_mark``); with ``alerting.delivery.console_url`` each carries a "view" action,
-a button that opens the problem in the console. The text is plain (ntfy renders Markdown only when asked, and is
-not asked), control characters shown as escapes, the message cut to ntfy's 4,096 bytes.
+a button that opens the problem in the console. The text is plain (ntfy renders Markdown
+only when asked, and is not asked), control characters shown as escapes, the message cut to
+ntfy's 4,096 bytes; a group (``group_wait``) is one notification listing its alerts.
 The answer's ``id`` is the receipt's message id. A 401 or 403 (a token refused), a 400 or a
 413 refuse the alert for good, which fails the channel; 429 waits for its Retry-After; a
 5xx, a time-out or a refused connection is retried.

@@ -1,6 +1,7 @@
 """The sender of each channel type, and one sender per configured channel.
 
-The email and webhook senders are in :mod:`sinks.alerting.delivery.channels`; every other
+The email sender is in :mod:`sinks.alerting.delivery.channels` (the webhook's base too:
+:mod:`sinks.alerting.delivery.webhook` adds its templates); every other
 type's in a module of its own, named here and imported only by a sink that has a channel of
 that type (a service's library, such as slack-sdk or Apprise, is loaded then, not before).
 
@@ -19,7 +20,7 @@ from sinks.alerting.delivery.config import DeliveryConfig
 #: channel type -> "module:class" of its sender
 SENDERS = {
     "email": "sinks.alerting.delivery.channels:EmailSender",
-    "webhook": "sinks.alerting.delivery.channels:WebhookSender",
+    "webhook": "sinks.alerting.delivery.webhook:WebhookSender",
     "slack": "sinks.alerting.delivery.slack:SlackSender",
     "ntfy": "sinks.alerting.delivery.ntfy:NtfySender",
     "teams": "sinks.alerting.delivery.teams:TeamsSender",

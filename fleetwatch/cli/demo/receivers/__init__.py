@@ -40,7 +40,15 @@ RECEIVERS = {
     "pager": "pager:Pager",
     "smtp": "mail:Mail",
     "slack": "slack:Slack",
+    "teams": "teams:Teams",
+    "matrix": "matrix:Matrix",
+    "discord": "discord:Discord",
+    "mattermost": "mattermost:Mattermost",
+    "telegram": "telegram:Telegram",
     "ntfy": "ntfy:Ntfy",
+    "pushover": "pushover:Pushover",
+    "opsgenie": "opsgenie:Opsgenie",
+    "alertmanager": "alertmanager:Alertmanager",
 }
 
 

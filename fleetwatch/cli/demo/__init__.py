@@ -281,8 +281,9 @@ def alert_lines(info: dict) -> list[str]:
         where += [f"{received['dir']}/{flag}.jsonl ({receiver(flag).about}, port "
                   f"{received[flag]})" for flag in RECEIVERS
                   if flag not in ("pager", "smtp") and received.get(flag)]
-        return [f"  alerts          delivered to {', '.join(info['channels'])}: the demo's "
-                f"receivers keep them in", *(f"                  {w}" for w in where)]
+        return [f"  alerts          delivered to {len(info['channels'])} channels, one of "
+                f"each type (fleetwatch channels lists them); the demo's receivers keep "
+                f"them in", *(f"                  {w}" for w in where)]
     if info["channels"]:
         return ["  alerts          delivered to " + ", ".join(info["channels"])]
     return ["  alerts          recorded only (--alert-webhook URL, --alert-smtp HOST:PORT "

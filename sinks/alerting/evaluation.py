@@ -234,8 +234,15 @@ class Evaluation:
                     port.counts["host_held"] += 1       # its parent is not decided yet
                     changed[key] = (state, hoststate.deadline(state, policy))
                     continue
+                behind = new.unreachable
                 new = self._unreachable(uuid, new, blocked)
-            state = self._host_alerts(uuid, name, new, alerts)
+                if behind is not None and new.unreachable is None:   # its parent is back
+                    behind = f"{behind}, up again: this host was UNREACHABLE behind it"
+                else:
+                    behind = None
+            else:
+                behind = None
+            state = self._host_alerts(uuid, name, new, alerts, behind)
             changed[key] = (state, hoststate.deadline(state, policy))
         port.save_hosts(changed)
         return departed
@@ -268,11 +275,16 @@ class Evaluation:
                          port.hostname(uuid), uuid, state.unreachable)
         return replace(state, unreachable=parent)
 
-    def _host_alerts(self, uuid: str, name: str, state, alerts):
+    def _host_alerts(self, uuid: str, name: str, state, alerts, behind: str | None = None):
+        """``alerts`` of host ``uuid`` (or its process ``name``) that nothing holds back,
+        delivered; ``behind``: the parent its DOWN was held UNREACHABLE behind until now,
+        which the alert names (``parent``)."""
         port = self.port
         for alert in alerts:
             event = alertevents.host_event(alert, uuid, port.hostname(uuid), name, state,
                                            port.now)
+            if behind is not None and alert.action == "trigger":
+                event["parent"] = behind
             if holds.deliver(port, event, name or None, None if state.up else state.since,
                              parent=state.unreachable):
                 state = hoststate.delivered(state, alert)

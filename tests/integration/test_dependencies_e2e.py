@@ -93,6 +93,9 @@ def test_a_parent_and_20_children_silent_page_once_then_the_children_after_it(ur
     got = events(url)
     assert got[:2] == [("trigger", "sw", None), ("resolve", "sw", None)]
     assert sorted(got[2:]) == sorted(("trigger", name_of(u), None) for u in CHILDREN)
+    # each child's DOWN names the parent it was UNREACHABLE behind (the channels show it)
+    assert {(e["details"] or {}).get("parent") for e in rows(url, "alert_events")[2:]} == {
+        "sw, up again: this host was UNREACHABLE behind it"}
     assert unreachable(url) == {"sw": None, **{name_of(u): None for u in CHILDREN}}
 
 

@@ -131,6 +131,8 @@ def body(event: dict) -> str:
         f"Time:   {iso(event.get('created'))}",
         f"Key:    {event.get('key')}",
     ]
+    if event.get("parent"):
+        lines.insert(5, f"Parent: {_one_line(event['parent'], 300)}")
     text = str(event.get("text") or "").strip()
     if text:
         lines += ["", text]
@@ -227,7 +229,8 @@ def webhook_payload(event: dict, channel: WebhookChannel) -> dict:
             "timestamp": iso(event.get("created")),
             "custom_details": {k: event.get(k) for k in
                                ("uuid", "hostname", "check", "status", "severity", "kind",
-                                "text")},
+                                "text", "since", "parent") if event.get(k) is not None
+                               or k not in ("since", "parent")},
         },
         "client": "fleetwatch",
         **({"links": [{"href": event["link"], "text": "the fleetwatch console"}]}

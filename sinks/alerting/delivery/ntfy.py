@@ -38,9 +38,10 @@ def publication(event: dict, topic: str) -> dict:
     lines = [escape(line) for line in str(event.get("text") or "").splitlines()
              if line.strip()][:10]
     where = event.get("hostname") or event.get("uuid") or "-"
+    parent = [f"Parent: {escape(str(event['parent']))}"] if event.get("parent") else []
     body = "\n".join([f"{label(event)} on {escape(str(where))}"
                       + (f", check {escape(str(event['check']))}" if event.get("check")
-                         else ""), *lines])
+                         else ""), *parent, *lines])
     data = body.encode()[:MESSAGE_MAX].decode(errors="ignore")
     action = event.get("action")
     out = {"topic": topic, "title": headline(event, 250), "message": data,

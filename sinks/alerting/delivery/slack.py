@@ -81,6 +81,8 @@ def message(event: dict, done: str | None = None) -> tuple[str, list[dict]]:
         body = f"*{head}* {where}"
         if event.get("summary"):
             body += f": {_code(event['summary'], 300)}"
+        if event.get("parent"):         # the parent it was UNREACHABLE behind
+            body += f"\nParent: {_code(event['parent'], 300)}"
         lines = [line for line in str(event.get("text") or "").splitlines() if line.strip()]
         output = mrkdwn("\n".join(lines[:OUTPUT_LINES])).replace("`", "\u02cb")
         if output and output != mrkdwn(event.get("summary") or ""):

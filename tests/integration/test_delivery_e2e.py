@@ -330,3 +330,34 @@ def test_two_alerting_sinks_and_a_webhook_down_then_up_deliver_each_alert_once(f
         assert len(hook.requests) == 12
     finally:
         hook.stop()
+
+
+def test_a_channel_slow_to_answer_never_delays_another_channels_alerts(eng, deliverers):
+    """The pager holds its answer (a service timing out, a hung connection): the ntfy
+    channel's alerts go out meanwhile, one after another, while the pager's first send is
+    still waiting; once the pager answers, its alerts follow, in order."""
+    from fleetwatch.cli.demo.receivers import Ntfy, Pager
+    pager, phone = Pager(None, 0).start(), Ntfy(None, 0).start()
+    try:
+        pager.hold()
+        config = build(DeliveryConfig, {
+            "channels": {"pager": {"type": "webhook", "url": pager.url, "timeout": 30},
+                         "phone": {"type": "ntfy", "url": phone.url, "topic": "ops",
+                                   "timeout": 5}},
+            "rules": [{"kind": ["check"], "channels": ["pager", "phone"]}],
+            "retry": FAST, "poll_interval": 0.05, "lease": 90})
+        deliverers(config)
+        enqueue(eng, config, event(1))
+        wait_for(lambda: pager.taken, 20, 0.02, "the pager's first send (held)")
+        enqueue(eng, config, event(2))
+        enqueue(eng, config, event(3))
+        wait_for(lambda: len(phone.messages) == 3, 20, 0.02,    # (well within the
+                 "three alerts on the phone while the pager holds its answer")  # 30 s)
+        assert len(pager.taken) == 1 and states(eng)["pending"] == 3    # (the pager's)
+        pager.release()
+        wait_for(lambda: states(eng) == Counter(sent=6), 20, 0.05, "everything sent")
+        assert [b["dedup_key"][-7:] for _, _, b in pager.taken] == [
+            "check_1", "check_2", "check_3"]
+    finally:
+        pager.stop()
+        phone.stop()

@@ -2,7 +2,10 @@
 
 Each round (:meth:`Deliverer.run_once`) claims a batch of due rows in one short
 transaction (:func:`sinks.alerting.delivery.store.claim`), sends them one by one outside any
-transaction and records each outcome in its own (:func:`sinks.alerting.delivery.store.mark`). A
+transaction and records each outcome in its own (:func:`sinks.alerting.delivery.store.mark`).
+Each channel's sends go on a lane of their own (a thread), in order; a channel whose lane
+is still sending is not claimed for, so one that is slow to answer (a service timing out, a
+hung connection) never delays another channel's alerts. A
 channel with ``group_wait`` (:mod:`sinks.alerting.delivery.grouping`) has its rows claimed group
 by group; an email channel sends a group as one message, and its outcome is the outcome of every
 row in it:
@@ -34,6 +37,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Engine
@@ -50,6 +54,8 @@ log = logging.getLogger(__name__)
 
 #: seconds between two purges of old sent and failed alerts
 PURGE_EVERY = 3600.0
+#: channels sending at once, each on its lane (a thread, made when first needed)
+LANES = 32
 
 
 class Deliverer:
@@ -59,7 +65,13 @@ class Deliverer:
         self.senders = build_senders(config) if senders is None else senders
         self.worker = f"{name}:{os.getpid()}:{uuid.uuid4().hex[:8]}"[:128]
         self.counts: Counter = Counter()
+        self._counting = threading.Lock()
         self.throttle = Throttle(log)
+        #: the channels whose lane is sending (not claimed for meanwhile), and the lanes:
+        #: each channel's sends on a thread of its own while the deliverer runs (None:
+        #: :meth:`run_once` sends them itself, in turn, as tests call it)
+        self.busy: set[str] = set()
+        self._lanes: ThreadPoolExecutor | None = None
         #: channel -> (consecutive retryable failures, not tried again before)
         self.resting: dict[str, tuple[int, float]] = {}
         self.next_purge = 0.0
@@ -75,7 +87,12 @@ class Deliverer:
         return delay * (1 - r.jitter * self.rand())
 
     def _usable(self, now: float) -> list[str]:
-        return [c for c in self.senders if self.resting.get(c, (0, 0.0))[1] <= now]
+        return [c for c in self.senders if self.resting.get(c, (0, 0.0))[1] <= now
+                and c not in self.busy]
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._counting:        # (lanes count from their threads)
+            self.counts[key] += n
 
     # ---------------------------------------------------------------- one round
     def run_once(self) -> int:
@@ -89,26 +106,45 @@ class Deliverer:
             rows = outbox.claim(conn, self.worker, now, self.config.lease, self.config.batch,
                                 self._usable(now), waits)
         if fallen:
-            self.counts["fell_back"] += fallen
+            self._count("fell_back", fallen)
             log.warning("%d alert(s) of failing channels put to their fallback", fallen)
         # channels whose sender makes a group one message (email); others send each row
         grouped = {name: by for name, (_, by) in waits.items()
                    if hasattr(self.senders.get(name), "send_group")}
-        sends = grouping.sends(rows, grouped)
-        for i, send in enumerate(sends):
-            channel = send[0]["channel"]
-            sender = self.senders[channel]
-            now = self.clock()
-            if now + 2 * sender.timeout > send[0]["lease_until"] or self._stop.is_set():
-                # the lease would not cover the send: later
-                self._give_back([r for later in sends[i:] for r in later])
-                break
-            if self.resting.get(channel, (0, 0.0))[1] > now:
-                self._give_back(send)        # its channel just failed in this batch
-                continue
-            by = grouped.get(channel, ())
-            self._attempt(send, sender, grouping.title(by, grouping.group_of(send[0]["event"], by)))
+        lanes: dict[str, list[list[dict]]] = {}
+        for send in grouping.sends(rows, grouped):
+            lanes.setdefault(send[0]["channel"], []).append(send)
+        for channel, sends in lanes.items():
+            lane = (channel, self.senders[channel], sends, grouped.get(channel, ()))
+            if self._lanes is None:
+                self._lane(*lane)
+            else:
+                self.busy.add(channel)
+                self._lanes.submit(self._lane, *lane)
         return len(rows)
+
+    def _lane(self, channel: str, sender, sends: list[list[dict]], by) -> None:
+        """Send one channel's claimed ``sends`` in order: on a lane of its own, so that a
+        channel that is slow to answer (a time-out, a held answer) never delays another's
+        sends; the next round claims for it again once it is done."""
+        try:
+            for i, send in enumerate(sends):
+                now = self.clock()
+                if now + 2 * sender.timeout > send[0]["lease_until"] or self._stop.is_set():
+                    # the lease would not cover the send: later
+                    self._give_back([r for later in sends[i:] for r in later])
+                    break
+                if self.resting.get(channel, (0, 0.0))[1] > now:
+                    self._give_back(send)        # its channel just failed in this batch
+                    continue
+                self._attempt(send, sender, grouping.title(by, grouping.group_of(
+                    send[0]["event"], by)))
+        except Exception:  # the deliverer outlives its bugs: logged, the lease expires
+            self._count("crashed")
+            log.exception("channel %s: its sends failed", channel)
+        finally:
+            self.busy.discard(channel)
+            self._wake.set()
 
     def _attempt(self, rows: list[dict], sender, title: str = "") -> None:
         """Send one alert, or a group of them as one message; what the service answered is
@@ -135,13 +171,13 @@ class Deliverer:
             return
         tried = Tried.of(started, began, receipt)
         self.resting.pop(channel, None)
-        self.counts[f"sent.{channel}"] += len(rows)
+        self._count(f"sent.{channel}", len(rows))
         if len(rows) == 1:
             log.info("alert sent to %s: %s %s (attempt %d)", channel,
                      first["event"].get("action"), first["event"].get("key"),
                      first["attempts"] + 1)
         else:
-            self.counts[f"grouped.{channel}"] += 1
+            self._count(f"grouped.{channel}", 1)
             log.info("%d alerts sent to %s in one message (%s)", len(rows), channel,
                      title or "the channel's group")
         self._mark(rows, outbox.SENT, tried=tried)
@@ -168,7 +204,7 @@ class Deliverer:
         done = rows if e.permanent else old
         if done:
             why = "refused" if e.permanent else f"undelivered after {attempts} attempts"
-            self.counts[f"failed.{channel}"] += len(done)
+            self._count(f"failed.{channel}", len(done))
             log.error("%s to channel %s failed, %s: %s", _which(done), channel, why, e)
             self._mark(done, outbox.FAILED, error=str(e), tried=tried, permanent=e.permanent)
         retry = [r for r in rows if r not in done]
@@ -177,7 +213,7 @@ class Deliverer:
         failures = self.resting.get(channel, (0, 0.0))[0] + 1
         wait = max(self.backoff(failures), e.retry_after or 0.0)
         self.resting[channel] = (failures, now + wait)
-        self.counts[f"retry.{channel}"] += len(retry)
+        self._count(f"retry.{channel}", len(retry))
         self.throttle.warning(f"retry.{channel}", "channel %s: %s; alerts to it wait, next "
                               "try in %.0f s", channel, e, wait)
         # a group is retried as a group: one next attempt for all its rows
@@ -209,13 +245,13 @@ class Deliverer:
                     if change is not None:
                         self._tell(conn, rows[0]["channel"], change, now)
         except SQLAlchemyError as e:
-            self.counts["mark_failed"] += 1
+            self._count("mark_failed", 1)
             self.throttle.warning("mark_failed", "cannot record the outcome of %s (%s); "
                                   "the lease expires and it is tried again: %s",
                                   _which(rows), state, e)
             return
         if ours < len(rows):
-            self.counts["lease_lost"] += 1
+            self._count("lease_lost", 1)
             self.throttle.warning("lease_lost", "%s: our claim had expired when marking "
                                   "it %s", _which(rows), state)
 
@@ -226,8 +262,7 @@ class Deliverer:
         outbox.enqueue(conn, change, self.config, now,
                        also=[parsed.fallback] if parsed and parsed.fallback else [],
                        skip=(channel,))
-        self.counts[f"channel_{'recovered' if change['action'] == 'resolve' else 'failing'}"] \
-            += 1
+        self._count(f"channel_{'recovered' if change['action'] == 'resolve' else 'failing'}")
         (log.info if change["action"] == "resolve" else log.error)("%s", change["summary"])
         self._wake.set()
 
@@ -254,6 +289,7 @@ class Deliverer:
     def start(self) -> None:
         if not self.senders:
             log.info("no alert channels configured: alerts are recorded, not sent")
+        self._lanes = ThreadPoolExecutor(max_workers=LANES, thread_name_prefix="deliver")
         self._thread = threading.Thread(target=self._run, name="deliverer", daemon=True)
         self._thread.start()
 
@@ -282,10 +318,16 @@ class Deliverer:
         self._stop.set()
         self._wake.set()
         if self._thread is not None:
+            deadline = time.monotonic() + timeout
             self._thread.join(timeout)
-            if self._thread.is_alive():     # still sending: giving its row back could send
+            if self._lanes is not None:
+                self._lanes.shutdown(wait=False)    # (each gives back what it holds)
+                while self.busy and time.monotonic() < deadline:
+                    self._wake.wait(0.05)   # (each lane sets it when done)
+                    self._wake.clear()
+            if self._thread.is_alive() or self.busy:    # still sending: giving its row
                 log.warning("deliverer still sending at stop; its claims expire in %.0f s",
-                            self.config.lease)
+                            self.config.lease)      # back could send it twice
                 return
         try:
             with self.engine.begin() as conn:
@@ -305,18 +347,18 @@ class Deliverer:
         self._declare()
         while not self._stop.is_set():
             busy = 0
+            self._wake.clear()          # (a lane done from now on wakes the next wait)
             try:
                 self._take_config()
                 busy = self.run_once() if self.senders else 0
             except SQLAlchemyError as e:
-                self.counts["db_errors"] += 1
+                self._count("db_errors")
                 self.throttle.warning("db", "outbox unavailable: %s", e)
             except Exception:  # the deliverer outlives its bugs: logged, the sink keeps going
-                self.counts["crashed"] += 1
+                self._count("crashed", 1)
                 log.exception("deliverer round failed")
             if not busy:
                 self._wake.wait(self.config.poll_interval)
-                self._wake.clear()
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,10 @@ from support.fleet import wait_for
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
 from fleetwatch.cli.demo.receivers.alertmanager import Alertmanager  # noqa: E402
-from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
+from support.delivering import U1, enqueue, fast, recorded, secret_file  # noqa: E402
 
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 U2 = "9b1d6c2a-0e5f-4c3b-8a7d-6e5f4d3c2b1a"
 BINARY = shutil.which("prometheus-alertmanager")
 
@@ -136,26 +134,12 @@ def listed(url: str, **labels) -> list[dict]:
 def run(deliverers):
     """``run(url, **channel)``: a deliverer thread with one alertmanager channel ``am``."""
     def start(url: str, **channel) -> DeliveryConfig:
-        config = build(DeliveryConfig, {
-            "channels": {"am": {"type": "alertmanager", "url": url, "timeout": 5,
-                                "labels": {"team": "ops"}, **channel}},
-            "rules": [{"channels": ["am"]}], "console_url": "https://fleet.example.com/",
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30})
+        config = fast({"am": {"type": "alertmanager", "url": url, "timeout": 5,
+                              "labels": {"team": "ops"}, **channel}},
+                      console_url="https://fleet.example.com/")
         deliverers(config)
         return config
     return start
-
-
-def recorded(eng) -> list[dict]:
-    url = eng.url.render_as_string(hide_password=False)
-    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
-
-
-def enqueue(eng, config, *events) -> None:
-    for e in events:
-        with eng.begin() as conn:
-            outbox.enqueue(conn, e, config)
 
 
 def test_a_problem_fires_in_the_alertmanager_is_acknowledged_and_resolves(
@@ -217,9 +201,9 @@ def test_a_group_is_one_post_and_agents_text_arrives_inert(eng, run):
     server = Alertmanager(None, 0).start()
     try:
         config = run(server.url, group_wait=0.3)
-        enqueue(eng, config,
-                event(host="web-1", text="/ 95% @here <!channel> <@U123>\x1b[31m red"),
-                event(uuid=U2, host="web-2@channel"))
+        for ev in (event(host="web-1", text="/ 95% @here <!channel> <@U123>\x1b[31m red"),
+                   event(uuid=U2, host="web-2@channel")):
+            enqueue(eng, config, ev)                # each in a transaction of its own
         wait_for(lambda: server.posts, 20, interval=0.05, what="the group's POST")
         (post,) = server.posts
         assert len(post) == 2 and len(server.firing()) == 2
@@ -238,9 +222,8 @@ def test_a_refused_token_fails_the_alert_and_the_channel_at_once(eng, run, tmp_p
                                                                  caplog):
     server = Alertmanager(None, 0, tokens=("am-secret-ok",)).start()
     try:
-        token = tmp_path / "am-token"
-        token.write_text("am-secret-revoked\n")
-        config = run(server.url, token_file=str(token))
+        config = run(server.url, token_file=secret_file(tmp_path, "am-token",
+                                                         "am-secret-revoked"))
         enqueue(eng, config, event())
         (failed,) = wait_for(lambda: [d for d in recorded(eng) if d["outcome"] == "failed"],
                              20, interval=0.05, what="the refusal")
@@ -257,10 +240,9 @@ def test_a_refused_token_fails_the_alert_and_the_channel_at_once(eng, run, tmp_p
 def test_a_429_waits_its_retry_after_and_a_503_is_retried(eng, run, tmp_path):
     server = Alertmanager(None, 0, tokens=("am-secret",)).start()
     try:
-        token = tmp_path / "am-token"
-        token.write_text("am-secret\n")
+        token = secret_file(tmp_path, "am-token", "am-secret")
         server.failing, server.fail_status, server.retry_after = 1, 429, 1
-        config = run(server.url, token_file=str(token))
+        config = run(server.url, token_file=token)
         began = time.monotonic()
         enqueue(eng, config, event())
         wait_for(lambda: server.firing(), 20, interval=0.05, what="the alert after the 429")

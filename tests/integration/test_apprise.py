@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 
 import pytest
 
-from fleetwatch.config import build
 from support.channelservers import HttpReceiver, SmtpServer
 from support.fleet import wait_for
 
@@ -26,20 +24,15 @@ pytest.importorskip("apprise")
 pytest.importorskip("aiosmtpd")
 pytestmark = pytest.mark.timeout(60)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
-from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
+from support.delivering import U1, check_event, enqueue, fast, recorded  # noqa: E402
 
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 SECRETS = ("pa55word-s3cret", "S3CRETPATHTOKEN")
 
 
 def event(action: str = "trigger", text: str = "/ 95% used") -> dict:
-    return {"key": f"{U1}/check/check_disk", "kind": "check", "action": action,
-            "severity": "critical" if action == "trigger" else "ok", "uuid": U1,
-            "hostname": "web-1", "check": "check_disk", "status": 2 if action == "trigger"
-            else 0, "summary": "DISK CRITICAL - / 95%", "text": text,
-            "created": time.time()}
+    """check_disk's event, exit status 0 unless a trigger."""
+    return check_event(action, text=text, status=2 if action == "trigger" else 0)
 
 
 @pytest.fixture
@@ -58,11 +51,8 @@ def run(deliverers, tmp_path):
     def start(*urls: str) -> DeliveryConfig:
         listed = tmp_path / "apprise-urls"
         listed.write_text("# where alerts go\n\n" + "\n".join(urls) + "\n")
-        config = build(DeliveryConfig, {
-            "channels": {"any": {"type": "apprise", "urls_file": str(listed), "timeout": 10}},
-            "rules": [{"channels": ["any"]}], "console_url": "https://fleet.example.com/",
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 60})
+        config = fast({"any": {"type": "apprise", "urls_file": str(listed), "timeout": 10}},
+                      console_url="https://fleet.example.com/", lease=60)
         deliverers(config)
         return config
     return start
@@ -76,16 +66,10 @@ def mail_url(smtp: SmtpServer) -> str:
     return f"mailto://127.0.0.1:{smtp.port}?from=agent@example.test&to=oncall@example.test"
 
 
-def recorded(eng) -> list[dict]:
-    url = eng.url.render_as_string(hide_password=False)
-    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
-
-
 def test_one_alert_reaches_both_services_and_its_recovery_too(eng, run, services):
     http, smtp = services
     config = run(mail_url(smtp), json_url(http))
-    with eng.begin() as conn:
-        outbox.enqueue(conn, event(text="/ 95% used @here <!channel>\x1b[31m"), config)
+    enqueue(eng, config, event(text="/ 95% used @here <!channel>\x1b[31m"))
     wait_for(lambda: http.posts and smtp.messages, 20, interval=0.05,
              what="the notification at both services")
     (posted,) = http.posts
@@ -103,8 +87,7 @@ def test_one_alert_reaches_both_services_and_its_recovery_too(eng, run, services
     assert (sent["status"], sent["message_id"], sent["answer"]) == \
         ("apprise ok", None, "2 services")
 
-    with eng.begin() as conn:
-        outbox.enqueue(conn, event("resolve"), config)
+    enqueue(eng, config, event("resolve"))
     wait_for(lambda: len(http.posts) == 2 and len(smtp.messages) == 2, 20, interval=0.05,
              what="the recovery at both services")
     assert http.posts[1]["type"] == "success"
@@ -138,8 +121,7 @@ def test_a_500_is_retried_naming_the_service_and_no_secret(eng, run, services, l
     http, smtp = services
     http.codes = [500]
     config = run(mail_url(smtp), json_url(http))
-    with eng.begin() as conn:
-        outbox.enqueue(conn, event(), config)
+    enqueue(eng, config, event())
     wait_for(lambda: http.posts, 30, interval=0.05, what="the retried notification")
     tried = wait_for(lambda: [d for d in recorded(eng) if d["outcome"] == "sent"] and
                      recorded(eng), 20, interval=0.05, what="the retry's delivery")
@@ -157,8 +139,7 @@ def test_a_500_is_retried_naming_the_service_and_no_secret(eng, run, services, l
 
 def test_a_scheme_apprise_does_not_know_fails_the_alert_and_the_channel(eng, run):
     config = run("nosuchservice://S3CRETPATHTOKEN@host/x")
-    with eng.begin() as conn:
-        outbox.enqueue(conn, event(), config)
+    enqueue(eng, config, event())
     (failed,) = wait_for(lambda: [d for d in recorded(eng) if d["outcome"] == "failed"],
                          20, interval=0.05, what="the refusal")
     assert failed["status"] == "apprise refused"

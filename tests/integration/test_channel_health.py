@@ -13,7 +13,6 @@ import time
 
 import pytest
 
-from fleetwatch.config import build
 from support.channelservers import HttpReceiver
 from support.fleet import wait_for
 
@@ -23,9 +22,7 @@ pytestmark = pytest.mark.timeout(90)
 from fleetwatch.actions import channels as channel_actions  # noqa: E402
 from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
-FAST = {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2}
+from support.delivering import FAST_RETRY, U1, enqueue, fast  # noqa: E402
 
 
 def event(n: int, action: str = "trigger") -> dict:
@@ -36,12 +33,10 @@ def event(n: int, action: str = "trigger") -> dict:
 
 
 def delivery(primary: str, backup: str) -> DeliveryConfig:
-    return build(DeliveryConfig, {
-        "channels": {"slack-ops": {"type": "webhook", "url": primary, "timeout": 2,
-                                   "fallback": "backup"},
-                     "backup": {"type": "webhook", "url": backup, "timeout": 2}},
-        "rules": [{"kind": ["check"], "channels": ["slack-ops"]}],
-        "retry": FAST, "poll_interval": 0.05, "lease": 10})
+    return fast({"slack-ops": {"type": "webhook", "url": primary, "timeout": 2,
+                               "fallback": "backup"},
+                 "backup": {"type": "webhook", "url": backup, "timeout": 2}},
+                kinds=["check"], lease=10)
 
 
 def posted(hook: HttpReceiver) -> list[tuple[str, str]]:
@@ -64,8 +59,7 @@ def test_a_refused_token_fails_the_channel_its_fallback_is_told_once_and_gets_it
         deliverers(config, n=2)                 # two alerting sinks on one database
         wait_for(lambda: {c["name"] for c in channel_actions.listed(url)} ==
                  {"slack-ops", "backup"}, 20, what="the channels declared")
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event(1), config)
+        enqueue(eng, config, event(1))
         wait_for(lambda: len(backup.posts) >= 2, 20, interval=0.05,
                  what="the failure and the alert at the fallback")
         state = wait_for(lambda: (lambda s: s if len(s) == 2 else None)(
@@ -81,14 +75,12 @@ def test_a_refused_token_fails_the_channel_its_fallback_is_told_once_and_gets_it
         assert "HTTP 401" in failing[0]["payload"]["summary"]
         assert (f"{U1}/check/check_1", "trigger") in posted(backup)
         # while it fails, each of its alerts goes to the fallback too, once
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event(2), config)
+        enqueue(eng, config, event(2))
         wait_for(lambda: (f"{U1}/check/check_2", "trigger") in posted(backup), 20,
                  interval=0.05, what="the next alert at the fallback")
         # the token works again: the next alert goes through, the recovery is said once
         primary.default = 202
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event(3), config)
+        enqueue(eng, config, event(3))
         wait_for(lambda: ("channel/slack-ops", "resolve") in posted(backup), 20,
                  interval=0.05, what="the recovery at the fallback")
         assert (f"{U1}/check/check_3", "trigger") in posted(primary)
@@ -110,8 +102,7 @@ def test_repeated_5xx_fail_a_channel_after_three_attempts_not_one(eng, deliverer
     url = eng.url.render_as_string(hide_password=False)
     try:
         d, = deliverers(delivery(primary.url, backup.url))
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event(1), d.config)
+        enqueue(eng, d.config, event(1))
         wait_for(lambda: ("channel/slack-ops", "trigger") in posted(backup), 20,
                  interval=0.05, what="the failure told")
         assert len(primary.requests) >= 3
@@ -132,7 +123,7 @@ def test_channels_and_status_show_a_failing_channel_and_channels_test_sends(flee
                                    "fallback": "mail-ish"},
                          "mail-ish": {"type": "webhook", "url": good.url, "timeout": 2}},
             "rules": [{"channels": ["pager"]}],
-            "retry": FAST, "poll_interval": 0.1, "lease": 10}})
+            "retry": FAST_RETRY, "poll_interval": 0.1, "lease": 10}})
         op = str(fleet.operator_config([router]))
         listed = wait_for(lambda: json.loads(fleet.command(
             "channels", "--config", op, "--json").stdout)["channels"] or None, 30,

@@ -124,7 +124,14 @@ def test_every_channel_gets_a_problem_its_ack_and_its_recovery_once_across_a_kil
             wait_for(lambda: [b for _, _, b in fallback.taken
                               if b["dedup_key"].endswith("/check/check_db")], 30, 0.2,
                      "check_db's problem at the fallback")
-        assert "xoxb-fleetwatch-demo" not in "".join(p.log() for p in fleet.procs)
+        # no secret (a token, a webhook's URL) in a log line, the deliveries or the channels
+        told = "".join(p.log() for p in fleet.procs) + fleet.command(
+            "alerts", "--config", op, "--deliveries", "--json", "--limit", "0").stdout + \
+            fleet.command("channels", "--config", op, "--json").stdout
+        kept = [f.read_text().strip() for f in secrets.iterdir() if f.suffix != ".jsonl"]
+        assert kept and "xoxb-fleetwatch-demo" in kept
+        for secret in kept:
+            assert secret not in told, secret
     finally:
         for server in running.values():
             server.stop()

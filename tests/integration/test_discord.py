@@ -17,29 +17,21 @@ import time
 
 import pytest
 
-from fleetwatch.config import build
 from support.channelservers import HttpReceiver
 from support.fleet import wait_for
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
 from fleetwatch.cli.demo.receivers.discord import Discord  # noqa: E402
-from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
+from support.delivering import (U1, enqueue, fast, filled_in, recorded,  # noqa: E402
+                                secret_file, sent)
+from support.delivering import host_check_event as event  # noqa: E402
 
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 TOKEN = "Xk2-webhook-token-9f8e7d"
 HOSTILE = "@everyone @here <@123456789> <#987654321> **bold** ||spoiler|| " \
           "[click](http://evil.example) http://evil.example # heading"
-
-
-def event(action: str = "trigger", text: str = "/ 95% used", host: str = "web-1") -> dict:
-    return {"key": f"{U1}/check/check_disk/{host}", "kind": "check", "action": action,
-            "severity": {"trigger": "critical", "resolve": "ok"}.get(action, "critical"),
-            "uuid": U1, "hostname": host, "check": "check_disk", "status": 2,
-            "summary": "DISK CRITICAL - / 95%", "text": text, "created": time.time()}
 
 
 @pytest.fixture
@@ -54,35 +46,12 @@ def deliver(deliverers, tmp_path):
     """``deliver(channels, url)``: a deliverer thread with those channels, a ``discord`` one
     reading the webhook's ``url`` from a file, every check alert routed to the first."""
     def start(channels: dict, url: str = "", **extra) -> DeliveryConfig:
-        hook = tmp_path / "discord-webhook.url"
-        hook.write_text(url + "\n")
-        for c in channels.values():
-            if c.get("webhook_url_file") == "URL":
-                c["webhook_url_file"] = str(hook)
-        config = build(DeliveryConfig, {
-            "channels": channels, "rules": [{"kind": ["check"], "channels": [next(iter(
-                channels))]}],
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30, **extra})
+        hook = secret_file(tmp_path, "discord-webhook.url", url)
+        config = fast(filled_in(channels, "webhook_url_file", "URL", hook), kinds=["check"],
+                      **extra)
         deliverers(config)
         return config
     return start
-
-
-def enqueue(eng, config, *events) -> None:
-    with eng.begin() as conn:
-        for ev in events:
-            outbox.enqueue(conn, ev, config)
-
-
-def recorded(eng) -> list[dict]:
-    """Every delivery attempt, oldest first."""
-    url = eng.url.render_as_string(hide_password=False)
-    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
-
-
-def sent(eng) -> list[dict]:
-    return [d for d in recorded(eng) if d["outcome"] == "sent"]
 
 
 def test_a_problem_then_its_follow_ups_and_the_problem_edited(eng, discord, deliver):

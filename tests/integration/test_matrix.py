@@ -20,20 +20,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleetwatch.config import build
 from support import synapse as homeserver
 from support.fleet import wait_for
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(90)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
 from fleetwatch.cli.demo.receivers.matrix import Matrix, dropped_tags  # noqa: E402
 from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
 from sinks.alerting.delivery.matrix import JOINER, MatrixSender  # noqa: E402
+from support.delivering import U1, enqueue, fast, recorded, secret_file, sent  # noqa: E402
+from support.delivering import check_event as event  # noqa: E402
 
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 PASSWORDS = {"alice": "alice-pw-1", "bob": "bob-pw-2"}
 HOSTILE = ("@room @bob:localhost bob <script>alert(1)</script> <a href='https://evil.example'>x"
            "</a> **b** https://evil.example &amp; \x1b[31m")
@@ -67,9 +66,8 @@ def room(synapse, tmp_path):
         room_id = synapse.create_room(owner)
         for member in {"bob", user} - {"alice"}:
             synapse.join(synapse.users[member]["access_token"], room_id)
-        path = tmp_path / f"matrix-token-{user}"
-        path.write_text(token + "\n")
-        return SimpleNamespace(id=room_id, token=token, token_file=str(path),
+        return SimpleNamespace(id=room_id, token=token,
+                               token_file=secret_file(tmp_path, f"matrix-token-{user}", token),
                                bob=synapse.users["bob"]["access_token"])
     return make
 
@@ -79,37 +77,11 @@ def deliver(deliverers):
     """``deliver(channel, **extra)``: a deliverer thread with the matrix channel ``ops``,
     every check alert routed to it (``extra``: more delivery settings)."""
     def start(channel: dict, **extra) -> DeliveryConfig:
-        config = build(DeliveryConfig, {
-            "channels": {"ops": {"type": "matrix", "timeout": 5, **channel}},
-            "rules": [{"kind": ["check"], "channels": ["ops"]}],
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30, **extra})
+        config = fast({"ops": {"type": "matrix", "timeout": 5, **channel}}, kinds=["check"],
+                      **extra)
         deliverers(config)
         return config
     return start
-
-
-def event(action: str = "trigger", **extra) -> dict:
-    return {"key": f"{U1}/check/check_disk", "kind": "check", "action": action,
-            "severity": {"trigger": "critical", "resolve": "ok"}.get(action, "critical"),
-            "uuid": U1, "hostname": "web-1", "check": "check_disk", "status": 2,
-            "summary": "DISK CRITICAL - / 95%", "text": "/ 95% used", "created": time.time(),
-            **extra}
-
-
-def enqueue(eng, config, ev) -> None:
-    with eng.begin() as conn:
-        outbox.enqueue(conn, ev, config)
-
-
-def recorded(eng) -> list[dict]:
-    """Every attempt, oldest first, as ``fleetwatch alerts --deliveries --json`` has it."""
-    url = eng.url.render_as_string(hide_password=False)
-    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
-
-
-def sent(eng) -> list[dict]:
-    return [d for d in recorded(eng) if d["outcome"] == "sent"]
 
 
 def channel(synapse, r) -> dict:
@@ -259,10 +231,8 @@ def test_a_token_logged_out_fails_the_alert_and_the_channel(eng, synapse, room, 
 def test_a_group_is_one_message_listing_its_alerts(eng, synapse, room, deliver):
     r = room()
     config = deliver({**channel(synapse, r), "group_wait": 0.3, "group_by": ["severity"]})
-    with eng.begin() as conn:
-        for n in range(3):
-            outbox.enqueue(conn, event(key=f"u{n}/check/check_disk", uuid=f"u{n}",
-                                       hostname=f"web-{n}"), config)
+    enqueue(eng, config, *(event(key=f"u{n}/check/check_disk", uuid=f"u{n}",
+                                 hostname=f"web-{n}") for n in range(3)))
     wait_for(lambda: len(sent(eng)) == 3, 20, interval=0.05, what="the group sent")
     (m,) = synapse.messages(r.bob, r.id)
     assert m["content"]["body"].splitlines() == [

@@ -9,8 +9,6 @@ the alert and the channel at once. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from fleetwatch.config import build
@@ -19,49 +17,29 @@ from support.fleet import wait_for
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
 from fleetwatch.cli.demo.receivers import Ntfy  # noqa: E402
-from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
-
-
-def event(action: str = "trigger", text: str = "/ 95% used") -> dict:
-    return {"key": f"{U1}/check/check_disk", "kind": "check", "action": action,
-            "severity": "critical" if action == "trigger" else "ok", "uuid": U1,
-            "hostname": "web-1", "check": "check_disk", "status": 2,
-            "summary": "DISK CRITICAL - / 95%", "text": text, "created": time.time()}
+from support.delivering import U1, enqueue, fast, recorded, secret_file  # noqa: E402
+from support.delivering import check_event as event  # noqa: E402
 
 
 @pytest.fixture
 def run(deliverers):
     """``run(server, **channel)``: a deliverer thread with one ntfy channel."""
     def start(server: Ntfy, **channel) -> DeliveryConfig:
-        config = build(DeliveryConfig, {
-            "channels": {"phone": {"type": "ntfy", "url": server.url, "topic": "ops-alerts",
-                                   "timeout": 5, **channel}},
-            "rules": [{"channels": ["phone"]}], "console_url": "https://fleet.example.com/",
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30})
+        config = fast({"phone": {"type": "ntfy", "url": server.url, "topic": "ops-alerts",
+                                 "timeout": 5, **channel}},
+                      console_url="https://fleet.example.com/")
         deliverers(config)
         return config
     return start
 
 
-def recorded(eng) -> list[dict]:
-    url = eng.url.render_as_string(hide_password=False)
-    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
-
-
 def test_a_problem_and_its_recovery_with_a_button_to_the_console(eng, run, tmp_path):
     server = Ntfy(None, 0, tokens=("tk_test",)).start()
     try:
-        token = tmp_path / "ntfy-token"
-        token.write_text("tk_test\n")
-        config = run(server, token_file=str(token))
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event(text="/ 95% used\x1b[31m\n" + "y" * 9000), config)
+        config = run(server, token_file=secret_file(tmp_path, "ntfy-token", "tk_test"))
+        enqueue(eng, config, event(text="/ 95% used\x1b[31m\n" + "y" * 9000))
         wait_for(lambda: server.messages, 20, interval=0.05, what="the notification")
         (m,) = server.messages
         assert m["topic"] == "ops-alerts" and m["priority"] == 5
@@ -73,8 +51,7 @@ def test_a_problem_and_its_recovery_with_a_button_to_the_console(eng, run, tmp_p
                                  "clear": True}]
         (first,) = wait_for(lambda: recorded(eng), 20, interval=0.05, what="its delivery")
         assert (first["status"], first["message_id"]) == ("HTTP 200", m["id"])
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event("resolve"), config)
+        enqueue(eng, config, event("resolve"))
         wait_for(lambda: len(server.messages) == 2, 20, interval=0.05, what="the recovery")
         assert server.messages[1]["priority"] == 3
         assert server.messages[1]["tags"] == ["white_check_mark"]
@@ -85,11 +62,8 @@ def test_a_problem_and_its_recovery_with_a_button_to_the_console(eng, run, tmp_p
 def test_a_refused_token_fails_the_alert_and_the_channel_at_once(eng, run, tmp_path):
     server = Ntfy(None, 0, tokens=("tk_other",)).start()
     try:
-        token = tmp_path / "ntfy-token"
-        token.write_text("tk_revoked\n")
-        config = run(server, token_file=str(token))
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event(), config)
+        config = run(server, token_file=secret_file(tmp_path, "ntfy-token", "tk_revoked"))
+        enqueue(eng, config, event())
         (failed,) = wait_for(lambda: [d for d in recorded(eng) if d["outcome"] == "failed"],
                              20, interval=0.05, what="the refusal")
         assert failed["status"] == "HTTP 401" and "unauthorized" in failed["answer"]
@@ -113,10 +87,8 @@ def test_a_group_of_alerts_is_one_notification(eng, run):
     server = Ntfy(None, 0).start()
     try:
         config = run(server, group_wait=0.3)
-        with eng.begin() as conn:
-            for i in range(25):
-                outbox.enqueue(conn, {**event(), "key": f"{U1}/check/check_{i:02d}",
-                                      "check": f"check_{i:02d}"}, config)
+        enqueue(eng, config, *({**event(), "key": f"{U1}/check/check_{i:02d}",
+                                "check": f"check_{i:02d}"} for i in range(25)))
         (m,) = wait_for(lambda: server.messages, 20, interval=0.05, what="the group")
         assert m["title"] == "25 alerts: 25 CRITICAL" and m["priority"] == 5
         lines = m["message"].splitlines()

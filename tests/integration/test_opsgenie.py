@@ -16,32 +16,27 @@ import time
 
 import pytest
 
-from fleetwatch.config import build
 from support.fleet import wait_for
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
 from fleetwatch.cli.demo.receivers.opsgenie import Opsgenie  # noqa: E402
-from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.channeltypes import OpsgenieChannel  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
 from sinks.alerting.delivery.opsgenie import OpsgenieSender  # noqa: E402
+from support.delivering import (U1, check_event, enqueue, fast, recorded,  # noqa: E402
+                                secret_file, sent)
 
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 KEY = "eb243592-faa2-4ba2-a551-1afdf565c889"
 ALIAS = f"{U1}:check:check_disk"
 JSM = "/jsm/ops/integration"
 
 
 def event(action: str = "trigger", text: str = "/ 95% used") -> dict:
-    return {"key": f"{U1}/check/check_disk", "kind": "check", "action": action,
-            "severity": {"trigger": "critical", "resolve": "ok"}.get(action, "critical"),
-            "uuid": U1, "hostname": "web-1", "check": "check_disk", "status": 2,
-            "summary": {"acknowledge": "acknowledged by alice: on it"}.get(
-                action, "DISK CRITICAL - / 95%"), "text": text, "created": time.time(),
-            **({"acknowledged_by": "alice"} if action == "acknowledge" else {})}
+    """check_disk's event; an acknowledgement says who acknowledged it, and why."""
+    acked = {"summary": "acknowledged by alice: on it", "acknowledged_by": "alice"}
+    return check_event(action, text=text, **(acked if action == "acknowledge" else {}))
 
 
 @pytest.fixture
@@ -53,9 +48,7 @@ def opsgenie():
 
 @pytest.fixture
 def key_file(tmp_path) -> str:
-    path = tmp_path / "opsgenie-key"
-    path.write_text(KEY + "\n")
-    return str(path)
+    return secret_file(tmp_path, "opsgenie-key", KEY)
 
 
 @pytest.fixture
@@ -63,30 +56,13 @@ def deliver(deliverers, key_file):
     """``deliver(server, base, **channel)``: a deliverer thread with one ``opsgenie``
     channel to ``server`` under ``base``."""
     def start(server: Opsgenie, base: str = "", **channel) -> DeliveryConfig:
-        config = build(DeliveryConfig, {
-            "channels": {"pager": {"type": "opsgenie", "api_url": server.url + base,
-                                   "api_key_file": key_file, "responders": ["ops"],
-                                   "tags": ["fleetwatch", "disk"], "timeout": 5, **channel}},
-            "rules": [{"channels": ["pager"]}], "console_url": "https://fleet.example.com/",
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30})
+        config = fast({"pager": {"type": "opsgenie", "api_url": server.url + base,
+                                 "api_key_file": key_file, "responders": ["ops"],
+                                 "tags": ["fleetwatch", "disk"], "timeout": 5, **channel}},
+                      console_url="https://fleet.example.com/")
         deliverers(config)
         return config
     return start
-
-
-def enqueue(eng, config, ev) -> None:
-    with eng.begin() as conn:
-        outbox.enqueue(conn, ev, config)
-
-
-def recorded(eng) -> list[dict]:
-    url = eng.url.render_as_string(hide_password=False)
-    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
-
-
-def sent(eng) -> list[dict]:
-    return [d for d in recorded(eng) if d["outcome"] == "sent"]
 
 
 @pytest.mark.parametrize("base", ["", JSM], ids=["opsgenie", "jsm"])

@@ -16,30 +16,21 @@ import time
 
 import pytest
 
-from fleetwatch.config import build
 from support.fleet import wait_for
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
 from fleetwatch.cli.demo.receivers.pushover import Pushover  # noqa: E402
-from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.channels import SendError  # noqa: E402
 from sinks.alerting.delivery.channeltypes import PushoverChannel  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
 from sinks.alerting.delivery.pushover import PushoverSender  # noqa: E402
+from support.delivering import U1, enqueue, fast, recorded, secret_file, sent  # noqa: E402
+from support.delivering import check_event as event  # noqa: E402
 
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 TOKEN, USER = "azGDORePK8gMaC0QOYAMyEEuzJnyUi", "uQiRzpo4DXghDmr9QzzfQu27cmVRsG"
 HOSTILE = "@here <b>bold</b> <a href=\"http://evil.example\">x</a> *md* &amp; \x1b[31m"
-
-
-def event(action: str = "trigger", text: str = "/ 95% used") -> dict:
-    return {"key": f"{U1}/check/check_disk", "kind": "check", "action": action,
-            "severity": {"trigger": "critical", "resolve": "ok"}.get(action, "critical"),
-            "uuid": U1, "hostname": "web-1", "check": "check_disk", "status": 2,
-            "summary": "DISK CRITICAL - / 95%", "text": text, "created": time.time()}
 
 
 @pytest.fixture
@@ -51,22 +42,17 @@ def pushover():
 
 @pytest.fixture
 def keys(tmp_path) -> dict:
-    token, user = tmp_path / "pushover-token", tmp_path / "pushover-user"
-    token.write_text(TOKEN + "\n")
-    user.write_text(USER + "\n")
-    return {"token_file": str(token), "user_key_file": str(user)}
+    return {"token_file": secret_file(tmp_path, "pushover-token", TOKEN),
+            "user_key_file": secret_file(tmp_path, "pushover-user", USER)}
 
 
 @pytest.fixture
 def deliver(deliverers, keys):
     """``deliver(server, **channel)``: a deliverer thread with one ``pushover`` channel."""
     def start(server: Pushover, **channel) -> DeliveryConfig:
-        config = build(DeliveryConfig, {
-            "channels": {"phone": {"type": "pushover", "api_url": api(server), "timeout": 5,
-                                   **keys, **channel}},
-            "rules": [{"channels": ["phone"]}], "console_url": "https://fleet.example.com/",
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30})
+        config = fast({"phone": {"type": "pushover", "api_url": api(server), "timeout": 5,
+                                 **keys, **channel}},
+                      console_url="https://fleet.example.com/")
         deliverers(config)
         return config
     return start
@@ -74,20 +60,6 @@ def deliver(deliverers, keys):
 
 def api(server: Pushover) -> str:
     return f"{server.url}/1/messages.json"
-
-
-def enqueue(eng, config, ev) -> None:
-    with eng.begin() as conn:
-        outbox.enqueue(conn, ev, config)
-
-
-def recorded(eng) -> list[dict]:
-    url = eng.url.render_as_string(hide_password=False)
-    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
-
-
-def sent(eng) -> list[dict]:
-    return [d for d in recorded(eng) if d["outcome"] == "sent"]
 
 
 def test_a_problem_then_its_ack_and_recovery(eng, pushover, deliver):

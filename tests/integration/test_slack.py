@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from fleetwatch.config import build
 from support.channelservers import HttpReceiver
 from support.fleet import wait_for
 
@@ -22,21 +21,14 @@ pytest.importorskip("sqlalchemy")
 pytest.importorskip("slack_sdk")
 pytestmark = pytest.mark.timeout(90)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
 from fleetwatch.cli.demo.receivers import Slack  # noqa: E402
-from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
+from support.delivering import (U1, enqueue, fast, filled_in, recorded,  # noqa: E402
+                                secret_file, sent)
+from support.delivering import check_event as event  # noqa: E402
 
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 TOKEN = "xoxb-test-token"
 HOSTILE = "<!here> <@U0123> <http://evil.example|click> http://evil.example ```x``` *b* &amp;"
-
-
-def event(action: str = "trigger", text: str = "/ 95% used") -> dict:
-    return {"key": f"{U1}/check/check_disk", "kind": "check", "action": action,
-            "severity": {"trigger": "critical", "resolve": "ok"}.get(action, "critical"),
-            "uuid": U1, "hostname": "web-1", "check": "check_disk", "status": 2,
-            "summary": "DISK CRITICAL - / 95%", "text": text, "created": time.time()}
 
 
 @pytest.fixture
@@ -51,31 +43,12 @@ def deliver(deliverers, tmp_path):
     """``deliver(channels)``: a deliverer thread with those channels (a ``slack`` one
     reading its token from a file), every alert routed to the first."""
     def start(channels: dict, **extra) -> DeliveryConfig:
-        token = tmp_path / "slack-token"
-        token.write_text(TOKEN + "\n")
-        for c in channels.values():
-            if c.get("token_file") == "TOKEN":
-                c["token_file"] = str(token)
-        config = build(DeliveryConfig, {
-            "channels": channels, "rules": [{"kind": ["check"], "channels": [next(iter(
-                channels))]}],
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30, **extra})
+        token = secret_file(tmp_path, "slack-token", TOKEN)
+        config = fast(filled_in(channels, "token_file", "TOKEN", token), kinds=["check"],
+                      **extra)
         deliverers(config)
         return config
     return start
-
-
-def enqueue(eng, config, ev) -> None:
-    with eng.begin() as conn:
-        outbox.enqueue(conn, ev, config)
-
-
-def sent(eng) -> list[dict]:
-    """The deliveries sent, oldest first."""
-    url = eng.url.render_as_string(hide_password=False)
-    return [d for d in reversed(delivery_document(*deliveries(url, None))["deliveries"])
-            if d["outcome"] == "sent"]
 
 
 def test_a_problem_then_its_ack_and_recovery_in_its_thread(eng, slack, deliver):
@@ -162,10 +135,8 @@ def test_a_429_is_waited_out_for_its_retry_after(eng, slack, deliver):
     config = deliver({"ops": {"type": "slack", "token_file": "TOKEN", "channel": "#ops",
                               "api_url": slack.api_url, "timeout": 5}})
     enqueue(eng, config, event())
-    url = eng.url.render_as_string(hide_password=False)
-    retry, posted = wait_for(lambda: list(reversed(delivery_document(*deliveries(
-        url, None))["deliveries"])) if sent(eng) else None, 20, interval=0.05,
-        what="the message after the 429")
+    retry, posted = wait_for(lambda: recorded(eng) if sent(eng) else None, 20, interval=0.05,
+                             what="the message after the 429")
     assert (retry["outcome"], retry["status"]) == ("retry", "HTTP 429")
     assert posted["outcome"] == "sent"
     started = [time.mktime(time.strptime(d["started_at"][:19], "%Y-%m-%dT%H:%M:%S"))
@@ -175,9 +146,8 @@ def test_a_429_is_waited_out_for_its_retry_after(eng, slack, deliver):
 
 def test_an_incoming_webhook_posts_each_alert_and_a_revoked_one_is_refused(eng, slack,
                                                                            deliver, tmp_path):
-    hook = tmp_path / "slack-webhook"
-    hook.write_text(slack.webhook_url() + "\n")
-    config = deliver({"ops": {"type": "slack", "webhook_url_file": str(hook), "timeout": 2}})
+    hook = secret_file(tmp_path, "slack-webhook", slack.webhook_url())
+    config = deliver({"ops": {"type": "slack", "webhook_url_file": hook, "timeout": 2}})
     enqueue(eng, config, event())
     wait_for(lambda: slack.messages, 20, interval=0.05, what="the webhook's message")
     (m,) = slack.messages
@@ -186,12 +156,9 @@ def test_an_incoming_webhook_posts_each_alert_and_a_revoked_one_is_refused(eng, 
     assert (first["status"], first["answer"]) == ("HTTP 200", "ok")
     slack.revoke("/services/T0001/B0001/demo")
     enqueue(eng, config, event("resolve"))
-    url = eng.url.render_as_string(hide_password=False)
-    wait_for(lambda: [d for d in delivery_document(*deliveries(url, None))["deliveries"]
-                      if d["outcome"] == "failed"], 20, interval=0.05,
-             what="the revoked webhook's refusal")
-    (failed,) = [d for d in delivery_document(*deliveries(url, None))["deliveries"]
-                 if d["outcome"] == "failed"]
+    wait_for(lambda: [d for d in recorded(eng) if d["outcome"] == "failed"], 20,
+             interval=0.05, what="the revoked webhook's refusal")
+    (failed,) = [d for d in recorded(eng) if d["outcome"] == "failed"]
     assert failed["status"] == "HTTP 404" and "no_service" in failed["answer"]
 
 
@@ -202,11 +169,9 @@ def test_a_group_of_alerts_is_one_message_and_their_follow_ups_are_not_its_threa
     group's message."""
     config = deliver({"ops": {"type": "slack", "token_file": "TOKEN", "channel": "#ops",
                               "api_url": slack.api_url, "group_wait": 0.3}})
-    with eng.begin() as conn:
-        for i in range(25):
-            outbox.enqueue(conn, {**event(), "key": f"{U1}/check/check_{i:02d}",
-                                  "check": f"check_{i:02d}", "hostname": f"<!here>web-{i}"},
-                           config)
+    enqueue(eng, config, *({**event(), "key": f"{U1}/check/check_{i:02d}",
+                            "check": f"check_{i:02d}", "hostname": f"<!here>web-{i}"}
+                           for i in range(25)))
     (posted,) = wait_for(lambda: slack.messages, 20, interval=0.05, what="the group")
     lines = posted["text"].splitlines()
     assert lines[0] == "*25 alerts: 25 CRITICAL*"

@@ -16,22 +16,20 @@ import time
 
 import pytest
 
-from fleetwatch.config import build
 from support.channelservers import HttpReceiver
 from support.fleet import wait_for
 
 pytest.importorskip("sqlalchemy")
 pytestmark = pytest.mark.timeout(60)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
 from fleetwatch.cli.demo.receivers.telegram import Telegram, entity_text  # noqa: E402
-from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.channels import SendError  # noqa: E402
 from sinks.alerting.delivery.channeltypes import TelegramChannel  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
 from sinks.alerting.delivery.telegram import TelegramSender  # noqa: E402
+from support.delivering import (U1, check_event, enqueue, fast, recorded,  # noqa: E402
+                                secret_file, sent)
 
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 TOKEN = "7123456789:AAtest-token_for-fleetwatch"
 CHAT = -1001234567890
 CONSOLE = f"https://fleet.example.com/hosts/{U1}"
@@ -40,12 +38,10 @@ HOSTILE = ("@here @admin <script>alert(1)</script> <b>bold</b> <a href=\"http://
 
 
 def event(action: str = "trigger", text: str = "/ 95% used", **more) -> dict:
-    return {"key": f"{U1}/check/check_disk", "kind": "check", "action": action,
-            "severity": {"trigger": "critical", "resolve": "ok"}.get(action, "critical"),
-            "uuid": U1, "hostname": "web-1", "check": "check_disk", "status": 2,
-            "summary": {"acknowledge": "acknowledged by alice: on it"}.get(
-                action, "DISK CRITICAL - / 95%"), "text": text, "created": time.time(),
-            **more}
+    """check_disk's event; an acknowledgement's summary says who acknowledged it."""
+    if action == "acknowledge":
+        more = {"summary": "acknowledged by alice: on it", **more}
+    return check_event(action, text=text, **more)
 
 
 @pytest.fixture
@@ -57,9 +53,7 @@ def telegram():
 
 @pytest.fixture
 def token_file(tmp_path):
-    path = tmp_path / "telegram-token"
-    path.write_text(TOKEN + "\n")
-    return str(path)
+    return secret_file(tmp_path, "telegram-token", TOKEN)
 
 
 @pytest.fixture
@@ -69,30 +63,11 @@ def deliver(deliverers, token_file):
     def start(server: Telegram, channels: dict | None = None, **extra) -> DeliveryConfig:
         ops = {"type": "telegram", "api_url": server.url, "token_file": token_file,
                "chat_id": str(CHAT), "timeout": 5, **extra.pop("ops", {})}
-        config = build(DeliveryConfig, {
-            "channels": {"ops": ops, **(channels or {})},
-            "rules": [{"kind": ["check"], "channels": ["ops"]}],
-            "console_url": "https://fleet.example.com/",
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30, **extra})
+        config = fast({"ops": ops, **(channels or {})}, kinds=["check"],
+                      console_url="https://fleet.example.com/", **extra)
         deliverers(config)
         return config
     return start
-
-
-def enqueue(eng, config, ev) -> None:
-    with eng.begin() as conn:
-        outbox.enqueue(conn, ev, config)
-
-
-def recorded(eng) -> list[dict]:
-    """Every delivery attempt, oldest first."""
-    url = eng.url.render_as_string(hide_password=False)
-    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
-
-
-def sent(eng) -> list[dict]:
-    return [d for d in recorded(eng) if d["outcome"] == "sent"]
 
 
 def kinds(message: dict) -> list[str]:

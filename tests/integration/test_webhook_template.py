@@ -9,11 +9,8 @@ On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from fleetwatch.config import build
 from support.channelservers import HttpReceiver
 from support.fleet import wait_for
 
@@ -21,11 +18,9 @@ pytest.importorskip("sqlalchemy")
 pytest.importorskip("jinja2")
 pytestmark = pytest.mark.timeout(60)
 
-from fleetwatch.actions.alerts import deliveries, delivery_document  # noqa: E402
-from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
+from support.delivering import U1, check_event, enqueue, fast, recorded  # noqa: E402
 
-U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 HOSTILE = 'DISK "CRITICAL"}, "admin": true, {"x": "'
 #: a chat service's incoming webhook, say
 TEMPLATE = """{
@@ -40,30 +35,21 @@ TEMPLATE = """{
 
 
 def event(action: str = "trigger", text: str = "/ 95% used") -> dict:
-    return {"key": f"{U1}/check/check_disk", "kind": "check", "action": action,
-            "severity": "critical" if action == "trigger" else "ok", "uuid": U1,
-            "hostname": "web-1", "check": "check_disk", "status": 2 if action == "trigger"
-            else 0, "summary": HOSTILE, "text": text, "created": time.time()}
+    """check_disk's event with a ``HOSTILE`` summary, exit status 0 unless a trigger."""
+    return check_event(action, text=text, summary=HOSTILE,
+                       status=2 if action == "trigger" else 0)
 
 
 @pytest.fixture
 def run(deliverers):
     """``run(url, template)``: a deliverer thread with one templated webhook ``hook``."""
     def start(url: str, template: str) -> DeliveryConfig:
-        config = build(DeliveryConfig, {
-            "channels": {"hook": {"type": "webhook", "url": url, "timeout": 5,
-                                  "template": template}},
-            "rules": [{"channels": ["hook"]}], "console_url": "https://fleet.example.com/",
-            "retry": {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2},
-            "poll_interval": 0.05, "lease": 30})
+        config = fast({"hook": {"type": "webhook", "url": url, "timeout": 5,
+                                "template": template}},
+                      console_url="https://fleet.example.com/")
         deliverers(config)
         return config
     return start
-
-
-def recorded(eng) -> list[dict]:
-    url = eng.url.render_as_string(hide_password=False)
-    return list(reversed(delivery_document(*deliveries(url, None))["deliveries"]))
 
 
 def test_the_registry_sends_a_webhook_with_the_template_sender():
@@ -76,16 +62,14 @@ def test_a_problem_and_its_recovery_as_the_templates_json(eng, run):
     receiver = HttpReceiver().start()
     try:
         config = run(receiver.url, TEMPLATE)
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event(text=f'{HOSTILE}\n{{"y": 1}}\n\\ "\x1b'), config)
+        enqueue(eng, config, event(text=f'{HOSTILE}\n{{"y": 1}}\n\\ "\x1b'))
         wait_for(lambda: receiver.posts, 20, interval=0.05, what="the templated POST")
         assert receiver.posts == [{
             "text": f"CRITICAL web-1/check_disk: {HOSTILE}",
             "state": "CRITICAL (exit status 2)",
             "lines": ['{"y": 1}', '\\ "\\x1b'], "color": "danger", "host": "web-1",
             "link": f"https://fleet.example.com/hosts/{U1}", "via": "hook"}]
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event("resolve"), config)
+        enqueue(eng, config, event("resolve"))
         wait_for(lambda: len(receiver.posts) == 2, 20, interval=0.05, what="the recovery")
         assert receiver.posts[1]["color"] == "good"
         assert receiver.posts[1]["text"].startswith("RECOVERY web-1/check_disk")
@@ -101,8 +85,7 @@ def test_a_template_failing_on_an_alert_refuses_it_and_fails_the_channel(eng, ru
     try:
         config = run(receiver.url, '{\n"text": {{ event.summary|tojson }},\n'
                                    '"parent": {{ event.parent|tojson }}\n}')
-        with eng.begin() as conn:
-            outbox.enqueue(conn, event(), config)
+        enqueue(eng, config, event())
         (failed,) = wait_for(lambda: [d for d in recorded(eng) if d["outcome"] == "failed"],
                              20, interval=0.05, what="the refusal")
         assert failed["status"] == "template" and receiver.posts == []

@@ -161,7 +161,7 @@ def test_a_deleted_webhook_and_a_refused_connection_keep_the_token_secret(eng, d
     # a server that is gone: the retried error names the host, never the token's path
     from sinks.alerting.delivery.channels import SendError
     from sinks.alerting.delivery.channeltypes import DiscordChannel
-    from sinks.alerting.delivery.discord import DiscordSender
+    from sinks.alerting.delivery.services.discord import DiscordSender
     discord.stop()
     hook = config.parsed_channels()["ops"].webhook_url_file
     sender = DiscordSender("ops", DiscordChannel(webhook_url_file=hook, timeout=2))

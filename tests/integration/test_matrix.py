@@ -29,7 +29,7 @@ pytestmark = pytest.mark.timeout(90)
 from fleetwatch.cli.demo.receivers.matrix import Matrix, dropped_tags  # noqa: E402
 from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-from sinks.alerting.delivery.matrix import JOINER, MatrixSender  # noqa: E402
+from sinks.alerting.delivery.services.matrix import JOINER, MatrixSender  # noqa: E402
 from support.delivering import U1, enqueue, fast, recorded, secret_file, sent  # noqa: E402
 from support.delivering import check_event as event  # noqa: E402
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 from fleetwatch.cli.demo.receivers.opsgenie import Opsgenie  # noqa: E402
 from sinks.alerting.delivery.channeltypes import OpsgenieChannel  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-from sinks.alerting.delivery.opsgenie import OpsgenieSender  # noqa: E402
+from sinks.alerting.delivery.services.opsgenie import OpsgenieSender  # noqa: E402
 from support.delivering import (U1, check_event, enqueue, fast, recorded,  # noqa: E402
                                 secret_file, sent)
 

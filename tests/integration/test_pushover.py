@@ -25,7 +25,7 @@ from fleetwatch.cli.demo.receivers.pushover import Pushover  # noqa: E402
 from sinks.alerting.delivery.channels import SendError  # noqa: E402
 from sinks.alerting.delivery.channeltypes import PushoverChannel  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-from sinks.alerting.delivery.pushover import PushoverSender  # noqa: E402
+from sinks.alerting.delivery.services.pushover import PushoverSender  # noqa: E402
 from support.delivering import U1, enqueue, fast, recorded, secret_file, sent  # noqa: E402
 from support.delivering import check_event as event  # noqa: E402
 

@@ -26,7 +26,7 @@ from fleetwatch.cli.demo.receivers.telegram import Telegram, entity_text  # noqa
 from sinks.alerting.delivery.channels import SendError  # noqa: E402
 from sinks.alerting.delivery.channeltypes import TelegramChannel  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-from sinks.alerting.delivery.telegram import TelegramSender  # noqa: E402
+from sinks.alerting.delivery.services.telegram import TelegramSender  # noqa: E402
 from support.delivering import (U1, check_event, enqueue, fast, recorded,  # noqa: E402
                                 secret_file, sent)
 

@@ -53,7 +53,7 @@ def run(deliverers):
 
 
 def test_the_registry_sends_a_webhook_with_the_template_sender():
-    from sinks.alerting.delivery import webhook
+    from sinks.alerting.delivery.services import webhook
     from sinks.alerting.delivery.senders import sender_class
     assert sender_class("webhook") is webhook.WebhookSender
 

@@ -331,7 +331,7 @@ def _retry_after(value: str | None) -> float | None:
 
 class WebhookSender:
     """The PagerDuty-shaped webhook; a channel with a ``template`` is sent by its
-    subclass :class:`sinks.alerting.delivery.webhook.WebhookSender`, which renders it."""
+    subclass :class:`sinks.alerting.delivery.services.webhook.WebhookSender`, which renders it."""
 
     def __init__(self, name: str, channel: WebhookChannel, opener=None):
         self.name, self.channel = name, channel

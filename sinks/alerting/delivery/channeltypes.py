@@ -126,7 +126,7 @@ class WebhookChannel(ChannelBase):
             if not name or any(c in name + value for c in "\r\n") or ":" in name:
                 raise ValueError(f"headers: bad header {name[:40]!r}")
         if self.template:               # a syntax error stops the sink at start
-            from sinks.alerting.delivery.template import compiled
+            from sinks.alerting.delivery.services.template import compiled
             compiled(self.template)
         super().validate()
 
@@ -134,7 +134,7 @@ class WebhookChannel(ChannelBase):
 @dataclass(frozen=True)
 class SlackChannel(ChannelBase):
     type: str = setting("slack", "the channel's kind: alerts posted to Slack (slack-sdk: "
-                                 "sinks/alerting/delivery/slack.py)")
+                                 "sinks/alerting/delivery/services/slack.py)")
     timeout: float = setting(10.0, "seconds to wait for Slack's answer")
     token_file: str = setting("", "file holding the bot token (xoxb-...: chat:write), read "
                                   "when sending; with `channel`")
@@ -160,7 +160,7 @@ class SlackChannel(ChannelBase):
 @dataclass(frozen=True)
 class NtfyChannel(ChannelBase):
     type: str = setting("ntfy", "the channel's kind: push notifications through an ntfy "
-                                "server (sinks/alerting/delivery/ntfy.py)")
+                                "server (sinks/alerting/delivery/services/ntfy.py)")
     timeout: float = setting(10.0, "seconds to wait for the server's answer")
     url: str = setting("https://ntfy.sh", "the ntfy server")
     topic: str = setting("", "the topic the alerts are published to (1 to 64 letters, "
@@ -183,7 +183,7 @@ class NtfyChannel(ChannelBase):
 class TeamsChannel(ChannelBase):
     type: str = setting("teams", "the channel's kind: an Adaptive Card posted to a Microsoft "
                                  "Teams channel through a Workflows (Power Automate) webhook "
-                                 "(sinks/alerting/delivery/teams.py)")
+                                 "(sinks/alerting/delivery/services/teams.py)")
     webhook_url_file: str = setting("", "file holding the workflow's HTTP POST URL (it "
                                         "carries its own signature: a secret)")
 
@@ -196,7 +196,7 @@ class TeamsChannel(ChannelBase):
 @dataclass(frozen=True)
 class MatrixChannel(ChannelBase):
     type: str = setting("matrix", "the channel's kind: messages in a Matrix room through "
-                                  "the client-server API (sinks/alerting/delivery/matrix.py)")
+                                  "the client-server API (sinks/alerting/delivery/services/matrix.py)")
     homeserver: str = setting("", "the homeserver's client API address "
                                   "(https://matrix.example.com)")
     room: str = setting("", "the room's ID (!abc...), which the token's user has joined")
@@ -217,7 +217,7 @@ class MatrixChannel(ChannelBase):
 class OpsgenieChannel(ChannelBase):
     type: str = setting("opsgenie", "the channel's kind: alerts created, acknowledged and "
                                     "closed by alias in Opsgenie or Jira Service Management "
-                                    "(sinks/alerting/delivery/opsgenie.py)")
+                                    "(sinks/alerting/delivery/services/opsgenie.py)")
     api_url: str = setting("https://api.opsgenie.com", "the alert API's base "
                                                        "(https://api.eu.opsgenie.com; for "
                                                        "Jira Service Management: "
@@ -246,7 +246,7 @@ class OpsgenieChannel(ChannelBase):
 @dataclass(frozen=True)
 class TelegramChannel(ChannelBase):
     type: str = setting("telegram", "the channel's kind: messages from a Telegram bot "
-                                    "(sinks/alerting/delivery/telegram.py)")
+                                    "(sinks/alerting/delivery/services/telegram.py)")
     api_url: str = setting("https://api.telegram.org", "the Bot API server")
     token_file: str = setting("", "file holding the bot's token (123456:ABC...)")
     chat_id: str = setting("", "the chat, group or channel (-100..., or @channelname)")
@@ -264,7 +264,7 @@ class TelegramChannel(ChannelBase):
 @dataclass(frozen=True)
 class DiscordChannel(ChannelBase):
     type: str = setting("discord", "the channel's kind: messages through a Discord webhook "
-                                   "(sinks/alerting/delivery/discord.py)")
+                                   "(sinks/alerting/delivery/services/discord.py)")
     webhook_url_file: str = setting("", "file holding the webhook's URL (it carries its "
                                         "token)")
 
@@ -296,7 +296,7 @@ class MattermostChannel(ChannelBase):
 @dataclass(frozen=True)
 class PushoverChannel(ChannelBase):
     type: str = setting("pushover", "the channel's kind: push notifications through Pushover "
-                                    "(sinks/alerting/delivery/pushover.py)")
+                                    "(sinks/alerting/delivery/services/pushover.py)")
     api_url: str = setting("https://api.pushover.net/1/messages.json", "Pushover's "
                                                                        "messages API")
     token_file: str = setting("", "file holding the application's API token")
@@ -314,7 +314,7 @@ class PushoverChannel(ChannelBase):
 class AlertmanagerChannel(ChannelBase):
     type: str = setting("alertmanager", "the channel's kind: the fleet's alerts posted to an "
                                         "Alertmanager's /api/v2/alerts, resolved there too "
-                                        "(sinks/alerting/delivery/alertmanager.py)")
+                                        "(sinks/alerting/delivery/services/alertmanager.py)")
     url: str = setting("", "the Alertmanager's address (http://alertmanager:9093)")
     labels: dict[str, str] = setting(factory=dict, help="labels added to every alert "
                                                          "(e.g. team: ops)")
@@ -325,7 +325,7 @@ class AlertmanagerChannel(ChannelBase):
                                              "it then if no recovery came); a recovery "
                                              "posts endsAt now")
 
-    #: the labels the fleet sets on each alert (:mod:`sinks.alerting.delivery.alertmanager`)
+    #: the labels the fleet sets on each alert (:mod:`sinks.alerting.delivery.services.alertmanager`)
     FLEET_LABELS = ("alertname", "host", "uuid", "check", "severity", "fleetwatch_key")
 
     def validate(self):
@@ -349,7 +349,7 @@ class AlertmanagerChannel(ChannelBase):
 class AppriseChannel(ChannelBase):
     type: str = setting("apprise", "the channel's kind: any of the services Apprise speaks "
                                    "(its URLs), without threads or receipts "
-                                   "(sinks/alerting/delivery/apprise.py)")
+                                   "(sinks/alerting/delivery/services/apprise.py)")
     urls_file: str = setting("", "file holding Apprise URLs, one per line (they carry "
                                  "their services' secrets)")
 

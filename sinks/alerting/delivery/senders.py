@@ -1,7 +1,7 @@
 """The sender of each channel type, and one sender per configured channel.
 
 The email sender is in :mod:`sinks.alerting.delivery.channels` (the webhook's base too:
-:mod:`sinks.alerting.delivery.webhook` adds its templates); every other
+:mod:`sinks.alerting.delivery.services.webhook` adds its templates); every other
 type's in a module of its own, named here and imported only by a sink that has a channel of
 that type (a service's library, such as slack-sdk or Apprise, is loaded then, not before).
 
@@ -20,18 +20,18 @@ from sinks.alerting.delivery.config import DeliveryConfig
 #: channel type -> "module:class" of its sender
 SENDERS = {
     "email": "sinks.alerting.delivery.channels:EmailSender",
-    "webhook": "sinks.alerting.delivery.webhook:WebhookSender",
-    "slack": "sinks.alerting.delivery.slack:SlackSender",
-    "ntfy": "sinks.alerting.delivery.ntfy:NtfySender",
-    "teams": "sinks.alerting.delivery.teams:TeamsSender",
-    "matrix": "sinks.alerting.delivery.matrix:MatrixSender",
-    "opsgenie": "sinks.alerting.delivery.opsgenie:OpsgenieSender",
-    "telegram": "sinks.alerting.delivery.telegram:TelegramSender",
-    "discord": "sinks.alerting.delivery.discord:DiscordSender",
-    "mattermost": "sinks.alerting.delivery.mattermost:MattermostSender",
-    "pushover": "sinks.alerting.delivery.pushover:PushoverSender",
-    "alertmanager": "sinks.alerting.delivery.alertmanager:AlertmanagerSender",
-    "apprise": "sinks.alerting.delivery.apprise:AppriseSender",
+    "webhook": "sinks.alerting.delivery.services.webhook:WebhookSender",
+    "slack": "sinks.alerting.delivery.services.slack:SlackSender",
+    "ntfy": "sinks.alerting.delivery.services.ntfy:NtfySender",
+    "teams": "sinks.alerting.delivery.services.teams:TeamsSender",
+    "matrix": "sinks.alerting.delivery.services.matrix:MatrixSender",
+    "opsgenie": "sinks.alerting.delivery.services.opsgenie:OpsgenieSender",
+    "telegram": "sinks.alerting.delivery.services.telegram:TelegramSender",
+    "discord": "sinks.alerting.delivery.services.discord:DiscordSender",
+    "mattermost": "sinks.alerting.delivery.services.mattermost:MattermostSender",
+    "pushover": "sinks.alerting.delivery.services.pushover:PushoverSender",
+    "alertmanager": "sinks.alerting.delivery.services.alertmanager:AlertmanagerSender",
+    "apprise": "sinks.alerting.delivery.services.apprise:AppriseSender",
 }
 
 

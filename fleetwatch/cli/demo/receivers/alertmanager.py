@@ -14,7 +14,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from fleetwatch.cli.demo.receivers.base import Service
 from fleetwatch.display import iso
-from sinks.alerting.delivery.alertmanager import fingerprint
+from sinks.alerting.delivery.services.alertmanager import fingerprint
 
 ALERTS = "/api/v2/alerts"
 _NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")

@@ -1,4 +1,4 @@
-"""What the ``alertmanager`` channel posts (sinks/alerting/delivery/alertmanager.py), pure,
+"""What the ``alertmanager`` channel posts (sinks/alerting/delivery/services/alertmanager.py), pure,
 and the demo's stand-in refusing what a real Alertmanager refuses."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import urllib.request
 import pytest
 
 from fleetwatch.config import build
-from sinks.alerting.delivery import alertmanager as am
+from sinks.alerting.delivery.services import alertmanager as am
 from sinks.alerting.delivery.channeltypes import AlertmanagerChannel
 
 pytestmark = pytest.mark.timeout(60)

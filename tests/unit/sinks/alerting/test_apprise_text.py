@@ -1,5 +1,5 @@
 """What the ``apprise`` channel sends and how it names services
-(sinks/alerting/delivery/apprise.py), pure: never a secret of a URL."""
+(sinks/alerting/delivery/services/apprise.py), pure: never a secret of a URL."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from sinks.alerting.delivery import apprise as channel
+from sinks.alerting.delivery.services import apprise as channel
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -73,7 +73,7 @@ def test_a_group_is_one_notification_of_its_most_pressing_type():
 
 
 def test_apprise_is_imported_only_when_sending():
-    code = ("import sys, sinks.alerting.delivery.apprise, sinks.alerting.delivery.senders as s;"
+    code = ("import sys, sinks.alerting.delivery.services.apprise, sinks.alerting.delivery.senders as s;"
             "s.sender_class('apprise'); print('apprise' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=str(__import__("pathlib").Path(__file__).parents[4]))

@@ -1,4 +1,4 @@
-"""The ``discord`` channel's messages (sinks/alerting/delivery/discord.py), pure: within
+"""The ``discord`` channel's messages (sinks/alerting/delivery/services/discord.py), pure: within
 Discord's limits whatever an agent wrote (checked by the receiver's own validation), never
 cut through an escape, pinging no one; a group within the description's 4,096 with its
 count; the follow-up's edit; the webhook URLs with ``wait`` and ``thread_id``."""
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from fleetwatch.cli.demo.receivers.discord import message_problem, pinged
-from sinks.alerting.delivery import discord
+from sinks.alerting.delivery.services import discord
 
 HOSTILE = "@everyone <@1234> <#5678> **b** ||s|| [l](http://evil.example) # h `c` > q"
 

@@ -1,4 +1,4 @@
-"""What the ``matrix`` channel sends (sinks/alerting/delivery/matrix.py), pure: the message's
+"""What the ``matrix`` channel sends (sinks/alerting/delivery/services/matrix.py), pure: the message's
 plain and HTML bodies, what an agent wrote made inert in both, replies and edits, a group's
 message and its size, the transaction id, and how a homeserver's answers are sorted. No
 server (tests/integration/test_matrix.py runs it against Synapse)."""
@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 import pytest
 
 from fleetwatch.cli.demo.receivers.matrix import dropped_tags
-from sinks.alerting.delivery import matrix
+from sinks.alerting.delivery.services import matrix
 
 HOSTILE = ("@room @bob:localhost <script>alert(1)</script> <a href='https://evil.example'>x"
            "</a> **b** [x](https://evil.example) https://evil.example & \x1b[31m")

@@ -1,4 +1,4 @@
-"""The ``mattermost`` channel's posts (sinks/alerting/delivery/mattermost.py), pure: what
+"""The ``mattermost`` channel's posts (sinks/alerting/delivery/services/mattermost.py), pure: what
 an agent wrote notifies no one by Mattermost's own reading of mentions (the receiver's
 :func:`mentions`), shows as written, stays within the text limit; a group with its count;
 the ``channel`` setting checked at start."""
@@ -11,7 +11,7 @@ import pytest
 
 from fleetwatch.cli.demo.receivers.mattermost import mentions
 from fleetwatch.config import ConfigError, build
-from sinks.alerting.delivery import mattermost
+from sinks.alerting.delivery.services import mattermost
 from sinks.alerting.delivery.config import DeliveryConfig
 
 HOSTILE = "@channel @ALL @here: @ops-lead. ~town-square #tag **b** [l](http://evil.example)"

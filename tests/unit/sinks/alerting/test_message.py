@@ -4,7 +4,8 @@ say the parent a host was UNREACHABLE behind too."""
 
 from __future__ import annotations
 
-from sinks.alerting.delivery import message, ntfy, slack
+from sinks.alerting.delivery import message
+from sinks.alerting.delivery.services import ntfy, slack
 from sinks.alerting.delivery.channels import body, webhook_payload
 from sinks.alerting.delivery.channeltypes import WebhookChannel
 

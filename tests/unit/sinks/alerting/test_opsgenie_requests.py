@@ -1,4 +1,4 @@
-"""What the ``opsgenie`` channel sends (sinks/alerting/delivery/opsgenie.py): the alias of a
+"""What the ``opsgenie`` channel sends (sinks/alerting/delivery/services/opsgenie.py): the alias of a
 key, the create, acknowledge and close requests within the Alert API's limits, no tag from
 an agent. Pure: no server (the sends are tests/integration/test_opsgenie.py)."""
 
@@ -10,7 +10,7 @@ from fleetwatch.cli.demo.receivers.opsgenie import _problems
 from fleetwatch.config import ConfigError, build
 from sinks.alerting.delivery.channeltypes import OpsgenieChannel
 from sinks.alerting.delivery.config import DeliveryConfig
-from sinks.alerting.delivery.opsgenie import alias, request
+from sinks.alerting.delivery.services.opsgenie import alias, request
 
 U1 = "3f0c2b1e-8d43-4a7e-9a57-1d2f8c3b4a5e"
 CHANNEL = OpsgenieChannel(api_key_file="/k", responders=["ops"], tags=["fleet"])

@@ -1,4 +1,4 @@
-"""What the ``pushover`` channel sends (sinks/alerting/delivery/pushover.py): plain text
+"""What the ``pushover`` channel sends (sinks/alerting/delivery/services/pushover.py): plain text
 within Pushover's limits, the priorities, a group's one notification. Pure: no server (the
 sends are tests/integration/test_pushover.py)."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sinks.alerting.delivery import message as messages
-from sinks.alerting.delivery.pushover import (MESSAGE_MAX, TITLE_MAX, group_notification,
+from sinks.alerting.delivery.services.pushover import (MESSAGE_MAX, TITLE_MAX, group_notification,
                                               notification)
 
 

@@ -1,4 +1,4 @@
-"""The ``teams`` channel's card (sinks/alerting/delivery/teams.py), pure: what a Workflows
+"""The ``teams`` channel's card (sinks/alerting/delivery/services/teams.py), pure: what a Workflows
 webhook is sent for an alert and a group, valid by the Adaptive Card rules the receiver
 checks, within Teams' 28 KB, Markdown-escaped; a retired connector URL and a connector's
 answer are refused; an error never shows the workflow's URL."""
@@ -11,7 +11,7 @@ import urllib.error
 import pytest
 
 from fleetwatch.cli.demo.receivers.teams import card_problem
-from sinks.alerting.delivery import teams
+from sinks.alerting.delivery.services import teams
 from sinks.alerting.delivery.channels import SendError
 from sinks.alerting.delivery.channeltypes import TeamsChannel
 

@@ -1,4 +1,4 @@
-"""What the ``telegram`` channel sends (sinks/alerting/delivery/telegram.py), checked against
+"""What the ``telegram`` channel sends (sinks/alerting/delivery/services/telegram.py), checked against
 Telegram's HTML parsing as the demo's Bot API stand-in does it
 (fleetwatch/cli/demo/receivers/telegram.py ``parse``), and how it takes Telegram's
 refusals. Pure: no server (the sends are tests/integration/test_telegram.py)."""
@@ -9,7 +9,7 @@ import pytest
 
 from fleetwatch.cli.demo.receivers.telegram import ParseError, parse
 from sinks.alerting.delivery import message as messages
-from sinks.alerting.delivery.telegram import (TEXT_MAX, done_text, group_text, payload,
+from sinks.alerting.delivery.services.telegram import (TEXT_MAX, done_text, group_text, payload,
                                               refusal, text, thread_of, units)
 
 HOSTILE = "@here <script>x</script> <a href=\"http://evil.example\">y</a> #tag /start &amp;"

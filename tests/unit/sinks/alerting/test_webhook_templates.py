@@ -1,4 +1,4 @@
-"""The webhook's templates (sinks/alerting/delivery/template.py, webhook.py), pure: the
+"""The webhook's templates (sinks/alerting/delivery/services/template.py, webhook.py), pure: the
 sandbox holds, an agent's text cannot break the JSON, and errors name the template's
 problem and line, never the alert's values."""
 
@@ -12,8 +12,8 @@ from fleetwatch.config import ConfigError, build  # noqa: E402
 from sinks.alerting.delivery.channels import SendError  # noqa: E402
 from sinks.alerting.delivery.channeltypes import WebhookChannel  # noqa: E402
 from sinks.alerting.delivery.config import DeliveryConfig  # noqa: E402
-from sinks.alerting.delivery.template import TemplateError, rendered  # noqa: E402
-from sinks.alerting.delivery.webhook import WebhookSender, context  # noqa: E402
+from sinks.alerting.delivery.services.template import TemplateError, rendered  # noqa: E402
+from sinks.alerting.delivery.services.webhook import WebhookSender, context  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

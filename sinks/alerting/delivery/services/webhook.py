@@ -1,6 +1,6 @@
 """The ``webhook`` channel's sender: the PagerDuty-shaped event of
 :class:`sinks.alerting.delivery.channels.WebhookSender`, or, with a ``template``, the JSON
-its template makes (:mod:`sinks.alerting.delivery.template`), POSTed with the same rules
+its template makes (:mod:`sinks.alerting.delivery.services.template`), POSTed with the same rules
 (:func:`sinks.alerting.delivery.channels.post_json`: 408, 429 and 5xx retried, other 4xx
 refused for good).
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from sinks.alerting.delivery import channels, message
 from sinks.alerting.delivery.channels import SendError
-from sinks.alerting.delivery.template import TemplateError, rendered
+from sinks.alerting.delivery.services.template import TemplateError, rendered
 
 
 def context(event: dict, channel: str) -> dict:

@@ -3,7 +3,7 @@ whose output is JSON.
 
 A template is compiled when the config is loaded (:func:`compiled`: a syntax error, an
 unknown filter, stops the sink at start naming ``channels.NAME.template`` and the line) and
-rendered for each alert (:func:`rendered`, by :class:`sinks.alerting.delivery.webhook.
+rendered for each alert (:func:`rendered`, by :class:`sinks.alerting.delivery.services.webhook.
 WebhookSender`, which gives it ``event``, ``message``, ``link`` and ``channel``); the output
 is parsed as JSON and the parsed value is what is POSTed.
 
@@ -22,7 +22,7 @@ is parsed as JSON and the parsed value is what is POSTed.
   Autoescaping (HTML) is off. So an agent's text, quotes, braces and newlines included,
   never ends a string or adds a key: ``"text": "{{ message.summary }}"`` and ``"text":
   {{ message.summary|tojson }}`` are both safe. Filters besides Jinja's: ``tojson``, and
-  ``inert`` (mentions broken, :func:`sinks.alerting.delivery.plaintext.inert`).
+  ``inert`` (mentions broken, :func:`sinks.alerting.delivery.services.plaintext.inert`).
 
 An error when rendering (:class:`TemplateError`) names the template's problem and line,
 never the alert's values; the sender makes it a permanent refusal: the same template
@@ -36,7 +36,7 @@ import functools
 import json
 import operator
 
-from sinks.alerting.delivery.plaintext import inert
+from sinks.alerting.delivery.services.plaintext import inert
 
 #: the longest output (a PagerDuty event is at most 512 KiB)
 OUTPUT_MAX = 512 * 1024

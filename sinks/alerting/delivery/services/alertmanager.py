@@ -38,7 +38,7 @@ A group (the channel's ``group_wait``) is one GET per 40 keys and one POST with 
 at most one duplicate of a killed sink changes nothing there.
 
 **Escaping.** Label values and annotations are plain text: control characters shown as
-escapes, mentions broken (:mod:`sinks.alerting.delivery.plaintext`); the Alertmanager's
+escapes, mentions broken (:mod:`sinks.alerting.delivery.services.plaintext`); the Alertmanager's
 templates put them in its receivers' formats. Label values are cut to 255 characters (a
 longer key ends in a hash, as the webhook's dedup key), the description to 4,096.
 
@@ -66,7 +66,7 @@ from sinks.alerting.delivery import message
 from sinks.alerting.delivery.channels import (Receipt, SendError, _NoRedirect, _retry_after,
                                               _safe, dedup_key, post_json, read_secret)
 from sinks.alerting.delivery.channeltypes import AlertmanagerChannel
-from sinks.alerting.delivery.plaintext import inert
+from sinks.alerting.delivery.services.plaintext import inert
 
 ALERTS = "/api/v2/alerts"
 #: the labels the fleet sets (a channel's own ``labels`` may not use these names)

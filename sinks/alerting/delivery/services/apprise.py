@@ -10,7 +10,7 @@ at each send, one URL a line, ``#`` comments): ``title`` the headline, ``body`` 
 ``success`` (a recovery). A group (``group_wait``) is one notification listing its
 alerts. The text is plain (``body_format`` text: Apprise escapes it for the services that
 take HTML), control characters shown as escapes and mentions broken
-(:mod:`sinks.alerting.delivery.plaintext`); a service that renders Markdown from plain
+(:mod:`sinks.alerting.delivery.services.plaintext`); a service that renders Markdown from plain
 text may still show an agent's ``*`` as emphasis.
 
 **No threads, no receipts.** Apprise says whether each service took the message, not
@@ -47,7 +47,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from sinks.alerting.delivery import message
 from sinks.alerting.delivery.channels import Receipt, SendError, read_secret
 from sinks.alerting.delivery.channeltypes import AppriseChannel
-from sinks.alerting.delivery.plaintext import inert
+from sinks.alerting.delivery.services.plaintext import inert
 
 log = logging.getLogger(__name__)
 

@@ -223,6 +223,7 @@ class Evaluation:
             if name and self._process_held(uuid, state, timeout):
                 continue        # its agent went quiet too: the agent's DOWN says it
             new, alerts = hoststate.expire(state, now, policy, not name and uuid in ephemeral)
+            behind = None           # the parent its DOWN was held behind, back up now
             if new.gone is not None and state.gone is None:
                 port.counts["host_gone"] += 1           # ephemeral: GONE, not DOWN
                 log.info("ephemeral agent %s (%s) silent for %.0fs: gone, not DOWN", uuid,
@@ -240,8 +241,6 @@ class Evaluation:
                     behind = f"{behind}, up again: this host was UNREACHABLE behind it"
                 else:
                     behind = None
-            else:
-                behind = None
             state = self._host_alerts(uuid, name, new, alerts, behind)
             changed[key] = (state, hoststate.deadline(state, policy))
         port.save_hosts(changed)

@@ -351,9 +351,10 @@ def test_a_channel_slow_to_answer_never_delays_another_channels_alerts(eng, deli
         wait_for(lambda: pager.taken, 20, 0.02, "the pager's first send (held)")
         enqueue(eng, config, event(2))
         enqueue(eng, config, event(3))
-        wait_for(lambda: len(phone.messages) == 3, 20, 0.02,    # (well within the
-                 "three alerts on the phone while the pager holds its answer")  # 30 s)
-        assert len(pager.taken) == 1 and states(eng)["pending"] == 3    # (the pager's)
+        wait_for(lambda: states(eng)["sent"] == 3, 20, 0.02,    # (well within the 30 s)
+                 "three alerts sent to the phone while the pager holds its answer")
+        assert len(phone.messages) == 3 and len(pager.taken) == 1
+        assert states(eng)["pending"] == 3                              # (the pager's)
         pager.release()
         wait_for(lambda: states(eng) == Counter(sent=6), 20, 0.05, "everything sent")
         assert [b["dedup_key"][-7:] for _, _, b in pager.taken] == [

@@ -357,7 +357,7 @@ class Deliverer:
             except Exception:  # the deliverer outlives its bugs: logged, the sink keeps going
                 self._count("crashed", 1)
                 log.exception("deliverer round failed")
-            if not busy:
+            if busy < self.config.batch:    # (a full batch: more may be due at once)
                 self._wake.wait(self.config.poll_interval)
 
 

@@ -3,7 +3,8 @@ sink, two alerting sinks on one state database, an agent whose plugin goes CRITI
 acknowledged with ``fleetwatch ack add``, then recovers; each channel of each type the demo
 has a receiver for (fleetwatch/cli/demo/receivers: the same stand-ins, configured by their
 ``demo_channel``) gets one message, one acknowledgement and one recovery, in that order, as
-``fleetwatch alerts --deliveries --json`` proves.
+``fleetwatch alerts --deliveries --json`` proves; ``fleetwatch channels test`` sends a test
+message through each.
 
 The sink that is sending the problem to the pager is SIGKILLed while the pager holds its
 answer: the other sink sends it again once the claim expires, so the pager sees it at most
@@ -106,6 +107,11 @@ def test_every_channel_gets_a_problem_its_ack_and_its_recovery_once_across_a_kil
             assert len(running[flag].taken) >= 3, (flag, running[flag].taken)
         assert [b["event_action"] for _, _, b in pager.taken][-2:] == ["acknowledge",
                                                                         "resolve"]
+
+        for name in routed:                      # a test message through each: sent
+            said = json.loads(fleet.command("channels", "test", name, "--config", op,
+                                            "--json").stdout)
+            assert said["sent"] and said["deliveries"][0]["outcome"] == "sent", said
 
         if "slack" in running:                   # a revoked token: a problem, its fallback
             running["slack"].revoke("xoxb-fleetwatch-demo")

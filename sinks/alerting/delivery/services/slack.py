@@ -140,17 +140,8 @@ class SlackSender:
         text, blocks = group_message(events, title)
         if self.channel.webhook_url_file:
             return self._webhook_post(text, blocks)
-        from slack_sdk.errors import SlackApiError
-        try:
-            answer = self._client().chat_postMessage(
-                channel=self.channel.channel, text=text, blocks=blocks, unfurl_links=False,
-                unfurl_media=False)
-        except SlackApiError as e:
-            raise _refusal(e) from None
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", None) or e
-            raise SendError(f"Slack {urlsplit(self.channel.api_url).hostname}: {reason}") \
-                from None
+        answer = self._say(self._client(), channel=self.channel.channel, text=text,
+                           blocks=blocks)
         posted = f"{answer.get('channel')}/{answer.get('ts')}"
         return Receipt.of(f"HTTP {answer.status_code}", posted,
                           f"ok: {len(events)} alerts posted as {posted}")
@@ -163,31 +154,32 @@ class SlackSender:
         return WebClient(token=token, base_url=base, timeout=max(1, round(self.timeout)))
 
     def _post(self, event: dict, thread: str | None) -> Receipt:
-        from slack_sdk.errors import SlackApiError
         client = self._client()
         text, blocks = message(event)
         follow = event.get("action") in DONE and thread and "/" in thread
         where, _, ts = (thread or "").partition("/")
+        if follow:
+            answer = self._say(client, channel=where, thread_ts=ts, text=text, blocks=blocks)
+            self._update(client, where, ts, event)
+        else:
+            answer = self._say(client, channel=self.channel.channel, text=text, blocks=blocks)
+        posted = f"{answer.get('channel')}/{answer.get('ts')}"
+        return Receipt.of(f"HTTP {answer.status_code}", posted,
+                          f"ok: posted {'in the thread of ' + thread if follow else ''}"
+                          f"{'' if follow else posted}")
+
+    def _say(self, client, **posted):
+        """``chat.postMessage`` (link previews off); Slack's refusals and a failed
+        connection as a :class:`SendError`."""
+        from slack_sdk.errors import SlackApiError
         try:
-            if follow:
-                answer = client.chat_postMessage(channel=where, thread_ts=ts, text=text,
-                                                 blocks=blocks, unfurl_links=False,
-                                                 unfurl_media=False)
-                self._update(client, where, ts, event)
-            else:
-                answer = client.chat_postMessage(channel=self.channel.channel, text=text,
-                                                 blocks=blocks, unfurl_links=False,
-                                                 unfurl_media=False)
+            return client.chat_postMessage(**posted, unfurl_links=False, unfurl_media=False)
         except SlackApiError as e:
             raise _refusal(e) from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", None) or e
             raise SendError(f"Slack {urlsplit(self.channel.api_url).hostname}: {reason}") \
                 from None
-        posted = f"{answer.get('channel')}/{answer.get('ts')}"
-        return Receipt.of(f"HTTP {answer.status_code}", posted,
-                          f"ok: posted {'in the thread of ' + thread if follow else ''}"
-                          f"{'' if follow else posted}")
 
     def _update(self, client, where: str, ts: str, event: dict) -> None:
         """The problem's first message, struck and marked: its follow-up was posted, so a

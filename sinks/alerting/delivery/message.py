@@ -66,6 +66,14 @@ class Message:
     key: str
 
     @property
+    def tone(self) -> str:
+        """What a format colours the message by: ``ok`` for a recovery, ``acknowledge`` for
+        an acknowledgement, else the severity (``critical``, ``warning``...)."""
+        if self.action == "resolve":
+            return "ok"
+        return "acknowledge" if self.action == "acknowledge" else self.severity
+
+    @property
     def problem(self) -> bool:
         """A trigger (not its acknowledgement or recovery)."""
         return self.action not in ("acknowledge", "resolve")

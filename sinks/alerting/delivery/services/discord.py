@@ -58,8 +58,8 @@ FIELDS_MAX, NAME_MAX, VALUE_MAX, EMBED_MAX = 25, 256, 1024, 6000
 #: alerts a group's message lists one per line; the rest are counted
 GROUP_LIST = 30
 COLOURS = {"critical": 0xE01E5A, "error": 0xE01E5A, "unknown": 0xE01E5A,
-           "warning": 0xECB22E, "ok": 0x2EB67D, "info": 0x1D9BD1, "debug": 0x1D9BD1}
-ACK_COLOUR = 0x1D9BD1
+           "warning": 0xECB22E, "ok": 0x2EB67D, "info": 0x1D9BD1, "debug": 0x1D9BD1,
+           "acknowledge": 0x1D9BD1}
 #: what an action does to the problem's message
 DONE = {"acknowledge": "ACKNOWLEDGED", "resolve": "RESOLVED"}
 #: no mention ever notifies anyone, whatever the text holds
@@ -84,11 +84,7 @@ def cut(escaped: str, limit: int) -> str:
 
 
 def colour(m: message.Message) -> int:
-    if m.action == "resolve":
-        return COLOURS["ok"]
-    if m.action == "acknowledge":
-        return ACK_COLOUR
-    return COLOURS.get(m.severity, COLOURS["critical"])
+    return COLOURS.get(m.tone, COLOURS["critical"])
 
 
 def _where(m: message.Message) -> str:

@@ -44,8 +44,8 @@ TEXT_MAX = 16383
 #: alerts a group's post lists one per line; the rest are counted
 GROUP_LIST = 50
 COLOURS = {"critical": "#E01E5A", "error": "#E01E5A", "unknown": "#E01E5A",
-           "warning": "#ECB22E", "ok": "#2EB67D", "info": "#1D9BD1", "debug": "#1D9BD1"}
-ACK_COLOUR = "#1D9BD1"
+           "warning": "#ECB22E", "ok": "#2EB67D", "info": "#1D9BD1", "debug": "#1D9BD1",
+           "acknowledge": "#1D9BD1"}
 #: follows each character that would start a mention, a channel link or a hashtag
 JOINER = "\u2060"
 
@@ -62,11 +62,7 @@ def text(value: str) -> str:
 
 
 def colour(m: message.Message) -> str:
-    if m.action == "resolve":
-        return COLOURS["ok"]
-    if m.action == "acknowledge":
-        return ACK_COLOUR
-    return COLOURS.get(m.severity, COLOURS["critical"])
+    return COLOURS.get(m.tone, COLOURS["critical"])
 
 
 def _link(link: str | None) -> str:

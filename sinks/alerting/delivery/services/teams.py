@@ -54,7 +54,8 @@ GROUP_LIST = 30
 CARD_TYPE = "application/vnd.microsoft.card.adaptive"
 SCHEMA = "http://adaptivecards.io/schemas/adaptive-card.json"
 COLOURS = {"critical": "attention", "error": "attention", "unknown": "attention",
-           "warning": "warning", "ok": "good", "info": "default", "debug": "default"}
+           "warning": "warning", "ok": "good", "info": "default", "debug": "default",
+           "acknowledge": "accent"}
 
 
 # ---------------------------------------------------------------- what is sent (pure)
@@ -62,11 +63,7 @@ COLOURS = {"critical": "attention", "error": "attention", "unknown": "attention"
 def colour(m: message.Message) -> str:
     """A TextBlock's colour for ``m``: ``good`` for a recovery, ``accent`` for an
     acknowledgement, else by severity."""
-    if m.action == "resolve":
-        return "good"
-    if m.action == "acknowledge":
-        return "accent"
-    return COLOURS.get(m.severity, "attention")
+    return COLOURS.get(m.tone, "attention")
 
 
 def text(value: str) -> str:

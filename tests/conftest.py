@@ -73,20 +73,21 @@ def eng(url):
 
 @pytest.fixture
 def deliverers(eng):
-    """``start(config, n=1)``: ``n`` deliverer threads over ``eng``, as that many alerting
-    sinks would run them (``sink-0``...), with the delivery ``config``; all of them (a list)
-    returned, and stopped after the test."""
+    """``start(config, n=1, **kw)``: ``n`` deliverer threads over ``eng``, as that many
+    alerting sinks would run them (``sink-0``...), with the delivery ``config`` (``kw``: more
+    of :class:`Deliverer`'s arguments, a ``clock``); those started (a list) returned, and
+    every one stopped after the test."""
     from sinks.alerting.delivery.deliverer import Deliverer
     running = []
 
-    def start(config, n: int = 1):
+    def start(config, n: int = 1, **kw):
         from fleetwatch.store import db
-        for i in range(n):
-            d = Deliverer(db.engine(eng.url.render_as_string(hide_password=False)), config,
-                          name=f"sink-{i}")
+        these = [Deliverer(db.engine(eng.url.render_as_string(hide_password=False)), config,
+                           name=f"sink-{len(running) + i}", **kw) for i in range(n)]
+        for d in these:
             d.start()
-            running.append(d)
-        return running
+        running.extend(these)
+        return these
     yield start
     for d in running:
         d.stop()

@@ -23,7 +23,7 @@ pytest.importorskip("sqlalchemy")
 pytest.importorskip("aiosmtpd")
 pytestmark = pytest.mark.timeout(90)
 
-from fleetwatch.store import db, reads  # noqa: E402
+from fleetwatch.store import reads  # noqa: E402
 
 from sinks.alerting.delivery import store as outbox
 from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
@@ -59,23 +59,6 @@ def delivery(webhook: str | None = None, smtp_port: int | None = None, **extra):
                                   **extra})
 
 
-@pytest.fixture
-def started():
-    """Deliverers started by a test, stopped afterwards."""
-    running: list[Deliverer] = []
-
-    def start(eng, config, name="sink"):
-        d = Deliverer(db.engine(str(eng.url.render_as_string(hide_password=False))), config,
-                      name=name)
-        d.start()
-        running.append(d)
-        return d
-    yield start
-    for d in running:
-        d.stop()
-        d.engine.dispose()
-
-
 def enqueue(eng, config, *events) -> None:
     with eng.begin() as conn:
         for ev in events:
@@ -88,11 +71,11 @@ def states(eng) -> Counter:
                        for d in e["deliveries"])
 
 
-def test_one_message_per_event_per_channel(eng, started):
+def test_one_message_per_event_per_channel(eng, deliverers):
     smtp, hook = SmtpServer().start(), HttpReceiver().start()
     try:
         config = delivery(hook.url, smtp.port)
-        started(eng, config)
+        deliverers(config)
         enqueue(eng, config, event(1), event(2, severity="warning"))
         wait_for(lambda: states(eng) == {"sent": 4}, 20, what="4 deliveries sent")
         assert len(smtp.messages) == 2 and len(hook.posts) == 2
@@ -112,13 +95,13 @@ def test_one_message_per_event_per_channel(eng, started):
         hook.stop()
 
 
-def test_receivers_down_then_up_get_each_alert_exactly_once(eng, started):
+def test_receivers_down_then_up_get_each_alert_exactly_once(eng, deliverers):
     smtp, hook = SmtpServer().start(), HttpReceiver().start()
     smtp.stop(hold=True)
     hook.stop(hold=True)                          # both down; their ports are known
     try:
         config = delivery(hook.url, smtp.port)
-        d = started(eng, config)
+        (d,) = deliverers(config)
         enqueue(eng, config, *[event(n) for n in range(5)])
         wait_for(lambda: d.counts["retry.pager"] >= 3 and d.counts["retry.mail"] >= 3, 20,
                  what="retries while the receivers are down")
@@ -137,7 +120,7 @@ def test_receivers_down_then_up_get_each_alert_exactly_once(eng, started):
         hook.stop()
 
 
-def test_every_attempt_is_recorded_with_what_the_service_answered(eng, started):
+def test_every_attempt_is_recorded_with_what_the_service_answered(eng, deliverers):
     """Proof of delivery (issue 34): each attempt is a ``deliveries`` row written with its
     outcome: refused connections as retries without a status, then the webhook's 202 with
     the dedup_key PagerDuty answers, and the SMTP server's 250 with the email's
@@ -148,7 +131,7 @@ def test_every_attempt_is_recorded_with_what_the_service_answered(eng, started):
     hook.stop(hold=True)
     try:
         config = delivery(hook.url, smtp.port)
-        d = started(eng, config)
+        (d,) = deliverers(config)
         enqueue(eng, config, event(1))
         wait_for(lambda: d.counts["retry.pager"] >= 1 and d.counts["retry.mail"] >= 1, 20,
                  what="a retry on each channel while the receivers are down")
@@ -182,12 +165,11 @@ def test_every_attempt_is_recorded_with_what_the_service_answered(eng, started):
         hook.stop()
 
 
-def test_two_deliverers_on_one_database_send_each_row_once(eng, started):
+def test_two_deliverers_on_one_database_send_each_row_once(eng, deliverers):
     hook = HttpReceiver().start()
     try:
         config = delivery(hook.url, batch=3)
-        started(eng, config, "sink-a")
-        started(eng, config, "sink-b")
+        deliverers(config, n=2)
         events = [event(n) for n in range(60)]
         for i in range(0, 60, 10):                # arriving while both deliver
             enqueue(eng, config, *events[i:i + 10])

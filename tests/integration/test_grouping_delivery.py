@@ -30,7 +30,6 @@ pytestmark = pytest.mark.timeout(90)
 
 from sinks.alerting.delivery import store as outbox  # noqa: E402
 from sinks.alerting.delivery.deliverer import Deliverer  # noqa: E402
-from fleetwatch.store import db  # noqa: E402
 
 T0 = 1_800_000_000.0
 W = 30.0
@@ -274,27 +273,11 @@ def test_past_max_age_only_the_old_rows_of_a_group_fail(eng):
 FAST = {"initial": 0.05, "max": 0.2, "max_age": 60, "jitter": 0.2}
 
 
-@pytest.fixture
-def started():
-    running: list[Deliverer] = []
-
-    def start(eng, cfg, name, **kw):
-        d = Deliverer(db.engine(eng.url.render_as_string(hide_password=False)), cfg,
-                      name=name, **kw)
-        d.start()
-        running.append(d)
-        return d
-    yield start
-    for d in running:
-        d.stop()
-        d.engine.dispose()
-
-
 def sent_rows(eng, channel):
     return [r for r in rows(eng, channel) if r["state"] == "sent"]
 
 
-def test_500_alerts_within_group_wait_are_one_email_with_a_cap_and_a_count(eng, started):
+def test_500_alerts_within_group_wait_are_one_email_with_a_cap_and_a_count(eng, deliverers):
     pytest.importorskip("aiosmtpd")
     smtp = SmtpServer().start()
     try:
@@ -310,8 +293,7 @@ def test_500_alerts_within_group_wait_are_one_email_with_a_cap_and_a_count(eng, 
 
         def clock() -> float:
             return time.time() if enqueued.is_set() else min(time.time(), start + 1)
-        for name in ("sink-a", "sink-b"):                   # two sinks on one outbox
-            started(eng, cfg, name, clock=clock)
+        deliverers(cfg, n=2, clock=clock)                   # two sinks on one outbox
         for part in range(5):                               # 5 transactions of 100 hosts
             enqueue(eng, cfg, *[event(f"sw3-host-{part * 100 + i:03d}", None, created=start)
                                 for i in range(100)], now=clock())
@@ -328,7 +310,7 @@ def test_500_alerts_within_group_wait_are_one_email_with_a_cap_and_a_count(eng, 
         smtp.stop()
 
 
-def test_the_webhook_posts_one_event_per_key_after_group_wait(eng, started):
+def test_the_webhook_posts_one_event_per_key_after_group_wait(eng, deliverers):
     hook = HttpReceiver().start()
     try:
         cfg = build(DeliveryConfig, {
@@ -336,8 +318,7 @@ def test_the_webhook_posts_one_event_per_key_after_group_wait(eng, started):
                                    "timeout": 2, "group_wait": 1.5, "group_by": ["host"]}},
             "rules": [{"channels": ["pager"]}], "retry": FAST, "poll_interval": 0.05,
             "lease": 10})
-        for name in ("sink-a", "sink-b"):
-            started(eng, cfg, name)
+        deliverers(cfg, n=2)
         start = time.time()
         enqueue(eng, cfg, *[event(f"web-{i % 3}", f"check_{i}") for i in range(30)],
                 now=start)

@@ -123,19 +123,21 @@ def build(cls: type, data: Any, path: str = "<config>", prefix: str = ""):
     if not isinstance(data, dict):
         raise ConfigError(path, prefix or "(top level)", "expected a mapping of settings")
     hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    # by YAML key: a field's own name unless its ``key`` says otherwise (``for``)
+    fields = {f.metadata.get("key", f.name): f for f in dataclasses.fields(cls) if f.init}
     values = {}
     for key, value in data.items():
         name = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
             known = ", ".join(sorted(fields))
             raise ConfigError(path, name, f"unknown setting (known here: {known})")
-        values[key] = _convert(hints[key], value, path, name)
+        values[fields[key].name] = _convert(hints[fields[key].name], value, path, name)
     for key, f in fields.items():
-        if key not in values and f.default is dataclasses.MISSING \
+        if f.name not in values and f.default is dataclasses.MISSING \
                 and f.default_factory is dataclasses.MISSING:
             name = f"{prefix}.{key}" if prefix else key
-            raise ConfigError(path, name, f"required setting missing ({_describe(hints[key])})")
+            raise ConfigError(path, name,
+                              f"required setting missing ({_describe(hints[f.name])})")
     try:
         obj = cls(**values)
     except (ValueError, TypeError) as e:
@@ -237,8 +239,16 @@ def _got(value: Any) -> str:
 
 
 def to_dict(obj) -> dict:
-    """A config dataclass as plain data, for writing YAML (the demo, docs)."""
-    return dataclasses.asdict(obj)
+    """A config dataclass as plain data, for writing YAML (the demo, docs): each field under
+    its YAML key."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.metadata.get("key", f.name): to_dict(getattr(obj, f.name))
+                for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_dict(v) for v in obj)
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
 
 
 def dump(obj, path: str) -> None:

@@ -187,9 +187,14 @@ def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
     return sorted(merged.values(), key=lambda e: (e["hostname"] or "", e["uuid"]))
 
 
+#: the check name of a rule on series (sinks.alerting.series): ``rule:NAME``
+RULE = "rule:"
+
+
 def checks_of(agents: list[dict], declared: list[dict], results: list[dict],
               now: float) -> list[dict]:
-    """One entry per declared (agent, plugin), in the agents' order then by plugin name.
+    """One entry per declared (agent, plugin), and per rule on series with a result
+    (``rule:NAME``, source ``rules``), in the agents' order then by plugin name.
 
     A plugin declared by several sources of one agent (the agent and a local process) is
     one check: results are kept per (uuid, plugin).
@@ -202,6 +207,10 @@ def checks_of(agents: list[dict], declared: list[dict], results: list[dict],
             "plugin": row["name"], "sources": [], "interval": number(spec.get("interval")),
             "timeout": number(spec.get("timeout"))})
         entry["sources"].append(row["source"])
+    for (uuid, name) in latest:         # the rules' checks: declared by the alerting config
+        if name.startswith(RULE):
+            by_agent.setdefault(uuid, {}).setdefault(name, {
+                "plugin": name, "sources": ["rules"], "interval": None, "timeout": None})
     out = []
     for agent in agents:
         for name in sorted(by_agent.get(agent["uuid"], {})):

@@ -185,6 +185,9 @@ class SinkLoop:
         sinks = endpoints.get("sinks") if isinstance(endpoints, dict) else None
         endpoint = sinks.get(self.sink.type) if isinstance(sinks, dict) else None
         self.by_router[router_id] = link.socket
+        welcomed = getattr(self.sink, "welcomed", None)
+        if welcomed is not None:            # (the alerting sink's rules follow the tails)
+            welcomed(router_id, endpoints, self.ctx, self.keys)
         if not isinstance(endpoint, str) or not endpoint:
             self.counts["welcome_without_endpoint"] += 1
             self.throttle.warning("no_endpoint", "router %s has no endpoint for sink type %s",

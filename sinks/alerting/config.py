@@ -21,6 +21,8 @@
         - {hosts: "rack3-*", parents: [sw-3]}
         - {hosts: "*", checks: "http*", parents: [nginx_proc]}
       delivery: {...}            # channels and rules (sinks.alerting.delivery.config)
+      rule_interval: 30          # rules on series (sinks.alerting.series.config)
+      rules: [...]
 
 Only the alerting sink reads it; other sink types accept and ignore it.
 """
@@ -34,6 +36,7 @@ from sinks.alerting.checks import rules as checkstate
 from sinks.alerting.dependencies import rules as deps
 from sinks.alerting.hosts import rules as hoststate
 from sinks.alerting.delivery.config import DeliveryConfig
+from sinks.alerting.series import config as series
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,17 @@ class AlertingConfig:
                            "UNREACHABLE and pages nobody; agents may declare their own "
                            "(parents: in the agent config)")
 
+    rule_interval: float = setting(30.0, "seconds between two evaluations of every rule on "
+                                         "series (alerting.rules)")
+    rule_refresh: float = setting(300.0, "an OK rule's result is written again at least this "
+                                         "often (seconds; a change is written at once)")
+    rule_max_series_per_host: int = setting(1000, "series the rules keep of one host at most; "
+                                                  "a new one past it is refused and counted")
+    rules: list[series.RuleSpec] = setting(
+        factory=list, help="rules on the series the agents send (their STATS and their "
+                           "checks' perfdata): each a check rule:NAME of the hosts it applies "
+                           "to (docs/operating/rules.md)")
+
     def validate(self):
         if not 1 <= self.max_check_attempts <= 100:
             raise ValueError("max_check_attempts: expected 1 to 100")
@@ -87,6 +101,12 @@ class AlertingConfig:
             raise ValueError("clock_skew: expected 0 (never) or more seconds")
         if self.tick_interval <= 0:
             raise ValueError("tick_interval: expected a positive number of seconds")
+        if self.rule_interval <= 0 or self.rule_refresh < 0:
+            raise ValueError("rule_interval: expected a positive number of seconds "
+                             "(rule_refresh: 0 or more)")
+        if self.rule_max_series_per_host < 1:
+            raise ValueError("rule_max_series_per_host: expected 1 or more")
+        series.check_rules(self.rules)
         cycle = deps.config_cycle(self.dependencies)
         if cycle is not None:
             raise ValueError(f"dependencies: cycle {deps.path_text(cycle)}")

@@ -113,6 +113,8 @@ class AlertingSink(DatabaseSink):
         self.next_forget = 0.0
         #: the agents' clock skews this sink wrote (:mod:`sinks.alerting.hosts.skew`)
         self.skews = skew.Shown()
+        #: the rules on series (:mod:`sinks.alerting.series.runner`), when it has some
+        self.series = None
 
     @classmethod
     def from_config(cls, config, clock=time.time):
@@ -125,6 +127,7 @@ class AlertingSink(DatabaseSink):
         if self._enqueue is None:
             self._enqueue = outbox.enqueue
         self.started_at = self.clock()
+        self._series_config()
         if self._deliver and self.config.delivery.channels:
             from sinks.alerting.delivery.deliverer import Deliverer
             self.deliverer = Deliverer(self.engine, self.config.delivery, name=self.name)
@@ -137,6 +140,7 @@ class AlertingSink(DatabaseSink):
         """A reloaded config (the loop's thread, between batches): thresholds and rules from
         the next transaction on; channels and retries from the deliverer's next round."""
         self.config = config.alerting
+        self._series_config()
         delivery = self.config.delivery
         if not any(p.startswith("alerting.delivery.") for p in changed):
             return
@@ -147,7 +151,43 @@ class AlertingSink(DatabaseSink):
             self.deliverer = Deliverer(self.engine, delivery, name=self.name)
             self.deliverer.start()
 
+    def _series_config(self) -> None:
+        """The rules on series of the config: started, changed, or ended."""
+        if self.config.rules and self.series is None:
+            from sinks.alerting.series.runner import SeriesRules
+            self.series = SeriesRules(self.config, self.clock())
+        elif self.config.rules:
+            self.series.reconfigure(self.config)
+        elif self.series is not None:
+            self._stop_feed()
+            self.series = None
+
+    def welcomed(self, router: str, endpoints: dict, ctx, keys) -> None:
+        """A router welcomed this sink (the loop's hook): with rules, follow its tail."""
+        tail = endpoints.get("tail") if isinstance(endpoints, dict) else None
+        if self.series is None or not isinstance(tail, str) or not tail:
+            return
+        if self.series.feed is None:
+            from sinks.alerting.series.feed import TailFeed
+            rules = self.series
+            self.series.feed = TailFeed(lambda relayed: rules.observe(relayed, self.clock()),
+                                        rules.lock, rules.counts, ctx, keys).start()
+        self.series.feed.connect(tail)
+
+    def observe(self, relayed: Relayed) -> None:
+        """A STATS or RESULT as a tail gives it, for the rules on series (the backtest's
+        way in; a live sink's come from its :class:`sinks.alerting.series.feed.TailFeed`)."""
+        if self.series is not None:
+            with self.series.lock:
+                self.series.observe(relayed, self.clock())
+
+    def _stop_feed(self) -> None:
+        if self.series is not None and self.series.feed is not None:
+            self.series.feed.stop()
+            self.series.feed = None
+
     def close(self) -> None:
+        self._stop_feed()
         if self.deliverer is not None:
             self.deliverer.stop()
             self.deliverer = None
@@ -208,6 +248,20 @@ class AlertingSink(DatabaseSink):
         self.covers_seen = now
         if escalation.wanted(self.config.delivery):
             self.counts.update(self._transaction(escalation.look, now).counts)
+        if self.series is not None and self.series.due(now):
+            run = self._transaction(self._rules, now)
+            self.series.submitted(run.result)
+            self.counts.update(run.counts)
+            for key, value in self.series.counts.items():
+                self.counts[f"rules_{key}"] = value
+
+    def _rules(self, port: Transaction) -> list[dict]:
+        """The rules on series judged (:mod:`sinks.alerting.series.runner`); their results
+        through the evaluation, as a RESULT's."""
+        rows = self.series.judge(port)
+        if rows:
+            Evaluation(port).results(rows)
+        return rows
 
     def _stale(self, port: Transaction) -> None:
         look = staleness.look(port, self.scheduled)

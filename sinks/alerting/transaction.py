@@ -56,7 +56,13 @@ class Transaction:
         return self.sink.lookups.ephemeral(self.conn, uuids)
 
     def max_attempts(self, keys):
-        return self.sink.lookups.max_attempts(self.conn, keys)
+        attempts = self.sink.lookups.max_attempts(self.conn, keys)
+        series = getattr(self.sink, "series", None)
+        if series is not None:              # a rule's check: the rule's own
+            for key in attempts:
+                if key[1] in series.attempts:
+                    attempts[key] = series.attempts[key[1]]
+        return attempts
 
     # ---------------------------------------------------------------- state rows
     def lock_checks(self, keys):

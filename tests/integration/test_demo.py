@@ -160,6 +160,17 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
         return ran if {"disk_root", "users"} <= set(ran) and tcp else None
     ran = wait_for(checks_ran, 60, interval=1.0, what="the demo checks run by the scheduler")
     assert ran["disk_root"]["output"].startswith("DISK"), ran["disk_root"]
+    # The demo's rules on series judged the agent's STATS and its checks' perfdata
+    # (docs/operating/rules.md): checks rule:NAME of the demo host, in status.
+    def rules_judged():
+        res = fleet.command("status", "--config", op, "--json", check=False)
+        checks = json.loads(res.stdout)["checks"] if res.returncode == 0 else []
+        rules = {c["plugin"]: c for c in checks
+                 if c["plugin"].startswith("rule:") and c["uuid"] == entry["uuid"]}
+        return rules if {"rule:load_high", "rule:carbon_slow"} <= set(rules) else None
+    rules = wait_for(rules_judged, 60, interval=1.0, what="the demo's rules in status")
+    assert rules["rule:load_high"]["output"].startswith("avg(load.1, 5m) = "), rules
+    assert rules["rule:load_high"]["sources"] == ["rules"]
     assert ran["users"]["output"].startswith("USERS"), ran["users"]
     # The demo's TCP check ran and is no security event: no router logged a failed
     # handshake (a plain client on a CURVE port), which a newcomer would read as a fault.

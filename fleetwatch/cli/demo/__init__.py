@@ -237,6 +237,9 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
          f"--insecure turns it off" if info.get("keys") else
          "  CURVE           OFF (--insecure): plain TCP, any local process can connect"),
         *alert_lines(info),
+        f"  rules           disk_full_soon, load_high, carbon_slow, stats_absent on every "
+        f"host's series, judged every 5 s: the checks rule:NAME in status "
+        f"(docs/operating/rules.md; in {root / 'sink-alerting.yaml'})",
         f"  logs            {root / 'logs'}/",
         f"  processes       {root / 'demo.json'}",
         *warm_lines(info.get("warm_spark"), root, info.get("answerer")),
@@ -262,7 +265,11 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"channels test NAME sends one a test message)",
         f"  {fw} downtime add {shlex.quote(socket.gethostname())} --for 30m --comment "
         f"'planned work' --config {op}   (then: ack add, silence add, downtime list)",
-        f"  {fw} agent --once --config {agent_cfg}",
+        f"  {fw} agent --once --config {agent_cfg}   (this host's series, as rules name "
+        f"them)",
+        f"  {fw} rules backtest --since 1h --rules "
+        f"{shlex.quote(str(root / 'sink-alerting.yaml'))} --config {op}   (what this policy "
+        f"would have paged over the lake's last hour)",
         "",
     ]
     return "\n".join(lines)

@@ -311,10 +311,14 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
             if channel is not None:
                 delivery["channels"][flag] = channel
                 delivery["rules"][0]["channels"].append(flag)
+    # rules on the agents' series (judged every 5 s in the demo, docs/operating/rules.md)
+    from sinks.alerting.series.config import for_demo as demo_rules
+    alerting = configs["sink-alerting.yaml"]["alerting"] = {
+        "rule_interval": 5.0, "rule_refresh": 60.0, "rules": demo_rules()}
     if delivery:
         if importlib.util.find_spec("fastapi") is not None:     # alerts link to the console
             delivery["console_url"] = f"http://{console}/"
-        configs["sink-alerting.yaml"]["alerting"] = {"delivery": delivery}
+        alerting["delivery"] = delivery
     # its counters every 10 s, as the sinks': the console's health page lists it soon
     configs["scheduler.yaml"] = {"routers": controls[:1], "state_url": state_url,
                                  "id": "scheduler", "refresh_interval": 5.0,

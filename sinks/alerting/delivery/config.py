@@ -148,19 +148,10 @@ def parse_channel(name: str, raw: dict) -> Channel:
     if kind not in CHANNEL_TYPES:
         raise ValueError(f"{prefix}.type: expected one of {', '.join(CHANNEL_TYPES)}, "
                          f"got {str(kind)[:40]!r}")
-    data = dict(raw)
-    if kind == "email":
-        if "sender" in data:
-            raise ValueError(f"{prefix}.sender: unknown setting (the From address is `from`)")
-        if "from" in data:
-            data["sender"] = data.pop("from")
-    try:
-        return build(CHANNEL_TYPES[kind], data, "", prefix)
+    try:            # (an email's ``from`` is its field ``sender``: build reads the key)
+        return build(CHANNEL_TYPES[kind], dict(raw), "", prefix)
     except ConfigError as e:
-        key = e.key.replace(".sender", ".from")
-        expected = e.expected.replace("sender", "from") if "known here" in e.expected \
-            else e.expected
-        raise ValueError(f"{key}: {expected}") from None
+        raise ValueError(f"{e.key}: {e.expected}") from None
 
 
 # ---------------------------------------------------------------- the demo's delivery

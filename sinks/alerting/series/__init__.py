@@ -1,0 +1,1 @@
+"""Rules on the series the agents send (issue 35)."""

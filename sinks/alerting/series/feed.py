@@ -1,0 +1,136 @@
+"""The routers' tails, for the rules: every STATS and RESULT the fleet relays, to each
+alerting sink that has rules.
+
+A router hands each STATS to ONE sink of a type (its PUSH deals them round robin, SPEC 4.1),
+so two alerting sinks fed by their PULL would each see half of a host's points and judge
+different windows. The tail is the other way out of a router: a SUB gets every message it
+relays (SPEC 4.1 "The tail"). So each sink with rules subscribes to ``STATS/`` and
+``RESULT/`` on the tail of every router that welcomed it (the WELCOME's ``endpoints.tail``),
+with its back-end key: every sink holds the same windows, whichever sink the PUSH chose.
+
+A :class:`TailFeed` owns its SUB in a thread of its own (a socket is used by one thread),
+reads the messages in batches, decodes them (a frame that is not one is counted, never
+fatal) and hands each to ``observe`` under the sink's series lock. A router numbers what it
+publishes per type (SEQ), so what this subscriber lost (its queue at the router full) is
+counted, ``tail_lost``, as ``fleetwatch tail`` reports it. Endpoints to connect come from
+the loop's thread through a queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections import Counter
+
+import zmq
+
+from fleetwatch import protocol
+from fleetwatch.protocol import ProtocolError
+
+log = logging.getLogger(__name__)
+
+#: what the rules read from the tails
+TOPICS = (b"STATS/", b"RESULT/")
+#: messages queued in this subscriber (the io thread fills it while the GIL is busy): a
+#: burst of a 10,000-host fleet's STATS fits
+RCVHWM = 200_000
+#: messages taken per lock of the series
+BATCH = 1000
+
+
+class TailFeed:
+    """A SUB on the routers' tails feeding ``observe(relayed)`` (under ``lock``)."""
+
+    def __init__(self, observe, lock: threading.Lock, counts: Counter,
+                 ctx: zmq.Context | None = None, keys=None):
+        self.observe, self.lock, self.counts = observe, lock, counts
+        self.ctx = ctx or zmq.Context.instance()
+        self.keys = keys
+        self.connected: set[str] = set()
+        self._pending: queue.SimpleQueue = queue.SimpleQueue()
+        self._stop = threading.Event()
+        #: (router, type) -> the last SEQ number seen (SPEC 4.1: per type, per router)
+        self._seq: dict[tuple[str, str], int] = {}
+        self._thread = threading.Thread(target=self._run, name="rules-tail", daemon=True)
+
+    def start(self) -> "TailFeed":
+        self._thread.start()
+        return self
+
+    def connect(self, endpoint: str) -> None:
+        """Subscribe to the tail at ``endpoint`` too (any thread; done by the feed's)."""
+        if endpoint not in self.connected:
+            self.connected.add(endpoint)
+            self._pending.put(endpoint)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        sub = self.ctx.socket(zmq.SUB)
+        sub.linger = 0
+        sub.rcvhwm = RCVHWM
+        if self.keys is not None:
+            self.keys.apply(sub)
+        for topic in TOPICS:
+            sub.setsockopt(zmq.SUBSCRIBE, topic)
+        try:
+            while not self._stop.is_set():
+                self._connect_pending(sub)
+                if sub.poll(100):
+                    self._take(sub)
+        finally:
+            sub.close(0)
+
+    def _connect_pending(self, sub: zmq.Socket) -> None:
+        while True:
+            try:
+                endpoint = self._pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                sub.connect(endpoint)
+                log.info("rules: following the tail at %s", endpoint)
+            except zmq.ZMQError as e:
+                self.counts["tail_connect_failed"] += 1
+                log.error("rules: cannot follow the tail at %s: %s", endpoint, e)
+
+    def _take(self, sub: zmq.Socket) -> None:
+        batch = []
+        for _ in range(BATCH):
+            try:
+                frames = sub.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            try:
+                relayed = protocol.decode_tail(frames)
+            except ProtocolError:
+                self.counts["tail_bad"] += 1
+                continue
+            self._numbered(relayed)
+            batch.append(relayed)
+        if not batch:
+            return
+        with self.lock:
+            for relayed in batch:
+                try:
+                    self.observe(relayed)
+                except Exception:   # a bug must not stop the rules' intake: counted, logged
+                    self.counts["observe_crashed"] += 1
+                    log.exception("rules: a %s of %s could not be read",
+                                  relayed.message.type, relayed.uuid)
+
+    def _numbered(self, relayed) -> None:
+        """Count what this subscriber lost: a router's SEQ (per type) more than one past
+        the last seen (SPEC 4.1)."""
+        seq = relayed.seq
+        if not seq:
+            return
+        key = (relayed.router, relayed.message.type)
+        last = self._seq.get(key)
+        if last is not None and seq[0] > last + 1:
+            self.counts["tail_lost"] += seq[0] - last - 1
+        self._seq[key] = seq[0]

@@ -32,7 +32,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.middleware.sessions import SessionMiddleware
 
-from web import api, assets, bulk, context, dashboards, login, pages
+from web import api, assets, bulk, context, dashboards, login, pages, slos
 from web.console import Console, Refused
 from web.gate import Gate
 
@@ -73,7 +73,9 @@ def create_app(console: Console, secret: str) -> FastAPI:
     app.include_router(pages.router)
     app.include_router(bulk.router)
     app.include_router(dashboards.router)
+    app.include_router(slos.router)
     app.include_router(api.router)
+    app.include_router(slos.api)
 
     app.add_exception_handler(context.Answer, context.answered)
     app.add_exception_handler(HTTPException, context.http_error)

@@ -17,7 +17,7 @@ import re
 import time
 from contextlib import contextmanager
 
-from fleetwatch.actions import acks, alerts, checks, downtimes
+from fleetwatch.actions import acks, alerts, checks, downtimes, slo
 from fleetwatch.actions.database import Unavailable
 
 __all__ = ["Actions", "Refused"]
@@ -146,3 +146,9 @@ class Actions:
         with refusing():
             return downtimes.listed(self.state_url, self.clock(), local_zone(), False,
                                     self.reader)[1]
+
+    def slos(self, names: list[str] | None = None, offenders: int = 5) -> list[dict]:
+        """Each SLO with its SLI, budget left, burn rates, state and worst offenders now,
+        as ``slo report --json`` gives them (``names``: those only)."""
+        with refusing():
+            return slo.report(self.state_url, self.clock(), names, offenders, self.reader)

@@ -42,6 +42,10 @@ COMMANDS = {
     "channels": ("fleetwatch.cli.channels", "the alert channels' health: working or failing "
                                             "since when and why (channels test NAME: send "
                                             "one a test message)"),
+    "rules": ("fleetwatch.cli.rules", "rules on series: what a policy would have paged over "
+                                      "the lake's past (rules backtest)"),
+    "slo": ("fleetwatch.cli.slo", "service level objectives: error budget left, burn rates, "
+                                  "worst offenders (slo list|report)"),
     "silence": ("fleetwatch.cli.silence", "mute alerts for a while, list and end silences "
                                           "(silence add|list|remove)"),
     "silences": ("fleetwatch.cli.silence", "alias of 'silence list' "

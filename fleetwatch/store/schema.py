@@ -25,6 +25,10 @@ table                 owner       rows
 ``outbox``            alerting    (event, channel): delivery state and claims
 ``deliveries``        alerting    one per attempt to send an alert: the service's answer
 ``channels``          alerting    one per alert channel: working or failing, since when, why
+``slos``              alerting    one per SLO the alerting sinks' configs declare
+``slo_state``         alerting    (slo, uuid): an SLO's (or a host's of it) burn-rate alert
+                                  state: ok, ticket or page, since when, what was told
+``slo_buckets``       alerting    (slo, uuid, width, start): good and bad events of a span
 ``web_users``         web         the console's users: name, role, password hash
 ``web_tokens``        web         API tokens: a user's, with a role, kept as a digest
 ``web_sessions``      web         console logins: a session id's digest, its user, when
@@ -394,6 +398,54 @@ channels = Table(
     Column("configured", Float, nullable=False),
 )
 
+#: The SLOs the alerting sinks' configs declare (:mod:`sinks.alerting.slo`), as each sink
+#: last said (``configured``): what ``fleetwatch slo`` and the console list. ``patterns``
+#: and ``hosts`` are lists of globs; ``window_seconds`` the objective's window.
+slos = Table(
+    "slos", metadata,
+    Column("name", String(64), primary_key=True),
+    Column("objective", Float, nullable=False),         # percent
+    Column("window_seconds", Float, nullable=False),
+    Column("source", String(8), nullable=False),        # checks or rules
+    Column("sli", String(8), nullable=False),           # results or time
+    Column("patterns", JSON, nullable=False),
+    Column("hosts", JSON, nullable=False),
+    Column("per_host", Boolean, nullable=False),
+    Column("downtime", String(8), nullable=False),      # good, bad or excluded
+    Column("configured", Float, nullable=False),
+)
+
+#: Each SLO's burn-rate alert state (``uuid`` ""), and each host's of an SLO ``per_host``
+#: while it is not ok or not told so (:mod:`sinks.alerting.slo.store`): written by the sink
+#: that holds the SLO's own row locked, so a change is told once. ``burn``: the burn rates
+#: of the last judgement (``{"5m": 0.0, ...}``).
+slo_state = Table(
+    "slo_state", metadata,
+    Column("slo", String(64), primary_key=True),
+    Column("uuid", ID, primary_key=True),
+    Column("level", String(8), nullable=False),         # ok, ticket or page
+    Column("since", Float, nullable=False),
+    Column("told", String(8), nullable=False),
+    Column("told_at", Float),
+    Column("burn", JSON),
+    Column("updated", Float, nullable=False),
+)
+
+#: The SLIs' events, summed per span (:mod:`sinks.alerting.slo.store`): ``width`` seconds
+#: from ``start``, of one host (``uuid``) or of the whole SLO (``uuid`` ""); ``good``,
+#: ``bad`` and ``excluded`` are results, or seconds. Kept as long as a window needs them.
+slo_buckets = Table(
+    "slo_buckets", metadata,
+    Column("slo", String(64), primary_key=True),
+    Column("uuid", ID, primary_key=True),
+    Column("width", Integer, primary_key=True),
+    Column("start", Float, primary_key=True),
+    Column("good", Float, nullable=False),
+    Column("bad", Float, nullable=False),
+    Column("excluded", Float, nullable=False),
+    Index("ix_slo_buckets_span", "slo", "width", "start"),
+)
+
 web_users = Table(
     "web_users", metadata,
     Column("name", String(64), primary_key=True),
@@ -450,7 +502,8 @@ OWNED = {
     "registry": (agents, agent_routers, plugins),
     "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,
                  suppressed, acknowledgements, downtimes, downtime_suppressed,
-                 notified_problems, alert_events, outbox, deliveries, channels),
+                 notified_problems, alert_events, outbox, deliveries, channels, slos,
+                 slo_state, slo_buckets),
     "silences": (silences,),
     "acks": (acknowledgements,),
     "downtimes": (downtimes,),

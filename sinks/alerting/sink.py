@@ -115,6 +115,10 @@ class AlertingSink(DatabaseSink):
         self.skews = skew.Shown()
         #: the rules on series (:mod:`sinks.alerting.series.runner`), when it has some
         self.series = None
+        #: the routers' tails (router -> endpoint) and how to reach them: rules a reload
+        #: adds follow them at once
+        self.tails: dict[str, str] = {}
+        self._tail_access = None
 
     @classmethod
     def from_config(cls, config, clock=time.time):
@@ -156,6 +160,8 @@ class AlertingSink(DatabaseSink):
         if self.config.rules and self.series is None:
             from sinks.alerting.series.runner import SeriesRules
             self.series = SeriesRules(self.config, self.clock())
+            for router, tail in list(self.tails.items()):
+                self.welcomed(router, {"tail": tail}, *self._tail_access)
         elif self.config.rules:
             self.series.reconfigure(self.config)
         elif self.series is not None:
@@ -165,7 +171,10 @@ class AlertingSink(DatabaseSink):
     def welcomed(self, router: str, endpoints: dict, ctx, keys) -> None:
         """A router welcomed this sink (the loop's hook): with rules, follow its tail."""
         tail = endpoints.get("tail") if isinstance(endpoints, dict) else None
-        if self.series is None or not isinstance(tail, str) or not tail:
+        if not isinstance(tail, str) or not tail:
+            return
+        self.tails[router], self._tail_access = tail, (ctx, keys)
+        if self.series is None:
             return
         if self.series.feed is None:
             from sinks.alerting.series.feed import TailFeed

@@ -106,3 +106,26 @@ def test_a_series_that_stops_is_unknown_and_a_down_host_holds_its_rules(url):
     finally:
         s.close()
     assert s.counts["rule_held_host_down"] > 0
+
+
+def test_rules_a_reload_adds_follow_the_tails_already_known(tmp_path):
+    url = f"sqlite:///{tmp_path / 'state.db'}"
+    import zmq
+
+    from fleetwatch.config import build
+    from sinks.config import SinkConfig
+    BASE = {"routers": ["tcp://127.0.0.1:9"]}
+    clock = Clock(T0)
+    s = alertsink.sink(url, clock)                      # no rules: no tail followed
+    ctx = zmq.Context()
+    try:
+        s.welcomed("router-1", {"tail": "tcp://127.0.0.1:9"}, ctx, None)
+        assert s.series is None
+        s.reconfigure(build(SinkConfig, {**BASE, "alerting": {"rules": RULES}}, "sink.yaml"),
+                      {"alerting.rules"})
+        assert s.series.feed.connected == {"tcp://127.0.0.1:9"}
+        s.reconfigure(build(SinkConfig, BASE, "sink.yaml"), {"alerting.rules"})
+        assert s.series is None                         # rules gone: the tail left
+    finally:
+        s.close()
+        ctx.term()

@@ -273,14 +273,7 @@ class Engine:
 def warmup(rule: Rule) -> float:
     """How long a rule must have watched a host before its ``absent`` can say anything:
     its longest ``absent`` window (0 without one)."""
-    def calls(node):
-        if isinstance(node, expression.Call):
-            yield node
-        for child in (getattr(node, "operand", None), getattr(node, "left", None),
-                      getattr(node, "right", None)):
-            if child is not None:
-                yield from calls(child)
-    return max((call.window or 0.0 for call in calls(rule.expr.root)
+    return max((call.window or 0.0 for call in rule.expr.calls
                 if call.func == "absent"), default=0.0)
 
 

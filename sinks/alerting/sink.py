@@ -156,7 +156,15 @@ class AlertingSink(DatabaseSink):
             self.deliverer.start()
 
     def _series_config(self) -> None:
-        """The rules on series of the config: started, changed, or ended."""
+        """The rules on series of the config: declared (the ``rules`` table, for the
+        console), started, changed, or ended."""
+        from sinks.alerting.series.store import declare
+        try:
+            with self.transaction() as conn:
+                declare(conn, self.config.rules, self.name, self.clock())
+        except SQLAlchemyError as e:     # the console lists them later; the rules still run
+            self.counts["rules_declare_failed"] += 1
+            log.warning("the rules could not be declared in the state database: %s", e)
         if self.config.rules and self.series is None:
             from sinks.alerting.series.runner import SeriesRules
             self.series = SeriesRules(self.config, self.clock())
@@ -179,8 +187,9 @@ class AlertingSink(DatabaseSink):
         if self.series.feed is None:
             from sinks.alerting.series.feed import TailFeed
             rules = self.series
-            self.series.feed = TailFeed(lambda relayed: rules.observe(relayed, self.clock()),
-                                        rules.lock, rules.counts, ctx, keys).start()
+            self.series.feed = TailFeed(
+                lambda uuid, type_, body: rules.observe(uuid, type_, body, self.clock()),
+                rules.lock, rules.counts, ctx, keys).start()
         self.series.feed.connect(tail)
 
     def observe(self, relayed: Relayed) -> None:
@@ -188,7 +197,8 @@ class AlertingSink(DatabaseSink):
         way in; a live sink's come from its :class:`sinks.alerting.series.feed.TailFeed`)."""
         if self.series is not None:
             with self.series.lock:
-                self.series.observe(relayed, self.clock())
+                self.series.observe(relayed.uuid, relayed.message.type, relayed.message.body,
+                                    self.clock())
 
     def _stop_feed(self) -> None:
         if self.series is not None and self.series.feed is not None:

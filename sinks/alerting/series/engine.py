@@ -105,12 +105,17 @@ class Engine:
         names = {rule.name for rule in self.rules}
         for key in [k for k in self.judged if k[1] not in names]:
             del self.judged[key]
-        self.hosts(self.known)
+        self._match()
 
     def hosts(self, known: dict[str, Host]) -> None:
         """Who is who (the registry's agents): the rules each applies to. A host no longer
         known loses its windows and states."""
+        if known == self.known:
+            return                      # (every evaluation asks; the registry rarely moves)
         self.known = dict(known)
+        self._match()
+
+    def _match(self) -> None:
         self.applies = {}
         for uuid, host in self.known.items():
             rules = tuple(rule for rule in self.rules if rule.hosts(host))

@@ -59,10 +59,10 @@ class SeriesRules:
         self.attempts = {spec.compiled().check: spec.max_check_attempts
                          for spec in config.rules}
 
-    def observe(self, relayed, at: float) -> None:
-        """A STATS or RESULT from a tail (the caller holds :attr:`lock`)."""
-        msg = relayed.message
-        self.engine.feed(relayed.uuid, msg.type, msg.body, at)
+    def observe(self, uuid: str, type_: str, body: dict, at: float) -> None:
+        """A STATS or RESULT body of agent ``uuid`` (the stamp) from a tail (the caller
+        holds :attr:`lock`)."""
+        self.engine.feed(uuid, type_, body, at)
 
     def due(self, now: float) -> bool:
         return now >= self.next_at

@@ -446,6 +446,23 @@ slo_buckets = Table(
     Index("ix_slo_buckets_span", "slo", "width", "start"),
 )
 
+#: The rules on series the alerting sinks' configs declare (:mod:`sinks.alerting.series`),
+#: as a sink last said at its start or reload (``configured``; ``sink`` its name): what the
+#: console lists. ``hosts`` is the rule's list of selectors; the durations are seconds.
+rules = Table(
+    "rules", metadata,
+    Column("name", String(64), primary_key=True),
+    Column("expr", Text, nullable=False),
+    Column("hosts", JSON, nullable=False),
+    Column("warning", String(255), nullable=False),
+    Column("critical", String(255), nullable=False),
+    Column("hold", Float, nullable=False),              # ``for``
+    Column("keep_firing", Float, nullable=False),
+    Column("stale_after", Float, nullable=False),
+    Column("sink", String(255), nullable=False),
+    Column("configured", Float, nullable=False),
+)
+
 web_users = Table(
     "web_users", metadata,
     Column("name", String(64), primary_key=True),
@@ -503,7 +520,7 @@ OWNED = {
     "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,
                  suppressed, acknowledgements, downtimes, downtime_suppressed,
                  notified_problems, alert_events, outbox, deliveries, channels, slos,
-                 slo_state, slo_buckets),
+                 slo_state, slo_buckets, rules),
     "silences": (silences,),
     "acks": (acknowledgements,),
     "downtimes": (downtimes,),

@@ -37,6 +37,7 @@ from sinks.alerting.dependencies import rules as deps
 from sinks.alerting.hosts import rules as hoststate
 from sinks.alerting.delivery.config import DeliveryConfig
 from sinks.alerting.series import config as series
+from sinks.alerting.slo import config as slo
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,11 @@ class AlertingConfig:
                            "checks' perfdata): each a check rule:NAME of the hosts it applies "
                            "to (docs/operating/rules.md)")
 
+    slos: list[slo.SloSpec] = setting(
+        factory=list, help="service level objectives over check results or rule states: "
+                           "error budgets and burn-rate alerts, judged every rule_interval "
+                           "(docs/operating/slo.md)")
+
     def validate(self):
         if not 1 <= self.max_check_attempts <= 100:
             raise ValueError("max_check_attempts: expected 1 to 100")
@@ -107,6 +113,7 @@ class AlertingConfig:
         if self.rule_max_series_per_host < 1:
             raise ValueError("rule_max_series_per_host: expected 1 or more")
         series.check_rules(self.rules)
+        slo.check_slos(self.slos)
         cycle = deps.config_cycle(self.dependencies)
         if cycle is not None:
             raise ValueError(f"dependencies: cycle {deps.path_text(cycle)}")

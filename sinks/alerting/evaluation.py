@@ -78,10 +78,12 @@ class Evaluation:
         changed: dict = {}
         latest: dict = {}           # the newest applied result of each check: stored
         acked = self._cover(keys)
+        applied = []                # (key, hostname, before, after, row): the SLOs' events
         for row in rows:
             key = (row["uuid"], row["plugin"])
             policy = port.config.check_policy(declared.get(key))
-            step = checkstate.evaluate(states[key], row["status"], order(row), now, policy)
+            before = states[key]
+            step = checkstate.evaluate(before, row["status"], order(row), now, policy)
             if not step.applied:
                 continue
             latest[key] = row
@@ -89,10 +91,12 @@ class Evaluation:
                                       row["output"], row["long_output"], acked)
             states[key] = state
             changed[key] = (state, policy.max_attempts)
+            applied.append((key, None, before, state, row))
         stored = port.record_results([latest[key] for key in sorted(latest)])
         port.counts["result_recorded"] += stored
         port.counts["result_not_newer"] += len(rows) - stored
         port.save_checks(changed)
+        port.count_slos(applied)
         port.heard(keys)
 
     def check_alerts(self, key: tuple[str, str], state, alerts, max_attempts: int,
@@ -150,6 +154,7 @@ class Evaluation:
         declared = port.max_attempts(look.due)
         acked = self._cover(look.due)
         changed = {}
+        applied = []
         for key, watch in watches.items():
             state, policy = states[key], port.config.check_policy(declared.get(key))
             output = freshness.stale_text(watch, now)
@@ -160,7 +165,9 @@ class Evaluation:
                      checkstate.state_type(new), new.attempt, policy.max_attempts)
             changed[key] = (self.check_alerts(key, new, step.alerts, policy.max_attempts,
                                               output, "", acked), policy.max_attempts)
+            applied.append((key, None, state, changed[key][0], None))
         port.save_checks(changed)
+        port.count_slos(applied)
         look.mark(port, list(watches))
 
     # ---------------------------------------------------------------- hosts

@@ -116,6 +116,11 @@ class EvaluationPort(Port, Protocol):
     def record_results(self, rows: list[dict]) -> int:
         """Store each check's newest result (``checks``); how many were newer."""
 
+    def count_slos(self, applied: list) -> None:
+        """The SLOs' events of the results just applied: ``(key, hostname or None, the
+        state before, the state after, the row or None)`` each
+        (:func:`sinks.alerting.slo.store.count`)."""
+
     def heard(self, keys: Iterable[Key]) -> None:
         """Each check of ``keys`` got a result now: not stale."""
 

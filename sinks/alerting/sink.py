@@ -57,6 +57,7 @@ from sinks.alerting.freshness import store as staleness
 from sinks.alerting.hosts import departures, skew
 from sinks.alerting.lookups import Lookups
 from sinks.alerting.rows import check_row, heartbeats, notification_row
+from sinks.alerting.slo import store as slostore
 from sinks.alerting.transaction import Transaction
 from sinks.base import WriteError
 from fleetwatch.store import db
@@ -267,6 +268,8 @@ class AlertingSink(DatabaseSink):
         self.covers_seen = now
         if escalation.wanted(self.config.delivery):
             self.counts.update(self._transaction(escalation.look, now).counts)
+        if slostore.wanted(self.config):
+            self.counts.update(self._transaction(slostore.tick, now).counts)
         if self.series is not None and self.series.due(now):
             run = self._transaction(self._rules, now)
             self.series.submitted(run.result)

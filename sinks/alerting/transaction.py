@@ -25,6 +25,7 @@ from sinks.alerting.freshness import store as staleness
 from sinks.alerting.hosts import skew
 from sinks.alerting.hosts import store as hoststore
 from sinks.alerting.silences import store as silencestore
+from sinks.alerting.slo import store as slostore
 from fleetwatch.store import db, schema
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,10 @@ class Transaction:
 
     def record_results(self, rows: list[dict]) -> int:
         return db.record_checks(self.conn, rows)
+
+    def count_slos(self, applied) -> None:
+        if applied:
+            self.counts["slo_buckets"] += slostore.count(self, applied)
 
     def heard(self, keys) -> None:
         staleness.heard(self.conn, keys, self.now)

@@ -48,6 +48,7 @@ class RecordingPort:
         self.ended: list[tuple[int, str]] = []
         self.stored: list[dict] = []
         self.heard_keys: set = set()
+        self.slo_applied: list = []
         self.numbered: list[str] = []
         self.warnings: list[str] = []
 
@@ -102,6 +103,9 @@ class RecordingPort:
     def record_results(self, rows):
         self.stored += rows
         return len(rows)
+
+    def count_slos(self, applied):
+        self.slo_applied.extend(applied)
 
     def heard(self, keys):
         self.heard_keys.update(keys)

@@ -20,7 +20,7 @@ from fleetwatch.config import setting
 from sinks.alerting.silences.rules import parse_duration
 
 #: event kinds and severities a rule may name (docs/concepts/alerts.md, "The alert event")
-KINDS = ("check", "host", "notify", "flapping", "channel")
+KINDS = ("check", "host", "notify", "flapping", "channel", "slo")
 SEVERITIES = ("critical", "error", "warning", "unknown", "info", "ok", "debug")
 
 
@@ -30,8 +30,9 @@ class Rule:
     host: str = setting("*", "glob on the hostname (or the uuid)")
     check: str = setting("*", "glob on the check name; events without a check match only *")
     kind: list[str] = setting(factory=list, help="event kinds: check, host, notify, flapping, "
-                                                 "channel (an alert channel failing; "
-                                                 "empty: any)")
+                                                 "channel (an alert channel failing), slo "
+                                                 "(an SLO's error budget burning); empty: "
+                                                 "any")
     channels: list[str] = setting(factory=list, help="channels an event matching this rule "
                                                      "goes to")
     after: Any = setting(None, "escalation: once a check or host problem has lasted this long "

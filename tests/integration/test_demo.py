@@ -171,6 +171,13 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     rules = wait_for(rules_judged, 60, interval=1.0, what="the demo's rules in status")
     assert rules["rule:load_high"]["output"].startswith("avg(load.1, 5m) = "), rules
     assert rules["rule:load_high"]["sources"] == ["rules"]
+    # ... and its SLO counts the checks' results (docs/operating/slo.md)
+    def slo_counted():
+        res = fleet.command("slo", "report", "--config", op, "--json", check=False)
+        found = json.loads(res.stdout)["slos"] if res.returncode == 0 else []
+        return found if found and found[0]["good"] > 0 else None
+    (slo,) = wait_for(slo_counted, 60, interval=1.0, what="the demo's SLO counting")
+    assert slo["name"] == "checks_ok" and slo["objective"] == 99.0, slo
     assert ran["users"]["output"].startswith("USERS"), ran["users"]
     # The demo's TCP check ran and is no security event: no router logged a failed
     # handshake (a plain client on a CURVE port), which a newcomer would read as a fault.

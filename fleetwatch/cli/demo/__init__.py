@@ -240,6 +240,8 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  rules           disk_full_soon, load_high, carbon_slow, stats_absent on every "
         f"host's series, judged every 5 s: the checks rule:NAME in status "
         f"(docs/operating/rules.md; in {root / 'sink-alerting.yaml'})",
+        "  SLO             checks_ok: 99 % of every check's results OK over 30 days, per "
+        "host (fleetwatch slo report; the console's SLOs page)",
         f"  logs            {root / 'logs'}/",
         f"  processes       {root / 'demo.json'}",
         *warm_lines(info.get("warm_spark"), root, info.get("answerer")),
@@ -265,6 +267,8 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"channels test NAME sends one a test message)",
         f"  {fw} downtime add {shlex.quote(socket.gethostname())} --for 30m --comment "
         f"'planned work' --config {op}   (then: ack add, silence add, downtime list)",
+        f"  {fw} slo report --config {op}   (error budget left, burn rates, the worst "
+        f"hosts)",
         f"  {fw} agent --once --config {agent_cfg}   (this host's series, as rules name "
         f"them)",
         f"  {fw} rules backtest --since 1h --rules "

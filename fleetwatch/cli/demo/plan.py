@@ -313,8 +313,11 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
                 delivery["rules"][0]["channels"].append(flag)
     # rules on the agents' series (judged every 5 s in the demo, docs/operating/rules.md)
     from sinks.alerting.series.config import for_demo as demo_rules
+    # and one SLO: 99 % of every check's results OK over 30 days, per host (slo.md)
     alerting = configs["sink-alerting.yaml"]["alerting"] = {
-        "rule_interval": 5.0, "rule_refresh": 60.0, "rules": demo_rules()}
+        "rule_interval": 5.0, "rule_refresh": 60.0, "rules": demo_rules(),
+        "slos": [{"name": "checks_ok", "objective": 99.0, "window": "30d", "checks": "*",
+                  "per_host": True, "downtime_counts_as": "good"}]}
     if delivery:
         if importlib.util.find_spec("fastapi") is not None:     # alerts link to the console
             delivery["console_url"] = f"http://{console}/"

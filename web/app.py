@@ -4,9 +4,11 @@
 limit and the API's authentication (:class:`web.gate.Gate`), the security headers, the
 error handlers, the CSS and JavaScript (:mod:`web.assets`); what every handler shares
 (:class:`web.context.Web`, as ``app.state.web``); and the routes, each module's router:
-logging in and out (:mod:`web.login`), the pages (:mod:`web.pages`) and the API under
-``/api/v1`` (:mod:`web.api`). What they show is read by :class:`web.console.Console`
-through the query layer (:mod:`query`), the same reading as ``fleetwatch status``.
+logging in and out (:mod:`web.login`), the pages (:mod:`web.pages`), the API under
+``/api/v1`` (:mod:`web.api`), the SLOs' page and list (:mod:`web.slos`), the rules'
+pages and lists and a draft's backtest (:mod:`web.rules`, :mod:`web.backtests`). What they
+show is read by :class:`web.console.Console` through the query layer (:mod:`query`), the same
+reading as ``fleetwatch status``.
 
 Pages are rendered on the server; the API answers JSON (a sender's text as the exact
 string, which JSON escapes), its OpenAPI document at ``/api/v1/openapi.json``, behind the
@@ -32,7 +34,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.middleware.sessions import SessionMiddleware
 
-from web import api, assets, bulk, context, dashboards, login, pages, slos
+from web import api, assets, bulk, context, dashboards, login, pages, rules, slos
 from web.console import Console, Refused
 from web.gate import Gate
 
@@ -74,8 +76,10 @@ def create_app(console: Console, secret: str) -> FastAPI:
     app.include_router(bulk.router)
     app.include_router(dashboards.router)
     app.include_router(slos.router)
+    app.include_router(rules.router)
     app.include_router(api.router)
     app.include_router(slos.api)
+    app.include_router(rules.api)
 
     app.add_exception_handler(context.Answer, context.answered)
     app.add_exception_handler(HTTPException, context.http_error)

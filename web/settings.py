@@ -63,3 +63,20 @@ class WebSettings:
     def address(self) -> tuple[str, int]:
         host, _, port = self.listen.rpartition(":")
         return host.strip("[]"), int(port)
+
+
+@dataclass(frozen=True)
+class RulesSettings:
+    """The operator's ``rules:`` section: how the console's rule pages try a draft of a rule
+    (``fleetwatch rules backtest``, docs/operating/console.md)."""
+
+    alerting_config: str = setting(
+        "", "an alerting sink's config (sink-alerting.yaml) whose alerting: section a draft "
+            "is tried with (channels, dependencies, host timeouts, rule_interval...), its "
+            "rules replaced by those the sinks declared and the draft; '': the defaults")
+    backtest_timeout: float = setting(600.0, "seconds a draft's backtest run by the console "
+                                             "may take before it is stopped")
+
+    def validate(self):
+        if not self.backtest_timeout > 0:
+            raise ValueError("backtest_timeout: expected a positive number of seconds")

@@ -9,7 +9,7 @@ from fleetwatch.config import DEFAULT_STATE_URL, OPERATOR_CONFIG, setting
 from fleetwatch.graphs.settings import GraphiteWebSettings
 from fleetwatch.security import ClientSecurity
 from fleetwatch.lake.settings import HistorySettings
-from web.settings import WebSettings
+from web.settings import RulesSettings, WebSettings
 
 DEFAULT_PATH = OPERATOR_CONFIG
 
@@ -28,6 +28,8 @@ class OperatorConfig:
                                                  "console's host graphs")
     web: WebSettings = setting(factory=WebSettings,
                                help="the console and the HTTP API (fleetwatch web)")
+    rules: RulesSettings = setting(factory=RulesSettings,
+                                   help="the console's rule pages: a draft's backtest")
 
     def validate(self):
         if not self.routers:

@@ -4,7 +4,10 @@
 render API answers) and returns one ``<svg>`` element: a frame, the largest and smallest
 value at the top and bottom of the value axis, three times (UTC) under the time axis, one
 polyline per unbroken run of values (a ``None`` is a gap, a lone point a dot), and a legend
-of the series' names with their last value.
+of the series' names with their last value. A graph may also draw ``levels`` (a rule's
+warning and critical: a dashed line across at each value) and ``bands`` (spans of time
+shaded, each set in a lane of its own: the pages a backtest would have paged, and those
+that really paged), each said in the legend, each span's words on hover.
 
 The same input gives the same bytes (coordinates to two decimals, a fixed palette). Every
 text that came from outside (a title, a series name) is shown with its control characters
@@ -30,6 +33,9 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F
 MAX_LABEL = 80
 LEFT, RIGHT, TOP, BOTTOM = 64, 12, 20, 22     # margins around the plot (pixels)
 LEGEND_ROW = 16
+#: the colours of a graph's levels (warning, then critical) and of its sets of bands
+LEVEL_COLOURS = ("#E69F00", "#D55E00")
+BAND_COLOURS = ("#D55E00", "#0072B2", "#009E73")
 
 Point = tuple  # (value or None, timestamp)
 
@@ -99,19 +105,28 @@ HOVER_SLICES = 60
 
 def chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str = "",
           width: int = 600, height: int = 160, start: float | None = None,
-          end: float | None = None, unit: str = "") -> str:
+          end: float | None = None, unit: str = "",
+          levels: Sequence[tuple[str, float]] = (),
+          bands: Sequence[tuple[str, Sequence[tuple[float, float, str]]]] = ()) -> str:
     """One ``<svg>`` drawing ``series`` over ``start`` .. ``end`` (default: the points'
     first and last times); ``height`` is the plot's, the legend adds a row per series.
     With a ``unit`` the value axis says it (``%``, ``B/s``) and starts at 0 for values
     that are never negative. Hovering a slice of the plot shows its time and each series'
-    value there (a ``<title>``: no script)."""
+    value there (a ``<title>``: no script).
+
+    ``levels``: (label, value) each drawn as a dashed line across the plot, within the
+    value axis (:data:`LEVEL_COLOURS`); ``bands``: (label, spans) sets of spans of time
+    ``(start, end, words)`` each shaded in a lane of its own (the first set at the top;
+    a span cut to the graph's range, at least 2 pixels wide), its words on hover."""
     width, height = max(int(width), LEFT + RIGHT + 40), max(int(height), TOP + BOTTOM + 40)
     drawn = [(name, runs(points)) for name, points in series]
     values = [v for _, rs in drawn for run in rs for v, _ in run]
+    levels = [(name, float(v)) for name, v in levels if math.isfinite(v)]
     stamps = [ts for _, points in series for _, ts in points]
     lo_t = start if start is not None else min(stamps, default=0)
     hi_t = end if end is not None else max(stamps, default=0)
-    total = height + LEGEND_ROW * len(series) + (4 if series else 0)
+    rows = len(series) + len(levels) + len(bands)
+    total = height + LEGEND_ROW * rows + (4 if rows else 0)
     x0, x1, y0, y1 = LEFT, width - RIGHT, TOP, height - BOTTOM
     label = text(title) if title else "graph"
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{total}" '
@@ -126,7 +141,8 @@ def chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str = "",
         out.append(f'<text x="{(x0 + x1) / 2:.2f}" y="{(y0 + y1) / 2:.2f}" '
                    f'text-anchor="middle" fill="#666">no data</text>')
     else:
-        lo, hi = min(values), max(values)
+        lo = min(values + [v for _, v in levels])
+        hi = max(values + [v for _, v in levels])
         if unit and lo >= 0:
             lo = 0.0                    # a quantity with a unit: its axis from zero
         if lo == hi:
@@ -153,7 +169,13 @@ def chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str = "",
                 pts = " ".join(f"{_fmt(x(ts))},{_fmt(y(v))}" for v, ts in run)
                 out.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" '
                            f'stroke-width="1.5"/>')
+        for i, (name, value) in enumerate(levels):
+            at = _fmt(y(value))
+            out.append(f'<line x1="{x0}" y1="{at}" x2="{x1}" y2="{at}" '
+                       f'stroke="{LEVEL_COLOURS[i % len(LEVEL_COLOURS)]}" stroke-width="1.5" '
+                       f'stroke-dasharray="6 3"><title>{text(name)}</title></line>')
         out += _hover(drawn, [name for name, _ in series], lo_t, hi_t, x, y0, y1, unit)
+    out += _bands(bands, lo_t, hi_t, x0, x1, y0, y1)
     if stamps or start is not None:
         span_t = hi_t - lo_t
         for ts, anchor, at in ((lo_t, "start", x0), ((lo_t + hi_t) / 2, "middle",
@@ -167,8 +189,44 @@ def chart(series: Sequence[tuple[str, Sequence[Point]]], *, title: str = "",
         last = f" (last {text(with_unit(rs[-1][-1][0], unit))})" if rs else " (no data)"
         out.append(f'<rect x="{x0}" y="{row}" width="10" height="10" fill="{colour}"/>')
         out.append(f'<text x="{x0 + 14}" y="{row + 9}">{text(name)}{last}</text>')
+    for i, (name, _) in enumerate(levels):
+        row = height + 4 + LEGEND_ROW * (len(series) + i)
+        colour = LEVEL_COLOURS[i % len(LEVEL_COLOURS)]
+        out.append(f'<line x1="{x0}" y1="{row + 5}" x2="{x0 + 10}" y2="{row + 5}" '
+                   f'stroke="{colour}" stroke-width="2" stroke-dasharray="3 2"/>')
+        out.append(f'<text x="{x0 + 14}" y="{row + 9}">{text(name)}</text>')
+    for i, (name, spans) in enumerate(bands):
+        row = height + 4 + LEGEND_ROW * (len(series) + len(levels) + i)
+        colour = BAND_COLOURS[i % len(BAND_COLOURS)]
+        out.append(f'<rect x="{x0}" y="{row}" width="10" height="10" fill="{colour}" '
+                   f'fill-opacity="0.35"/>')
+        out.append(f'<text x="{x0 + 14}" y="{row + 9}">{text(name)} ({len(spans)})</text>')
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _bands(bands, lo_t: float, hi_t: float, x0: float, x1: float, y0: float,
+           y1: float) -> list[str]:
+    """Each set of spans shaded in its lane of the plot (a rect each, its words on hover),
+    the spans cut to ``lo_t`` .. ``hi_t``."""
+    span = hi_t - lo_t
+    if not bands or span <= 0:
+        return []
+    lane = (y1 - y0) / len(bands)
+    out = []
+    for i, (_, spans) in enumerate(bands):
+        colour = BAND_COLOURS[i % len(BAND_COLOURS)]
+        top = y0 + i * lane
+        for begin, finish, words in spans:
+            begin, finish = max(begin, lo_t), min(finish, hi_t)
+            if finish < begin or not (math.isfinite(begin) and math.isfinite(finish)):
+                continue
+            left = x0 + (begin - lo_t) / span * (x1 - x0)
+            wide = max(2.0, (finish - begin) / span * (x1 - x0))
+            out.append(f'<rect x="{_fmt(left)}" y="{_fmt(top)}" width="{_fmt(wide)}" '
+                       f'height="{_fmt(lane)}" fill="{colour}" fill-opacity="0.25">'
+                       f'<title>{text(words)}</title></rect>')
+    return out
 
 
 def _hover(drawn, names: list[str], lo_t: float, hi_t: float, x, y0: float, y1: float,

@@ -459,6 +459,7 @@ rules = Table(
     Column("hold", Float, nullable=False),              # ``for``
     Column("keep_firing", Float, nullable=False),
     Column("stale_after", Float, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
     Column("sink", String(255), nullable=False),
     Column("configured", Float, nullable=False),
 )

@@ -26,6 +26,7 @@ def declare(conn, specs, sink: str, now: float) -> None:
             "warning": str(rule.warning) if rule.warning is not None else "",
             "critical": str(rule.critical) if rule.critical is not None else "",
             "hold": rule.hold, "keep_firing": rule.keep_firing,
-            "stale_after": rule.stale_after, "sink": sink[:255], "configured": now})
+            "stale_after": rule.stale_after, "max_attempts": rule.max_attempts,
+            "sink": sink[:255], "configured": now})
     if rows:
         conn.execute(insert(t), rows)

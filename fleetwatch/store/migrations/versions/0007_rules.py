@@ -28,6 +28,7 @@ def upgrade() -> None:
         sa.Column("hold", sa.Float(), nullable=False),
         sa.Column("keep_firing", sa.Float(), nullable=False),
         sa.Column("stale_after", sa.Float(), nullable=False),
+        sa.Column("max_attempts", sa.Integer(), nullable=False),
         sa.Column("sink", sa.String(length=255), nullable=False),
         sa.Column("configured", sa.Float(), nullable=False),
         sa.PrimaryKeyConstraint("name"))

@@ -225,3 +225,24 @@ def test_the_notebook_in_a_jupyter_kernel_on_the_cluster(cluster, history_lake, 
     assert f"on {cluster.master}" in got[0]
     assert notebookrun.images(nb) >= 5
     assert got[1:] == notebookrun.printed(local_notebook)[1:]
+
+
+def test_a_backtest_on_the_cluster_pages_exactly_as_known(spark, cluster, tmp_path):
+    """``fleetwatch rules backtest --json`` in a child process whose Spark is the cluster,
+    through Spark Connect, on the lake of tests/integration/test_backtest.py: the pages,
+    those added and those avoided worked out there, exactly."""
+    import test_backtest as known
+    lake = known.make_lake(spark, tmp_path)
+    cfg = config(tmp_path, lake, where(cluster, "connect"))
+    res = fleetwatch("rules", "backtest", "--config", str(cfg), "--rules",
+                     str(known.policy_file(tmp_path, known.TRIED)), "--since",
+                     str(known.BASE + 300), "--until", str(known.BASE + known.SPAN),
+                     "--warmup", "5m", "--json")
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(res.stdout)
+    assert known.picked(doc["pages"]) == known.picked(known.PAGES)
+    assert known.picked(doc["real"]) == known.picked(known.REAL)
+    assert known.picked(doc["added"], "then", "held") == \
+        known.picked(known.ADDED, "then", "held")
+    assert known.picked(doc["avoided"], "by", "held") == \
+        known.picked(known.AVOIDED, "by", "held")

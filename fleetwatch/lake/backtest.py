@@ -1,0 +1,290 @@
+"""The backtest's lake side: what an alerting policy would have paged over a stretch of the
+lake, against what really paged (``fleetwatch rules backtest``,
+:mod:`fleetwatch.cli.rules`).
+
+Spark reads, within ``[since - warmup, until)`` by the messages' ``ts``:
+
+- the messages, in the order they landed (``received``, else ``ts``; then ``ts``, msg_id:
+  :func:`fleetwatch.lake.landed.order`), as one sorted DataFrame read a partition at a time:
+  HELLO and REGISTER (``registrations``), HEARTBEAT, RESULT, NOTIFY and, when the policy
+  has rules (:mod:`sinks.alerting.series`), STATS (``metrics`` rows grouped back into
+  messages, as :mod:`fleetwatch.lake.bodies` does). A sender's HEARTBEATs of one step go
+  to the sink in one batch, where only the last counts (:func:`sinks.alerting.rows.
+  heartbeats`): Spark folds them into that one first;
+- the ``lifecycle`` table: the alert events that really went out (what paged), the alerts
+  a silence muted or a downtime held (``muted``, ``held``), and the downtimes' windows,
+  which the replay writes into its state database so that they hold what they held.
+
+The driver feeds the messages to a :class:`sinks.alerting.backtest.Replay` (a real
+alerting sink on a throwaway state database, on the messages' own times), folds the alert
+events of both sides into pages and compares them (:mod:`sinks.alerting.pages`).
+Pages that began in the warm-up (``warmup`` seconds before ``since``, default an hour:
+the state machines, the rules' windows and ``for`` start empty) are matched but not
+reported.
+
+What the lake does not keep, the backtest cannot replay: a HELLO's ``parents`` and
+``ephemeral`` (an agent's own parents: the config's ``dependencies`` and the sites from the
+envelope's path still apply), a RESULT's ``boot`` and ``seq`` (results are ordered by
+``started``), DEREGISTER (the lake has no table for it: an agent that left looks silent,
+DOWN), silences (the lake keeps what they muted, not the silences: a page the backtest
+adds that a silence muted says so, ``then``) and acknowledgements (they end reminders, not
+pages).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from fleetwatch.display import iso
+from fleetwatch.lake.bodies import FIELDS, JSON_TEXT
+from fleetwatch.lake.query import History
+from fleetwatch.lake.schema import PARTITION
+from fleetwatch.lake.times import day_of, secs, window
+from fleetwatch.protocol import Message, Relayed
+from sinks.alerting.backtest import Replay
+from sinks.alerting.pages import Diff, Hold, compare, pages
+from sinks.alerting.config import AlertingConfig
+from sinks.alerting.holds import DOWNTIME, SILENCED
+
+#: default seconds replayed before ``since`` (not reported)
+WARMUP = 3600.0
+#: default seconds of a step (the sink's tick; the live sink's is alerting.tick_interval)
+TICK = 5.0
+#: message table -> the fields a message of it needs (rows without them are skipped)
+REQUIRED = {"results": ("plugin", "status", "output", "command_id"),
+            "notifications": ("severity", "text")}
+COLUMNS = ("msg_id", "type", "uuid", "router", "path", "at", "ts", "body")
+
+
+# ---------------------------------------------------------------- messages
+
+def _messages(history: History, table: str, lo: float, until: float | None,
+              tick: float) -> DataFrame:
+    """Table ``table``'s messages with ``lo <= ts < until``: :data:`COLUMNS`, ``at`` when
+    it landed (epoch seconds), ``ts`` the sender's (epoch seconds), ``body`` JSON text."""
+    df = window(history.table(table), lo, until)
+    for name in REQUIRED.get(table, ()):
+        df = df.filter(F.col(name).isNotNull())
+    at = F.coalesce(F.col("received"), secs())
+    if table == "metrics":
+        df = (df.groupBy("msg_id", "uuid", "router", "received", "path", "ts", "hostname",
+                         "source")
+              .agg(F.map_from_entries(F.collect_list(F.struct("metric", "value")))
+                   .alias("metrics")))
+    if table == "heartbeats":          # a step's last heartbeat per sender and router
+        order = F.struct(at.alias("a"), F.col("ts"), F.col("msg_id"))
+        df = (df.groupBy("uuid", "name", "router", F.floor(at / tick).alias("_step"))
+              .agg(F.max_by(F.struct("msg_id", "path", "interval"), order).alias("_last"),
+                   F.max("ts").alias("ts"), F.max(at).alias("received"))
+              .select("uuid", "name", "router", "ts", "received", "_last.*"))
+        at = F.col("received")
+    type_ = F.col("kind") if table == "registrations" else F.lit(
+        {"metrics": "STATS", "heartbeats": "HEARTBEAT", "results": "RESULT",
+         "notifications": "NOTIFY"}[table])
+    if table == "registrations":
+        df = df.filter((F.col("kind") == "HELLO") | F.col("name").isNotNull())
+    body = F.to_json(F.struct(F.col("msg_id"), F.col("uuid"), secs().alias("ts"),
+                              *(F.col(f) for f in FIELDS[table])))
+    return df.select("msg_id", type_.alias("type"), "uuid", "router", "path",
+                     at.alias("at"), secs().alias("ts"), body.alias("body"))
+
+
+def messages(history: History, lo: float, until: float | None, tick: float,
+             stats: bool = False) -> DataFrame:
+    """Every message the replay takes within ``[lo, until)``, in the lake's order."""
+    tables = ["registrations", "heartbeats", "results", "notifications"]
+    if stats:
+        tables.append("metrics")
+    parts = [_messages(history, t, lo, until, tick) for t in tables]
+    return reduce(DataFrame.unionByName, parts).orderBy("at", "ts", "msg_id")
+
+
+def relayed(row) -> Relayed:
+    """A row of :func:`messages` as the sink would have received it."""
+    body = json.loads(row["body"])
+    for name in JSON_TEXT:
+        if isinstance(body.get(name), str):
+            try:
+                body[name] = json.loads(body[name])
+            except ValueError:
+                del body[name]          # not what the agent sent: as if absent
+    path = tuple(row["path"] or ())
+    return Relayed(row["uuid"], row["router"], Message(row["type"], body),
+                   path=path if len(path) > 1 else ())
+
+
+# ---------------------------------------------------------------- the lifecycle
+
+def lifecycle(history: History, lo: float, until: float | None) -> list:
+    """The ``lifecycle`` rows the backtest needs, in time order, read at once: the alerts
+    that went out and those muted or held in ``[lo, until)``, and the downtimes' windows
+    that began before ``until`` (those that began long before may still cover ``lo``)."""
+    df = window(history.table("lifecycle"), None, until)
+    recent = (F.col(PARTITION) >= day_of(lo)) & (secs() >= lo)
+    df = df.filter((F.col("kind").isin("alert", "muted", "held") & recent)
+                   | (F.col("kind") == "downtime"))
+    return (df.select("kind", "action", "id", "key", "uuid", "hostname", "check_name",
+                      "severity", "details", "comment", "author", "reason",
+                      secs().alias("t"), secs("start").alias("start"),
+                      secs("end").alias("end"))
+            .orderBy("t", "id").collect())
+
+
+def real_alerts(rows: list, until: float) -> list[dict]:
+    """The alert events that really went out before ``until`` (``alert`` rows of
+    :func:`lifecycle`), in time order, as :func:`sinks.alerting.pages.pages`
+    takes them."""
+    out = []
+    for r in rows:
+        if r["kind"] == "alert" and r["t"] < until:
+            details = _details(r["details"])
+            out.append({"key": r["key"], "kind": details.get("kind") or "check",
+                        "action": r["action"], "severity": r["severity"], "uuid": r["uuid"],
+                        "hostname": r["hostname"], "check": r["check_name"],
+                        "created": r["t"]})
+    return out
+
+
+def real_holds(rows: list, until: float, alerts: list[dict]) -> list[Hold]:
+    """What held alerts back in reality before ``until`` (``muted`` and ``held`` rows of
+    :func:`lifecycle`): a silence or a downtime, each from the first alert of a key it held
+    (the table keeps no more) to that key's next alert that went out (``alerts``, in time
+    order: what was still wrong when the hold ended went out then), else to ``until``."""
+    sent: dict[str, list[float]] = {}
+    for a in alerts:
+        sent.setdefault(a["key"], []).append(a["created"])
+    out = []
+    for r in rows:
+        if r["kind"] not in ("muted", "held") or r["t"] >= until:
+            continue
+        t = r["t"]
+        last = next((c for c in sent.get(r["key"], ()) if c > t), until)
+        if r["kind"] == "muted":
+            out.append(Hold(r["key"], SILENCED, f"silence {r['id']}", t, last))
+        else:
+            out.append(Hold(r["key"], DOWNTIME, f"downtime {r['id']}", t, last))
+    return out
+
+
+def downtime_windows(rows: list, lo: float) -> list[dict]:
+    """The downtimes' windows (``downtime`` rows of :func:`lifecycle`) that last past
+    ``lo``: each ends at its end row's time (removed, or ended), else at its planned end
+    (none: it never ends)."""
+    windows: dict[tuple, dict] = {}
+    for r in rows:
+        if r["kind"] != "downtime":
+            continue
+        details = _details(r["details"])
+        w = windows.setdefault((r["id"], r["start"]), {
+            "id": r["id"], "host": r["hostname"], "check": r["check_name"],
+            "start": r["start"], "end": None, "flexible": details.get("flexible"),
+            "children": bool(details.get("children")), "comment": r["comment"],
+            "author": r["author"], "ended": False})
+        if r["action"] == "end":
+            w["end"], w["ended"] = r["end"], True
+        elif not w["ended"]:
+            w["end"] = r["end"]
+    out = []
+    for w in windows.values():
+        if w["end"] is None or w["end"] > lo:
+            del w["ended"]
+            out.append(w)
+    return sorted(out, key=lambda w: (w["start"], w["id"]))
+
+
+def _details(text) -> dict:
+    try:
+        found = json.loads(text) if text else {}
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+# ---------------------------------------------------------------- the run
+
+@dataclass
+class Report:
+    """One backtest's answer: the pages compared (:class:`sinks.alerting.pages.Diff`),
+    what was replayed (``counts``) and where the time went (``seconds``)."""
+
+    since: float
+    until: float
+    warmup: float
+    tick: float
+    diff: Diff
+    counts: Counter = field(default_factory=Counter)
+    seconds: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"since": self.since, "until": self.until, "warmup": self.warmup,
+                "tick": self.tick, **self.diff.to_json(),
+                "counts": dict(sorted(self.counts.items())),
+                "seconds": {k: round(v, 3) for k, v in self.seconds.items()}}
+
+
+class Backtest:
+    """A backtest of ``config`` (an :class:`AlertingConfig`: the policy tried) over
+    ``history``'s lake. Progress goes to ``out`` every ``progress_every`` seconds."""
+
+    def __init__(self, history: History, config: AlertingConfig, tick: float = TICK,
+                 warmup: float = WARMUP, out=None, progress_every: float = 5.0,
+                 clock=time.monotonic, tz=None):
+        if not tick > 0:
+            raise ValueError("tick: expected a positive number of seconds")
+        if warmup < 0:
+            raise ValueError("warmup: expected 0 or more seconds")
+        self.history, self.config, self.tick, self.warmup = history, config, tick, warmup
+        self.out = out or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.progress_every, self.clock, self.tz = progress_every, clock, tz
+
+    def run(self, since: float, until: float | None = None) -> Report:
+        """Replay ``[since - warmup, until)`` (``until`` None: up to the newest message)
+        and compare."""
+        began = self.clock()
+        lo = since - self.warmup
+        with Replay(self.config, lo, self.tick, tz=self.tz) as replay:
+            stats = bool(self.config.rules)           # the rules' series: STATS too
+            told = lifecycle(self.history, lo, until)
+            replay.downtimes(downtime_windows(told, lo))
+            df = messages(self.history, lo, until, self.tick, stats)
+            self.out(f"backtest: replaying from {iso(lo)} ({self.warmup:.0f}s of warm-up "
+                     f"before {iso(since)}) to {iso(until) if until else 'the newest message'}"
+                     f"{', with STATS' if stats else ''}")
+            last, n, next_report = lo, 0, self.clock() + self.progress_every
+            for row in df.toLocalIterator(prefetchPartitions=True):
+                replay.feed(row["at"], relayed(row))
+                last, n = max(last, row["at"]), n + 1
+                if self.clock() >= next_report:
+                    next_report = self.clock() + self.progress_every
+                    self._progress(n, last, lo, until)
+            end = until if until is not None else max(last, since)
+            replay.finish(end)
+            self._progress(n, last, lo, end)
+            evaluated = replay.busy
+            backtest = pages(replay.alerts())
+            holds = replay.holds()
+            counts = Counter(replay.counts)
+            counts.update(replay.sink.counts)
+        alerts = real_alerts(told, end)
+        diff = compare(backtest, pages(alerts), since, end, holds,
+                       real_holds(told, end, alerts), slack=self.tick)
+        counts["messages"] = n
+        total = self.clock() - began
+        return Report(since, end, self.warmup, self.tick, diff, counts,
+                      {"total": total, "evaluation": evaluated,
+                       "lake": max(0.0, total - evaluated)})
+
+    def _progress(self, n: int, last: float, lo: float, until: float | None) -> None:
+        done = ""
+        if until is not None and until > lo:
+            done = f" ({min(100.0, 100.0 * (last - lo) / (until - lo)):.0f}%)"
+        self.out(f"backtest: {n} messages replayed, up to {iso(last)}{done}")
+

@@ -129,7 +129,10 @@ class Engine:
     def told(self, uuid: str, rule: str, status: int, at: float) -> None:
         """What the state database already holds for (host, rule) (a sink that starts, or
         another sink's result): a problem it holds goes on firing while its level is met,
-        without waiting for ``for`` again."""
+        without waiting for ``for`` again. A rule no longer configured, or a host it does
+        not apply to, is left out."""
+        if not any(r.name == rule for r in self.applies.get(uuid, ())):
+            return
         judged = self.judged.setdefault((uuid, rule), Judged())
         judged.told, judged.told_at = status, at
         if status in (WARNING, CRITICAL):

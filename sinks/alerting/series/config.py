@@ -191,7 +191,7 @@ def for_demo() -> list[dict]:
     return [
         {"name": "disk_full_soon", "hosts": "*",
          "expr": "timeleft(disk.root.used_percent, 30m, 100)",
-         "critical": "< 4h", "warning": "< 1d", "for": "2m"},
+         "critical": "< 4h", "for": "5m"},
         {"name": "load_high", "hosts": "*", "expr": "avg(load.1, 5m)",
          "warning": "> 8", "critical": "> 16", "for": "1m"},
         {"name": "carbon_slow", "hosts": "*", "expr": "max(checks.carbon_port.time, 5m)",

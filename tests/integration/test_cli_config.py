@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from fleetwatch import __version__
 from support.configs import write
@@ -30,6 +29,12 @@ BAD_CONFIGS = {
               "spool.ack_timeout"),
     "sink": ("sinks.main", ["alerting"], f"routers: ['{ENDPOINT}']\nbatchsize: 5\n",
              "batchsize"),
+    # a rule on series: the line names the rule and what is wrong in it
+    "sink-rule": ("sinks.main", ["alerting"],
+                  f"routers: ['{ENDPOINT}']\nalerting:\n  rules:\n"
+                  "    - {name: disk_full, expr: 'avgg(disk.root.used_percent, 10m)', "
+                  "critical: '> 90'}\n",
+                  "alerting.rules[0].expr: rule disk_full: column 1: unknown function"),
 }
 
 
@@ -37,11 +42,12 @@ BAD_CONFIGS = {
 def test_cli_bad_config_exits_78_with_one_line(tmp_path, command):
     module, before, text, key = BAD_CONFIGS[command]
     path = write(tmp_path, text, "BAD.yaml")
-    res = fleetwatch(command, *before, "--config", path)
+    name = command.partition("-")[0]
+    res = fleetwatch(name, *before, "--config", path)
     assert res.returncode == os.EX_CONFIG, res.stderr
     lines = res.stderr.splitlines()
     assert len(lines) == 1, res.stderr
-    assert lines[0].startswith(f"fleetwatch {command}: {path}: {key}: "), lines[0]
+    assert lines[0].startswith(f"fleetwatch {name}: {path}: {key}"), lines[0]
 
 
 STAND_IN = """

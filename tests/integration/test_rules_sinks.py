@@ -129,3 +129,23 @@ def test_rules_a_reload_adds_follow_the_tails_already_known(tmp_path):
     finally:
         s.close()
         ctx.term()
+
+
+def test_a_host_in_a_downtime_holds_its_rules_and_what_outlives_it_is_told_at_its_end(url,
+                                                                                        fleet):
+    fleet.state_url = url
+    op = fleet.operator_config([{"endpoints": {"control": "tcp://127.0.0.1:9"}}])
+    alertsink.hello(url)
+    clock = Clock(T0)
+    s = sink(url, clock)
+    try:
+        run([s], clock, 40, lambda t: 50.0)
+        code, _ = alertsink.command("downtime", op, clock, "add", "web-1", "--for", "2m",
+                                    "--force")
+        assert code == 0
+        run([s], clock, 60, lambda t: 95.0)             # CRITICAL in the downtime: held
+        assert told(url) == []
+        run([s], clock, 90, lambda t: 95.0)             # the downtime ends: told once
+        assert told(url) == [("trigger", "critical")]
+    finally:
+        s.close()

@@ -85,7 +85,8 @@ def test_a_quick_run_measures_both_sides():
     spans = doc["prometheus_spans"]
     assert [s["rules"] for s in spans] == [True, False]
     off = spans[1]
-    assert abs(off["samples"] - 100 * 30 * 6) <= 100     # six scrapes of 3,000 series
+    # about six scrapes of 3,000 series (a loaded machine moves a span's edges by a scrape)
+    assert 100 * 30 * 4 <= off["samples"] <= 100 * 30 * 8, off
     assert spans[0]["evaluations"] == 2                   # 6 s span, 3 s rule interval
     assert off["evaluations"] == 0
     f = doc["figures"]

@@ -15,7 +15,18 @@ disturb less than the throughput.
 earlier commit: ``git worktree add /tmp/base REV``), run with the same Python and
 libraries: an A/B of two versions of the router in one run, each against the same proxy.
 
-    python bench/relay.py [--rounds 4] [--senders 4] [--base CHECKOUT] [--results bench/RESULTS.md]
+``--tail N`` measures what the rules' tail subscriptions cost the router (issue 35: an alerting
+sink with rules follows every router's tail, sinks/alerting/series/feed.py): every round runs
+the router with no subscriber on its tail, then with 1, 2 ... N reader processes on it (the
+order alternating), no proxy. A reader is a SUB subscribed to the prefix of the type the
+senders send (``NOTIFY/``; the rules' feed subscribes ``STATS/`` and ``RESULT/`` the same way)
+that reads and discards as fast as it can. The router publishes every message it relays once
+more on its tail (router/tail.py) when anyone subscribes; the figures are its throughput and
+its main thread's CPU per message with N readers against none, written as a section of its
+own (the relay section is left as it was).
+
+    python bench/relay.py [--rounds 4] [--senders 4] [--base CHECKOUT] [--tail N]
+                          [--results bench/RESULTS.md]
 """
 
 from __future__ import annotations
@@ -34,6 +45,11 @@ from types import MethodType
 from typing import NamedTuple
 
 HEADING = "## Router relay"
+#: --tail's section (write_section finds a heading by its start: this one's is HEADING's too,
+#: which stays the first section of the two in the file, so each run rewrites its own)
+TAIL_HEADING = "## Router relay with rules' tail subscribers (relay --tail)"
+#: frames of a message on the tail: ENVELOPE, SIGNATURE, BODY, SEQ (router/tail.py)
+TAIL_FRAMES = 4
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -141,6 +157,46 @@ def counter(endpoint: str, expected: int, per_message: int, conn,
     ctx.term()
 
 
+def tail_topic(size: int = 200) -> bytes:
+    """The prefix a reader subscribes to: the type the senders send, then ``/`` (a tail
+    topic is the ENVELOPE, ``TYPE/UUID/ROUTER``, as the rules' ``STATS/`` and ``RESULT/``)."""
+    return frames_for(size, "bench-0000")[1] + b"/"
+
+
+def tail_reader(endpoint: str, topic: bytes, conn, stop, keys: dict | None = None) -> None:
+    """A rules' feed on a router's tail, without the rules: a SUB subscribed to ``topic``
+    (its queue the feed's, ``RCVHWM``) that reads and discards every frame as fast as it
+    can, the feed's way (a poll, then everything queued without blocking). Once ``stop`` is
+    set and nothing came for 0.1 s, it sends the number of messages it read."""
+    import zmq
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.SUB)
+    sock.rcvhwm = 200_000                # sinks/alerting/series/feed.py RCVHWM
+    monitor = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    curve_client(sock, keys, "backend")  # a sink's back-end key, as the feed's
+    sock.setsockopt(zmq.SUBSCRIBE, topic)
+    sock.connect(endpoint)
+    monitor.poll(10_000)
+    time.sleep(0.2)              # let the subscription reach the router's XPUB
+    conn.send("ready")
+    recv, noblock, poll, frames = sock.recv, zmq.NOBLOCK, sock.poll, 0
+    while True:
+        if poll(100):
+            while True:
+                try:
+                    recv(noblock)
+                except zmq.Again:
+                    break
+                frames += 1
+        elif stop.is_set():
+            break
+    conn.send(frames // TAIL_FRAMES)
+    sock.disable_monitor()
+    monitor.close(0)
+    sock.close(0)
+    ctx.term()
+
+
 def proxy(conn) -> None:
     import zmq
     ctx = zmq.Context()
@@ -241,6 +297,7 @@ class Round(NamedTuple):
     expected: int               # messages sent (all of them reached the relay)
     cpu: dict[str, float]       # the relay process's CPU seconds in the round, by thread role
     wall: float                 # seconds from go to the counter's last message
+    tail: tuple[int, ...] = ()  # messages each tail reader read (--tail)
 
     def us_per_message(self, role: str | None = None) -> float:
         """The relay's CPU microseconds per message it received: all threads, or one role
@@ -261,11 +318,12 @@ class Round(NamedTuple):
 
 def run_round(kind: str, size: int, senders: int, per_sender: int, workdir: Path,
               keys: dict | None = None, pinned: bool = False,
-              sink_hwm: int | None = None, base: Path | None = None) -> Round:
+              sink_hwm: int | None = None, base: Path | None = None, tail: int = 0) -> Round:
     """One round of ``kind``: ``router``, ``proxy``, or ``base`` (the router of the checkout
     ``base``); ``keys`` (bench/curve.py) makes the router and every client use CURVE.
     ``pinned``: the relay gets the last CPU to itself, senders and counter share the others.
-    ``sink_hwm``: the router's ``limits.sink_hwm`` (large: it queues rather than drops)."""
+    ``sink_hwm``: the router's ``limits.sink_hwm`` (large: it queues rather than drops).
+    ``tail``: reader processes on the router's tail (:func:`tail_reader`) for the round."""
     if kind == "proxy":
         relay = ProxyRelay(workdir, keys, sink_hwm)
     else:
@@ -275,7 +333,18 @@ def run_round(kind: str, size: int, senders: int, per_sender: int, workdir: Path
         cpus = sorted(os.sched_getaffinity(0))
         relay_cpus, load_cpus = {cpus[-1]}, set(cpus[:-1]) or {cpus[-1]}
         pin_process(relay.proc.pid, relay_cpus)
+    readers, stop = [], mp.Event()
     try:
+        if tail:
+            topic = tail_topic(size)
+            for _ in range(tail):
+                conn, child = mp.Pipe()
+                proc = mp.Process(target=tail_reader, args=(relay.endpoints["tail"], topic,
+                                                            child, stop, keys))
+                proc.start()
+                readers.append((proc, conn))
+            for _, conn in readers:
+                assert conn.poll(15) and conn.recv() == "ready", "tail reader did not connect"
         expected = senders * per_sender
         parent, child = mp.Pipe()
         count = mp.Process(target=counter, args=(relay.endpoints["sinks"]["alerting"], expected,
@@ -300,10 +369,18 @@ def run_round(kind: str, size: int, senders: int, per_sender: int, workdir: Path
         wall = (last or time.perf_counter()) - start
         for p in procs + [count]:
             p.join(10)
+        stop.set()
+        read = tuple(conn.recv() if conn.poll(30) else 0 for _, conn in readers)
         rate = (n - 1) / (last - first) if n > 1 and last > first else 0.0
         cpu = {key: after.get(key, 0.0) - before.get(key, 0.0) for key in after}
-        return Round(rate, n, expected, cpu, wall)
+        return Round(rate, n, expected, cpu, wall, read)
     finally:
+        stop.set()
+        for proc, _ in readers:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)
         relay.stop()
 
 
@@ -332,8 +409,9 @@ to 0.8). At 200 B the router relays 190k-230k msg/s; at an agent's traffic (a ST
 every 10 s and a heartbeat every 2 s) that is the load of some 250,000 agents.
 
 Where the router's Python thread went (py-spy --native, 200 B, 2,000 samples, before the
-single RCVMORE read below): the three RCVMORE reads 25 %, the eventfd write libzmq makes to wake the PUSH's I/O thread after each
-message 13 %, libzmq's getpid() fork checks 9 %, the rest pyzmq recv/send and the loop.
+single RCVMORE read below): the three RCVMORE reads 25 %, the eventfd write libzmq makes to
+wake the PUSH's I/O thread after each message 13 %, libzmq's getpid() fork checks 9 %, the
+rest pyzmq recv/send and the loop.
 Applied: the stamp and the type share one ENVELOPE frame built once per agent at HELLO (5
 frames out -> 3: 109-119k -> 149k msg/s); one RCVMORE read per well-formed message instead
 of three, with careful draining (every frame boundary checked) for 10 s after any malformed
@@ -346,8 +424,35 @@ queueing a wake-up's messages and sending them in one burst.
 """
 
 
-def write_results(path: Path, command: str, table: str) -> None:
-    write_section(path, HEADING, command, table, NOTES)
+TAIL_NOTES = """\
+Method: the relay section's rounds (4 agent DEALERs send NOTIFYs as fast as they can -> a real
+`fleetwatch router` -> PUSH -> a PULL that counts), without zmq.proxy: every round runs the
+router with no subscriber on its tail, then with 1 ... N reader processes on it (`--tail N`),
+the order alternating between rounds. A reader stands for an alerting sink with rules
+(sinks/alerting/series/feed.py): a SUB with the feed's queue (200,000) subscribed to the prefix
+of the type sent (`NOTIFY/`, as the feed subscribes `STATS/` and `RESULT/`), reading and
+discarding every frame as fast as it can (a poll, then all that is queued). Once anyone
+subscribes, the router publishes every message it relays once more (ENVELOPE, SIGNATURE, BODY,
+SEQ, router/tail.py) on its XPUB, whose queue per subscriber is `limits.tail_hwm` (1000) and
+which drops for a subscriber that falls behind. "router msg/s" is the rate at the PULL, "router
+drops" what the router dropped at its PUSH (`sink_hwm`); "main thread" is the router's Python
+thread's CPU per message sent to it (from /proc), "all threads" adds libzmq's I/O thread, which
+writes the tail's copies to the sockets; "read by each reader" is the share of the messages
+sent that a reader got (min / median over the rounds and readers). Every reader is a process on
+the same 2 cores as the router, senders and counter: the throughput includes the readers' CPU
+taken from the others, the CPU per message of the router's threads much less so.
+"""
+
+
+def write_results(path: Path, command: str, table: str, heading: str = HEADING,
+                  notes: str = NOTES) -> None:
+    write_section(path, heading, command, table, notes)
+
+
+def share(values: list[float]) -> str:
+    return (f"{100 * min(values):.0f} / {100 * statistics.median(values):.0f} %"
+            if values else "-")
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -358,11 +463,19 @@ def main(argv=None) -> int:
                     help="messages per round at 200 B (scaled down for bigger bodies)")
     ap.add_argument("--base", type=Path, metavar="CHECKOUT",
                     help="also run the router of this checkout in every round (A/B)")
+    ap.add_argument("--tail", type=int, default=0, metavar="N",
+                    help="the router with 0, 1 ... N readers on its tail in every round, "
+                         "instead of against zmq.proxy (what the rules' feeds cost it)")
     ap.add_argument("--results", help="write the figures into this markdown file")
     args = ap.parse_args(argv)
     if args.base and not (args.base / "router" / "__init__.py").is_file():
         ap.error(f"--base {args.base}: not a fleetwatch checkout (no router/__init__.py)")
-    kinds = ("router", "proxy", "base") if args.base else ("router", "proxy")
+    if args.tail < 0 or (args.tail and args.base):
+        ap.error("--tail N: N >= 0, and not with --base")
+    #: variant -> readers on the router's tail (--tail: "router" is the one without)
+    readers = {"router": 0, **{f"tail{k}": k for k in range(1, args.tail + 1)}}
+    kinds = (tuple(readers) if args.tail else
+             ("router", "proxy", "base") if args.base else ("router", "proxy"))
     mp.set_start_method("fork")
     sizes = [int(s) for s in args.sizes.split(",")]
     lines = ["| body | router msg/s (min / median / max) | zmq.proxy msg/s | "
@@ -370,47 +483,85 @@ def main(argv=None) -> int:
              "|---|---|---|---|---|---|"]
     ab = [f"| body | this router msg/s | {args.base} router msg/s | this / base (medians) "
           "| CPU us per message, this / base (medians) |", "|---|---|---|---|---|"]
+    tails = ["| body | tail readers | router msg/s (min / median / max) | / none (medians) "
+             "| / none per round (min-max) | main thread CPU us/msg | / none | all threads "
+             "us/msg | router drops | read by each reader (min / median) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory(prefix="fw-bench-") as tmp:
         for size in sizes:
             total = args.messages if size <= 1024 else args.messages // 2
             per_sender = max(1, total // args.senders)
             rates = {kind: [] for kind in kinds}
             cpu = {kind: [] for kind in kinds}      # the relay's CPU us per message
-            ratios, drops = [], 0
+            main_cpu = {kind: [] for kind in kinds}     # its main thread's
+            lost = {kind: 0 for kind in kinds}      # dropped at the router's PUSH
+            read = {kind: [] for kind in kinds}     # each tail reader's share of the sent
+            per_round = {kind: [] for kind in kinds}    # rate / the first kind's, same round
+            ratios = []
             for i in range(args.rounds):
                 order = kinds if i % 2 == 0 else kinds[::-1]
                 got = {}
                 for kind in order:
-                    rnd = run_round(kind, size, args.senders, per_sender, Path(tmp),
-                                    base=args.base)
+                    rnd = run_round("router" if kind in readers else kind, size, args.senders,
+                                    per_sender, Path(tmp), base=args.base,
+                                    tail=readers.get(kind, 0))
                     rate, n, expected = rnd.rate, rnd.n, rnd.expected
                     rates[kind].append(rate)
                     cpu[kind].append(rnd.us_per_message())
+                    main_cpu[kind].append(rnd.us_per_message("main"))
+                    read[kind] += [k / expected for k in rnd.tail]
                     got[kind] = rate
-                    if kind == "router":
-                        drops += expected - n
+                    if kind != "proxy":
+                        lost[kind] += expected - n
+                    tail = f", tail readers read {list(rnd.tail)}" if rnd.tail else ""
                     print(f"  {size:>5} B round {i + 1} {kind:<6} {rate / 1e3:7.1f}k msg/s "
                           f"({n}/{expected}), {rnd.us_per_message():.2f} us CPU/msg "
-                          f"(main thread {rnd.us_per_message('main'):.2f})", flush=True)
-                ratios.append(got["router"] / got["proxy"] if got["proxy"] else 0.0)
-            ratio = statistics.median(rates["router"]) / statistics.median(rates["proxy"])
+                          f"(main thread {rnd.us_per_message('main'):.2f}){tail}", flush=True)
+                for kind in kinds:
+                    per_round[kind].append(got[kind] / got[kinds[0]] if got[kinds[0]] else 0.0)
+                if not args.tail:
+                    ratios.append(got["router"] / got["proxy"] if got["proxy"] else 0.0)
+            med = {kind: statistics.median(v) for kind, v in rates.items()}
+            med_main = {kind: statistics.median(v) for kind, v in main_cpu.items()}
+            if args.tail:
+                for kind in kinds:
+                    tails.append(
+                        f"| {size} B | {readers[kind]} | {summary(rates[kind])} "
+                        f"| {med[kind] / med['router']:.2f} | {min(per_round[kind]):.2f}-"
+                        f"{max(per_round[kind]):.2f} | {med_main[kind]:.2f} "
+                        f"| {med_main[kind] / med_main['router']:.2f} "
+                        f"| {statistics.median(cpu[kind]):.2f} | {lost[kind]} "
+                        f"| {share(read[kind])} |")
+                print(f"  {size} B main thread CPU per message (medians): " + ", ".join(
+                    f"{readers[k]} readers {med_main[k]:.2f} us" for k in kinds), flush=True)
+                continue
+            ratio = med["router"] / med["proxy"]
             lines.append(f"| {size} B | {summary(rates['router'])} | {summary(rates['proxy'])} "
-                         f"| {ratio:.2f} | {min(ratios):.2f}-{max(ratios):.2f} | {drops} |")
+                         f"| {ratio:.2f} | {min(ratios):.2f}-{max(ratios):.2f} "
+                         f"| {lost['router']} |")
             print(f"  {size} B CPU per message received (medians): router "
                   f"{statistics.median(cpu['router']):.2f} us, zmq.proxy "
                   f"{statistics.median(cpu['proxy']):.2f} us", flush=True)
             if args.base:
-                this, base = (statistics.median(rates[k]) for k in ("router", "base"))
                 ab.append(f"| {size} B | {summary(rates['router'])} | {summary(rates['base'])} "
-                          f"| {this / base:.2f} | {statistics.median(cpu['router']):.2f} / "
+                          f"| {med['router'] / med['base']:.2f} "
+                          f"| {statistics.median(cpu['router']):.2f} / "
                           f"{statistics.median(cpu['base']):.2f} |")
-    table = "\n".join(lines + (["", "A/B against the router of another checkout, "
-                                 "in the same rounds:", ""] + ab if args.base else []))
-    print(f"\n{args.senders} DEALER senders -> relay -> PUSH -> PULL, {args.rounds} rounds each, "
-          f"alternating\n{table}")
+    if args.tail:
+        table = "\n".join(tails)
+        print(f"\n{args.senders} DEALER senders -> router -> PUSH -> PULL, 0 to {args.tail} "
+              f"readers on its tail, {args.rounds} rounds each, alternating\n{table}")
+    else:
+        table = "\n".join(lines + (["", "A/B against the router of another checkout, "
+                                     "in the same rounds:", ""] + ab if args.base else []))
+        print(f"\n{args.senders} DEALER senders -> relay -> PUSH -> PULL, {args.rounds} rounds "
+              f"each, alternating\n{table}")
     if args.results:
         command = "python bench/relay.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        write_results(Path(args.results), command.strip(), table)
+        if args.tail:
+            write_results(Path(args.results), command.strip(), table, TAIL_HEADING, TAIL_NOTES)
+        else:
+            write_results(Path(args.results), command.strip(), table)
     return 0
 
 

@@ -35,10 +35,10 @@ MIDNIGHT = 1_795_046_400.0          # 2026-11-19 00:00 UTC
 
 def _write(job) -> str:
     from fleetwatch.lake import synth
-    directory, name, first, count, start, seconds = job
+    directory, name, first, count, start, seconds, kw = job
     path = os.path.join(directory, f"20261119T000000-{name}.jsonl")
-    lines = synth.lines(count, hosts=200, start=start, days=seconds / 86400, first=first,
-                        metrics_per_stats=8)
+    lines = synth.lines(count, start=start, days=seconds / 86400, first=first,
+                        **{"hosts": 200, "metrics_per_stats": 8, **kw})
     with open(path, "w", encoding="utf-8") as f:
         batch = []
         for line in lines:
@@ -51,9 +51,10 @@ def _write(job) -> str:
 
 
 def generate(directory: str, events: int, files: int, first: int = 0,
-             start: float = MIDNIGHT, seconds: float = 86400.0) -> list[str]:
+             start: float = MIDNIGHT, seconds: float = 86400.0, **kw) -> list[str]:
     """``events`` events from msg number ``first`` over ``seconds`` from ``start``, in
-    ``files`` files each covering the next slice of time (as rotated landing files do)."""
+    ``files`` files each covering the next slice of time (as rotated landing files do);
+    ``kw`` for :func:`fleetwatch.lake.synth.lines` (default 200 hosts, 8 metrics a STATS)."""
     os.makedirs(directory, exist_ok=True)
     per = -(-events // files)
     jobs = []
@@ -61,7 +62,7 @@ def generate(directory: str, events: int, files: int, first: int = 0,
         count = min(per, events - i * per)
         if count > 0:
             jobs.append((directory, f"bench-{first + i * per:09d}", first + i * per, count,
-                         start + seconds * i * per / events, seconds * count / events))
+                         start + seconds * i * per / events, seconds * count / events, kw))
     with mp.Pool(os.cpu_count() or 1) as pool:
         return pool.map(_write, jobs)
 

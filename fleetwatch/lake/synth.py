@@ -2,9 +2,13 @@
 notebooks). Deterministic for a seed; lines exactly as the history sink writes them.
 
 The mix per 100 consecutive events: 60 STATS (``metrics_per_stats`` metrics), 25 HEARTBEAT,
-10 RESULT, 4 NOTIFY, 1 HELLO or REGISTER; hosts ``host-000``... with uuids ``u000...``; timestamps
-spread evenly over ``days`` UTC days from ``start``. :func:`router_stats` makes a router's own
-STATS line, with the ``drops`` it reports (fleetwatch/lake/drops.py).
+10 RESULT, 4 NOTIFY, 1 HELLO or REGISTER (:data:`MIX`; another with ``mix``); hosts
+``host-000``... with uuids ``u000...``; timestamps spread evenly over ``days`` UTC days from
+``start``. Event ``n`` is host ``n % hosts``'s, so with as many hosts as the mix has slots
+(or a multiple) each host sends one kind only; ``every_kind`` gives each host every kind in
+turn (a fleet whose agents all heartbeat, report and run checks: bench/backtest.py).
+:func:`router_stats` makes a router's own STATS line, with the ``drops`` it reports
+(fleetwatch/lake/drops.py).
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ def uuid_of(host: int) -> str:
 
 
 def body(kind: str, n: int, host: int, ts: float, rng: random.Random,
-         metrics_per_stats: int) -> dict:
+         metrics_per_stats: int, plugins: tuple = PLUGINS, interval: float = 60) -> dict:
+    """Message ``n``'s body: a RESULT of one of ``plugins``, a HELLO or REGISTER declaring
+    them (every ``interval`` seconds)."""
     common = {"msg_id": f"m{n:015d}", "uuid": uuid_of(host), "ts": ts}
     if kind == "STATS":
         metrics = {METRICS[i % len(METRICS)] + ("" if i < len(METRICS) else f".{i}"):
@@ -41,7 +47,7 @@ def body(kind: str, n: int, host: int, ts: float, rng: random.Random,
     if kind == "HEARTBEAT":
         return {**common, "interval": 10.0}
     if kind == "RESULT":
-        plugin = PLUGINS[n % len(PLUGINS)]
+        plugin = plugins[n % len(plugins)]
         status = 0 if rng.random() < 0.9 else rng.choice((1, 2, 3))
         return {**common, "command_id": f"s:{n:024x}"[-26:], "plugin": plugin,
                 "status": status, "output": f"{plugin.upper()} status {status}",
@@ -51,32 +57,39 @@ def body(kind: str, n: int, host: int, ts: float, rng: random.Random,
     if kind == "NOTIFY":
         return {**common, "severity": rng.choice(SEVERITIES), "text": f"event {n}",
                 "source": "app"}
-    if n % 2:
+    declared = [{"name": p, "interval": interval, "timeout": 10} for p in plugins]
+    if kind == "HELLO":
         return {**common, "hostname": f"host-{host:03d}", "heartbeat": 10.0,
-                "version": "1.0", "plugins": [{"name": p, "interval": 60, "timeout": 10}
-                                              for p in PLUGINS]}
+                "version": "1.0", "plugins": declared}
     return {**common, "name": "agent", "hostname": f"host-{host:03d}", "version": "1.0",
-            "plugins": [{"name": p, "interval": 60, "timeout": 10} for p in PLUGINS]}
+            "plugins": declared}
 
 
 def lines(events: int, hosts: int = 50, days: int = 1, start: float = 1_795_000_000.0,
           seed: int = 1, metrics_per_stats: int = 8, first: int = 0, routers: int = 2,
-          sites: int = 0):
+          sites: int = 0, mix=MIX, every_kind: bool = False, check_interval: float = 60):
     """Yield ``events`` landing lines (str, newline included), numbered from ``first``.
     ``sites``: the odd hosts are behind site routers ``site-0``... (host 1 behind site-0,
     host 3 behind site-1... modulo ``sites``), their lines carrying the path (SPEC 4.10)
-    ``rN,site-M``."""
+    ``rN,site-M``. ``mix``: (type, weight) pairs, :data:`MIX`'s types; ``every_kind``: host
+    ``h``'s ``r``-th event is the mix's ``(h * W // hosts + r)``-th slot (``W`` the weights'
+    sum: the hosts start evenly spread over the mix), so each host sends every kind (a
+    HELLO slot is a HELLO when ``r`` is odd, else a REGISTER), and runs and declares one
+    check (else every host declares the four of :data:`PLUGINS`, and runs some of them);
+    ``check_interval``: the declared checks' interval."""
     rng = random.Random(seed * 1_000_003 + first)
-    kinds = [k for k, w in MIX for _ in range(w)]
+    kinds = [k for k, w in mix for _ in range(w)]
     random.Random(0).shuffle(kinds)          # interleaved: any 20 events hold a mix
     step = days * 86400.0 / max(1, events)
     for n in range(first, first + events):
-        kind = kinds[n % len(kinds)]
-        if kind == "HELLO" and n % 2 == 0:
-            kind = "REGISTER"
         host = n % hosts
+        slot = host * len(kinds) // hosts + n // hosts if every_kind else n
+        kind = kinds[slot % len(kinds)]
+        if kind == "HELLO" and (n // hosts if every_kind else n) % 2 == 0:
+            kind = "REGISTER"
         ts = round(start + (n - first) * step, 3)
-        msg = body(kind, n, host, ts, rng, metrics_per_stats)
+        plugins = (PLUGINS[host % len(PLUGINS)],) if every_kind else PLUGINS
+        msg = body(kind, n, host, ts, rng, metrics_per_stats, plugins, check_interval)
         router = f"r{n % routers}"
         path = f',"path":"{router},site-{host // 2 % sites}"' if sites and host % 2 else ""
         yield (f'{{"type":"{kind}","uuid":"{msg["uuid"]}","router":"{router}"{path},'

@@ -22,9 +22,9 @@ at once, the clock at their ``at``. So a page's time is exact to the step: a res
 comes at the ``at`` of the step's last message written, a silent host's at a tick.
 
 What held an alert back in the backtest (:meth:`Replay.holds`): the downtimes and
-silences it recorded (``downtime_suppressed``, ``suppressed``), and the parents: the sink
-is a :class:`WatchedSink`, whose transactions' ports note each time a parent held a check
-or a host (the port's ``check_parent`` and ``host_parent`` answered one).
+silences it recorded (``downtime_suppressed``, ``suppressed``), and the parents: the sink's
+``on_hold`` is a :class:`ParentHolds`, which notes each alert a parent held back (a check's
+trigger behind a parent down, a host's DOWN while UNREACHABLE).
 
 The downtimes of the past (:meth:`Replay.downtimes`) are written first, each window as a
 fixed downtime of its own (a flexible one stays flexible), so they hold what they held.
@@ -40,7 +40,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable
 
-from sqlalchemy import insert, select
+from sqlalchemy import event, insert, select
 
 from fleetwatch.protocol import Relayed
 from fleetwatch.store import db, schema
@@ -72,47 +72,44 @@ class Clock:
         return self.now
 
 
-class WatchedPort:
-    """A transaction's port that notes the parents holding a check or a host back
-    (``held``: key -> [reason, by, first, last]), everything else the port's own."""
+def throwaway_engine(url: str):
+    """An engine on the throwaway state database: the sinks' own (:func:`fleetwatch.store.
+    db.engine`) but for its commits, which do not wait for the disk (``synchronous=OFF``):
+    nothing in it outlives the run, and a replay commits several times a step (each tick's
+    passes are transactions of their own), each fsync 0.5 to 1.5 ms on the test machine."""
+    engine = db.engine(url)
 
-    def __init__(self, port, held: dict):
-        self._port, self._held = port, held
+    @event.listens_for(engine, "connect")
+    def _no_fsync(dbapi_conn, _record):     # after db.engine's own, which says FULL
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute("PRAGMA synchronous=OFF")
+        finally:
+            cur.close()
+    return engine
 
-    def __getattr__(self, name):
-        return getattr(self._port, name)
 
-    def _note(self, key: str, reason: str, by: str) -> None:
-        now = self._port.now
-        spans = self._held.setdefault(key, [])
+class ParentHolds:
+    """The sink's ``on_hold`` (:class:`sinks.alerting.sink.AlertingSink`): notes each time a
+    parent held an alert back (a check's parent down, a host unreachable behind one), per
+    key: ``spans``, key -> [[reason, by, first, last]], a span lengthened while the same
+    parent holds the key again (each result or tick that raises the owed alert). The
+    downtimes' and silences' holds are read from their tables (:meth:`Replay.holds`)."""
+
+    REASONS = frozenset({PARENT_DOWN, UNREACHABLE})
+
+    def __init__(self):
+        self.spans: dict[str, list[list]] = {}
+
+    def __call__(self, reason: str, by, event: dict) -> None:
+        if reason not in self.REASONS:
+            return
+        now, by = float(event["created"]), str(by)
+        spans = self.spans.setdefault(event["key"], [])
         if spans and spans[-1][:2] == [reason, by]:
             spans[-1][3] = now
         else:
             spans.append([reason, by, now, now])
-
-    def check_parent(self, key):
-        parent = self._port.check_parent(key)
-        if parent is not None:
-            self._note(f"{key[0]}/check/{key[1]}", PARENT_DOWN, str(parent))
-        return parent
-
-    def host_parent(self, uuid: str, deadline: float, timeout: float):
-        blocked = self._port.host_parent(uuid, deadline, timeout)
-        if blocked is not None:
-            self._note(f"{uuid}/host", UNREACHABLE, str(blocked[0]))
-        return blocked
-
-
-class WatchedSink(AlertingSink):
-    """The alerting sink with each transaction's port a :class:`WatchedPort`."""
-
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        self.parent_holds: dict[str, list] = {}
-
-    def _transaction(self, work, now: float):
-        return super()._transaction(lambda port: work(WatchedPort(port, self.parent_holds)),
-                                    now)
 
 
 class Replay:
@@ -130,9 +127,11 @@ class Replay:
         self.counts: Counter = Counter()
         #: seconds spent in the sinks (writes, ticks, observe): the evaluation's share
         self.busy = 0.0
-        self.registry = RegistrySink(db.engine(self.url), self.clock)
-        self.sink = WatchedSink(db.engine(self.url), self.clock, config, name="backtest",
-                                deliver=False, tz=tz)
+        self.registry = RegistrySink(throwaway_engine(self.url), self.clock)
+        self.parent_holds = ParentHolds()
+        self.sink = AlertingSink(throwaway_engine(self.url), self.clock, config,
+                                 name="backtest", deliver=False, tz=tz,
+                                 on_hold=self.parent_holds)
         # the sink's caches expire on its clock (the replay's), not the wall's
         self.sink.lookups = Lookups(clock=self.clock)
         self.sink.topology = Topology(clock=self.clock)
@@ -233,7 +232,7 @@ class Replay:
         """What held alerts back: downtimes (until the window's end), silences (from the
         first alert muted), parents (from the first to the last time one held)."""
         out = []
-        for key, spans in self.sink.parent_holds.items():
+        for key, spans in self.parent_holds.spans.items():
             out += [Hold(key, reason, f"parent {by}", first, last)
                     for reason, by, first, last in spans]
         d, held = schema.downtimes, schema.downtime_suppressed

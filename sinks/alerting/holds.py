@@ -14,10 +14,10 @@ back, in this order:
   only a problem that began in one of its windows, ``since``).
 
 A held alert is not told to the state machines, so whatever is still true when the hold
-ends is alerted then. :func:`admit` counts each hold and records what a silence or a
-downtime muted; :func:`deliver` enqueues what is not held. Results, heartbeats, silent
-hosts, notifications, acknowledgement notices, departures and escalations all go through
-them.
+ends is alerted then. :func:`admit` counts each hold, notes it (the sink's ``on_hold``, a
+backtest's recorder) and records what a silence or a downtime muted; :func:`deliver`
+enqueues what is not held. Results, heartbeats, silent hosts, notifications,
+acknowledgement notices, departures and escalations all go through them.
 """
 
 from __future__ import annotations
@@ -74,14 +74,16 @@ def held_back(port: EvaluationPort, event: dict, check: str | None,
 def admit(port: EvaluationPort, event: dict, check: str | None, since: float | None = None,
           ack: Ack | None = None, parent: str | None = None) -> bool:
     """Whether ``event`` is to be enqueued (:func:`held_back` says nothing holds it; a
-    problem's trigger is then numbered, :meth:`EvaluationPort.number`). A hold is counted; what a
-    silence or a downtime held is recorded."""
+    problem's trigger is then numbered, :meth:`EvaluationPort.number`). A hold is counted and
+    noted (:meth:`EvaluationPort.note_hold`: the sink's ``on_hold``); what a silence or a
+    downtime held is recorded."""
     hold = held_back(port, event, check, since, ack, parent)
     if hold is None:
         port.number(event)
         return True
     reason, by = hold
     port.counts[COUNTS[reason]] += 1
+    port.note_hold(reason, by, event)
     if reason in (SILENCED, DOWNTIME):
         port.record_held(reason, by, event)
         log.info("alert %s %d: %s %s %s", "muted by silence" if reason == SILENCED

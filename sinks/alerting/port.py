@@ -157,3 +157,8 @@ class EvaluationPort(Port, Protocol):
     def record_held(self, reason: str, by, event: dict) -> None:
         """Record that a silence or a downtime (``by``, :mod:`sinks.alerting.holds`'s
         ``reason``) kept ``event`` back."""
+
+    def note_hold(self, reason: str, by, event: dict) -> None:
+        """``event`` was held back by ``by`` for ``reason`` (:mod:`sinks.alerting.holds`'
+        words): every hold, whatever held it (an acknowledgement, a parent, a silence, a
+        downtime); told to the sink's ``on_hold`` once the transaction committed."""

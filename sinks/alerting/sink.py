@@ -89,7 +89,7 @@ class AlertingSink(DatabaseSink):
 
     def __init__(self, engine, clock=time.time, config: AlertingConfig | None = None,
                  name: str = "alerting", enqueue=None, deliver: bool = True, tz=None,
-                 ancestors=None):
+                 ancestors=None, on_hold=None):
         super().__init__(engine, clock)
         self.config = config or AlertingConfig()
         self.tick_interval = self.config.tick_interval
@@ -108,6 +108,11 @@ class AlertingSink(DatabaseSink):
         #: the time zone of recurring downtimes' wall-clock windows (default: local)
         self.tz = tz or downtimes.local_zone()
         self._ancestors = ancestors
+        #: ``on_hold(reason, by, event)``, called for each alert held back (whatever held
+        #: it: an acknowledgement, a parent, a silence, a downtime;
+        #: :mod:`sinks.alerting.holds`) once its transaction committed: the backtest's
+        #: recorder of what held its alerts (sinks/alerting/backtest.py)
+        self.on_hold = on_hold
         #: until when the ends of downtimes and silences were looked at (the tick)
         self.covers_seen: float | None = None
         #: when the tick looks next for agents GONE long enough to be forgotten
@@ -301,7 +306,8 @@ class AlertingSink(DatabaseSink):
 
     def _transaction(self, work, now: float) -> Transaction:
         """``work(port)`` in one transaction (its answer kept as the port's ``result``),
-        tried again on a deadlock; the port of the attempt that committed."""
+        tried again on a deadlock; the port of the attempt that committed (its holds then
+        told to ``on_hold``)."""
         for attempt in range(1, ATTEMPTS + 1):
             try:
                 with self.transaction() as conn:
@@ -319,6 +325,9 @@ class AlertingSink(DatabaseSink):
             break
         if run.enqueued and self.deliverer is not None:
             self.deliverer.wake()
+        if self.on_hold is not None:
+            for reason, by, event in run.holds:
+                self.on_hold(reason, by, event)
         return run
 
 

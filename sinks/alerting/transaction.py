@@ -40,6 +40,8 @@ class Transaction:
         self.config, self.tz, self.started_at = sink.config, sink.tz, sink.started_at
         self.counts: Counter = Counter()
         self.enqueued = 0
+        #: the holds noted, ``(reason, by, event)``: the sink's ``on_hold`` after the commit
+        self.holds: list[tuple[str, object, dict]] = []
         #: what the transaction's work answered (the sink's :meth:`_transaction`)
         self.result = None
         self._silences = None
@@ -169,6 +171,9 @@ class Transaction:
             silencestore.record_suppressed(self.conn, by, event)
         else:
             downtimestore.record_held(self.conn, by, event)
+
+    def note_hold(self, reason: str, by, event: dict) -> None:
+        self.holds.append((reason, by, event))
 
     def warning(self, key: str, message: str, *args) -> None:
         self.sink.throttle.warning(key, message, *args)

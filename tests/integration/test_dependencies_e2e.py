@@ -181,6 +181,9 @@ def test_a_check_held_by_its_parent_check_is_told_at_the_tick_when_it_recovers(u
     rules = [{"hosts": "rack-*", "checks": "http*", "parents": ["nginx_proc"]}]
     clock = Clock(T0)
     a, b = sink(url, clock, dependencies=rules), sink(url, clock, dependencies=rules)
+    noted = []                                  # the sinks' on_hold: every hold, committed
+    a.on_hold = b.on_hold = lambda reason, by, event: noted.append(
+        (reason, by, event["key"], event["created"]))
     try:
         a.write([result(2, clock.advance(1), "nginx_proc", web)])         # HARD: paged
         b.write([result(2, clock.advance(1), "http", web)])               # held
@@ -197,6 +200,8 @@ def test_a_check_held_by_its_parent_check_is_told_at_the_tick_when_it_recovers(u
                            ("resolve", "rack-10", "nginx_proc"),
                            ("trigger", "rack-10", "http")]
     assert all(r["unreachable"] is None for r in rows(url, "check_state"))
+    assert noted == [("parent down", "rack-10/nginx_proc", f"{web}/check/http", T0 + t)
+                     for t in (2, 3)]
 
 
 def test_a_cycle_agents_declare_is_broken_and_logged_not_a_crash(url, caplog):

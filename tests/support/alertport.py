@@ -45,6 +45,7 @@ class RecordingPort:
         #: what the transaction did
         self.enqueued: list[dict] = []
         self.held: list[tuple[str, object, dict]] = []
+        self.noted: list[tuple[str, object, dict]] = []     # every hold (note_hold)
         self.ended: list[tuple[int, str]] = []
         self.stored: list[dict] = []
         self.heard_keys: set = set()
@@ -55,7 +56,7 @@ class RecordingPort:
     def at(self, now: float) -> RecordingPort:
         """The next transaction, ``now``: the same rows, nothing recorded yet."""
         self.now, self.counts = now, Counter()
-        self.enqueued, self.held, self.ended = [], [], []
+        self.enqueued, self.held, self.ended, self.noted = [], [], [], []
         return self
 
     def state(self, uuid: str = WEB, plugin: str = "load") -> CheckState:
@@ -154,6 +155,9 @@ class RecordingPort:
 
     def record_held(self, reason, by, event):
         self.held.append((reason, by, event))
+
+    def note_hold(self, reason, by, event):
+        self.noted.append((reason, by, event))
 
     def warning(self, key, message, *args):
         self.warnings.append(message % args)

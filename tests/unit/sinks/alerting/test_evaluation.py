@@ -93,6 +93,7 @@ def test_a_held_problem_is_not_told_and_goes_out_once_the_hold_is_over(reason):
     assert port.state().notified == OK              # not told: owed
     recorded = [r for r, _, _ in port.held]
     assert recorded == ([reason] if reason in (holds.SILENCED, holds.DOWNTIME) else [])
+    assert [(r, e["key"]) for r, _, e in port.noted] == [(reason, KEY)]     # every hold
     event = {"key": KEY, "kind": "check", "action": "trigger", "severity": "critical",
              "uuid": WEB, "hostname": "web-1"}
     ack = port.acknowledged.get(LOAD)
@@ -151,6 +152,8 @@ def test_a_host_unreachable_behind_its_parent_pages_nobody_until_the_parent_is_f
     port.host_parents[WEB] = ("sw-3", DOWN)
     assert Evaluation(port).expire() == {}
     assert port.enqueued == [] and port.counts["alert_unreachable"] == 1
+    assert [(r, by, e["key"]) for r, by, e in port.noted] == [
+        (holds.UNREACHABLE, "sw-3", f"{WEB}/host")]
     state = port.hosts[(WEB, "")]
     assert (state.up, state.unreachable, state.notified) == (False, "sw-3", False)
     del port.host_parents[WEB]

@@ -279,7 +279,9 @@ class AlertingSink(DatabaseSink):
             run = self._transaction(self._rules, now)
             self.series.submitted(run.result)
             self.counts.update(run.counts)
-            for key, value in self.series.counts.items():
+            with self.series.lock:          # (the tail's thread counts under it)
+                counts = dict(self.series.counts)
+            for key, value in counts.items():
                 self.counts[f"rules_{key}"] = value
 
     def _rules(self, port: Transaction) -> list[dict]:

@@ -102,11 +102,14 @@ class TailFeed:
                 sub.connect(endpoint)
                 log.info("rules: following the tail at %s", endpoint)
             except zmq.ZMQError as e:
-                self.counts["tail_connect_failed"] += 1
+                with self.lock:
+                    self.counts["tail_connect_failed"] += 1
                 log.error("rules: cannot follow the tail at %s: %s", endpoint, e)
 
     def _take(self, sub: zmq.Socket) -> None:
-        batch = []
+        """Up to BATCH messages decoded, then observed under the lock (the counts too: the
+        sink copies them under it)."""
+        batch, counts = [], Counter()
         for _ in range(BATCH):
             try:
                 frames = sub.recv_multipart(zmq.NOBLOCK)
@@ -115,13 +118,12 @@ class TailFeed:
             try:
                 type_, uuid, router, seq, body = lean(frames)
             except ProtocolError as e:
-                self.counts["tail_forbidden" if e.status == FORBIDDEN else "tail_bad"] += 1
+                counts["tail_forbidden" if e.status == FORBIDDEN else "tail_bad"] += 1
                 continue
-            self._numbered(router, type_, seq)
+            counts["tail_lost"] += self._numbered(router, type_, seq)
             batch.append((uuid, type_, body))
-        if not batch:
-            return
         with self.lock:
+            self.counts.update(+counts)
             for uuid, type_, body in batch:
                 try:
                     self.observe(uuid, type_, body)
@@ -129,16 +131,15 @@ class TailFeed:
                     self.counts["observe_crashed"] += 1
                     log.exception("rules: a %s of %s could not be read", type_, uuid)
 
-    def _numbered(self, router: str, type_: str, seq) -> None:
-        """Count what this subscriber lost: a router's SEQ (per type) more than one past
-        the last seen (SPEC 4.1)."""
+    def _numbered(self, router: str, type_: str, seq) -> int:
+        """What this subscriber lost before this message: a router's SEQ (per type) more
+        than one past the last seen (SPEC 4.1)."""
         if not seq:
-            return
+            return 0
         key = (router, type_)
         last = self._seq.get(key)
-        if last is not None and seq[0] > last + 1:
-            self.counts["tail_lost"] += seq[0] - last - 1
         self._seq[key] = seq[0]
+        return seq[0] - last - 1 if last is not None and seq[0] > last + 1 else 0
 
 
 def lean(frames: list[bytes]):

@@ -34,7 +34,7 @@ is seen as the time spent waiting on its socket) and prints the top functions.
                                        [--lake DIR] [--profile PATH] [--quick] [--json]
                                        [--results bench/RESULTS.md]
 
-30 days of 1,000 hosts would take about 16 hours here (32 minutes a simulated day, 2026-12-05),
+30 days of 1,000 hosts would take about 17 hours here (34 minutes a simulated day, 2026-12-05),
 and their sorted messages would not fit the driver (NOTES), so the full run's default is
 0.1 day (2.4 hours of the fleet: about 12 minutes in all, two rounds); the figure to quote is
 the time per simulated day per 1,000 hosts. ``--quick`` (20 hosts, half an hour, a 10 s

@@ -47,6 +47,13 @@ class Host:
     site: str | None = None
     parents: tuple[str, ...] = ()
 
+    @classmethod
+    def of(cls, row) -> "Host":
+        """The host of an ``agents`` row (uuid, hostname, site, parents): its hostname, else
+        its uuid; the parents that are strings."""
+        return cls(row.hostname or row.uuid, row.site,
+                   tuple(p for p in row.parents or () if isinstance(p, str)))
+
 
 @dataclass(frozen=True)
 class Selector:
@@ -176,12 +183,18 @@ def _duration(value) -> float:
 
 def check_rules(specs: list[RuleSpec]) -> None:
     """The rules together: names unique, not too many (ValueError ``rules: ...``)."""
-    if len(specs) > MAX_RULES:
-        raise ValueError(f"rules: {len(specs)} rules; at most {MAX_RULES}")
+    check_named(specs, "rules", "rule", "rules", MAX_RULES)
+
+
+def check_named(specs: list, key: str, noun: str, plural: str, limit: int) -> None:
+    """Items of config list ``key`` (each with a ``name``) together: at most ``limit``,
+    names unique (ValueError ``KEY: ...``, the alerting config's way)."""
+    if len(specs) > limit:
+        raise ValueError(f"{key}: {len(specs)} {plural}; at most {limit}")
     seen: set[str] = set()
     for spec in specs:
         if spec.name in seen:
-            raise ValueError(f"rules: rule {spec.name}: the name is given twice")
+            raise ValueError(f"{key}: {noun} {spec.name}: the name is given twice")
         seen.add(spec.name)
 
 

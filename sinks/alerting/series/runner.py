@@ -107,12 +107,8 @@ class SeriesRules:
 def registered(conn) -> dict[str, Host]:
     """The registry's agents still registered, as a rule's selector reads them."""
     t = schema.agents
-    out = {}
-    for r in conn.execute(select(t.c.uuid, t.c.hostname, t.c.site, t.c.parents)
-                          .where(t.c.gone.is_(None))):
-        parents = tuple(p for p in r.parents or () if isinstance(p, str))
-        out[r.uuid] = Host(r.hostname or r.uuid, r.site, parents)
-    return out
+    return {r.uuid: Host.of(r) for r in conn.execute(
+        select(t.c.uuid, t.c.hostname, t.c.site, t.c.parents).where(t.c.gone.is_(None)))}
 
 
 def told(conn):

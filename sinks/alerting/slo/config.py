@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetwatch.config import setting
-from sinks.alerting.series.config import Host, Selector, selector
+from sinks.alerting.series.config import Host, Selector, check_named, selector
 from sinks.alerting.silences.rules import parse_duration
 
 __all__ = ["Host", "Slo", "SloSpec", "check_slos", "interval", "of", "parse"]
@@ -228,13 +228,7 @@ class SloSpec:
 def check_slos(specs: list) -> None:
     """The SLOs together (:class:`SloSpec` items, each valid): names unique, not too many
     (ValueError ``slos: ...``)."""
-    if len(specs) > MAX_SLOS:
-        raise ValueError(f"slos: {len(specs)} SLOs; at most {MAX_SLOS}")
-    seen: set[str] = set()
-    for spec in specs:
-        if spec.name in seen:
-            raise ValueError(f"slos: slo {spec.name}: the name is given twice")
-        seen.add(spec.name)
+    check_named(specs, "slos", "slo", "SLOs", MAX_SLOS)
 
 
 def parse(items: list) -> list[Slo]:

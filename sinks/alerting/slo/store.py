@@ -127,8 +127,7 @@ def hosts(conn, uuids: Iterable[str]) -> dict[str, Host]:
     for i in range(0, len(uuids), CHUNK):
         for r in conn.execute(select(t.c.uuid, t.c.hostname, t.c.site, t.c.parents)
                               .where(t.c.uuid.in_(uuids[i:i + CHUNK]))):
-            parents = tuple(p for p in (r.parents or ()) if isinstance(p, str))
-            out[r.uuid] = Host(r.hostname or r.uuid, r.site, parents)
+            out[r.uuid] = Host.of(r)
     return out
 
 

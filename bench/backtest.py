@@ -20,8 +20,8 @@ the part of it spent in the sinks (``seconds.evaluation``: the writes, the ticks
 ``observe``, :class:`sinks.alerting.backtest.Replay`).
 
 **The baseline**: the same lake only read, in the same Spark session: the same ``lifecycle``
-rows and the same sorted messages (:func:`fleetwatch.lake.backtest.messages`) brought to the
-driver a partition at a time and made into the messages the sink would get
+rows and the same sorted messages (:func:`fleetwatch.lake.backtest.rows`) brought to the
+driver a slice at a time, a partition at a time and made into the messages the sink would get
 (:func:`fleetwatch.lake.backtest.relayed`), nothing replayed. The ratio backtest / baseline
 says what the replay costs over reading the lake. Rounds alternate the order; medians.
 
@@ -30,7 +30,7 @@ is seen as the time spent waiting on its socket) and prints the top functions.
 
     .venv/bin/python bench/backtest.py [--hosts 1000] [--days 0.1] [--period 3] [--tick 5]
                                        [--rounds 2] [--warmup 3600] [--files 8]
-                                       [--master local[2]] [--driver-memory 6g]
+                                       [--master local[2]] [--driver-memory 2g]
                                        [--lake DIR] [--profile PATH] [--quick] [--json]
                                        [--results bench/RESULTS.md]
 
@@ -139,24 +139,29 @@ def policy(period: float):
                                   "rules": rules(period)})
 
 
-def baseline(history, lo: float, until: float, tick: float, stats: bool) -> dict:
+def baseline(history, lo: float, until: float, tick: float, stats: bool,
+             slice_rows: int) -> dict:
     """The lake only read: the backtest's lifecycle rows and messages, to the driver."""
-    from fleetwatch.lake.backtest import lifecycle, messages, relayed
+    from fleetwatch.lake.backtest import lifecycle, plan, registered, relayed, rows
     began = time.monotonic()
     told = lifecycle(history, lo, until)
     n = 0
-    for row in messages(history, lo, until, tick, stats).toLocalIterator(
-            prefetchPartitions=True):
+    for row in registered(history, lo, tick):
+        relayed(row)
+        n += 1
+    for row in rows(history, plan(history, lo, until, tick, stats, slice_rows), lo, until,
+                    tick, stats):
         relayed(row)
         n += 1
     return {"total": time.monotonic() - began, "messages": n, "lifecycle": len(told)}
 
 
 def backtest(history, config, since: float, until: float, tick: float,
-             warmup: float) -> dict:
+             warmup: float, slice_rows: int) -> dict:
     """One backtest of the lake: its seconds (total, evaluation, lake), counts, pages."""
     from fleetwatch.lake.backtest import Backtest
     report = Backtest(history, config, tick=tick, warmup=warmup, progress_every=60.0,
+                      slice_rows=slice_rows,
                       out=lambda line: print("    " + line, file=sys.stderr, flush=True)
                       ).run(since, until)
     c = report.counts
@@ -165,11 +170,11 @@ def backtest(history, config, since: float, until: float, tick: float,
             "counts": {k: c[k] for k in COUNTS}}
 
 
-def profiled(history, config, since, until, tick, warmup, path: str) -> str:
+def profiled(history, config, since, until, tick, warmup, slice_rows, path: str) -> str:
     """One more backtest under cProfile, its stats written to ``path``; the top of it."""
     prof = cProfile.Profile()
     prof.enable()
-    backtest(history, config, since, until, tick, warmup)
+    backtest(history, config, since, until, tick, warmup, slice_rows)
     prof.disable()
     prof.dump_stats(path)
     out = io.StringIO()
@@ -177,6 +182,29 @@ def profiled(history, config, since, until, tick, warmup, path: str) -> str:
     stats.sort_stats("tottime").print_stats(25)
     stats.sort_stats("cumulative").print_stats(40)
     return out.getvalue()
+
+
+def _peak_kib(pid: int | str) -> int:
+    """A process's peak resident set so far (``VmHWM``), KiB; 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
+    except OSError:
+        return 0
+
+
+def peak_rss_mib() -> dict:
+    """The peak resident memory so far of this process (the driver's Python) and of its
+    children (Spark's JVM: call before ``spark.stop()``), MiB."""
+    children = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                children.update(f.read().split())
+        except OSError:
+            pass
+    return {"python": _peak_kib("self") / 1024,
+            "jvm": max((_peak_kib(pid) for pid in children), default=0) / 1024}
 
 
 def spread(values: list[float]) -> str:
@@ -195,10 +223,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--files", type=int, default=8)
     ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--driver-memory", default="6g")
-    ap.add_argument("--partitions", type=int, default=None,
-                    help="spark.sql.shuffle.partitions for the backtest and the baseline "
-                         "(default: one per 100,000 events; 0: the session's own)")
+    ap.add_argument("--driver-memory", default="2g")
+    ap.add_argument("--slice-rows", type=int, default=None,
+                    help="the most rows of the lake one slice sorts (default: "
+                         "fleetwatch.lake.backtest.SLICE_ROWS)")
     ap.add_argument("--lake", help="lake directory (default: a temporary one, removed)")
     ap.add_argument("--profile", metavar="PATH",
                     help="one more backtest under cProfile, its stats written to PATH")
@@ -232,20 +260,19 @@ def main(argv=None) -> int:
                                                  processed="delete"),
                           out=lambda line: print("  " + line, file=sys.stderr, flush=True))
         compact_s = time.monotonic() - t
-        partitions = args.partitions if args.partitions is not None else \
-            max(2, made["events"] // 100_000)
-        if partitions:          # (the sort's partitions: each is collected whole, NOTES)
-            spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-            spark.conf.set("spark.sql.adaptive.advisoryPartitionSizeInBytes", "16m")
+        from fleetwatch.lake.backtest import SLICE_ROWS
+        slice_rows = args.slice_rows or SLICE_ROWS
         history = History(spark, lake)
         for r in range(args.rounds):
             order = ("baseline", "backtest") if r % 2 == 0 else ("backtest", "baseline")
             for side in order:
                 print(f"  round {r + 1}: {side}", file=sys.stderr, flush=True)
                 if side == "baseline":
-                    got = baseline(history, lo, until, args.tick, bool(config.rules))
+                    got = baseline(history, lo, until, args.tick, bool(config.rules),
+                                   slice_rows)
                 else:
-                    got = backtest(history, config, since, until, args.tick, args.warmup)
+                    got = backtest(history, config, since, until, args.tick, args.warmup,
+                                   slice_rows)
                 runs[side].append(got)
                 print(f"  round {r + 1}: {side} {got['total']:.1f}s ({got['messages']} "
                       f"messages" + (f", {got['evaluation']:.1f}s in the sinks"
@@ -253,7 +280,8 @@ def main(argv=None) -> int:
                       file=sys.stderr, flush=True)
         if args.profile:
             top = profiled(history, config, since, until, args.tick, args.warmup,
-                           args.profile)
+                           slice_rows, args.profile)
+        peak = peak_rss_mib()
         spark.stop()
     finally:
         if tmp:
@@ -277,7 +305,7 @@ def main(argv=None) -> int:
     doc = {"hosts": args.hosts, "days": args.days, "period": args.period, "tick": args.tick,
            "warmup": args.warmup, "rounds": args.rounds, "master": args.master,
            "lake": made, "compaction_s": compact_s, "table_rows": summary.rows,
-           "shuffle_partitions": partitions,
+           "slice_rows": slice_rows, "max_rss_mib": peak,
            "runs": runs, "figures": figures, "load": [load_before, load_after]}
     if args.json:
         print(json.dumps(doc, indent=2))
@@ -301,8 +329,9 @@ def main(argv=None) -> int:
         f"{args.hosts} hosts, {args.days:g} days ({made['events']} events, one every "
         f"{args.period:g} s a host; {made['bytes'] / 1e9:.2f} GB of landing JSON, "
         f"{summary.rows} table rows after a {compact_s:.0f} s compaction, not counted), "
-        f"{args.master}, driver memory {args.driver_memory}, spark.sql.shuffle.partitions "
-        f"{partitions or 'as the session has it'}, {args.rounds} round(s) each, "
+        f"{args.master}, driver memory {args.driver_memory} (the driver's peak RSS: Python "
+        f"{doc['max_rss_mib']['python']:.0f} MiB, Spark's JVM {doc['max_rss_mib']['jvm']:.0f}"
+        f" MiB), slices of at most {slice_rows} rows, {args.rounds} round(s) each, "
         f"alternating. Replayed: {last['messages']} messages ({c['HEARTBEAT']} heartbeats "
         f"after Spark's fold, {c['STATS']} STATS, {c['RESULT']} RESULT, {c['NOTIFY']} "
         f"NOTIFY), {last['batches']} batches, {last['ticks']} ticks of {args.tick:g} s, "
@@ -327,16 +356,14 @@ its `seconds.evaluation` the time inside the registry and alerting sinks' calls
 a host in every 5 s step), here a host heartbeats every `period / 0.6` s (5 s by default:
 about three hosts in four have a heartbeat in a step).
 
-The sort's partitions: `Backtest.run` brings the sorted messages to the driver with
+The driver's memory: `Backtest.run` brings the sorted messages to the driver with
 `toLocalIterator(prefetchPartitions=True)`, which collects each partition whole in the
-driver's JVM, two at a time. With `local[2]`'s 2 shuffle partitions (fleetwatch/lake/spark.py),
-these 2.4 hours of 1,000 hosts (2.5 million messages) ran a 4 GB driver out of heap
-(`java.lang.OutOfMemoryError` in `task-result-getter`, the run hung); with one shuffle
-partition per 100,000 events, which adaptive execution merged into three of about 64 MB
-(800,000 messages each), the first round passed and the second ran out of heap. So the
-bench sets `spark.sql.shuffle.partitions` to one per 100,000 events and
-`spark.sql.adaptive.advisoryPartitionSizeInBytes` to 16 MB (partitions of about 200,000
-messages), as an operator could in `history.conf`, and gives the driver 6 GB.
+driver's JVM, two at a time. One sort of the whole range with `local[2]`'s 2 shuffle
+partitions ran a 4 GB driver out of heap on 2.4 hours of 1,000 hosts (2026-12-05), so the
+backtest reads the range in slices of at most `--slice-rows` rows by the time the messages
+landed, each sorted on its own into partitions of about 100,000 rows
+(fleetwatch/lake/backtest.py's `plan` and `rows`): the driver's memory no longer grows with
+the range, and the bench runs with a 2 GB driver.
 
 Where the time goes (`--days 0.02 --rounds 1 --warmup 600 --profile`, 2026-12-05: 346 steps,
 494,000 messages, 66 s under cProfile): the alerting sink's writes 54 % (the heartbeats 30 %:

@@ -5,12 +5,20 @@ lake, against what really paged (``fleetwatch rules backtest``,
 Spark reads, within ``[since - warmup, until)`` by the messages' ``ts``:
 
 - the messages, in the order they landed (``received``, else ``ts``; then ``ts``, msg_id:
-  :func:`fleetwatch.lake.landed.order`), as one sorted DataFrame read a partition at a time:
-  HELLO and REGISTER (``registrations``), HEARTBEAT, RESULT, NOTIFY and, when the policy
-  has rules (:mod:`sinks.alerting.series`), STATS (``metrics`` rows grouped back into
-  messages, as :mod:`fleetwatch.lake.bodies` does). A sender's HEARTBEATs of one step go
-  to the sink in one batch, where only the last counts (:func:`sinks.alerting.rows.
-  heartbeats`): Spark folds them into that one first;
+  :func:`fleetwatch.lake.landed.order`): HELLO and REGISTER (``registrations``), HEARTBEAT,
+  RESULT, NOTIFY and, when the policy has rules (:mod:`sinks.alerting.series`), STATS
+  (``metrics`` rows grouped back into messages, as :mod:`fleetwatch.lake.bodies` does). A
+  sender's HEARTBEATs of one step go to the sink in one batch, where only the last counts
+  (:func:`sinks.alerting.rows.heartbeats`): Spark folds them into that one first.
+  A month of a fleet does not fit a driver, nor one sort: :func:`plan` counts the rows
+  by the time they landed (one small aggregate), cuts that time into *slices* of at most
+  ``slice_rows`` rows each (whole steps), and each slice is sorted on its own (reading only
+  the date partitions holding its rows) and brought to the driver a partition of at most
+  :data:`PARTITION_ROWS` rows at a time (:func:`rows`): the driver's memory is bounded
+  whatever the range;
+- the last HELLO of each agent and its last REGISTER of each name that landed before the
+  range (:func:`registered`): the registry knew them when the range began, so they are
+  replayed first, at its first moment;
 - the ``lifecycle`` table: the alert events that really went out (what paged), the alerts
   a silence muted or a downtime held (``muted``, ``held``), and the downtimes' windows,
   which the replay writes into its state database so that they hold what they held.
@@ -34,13 +42,14 @@ pages).
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import reduce
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from fleetwatch.display import iso
@@ -62,18 +71,42 @@ TICK = 5.0
 REQUIRED = {"results": ("plugin", "status", "output", "command_id"),
             "notifications": ("severity", "text")}
 COLUMNS = ("msg_id", "type", "uuid", "router", "path", "at", "ts", "body")
+#: the lake's order of the messages (:func:`fleetwatch.lake.landed.order`)
+ORDER = ("at", "ts", "msg_id")
+#: the most rows one slice sorts (:func:`plan`): a few tens of seconds of Spark a slice
+SLICE_ROWS = 2_000_000
+#: the most rows of one sorted partition, about: toLocalIterator brings a partition whole to
+#: the driver, two at a time (the next one prefetched)
+PARTITION_ROWS = 100_000
+#: seconds of the plan's buckets, about (a whole number of steps): a slice's shortest span
+BUCKET = 600.0
 
 
 # ---------------------------------------------------------------- messages
 
-def _messages(history: History, table: str, lo: float, until: float | None,
-              tick: float) -> DataFrame:
-    """Table ``table``'s messages with ``lo <= ts < until``: :data:`COLUMNS`, ``at`` when
-    it landed (epoch seconds), ``ts`` the sender's (epoch seconds), ``body`` JSON text."""
+def tables(stats: bool) -> list[str]:
+    """The tables the replay reads (``metrics`` when the policy has rules)."""
+    return ["registrations", "heartbeats", "results", "notifications"] + \
+        (["metrics"] if stats else [])
+
+
+def _landed():
+    """When a row landed, epoch seconds: ``received``, else the sender's ``ts``."""
+    return F.coalesce(F.col("received"), secs())
+
+
+def _messages(history: History, table: str, lo: float | None, until: float | None,
+              tick: float, within: Slice | None = None) -> DataFrame:
+    """Table ``table``'s messages with ``lo <= ts < until`` (and that landed in slice
+    ``within``, if given): :data:`COLUMNS`, ``at`` when it landed (epoch seconds), ``ts``
+    the sender's (epoch seconds), ``body`` JSON text."""
     df = window(history.table(table), lo, until)
+    at = _landed()
+    if within is not None:
+        df = df.filter(F.col(PARTITION).isin(list(within.dates))
+                       & (at >= F.lit(within.start)) & (at < F.lit(within.end)))
     for name in REQUIRED.get(table, ()):
         df = df.filter(F.col(name).isNotNull())
-    at = F.coalesce(F.col("received"), secs())
     if table == "metrics":
         df = (df.groupBy("msg_id", "uuid", "router", "received", "path", "ts", "hostname",
                          "source")
@@ -97,14 +130,77 @@ def _messages(history: History, table: str, lo: float, until: float | None,
                      at.alias("at"), secs().alias("ts"), body.alias("body"))
 
 
-def messages(history: History, lo: float, until: float | None, tick: float,
-             stats: bool = False) -> DataFrame:
-    """Every message the replay takes within ``[lo, until)``, in the lake's order."""
-    tables = ["registrations", "heartbeats", "results", "notifications"]
-    if stats:
-        tables.append("metrics")
-    parts = [_messages(history, t, lo, until, tick) for t in tables]
-    return reduce(DataFrame.unionByName, parts).orderBy("at", "ts", "msg_id")
+@dataclass(frozen=True)
+class Slice:
+    """The messages that landed in ``[start, end)``, stored in the ``date`` partitions
+    ``dates`` (by their ``ts``), about ``rows`` rows of the tables."""
+
+    start: float
+    end: float
+    dates: tuple[str, ...]
+    rows: int
+
+
+def plan(history: History, lo: float, until: float | None, tick: float, stats: bool,
+         slice_rows: int = SLICE_ROWS) -> list[Slice]:
+    """The slices of ``[lo, until)``'s messages (module docstring), in time order: the rows
+    are counted per date partition and bucket of :data:`BUCKET` seconds (a whole number of
+    steps, so that a step's heartbeats, folded together, are in one slice) by the time they
+    landed, and consecutive buckets make a slice until it holds ``slice_rows``."""
+    width = tick * max(1, math.ceil(BUCKET / tick))
+    parts = [window(history.table(t), lo, until)
+             .select(F.col(PARTITION), F.floor(_landed() / width).alias("bucket"))
+             for t in tables(stats)]
+    buckets: dict[int, dict[str, int]] = {}
+    for r in reduce(DataFrame.unionByName, parts).groupBy("bucket", PARTITION).count() \
+            .collect():
+        buckets.setdefault(int(r["bucket"]), {})[r[PARTITION]] = int(r["count"])
+    out: list[Slice] = []
+    first, dates, rows = None, set(), 0
+    for b in sorted(buckets):
+        if first is not None and rows + sum(buckets[b].values()) > slice_rows:
+            out.append(Slice(first * width, b * width, tuple(sorted(dates)), rows))
+            first, dates, rows = None, set(), 0
+        if first is None:
+            first = b
+        dates.update(buckets[b])
+        rows += sum(buckets[b].values())
+    if first is not None:
+        out.append(Slice(first * width, (max(buckets) + 1) * width, tuple(sorted(dates)),
+                         rows))
+    return out
+
+
+def sliced(history: History, within: Slice, lo: float, until: float | None, tick: float,
+           stats: bool) -> DataFrame:
+    """Slice ``within``'s messages, sorted in the lake's order into partitions of about
+    :data:`PARTITION_ROWS` rows (a range partitioning of its own: adaptive execution does
+    not merge them)."""
+    parts = [_messages(history, t, lo, until, tick, within) for t in tables(stats)]
+    n = max(1, math.ceil(within.rows / PARTITION_ROWS))
+    return (reduce(DataFrame.unionByName, parts).repartitionByRange(n, *ORDER)
+            .sortWithinPartitions(*ORDER))
+
+
+def rows(history: History, slices: list[Slice], lo: float, until: float | None, tick: float,
+         stats: bool = False):
+    """Every message of ``slices`` (:func:`plan`) the replay takes within ``[lo, until)``,
+    in the lake's order, as rows of :data:`COLUMNS`: a slice at a time, each a partition at
+    a time."""
+    for within in slices:
+        yield from sliced(history, within, lo, until, tick, stats).toLocalIterator(
+            prefetchPartitions=True)
+
+
+def registered(history: History, lo: float, tick: float) -> list:
+    """The last HELLO of each agent and its last REGISTER of each name (an agent's own, a
+    local process's) with ``ts`` before ``lo``, in the lake's order: what the registry knew
+    when the range began (the table is small: every date partition before ``lo`` is read)."""
+    df = _messages(history, "registrations", None, lo, tick)
+    key = (F.col("uuid"), F.col("type"), F.get_json_object(F.col("body"), "$.name"))
+    last = Window.partitionBy(*key).orderBy(*(F.col(c).desc() for c in ORDER))
+    return (df.withColumn("_n", F.row_number().over(last)).filter(F.col("_n") == 1)
+            .drop("_n").orderBy(*ORDER).collect())
 
 
 def relayed(row) -> Relayed:
@@ -236,12 +332,15 @@ class Backtest:
 
     def __init__(self, history: History, config: AlertingConfig, tick: float = TICK,
                  warmup: float = WARMUP, out=None, progress_every: float = 5.0,
-                 clock=time.monotonic, tz=None):
+                 clock=time.monotonic, tz=None, slice_rows: int = SLICE_ROWS):
         if not tick > 0:
             raise ValueError("tick: expected a positive number of seconds")
         if warmup < 0:
             raise ValueError("warmup: expected 0 or more seconds")
+        if slice_rows < 1:
+            raise ValueError("slice_rows: expected a positive number of rows")
         self.history, self.config, self.tick, self.warmup = history, config, tick, warmup
+        self.slice_rows = slice_rows
         self.out = out or (lambda line: print(line, file=sys.stderr, flush=True))
         self.progress_every, self.clock, self.tz = progress_every, clock, tz
 
@@ -254,12 +353,17 @@ class Backtest:
             stats = bool(self.config.rules)           # the rules' series: STATS too
             told = lifecycle(self.history, lo, until)
             replay.downtimes(downtime_windows(told, lo))
-            df = messages(self.history, lo, until, self.tick, stats)
             self.out(f"backtest: replaying from {iso(lo)} ({self.warmup:.0f}s of warm-up "
                      f"before {iso(since)}) to {iso(until) if until else 'the newest message'}"
                      f"{', with STATS' if stats else ''}")
-            last, n, next_report = lo, 0, self.clock() + self.progress_every
-            for row in df.toLocalIterator(prefetchPartitions=True):
+            before = registered(self.history, lo, self.tick)
+            for row in before:           # what the registry knew when the range began
+                replay.feed(lo, relayed(row))
+            last, n, next_report = lo, len(before), self.clock() + self.progress_every
+            slices = plan(self.history, lo, until, self.tick, stats, self.slice_rows)
+            self.out(f"backtest: {sum(s.rows for s in slices)} rows of the lake in "
+                     f"{len(slices)} slice(s) of at most {self.slice_rows} rows")
+            for row in rows(self.history, slices, lo, until, self.tick, stats):
                 replay.feed(row["at"], relayed(row))
                 last, n = max(last, row["at"]), n + 1
                 if self.clock() >= next_report:
@@ -277,6 +381,7 @@ class Backtest:
         diff = compare(backtest, pages(alerts), since, end, holds,
                        real_holds(told, end, alerts), slack=self.tick)
         counts["messages"] = n
+        counts["registered_before"], counts["slices"] = len(before), len(slices)
         total = self.clock() - began
         return Report(since, end, self.warmup, self.tick, diff, counts,
                       {"total": total, "evaluation": evaluated,

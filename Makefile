@@ -41,10 +41,12 @@ install: $(VENV)/.installed $(ASSETS_BUILT)
 # run by it, as on a real host (tests/integration/test_ansible.py). Alertmanager: the
 # alertmanager channel posts to a real one (tests/integration/test_alertmanager.py); its
 # service is disabled after the install (it would listen on all interfaces, :9093 and :9094).
+# VictoriaMetrics: the remote_write sink writes to a real one as well as to Prometheus
+# (tests/integration/test_remote_write.py); its service is disabled the same way (:8428).
 # `make system-packages` installs only these.
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container libcairo2 \
   prometheus-node-exporter prometheus chromium chromium-driver faketime python3 \
-  prometheus-alertmanager
+  prometheus-alertmanager victoria-metrics
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 
@@ -105,7 +107,8 @@ system-packages:
 	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || { echo "make install: the Debian \
 	packages of the demo and the tests ($(TAKES_SYSTEM))"; { $(APT_INSTALL) || \
 	  (apt-get update -q && $(APT_INSTALL)); } && \
-	  { systemctl disable --quiet prometheus-alertmanager 2>/dev/null || true; }; }
+	  { systemctl disable --quiet prometheus-alertmanager victoria-metrics 2>/dev/null || \
+	  true; }; }
 
 demo: install
 	$(BIN)/fleetwatch demo --dir $(DEMO_DIR)

@@ -47,6 +47,7 @@ import argparse
 import cProfile
 import io
 import json
+import math
 import os
 import pstats
 import random
@@ -97,24 +98,46 @@ def check_interval(period: float) -> float:
     return (longest_gap("RESULT") + 1) * period / 2
 
 
-def make_lake(lake: str, hosts: int, days: float, period: float, files: int) -> dict:
-    """The landing files of the lake (module docstring): how many events and bytes."""
+def make_lake(spark, lake: str, hosts: int, days: float, period: float, files: int,
+              chunk_days: float, master: str) -> dict:
+    """The lake (module docstring), landed and compacted ``chunk_days`` at a time, as a live
+    lake is compacted while it lands (one compaction of a month of landing files would want
+    a driver the size of the month): how many events, bytes, table rows, and seconds."""
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.settings import HistorySettings
     landing = os.path.join(lake, "landing")
-    seconds = days * 86400.0
-    events = int(hosts * seconds / period)
-    t = time.monotonic()
+    settings = HistorySettings(lake=lake, master=master, processed="delete")
     kw = {"hosts": hosts, "every_kind": True, "check_interval": check_interval(period)}
-    paths = generate(landing, events, files, start=MIDNIGHT, seconds=seconds, mix=MIX, **kw)
-    # one HELLO a host in the first second: numbered past the events, on an odd round
-    first = hosts * (2 * (events // (2 * hosts)) + 3)
-    paths += generate(landing, hosts, 1, first=first, start=MIDNIGHT, seconds=1.0,
-                      mix=(("HELLO", 1),), **kw)
-    size = sum(os.path.getsize(p) for p in paths)
-    took = time.monotonic() - t
-    print(f"generated {events + hosts} events ({hosts} hosts, {days:g} days, one every "
-          f"{period:g}s a host) in {len(paths)} files, {size / 1e9:.2f} GB, in {took:.0f}s",
-          file=sys.stderr, flush=True)
-    return {"events": events + hosts, "bytes": size, "files": len(paths), "seconds": took}
+    total, chunk = days * 86400.0, min(days, chunk_days) * 86400.0
+    spans = [min(chunk, total - t) for t in range(0, math.ceil(total), math.ceil(chunk))]
+    counts = [int(hosts * span / period) for span in spans]
+    events = sum(counts)
+    made = {"events": events + hosts, "bytes": 0, "files": 0, "seconds": 0.0,
+            "compactions": 0, "compaction_s": 0.0, "table_rows": 0}
+    first, start = 0, MIDNIGHT
+    for k, (span, count) in enumerate(zip(spans, counts)):
+        t = time.monotonic()
+        paths = generate(landing, count, files, first=first, start=start, seconds=span,
+                         mix=MIX, **kw)
+        if k == 0:      # one HELLO a host in the first second: numbered past the events,
+            paths += generate(landing, hosts, 1, first=hosts * (2 * (events // (2 * hosts))
+                                                                + 3),   # on an odd round
+                              start=MIDNIGHT, seconds=1.0, mix=(("HELLO", 1),), **kw)
+        made["bytes"] += sum(os.path.getsize(p) for p in paths)
+        made["files"] += len(paths)
+        made["seconds"] += time.monotonic() - t
+        t = time.monotonic()
+        summary = compact(spark, settings, out=lambda line: None)
+        made["compaction_s"] += time.monotonic() - t
+        made["compactions"] += 1
+        made["table_rows"] += summary.rows
+        first, start = first + count, start + span
+        print(f"  lake: {start - MIDNIGHT:.0f}s of {total:.0f}s landed and compacted "
+              f"({made['events'] if k == len(spans) - 1 else first} events, "
+              f"{made['bytes'] / 1e9:.2f} GB of landing JSON, {made['table_rows']} table rows,"
+              f" {made['seconds']:.0f}s generating, {made['compaction_s']:.0f}s compacting)",
+              file=sys.stderr, flush=True)
+    return made
 
 
 def rules(period: float) -> list[dict]:
@@ -221,7 +244,9 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=float, default=3600.0,
                     help="seconds replayed before since (part of the days)")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--files", type=int, default=8, help="landing files a chunk")
+    ap.add_argument("--chunk-days", type=float, default=1.0,
+                    help="days landed and compacted at a time")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="2g")
     ap.add_argument("--slice-rows", type=int, default=None,
@@ -239,9 +264,7 @@ def main(argv=None) -> int:
         args.hosts, args.days, args.period, args.rounds = 20, 1 / 48, 10.0, 1
         args.warmup, args.files, args.driver_memory = 300.0, 1, "1g"
 
-    from fleetwatch.lake.compact import compact
     from fleetwatch.lake.query import History
-    from fleetwatch.lake.settings import HistorySettings
     from fleetwatch.lake.spark import session
 
     load_before = os.getloadavg()
@@ -253,13 +276,9 @@ def main(argv=None) -> int:
     runs: dict[str, list[dict]] = {"baseline": [], "backtest": []}
     top = None
     try:
-        made = make_lake(lake, args.hosts, args.days, args.period, args.files)
         spark = session(args.master, {"spark.driver.memory": args.driver_memory})
-        t = time.monotonic()
-        summary = compact(spark, HistorySettings(lake=lake, master=args.master,
-                                                 processed="delete"),
-                          out=lambda line: print("  " + line, file=sys.stderr, flush=True))
-        compact_s = time.monotonic() - t
+        made = make_lake(spark, lake, args.hosts, args.days, args.period, args.files,
+                         args.chunk_days, args.master)
         from fleetwatch.lake.backtest import SLICE_ROWS
         slice_rows = args.slice_rows or SLICE_ROWS
         history = History(spark, lake)
@@ -304,7 +323,7 @@ def main(argv=None) -> int:
             statistics.median(evaluation) / args.days * 1000.0 / args.hosts}
     doc = {"hosts": args.hosts, "days": args.days, "period": args.period, "tick": args.tick,
            "warmup": args.warmup, "rounds": args.rounds, "master": args.master,
-           "lake": made, "compaction_s": compact_s, "table_rows": summary.rows,
+           "lake": made,
            "slice_rows": slice_rows, "max_rss_mib": peak,
            "runs": runs, "figures": figures, "load": [load_before, load_after]}
     if args.json:
@@ -328,7 +347,9 @@ def main(argv=None) -> int:
     extra = (
         f"{args.hosts} hosts, {args.days:g} days ({made['events']} events, one every "
         f"{args.period:g} s a host; {made['bytes'] / 1e9:.2f} GB of landing JSON, "
-        f"{summary.rows} table rows after a {compact_s:.0f} s compaction, not counted), "
+        f"{made['table_rows']} table rows after {made['compactions']} compaction(s) of "
+        f"{min(args.days, args.chunk_days):g} day(s) each, {made['compaction_s']:.0f} s, "
+        f"not counted), "
         f"{args.master}, driver memory {args.driver_memory} (the driver's peak RSS: Python "
         f"{doc['max_rss_mib']['python']:.0f} MiB, Spark's JVM {doc['max_rss_mib']['jvm']:.0f}"
         f" MiB), slices of at most {slice_rows} rows, {args.rounds} round(s) each, "

@@ -99,6 +99,62 @@ class LocalConfig:
                 raise ValueError(f"plugins: {problem}")
 
 
+#: Where the OTLP/HTTP intake listens by default (OTLP's own port, this machine only)
+OTLP_LISTEN = "127.0.0.1:4318"
+#: Attributes not made labels by default: they name the exporting process, not the series
+OTLP_DROPPED = ("service.instance.id", "telemetry.sdk.language", "telemetry.sdk.name",
+                "telemetry.sdk.version")
+_LISTEN = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):(\d{1,5})$")
+
+
+@dataclass(frozen=True)
+class OtlpConfig:
+    """The OTLP/HTTP metrics intake (SPEC.md 4.4.1, docs/operating/otlp.md)."""
+
+    enabled: bool = setting(False, "listen for OTLP/HTTP metrics (POST /v1/metrics, protobuf "
+                                   "or JSON) from this machine's applications; their series "
+                                   "go out in the agent's STATS, as this host's")
+    listen: str = setting(OTLP_LISTEN, "HOST:PORT to listen on ([::1]:PORT for IPv6; port 0: "
+                                       "any free port, logged at start). Whoever reaches it "
+                                       "writes series as this host: keep it on loopback")
+    max_body: int = setting(4 * 1024 * 1024, "largest request body, in bytes, also once "
+                                             "decompressed (413 past it)")
+    max_series: int = setting(1000, "distinct series (name and labels) held, all "
+                                    "applications together; a point needing one more is "
+                                    "refused (agent.otlp.series_refused). A series not "
+                                    "written for a day frees its place")
+    max_labels: int = setting(32, "labels (resource and point attributes together) of a "
+                                  "data point; past it, or a key past 100 or a value past "
+                                  "255 characters, the point is refused "
+                                  "(agent.otlp.labels_refused)")
+    drop_attributes: list[str] = setting(
+        factory=lambda: list(OTLP_DROPPED),
+        help="attribute keys (of a resource or a point) not made labels. The default: the "
+             "random id an OpenTelemetry SDK gives each process start, and the SDK's "
+             "name, language and version, which would start new series at every restart "
+             "or upgrade of an application ([] keeps every attribute)")
+    interval: float = setting(10.0, "seconds between two sends of the series written "
+                                    "meanwhile (the latest value of each)")
+
+    def validate(self):
+        m = _LISTEN.match(self.listen)
+        if m is None or int(m.group(2)) > 65535:
+            raise ValueError(f"listen: {self.listen[:60]!r} is not HOST:PORT (e.g. "
+                             f"{OTLP_LISTEN})")
+        if self.max_body < 1024:
+            raise ValueError("max_body: expected at least 1024 bytes")
+        for name in ("max_series", "max_labels"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected at least 1")
+        if self.interval <= 0:
+            raise ValueError("interval: expected a positive number of seconds")
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, _, port = self.listen.rpartition(":")
+        return host.strip("[]"), int(port)
+
+
 @dataclass(frozen=True)
 class AgentConfig:
     routers: list[str] = setting(help="agents endpoints of the routers, e.g. tcp://r1:5555")
@@ -147,6 +203,9 @@ class AgentConfig:
     security: ClientSecurity = setting(factory=ClientSecurity, help="CURVE keys")
     plugins: PluginsConfig = setting(factory=PluginsConfig,
                                      help="plugin directories, limits and declared checks")
+    otlp: OtlpConfig = setting(factory=OtlpConfig,
+                               help="the OTLP/HTTP metrics intake for local applications "
+                                    "(off unless enabled)")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 
     def validate(self):

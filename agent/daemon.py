@@ -56,6 +56,10 @@ class Agent:
                  rand=random.random, keys=None, notifier=None, config_path: str | None = None):
         from fleetwatch.security import ClientKeys
         self.cfg, self.uuid, self.hostname = cfg, uuid, hostname
+        #: the OTLP/HTTP intake (agent.otlp: imported only when enabled) and its listener
+        self.otlp = self.otlp_listener = None
+        if cfg.otlp.enabled:
+            self.otlp = otlp_intake(cfg.otlp, clock)
         #: new at each start: two processes alternating on one uuid are a cloned machine
         #: (os.urandom, not secrets: see agent.links.connection_id)
         self.instance = os.urandom(8).hex()
@@ -94,7 +98,7 @@ class Agent:
         self.reception = Reception(uuid, self.intake, self.declared, self.outbox, clock)
         self.selfstats = selfstats.SelfStats(self.counters, spool, self.links, self.intake,
                                              collectors, self.runner, clock, self.started,
-                                             self.routers.attach)
+                                             self.routers.attach, otlp=self.otlp)
         self.wakeup = Wakeup()
         self._stop = False
         #: SIGHUP re-reads ``config_path`` (agent/reload.py says what changes live)
@@ -113,6 +117,8 @@ class Agent:
             why = zmq.strerror(e.errno) if isinstance(e, zmq.ZMQError) else e
             raise StartError(f"cannot bind the intake {self.cfg.intake_endpoint}: {why}") \
                 from None
+        if self.otlp is not None:
+            self._listen_otlp()
         self.wakeup.install(self.poller, self.stop,
                             self.reloader.request if self.reloader is not None else None)
         self.poller.register(self.intake_sock.sock, zmq.POLLIN)
@@ -186,7 +192,21 @@ class Agent:
                                                       departure.summary())
         return departure.done
 
+    def _listen_otlp(self) -> None:
+        from agent.otlp.listener import Listener
+        host, port = self.cfg.otlp.address
+        try:
+            self.otlp_listener = Listener(host, port, self.otlp)
+        except OSError as e:
+            self.close()
+            raise StartError(f"cannot listen for OTLP on {self.cfg.otlp.listen}: "
+                             f"{e.strerror or e}") from None
+        self.otlp_listener.start()
+
     def close(self):
+        if self.otlp_listener is not None:
+            self.otlp_listener.close()
+            self.otlp_listener = None
         if self.workers.threads:
             self.poller.unregister(self.workers.wake.fileno())
         self.workers.close()
@@ -238,17 +258,41 @@ class Agent:
 
     def _deadline(self) -> float:
         now = self.clock()
-        return min(self.next_stats, self.routers.deadline(), self.outbox.deadline(now))
+        otlp = self.otlp.next_send if self.otlp is not None else math.inf
+        return min(self.next_stats, self.routers.deadline(), self.outbox.deadline(now), otlp)
 
     def _timers(self, now: float) -> None:
         self.routers.timers(now)
         if now >= self.next_stats:
             self.next_stats = max(self.next_stats + self.cfg.stats_interval, now)
             self._collect()
+        if self.otlp is not None and now >= self.otlp.next_send:
+            self._send_otlp(now)
         self.outbox.timers(now)
+
+    def _send_otlp(self, now: float) -> None:
+        """The OTLP series written since the last send, in STATS of their own through the
+        STATS queue; while no router is alive they may fill half of it, then they are held
+        (latest values) and exports answered 503 (SPEC.md 4.4.1)."""
+        self.otlp.next_send = max(self.otlp.next_send + self.cfg.otlp.interval, now)
+        queue = self.outbox.queue
+        room = bool(self.links.alive()) or len(queue) < queue.maxlen // 2
+        for msg in self.otlp.messages(self.uuid, self.hostname, self.wall, room):
+            self.outbox.enqueue(msg)
 
     def _collect(self) -> None:
         metrics = self.collectors.collect()
         metrics.update(self.selfstats.metrics())
         self.outbox.enqueue(protocol.make("STATS", self.uuid, clock=self.wall,
                                           hostname=self.hostname, metrics=metrics))
+
+
+def otlp_intake(cfg, clock):
+    """The OTLP intake of an agent whose ``otlp`` section is enabled (imports agent.otlp,
+    opentelemetry-proto and protobuf); StartError when the ``otlp`` extra is missing."""
+    try:
+        from agent.otlp.intake import OtlpIntake
+    except ModuleNotFoundError as e:
+        raise StartError(f"otlp.enabled needs the Python package {e.name!r}: pip install "
+                         f"'fleetwatch[otlp]'") from None
+    return OtlpIntake(cfg, clock)

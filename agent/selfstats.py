@@ -26,12 +26,14 @@ class SelfStats:
     """Reads the agent's own metrics from the objects that keep them."""
 
     def __init__(self, counters: collections.Counter, spool, links, intake, collectors,
-                 runner, clock, started: float, attach=None):
+                 runner, clock, started: float, attach=None, otlp=None):
         self.counters, self.spool, self.links, self.intake = counters, spool, links, intake
         #: agent.attach.Attach: the live set it ranks (``agent.routers.live``)
         self.attach = attach
         self.collectors, self.runner, self.clock = collectors, runner, clock
         self.started = started
+        #: agent.otlp.intake.OtlpIntake when the OTLP intake is enabled (agent.otlp.*)
+        self.otlp = otlp
 
     def metrics(self) -> dict:
         return {
@@ -52,5 +54,6 @@ class SelfStats:
             "agent.collectors.failures": self.collectors.failures,
             **self.runner.counters,
             **self.runner.gauges(),
+            **(self.otlp.metrics() if self.otlp is not None else {}),
             "agent.uptime": round(self.clock() - self.started, 1),
         }

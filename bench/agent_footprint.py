@@ -5,12 +5,15 @@ process and Prometheus' node_exporter measured in the same run.
 
 Each round runs ``fleetwatch agent`` (stats_interval 10 s, default heartbeats every 2 s)
 against a fake router process (a ROUTER answering HELLO, HEARTBEAT and ACKing NOTIFY and
-REGISTER); a baseline, a bare python that imports zmq, psutil and yaml and sleeps; and
+REGISTER); beside it two agents with the OTLP intake on (``otlp.enabled``), one idle, one
+after an export in protobuf and one in JSON (needs the ``otlp`` extra); a baseline, a bare
+python that imports zmq, psutil and yaml and sleeps; and
 ``prometheus-node-exporter`` (Debian's package, installed by ``make system-packages``) on a
 127.0.0.1 port, scraped every 10 s as the agent collects (skipped, with a line saying so,
-when it is not installed). RSS and CPU of each are sampled every second with psutil; CPU is
-counted after a warm-up (start-up excluded). The table gives, per process, the median over
-the rounds of each round's largest RSS, and the ratios of those medians.
+when it is not installed). RSS and CPU of each are sampled every second with psutil; CPU
+(all the process's threads) is counted after a warm-up (start-up excluded). The table
+gives, per process, the median over the rounds of each round's largest RSS, and the ratios
+of those medians.
 
 Python processes run as an installed agent does, from bytecode caches (kept under the run's
 temporary directory, filled by a start before the first round that is not measured);
@@ -46,6 +49,8 @@ from fleetwatch.cli.demo.ports import free_port  # noqa: E402
 RESULTS = HERE / "RESULTS.md"
 HEADING = "## Agent footprint"
 RSS_TARGET_MB = 25.0
+#: the most the OTLP intake, on and idle, may add to the agent's RSS (issue 36)
+OTLP_TARGET_MB = 3.0
 CPU_TARGET = 0.5
 MB = 1024 * 1024
 STATS_INTERVAL = 10.0
@@ -68,6 +73,8 @@ def fake_router() -> None:
         rid, *frames = sock.recv_multipart()
         msg = protocol.decode(frames, protocol.AGENT_TYPES)
         counts[msg.type] = counts.get(msg.type, 0) + 1
+        if msg.type == "STATS" and msg.get("series"):     # an OTLP intake's (bench/otlp.py)
+            counts["series"] = counts.get("series", 0) + len(msg.get("series"))
         if msg.type == "HELLO":
             reply = protocol.make("WELCOME", "bench", router="bench", routers=[])
         elif msg.type == "HEARTBEAT":
@@ -89,16 +96,51 @@ class Sampler:
         self.cpu_start = 0.0
 
     def cpu(self) -> float:
-        """CPU seconds used: nanosecond schedstat on Linux, else psutil's tick counts."""
+        """CPU seconds used by all the process's threads: nanosecond schedstat on Linux,
+        else psutil's tick counts."""
         try:
-            with open(f"/proc/{self.proc.pid}/schedstat") as f:
-                return int(f.read().split()[0]) / 1e9
+            tasks = Path(f"/proc/{self.proc.pid}/task")
+            return sum(int((t / "schedstat").read_text().split()[0])
+                       for t in tasks.iterdir()) / 1e9
         except (OSError, ValueError, IndexError):
             t = self.proc.cpu_times()
             return t.user + t.system
 
     def sample(self) -> None:
         self.rss.append(self.proc.memory_info().rss)
+
+
+def export_once(url: str, proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    """One OTLP export in protobuf and one in JSON to the agent listening at ``url`` (a
+    counter, a histogram and a gauge, as an SDK's first export has them), once it listens."""
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2 as service
+    from opentelemetry.proto.metrics.v1 import metrics_pb2 as m
+    from google.protobuf import json_format
+
+    req = service.ExportMetricsServiceRequest()
+    rm = req.resource_metrics.add()
+    rm.resource.attributes.add(key="service.name").value.string_value = "bench"
+    metrics = rm.scope_metrics.add().metrics
+    metrics.add(name="orders", sum=m.Sum(is_monotonic=True, aggregation_temporality=2,
+                                         data_points=[m.NumberDataPoint(as_int=5)]))
+    metrics.add(name="latency", histogram=m.Histogram(aggregation_temporality=2, data_points=[
+        m.HistogramDataPoint(count=3, sum=0.4, bucket_counts=[1, 2, 0],
+                             explicit_bounds=[0.1, 1.0])]))
+    metrics.add(name="temp", gauge=m.Gauge(data_points=[m.NumberDataPoint(as_double=21.5)]))
+    bodies = [(req.SerializeToString(), "application/x-protobuf"),
+              (json_format.MessageToJson(req).encode(), "application/json")]
+    deadline = time.monotonic() + timeout
+    for body, content_type in bodies:
+        while True:
+            try:
+                with urllib.request.urlopen(urllib.request.Request(
+                        url, body, {"Content-Type": content_type}), timeout=5) as reply:
+                    reply.read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"the OTLP agent did not answer on {url}")
+                time.sleep(0.1)
 
 
 def node_exporter() -> str | None:
@@ -149,30 +191,44 @@ def stop(procs) -> None:
 def one_round(tmp: Path, env: dict, seconds: float, warmup: float, exporter: str | None) -> dict:
     """Start router, agent, baseline (and node_exporter), sample them; their figures."""
     run = Path(tempfile.mkdtemp(prefix="round-", dir=tmp))
-    logs = [open(run / name, "w") for name in ("router.log", "agent.log", "exporter.log")]
+    logs = [open(run / name, "w") for name in ("router.log", "exporter.log")]
     procs: list[subprocess.Popen] = []
     try:
         router = subprocess.Popen([sys.executable, __file__, "--fake-router"], env=env,
                                   stdout=subprocess.PIPE, stderr=logs[0], text=True)
         procs.append(router)
         endpoint = router.stdout.readline().strip()
-        cfg = {"routers": [endpoint], "state_dir": str(run / "state"), "hostname": "bench",
-               "stats_interval": STATS_INTERVAL, "log_level": "WARNING"}
-        (run / "agent.yaml").write_text(yaml.safe_dump(cfg))
-        agent = subprocess.Popen([sys.executable, "-m", "fleetwatch", "agent", "--config",
-                                  str(run / "agent.yaml")], env=env, cwd=ROOT,
-                                 stdout=logs[1], stderr=logs[1])
-        procs.append(agent)
+
+        def start_agent(name: str, **extra) -> subprocess.Popen:
+            cfg = {"routers": [endpoint], "state_dir": str(run / f"{name}-state"),
+                   "hostname": "bench", "stats_interval": STATS_INTERVAL,
+                   "log_level": "WARNING", **extra}
+            (run / f"{name}.yaml").write_text(yaml.safe_dump(cfg))
+            log = open(run / f"{name}.log", "w")
+            logs.append(log)
+            proc = subprocess.Popen([sys.executable, "-m", "fleetwatch", "agent", "--config",
+                                     str(run / f"{name}.yaml")], env=env, cwd=ROOT,
+                                    stdout=log, stderr=log)
+            procs.append(proc)
+            return proc
+        agent = start_agent("agent")
+        # the same agent with its OTLP intake on: idle, and after one export of each encoding
+        ports = {"idle": free_port(), "used": free_port()}
+        otlp = [start_agent(f"otlp-{use}", otlp={"enabled": True,
+                                                 "listen": f"127.0.0.1:{port}"})
+                for use, port in ports.items()]
         baseline = subprocess.Popen([sys.executable, "-c",
                                      "import zmq, psutil, yaml, time; time.sleep(100000)"],
                                     env=env)
         procs.append(baseline)
-        samplers = {"agent": Sampler(agent.pid), "baseline": Sampler(baseline.pid)}
+        samplers = {"agent": Sampler(agent.pid), "baseline": Sampler(baseline.pid),
+                    "otlp_idle": Sampler(otlp[0].pid), "otlp_used": Sampler(otlp[1].pid)}
+        export_once(f"http://127.0.0.1:{ports['used']}/v1/metrics", otlp[1])
         url = None
         if exporter:
             url = f"http://127.0.0.1:{free_port()}/metrics"
             ne = subprocess.Popen([exporter, f"--web.listen-address={url[7:-8]}"],
-                                  stdout=logs[2], stderr=logs[2])
+                                  stdout=logs[1], stderr=logs[1])
             procs.append(ne)
             wait_listening(url, ne)
             samplers["node_exporter"] = Sampler(ne.pid)
@@ -194,8 +250,9 @@ def one_round(tmp: Path, env: dict, seconds: float, warmup: float, exporter: str
                for name, s in samplers.items()}
         out["seconds"] = round(elapsed, 1)
         out["scrape_bytes"] = scraped
-        if agent.poll() is not None:
-            raise SystemExit("the agent stopped:\n" + (run / "agent.log").read_text())
+        for name, proc in (("agent", agent), ("otlp-idle", otlp[0]), ("otlp-used", otlp[1])):
+            if proc.poll() is not None:
+                raise SystemExit(f"{name} stopped:\n" + (run / f"{name}.log").read_text())
     finally:
         stop(procs)
         for f in logs:
@@ -218,7 +275,7 @@ def measure(seconds: float, warmup: float, rounds: int, from_source: bool) -> di
         shutil.rmtree(tmp, ignore_errors=True)
     out = {"rounds": runs, "exporter": exporter, "from_source": from_source,
            "seconds": runs[-1]["seconds"]}
-    for name in ("agent", "baseline", "node_exporter"):
+    for name in ("agent", "otlp_idle", "otlp_used", "baseline", "node_exporter"):
         if name in runs[0]:
             rss = [r[name]["rss_mb"] for r in runs]
             out[name] = {"rss_mb": statistics.median(rss), "rss_range": (min(rss), max(rss)),
@@ -230,6 +287,7 @@ def measure(seconds: float, warmup: float, rounds: int, from_source: bool) -> di
 def report(r: dict) -> tuple[str, str]:
     """The table, and the notes under it."""
     a, b, ne = r["agent"], r["baseline"], r.get("node_exporter")
+    idle, used = r["otlp_idle"], r["otlp_used"]
 
     def row(label, m):
         lo, hi = m["rss_range"]
@@ -238,9 +296,13 @@ def report(r: dict) -> tuple[str, str]:
     lines = ["| process | max RSS, median (MiB) | per round | CPU (% of one core) |",
              "|---|---|---|---|",
              row(f"agent (stats every {STATS_INTERVAL:.0f} s, heartbeat 2 s)", a),
+             row("agent with OTLP on, idle", idle),
+             row("agent with OTLP on, after an export in protobuf and one in JSON", used),
              row("baseline (python + zmq, psutil, yaml, sleeping)", b)]
     if ne:
         lines.append(row(f"node_exporter (scraped every {STATS_INTERVAL:.0f} s)", ne))
+    lines.append(f"| OTLP on, idle - off | {idle['rss_mb'] - a['rss_mb']:+.1f} | | |")
+    lines.append(f"| OTLP on, used - off | {used['rss_mb'] - a['rss_mb']:+.1f} | | |")
     lines.append(f"| ratio agent / baseline | {a['rss_mb'] / b['rss_mb']:.2f} | | |")
     if ne:
         lines.append(f"| ratio agent / node_exporter | {a['rss_mb'] / ne['rss_mb']:.2f} | | |")
@@ -256,6 +318,9 @@ def report(r: dict) -> tuple[str, str]:
                              f"bytes a scrape." if ne else
                              "not installed (Debian prometheus-node-exporter: make "
                              "system-packages): skipped."),
+        f"OTLP on (otlp.enabled, a listener on a 127.0.0.1 port): idle, +"
+        f"{idle['rss_mb'] - a['rss_mb']:.1f} MiB (target +{OTLP_TARGET_MB:.0f} MiB, "
+        f"{'meets' if idle['rss_mb'] - a['rss_mb'] <= OTLP_TARGET_MB else 'MISSES'}).",
         f"Targets: agent RSS < {RSS_TARGET_MB:.0f} MiB ({ok_rss}), CPU < {CPU_TARGET} % "
         f"({ok_cpu}). The fake router received {last['router_saw']} in the last round; the "
         f"agent exited {last['agent_exit']} on SIGTERM.",

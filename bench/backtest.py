@@ -53,6 +53,7 @@ import pstats
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -98,6 +99,28 @@ def check_interval(period: float) -> float:
     return (longest_gap("RESULT") + 1) * period / 2
 
 
+def land(lake: str, hosts: int, days: float, period: float, files: int, chunk_days: float):
+    """Write the lake's landing files (module docstring) ``chunk_days`` at a time: yields
+    after each chunk (its paths, events, and the seconds of the fleet landed so far)."""
+    landing = os.path.join(lake, "landing")
+    kw = {"hosts": hosts, "every_kind": True, "check_interval": check_interval(period)}
+    total, chunk = days * 86400.0, min(days, chunk_days) * 86400.0
+    spans = [min(chunk, total - t) for t in range(0, math.ceil(total), math.ceil(chunk))]
+    counts = [int(hosts * span / period) for span in spans]
+    events = sum(counts)
+    first, start = 0, MIDNIGHT
+    for k, (span, count) in enumerate(zip(spans, counts)):
+        paths = generate(landing, count, files, first=first, start=start, seconds=span,
+                         mix=MIX, **kw)
+        if k == 0:      # one HELLO a host in the first second: numbered past the events,
+            paths += generate(landing, hosts, 1, first=hosts * (2 * (events // (2 * hosts))
+                                                                + 3),   # on an odd round
+                              start=MIDNIGHT, seconds=1.0, mix=(("HELLO", 1),), **kw)
+            count += hosts
+        first, start = first + count, start + span
+        yield paths, count, start - MIDNIGHT
+
+
 def make_lake(spark, lake: str, hosts: int, days: float, period: float, files: int,
               chunk_days: float, master: str) -> dict:
     """The lake (module docstring), landed and compacted ``chunk_days`` at a time, as a live
@@ -105,24 +128,12 @@ def make_lake(spark, lake: str, hosts: int, days: float, period: float, files: i
     a driver the size of the month): how many events, bytes, table rows, and seconds."""
     from fleetwatch.lake.compact import compact
     from fleetwatch.lake.settings import HistorySettings
-    landing = os.path.join(lake, "landing")
     settings = HistorySettings(lake=lake, master=master, processed="delete")
-    kw = {"hosts": hosts, "every_kind": True, "check_interval": check_interval(period)}
-    total, chunk = days * 86400.0, min(days, chunk_days) * 86400.0
-    spans = [min(chunk, total - t) for t in range(0, math.ceil(total), math.ceil(chunk))]
-    counts = [int(hosts * span / period) for span in spans]
-    events = sum(counts)
-    made = {"events": events + hosts, "bytes": 0, "files": 0, "seconds": 0.0,
-            "compactions": 0, "compaction_s": 0.0, "table_rows": 0}
-    first, start = 0, MIDNIGHT
-    for k, (span, count) in enumerate(zip(spans, counts)):
-        t = time.monotonic()
-        paths = generate(landing, count, files, first=first, start=start, seconds=span,
-                         mix=MIX, **kw)
-        if k == 0:      # one HELLO a host in the first second: numbered past the events,
-            paths += generate(landing, hosts, 1, first=hosts * (2 * (events // (2 * hosts))
-                                                                + 3),   # on an odd round
-                              start=MIDNIGHT, seconds=1.0, mix=(("HELLO", 1),), **kw)
+    made = {"events": 0, "bytes": 0, "files": 0, "seconds": 0.0, "compactions": 0,
+            "compaction_s": 0.0, "table_rows": 0}
+    t = time.monotonic()
+    for paths, count, landed in land(lake, hosts, days, period, files, chunk_days):
+        made["events"] += count
         made["bytes"] += sum(os.path.getsize(p) for p in paths)
         made["files"] += len(paths)
         made["seconds"] += time.monotonic() - t
@@ -131,12 +142,33 @@ def make_lake(spark, lake: str, hosts: int, days: float, period: float, files: i
         made["compaction_s"] += time.monotonic() - t
         made["compactions"] += 1
         made["table_rows"] += summary.rows
-        first, start = first + count, start + span
-        print(f"  lake: {start - MIDNIGHT:.0f}s of {total:.0f}s landed and compacted "
-              f"({made['events'] if k == len(spans) - 1 else first} events, "
-              f"{made['bytes'] / 1e9:.2f} GB of landing JSON, {made['table_rows']} table rows,"
-              f" {made['seconds']:.0f}s generating, {made['compaction_s']:.0f}s compacting)",
-              file=sys.stderr, flush=True)
+        print(f"  lake: {landed:.0f}s of {days * 86400:.0f}s landed and compacted "
+              f"({made['events']} events, {made['bytes'] / 1e9:.2f} GB of landing JSON, "
+              f"{made['table_rows']} table rows, {made['seconds']:.0f}s generating, "
+              f"{made['compaction_s']:.0f}s compacting)", file=sys.stderr, flush=True)
+        t = time.monotonic()
+    return made
+
+
+def lake_once(lake: str, args) -> dict:
+    """The lake made in a process of its own (its own Spark: compaction's memory is not the
+    backtest's, as in a real deployment), or, if ``lake`` holds one made with the same
+    arguments (``bench-lake.json``), that one again."""
+    key = {k: getattr(args, k) for k in ("hosts", "days", "period", "files", "chunk_days")}
+    record = os.path.join(lake, "bench-lake.json")
+    if os.path.exists(record):
+        with open(record) as f:
+            kept = json.load(f)
+        if kept["arguments"] == key:
+            print(f"  lake: {lake} as made before", file=sys.stderr, flush=True)
+            return kept["made"]
+    argv = [sys.executable, __file__, "--make-lake", "--lake", lake, "--master", args.master,
+            "--driver-memory", args.driver_memory,
+            *(a for k, v in key.items() for a in (f"--{k.replace('_', '-')}", str(v)))]
+    out = subprocess.run(argv, check=True, stdout=subprocess.PIPE, text=True).stdout
+    made = json.loads(out.strip().splitlines()[-1])
+    with open(record, "w") as f:
+        json.dump({"arguments": key, "made": made}, f)
     return made
 
 
@@ -259,6 +291,9 @@ def main(argv=None) -> int:
                     help="20 hosts, half an hour, a 10 s period, one round (tests)")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
     ap.add_argument("--results", help="write the figures into this markdown file")
+    ap.add_argument("--make-lake", action="store_true",
+                    help="only make the lake in --lake and print what was made (JSON): the "
+                         "bench runs this in a process of its own")
     args = ap.parse_args(argv)
     if args.quick:
         args.hosts, args.days, args.period, args.rounds = 20, 1 / 48, 10.0, 1
@@ -266,6 +301,14 @@ def main(argv=None) -> int:
 
     from fleetwatch.lake.query import History
     from fleetwatch.lake.spark import session
+
+    if args.make_lake:
+        spark = session(args.master, {"spark.driver.memory": args.driver_memory})
+        made = make_lake(spark, args.lake, args.hosts, args.days, args.period, args.files,
+                         args.chunk_days, args.master)
+        spark.stop()
+        print(json.dumps(made))
+        return 0
 
     load_before = os.getloadavg()
     tmp = None if args.lake else tempfile.mkdtemp(prefix="fw-bench-backtest-")
@@ -276,9 +319,8 @@ def main(argv=None) -> int:
     runs: dict[str, list[dict]] = {"baseline": [], "backtest": []}
     top = None
     try:
+        made = lake_once(lake, args)
         spark = session(args.master, {"spark.driver.memory": args.driver_memory})
-        made = make_lake(spark, lake, args.hosts, args.days, args.period, args.files,
-                         args.chunk_days, args.master)
         from fleetwatch.lake.backtest import SLICE_ROWS
         slice_rows = args.slice_rows or SLICE_ROWS
         history = History(spark, lake)

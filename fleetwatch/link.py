@@ -277,8 +277,9 @@ class Links:
     def welcomed(self) -> list[Link]:
         return [link for link in self.links if link.router_id is not None]
 
-    def report(self, metrics: dict) -> bool:
-        """The process's own counters as a STATS (``source`` its role) through one router
+    def report(self, metrics: dict, **fields) -> bool:
+        """The process's own counters as a STATS (``source`` its role; ``fields``: more of
+        its body, a sink's ``drops``) through one router
         that WELCOMEd it, turn by turn, so that they reach the STATS route and the tails
         like a router's own, relayed once (SPEC 4.3); False when no router took it (none
         welcomed it yet, or its queue is full: counted ``stats_unsent``)."""
@@ -287,7 +288,7 @@ class Links:
             return False
         self._turn = (self._turn + 1) % len(live)
         msg = protocol.make("STATS", self.sender_id, self.clock, metrics=metrics,
-                            hostname=self.hostname, source=self.role)
+                            hostname=self.hostname, source=self.role, **fields)
         if live[self._turn].send(protocol.encode_control(msg)):
             return True
         self.counts["stats_unsent"] += 1

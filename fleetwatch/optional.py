@@ -15,6 +15,8 @@ EXTRAS = {"sqlalchemy": "sinks", "croniter": "sinks", "graphyte": "graphite",
           "alembic": "sinks", "mako": "sinks",
           "pyspark": "history", "fastapi": "web", "uvicorn": "web", "argon2": "web",
           "prometheus_client": "prometheus",
+          # the remote_write sink's snappy (its protobuf: `google`, below, in `all` too)
+          "cramjam": "remote_write",
           # the Spark Connect client (history.remote)
           "grpc": "connect", "grpc_status": "connect", "google": "connect", "pandas": "connect",
           "pyarrow": "connect", "zstandard": "connect",

@@ -51,6 +51,8 @@ TYPES = (
              acks=frozenset({"NOTIFY", "REGISTER"})),
     SinkType("prometheus", "sinks.prometheus.sink:PrometheusSink", 5564,
              frozenset({"STATS", "RESULT", "HELLO"})),
+    SinkType("remote_write", "sinks.remote_write.sink:RemoteWriteSink", 5565,
+             frozenset({"STATS", "RESULT", "HELLO"})),
 )
 
 #: name -> its :class:`SinkType`

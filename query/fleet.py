@@ -189,12 +189,17 @@ def merge(db_agents: list[dict], answers: list[Answer]) -> list[dict]:
 
 #: the check name of a rule on series (sinks.alerting.series): ``rule:NAME``
 RULE = "rule:"
+#: the checks no agent declares, judged by the alerting sinks: their name's prefix -> the
+#: source ``status`` shows (rules on series; alerts Prometheus posted to the console,
+#: ``prom:ALERTNAME``: sinks.alerting.external)
+JUDGED = {RULE: "rules", "prom:": "prometheus"}
 
 
 def checks_of(agents: list[dict], declared: list[dict], results: list[dict],
               now: float) -> list[dict]:
-    """One entry per declared (agent, plugin), and per rule on series with a result
-    (``rule:NAME``, source ``rules``), in the agents' order then by plugin name.
+    """One entry per declared (agent, plugin), and per check the alerting sinks judge with
+    a result (:data:`JUDGED`: ``rule:NAME``, source ``rules``; ``prom:ALERTNAME``, source
+    ``prometheus``), in the agents' order then by plugin name.
 
     A plugin declared by several sources of one agent (the agent and a local process) is
     one check: results are kept per (uuid, plugin).
@@ -207,10 +212,11 @@ def checks_of(agents: list[dict], declared: list[dict], results: list[dict],
             "plugin": row["name"], "sources": [], "interval": number(spec.get("interval")),
             "timeout": number(spec.get("timeout"))})
         entry["sources"].append(row["source"])
-    for (uuid, name) in latest:         # the rules' checks: declared by the alerting config
-        if name.startswith(RULE):
+    for (uuid, name) in latest:         # the checks the alerting sinks judge themselves
+        source = JUDGED.get(name[:name.find(":") + 1]) if ":" in name else None
+        if source is not None:
             by_agent.setdefault(uuid, {}).setdefault(name, {
-                "plugin": name, "sources": ["rules"], "interval": None, "timeout": None})
+                "plugin": name, "sources": [source], "interval": None, "timeout": None})
     out = []
     for agent in agents:
         for name in sorted(by_agent.get(agent["uuid"], {})):

@@ -9,7 +9,9 @@ by the database. Each row is
 - ``host``: an agent DOWN (its heartbeats stopped, or it is past its deadline), or
   UNREACHABLE (DOWN behind a parent the sinks recorded);
 - ``process``: a local process DOWN, of an agent not deregistered;
-- ``check``: a declared check whose result is not OK, or stale (UNKNOWN);
+- ``check``: a declared check whose result is not OK, or stale (UNKNOWN), or a check the
+  alerting sinks judge themselves (:data:`query.fleet.JUDGED`: a rule's, a Prometheus
+  alert's) whose result is not OK;
 
 with ``handled`` when an acknowledgement runs for it, a downtime covers it now, it is held
 because of a parent (``unreachable``) or its host is DOWN or UNREACHABLE. The downtimes
@@ -35,6 +37,7 @@ from sqlalchemy.engine import Connection
 from fleetwatch.store import schema
 from fleetwatch.store.db import has_tables
 from query import filters, handling, pages
+from query.fleet import JUDGED
 from query.globbing import glob
 from query.pages import (column_or_null, declares, heartbeats_stopped, like_escaped,
                          state_since)
@@ -267,8 +270,9 @@ def _check_rows(conn: Connection, now: float, common: list, host_down, hh, here,
                        column_or_null(conn, s, "unreachable")), else_=null())
     else:
         soft, since, problem, parent = literal(0), ran, null().cast(Float), null().cast(String)
-    declared = true() if every and not worst else \
-        select(p.c.uuid).where(p.c.uuid == cand.c.uuid, p.c.name == cand.c.plugin).exists()
+    declared = true() if every and not worst else or_(
+        select(p.c.uuid).where(p.c.uuid == cand.c.uuid, p.c.name == cand.c.plugin).exists(),
+        *(func.substr(cand.c.plugin, 1, len(prefix)) == prefix for prefix in JUDGED))
     return select(
         literal("check").label("kind"), *common, cand.c.plugin.label("name"),
         state.label("state"), rank.label("rank"), soft.label("soft"), since.label("since"),

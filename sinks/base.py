@@ -39,6 +39,10 @@ class Sink(Protocol):
     # between batches for time-driven work (the alerting sink's silent hosts); it may
     # raise :class:`WriteError` like :meth:`write`.
 
+    # Optional: ``drops``, a ledger of what the sink itself dropped per agent (``chunks()``,
+    # ``reported(chunk)``; the remote_write sink's queue): the loop sends its entries in the
+    # sink's own STATS, as a router does its own (SPEC 4.1, 4.7.2).
+
     # Optional, the raw hook (sinks/loop.py): ``raw = True`` with
     # ``sort_raw(raw: list[list[bytes]]) -> (kept: list, to_decode: list[list[bytes]])``
     # (keep what it writes undecoded, count and drop what it refuses, return the frames the

@@ -1,9 +1,9 @@
 """A sink's configuration file (``sink-TYPE.yaml``): the settings every sink type shares, and
 one section per sink type, each defined in its own package (``graphite:`` in
 :mod:`sinks.graphite.config`, ``alerting:`` in :mod:`sinks.alerting.config`, ``history:`` in
-
-:mod:`sinks.history.config`, ``prometheus:`` in :mod:`sinks.prometheus.config`). A sink type reads its own section; the others accept and
-ignore theirs."""
+:mod:`sinks.history.config`, ``prometheus:`` in :mod:`sinks.prometheus.config`,
+``remote_write:`` in :mod:`sinks.remote_write.config`). A sink type reads its own section;
+the others accept and ignore theirs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sinks.alerting.config import AlertingConfig
 from sinks.graphite.config import GraphiteSettings
 from sinks.history.config import HistorySinkSettings
 from sinks.prometheus.config import PrometheusSettings
+from sinks.remote_write.config import RemoteWriteSettings
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,9 @@ class SinkConfig:
     prometheus: PrometheusSettings = setting(
         factory=PrometheusSettings,
         help="the scrape endpoint and the series kept (prometheus sink only)")
+    remote_write: RemoteWriteSettings = setting(
+        factory=RemoteWriteSettings,
+        help="the receiver, the queue and the senders (remote_write sink only)")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 
     def validate(self):

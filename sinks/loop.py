@@ -175,8 +175,21 @@ class SinkLoop:
     def _publish_counters(self) -> None:
         """The sink's counters as a STATS (source ``sink``) through one router that knows
         us, turn by turn, so they reach the graphite and history sinks like the routers'
-        own (SPEC 4.3); each report goes through one router only, never twice."""
-        self.links.report({f"sink.{k}": v for k, v in self.merged_counts().items()})
+        own (SPEC 4.3); each report goes through one router only, never twice. A sink with
+        ``drops`` (the remote_write sink's ledger: ``chunks()``, ``reported(chunk)``) has
+        them carried too, as a router's are (SPEC 4.7.2): the first chunk with the
+        counters, the others in STATS of no metrics; a chunk leaves the ledger once a
+        router took it."""
+        metrics = {f"sink.{k}": v for k, v in self.merged_counts().items()}
+        ledger = getattr(self.sink, "drops", None)
+        chunks = ledger.chunks() if ledger is not None else []
+        if not chunks:
+            self.links.report(metrics)
+            return
+        for n, chunk in enumerate(chunks):
+            if not self.links.report(metrics if n == 0 else {}, drops=chunk):
+                return                  # kept for the next report
+            ledger.reported(chunk)
 
     # ---------------------------------------------------------------- control
     def _welcome(self, link: Link, msg: protocol.Message) -> None:

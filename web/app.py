@@ -6,9 +6,10 @@ error handlers, the CSS and JavaScript (:mod:`web.assets`); what every handler s
 (:class:`web.context.Web`, as ``app.state.web``); and the routes, each module's router:
 logging in and out (:mod:`web.login`), the pages (:mod:`web.pages`), the API under
 ``/api/v1`` (:mod:`web.api`), the SLOs' page and list (:mod:`web.slos`), the rules'
-pages and lists and a draft's backtest (:mod:`web.rules`, :mod:`web.backtests`). What they
-show is read by :class:`web.console.Console` through the query layer (:mod:`query`), the same
-reading as ``fleetwatch status``.
+pages and lists and a draft's backtest (:mod:`web.rules`, :mod:`web.backtests`), the
+alerts Prometheus posts as to an Alertmanager (``/api/v2/alerts``: :mod:`web.alertmanager`).
+What they show is read by :class:`web.console.Console` through the query layer
+(:mod:`query`), the same reading as ``fleetwatch status``.
 
 Pages are rendered on the server; the API answers JSON (a sender's text as the exact
 string, which JSON escapes), its OpenAPI document at ``/api/v1/openapi.json``, behind the
@@ -34,7 +35,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.middleware.sessions import SessionMiddleware
 
-from web import api, assets, bulk, context, dashboards, login, pages, rules, slos
+from web import alertmanager, api, assets, bulk, context, dashboards, login, pages, rules, slos
 from web.console import Console, Refused
 from web.gate import Gate
 
@@ -63,8 +64,9 @@ def create_app(console: Console, secret: str) -> FastAPI:
                   redoc_url=None, version="1")
     templates = context.templates()
     web = app.state.web = context.Web(console, templates)
+    intake = app.state.intake = alertmanager.Intake(settings)
     # (the last added runs first: the gate runs inside the session, which it reads)
-    app.add_middleware(Gate, limit=settings.max_body, who=web.who)
+    app.add_middleware(Gate, limit=settings.max_body, who=web.who, refused=intake.refused)
     app.add_middleware(SessionMiddleware, secret_key=secret, session_cookie=SESSION_COOKIE,
                        max_age=int(settings.session_hours * 3600), same_site="strict",
                        https_only=bool(settings.tls_cert))
@@ -80,6 +82,7 @@ def create_app(console: Console, secret: str) -> FastAPI:
     app.include_router(api.router)
     app.include_router(slos.api)
     app.include_router(rules.api)
+    app.include_router(alertmanager.router)
 
     app.add_exception_handler(context.Answer, context.answered)
     app.add_exception_handler(HTTPException, context.http_error)

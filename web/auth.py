@@ -6,8 +6,13 @@
   database keeps their SHA-256 (a token is as random as a key: no need for a slow hash).
   A request carries one as ``Authorization: Bearer TOKEN``.
 - **Roles**, each allowing what the one before does: ``viewer`` reads, ``operator`` also
-  acknowledges, schedules downtimes and runs checks, ``admin`` also manages users and
-  tokens (:func:`allows`).
+  acknowledges, schedules downtimes, runs checks and posts alerts, ``admin`` also manages
+  users and tokens (:func:`allows`). Beside them, a token (never a user) may have the role
+  ``alerter``: it may post alerts (``POST /api/v2/alerts``, what Prometheus does with the
+  token in its config file) and nothing else, not even read, so that the token a
+  Prometheus server holds cannot acknowledge, silence or read the fleet. It is made for a
+  user who may post alerts (an operator or an admin), and allows nothing once that user
+  may no longer (:func:`lesser`).
 - **Logins** that fail :attr:`LoginLimiter.attempts` times for one user from one address,
   or :attr:`LoginLimiter.per_address` times from one address whatever the names (names that
   do not exist too), are refused for ``lockout`` seconds, even with the right password, so
@@ -37,7 +42,13 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 
 ROLES = ("viewer", "operator", "admin")
 #: what each role may do beyond reading
-ACTIONS = {"ack": "operator", "downtime": "operator", "run": "operator", "users": "admin"}
+ACTIONS = {"ack": "operator", "downtime": "operator", "run": "operator", "alerts": "operator",
+           "users": "admin"}
+#: a token's role that may post alerts and nothing else (not in :data:`ROLES`: it is below
+#: none of them and above none)
+ALERTER = "alerter"
+#: what a token whose user may no longer post alerts is left with: nothing
+NOTHING = "none"
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 TOKEN_PREFIX = "fwt_"
 MIN_PASSWORD = 10
@@ -59,6 +70,13 @@ def check_name(name: str) -> str:
 def check_role(role: str) -> str:
     if role not in ROLES:
         raise AuthError(f"a role is one of {', '.join(ROLES)}")
+    return role
+
+
+def check_token_role(role: str) -> str:
+    """A token's role: one of :data:`ROLES`, or :data:`ALERTER`."""
+    if role != ALERTER and role not in ROLES:
+        raise AuthError(f"a token's role is one of {', '.join(ROLES)} or {ALERTER}")
     return role
 
 
@@ -95,6 +113,8 @@ def token_digest(token: str) -> str:
 
 def allows(role: str | None, action: str) -> bool:
     """Whether ``role`` may ``action`` (``read`` or one of :data:`ACTIONS`)."""
+    if role == ALERTER:
+        return action == "alerts"
     if role not in ROLES:
         return False
     if action == "read":
@@ -104,7 +124,13 @@ def allows(role: str | None, action: str) -> bool:
 
 
 def lesser(role: str, than: str) -> str:
-    """The lower of two roles (a token never has more than its user)."""
+    """The lower of two roles (a token never has more than its user): a token's
+    :data:`ALERTER` stays one while its user (``than``) may post alerts, else allows
+    :data:`NOTHING`."""
+    if role == ALERTER:
+        return ALERTER if allows(than, "alerts") else NOTHING
+    if role not in ROLES or than not in ROLES:
+        return NOTHING
     return role if ROLES.index(role) <= ROLES.index(than) else than
 
 

@@ -11,7 +11,7 @@ shown with its control characters visible: :func:`fleetwatch.display.escape` as 
 templates' ``finalize``), so an agent's hostname, output or notification text is inert on
 every page. Every page carries the session's CSRF token (made at its first page).
 
-Imports nothing of web/ but the layers below the handlers (auth, store, console): the
+Imports nothing of web/ but the layers below the handlers (auth, store, console, gate): the
 handlers import it, never the other way round.
 """
 
@@ -30,6 +30,7 @@ from fleetwatch.display import ago, escape, first_line, human, skew
 from query import handling
 from web import auth, store
 from web.console import Console, Refused
+from web.gate import error_body
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -192,7 +193,8 @@ async def answered(request: Request, exc: Answer) -> Response:
 
 
 async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
-    return JSONResponse({"error": exc.detail}, exc.status_code, headers=exc.headers)
+    return JSONResponse(error_body(request.url.path, exc.status_code, exc.detail),
+                        exc.status_code, headers=exc.headers)
 
 
 async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -41,6 +41,14 @@ class WebSettings:
                                    "0: pages do not update); 1 to 3600")
     assets: str = setting("", "directory of the console's built CSS and JavaScript ('': "
                               "web/static beside the code, where `make assets` builds them)")
+    alerts_max: int = setting(10_000, "alerts from Prometheus (POST /api/v2/alerts: "
+                                      "docs/operating/prometheus-alerts.md) kept at most; "
+                                      "past it, resolved ones make room, and new ones are "
+                                      "refused (429) while it holds only firing ones")
+    alerts_resolve_timeout: float = setting(300.0, "seconds after its last post that an "
+                                                   "alert posted without endsAt is "
+                                                   "resolved (Alertmanager's "
+                                                   "resolve_timeout)")
 
     def validate(self):
         host, sep, port = self.listen.rpartition(":")
@@ -56,6 +64,9 @@ class WebSettings:
             raise ValueError("login_address_attempts and login_hashes: at least 1")
         if self.max_body < 1024:
             raise ValueError(f"max_body: expected 1024 bytes or more, got {self.max_body}")
+        if self.alerts_max < 1 or self.alerts_resolve_timeout <= 0:
+            raise ValueError("alerts_max: at least 1; alerts_resolve_timeout: a positive "
+                             "number of seconds")
         if self.refresh != 0 and not 1 <= self.refresh <= 3600:
             raise ValueError(f"refresh: expected 0 (off) or 1 to 3600 seconds, got "
                              f"{self.refresh:g}")

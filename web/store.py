@@ -155,7 +155,11 @@ def add_token(engine: Engine, name: str, label: str, role: str | None, by: str,
         row = conn.execute(select(U.c.role).where(U.c.name == name)).first()
         if row is None:
             raise auth.AuthError(f"no user {name}")
-        role = auth.lesser(auth.check_role(role or row.role), row.role)
+        role = auth.check_token_role(role or row.role)
+        if role == auth.ALERTER and not auth.allows(row.role, "alerts"):
+            raise auth.AuthError(f"an {auth.ALERTER} token is for a user who may post "
+                                 f"alerts (operator or admin); {name} is a {row.role}")
+        role = auth.lesser(role, row.role)
         token = auth.new_token()
         conn.execute(insert(T).values(user=name, role=role, label=label, created=clock(),
                                       digest=auth.token_digest(token)))

@@ -53,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     token.add_argument("target", nargs="?",
                        help="add: the user it speaks for; remove: the token's id")
     token.add_argument("--label", default="", help="add: what the token is for (required)")
-    token.add_argument("--role", help="add: a role below the user's (default: the user's)")
+    token.add_argument("--role", help="add: a role below the user's (default: the user's), "
+                                      "or alerter: it may post alerts and nothing else "
+                                      "(Prometheus' token; for an operator or an admin)")
     for p in (serve, user, token):
         p.add_argument("--config", default=DEFAULT_PATH, metavar="PATH",
                        help=f"operator config (default {DEFAULT_PATH})")

@@ -3,11 +3,12 @@ point is older than what the landing files still hold.
 
 One query per message table for the rows that landed at or after a time (``received``; a row
 compacted before the tables kept it, by its ``ts``), each message one row: a STATS from its
-``metrics`` rows grouped by msg_id (its numeric metrics: the table keeps no other), the
-others one row each. The body holds the fields the table keeps (msg_id, uuid, ts and the
-table's columns, ``perfdata`` and ``plugins`` as JSON again; null fields left out), not
-the fields it drops (``retry``, ``dup``, a HELLO's ``heartbeat``...). The rows come sorted
-in the lake's order (:func:`fleetwatch.lake.landed.order`) and are read a partition at a time.
+``metrics`` rows grouped by msg_id (:func:`stats`: its numeric metrics, and its labelled series
+as its ``series``: the table keeps no other), the others one row each. The body holds the
+fields the table keeps (msg_id, uuid, ts and the table's columns, ``perfdata`` and ``plugins``
+as JSON again; null fields left out), not the fields it drops (``retry``, ``dup``, a HELLO's
+``heartbeat``...). The rows come sorted in the lake's order
+(:func:`fleetwatch.lake.landed.order`) and are read a partition at a time.
 """
 
 from __future__ import annotations
@@ -44,10 +45,7 @@ def messages(spark: SparkSession, lake: str, table: str) -> DataFrame | None:
         return None
     df = spark.read.schema(TABLES[table]).parquet(path)
     if table == "metrics":
-        df = (df.groupBy("msg_id", "uuid", "router", "received", "path", "ts", "hostname",
-                         "source")
-              .agg(F.map_from_entries(F.collect_list(F.struct("metric", "value")))
-                   .alias("metrics")))
+        df = stats(df)
     if table == "registrations":
         type_ = F.col("kind")
     else:
@@ -57,6 +55,20 @@ def messages(spark: SparkSession, lake: str, table: str) -> DataFrame | None:
     return df.select("msg_id", type_.alias("type"), "uuid", "router", "received", "path",
                      F.coalesce(F.col("received"), secs()).alias("at"), secs().alias("ts"),
                      body.alias("body"))
+
+
+def stats(rows: DataFrame) -> DataFrame:
+    """``metrics`` rows grouped back into STATS: the message's columns, ``metrics`` (its rows
+    without labels, {name: value}) and ``series`` (its labelled rows as entries {name,
+    labels, value, kind}; null when it has none, so the body leaves it out)."""
+    flat = F.col("labels").isNull()
+    series = F.collect_list(F.when(~flat, F.struct(F.col("metric").alias("name"), "labels",
+                                                   "value", "kind")))
+    return (rows.groupBy("msg_id", "uuid", "router", "received", "path", "ts", "hostname",
+                         "source")
+            .agg(F.map_from_entries(F.collect_list(F.when(flat, F.struct("metric", "value"))))
+                 .alias("metrics"),
+                 F.when(F.size(series) > 0, series).alias("series")))
 
 
 def since(spark: SparkSession, lake: str, at: float, types=(), uuids=()) -> DataFrame | None:

@@ -10,17 +10,22 @@ a sink, and reports them in its own STATS (``source: "router"``, stamped with it
 
 with ``uuid`` and ``sink`` ids (:data:`fleetwatch.protocol.ID_PATTERN`), ``type`` an agent
 message type, ``count`` an integer above 0, ``first <= last`` times the codec takes (epoch
-seconds, router clock); other keys are ignored (a later router may add some). Nothing else
-is an entry: a key missing, a value of another JSON type (``"17"``, ``17.0`` or ``true`` for ``count``; a number for ``uuid``),
-an entry past the 1,000th, or ``drops`` on a STATS that is not a router's own (its stamped
-uuid is not the router that relayed it, or its ``source`` is not ``router``): each is a *bad
+seconds, router clock); other keys are ignored (a later router may add some). A sink that
+drops what it took (the remote_write sink's queue, SPEC 4.7.2) reports in the same shape in
+its own STATS (``source: "sink"``, its stamped id ending the envelope's path: SPEC 4.3), and
+its entries are filed under its id as a router's are under the router's. Nothing else
+is an entry: a key missing, a value of another JSON type (``"17"``, ``17.0`` or ``true`` for
+``count``; a number for ``uuid``), an entry past the 1,000th, or ``drops`` on a STATS that
+is neither a router's own (its stamped uuid the router that relayed it, its ``source``
+``router``) nor a sink's own (:func:`reporter`): each is a *bad
 entry*, counted by compaction and skipped; the STATS's metrics land as ever. A ``drops``
 that is not a JSON array (or not one JSON text: a key repeated in an entry) is one bad entry.
 
 The landing schema keeps ``drops`` as its JSON text (a string field, as ``plugins``), so a
 bad entry never costs the line. Each entry is checked as a Spark VARIANT: its JSON type per
 field (``schema_of_variant``: ``STRING``, ``BIGINT``, a number ``BIGINT``, ``DECIMAL`` or
-``DOUBLE``) before its value, so a string ``"17"`` is no count, as it would be after a cast.
+``DOUBLE``; :mod:`fleetwatch.lake.variants`) before its value, so a string ``"17"`` is no
+count, as it would be after a cast.
 The check is a Column, not a Python function: it runs wherever Spark's executors run,
 without fleetwatch installed there.
 """
@@ -32,15 +37,16 @@ from pyspark.sql import functions as F
 
 from fleetwatch.protocol import AGENT_TYPES, ID_PATTERN, TS_END, TS_MIN
 from fleetwatch.lake.schema import COLUMNS, PARTITION
+from fleetwatch.lake.variants import NUMBERS, field as _get, json_type as _json_type
 
 #: entries one STATS may carry; those past it are bad
 MAX_ENTRIES = 1000
-#: what the router's own STATS says it is (its ``source``)
-SOURCE = "router"
+#: what the router's own STATS says it is (its ``source``), and a sink's
+SOURCE, SINK = "router", "sink"
 #: an entry's fields -> the JSON types it may have, as ``schema_of_variant`` names them
 #: (a JSON number is a BIGINT, a DECIMAL(p,s) or a DOUBLE there, by how it is written)
 FIELDS = {"uuid": ("STRING",), "type": ("STRING",), "sink": ("STRING",), "count": ("BIGINT",),
-          "first": ("BIGINT", "DECIMAL", "DOUBLE"), "last": ("BIGINT", "DECIMAL", "DOUBLE")}
+          "first": NUMBERS, "last": NUMBERS}
 #: an id as the protocol takes it, whole: ``\\z`` (Java's ``$`` also matches before a
 #: final line break)
 _ID = f"^(?:{ID_PATTERN.pattern})\\z"
@@ -53,14 +59,6 @@ def _entries(df: DataFrame) -> DataFrame:
     items = F.try_variant_get(F.try_parse_json("drops"), "$", "array<variant>")
     unreadable = F.array(F.parse_json(F.lit("null")))
     return df.select("*", F.posexplode(F.coalesce(items, unreadable)).alias("position", "e"))
-
-
-def _get(field: str, type_: str) -> Column:
-    return F.try_variant_get("e", f"$.{field}", type_)
-
-
-def _json_type(field: str) -> Column:
-    return F.regexp_extract(F.schema_of_variant(_get(field, "variant")), r"^[A-Z]+", 0)
 
 
 def valid() -> Column:
@@ -76,9 +74,20 @@ def valid() -> Column:
           & _get("type", "string").isin(*sorted(AGENT_TYPES))
           & (_get("count", "bigint") > 0)
           & (first >= TS_MIN) & (first <= last) & (last < TS_END)       # NaN: last < TS_END fails
-          & (F.col("position") < MAX_ENTRIES)
-          & (F.col("uuid") == F.col("router")) & (F.col("source") == SOURCE))
+          & (F.col("position") < MAX_ENTRIES) & reporter())
     return F.coalesce(ok, F.lit(False))
+
+
+def reporter() -> Column:
+    """Whether a landing line (``uuid``, ``router``, ``path``, ``source``) is a STATS whose
+    ``drops`` count: a router's own (stamped with the relaying router's id, ``source``
+    ``router``), or a sink's own, relayed from control (``STATS/ID/ROUTER,ID``: its id ends a
+    path of two or more, ``source`` ``sink``; SPEC 4.3), never an agent's, whose stamped
+    uuid never ends its path."""
+    router = (F.col("uuid") == F.col("router")) & (F.col("source") == SOURCE)
+    sink = ((F.size("path") > 1) & (F.element_at("path", -1) == F.col("uuid"))
+            & (F.col("source") == SINK))
+    return router | sink
 
 
 def _last_date() -> Column:
@@ -107,7 +116,7 @@ def rows(msgs: DataFrame) -> DataFrame:
         _get("count", "bigint").alias("count"),
         F.timestamp_seconds(first).alias("first"),
         F.timestamp_seconds(last).alias("last"),
-        F.col("router"),
+        F.col("uuid").alias("router"),          # the reporter: the router, or the sink
         F.col("ts").alias("reported"),
         F.col("msg_id"),
         F.col("position").cast("int").alias("position"))

@@ -37,6 +37,15 @@ def not_internal():
     return reporter().isNull()
 
 
+def named(metric: str, labels: dict[str, str] | None = None) -> Column:
+    """The ``metrics`` rows of ``metric``; with ``labels``, only the labelled series that
+    have each of them (a row of a STATS's ``metrics`` has none)."""
+    cond = F.col("metric") == metric
+    for key, value in (labels or {}).items():
+        cond &= F.coalesce(F.col("labels")[key] == value, F.lit(False))
+    return cond
+
+
 def aggregate(by: str) -> Column:
     """The aggregate of ``value`` named ``by`` (one of :data:`AGGREGATES`), per group."""
     values = {"avg": F.avg("value"), "max": F.max("value"), "min": F.min("value"),

@@ -66,7 +66,7 @@ from pyspark.sql import functions as F
 from fleetwatch.lake import deliveries, hostnames, lifecycle, spans
 from fleetwatch.lake.availability import bounds, downtime_windows, spans_in, tile, uptime
 from fleetwatch.lake.gaps import LANDED, Drop, begins, buckets, report
-from fleetwatch.lake.metrics import aggregate, downsample, not_internal
+from fleetwatch.lake.metrics import aggregate, downsample, named, not_internal
 from fleetwatch.lake.schema import PARTITION, TABLE_NAMES, TABLES
 from fleetwatch.lake.spans import counted_interval
 from fleetwatch.lake.timelines import segments, state_changes, state_name
@@ -224,21 +224,23 @@ class History:
         return df if host is None else df.filter(F.col("uuid").isin(*self.uuids(host)))
 
     # ------------------------------------------------------------ metrics
-    def metric(self, host: str, metric: str, bucket="5m", since=None, until=None) -> DataFrame:
+    def metric(self, host: str, metric: str, bucket="5m", since=None, until=None,
+               labels: dict[str, str] | None = None) -> DataFrame:
         """``metric`` of ``host`` downsampled: bucket, count, avg, max, p95. ``host``: a
         uuid, or a hostname: the rows its HELLOs and REGISTERs named (at or before each
-        row)."""
+        row). ``labels``: only the labelled series that have them (else every row of the
+        name: give them for a labelled series, whose label sets would mix)."""
         df = window(self.metrics, epoch(since), epoch(until))
-        df = self.named_rows(df.filter(F.col("metric") == metric), host)
+        df = self.named_rows(df.filter(named(metric, labels)), host)
         return downsample(df, seconds(bucket))
 
     def top_hosts(self, metric: str, n: int = 10, since=None, until=None,
-                  by: str = "avg") -> DataFrame:
-        """The ``n`` hosts with the highest ``by`` (avg, max, min, p95, last) of ``metric``:
-        hostname, uuid, value, samples."""
+                  by: str = "avg", labels: dict[str, str] | None = None) -> DataFrame:
+        """The ``n`` hosts with the highest ``by`` (avg, max, min, p95, last) of ``metric``
+        (with ``labels``, as in :meth:`metric`): hostname, uuid, value, samples."""
         value = aggregate(by)
         df = window(self.metrics, epoch(since), epoch(until))
-        df = df.filter((F.col("metric") == metric) & not_internal())
+        df = df.filter(named(metric, labels) & not_internal())
         return (df.groupBy("uuid")
                 .agg(F.max_by("hostname", "ts").alias("hostname"), value.alias("value"),
                      F.count("value").alias("samples"))

@@ -4,12 +4,13 @@ to fill a new carbon server); the command is ``fleetwatch history replay --to gr
 
 The datapoints are exactly those the live graphite sink sends (:mod:`sinks.graphite.sink`): the
 same :class:`sinks.graphite.paths.Namer` names them (``<prefix>.<host>.<metric>``,
-``<prefix>.<host>.checks.<plugin>.<label>`` and ``...checks.<plugin>.status``, or tagged
-series with ``--tags``; a router's or sink's own counters under
-``<prefix>.fleetwatch.<uuid>``), graphyte builds the lines, and :func:`sinks.graphite.sender.deliver`
-sends each batch on one connection and returns once carbon has read all of it. A RESULT's
-timestamp is its ``started`` (else its ts), as in the sink. Replaying twice is harmless:
-whisper keeps one value per metric and second.
+``<prefix>.<host>.checks.<plugin>.<label>`` and ``...checks.<plugin>.status``, a labelled
+series as ``<prefix>.<host>.<name>.<key>_<value>...``, or tagged series with ``--tags``; a
+router's or sink's own counters under ``<prefix>.fleetwatch.<uuid>``), graphyte builds the
+lines, and :func:`sinks.graphite.sender.deliver` sends each batch on one connection and
+returns once carbon has read all of it. A RESULT's timestamp is its ``started`` (else its
+ts), as in the sink. Replaying twice is harmless: whisper keeps one value per metric and
+second.
 
 Rows come from the ``metrics`` and ``results`` tables within ``--since``/``--until`` (and
 ``--host``: a hostname or uuid). Each row is named as the live sink named it: after the
@@ -38,6 +39,7 @@ import graphyte
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from fleetwatch.series import Entry
 from sinks.graphite.sender import deliver
 from fleetwatch.lake import hostnames
 from fleetwatch.lake.query import History
@@ -66,11 +68,16 @@ class CarbonGone(Exception):
 
 def metric_points(namer: Namer, row) -> tuple[list[Point], Counter]:
     """A ``metrics`` row (uuid, hostname bound by ``hostnames.bind``, reporter, metric,
-    value, t) as the sink names it: a router's, sink's or scheduler's own counters (the
-    stamp's word, :func:`fleetwatch.lake.metrics.reporter`) under its id."""
-    if row["reporter"] is not None:
-        return namer.stats({row["metric"]: row["value"]}, row["t"], row["uuid"], True)
-    return namer.stats({row["metric"]: row["value"]}, row["t"], row["hostname"] or row["uuid"])
+    value, labels, kind, t) as the sink names it: a router's, sink's or scheduler's own
+    counters (the stamp's word, :func:`fleetwatch.lake.metrics.reporter`) under its id; a
+    labelled series (``labels`` not null) as the sink names a STATS's ``series``."""
+    internal = row["reporter"] is not None
+    owner = row["uuid"] if internal else row["hostname"] or row["uuid"]
+    if row["labels"] is None:
+        return namer.stats({row["metric"]: row["value"]}, row["t"], owner, internal)
+    entry = Entry(row["metric"], tuple(sorted(row["labels"].items())), row["value"],
+                  row["kind"] == "counter")
+    return namer.stats(None, row["t"], owner, internal, series=[entry])
 
 
 def result_points(namer: Namer, row) -> tuple[list[Point], Counter]:
@@ -98,7 +105,7 @@ def of_host(history: History, df: DataFrame, host: str | None) -> DataFrame:
 def metric_rows(history: History, since, until, host) -> DataFrame:
     df = of_host(history, window(history.metrics, since, until), host)  # named by bind
     return df.select("uuid", "hostname", reporter().alias("reporter"), "metric", "value",
-                     secs().alias("t"))
+                     "labels", "kind", secs().alias("t"))
 
 
 def result_rows(history: History, since, until, host) -> DataFrame:

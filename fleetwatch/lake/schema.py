@@ -9,12 +9,17 @@ the tables without listing their files first.
 Every table column is described in ``COLUMNS`` (name, type, meaning); the table in
 ``docs/concepts/lake.md`` is the same information for readers, and a test checks that
 the two agree. Fields of a landing ``msg`` that hold nested JSON (``plugins``, ``perfdata``,
-a router's ``drops``) are declared as strings: Spark's JSON reader then keeps their raw JSON
-text, which the tables store as is (a JSON string column) or compaction reads entry by
-entry (``drops``: a bad entry costs that entry, not the line). ``metrics`` is a map of
+a router's ``drops``, a STATS's labelled ``series``) are declared as strings: Spark's JSON
+reader then keeps their raw JSON text, which the tables store as is (a JSON string column)
+or compaction reads entry by entry (``drops``, ``series``: a bad entry costs that entry, not
+the line). ``metrics`` is a map of
 strings so that one non-numeric value costs only that metric (``try_cast`` to double,
 skipped when null), not the whole line; a line that is not JSON at all lands in
 ``_corrupt_record`` and is counted.
+
+The ``metrics`` table's ``labels`` and ``kind`` columns came with labelled series (issue 36):
+files written before them read null there, which is what a row of a STATS's ``metrics``
+holds, so old partitions read as they are and merge with new rows.
 
 A landing line names ``path`` (the routers a message passed, SPEC 4.10) only when it came
 through sites; the message tables keep it in every row as an array (``PATH``), ``[router]``
@@ -57,6 +62,7 @@ MSG = StructType([
     StructField("metrics", MapType(StringType(), StringType())),
     StructField("source", StringType()),
     StructField("drops", StringType()),            # JSON text: a router's (fleetwatch/lake/drops.py)
+    StructField("series", StringType()),           # JSON text: labelled series (lake/labels.py)
     # NOTIFY
     StructField("severity", StringType()),
     StructField("text", StringType()),
@@ -87,6 +93,8 @@ _S, _D, _I, _L, _T = (StringType(), DoubleType(), IntegerType(), LongType(),
                       TimestampType())
 #: the type of the message tables' ``path`` column: router ids, the relaying one first
 PATH = ArrayType(StringType())
+#: the type of the ``metrics`` table's ``labels`` column
+_LABELS = MapType(StringType(), StringType())
 _DATE = ("date", _S, "partition: YYYY-MM-DD (UTC) of ts")
 _TS = ("ts", _T, "the message's ts (sender clock), UTC")
 _UUID = ("uuid", _S, "the agent, as stamped by the router")
@@ -104,8 +112,13 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
                 ("hostname", _S, "STATS hostname as sent: a claim that names no host "
                                  "(History shows it as claimed_hostname)"),
                 ("source", _S, "STATS source (collector or local process); null if absent"),
-                ("metric", _S, "metric name, as sent"),
+                ("metric", _S, "metric name, as sent (a labelled series' name)"),
                 ("value", _D, "metric value; non-numeric values are skipped"),
+                ("labels", _LABELS, "a labelled series' labels (STATS series: an OTLP "
+                                    "point's attributes), {} for none; null for a metric "
+                                    "of metrics, and in rows compacted before the column"),
+                ("kind", _S, "a labelled series' kind: gauge or counter (cumulative); null "
+                             "for a metric of metrics"),
                 *_TAIL],
     "heartbeats": [_DATE, _TS, _UUID,
                    ("name", _S, "HEARTBEAT name (a local process); null for the agent's own"),
@@ -209,7 +222,8 @@ COLUMNS: dict[str, list[tuple[str, DataType, str]]] = {
         ("count", _L, "how many were dropped between first and last"),
         ("first", _T, "the first of them (the router's clock), UTC"),
         ("last", _T, "the last of them (the router's clock), UTC"),
-        ("router", _S, "the router that dropped them (its STATS's stamped uuid)"),
+        ("router", _S, "the router, or the sink, that dropped them (its STATS's stamped "
+                        "uuid)"),
         ("reported", _T, "the ts of the router's STATS that reported them, UTC"),
         ("msg_id", _S, "that STATS's msg_id: with position, what identifies a row"),
         ("position", _I, "the entry's place in that STATS's drops (from 0)")],
@@ -248,10 +262,10 @@ ORDER: dict[str, tuple[str, ...]] = {
 }
 
 #: table -> the columns that identify a row: a duplicate key is dropped (a STATS message
-#: gives one row per metric, so its key is (msg_id, metric))
+#: gives one row per metric and per labelled series, so its key is (msg_id, metric, labels))
 KEYS: dict[str, tuple[str, ...]] = {name: ("msg_id",) for name in TABLE_NAMES
                                     if name not in DERIVED}
-KEYS["metrics"] = ("msg_id", "metric")
+KEYS["metrics"] = ("msg_id", "metric", "labels")
 KEYS["drops"] = ("msg_id", "position")
 
 

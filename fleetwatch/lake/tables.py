@@ -11,7 +11,8 @@ the lowest router id), so a rerun picks the same copy of a resent message as a c
 Duplicates are rare (resends after a sink crash, replays), so they are found first by their
 ids alone and only those lines are resolved; the rest flows through without a shuffle.
 :func:`rows` turns messages into a table's columns (a STATS into one row per numeric
-metric; a router's STATS into one ``drops`` row per good entry: fleetwatch/lake/drops.py).
+metric and per good labelled series: fleetwatch/lake/labels.py; a router's STATS into one
+``drops`` row per good entry: fleetwatch/lake/drops.py).
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from fleetwatch.protocol import TS_END, TS_MIN
-from fleetwatch.lake import drops
+from fleetwatch.lake import drops, labels
 from fleetwatch.lake.schema import (CORRUPT, COLUMNS, LANDING, PATH, SOURCE_TYPES,
                                    TABLE_OF_TYPE)
 
 
 #: table -> the flattened landing columns it needs (besides msg_id, ts, date, uuid, router)
 NEEDS = {
-    "metrics": ("hostname", "source", "metrics"),
+    "metrics": ("hostname", "source", "metrics", "series"),
     "heartbeats": ("name", "interval"),
     "results": ("plugin", "status", "output", "long_output", "perfdata", "command_id",
                 "slot", "started", "duration"),
@@ -111,10 +112,7 @@ def rows(msgs: DataFrame, table: str) -> DataFrame:
     if table == "drops":
         return drops.rows(msgs)
     if table == "metrics":
-        value = F.col("raw").try_cast("double")
-        finite = F.when(~F.isnan(value) & (F.abs(value) != float("inf")), value)
-        msgs = (msgs.select("*", F.explode("metrics").alias("metric", "raw"))
-                .withColumn("value", finite).where(F.col("value").isNotNull()))
+        msgs = labels.rows(msgs)
     elif table == "registrations":
         msgs = msgs.withColumn("kind", F.col("type"))
     return msgs.select(*(name for name, _, _ in COLUMNS[table]))

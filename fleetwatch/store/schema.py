@@ -36,6 +36,9 @@ table                 owner       rows
 ``web_pins``          web         the graphs each user pinned to their dashboard (host, graph)
 ``web_audit``         web         every change made through the console or the API: who,
                                   what, when
+``prometheus_alerts`` web         one per alert Prometheus (or vmalert) posted to the console
+                                  (``POST /api/v2/alerts``), by its labels' fingerprint; the
+                                  alerting sinks write which check of which host it is
 ====================  ==========  =====================================================
 
 :data:`OWNED` says which tables an owner writes; the alerting sink's outbox
@@ -514,6 +517,31 @@ web_pins = Table(
     Index("ix_web_pins_user", "user"),
 )
 
+#: The alerts Prometheus (or vmalert) posts to the console as to an Alertmanager
+#: (web/alertmanager.py), one per label set (``fingerprint``: :func:`web.intake.fingerprint`),
+#: merged as Alertmanager merges a resend. ``ends_at`` is the sender's, or ``updated`` plus
+#: the console's ``web.alerts_resolve_timeout`` when it gave none (``timeout``). The alerting
+#: sinks judge them (sinks/alerting/external) and write what each became: the check
+#: ``plugin`` of agent ``uuid``, or why none (``refused``), as of ``judged``.
+prometheus_alerts = Table(
+    "prometheus_alerts", metadata,
+    Column("fingerprint", ID, primary_key=True),
+    Column("labels", JSON, nullable=False),
+    Column("annotations", JSON, nullable=False),
+    Column("starts_at", Float, nullable=False),
+    Column("ends_at", Float, nullable=False),
+    Column("timeout", Boolean, nullable=False),
+    Column("generator_url", Text, nullable=False),
+    Column("received", Float, nullable=False),       # first posted
+    Column("updated", Float, nullable=False),        # last posted
+    Column("sender", String(255), nullable=False),   # the token's user/label
+    Column("uuid", ID),
+    Column("plugin", String(255)),
+    Column("refused", String(255)),
+    Column("judged", Float),
+    Index("ix_prometheus_alerts_ends_at", "ends_at"),
+)
+
 #: owner (a sink type, the ``fleetwatch silence`` / ``ack`` / ``downtime`` command, or the
 #: console) -> the tables it writes; any of them migrates the whole database as it starts
 OWNED = {
@@ -521,10 +549,10 @@ OWNED = {
     "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,
                  suppressed, acknowledgements, downtimes, downtime_suppressed,
                  notified_problems, alert_events, outbox, deliveries, channels, slos,
-                 slo_state, slo_buckets, rules),
+                 slo_state, slo_buckets, rules, prometheus_alerts),
     "silences": (silences,),
     "acks": (acknowledgements,),
     "downtimes": (downtimes,),
-    "web": (web_users, web_tokens, web_sessions, web_audit, web_pins),
+    "web": (web_users, web_tokens, web_sessions, web_audit, web_pins, prometheus_alerts),
 }
 

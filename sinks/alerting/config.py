@@ -23,6 +23,8 @@
       delivery: {...}            # channels and rules (sinks.alerting.delivery.config)
       rule_interval: 30          # rules on series (sinks.alerting.series.config)
       rules: [...]
+      prometheus_alerts: {...}   # alerts Prometheus posts to the console
+                                 # (sinks.alerting.external.config)
 
 Only the alerting sink reads it; other sink types accept and ignore it.
 """
@@ -36,6 +38,7 @@ from sinks.alerting.checks import rules as checkstate
 from sinks.alerting.dependencies import rules as deps
 from sinks.alerting.hosts import rules as hoststate
 from sinks.alerting.delivery.config import DeliveryConfig
+from sinks.alerting.external.config import PrometheusAlertsConfig
 from sinks.alerting.series import config as series
 from sinks.alerting.slo import config as slo
 
@@ -84,6 +87,12 @@ class AlertingConfig:
         factory=list, help="rules on the series the agents send (their STATS and their "
                            "checks' perfdata): each a check rule:NAME of the hosts it applies "
                            "to (docs/operating/rules.md)")
+
+    prometheus_alerts: PrometheusAlertsConfig = setting(
+        factory=PrometheusAlertsConfig,
+        help="how the alerts Prometheus (or vmalert) posts to the console as to an "
+             "Alertmanager become checks prom:ALERTNAME of the hosts their labels name "
+             "(docs/operating/prometheus-alerts.md)")
 
     slos: list[slo.SloSpec] = setting(
         factory=list, help="service level objectives over check results or rule states: "

@@ -58,6 +58,20 @@ def check_row(relayed: Relayed, now: float) -> dict | None:
     }
 
 
+def judged_row(uuid: str, check: str, status: int, output: str, at: float, source: str,
+               kind: str, long_output: str = "") -> dict:
+    """A result a sink judged itself (a rule's, a Prometheus alert's) as the ``checks`` row a
+    RESULT would make (:func:`check_row`): its time ``at`` (an evaluation's slot, the same on
+    every sink, so that two sinks judging one slot give one transition), ``source`` in the
+    ``router`` column, its command id ``KIND-SLOT``."""
+    return {
+        "uuid": uuid, "plugin": check, "status": status, "output": output[:4096],
+        "long_output": long_output[:8192], "perfdata": [], "command_id": f"{kind}-{int(at)}",
+        "slot": at, "started": at, "duration": None, "last_result": at,
+        "router": source, "received_at": at, "boot": None, "seq": None,
+    }
+
+
 def order(row: dict) -> ordering.Order:
     """A ``checks`` row's place in time: the agent's ``started`` when it gave it, else the
     message's ts, bounded by its arrival; its agent run and sequence when given."""

@@ -53,6 +53,7 @@ from sinks.alerting.downtimes import rules as downtimes
 from sinks.alerting.downtimes import store as downtimestore
 from sinks.alerting.escalation import store as escalation
 from sinks.alerting.evaluation import Evaluation
+from sinks.alerting.external.runner import PrometheusAlerts
 from sinks.alerting.freshness import store as staleness
 from sinks.alerting.hosts import departures, skew
 from sinks.alerting.lookups import Lookups
@@ -76,6 +77,8 @@ RETRYABLE = ("40P01", "40001")
 COVERS_LOOKBACK = 86400.0
 #: seconds between two looks for agents to forget, at most
 FORGET_EVERY = 60.0
+#: what the last pass over Prometheus' alerts found, shown as ``prom_alerts_KEY``
+PROMETHEUS_COUNTS = ("held", "firing", "resolved", "unknown_host", "over_host_limit")
 
 
 def _retryable(e: DBAPIError) -> bool:
@@ -125,6 +128,8 @@ class AlertingSink(DatabaseSink):
         #: adds follow them at once
         self.tails: dict[str, str] = {}
         self._tail_access = None
+        #: the alerts Prometheus posted to the console (:mod:`sinks.alerting.external`)
+        self.prometheus = PrometheusAlerts(self.config)
 
     @classmethod
     def from_config(cls, config, clock=time.time):
@@ -151,6 +156,7 @@ class AlertingSink(DatabaseSink):
         the next transaction on; channels and retries from the deliverer's next round."""
         self.config = config.alerting
         self._series_config()
+        self.prometheus.reconfigure(self.config)
         delivery = self.config.delivery
         if not any(p.startswith("alerting.delivery.") for p in changed):
             return
@@ -253,7 +259,10 @@ class AlertingSink(DatabaseSink):
         (:mod:`sinks.alerting.dependencies.store`), and so do those a downtime or a silence that
         ended since the last tick held back (:func:`sinks.alerting.downtimes.store.uncovered`);
         problems unacknowledged for a rule's ``after`` are escalated
-        (:mod:`sinks.alerting.escalation.store`). Called by the loop every ``tick_interval``."""
+        (:mod:`sinks.alerting.escalation.store`); the rules on series and the alerts
+        Prometheus posted to the console are judged when their pass is due
+        (:mod:`sinks.alerting.series.runner`, :mod:`sinks.alerting.external.runner`). Called
+        by the loop every ``tick_interval``."""
         now = self.clock()
         run = self._transaction(lambda port: Evaluation(port).expire(), now)
         self.counts.update(run.counts)
@@ -276,21 +285,17 @@ class AlertingSink(DatabaseSink):
         if slostore.wanted(self.config):
             self.counts.update(self._transaction(slostore.tick, now).counts)
         if self.series is not None and self.series.due(now):
-            run = self._transaction(self._rules, now)
+            run = self._transaction(_judged(self.series.judge), now)
             self.series.submitted(run.result)
             self.counts.update(run.counts)
             with self.series.lock:          # (the tail's thread counts under it)
                 counts = dict(self.series.counts)
             for key, value in counts.items():
                 self.counts[f"rules_{key}"] = value
-
-    def _rules(self, port: Transaction) -> list[dict]:
-        """The rules on series judged (:mod:`sinks.alerting.series.runner`); their results
-        through the evaluation, as a RESULT's."""
-        rows = self.series.judge(port)
-        if rows:
-            Evaluation(port).results(rows)
-        return rows
+        if self.prometheus.due(now):        # the alerts Prometheus posted to the console
+            self.counts.update(self._transaction(_judged(self.prometheus.judge), now).counts)
+            for key in PROMETHEUS_COUNTS:
+                self.counts[f"prom_alerts_{key}"] = self.prometheus.counts[key]
 
     def _stale(self, port: Transaction) -> None:
         look = staleness.look(port, self.scheduled)
@@ -332,6 +337,19 @@ class AlertingSink(DatabaseSink):
                 self.on_hold(reason, by, event)
         return run
 
+
+
+def _judged(judge):
+    """The work of a pass that judges results itself (the rules on series:
+    :mod:`sinks.alerting.series.runner`; Prometheus' alerts:
+    :mod:`sinks.alerting.external.runner`): ``judge(port)``'s rows through the evaluation,
+    as a RESULT's, and returned."""
+    def work(port: Transaction) -> list[dict]:
+        rows = judge(port)
+        if rows:
+            Evaluation(port).results(rows)
+        return rows
+    return work
 
 
 def _released(port: Transaction) -> None:

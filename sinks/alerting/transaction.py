@@ -21,6 +21,7 @@ from sinks.alerting.delivery import store as outbox
 from sinks.alerting.dependencies.store import Parents
 from sinks.alerting.downtimes import store as downtimestore
 from sinks.alerting.escalation import store as escalation
+from sinks.alerting.external.naming import PREFIX as PROM
 from sinks.alerting.freshness import store as staleness
 from sinks.alerting.hosts import skew
 from sinks.alerting.hosts import store as hoststore
@@ -65,6 +66,11 @@ class Transaction:
             for key in attempts:
                 if key[1] in series.attempts:
                     attempts[key] = series.attempts[key[1]]
+        alerts = getattr(self.sink, "prometheus", None)
+        if alerts is not None:              # a Prometheus alert's: the section's
+            for key in attempts:
+                if key[1].startswith(PROM):
+                    attempts[key] = alerts.attempts
         return attempts
 
     # ---------------------------------------------------------------- state rows

@@ -22,6 +22,17 @@ With tags on, the owner node moves into a tag instead (Graphite tagged series):
 ``M;host=<hostname>``, ``checks.P.L;host=<hostname>``, ``fleetwatch.C;id=<id>``; tag values
 keep their dots.
 
+A labelled series of a STATS (its ``series``, :mod:`fleetwatch.series`: an OTLP point the
+agent took) ``N`` with labels ``k=v``: ``<hostname>.N.k_v...``, one node ``KEY_VALUE`` per label
+in the order of the keys (each sanitised as a node: ``service.name=shop`` ->
+``service_name_shop``, ``le=0.005`` -> ``le_0_005``); with tags on, ``N;host=<hostname>;k=v...``,
+each key and value sanitised as a tag value (``service.name=shop``). Either way a label named
+``host``, ``instance``, ``uuid``, ``site`` (the fleet's) or ``name`` (Graphite's own tag) is
+renamed ``exported_KEY``, keys that become equal have their values joined with ``;``, and an
+empty value is no label (:func:`fleetwatch.series.relabelled`). With tags on, the name with
+its tags may be :data:`MAX_TAGGED` characters long (carbon hashes a tagged series' file name).
+Each distinct path (tagged: name and tags) is one name of the host for the cap below.
+
 Each host (each fleetwatch process, for its own counters) has at most ``max_names_per_host``
 distinct metric names (:class:`Namer` with a :class:`fleetwatch.cardinality.NameCap`): carbon
 makes a whisper file of every new name, so a new one past that is not sent and is counted
@@ -39,15 +50,23 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from itertools import chain
 from typing import NamedTuple
 
 from fleetwatch.cardinality import NameCap
 from fleetwatch.metricpath import node, tag_value
+from fleetwatch.series import FLEET_KEYS, Entry, relabelled
 
 #: longest node (a whisper directory or file name, ``.wsp`` added, must fit in 255 bytes)
 MAX_NODE = 200
 #: longest name without the prefix
 MAX_NAME = 1000
+#: longest tagged series without the prefix: the name and its ``;KEY=VALUE`` tags
+MAX_TAGGED = 4000
+#: what marks a labelled series' key in :class:`Namer` (a check's is a pair, a STATS key a str)
+LABELLED = "series"
+#: label keys a labelled series cannot keep as they are: the fleet's, and Graphite's ``name``
+RESERVED = FLEET_KEYS | {"name"}
 
 #: unit -> factor to the base unit
 UNITS = {
@@ -119,6 +138,26 @@ def _valid(name: str) -> bool:
     return 0 < len(name) <= MAX_NAME and all(0 < len(n) <= MAX_NODE for n in name.split("."))
 
 
+def plain_path(name: str, labels: tuple[tuple[str, str], ...]) -> str:
+    """A labelled series' path after ``HOST.`` (no tags): its name's nodes, then a
+    ``KEY_VALUE`` node per label in key order; '' for a name with no node left."""
+    metric = dotted(name)
+    if not metric or not labels:
+        return metric
+    return ".".join((metric, *(f"{k}_{node(v)}" for k, v in relabelled(labels, node,
+                                                                        RESERVED))))
+
+
+def tagged(name: str, labels: tuple[tuple[str, str], ...]) -> tuple[str, tuple]:
+    """A labelled series' name and its tags (sorted pairs), keys and values sanitised as
+    tag values; ('', ()) for a name with no node left."""
+    metric = dotted(name)
+    if not metric:
+        return "", ()
+    return metric, tuple((k, tag_value(v)) for k, v in relabelled(labels, tag_value,
+                                                                    RESERVED))
+
+
 class Namer:
     """Turns metrics of one owner (a host or a fleetwatch process) into points.
 
@@ -147,9 +186,10 @@ class Namer:
 
     def _series(self, internal: bool, owner: str, raw, capped: bool = True
                 ) -> tuple[str, tuple] | str:
-        """(name, tags) for a STATS key ``raw`` (str) or a check's (plugin, label); a
-        label of None is the check's status. A str result is the counter of the defect
-        (``names_refused`` past the cap, unless not ``capped``)."""
+        """(name, tags) for a STATS key ``raw`` (str), a check's (plugin, label) (a label of
+        None is the check's status) or a labelled series' (:data:`LABELLED`, name, labels).
+        A str result is the counter of the defect (``names_refused`` past the cap, unless
+        not ``capped``)."""
         metric = self._metrics.get(raw)
         if metric is None:
             metric = self._remember(self._metrics, raw, self._metric(raw))
@@ -161,15 +201,23 @@ class Namer:
         if head is None:
             return "bad_name"
         name = f"{head[0]}.{metric[0]}" if head[0] else metric[0]
-        if len(name) > MAX_NAME:
-            return "bad_name"
-        if capped and self.cap is not None and not self.cap.admit(head, metric[0]):
+        if len(metric) == 1:
+            if len(name) > MAX_NAME:
+                return "bad_name"
+            held, tags = metric[0], head[1]
+        else:                                       # a labelled series, tags on
+            held, tags = metric, tuple(sorted({**dict(metric[1]), **dict(head[1])}.items()))
+            if len(name) + sum(len(k) + len(v) + 2 for k, v in tags) > MAX_TAGGED:
+                return "bad_name"
+        if capped and self.cap is not None and not self.cap.admit(head, held):
             return "names_refused"
-        return name, head[1]
+        return name, tags
 
-    @staticmethod
-    def _metric(raw) -> tuple[str] | str:
-        """A metric name's sanitised form (a 1-tuple), else ``bad_metric`` or ``bad_name``."""
+    def _metric(self, raw) -> tuple | str:
+        """A metric name's sanitised form (a 1-tuple; a labelled series' with tags on:
+        (name, tags)), else ``bad_metric`` or ``bad_name``."""
+        if isinstance(raw, tuple) and len(raw) == 3:
+            return self._labelled(raw[1], raw[2])
         if isinstance(raw, tuple):
             plugin, label = raw
             metric = f"checks.{node(plugin)}.{'status' if label is None else node(label)}"
@@ -178,6 +226,19 @@ class Namer:
             if not metric:
                 return "bad_metric"
         return (metric,) if _valid(metric) else "bad_name"
+
+    def _labelled(self, name: str, labels: tuple) -> tuple | str:
+        """A labelled series' sanitised form: (path,), or with tags on (name, tags); else
+        ``bad_metric`` or ``bad_name``."""
+        if not self.tagged:
+            path = plain_path(name, labels)
+            return "bad_metric" if not path else (path,) if _valid(path) else "bad_name"
+        metric, tags = tagged(name, labels)
+        if not metric:
+            return "bad_metric"
+        if not _valid(metric):
+            return "bad_name"
+        return (metric, tags) if tags else (metric,)    # no labels: the STATS metric
 
     def _owner(self, internal: bool, owner: str) -> tuple[str, tuple] | None:
         """(the name's head, the tags) of an owner's points; None if it cannot be named."""
@@ -191,20 +252,24 @@ class Namer:
             return None
         return (f"fleetwatch.{own}" if internal else own, ())
 
-    def stats(self, metrics: dict, ts: float, owner: str, internal: bool = False,
-              capped: bool = True) -> tuple[list[Point], Counter]:
-        """Points of a STATS ``metrics`` object (values already finite numbers on the wire);
-        not ``capped``: past the cap all the same (the sink's own counters)."""
+    def stats(self, metrics: dict | None, ts: float, owner: str, internal: bool = False,
+              capped: bool = True, series: list[Entry] = ()) -> tuple[list[Point], Counter]:
+        """Points of a STATS ``metrics`` object (values already finite numbers on the wire;
+        None: none) and of its labelled ``series`` (:func:`fleetwatch.series.entries`); not
+        ``capped``: past the cap all the same (the sink's own counters)."""
         counts: Counter = Counter()
         points, second = [], timestamp(ts)
-        for key, raw in metrics.items():
+        wanted = metrics.items() if isinstance(metrics, dict) else ()
+        if series:
+            wanted = chain(wanted, (((LABELLED, e.name, e.labels), e.value) for e in series))
+        for key, raw in wanted:
             value = number(raw)
-            series = self._series(internal, owner, key, capped) if value is not None \
+            got = self._series(internal, owner, key, capped) if value is not None \
                 else "bad_metric"
-            if isinstance(series, str):
-                counts[series] += 1
+            if isinstance(got, str):
+                counts[got] += 1
                 continue
-            points.append(Point(series[0], value, second, series[1]))
+            points.append(Point(got[0], value, second, got[1]))
         return points, counts
 
     def result(self, plugin: str, status: int, perfdata, ts: float, owner: str

@@ -1,9 +1,10 @@
 """The graphite sink: STATS and check perfdata into carbon, through graphyte.
 
-It takes STATS, RESULT and HELLO (SPEC 4.1; HELLO only if a router's routing table sends it
-here). Names come from :mod:`sinks.graphite.paths`; graphyte builds each plaintext line
-(prefix, tags, value, timestamp); :mod:`sinks.graphite.sender` buffers the lines (bounded, drops
-counted) and delivers them from its own thread, so the PULL loop never waits for carbon.
+It takes STATS (their ``metrics`` and their labelled ``series``), RESULT and HELLO (SPEC 4.1;
+HELLO only if a router's routing table sends it here). Names come from
+:mod:`sinks.graphite.paths`; graphyte builds each plaintext line (prefix, tags, value,
+timestamp); :mod:`sinks.graphite.sender` buffers the lines (bounded, drops counted) and
+delivers them from its own thread, so the PULL loop never waits for carbon.
 STATS and RESULT are at most once and not ACKed: :meth:`write` never fails a batch.
 
 An agent's paths are named after the hostname of the stamped uuid, never after a body's
@@ -36,6 +37,7 @@ from fleetwatch import protocol, sinktypes
 from fleetwatch.cardinality import NameCap, Refusals
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
+from fleetwatch.series import entries
 from sinks.graphite.sender import CarbonSender, LineBuffer
 from sinks.graphite.paths import Namer, Point
 from sinks.hostnames import HostNames
@@ -46,7 +48,7 @@ log = logging.getLogger(__name__)
 NO_TAGS: dict = {}
 #: every counter this sink keeps (created at once: another thread reads them)
 COUNTERS = ("stats", "results", "hellos", "datapoints", "bad_name", "bad_metric",
-            "perfdata_bad", "perfdata_unknown", "unit_unknown", "names_refused")
+            "perfdata_bad", "perfdata_unknown", "unit_unknown", "names_refused", "series_bad")
 
 
 class GraphiteSink:
@@ -123,12 +125,15 @@ class GraphiteSink:
             return []
         if msg.type == "STATS":
             self._counts["stats"] += 1
+            series = entries(msg.get("series"), self._counts)     # series_bad counted
             if protocol.reporter(relayed) is not None:     # the stamp's word (SPEC 4.3)
                 owner = uuid
-                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, uuid, True)
+                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, uuid, True,
+                                                  series=series)
             else:
                 owner = self.hosts.of_stats(uuid, msg.get("hostname"))
-                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, owner)
+                points, counts = self.namer.stats(msg.get("metrics"), msg.ts, owner,
+                                                  series=series)
         else:
             self._counts["results"] += 1
             owner = self.hosts.of_result(uuid)

@@ -2,15 +2,17 @@
 
 :class:`TableCollector` is a custom collector over :class:`sinks.prometheus.table.
 SeriesTable`: at each scrape it takes the table's snapshot and yields one metric family per
-name, typed and described by :mod:`sinks.prometheus.catalogue` (``gauge`` for checks and
-the levels fleetwatch's parts report, ``counter`` for their counters, served as
-``NAME_total``; ``unknown`` for a STATS name fleetwatch does not know), without the stale
-series, then the sink's own counters (``PREFIX prometheus_sink_COUNTER``,
-counters, and ``PREFIX prometheus_sink_series``, a gauge; the series refused per host,
-``PREFIX prometheus_sink_dropped_by_host`` labelled ``host``). prometheus_client's WSGI
-exposition answers OpenMetrics when the scraper asks for it (Prometheus does) and the text
-format otherwise, gzipped when accepted. :class:`MetricsServer` runs it in prometheus_client's
-threaded HTTP server (one daemon thread, a thread per request): the sink's loop never serves.
+name, typed and described by :mod:`sinks.prometheus.catalogue` (``gauge`` for checks and the
+levels fleetwatch's parts report, ``counter`` for their counters, served as ``NAME_total``; for
+a name fleetwatch does not know, the type its labelled series declared
+(:attr:`sinks.prometheus.names.Namer.kinds`), else ``unknown``), without the stale series (a
+labelled series' own labels after ``host`` and ``instance``), then the sink's own counters
+(``PREFIX prometheus_sink_COUNTER``, counters, and ``PREFIX prometheus_sink_series``, a gauge;
+the series refused per host, ``PREFIX prometheus_sink_dropped_by_host`` labelled ``host``).
+prometheus_client's WSGI exposition answers OpenMetrics when the scraper asks for it
+(Prometheus does) and the text format otherwise, gzipped when accepted. :class:`MetricsServer`
+runs it in prometheus_client's threaded HTTP server (one daemon thread, a thread per request):
+the sink's loop never serves.
 """
 
 from __future__ import annotations
@@ -27,6 +29,22 @@ from sinks.prometheus.names import OWN, label_value, labels_of
 
 log = logging.getLogger(__name__)
 
+#: the help of a family its labelled series (OTLP points the agents took) typed
+DECLARED = {
+    "counter": "the OpenTelemetry counter {0} (cumulative), from the agents' OTLP intake",
+    "gauge": "the OpenTelemetry gauge {0}, from the agents' OTLP intake",
+    "unknown": "a part of the OpenTelemetry histogram or summary {0} (cumulative: rate() "
+               "applies), from the agents' OTLP intake",
+}
+
+
+def served(names: tuple[str, ...], labels: tuple) -> dict[str, str]:
+    """A series' labels by name: ``names`` for its values, then a labelled series' own
+    pairs (the last item of ``labels`` when it holds one more than ``names``)."""
+    if len(labels) == len(names):
+        return dict(zip(names, labels))
+    return {**dict(zip(names, labels)), **dict(labels[-1])}
+
 
 
 class TableCollector:
@@ -37,9 +55,12 @@ class TableCollector:
     builds at a time (:attr:`busy`): a crowd of scrapers waits rather than copying the
     table at once."""
 
-    def __init__(self, table, prefix: str, instance: str, own=dict, by_host=list):
+    def __init__(self, table, prefix: str, instance: str, own=dict, by_host=list,
+                 declared: dict | None = None):
         self.table, self.prefix, self.instance, self.own = table, prefix, instance, own
         self.by_host = by_host
+        #: family -> the type its labelled series declared (the namer's, read here)
+        self.declared = {} if declared is None else declared
         self.busy = threading.Lock()
         self.scrapes = 0
 
@@ -53,15 +74,26 @@ class TableCollector:
             prefix = self.prefix
             for family in sorted(families):
                 names = labels_of(family, prefix)
-                type_, help_ = kind(family[len(prefix):])
+                type_, help_ = self.kind(family)
                 metric = Metric(family, help_, type_)
                 sample = family + "_total" if type_ == "counter" else family
-                metric.samples = [Sample(sample, dict(zip(names, labels)), value)
+                metric.samples = [Sample(sample, served(names, labels), value)
                                   for labels, (value, when) in families[family].items()
                                   if when >= oldest]
                 if metric.samples:
                     yield metric
             yield from self._own()
+
+    def kind(self, family: str) -> tuple[str, str]:
+        """(type, help) of a family: the catalogue's for fleetwatch's own names, else the
+        type its labelled series declared, else ``unknown``."""
+        name = family[len(self.prefix):]
+        type_, help_ = kind(name)
+        declared = self.declared.get(family) if type_ == "unknown" else None
+        if declared is not None:
+            whole = name.rsplit("_", 1)[0] if declared == "unknown" else name
+            type_, help_ = declared, DECLARED[declared].format(whole)
+        return type_, help_
 
     def _own(self):
         labels = {"instance": self.instance}

@@ -24,6 +24,21 @@ Label values are kept as they are (prometheus_client escapes ``\\``, ``"`` and n
 except that control characters and lone surrogates (which would not encode) become U+FFFD;
 a value longer than :data:`MAX_LABEL` is not kept and counted ``bad_label``.
 
+A labelled series of a STATS (its ``series``, :mod:`fleetwatch.series`: an OTLP point the
+agent took) ``N`` is ``PREFIX<N>{host, instance, its labels}``: ``N`` made a metric name as
+above, each label key too (:func:`label_name`: ``service.name`` -> ``service_name``; one that
+would be empty is counted ``bad_label`` and the series is not kept), ``host``, ``instance``,
+``uuid`` and ``site`` renamed ``exported_KEY``, keys that become equal joined with ``;``
+(:func:`fleetwatch.series.relabelled`), values as above. Its family's type
+(:func:`series_family`): ``kind: counter`` a counter, served as ``N_total`` (a name ending in
+``_total`` loses it first: the family of ``requests_total`` is ``requests``), except the
+parts of a histogram or summary (``_bucket``, ``_sum``, ``_count``), kept under their own
+name and served ``unknown``: the sink does not assemble histograms (a bound may keep some of
+a histogram's buckets and not others), and ``rate()`` and ``histogram_quantile()`` read them
+by name as ever; a gauge a ``gauge``. The namer remembers each family's type
+(:attr:`Namer.kinds`) for the exposition, which lets fleetwatch's own names keep theirs
+(:mod:`sinks.prometheus.catalogue`).
+
 Perfdata items are read as the graphite sink reads them (:func:`sinks.graphite.paths.
 perfdata_values`: values in bytes and seconds; unknown units passed through and counted
 ``unit_unknown``; a ``U`` value counted ``perfdata_unknown``, an item without a label or
@@ -36,6 +51,7 @@ import re
 from collections import Counter
 from typing import NamedTuple
 
+from fleetwatch.series import Entry, relabelled
 from sinks.graphite.paths import number, perfdata_values
 
 #: longest metric name, without the prefix
@@ -72,6 +88,47 @@ def metric_name(raw) -> str:
     return f"_{name}" if name[:1].isdigit() else name
 
 
+def label_name(raw) -> str:
+    """A series' label key as a Prometheus label name: the rule of :func:`metric_name`
+    (``service.name`` -> ``service_name``, ``1x`` -> ``_1x``, so never ``__``, Prometheus'
+    own); '' if nothing is left."""
+    return metric_name(raw)
+
+
+#: the suffixes of a histogram's or summary's parts: served under their own name, ``unknown``
+PARTS = ("_bucket", "_sum", "_count")
+
+
+def series_family(raw: str, counter: bool) -> tuple[str, str] | str:
+    """(family name without the prefix, its type: ``counter``, ``gauge`` or ``unknown`` for
+    a histogram's or summary's part) of a labelled series named ``raw``; else
+    ``bad_metric`` (nothing left) or ``bad_name`` (too long, or a family of the sink's
+    own)."""
+    name = metric_name(raw)
+    type_ = "gauge"
+    if counter:
+        type_ = "unknown" if name.endswith(PARTS) else "counter"
+        if type_ == "counter" and name.endswith("_total") and len(name) > len("_total"):
+            name = name[:-len("_total")]
+    if not name:
+        return "bad_metric"
+    if len(name) > MAX_NAME or name in LABELS or name.startswith(OWN):
+        return "bad_name"
+    return name, type_
+
+
+def series_labels(labels: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...] | None:
+    """A labelled series' labels (an :class:`fleetwatch.series.Entry`'s) as the sink serves
+    them beside ``host`` and ``instance``: keys by :func:`label_name`, the fleet's renamed
+    ``exported_KEY``, values by :func:`label_value`; None when a key would be empty or a
+    value too long."""
+    pairs = relabelled(labels, label_name)
+    if any(not key for key, _ in pairs):
+        return None
+    out = tuple((key, label_value(value)) for key, value in pairs)
+    return None if any(value is None for _, value in out) else out
+
+
 def label_value(raw) -> str | None:
     """A label value made inert; None for a non-string or one longer than MAX_LABEL."""
     if not isinstance(raw, str) or len(raw) > MAX_LABEL:
@@ -97,6 +154,10 @@ class Namer:
         self.perfdata_family = prefix + CHECK_PERFDATA
         self._names: dict = {}     # raw key -> family name, or a defect's counter
         self._values: dict = {}    # raw label value -> inert value, or None
+        self._series: dict = {}    # (name, counter, labels) -> (family, labels), or a defect
+        #: family (prefix included) -> the type its labelled series declared (read by the
+        #: scrape thread; at most ``cache_size``, forgotten all at once when full)
+        self.kinds: dict[str, str] = {}
 
     def _remember(self, memory: dict, key, value):
         if len(memory) >= self.cache_size:
@@ -131,10 +192,15 @@ class Namer:
             return self._remember(self._values, raw, label_value(raw))
         return None
 
-    def stats(self, metrics, host: str, instance: str) -> tuple[list[Sample], Counter]:
-        """Samples of a STATS ``metrics`` object (values already finite numbers on the wire)."""
+    def stats(self, metrics, host: str, instance: str, series: list[Entry] = ()
+              ) -> tuple[list[Sample], Counter]:
+        """Samples of a STATS ``metrics`` object (values already finite numbers on the wire;
+        None with ``series``: none) and of its labelled ``series``
+        (:func:`fleetwatch.series.entries`)."""
         counts: Counter = Counter()
         host_value = self.label(host)
+        if metrics is None and series:
+            metrics = {}
         if host_value is None or not isinstance(metrics, dict):
             counts["bad_label" if host_value is None else "bad_metric"] += 1
             return [], counts
@@ -147,7 +213,37 @@ class Namer:
                 counts[family] += 1
                 continue
             samples.append(Sample(family, labels, value))
+        for entry in series:
+            got = self.labelled(entry)
+            if isinstance(got, str):
+                counts[got] += 1
+                continue
+            family, pairs = got
+            samples.append(Sample(family, labels + (pairs,) if pairs else labels, entry.value))
         return samples, counts
+
+    def labelled(self, entry: Entry) -> tuple[str, tuple] | str:
+        """(family, served labels) of a labelled series, or the defect's counter
+        (``bad_metric``, ``bad_name``, ``bad_label``); each (name, kind, labels) is worked
+        out once and remembered, and its family's type noted in :attr:`kinds`."""
+        key = (entry.name, entry.counter, entry.labels)
+        got = self._series.get(key)
+        if got is None:
+            got = self._remember(self._series, key, self._labelled(entry))
+        if isinstance(got, tuple) and self.kinds.get(got[0]) != got[2]:
+            if len(self.kinds) >= self.cache_size:
+                self.kinds.clear()
+            self.kinds[got[0]] = got[2]
+        return got if isinstance(got, str) else got[:2]
+
+    def _labelled(self, entry: Entry) -> tuple[str, tuple, str] | str:
+        named = series_family(entry.name, entry.counter)
+        if isinstance(named, str):
+            return named
+        pairs = series_labels(entry.labels)
+        if pairs is None:
+            return "bad_label"
+        return self.prefix + named[0], pairs, named[1]
 
     def result(self, plugin, status, perfdata, host: str, instance: str
                ) -> tuple[list[Sample], Counter]:

@@ -1,6 +1,7 @@
 """The prometheus sink: the latest value of every series, served for one scrape.
 
-It takes STATS, RESULT and HELLO (SPEC 4.1): an agent's STATS metrics, each check's status and
+It takes STATS, RESULT and HELLO (SPEC 4.1): an agent's STATS metrics and labelled series
+(its ``series``: OTLP points, named by :mod:`sinks.prometheus.names`), each check's status and
 perfdata, and the routers', sinks' and schedulers' own counters (their STATS, ``source``
 ``router``/``sink``/``scheduler``). :mod:`sinks.prometheus.names` names the series,
 :mod:`sinks.prometheus.table` keeps the latest value of each (bounded, stale ones forgotten
@@ -34,6 +35,7 @@ from fleetwatch import protocol, sinktypes
 from fleetwatch.cardinality import REPORTED, counters
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import Relayed
+from fleetwatch.series import entries
 from sinks.hostnames import HostNames
 from sinks.prometheus.config import split_listen
 from sinks.prometheus.exposition import MetricsServer, TableCollector
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 
 #: every counter this sink keeps (created at once: the scrape thread reads them)
 COUNTERS = ("stats", "results", "hellos", "samples", "bad_name", "bad_metric", "bad_label",
-            "perfdata_bad", "perfdata_unknown", "unit_unknown")
+            "perfdata_bad", "perfdata_unknown", "unit_unknown", "series_bad")
 #: seconds between two sweeps of stale series at most
 MAX_SWEEP = 30.0
 
@@ -62,7 +64,8 @@ class PrometheusSink:
                                  settings.max_series_per_host)
         self._counts: Counter = Counter({k: 0 for k in COUNTERS})
         self.collector = TableCollector(self.table, settings.prefix, sink_id, self.own,
-                                        lambda: self.table.refused_hosts(REPORTED))
+                                        lambda: self.table.refused_hosts(REPORTED),
+                                        self.namer.kinds)
         host, port = split_listen(settings.listen)
         self.server = MetricsServer(self.collector, host, port)
         #: the loop calls :meth:`tick` this often: stale series are forgotten
@@ -132,7 +135,8 @@ class PrometheusSink:
         if msg.type == "STATS":
             self._counts["stats"] += 1
             owner = self.hosts.of_stats(uuid, msg.get("hostname"))
-            samples, counts = self.namer.stats(msg.get("metrics"), owner, uuid)
+            series = entries(msg.get("series"), self._counts)     # series_bad counted
+            samples, counts = self.namer.stats(msg.get("metrics"), owner, uuid, series)
         else:
             self._counts["results"] += 1
             owner = self.hosts.of_result(uuid)

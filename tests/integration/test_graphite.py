@@ -137,6 +137,80 @@ def test_tagged_series(carbon, fleet, zctx):
     wait_for(landed, 20, 0.2, "the tagged series")
 
 
+# ---------------------------------------------------------------- labelled series
+
+SERIES = [{"name": "http.server.duration_bucket", "value": 3, "kind": "counter",
+           "labels": {"le": "0.005", "service.name": "shop"}},
+          {"name": "http.server.duration_bucket", "value": 9, "kind": "counter",
+           "labels": {"le": "+Inf", "service.name": "shop"}},
+          {"name": "queue.depth", "value": 4, "labels": {"host": "victim", "q": "mail"}},
+          {"name": "bad", "value": "4"}]
+
+
+@pytest.mark.parametrize("tags", [False, True])
+def test_labelled_series_land_as_paths_or_tagged_series(carbon, fleet, zctx, tags):
+    """An application's OTLP points (STATS ``series``, SPEC 4.7): a node per label, or
+    tags beside ``host``; a label ``host`` never names another host."""
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port, tags=tags)
+    agent = DealerAgent(zctx, router, "web1.example.com")
+    second = int(time.time()) - 5
+    if tags:
+        names = {f"{PREFIX}.http.server.duration_bucket;host=web1.example.com;le=0.005;"
+                 "service.name=shop": 3.0,
+                 f"{PREFIX}.http.server.duration_bucket;host=web1.example.com;le=_Inf;"
+                 "service.name=shop": 9.0,
+                 f"{PREFIX}.queue.depth;exported_host=victim;host=web1.example.com;q=mail": 4.0}
+    else:
+        base = f"{PREFIX}.web1_example_com"
+        names = {f"{base}.http.server.duration_bucket.le_0_005.service_name_shop": 3.0,
+                 f"{base}.http.server.duration_bucket.le__Inf.service_name_shop": 9.0,
+                 f"{base}.queue.depth.exported_host_victim.q_mail": 4.0}
+    path = carbon.tagged_path_of if tags else carbon.path_of
+
+    def landed():
+        agent.send("STATS", ts=second, hostname=agent.hostname, metrics={}, series=SERIES)
+        return all(path(n).exists() and read_points(path(n)).get(second) == v
+                   for n, v in names.items())
+    wait_for(landed, 20, 0.2, "the labelled series in carbon")
+    assert not (carbon.whisper_dir / PREFIX / "victim").exists()
+    bad = (f"{PREFIX}.fleetwatch.graphite.series_bad;id=sink-graphite" if tags else
+           f"{PREFIX}.fleetwatch.sink-graphite.graphite.series_bad")
+    wait_for(lambda: max(points(carbon, bad).values()) > 0, 30, 0.2,
+             "the malformed entry counted")
+
+
+def test_ten_thousand_label_sets_of_one_host_make_at_most_the_cap_of_files(carbon, fleet,
+                                                                          zctx):
+    """One host's application flooding label sets (and control characters, huge labels):
+    100 whisper files (``max_names_per_host``), the rest counted for the host; another
+    host's series still land."""
+    router = fleet.router()
+    graphite_sink(fleet, [router], carbon.port, max_names_per_host=100)
+    warm_up(carbon, DealerAgent(zctx, router, "warm"))
+    flood = DealerAgent(zctx, router, "flood")
+    second = int(time.time()) - 5
+    hostile = [{"name": "ctl\x1b[2J\n", "value": 1, "labels": {"k\r": "v\x00 x"}},
+               {"name": "big", "value": 2, "labels": {f"k{i}": "v" * 255 for i in range(64)}}]
+    for start in range(0, 10_000, 2000):
+        flood.send("STATS", ts=second, hostname="flood", metrics={}, series=(
+            hostile if not start else []) + [
+            {"name": "req", "value": i, "kind": "counter", "labels": {"id": str(i)}}
+            for i in range(start, start + 2000)])
+    counter = f"{PREFIX}.fleetwatch.sink-graphite.graphite.names_refused_by_host.flood"
+    wait_for(lambda: max(points(carbon, counter).values()) == 10_000 - 99, 30, 0.2,
+             "the refused label sets counted under the host")
+    host = carbon.whisper_dir / PREFIX / "flood"
+    wait_for(lambda: len(list(host.rglob("*.wsp"))) == 100, 15, 0.1, "the 100 files admitted")
+    assert carbon.path_of(f"{PREFIX}.flood.ctl_2J_.k__v_x").exists()
+    assert max(points(carbon, f"{PREFIX}.fleetwatch.sink-graphite.graphite."
+                              "bad_name").values()) >= 1               # 64 labels of 255
+    web = DealerAgent(zctx, router, "web1")
+    web.send("STATS", ts=second, hostname="web1", metrics={}, series=[
+        {"name": "req", "value": 5, "kind": "counter", "labels": {"id": "1"}}])
+    assert value_at(carbon, f"{PREFIX}.web1.req.id_1", second) == 5.0
+
+
 # ---------------------------------------------------------------- a flood of names
 
 def test_a_flood_of_names_makes_at_most_the_cap_of_whisper_files(carbon, fleet, zctx):

@@ -144,15 +144,22 @@ def test_stale_series_are_dropped(fleet, zctx):
              0.2, "the sweep forgetting it")
 
 
+def warm_sink(fleet, zctx, **settings) -> tuple[dict, str]:
+    """A router and a prometheus sink with ``settings`` that a host's STATS has reached:
+    (the router, the sink's URL)."""
+    router = fleet.router(sink_types=SINK_TYPES)
+    _, url = prometheus_sink(fleet, [router], **settings)
+    warm = DealerAgent(zctx, router, "warm")
+    wait_for(lambda: warm.stats({"up": 1}) and value(url, "fleetwatch_up", host="warm"), 20,
+             0.2, "the sink connected")
+    return router, url
+
+
 def test_one_host_flooding_names_leaves_room_for_the_others(fleet, zctx):
     """Issue 31: one host's 200,000 series filled the fleet-wide ``max_series``, so no
     other host could add one. Each host has ``max_series_per_host``; the flood is held to
     it, the others come in, and what the flooder was refused is counted under its name."""
-    router = fleet.router(sink_types=SINK_TYPES)
-    _, url = prometheus_sink(fleet, [router], max_series=250, max_series_per_host=100)
-    warm = DealerAgent(zctx, router, "warm")
-    wait_for(lambda: warm.stats({"up": 1}) and value(url, "fleetwatch_up", host="warm"), 20,
-             0.2, "the sink connected")
+    router, url = warm_sink(fleet, zctx, max_series=250, max_series_per_host=100)
     flood = DealerAgent(zctx, router, "flood.example.com")
     flood.stats({f"flood.m{i:03d}": float(i) for i in range(300)})
     web = DealerAgent(zctx, router, "web1")
@@ -201,6 +208,97 @@ def test_a_real_prometheus_scrapes_the_sink_and_answers_promql(fleet, zctx, tmp_
         assert scraped["health"] == "up" and scraped["lastError"] == ""
     finally:
         server.stop()
+
+
+def otlp_series(requests: float) -> list[dict]:
+    """What an agent's OTLP intake sends for a shop's requests counter, a duration
+    histogram (bounds 0.1 and 1) and a gauge naming a host of its own."""
+    shop = {"service.name": "shop", "http.route": "/cart"}
+    return [{"name": "http.server.requests", "value": requests, "kind": "counter",
+             "labels": shop},
+            *({"name": "http.server.duration_bucket", "value": n, "kind": "counter",
+               "labels": {**shop, "le": le}} for le, n in (("0.1", 6), ("1", 9), ("+Inf", 10))),
+            {"name": "http.server.duration_sum", "value": 2.5, "kind": "counter",
+             "labels": shop},
+            {"name": "http.server.duration_count", "value": 10, "kind": "counter",
+             "labels": shop},
+            {"name": "queue.depth", "value": 4, "labels": {"host": "container-7",
+                                                           "instance": "x"}},
+            {"name": "malformed", "value": "4"}]
+
+
+@pytest.mark.skipif(not prometheus_available(), reason="Debian's prometheus is not installed "
+                    "(make system-packages)")
+def test_a_real_prometheus_reads_opentelemetry_series(fleet, zctx, tmp_path):
+    """STATS ``series`` (SPEC 4.7.1) scraped by a real Prometheus in OpenMetrics: the
+    counter as ``_total``, the histogram's parts by name (``histogram_quantile`` reads
+    them), the series' own ``host`` and ``instance`` renamed, the target healthy."""
+    from fleetwatch.cli.demo.ports import free_port
+    router = fleet.router(sink_types=SINK_TYPES)
+    _, url = prometheus_sink(fleet, [router])
+    agent = DealerAgent(zctx, router, "web1.example.com")
+    server = PrometheusServer(tmp_path / "prometheus", [url.split("/")[2]], free_port()).start()
+    try:
+        def answered():
+            agent.send("STATS", hostname=agent.hostname, metrics={}, series=otlp_series(7))
+            got = server.query('fleetwatch_http_server_requests_total{service_name="shop",'
+                               'http_route="/cart",host="web1.example.com"}')
+            return got or None
+        got = wait_for(answered, 60, 0.5, "the OTLP counter in Prometheus")
+        assert float(got[0]["value"][1]) == 7 and got[0]["metric"]["instance"] == agent.uuid
+        quantile = server.query('histogram_quantile(0.5, fleetwatch_http_server_duration_bucket'
+                                '{service_name="shop"})')
+        assert float(quantile[0]["value"][1]) == pytest.approx(0.1 * 5 / 6)
+        mean = server.query("fleetwatch_http_server_duration_sum / "
+                            "fleetwatch_http_server_duration_count")
+        assert float(mean[0]["value"][1]) == 0.25
+        [queue] = server.query("fleetwatch_queue_depth")
+        assert queue["metric"]["host"] == "web1.example.com"
+        assert queue["metric"]["instance"] == agent.uuid
+        assert (queue["metric"]["exported_host"], queue["metric"]["exported_instance"]) == \
+            ("container-7", "x")
+        [scraped] = server.targets()
+        assert scraped["health"] == "up" and scraped["lastError"] == ""
+        _, om = scrape(url, openmetrics=True)
+        assert "# TYPE fleetwatch_http_server_requests counter" in om
+        assert "# TYPE fleetwatch_http_server_duration_bucket unknown" in om
+        assert counter(url, "fleetwatch_prometheus_sink_series_bad") >= 1
+    finally:
+        server.stop()
+
+
+def test_ten_thousand_label_sets_of_one_host_are_held_to_its_share(fleet, zctx):
+    """Control characters, huge labels and 10,000 label sets from one host's application:
+    the scrape stays valid, the host keeps ``max_series_per_host`` series, the rest is
+    counted under its name, another host still comes in."""
+    router, url = warm_sink(fleet, zctx, max_series=1500, max_series_per_host=1000)
+    flood = DealerAgent(zctx, router, "flood")
+    hostile = [{"name": "ctl\x1b[2J", "value": 1,
+                "labels": {"k\n": 'v"}\n# EOF\x00', "__name__": "fake"}},
+               {"name": "big", "value": 2, "labels": {f"k{i}": "v" * 255 for i in range(64)}}]
+    for start in range(0, 10_000, 2000):
+        flood.send("STATS", hostname="flood", metrics={}, series=(hostile if not start else [])
+                   + [{"name": "req", "value": i, "kind": "counter", "labels": {"id": str(i)}}
+                      for i in range(start, start + 2000)])
+    refused = "fleetwatch_prometheus_sink_dropped_by_host_total"
+    wait_for(lambda: value(url, refused, host="flood") == 10_000 + 2 - 1000, 30, 0.2,
+             "the flood's refused series counted under its host")
+    web = DealerAgent(zctx, router, "web1")
+
+    def web_in():
+        web.send("STATS", hostname="web1", metrics={}, series=[
+            {"name": "req", "value": 5, "kind": "counter", "labels": {"id": "1"}}])
+        return value(url, "fleetwatch_req_total", host="web1") == 5
+    wait_for(web_in, 20, 0.2, "another host's series after the flood")
+    for openmetrics in (False, True):
+        _, text = scrape(url, openmetrics)
+        assert not any(c in text for c in "\r\x00\x1b")
+        got = samples(text, openmetrics)                # the parsers take it whole
+        assert sum(1 for name, labels in got if dict(labels).get("instance") == flood.uuid
+                   ) == 1000
+        assert got[("fleetwatch_ctl_2J", (("host", "flood"), ("instance", flood.uuid),
+                                          ("k", 'v"}\ufffd# EOF\ufffd'),
+                                          ("name", "fake")))] == 1
 
 
 def test_a_taken_address_stops_the_sink_with_69(fleet):

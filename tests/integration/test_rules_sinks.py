@@ -108,6 +108,39 @@ def test_a_series_that_stops_is_unknown_and_a_down_host_holds_its_rules(url):
     assert s.counts["rule_held_host_down"] > 0
 
 
+def test_a_rule_on_an_opentelemetry_series_fires_and_malformed_entries_pass(url):
+    """An application's OTLP counter (a STATS ``series``) read by its plain Graphite path
+    (SPEC 4.7): its rate fires the rule; other label sets and malformed entries change
+    nothing."""
+    alertsink.hello(url)
+    clock = Clock(T0)
+    path = "http.server.errors.http_route__cart.service_name_shop"
+    s = alertsink.sink(url, clock, rules=[
+        {"name": "errors", "expr": f"rate({path}, 30s)", "critical": "> 1"}],
+        rule_interval=5, renotify_interval=0, flap_detection=False, host_timeout=15)
+    key = f"{WEB}/check/rule:errors"
+
+    def errors(per_second):
+        for _ in range(40):
+            now = clock.advance(1)
+            s.observe(msg("STATS", metrics={}, series=[
+                {"name": "http.server.errors", "value": per_second * (now - T0),
+                 "kind": "counter", "labels": {"service.name": "shop", "http.route": "/cart"}},
+                {"name": "http.server.errors", "value": 100 * (now - T0), "kind": "counter",
+                 "labels": {"service.name": "shop", "http.route": "/"}},
+                {"name": path, "value": "NaN"}, "junk"]))
+            s.write([beat()])
+            s.tick()
+    try:
+        errors(0.5)
+        assert told(url, key) == []
+        errors(3)
+        assert told(url, key) == [("trigger", "critical")]
+        assert s.counts["rules_point_bad"] == 0
+    finally:
+        s.close()
+
+
 def test_rules_a_reload_adds_follow_the_tails_already_known(tmp_path):
     url = f"sqlite:///{tmp_path / 'state.db'}"
     import zmq

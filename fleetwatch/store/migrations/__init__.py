@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 logging.getLogger("alembic").setLevel(logging.WARNING)
 
 #: the newest revision in ``versions/``
-HEAD = "0007"
+HEAD = "0008"
 
 #: Alembic's table of the database's revision (one row)
 VERSION_TABLE = "alembic_version"

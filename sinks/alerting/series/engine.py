@@ -8,9 +8,11 @@ feeds it the lake's messages with their own times.
 What it keeps, and its bounds:
 
 - Of each host, only the series some rule reads (its name as in Graphite after
-  ``PREFIX.HOST.``, SPEC 4.7: a STATS metric's name, ``checks.PLUGIN.LABEL`` for perfdata in
-  base units, ``checks.PLUGIN.status``), for as long as the longest window that reads it
-  (:attr:`sinks.alerting.series.expr.Expr.keep`, at least the rule's ``stale_after``),
+  ``PREFIX.HOST.``, SPEC 4.7: a STATS metric's name, a labelled series' path without tags,
+  ``NAME.KEY_VALUE...`` (:func:`sinks.graphite.paths.plain_path`), ``checks.PLUGIN.LABEL``
+  for perfdata in base units, ``checks.PLUGIN.status``), for as long as the longest window
+  that reads it (:attr:`sinks.alerting.series.expr.Expr.keep`, at least the rule's
+  ``stale_after``),
   at most ``max_series_per_host`` series per host (a new one past it is refused and counted
   ``series_refused``) and ``max_points`` points per series. A point's time is this sink's
   clock when it came, never the sender's: a host's wrong clock cannot age its own points.
@@ -36,11 +38,13 @@ from collections import Counter
 from dataclasses import dataclass
 
 from fleetwatch.metricpath import node
+from fleetwatch.series import entries
 from sinks.alerting.checks.rules import CRITICAL, OK, UNKNOWN, WARNING
 from sinks.alerting.series import expr as expression
 from sinks.alerting.series.config import Host, Rule
+from sinks.alerting.rows import judged_row
 from sinks.alerting.series.window import Points
-from sinks.graphite.paths import dotted, normalise, number
+from sinks.graphite.paths import dotted, normalise, number, plain_path
 
 #: what identifies the engine's results (the ``checks`` row's ``router`` column)
 SOURCE = "rules"
@@ -82,6 +86,8 @@ class Engine:
         self._names: dict[str, str] = {}
         self.rules: list[Rule] = []
         self.keep: dict[str, float] = {}
+        #: the names a labelled series' path may start with for some rule to read it
+        self.stems: frozenset[str] = frozenset()
         self.replace_rules(rules)
 
     # ---------------------------------------------------------------- configuration
@@ -96,6 +102,8 @@ class Engine:
                 keep[name] = max(keep.get(name, 0.0), seconds + self.interval,
                                  rule.stale_after + self.interval)
         self.keep = keep
+        self.stems = frozenset(".".join(parts[:n]) for parts in (k.split(".") for k in keep)
+                               for n in range(1, len(parts)))
         self.warmups = {rule.name: warmup(rule) for rule in self.rules}
         for store in self.series.values():
             for name in [n for n in store if n not in keep]:
@@ -155,6 +163,8 @@ class Engine:
                     name = self._name(raw)
                 if name in keep:
                     self._point(uuid, name, value, at)
+            if body.get("series") is not None:
+                self._labelled(uuid, body["series"], at)
         elif type_ == "RESULT":
             plugin = body.get("plugin")
             if not isinstance(plugin, str) or not node(plugin):
@@ -171,6 +181,19 @@ class Engine:
                     value = number(item.get("value"))
                     if value is not None:
                         self._point(uuid, name, normalise(value, uom)[0], at)
+
+    def _labelled(self, uuid: str, series, at: float) -> None:
+        """The points of a STATS's labelled series some rule reads (by their plain Graphite
+        path); the sinks count the malformed entries, the rules skip them."""
+        for entry in entries(series, Counter()):
+            if not entry.labels:
+                path = self._names.get(entry.name) or self._name(entry.name)
+            elif (self._names.get(entry.name) or self._name(entry.name)) in self.stems:
+                path = plain_path(entry.name, entry.labels)
+            else:
+                continue
+            if path in self.keep:
+                self._point(uuid, path, entry.value, at)
 
     def _name(self, raw: str) -> str:
         name = dotted(raw) if isinstance(raw, str) else ""
@@ -291,13 +314,8 @@ def _level_text(rule: Rule, level: int) -> str:
 
 def result_row(uuid: str, check: str, status: int, output: str, slot: float) -> dict:
     """A rule's result as the ``checks`` row a RESULT would make
-    (:func:`sinks.alerting.rows.check_row`): its time the slot, on every sink alike."""
-    return {
-        "uuid": uuid, "plugin": check, "status": status, "output": output[:4096],
-        "long_output": "", "perfdata": [], "command_id": f"rule-{int(slot)}",
-        "slot": slot, "started": slot, "duration": None, "last_result": slot,
-        "router": SOURCE, "received_at": slot, "boot": None, "seq": None,
-    }
+    (:func:`sinks.alerting.rows.judged_row`): its time the slot, on every sink alike."""
+    return judged_row(uuid, check, status, output, slot, SOURCE, "rule")
 
 
 def human(seconds: float) -> str:

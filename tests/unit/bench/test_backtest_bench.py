@@ -22,8 +22,10 @@ sys.path[:] = _path      # backtest.py puts bench/ first: bench/web.py is not we
 
 
 def test_every_host_sends_every_kind_and_says_hello_first(tmp_path):
-    made = backtest.make_lake(str(tmp_path), hosts=10, days=1 / 24, period=3.0, files=2)
-    assert made["events"] == 10 * 1200 + 10
+    chunks = list(backtest.land(str(tmp_path), hosts=10, days=1 / 24, period=3.0, files=2,
+                                chunk_days=1 / 48))
+    assert [(count, landed) for _, count, landed in chunks] == [(10 * 600 + 10, 1800),
+                                                               (10 * 600, 3600)]
     kinds: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     first: dict[str, float] = {}
     declared = {}

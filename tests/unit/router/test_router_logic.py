@@ -139,12 +139,12 @@ def test_a_negative_peers_count_is_refused(field):
 
 def test_default_routes_compile():
     table = RoutingTable(DEFAULT_ROUTES, {"registry": 0, "alerting": 1, "graphite": 2, "history": 3,
-                                          "prometheus": 4})
+                                          "prometheus": 4, "remote_write": 5})
     assert table.lookup(b"NOTIFY") == (("alerting", 1), ("history", 3))
     assert table.lookup(b"RESULT") == (("alerting", 1), ("graphite", 2), ("history", 3),
-                                       ("prometheus", 4))
+                                       ("prometheus", 4), ("remote_write", 5))
     assert table.lookup(b"HELLO") == (("registry", 0), ("graphite", 2), ("history", 3),
-                                      ("prometheus", 4))
+                                      ("prometheus", 4), ("remote_write", 5))
     assert table.lookup(b"ACK") is None and table.lookup(b"WELCOME") is None
     assert table.lookup(b"nonsense") is None
     assert ("STATS", "graphite") in table.pairs()

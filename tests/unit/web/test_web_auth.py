@@ -149,3 +149,24 @@ def test_web_settings_refuse_unbounded_logins_and_bodies(settings, error):
     from fleetwatch.config import ConfigError, build
     with pytest.raises(ConfigError, match=error):
         build(WebSettings, settings)
+
+
+@pytest.mark.parametrize("action, allowed", [
+    ("alerts", True), ("read", False), ("ack", False), ("downtime", False), ("run", False),
+    ("users", False)])
+def test_an_alerter_token_may_post_alerts_and_nothing_else(action, allowed):
+    assert auth.allows(auth.ALERTER, action) is allowed
+    assert auth.allows("operator", "alerts") and auth.allows("admin", "alerts")
+    assert not auth.allows("viewer", "alerts")
+
+
+def test_an_alerter_token_allows_nothing_once_its_user_may_not_post_alerts():
+    assert auth.lesser(auth.ALERTER, "operator") == auth.ALERTER
+    assert auth.lesser(auth.ALERTER, "admin") == auth.ALERTER
+    assert auth.lesser(auth.ALERTER, "viewer") == auth.NOTHING
+    assert not any(auth.allows(auth.NOTHING, a) for a in ("read", "alerts", "ack"))
+    assert auth.check_token_role(auth.ALERTER) == auth.ALERTER
+    with pytest.raises(auth.AuthError, match="or alerter"):
+        auth.check_token_role("root")
+    with pytest.raises(auth.AuthError):
+        auth.check_role(auth.ALERTER)           # a user is never one

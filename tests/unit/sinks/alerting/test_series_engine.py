@@ -128,6 +128,30 @@ def test_perfdata_in_base_units_and_a_check_status():
         (CRITICAL, "checks.http-api.status = 2 (critical >= 2)")]
 
 
+def test_an_opentelemetry_series_is_read_by_its_plain_graphite_path():
+    """A STATS's labelled series (SPEC 4.7): one label set, named as the graphite sink
+    names it without tags; the others, malformed entries and names no rule reads are not
+    kept."""
+    path = "http.server.requests.http_route__cart.service_name_shop"
+    e = engine({"name": "errors", "expr": f"rate({path}, 1m)", "critical": "> 1"},
+               {"name": "queue", "expr": "queue.depth", "warning": "> 10"})
+    for t, count in ((0, 100), (30, 190)):
+        e.feed("u1", "STATS", {"metrics": {}, "series": [
+            {"name": "http.server.requests", "value": count, "kind": "counter",
+             "labels": {"service.name": "shop", "http.route": "/cart"}},
+            {"name": "http.server.requests", "value": 5, "kind": "counter",
+             "labels": {"service.name": "shop", "http.route": "/"}},
+            {"name": "queue.depth", "value": 12},                    # no labels: the metric
+            {"name": "other", "value": 1, "labels": {"a": "b"}},
+            "junk", {"name": "http.server.requests", "value": "x"}]}, t)
+    assert {name: len(points) for name, points in e.series["u1"].items()} == {
+        path: 2, "queue.depth": 2}
+    assert sorted((s, o) for u, s, o in step(e, 30) if u == "u1") == [
+        (WARNING, "queue.depth = 12 (warning > 10)"),
+        (CRITICAL, f"rate({path}, 1m) = 3 (critical > 1)")]
+    e.feed("u1", "STATS", {"metrics": {}, "series": "not a list"}, 40)    # nothing, no error
+
+
 def test_a_host_has_a_bounded_number_of_series():
     e = engine({"name": "r", "expr": "last(a, 1m) + last(b, 1m)", "critical": "> 1"},
                max_series_per_host=1)

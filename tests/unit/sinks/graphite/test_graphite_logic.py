@@ -3,6 +3,7 @@ the sink's translation of relayed messages, its config section and the sink regi
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections import Counter
@@ -17,6 +18,8 @@ from sinks.graphite.sender import CarbonSender, LineBuffer
 from sinks.config import SinkConfig
 from sinks.graphite.config import GraphiteSettings
 from sinks.graphite.paths import MAX_NODE, Namer, Point, dotted, node, normalise, tag_value
+from fleetwatch.cardinality import NameCap
+from fleetwatch.series import entries
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -145,6 +148,78 @@ def test_owner_and_name_are_judged_apart_and_memories_stay_bounded():
         assert [p.name for p in points] == [f"web{host}.a.b", f"web{host}.n{host}"]
     assert len(namer._owners) <= 3 and len(namer._metrics) <= 3
 
+# ---------------------------------------------------------------- labelled series
+
+def series(name_, value=1, kind="gauge", **labels):
+    return {"name": name_, "labels": labels, "value": value, "kind": kind}
+
+
+def labelled(*items):
+    return entries(list(items), Counter())
+
+
+def test_labelled_series_paths_a_node_per_label_in_key_order():
+    got, counts = Namer().stats({}, TS, "web1.example.com", series=labelled(
+        series("http.server.duration_bucket", 3, "counter",
+               **{"service.name": "shop", "le": "0.005"}),
+        series("http.server.duration_bucket", 9, "counter",
+               **{"service.name": "shop", "le": "+Inf"}),
+        series("queue", 4, host="other", instance="i", uuid="u", site="s", name="n"),
+        series("merged", 5, **{"a.b": "1", "a_b": "2", "empty": ""}),
+        series("bare", 6)))
+    assert [(p.name, p.value, p.ts, p.tags) for p in got] == [
+        ("web1_example_com.http.server.duration_bucket.le_0_005.service_name_shop", 3,
+         1_700_000_000, ()),
+        ("web1_example_com.http.server.duration_bucket.le__Inf.service_name_shop", 9,
+         1_700_000_000, ()),
+        # the fleet's keys and Graphite's name: never the series' own
+        ("web1_example_com.queue.exported_host_other.exported_instance_i.exported_name_n."
+         "exported_site_s.exported_uuid_u", 4, 1_700_000_000, ()),
+        ("web1_example_com.merged.a_b_1_2", 5, 1_700_000_000, ()),   # a.b and a_b joined
+        ("web1_example_com.bare", 6, 1_700_000_000, ()),              # no labels: the metric
+    ]
+    assert counts == Counter()
+
+
+def test_labelled_series_tagged():
+    got, _ = Namer(tagged=True).stats({"load.1": 0.5}, TS, "web1.example.com",
+                                      series=labelled(
+        series("http.server.duration_count", 7, "counter",
+               **{"service.name": "shop", "http.route": "/cart;x=1", "host": "evil"}),
+        series("bare", 6)))
+    assert [(p.name, p.tags) for p in got] == [
+        ("load.1", (("host", "web1.example.com"),)),
+        ("http.server.duration_count", (("exported_host", "evil"), ("host", "web1.example.com"),
+                                        ("http.route", "_cart_x_1"),
+                                        ("service.name", "shop"))),
+        ("bare", (("host", "web1.example.com"),)),
+    ]
+
+
+def test_labelled_series_are_names_of_the_host_under_the_cap():
+    """Every label set is a path (a whisper file): a host's series and its metrics share
+    ``max_names_per_host``."""
+    for tagged in (False, True):
+        namer = Namer(tagged, cap=NameCap(5))
+        got, counts = namer.stats({"a": 1, "b": 2}, TS, "h", series=labelled(
+            *(series("req", i, "counter", code=str(200 + i)) for i in range(6))))
+        assert len(got) == 5 and counts == Counter(names_refused=3)
+        again, counts = namer.stats({"a": 1}, TS, "h", series=labelled(
+            series("req", 1, "counter", code="200")))
+        assert len(again) == 2 and counts == Counter()     # held paths keep updating
+
+
+def test_labelled_series_too_long_for_a_node_or_a_tagged_line():
+    long_value = {"k": "v" * 250}                          # a node of 252 characters
+    got, counts = Namer().stats(None, TS, "h", series=labelled(
+        series("a", 1, **long_value), series("b", 2)))
+    assert [p.name for p in got] == ["h.b"] and counts == Counter(bad_name=1)
+    many = {f"key{i:02d}": "v" * 200 for i in range(30)}  # 6,000 characters of tags
+    got, counts = Namer(tagged=True).stats(None, TS, "h", series=labelled(
+        series("a", 1, **long_value), series("c", 3, **many)))
+    assert [p.name for p in got] == ["a"] and counts == Counter(bad_name=1)
+
+
 # ---------------------------------------------------------------- the sink's translation
 
 def relayed(type_, uuid="a" * 32, router="r1", **fields):
@@ -211,6 +286,63 @@ def test_tagged_lines():
     s.write([relayed("STATS", hostname="web1.example.com", metrics={"load.1": 0.5},
                      clock=lambda: TS)])
     assert list(s.buffer.lines) == [b"fleet.load.1;host=web1.example.com 0.5 1700000000\n"]
+
+
+def test_a_stats_with_series_gives_a_line_per_series_and_counts_the_malformed(sink):
+    sink.write([relayed("STATS", hostname="web1", metrics={}, clock=lambda: TS, series=[
+        series("http.requests", 12, "counter", **{"service.name": "shop"}),
+        {"name": "bad", "value": "12"}, "junk", {"name": "", "value": 1}])])
+    assert queued(sink) == [b"fleet.web1.http.requests.service_name_shop 12 1700000000\n"]
+    assert sink.counts["series_bad"] == 3 and sink.counts["datapoints"] == 1
+    sink.write([relayed("STATS", hostname="web1", metrics={"a": 1}, series="not a list",
+                        clock=lambda: TS)])
+    assert sink.counts["series_bad"] == 4 and queued(sink)[-1] == b"fleet.web1.a 1 1700000000\n"
+
+
+def test_tagged_lines_of_series():
+    from sinks.graphite.sink import GraphiteSink
+    s = GraphiteSink(GraphiteSettings(prefix="fleet", tags=True), "g")
+    s.write([relayed("STATS", hostname="web1.example.com", metrics={}, clock=lambda: TS,
+                     series=[series("http.server.duration_bucket", 3, "counter",
+                                    le="0.005", **{"service.name": "shop"})])])
+    assert list(s.buffer.lines) == [
+        b"fleet.http.server.duration_bucket;host=web1.example.com;le=0.005;service.name=shop"
+        b" 3 1700000000\n"]
+
+
+def test_hostile_series_are_inert_bounded_and_counted():
+    """Control characters, huge labels and 10,000 label sets from one host: every line is
+    one line of carbon's protocol, the host gets its ``max_names_per_host`` paths, the rest
+    is counted, and the sink goes on."""
+    from sinks.graphite.sink import GraphiteSink
+    for tags in (False, True):
+        s = GraphiteSink(GraphiteSettings(prefix="fleet", tags=tags, max_names_per_host=100,
+                                          buffer=1_000_000), "g")
+        try:
+            hostile = [series("a\nb c\x00", 1, **{"k\x1b[2J": "v\r\n x;y=z", "host": "victim"}),
+                       series("big", 2, **{f"k{i}": "v" * 255 for i in range(64)}),
+                       series("ok", 3, k="x" * 256)]                   # past 255: malformed
+            flood = [series("flood", i, "counter", id=str(i)) for i in range(10_000)]
+            for start in range(0, len(flood), 2000):                    # STATS of 2,000
+                part = (hostile if not start else []) + flood[start:start + 2000]
+                s.write([relayed("STATS", hostname="web1", metrics={}, clock=lambda: TS,
+                                 series=part)])
+            lines = list(s.buffer.lines)
+            assert len(lines) == 100                        # the host's paths, no more
+            for line in lines:
+                assert line.endswith(b"\n") and line.count(b" ") == 2
+                assert not any(c in line[:-1] for c in b"\r\n\x00\x1b\t")
+                assert not re.search(rb"^fleet\.victim\.|;host=victim", line)
+            assert lines[0] == (
+                b"fleet.a_b_c_;exported_host=victim;host=web1;k_2J=v_x_y_z 1 1700000000\n"
+                if tags else b"fleet.web1.a_b_c_.exported_host_victim.k_2J_v_x_y_z 1 "
+                             b"1700000000\n")
+            # 64 labels of 255 characters: a node past 200, or tags past 4,000
+            assert s.counts["bad_name"] == 1 and s.counts["series_bad"] == 1
+            assert s.counts["names_refused"] == 10_000 - 99
+            assert s.counts["names_refused_by_host.web1"] == 10_000 - 99
+        finally:
+            s.buffer.close()
 
 
 def test_own_counters_are_queued(sink):

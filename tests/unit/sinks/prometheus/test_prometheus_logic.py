@@ -12,7 +12,9 @@ from fleetwatch import protocol
 from fleetwatch.config import ConfigError, build
 from sinks.config import SinkConfig
 from sinks.prometheus.config import PrometheusSettings, split_listen
-from sinks.prometheus.names import MAX_LABEL, MAX_NAME, Namer, Sample, label_value, metric_name
+from sinks.prometheus.names import (MAX_LABEL, MAX_NAME, Namer, Sample, label_value,
+                                    metric_name, series_family, series_labels)
+from fleetwatch.series import entries
 from sinks.prometheus.table import SeriesTable
 from support.clock import Clock
 
@@ -105,6 +107,113 @@ def test_namer_memories_stay_bounded():
         samples, _ = namer.stats({"a.b": 1, f"n{i}": 2}, f"web{i}", UUID)
         assert [s.family for s in samples] == ["fleetwatch_a_b", f"fleetwatch_n{i}"]
     assert len(namer._names) <= 3 and len(namer._values) <= 3
+
+
+# ---------------------------------------------------------------- labelled series
+
+def entry(name_, value=1, kind="gauge", **labels):
+    return {"name": name_, "labels": labels, "value": value, "kind": kind}
+
+
+@pytest.mark.parametrize("raw, counter, expected", [
+    ("http.server.requests", True, ("http_server_requests", "counter")),
+    ("requests_total", True, ("requests", "counter")),          # served requests_total once
+    ("http.server.duration_bucket", True, ("http_server_duration_bucket", "unknown")),
+    ("rpc.duration_sum", True, ("rpc_duration_sum", "unknown")),
+    ("rpc.duration_count", True, ("rpc_duration_count", "unknown")),
+    ("queue.depth", False, ("queue_depth", "gauge")),
+    ("memory_total", False, ("memory_total", "gauge")),
+    ("_total", True, ("total", "counter")),
+    ("...", False, "bad_metric"),
+    ("check.status", False, "bad_name"),
+    ("prometheus.sink.x", True, "bad_name"),
+    ("n" * (MAX_NAME + 1), False, "bad_name"),
+])
+def test_series_family(raw, counter, expected):
+    assert series_family(raw, counter) == expected
+
+
+@pytest.mark.parametrize("labels, expected", [
+    ((("service.name", "shop"), ("le", "0.005")), (("le", "0.005"), ("service_name", "shop"))),
+    ((("1st", "a"), ("__name__", "x")), (("_1st", "a"), ("name", "x"))),     # never __
+    ((("host", "evil"), ("instance", "i"), ("uuid", "u"), ("site", "s")),
+     (("exported_host", "evil"), ("exported_instance", "i"), ("exported_site", "s"),
+      ("exported_uuid", "u"))),
+    ((("a.b", "1"), ("a_b", "2")), (("a_b", "1;2"),)),           # Prometheus' OTLP rule
+    ((("k", "line\nbreak\x1b"),), (("k", "line\ufffdbreak\ufffd"),)),
+    ((("...", "x"),), None),                                     # an empty label name
+    ((("k", "v" * 200), ("j", "w" * 100)), (("j", "w" * 100), ("k", "v" * 200))),
+])
+def test_series_labels(labels, expected):
+    assert series_labels(labels) == expected
+
+
+def test_stats_with_series_samples_defects_and_kinds():
+    namer = Namer("fw_")
+    taken = entries([entry("http.requests", 7, "counter", **{"service.name": "shop"}),
+                     entry("http.requests", 8, "counter", **{"service.name": "cart"}),
+                     entry("http.duration_bucket", 3, "counter", le="+Inf"),
+                     entry("queue", 2), entry("cpu.percent", 9),
+                     entry("x", 1, k="v" * 255, **{"k.": "w"}),     # joined: past 255
+                     entry("...", 1), entry("check_status", 1),
+                     {"name": "bad"}], Counter())
+    samples, counts = namer.stats(None, "web1", UUID, taken)
+    assert samples == [
+        Sample("fw_http_requests", ("web1", UUID, (("service_name", "shop"),)), 7),
+        Sample("fw_http_requests", ("web1", UUID, (("service_name", "cart"),)), 8),
+        Sample("fw_http_duration_bucket", ("web1", UUID, (("le", "+Inf"),)), 3),
+        Sample("fw_queue", ("web1", UUID), 2),       # no labels: the STATS metric's series
+        Sample("fw_cpu_percent", ("web1", UUID), 9),
+    ]
+    assert counts == Counter(bad_label=1, bad_metric=1, bad_name=1)
+    assert namer.kinds == {"fw_http_requests": "counter", "fw_http_duration_bucket": "unknown",
+                           "fw_queue": "gauge", "fw_cpu_percent": "gauge"}
+    assert namer.stats(None, "web1", UUID) == ([], Counter(bad_metric=1))   # neither
+
+
+def test_series_are_served_with_their_labels_and_types(sink):
+    sink.write([relayed("HELLO", hostname="web1", heartbeat=2.0, role="agent"),
+                relayed("STATS", hostname="web1", metrics={"cpu.percent": 5}, series=[
+                    entry("http.server.requests", 7, "counter", **{"service.name": "shop"}),
+                    entry("http.server.duration_bucket", 3, "counter", le="0.005"),
+                    entry("http.server.duration_bucket", 5, "counter", le="+Inf"),
+                    entry("queue.depth", 2, host="container-7", q="mail"),
+                    entry("router.agents", 3, "counter", x="y"),       # fleetwatch's name
+                    {"name": "bad", "value": True}])])
+    assert sink.counts["series_bad"] == 1 and sink.counts["samples"] == 6
+    for openmetrics in (False, True):
+        text = scrape(sink, openmetrics)
+        got = series(text.replace("# EOF\n", ""))
+        base = f'host="web1",instance="{UUID}"'
+        assert got[f'fleetwatch_http_server_requests_total{{{base},service_name="shop"}}'] == 7
+        assert got[f'fleetwatch_http_server_duration_bucket{{{base},le="0.005"}}'] == 3
+        assert got[f'fleetwatch_http_server_duration_bucket{{{base},le="+Inf"}}'] == 5
+        assert got[f'fleetwatch_queue_depth{{exported_host="container-7",{base},q="mail"}}'] == 2
+        assert got[f'fleetwatch_router_agents{{{base},x="y"}}'] == 3
+        types = dict(line.split()[2:4] for line in text.splitlines()
+                     if line.startswith("# TYPE"))
+        family = "fleetwatch_http_server_requests" + ("" if openmetrics else "_total")
+        assert types[family] == "counter"
+        assert types["fleetwatch_http_server_duration_bucket"] == (
+            "unknown" if openmetrics else "untyped")
+        assert types["fleetwatch_queue_depth"] == "gauge"
+        assert types["fleetwatch_router_agents"] == "gauge"      # the catalogue's word wins
+    assert "histogram or summary http_server_duration" in scrape(sink)
+
+
+def test_series_count_in_the_host_s_share(sink):
+    """10,000 label sets from one host: its max_series_per_host series, the rest refused
+    under its name; the other hosts keep their room."""
+    flood = [entry("flood", i, "counter", id=str(i)) for i in range(10_000)]
+    for start in range(0, len(flood), 2000):
+        sink.write([relayed("STATS", hostname="flood", metrics={"up": 1},
+                            series=flood[start:start + 2000])])
+    sink.write([relayed("STATS", uuid="b" * 32, hostname="web1", metrics={"up": 1})])
+    assert sink.counts["series"] == 1000 + 1
+    assert sink.counts["dropped_max_series_per_host"] == 10_000 + 1 - 1000
+    assert sink.counts["dropped_by_host.flood"] == 10_000 + 1 - 1000
+    got = series(scrape(sink))
+    assert got[f'fleetwatch_up{{host="web1",instance="{"b" * 32}"}}'] == 1
 
 
 # ---------------------------------------------------------------- the table

@@ -32,6 +32,16 @@ def notification_row(relayed: Relayed, now: float) -> dict:
     }
 
 
+#: prefixes of the checks the alerting sinks judge themselves (rules on series, Prometheus'
+#: alerts): a RESULT of such a name is no agent's to send (SPEC 4.5)
+JUDGED_PREFIXES = ("rule:", "prom:")
+
+
+def judged(plugin: str) -> bool:
+    """Whether ``plugin`` names a check the alerting sinks judge (:data:`JUDGED_PREFIXES`)."""
+    return plugin.startswith(JUDGED_PREFIXES)
+
+
 def check_row(relayed: Relayed, now: float) -> dict | None:
     """The ``checks`` row of a relayed RESULT (stamped uuid) received at ``now``, or None if
     it cannot be one."""

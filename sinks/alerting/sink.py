@@ -57,7 +57,7 @@ from sinks.alerting.external.runner import PrometheusAlerts
 from sinks.alerting.freshness import store as staleness
 from sinks.alerting.hosts import departures, skew
 from sinks.alerting.lookups import Lookups
-from sinks.alerting.rows import check_row, heartbeats, notification_row
+from sinks.alerting.rows import check_row, heartbeats, judged, notification_row
 from sinks.alerting.slo import store as slostore
 from sinks.alerting.transaction import Transaction
 from sinks.base import WriteError
@@ -231,13 +231,15 @@ class AlertingSink(DatabaseSink):
         notes = sorted((notification_row(r, now) for r in batch if r.message.type == "NOTIFY"),
                        key=lambda row: row["msg_id"])
         results = [check_row(r, now) for r in batch if r.message.type == "RESULT"]
-        good = [r for r in results if r is not None]
+        good = [r for r in results if r is not None and not judged(r["plugin"])]
+        counts["result_reserved"] = sum(1 for r in results if r is not None and
+                                        judged(r["plugin"]))
         beats = heartbeats(batch)
         leaving: dict[str, float] = {}
         for r in batch:
             if r.message.type == "DEREGISTER":
                 leaving[r.uuid] = max(r.message.ts, leaving.get(r.uuid, r.message.ts))
-        counts["result_bad"] = len(results) - len(good)
+        counts["result_bad"] = len(results) - len(good) - counts["result_reserved"]
         counts["clock_skewed"] = skew.counted(batch, now, self.config.clock_skew)
         if notes or good or beats or leaving:
             def work(port: Transaction) -> None:

@@ -543,6 +543,9 @@ def record_results(url):
     sink.write([result(plugin="users", ts=50.0, output="ts 50"),
                 result(plugin="x" * 256, output="bad")])
     sink.write([result(plugin="users", ts=40.0, output="ts 40")])
+    # the names the sinks judge themselves: no agent speaks for them (SPEC 4.5)
+    sink.write([result(plugin="rule:disk_full", output="OK"),
+                result(plugin="prom:DiskFull", output="OK")])
     return sink, checks_of(eng)
 
 
@@ -558,7 +561,8 @@ def test_checks_keep_the_newest_result_per_agent_and_plugin(url):
     assert load["perfdata"][0]["label"] == "load1" and load["perfdata"][0]["max"] is None
     assert got[(UUID, "disk")]["output"] == "second"
     assert got[(UUID, "users")]["output"] == "ts 50" and got[(UUID, "users")]["started"] is None
-    assert sink.counts["result"] == 9 and sink.counts["result_bad"] == 1
+    assert sink.counts["result"] == 11 and sink.counts["result_bad"] == 1
+    assert sink.counts["result_reserved"] == 2
     # stored: new, the newer disk, users at 50; not newer: old, new twice, the older disk
     # (its batch twin won), users at 40
     assert sink.counts["result_recorded"] == 3 and sink.counts["result_not_newer"] == 5

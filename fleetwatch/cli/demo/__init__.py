@@ -1,12 +1,13 @@
 """``fleetwatch demo``: a whole fleet on this machine, each process its own, on 127.0.0.1.
 
 :mod:`fleetwatch.cli.demo.plan` writes one config file per process into ``--dir`` (and the CURVE
-keys unless ``--insecure``); this module starts the processes in order (routers, carbon-cache
-and graphite-web, sinks (the prometheus sink among them), then, once every router has each
-sink type connected, so that the routers drop nothing at start, the site routers, the
-scheduler, the agents, the console), records them in ``demo.json``, prints where everything listens (graphite-web's URL
-too: the operator config's ``graphite.url``; the console's, with its demo user and password;
-the prometheus sink's ``/metrics``), and
+keys unless ``--insecure``); this module starts the processes in order (routers, carbon-cache,
+graphite-web and Debian's Prometheus, sinks (the prometheus and remote_write sinks among
+them), then, once every router has each sink type connected, so that the routers drop
+nothing at start, the site routers, the scheduler, the agents, the console, the OTLP
+application), records them in ``demo.json``, prints where everything listens (graphite-web's
+URL too: the operator config's ``graphite.url``; the console's, with its demo user and
+password; the prometheus sink's ``/metrics``; the agent's OTLP intake; Prometheus' own), and
 supervises them until Ctrl-C or SIGTERM, when it stops them all: agents first, routers last,
 SIGKILL for any that do not exit in time.
 """
@@ -31,7 +32,9 @@ from typing import Callable
 from fleetwatch import private
 from fleetwatch.lifeline import die_with_parent
 from fleetwatch.config import build, load
-from fleetwatch.cli.demo.plan import COMPACT_EVERY, GRAPHITE_PREFIX, Child, DemoConfig, plan
+from fleetwatch.cli.demo.plan import COMPACT_EVERY, GRAPHITE_PREFIX, OTLP_APP_MODULES, \
+    Child, DemoConfig, plan
+from fleetwatch.cli.demo.promserver import ALERT, CHECK
 from fleetwatch.cli.demo.supervise import Supervisor
 from fleetwatch.display import escape
 
@@ -233,6 +236,8 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         *graphite_web(info.get("graphite_web"), bool(info["carbon"].tagdb)),
         f"  prometheus      {info['prometheus']} (the prometheus sink: every host's stats and "
         f"checks, one scrape)",
+        *otlp_lines(info),
+        *prometheus_lines(info),
         (f"  CURVE           on: keys in {info['keys']}/ (routers/, agents/, backends/); "
          f"--insecure turns it off" if info.get("keys") else
          "  CURVE           OFF (--insecure): plain TCP, any local process can connect"),
@@ -274,9 +279,63 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  {fw} rules backtest --since 1h --rules "
         f"{shlex.quote(str(root / 'sink-alerting.yaml'))} --config {op}   (what this policy "
         f"would have paged over the lake's last hour)",
+        *ecosystem_commands(info, fw, op),
         "",
     ]
     return "\n".join(lines)
+
+
+def otlp_lines(info: dict) -> list[str]:
+    """The agent's OTLP intake and the application exporting to it, or why not."""
+    if not info.get("otlp"):
+        return ["  otlp            off: the agent's OTLP intake needs opentelemetry-proto "
+                "(pip install 'fleetwatch[otlp]')"]
+    app = ("otlp-app (an OpenTelemetry SDK application, service.name demo-shop) exports "
+           "shop.* metrics to it every 5 s" if info.get("otlp_app") else
+           "no application sends to it: the demo's needs the Python packages "
+           + " and ".join(OTLP_APP_MODULES))
+    return [f"  otlp            OTLP {info['otlp']} (the agent's OTLP/HTTP intake, POST "
+            f"/v1/metrics; docs/operating/otlp.md)", f"                  {app}"]
+
+
+def prometheus_lines(info: dict) -> list[str]:
+    """Debian's Prometheus and the remote_write sink feeding it, or why it is not running."""
+    server, sent = info.get("prometheus_server"), info["remote_write"]
+    queue = (f"its queue in {sent['queue_dir']}/, {sent['max_disk'] // 2**20} MiB on disk at "
+             f"most")
+    if server is None:
+        from fleetwatch.cli.demo.promserver import missing
+        return [f"  prometheus-server not running: {missing()}",
+                f"  remote_write    {sent['url']}: nothing listens there; the remote_write "
+                f"sink keeps trying, {queue}, then drops the oldest "
+                f"(docs/operating/remote-write.md)"]
+    where = (f"pages through fleetwatch as {CHECK} of {server.host}" if server.console
+             else "goes nowhere: the console needs the web extra")
+    return [f"  prometheus-server {server.url}/graph (Debian's Prometheus: fed by the "
+            f"remote_write sink, try fleetwatch_cpu_percent; its alert {ALERT} {where})",
+            f"  remote_write    {sent['url']} (the remote_write sink, {queue}; "
+            f"docs/operating/remote-write.md)",
+            f"                  Prometheus' config, rules and token in {server.root}/"]
+
+
+def ecosystem_commands(info: dict, fw: str, op: str) -> list[str]:
+    """What to type to see the OTLP series and Prometheus' alert."""
+    lines = []
+    server = info.get("prometheus_server")
+    if server is not None and server.console:
+        host = shlex.quote(server.host)
+        lines += [f"  {fw} status --config {op} | grep prom:   ({CHECK} of "
+                  f"{server.host}: Prometheus' alert as a check, source prometheus)",
+                  f"  {fw} ack add {host} {CHECK} --comment 'seen' --config {op}   "
+                  f"(acknowledged: its reminders stop)"]
+    if info.get("otlp_app"):
+        lines.append(f"  curl -s {info['prometheus']} | grep 'fleetwatch_shop_orders_total{{'"
+                     f"   (the OTLP application's series, as this host's: host="
+                     f"{socket.gethostname()}, whatever its host.name says)")
+        if server is not None:
+            lines.append(f"  {server.url}/graph?g0.expr=fleetwatch_shop_orders_total   (the "
+                         f"same series in Prometheus, by remote write)")
+    return lines
 
 
 def alert_lines(info: dict) -> list[str]:
@@ -449,10 +508,13 @@ def run(args: argparse.Namespace) -> int:
         # routers and carbon first: the sinks, the scheduler and the agent connect to them;
         # graphite-web (a few seconds to start) with them, waited for once the rest started
         first = [c for c in children if c.name.startswith("router-") or
-                 c.name in ("carbon", "graphite-web")]
+                 c.name in ("carbon", "graphite-web", "prometheus-server")]
         for c in first:
             start(c)
         waits = [(r["id"], Path(r["ready_file"]).exists) for r in info["routers"]]
+        server = info.get("prometheus_server")
+        if server is not None:      # before the remote_write sink's first send
+            waits.append(("prometheus", server.ready))
         wait_ready(first, waits + [("carbon-cache", info["carbon"].accepting)])
         web = info.get("graphite_web")
         if web is not None and info["carbon"].tagdb:
@@ -490,6 +552,10 @@ def run(args: argparse.Namespace) -> int:
             "graphite_web": {"url": web.url} if web is not None else None,
             "console": info.get("console"),
             "prometheus": info["prometheus"],
+            "otlp": {"url": info["otlp"], "app": info["otlp_app"]} if info["otlp"] else None,
+            "prometheus_server": {"url": server.url, "alert": ALERT, "check": CHECK,
+                                  "host": server.host} if server is not None else None,
+            "remote_write": {k: info["remote_write"][k] for k in ("url", "queue_dir")},
             "alerts": {"channels": info["channels"],
                        "received": {**info["received"], "dir": str(info["received"]["dir"])}
                        if info.get("received") else None},

@@ -5,12 +5,16 @@
 ``scheduler.yaml`` and returns the processes to start, in order: routers and site routers,
 a real carbon-cache (:mod:`fleetwatch.cli.demo.carbon`, for the graphite
 sink), graphite-web over carbon's files (:mod:`fleetwatch.cli.demo.graphiteweb`, when installed:
-its URL is the operator config's ``graphite.url``), sinks, the scheduler, the agent; with
-the warm Spark, the history answerer (``fleetwatch history serve``: a session on it kept
-warm, ``history.answerer`` a Unix socket in the demo directory). Ports
-are picked free on 127.0.0.1 when the plan is made. With ``graphite_tags`` the graphite sink
-sends tagged series, carbon registers them with graphite-web's tag database and the operator
-config says ``graphite.tags: true``. :mod:`fleetwatch.cli.demo` starts and supervises them.
+its URL is the operator config's ``graphite.url``), Debian's Prometheus
+(:mod:`fleetwatch.cli.demo.promserver`, when installed: the remote_write sink's receiver, its
+alert posted to the console), sinks, the scheduler, the agents, the console, and an
+application exporting OTLP to the agent's intake (:mod:`fleetwatch.cli.demo.otlpapp`, with
+the OpenTelemetry SDK); with the warm Spark, the history answerer (``fleetwatch history
+serve``: a session on it kept warm, ``history.answerer`` a Unix socket in the demo
+directory). Ports are picked free on 127.0.0.1 when the plan is made. With
+``graphite_tags`` the graphite sink sends tagged series, carbon registers them with
+graphite-web's tag database and the operator config says ``graphite.tags: true``.
+:mod:`fleetwatch.cli.demo` starts and supervises them.
 
 The routers form a mesh (SPEC 4.9): each names one other as its seed, and the agent, the
 sinks and the scheduler are configured with router-1 only: they learn the others from it,
@@ -32,11 +36,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 import secrets
+import socket
 import subprocess
 import tempfile
 
@@ -47,6 +53,7 @@ from fleetwatch.cli.demo.carbon import Carbon
 from fleetwatch.config import setting
 from fleetwatch.config import socket_path_fits
 from fleetwatch.cli.demo.ports import free_port
+from fleetwatch.cli.demo.promserver import PrometheusServer, binary as prometheus_binary
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates
 
@@ -61,6 +68,14 @@ ROUTED_TYPES = sinktypes.NAMES
 CONSOLE_USER = "demo"
 #: how often the demo agent's checks run (seconds)
 CHECK_INTERVAL = 30
+#: the label of the token the demo's Prometheus posts its alerts with (web token list)
+PROMETHEUS_TOKEN = "the demo's Prometheus"
+#: bytes the remote_write sink's queue may spill into the demo directory
+REMOTE_WRITE_DISK = 64 * 1024 * 1024
+#: seconds between two sends of the OTLP series the demo agent took
+OTLP_INTERVAL = 5.0
+#: what the demo's OTLP application needs (the SDK and its exporter: the test extra)
+OTLP_APP_MODULES = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 
 
 @dataclass(frozen=True)
@@ -225,6 +240,35 @@ def console_user(root: Path) -> str:
     return password
 
 
+def alerter_token(root: Path, path: Path) -> None:
+    """The token the demo's Prometheus posts its alerts with, in ``path`` (0600): one of role
+    ``alerter`` for the console's demo user (``fleetwatch web token add``), made at the first
+    start and kept while the state database lists it."""
+    def web(*argv: str, **kwargs) -> subprocess.CompletedProcess:
+        res = subprocess.run([sys.executable, "-m", "fleetwatch", "web", "token", *argv,
+                              "--config", str(root / "fleetwatch.yaml")],
+                             capture_output=True, text=True, timeout=60, **kwargs)
+        if res.returncode != 0:
+            raise RuntimeError(f"cannot make Prometheus' token: {res.stderr.strip()}")
+        return res
+    known = [t for t in json.loads(web("list", "--json").stdout)
+             if t["label"] == PROMETHEUS_TOKEN and t["user"] == CONSOLE_USER]
+    if path.exists() and known:
+        return
+    for token in known:          # a token whose text is lost: no use to anyone
+        web("remove", str(token["id"]))
+    made = web("add", CONSOLE_USER, "--label", PROMETHEUS_TOKEN, "--role", "alerter")
+    private.write(path, made.stdout.strip() + "\n")
+
+
+def importable(*modules: str) -> bool:
+    """Whether each of ``modules`` (dotted names) can be imported."""
+    try:
+        return all(importlib.util.find_spec(m) is not None for m in modules)
+    except ModuleNotFoundError:        # a parent package missing
+        return False
+
+
 def history_conf(spark_master: str) -> dict[str, str]:
     """The demo's Spark settings: on a cluster each application (the compaction timer, a
     query, the notebook) takes one core, so they run side by side instead of waiting."""
@@ -294,6 +338,19 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     prometheus = f"127.0.0.1:{free_port()}"
     configs["sink-prometheus.yaml"]["prometheus"] = {"listen": prometheus}
     console = f"127.0.0.1:{free_port()}"
+    has_console = importlib.util.find_spec("fastapi") is not None     # the web extra
+    # Debian's Prometheus, the remote_write sink's receiver; its alert names the demo
+    # agent's host (this machine's name) and goes to the console
+    server = PrometheusServer(root.resolve() / "prometheus", free_port(), socket.gethostname(),
+                              console if has_console else None) \
+        if prometheus_binary() else None
+    if server is not None:
+        server.write_config()
+    configs["sink-remote_write.yaml"]["remote_write"] = {
+        "url": server.write_url if server else f"http://127.0.0.1:{free_port()}/api/v1/write",
+        "queue_dir": str((root / "remote-write").resolve()), "max_disk": REMOTE_WRITE_DISK,
+        # at a stop, Prometheus stops too: the rest is kept in queue_dir for the next start
+        "flush_at_exit": 1.0}
     delivery = args.delivery()
     received = None
     if delivery is None and args.receivers:         # the demo's own receivers
@@ -314,24 +371,30 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     # rules on the agents' series (judged every 5 s in the demo, docs/operating/rules.md)
     from sinks.alerting.series.config import for_demo as demo_rules
     # and one SLO: 99 % of every check's results OK over 30 days, per host (slo.md)
+    # and Prometheus' alert judged every 5 s (docs/operating/prometheus-alerts.md)
     alerting = configs["sink-alerting.yaml"]["alerting"] = {
         "rule_interval": 5.0, "rule_refresh": 60.0, "rules": demo_rules(),
+        "prometheus_alerts": {"interval": 5.0},
         "slos": [{"name": "checks_ok", "objective": 99.0, "window": "30d", "checks": "*",
                   "per_host": True, "downtime_counts_as": "good"}]}
     if delivery:
-        if importlib.util.find_spec("fastapi") is not None:     # alerts link to the console
+        if has_console:                                         # alerts link to the console
             delivery["console_url"] = f"http://{console}/"
         alerting["delivery"] = delivery
     # its counters every 10 s, as the sinks': the console's health page lists it soon
     configs["scheduler.yaml"] = {"routers": controls[:1], "state_url": state_url,
                                  "id": "scheduler", "refresh_interval": 5.0,
                                  "stats_interval": 10.0}
-    # The agent knows one router and learns the others from its WELCOME.
+    # The agent knows one router and learns the others from its WELCOME. The demo's own
+    # takes OTLP from applications (docs/operating/otlp.md), with the otlp extra.
+    otlp = f"127.0.0.1:{free_port()}" if importable("opentelemetry.proto") else None
     for name, (state, router, hostname) in agents.items():
         configs[f"{name}.yaml"] = {
             "routers": [router["bind"]["agents"]],
             **({"hostname": hostname} if hostname else {}),
             **intake_of(root, name, state),
+            **({"otlp": {"enabled": True, "listen": otlp, "interval": OTLP_INTERVAL}}
+               if otlp and name == "agent" else {}),
             "state_dir": str(state),
             "heartbeat_interval": args.heartbeat,
             "stats_interval": args.stats_interval,
@@ -384,6 +447,9 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     if web is not None:
         children.append(Child("graphite-web", web.settings_path, web.command(),
                               (root / "logs" / "graphite-web.log").resolve()))
+    if server is not None:
+        children.append(Child("prometheus-server", server.config_path, server.command(),
+                              server.log_path))
     if received is not None:
         children.append(Child(
             "receivers", (root / "sink-alerting.yaml").resolve(),
@@ -404,13 +470,20 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
         children[-1].name = "history-answerer"
         children[-1].log = (root / "logs" / "history-answerer.log").resolve()
     children += [child(name, "agent") for name in agents]
-    if importlib.util.find_spec("fastapi") is not None:    # the web extra
+    if has_console:
         web_child = child("fleetwatch", "web")
         web_child.name, web_child.log = "console", (root / "logs" / "console.log").resolve()
         children.append(web_child)
         password = console_user(root)
+        if server is not None:
+            alerter_token(root, server.token_path)
     else:
         password = None
+    app = otlp and importable(*OTLP_APP_MODULES)
+    if app:                     # an application exporting to the agent's OTLP intake
+        children.append(Child("otlp-app", (root / "agent.yaml").resolve(),
+                              [sys.executable, "-m", "fleetwatch.cli.demo.otlpapp",
+                               f"http://{otlp}"], (root / "logs" / "otlp-app.log").resolve()))
     return children, {"routers": routers, "sites": sites, "state_url": state_url,
                       "console": {"url": f"http://{console}/", "user": CONSOLE_USER,
                                   "password": password} if password else None,
@@ -418,7 +491,10 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
                       "keys": security.get("dir"), "carbon": carbon, "graphite_web": web,
                       "channels": sorted((delivery or {}).get("channels", {})),
                       "received": received,
-                      "answerer": answerer}
+                      "answerer": answerer,
+                      "otlp": f"http://{otlp}" if otlp else None, "otlp_app": bool(app),
+                      "prometheus_server": server,
+                      "remote_write": configs["sink-remote_write.yaml"]["remote_write"]}
 
 
 def intake_of(root: Path, name: str, state: Path) -> dict:

@@ -49,6 +49,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import reduce
 
+from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -185,11 +186,20 @@ def rows(history: History, slices: list[Slice], lo: float, until: float | None, 
     in the lake's order, as rows of :data:`COLUMNS`: a slice at a time, each a partition at
     a time."""
     for within in slices:
-        # (the RDD's iterator: a DataFrame's own toLocalIterator keeps each slice's rows in
-        # the driver's JVM after they are read, about 400 MB a slice of two million rows
-        # on Spark 4.3, until it runs out of heap; its RDD's does not)
-        yield from sliced(history, within, lo, until, tick, stats).rdd.toLocalIterator(
-            prefetchPartitions=True)
+        yield from _local(sliced(history, within, lo, until, tick, stats))
+
+
+def _local(df: DataFrame):
+    """``df``'s rows on the driver, a partition at a time (the next one prefetched): through
+    its RDD's iterator where there is one, as a DataFrame's own toLocalIterator keeps each
+    slice's rows in the driver's JVM after they are read (about 400 MB a slice of two million
+    rows on Spark 4.3, until the heap runs out); Spark Connect has no RDDs, and its iterator
+    streams the rows from the server instead."""
+    try:
+        rdd = df.rdd
+    except PySparkNotImplementedError:
+        return df.toLocalIterator(prefetchPartitions=True)
+    return rdd.toLocalIterator(prefetchPartitions=True)
 
 
 def registered(history: History, lo: float, tick: float) -> list:

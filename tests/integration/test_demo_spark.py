@@ -44,6 +44,8 @@ def test_demo_runs_its_history_on_a_spark_cluster_and_takes_it_when_killed(fleet
         info = json.loads(manifest.read_text())
         spark = info["spark"]
         assert spark["master"].startswith("spark://127.0.0.1:"), spark
+        wait_for(lambda: "The history side runs on a Spark standalone cluster:" in
+                 demo.log() or not demo.alive(), 30, what="the demo's summary")
         log = demo.log()
         assert "The history side runs on a Spark standalone cluster:" in log
         assert f"{spark['master']}   web UI {spark['ui']}" in log

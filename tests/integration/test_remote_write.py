@@ -156,7 +156,11 @@ def test_an_outage_loses_nothing_within_the_bound_and_gaps_show_the_rest(
     try:
         router = fleet.router(sink_types=("history", "remote_write"))
         fleet.sink("history", [router], history={"lake": str(lake), "rotate_seconds": 0.5})
-        rw = sink(fleet, router, receiver, max_samples_per_send=200, max_shards=2, **SMALL)
+        # one shard: the request it retries is then the oldest records, and what the bound
+        # drops is one run after it (with several shards each holds a request of its own, and
+        # the segments they pin need not be next to each other: a 2026-12-05 run under load
+        # missed 20-26 and 41-...; the shards' order is the unit tests')
+        rw = sink(fleet, router, receiver, max_samples_per_send=200, max_shards=1, **SMALL)
         connected(receiver, "remote_write")
         connected(receiver, "history")
         sender = probe(zctx, router)

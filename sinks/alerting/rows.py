@@ -13,6 +13,8 @@ from __future__ import annotations
 from fleetwatch.protocol import Relayed, number
 from fleetwatch.store import schema
 from sinks.alerting.checks import ordering
+from sinks.alerting.external.naming import PREFIX as PROMETHEUS_PREFIX
+from sinks.alerting.series.config import PREFIX as RULE_PREFIX
 
 
 def notification_row(relayed: Relayed, now: float) -> dict:
@@ -34,7 +36,7 @@ def notification_row(relayed: Relayed, now: float) -> dict:
 
 #: prefixes of the checks the alerting sinks judge themselves (rules on series, Prometheus'
 #: alerts): a RESULT of such a name is no agent's to send (SPEC 4.5)
-JUDGED_PREFIXES = ("rule:", "prom:")
+JUDGED_PREFIXES = (RULE_PREFIX, PROMETHEUS_PREFIX)
 
 
 def judged(plugin: str) -> bool:

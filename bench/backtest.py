@@ -166,6 +166,13 @@ def lake_once(lake: str, args) -> dict:
         if kept["arguments"] == key:
             print(f"  lake: {lake} as made before", file=sys.stderr, flush=True)
             return kept["made"]
+        other = ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in kept["arguments"].items()
+                          if key[k] != v)
+        sys.exit(f"backtest.py: --lake {lake} holds a lake made with {other}: pass the same "
+                 f"arguments, or remove the directory to make another")
+    elif os.path.isdir(lake) and os.listdir(lake):
+        sys.exit(f"backtest.py: --lake {lake} is not empty and holds no bench-lake.json: "
+                 f"give a new directory")
     argv = [sys.executable, __file__, "--make-lake", "--lake", lake, "--master", args.master,
             "--driver-memory", args.driver_memory,
             *(a for k, v in key.items() for a in (f"--{k.replace('_', '-')}", str(v)))]

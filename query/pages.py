@@ -19,12 +19,13 @@ has run yet) as empty. SQLAlchemy Core only: the same SQL runs on SQLite and Pos
 from __future__ import annotations
 
 from sqlalchemy import (String, and_, case, cast, exists, false, func, literal, null, or_,
-                        select, true)
+                        select, true, union)
 from sqlalchemy.engine import Connection
 
 from fleetwatch.store import schema
 from fleetwatch.store.db import has_tables
 from fleetwatch.store.reads import present
+from query.fleet import JUDGED
 from query.globbing import glob, has_wildcards
 
 #: the host states, in the order the console lists their counts
@@ -110,10 +111,20 @@ def _gone(conn: Connection):
 
 def _declared(conn: Connection):
     """The distinct (uuid, name) of the checks the agents not deregistered declared (one
-    plugin declared by the agent and a local process is one check)."""
-    p, a = schema.plugins, schema.agents
-    return select(p.c.uuid, p.c.name).distinct().join(a, a.c.uuid == p.c.uuid) \
-        .where(_agents_where(conn)).subquery("declared")
+    plugin declared by the agent and a local process is one check), and of those the
+    alerting sinks judged for them (:func:`judged_name`)."""
+    p, a, c = schema.plugins, schema.agents, schema.checks
+    return union(select(p.c.uuid, p.c.name).join(a, a.c.uuid == p.c.uuid)
+                 .where(_agents_where(conn)),
+                 select(c.c.uuid, c.c.plugin).join(a, a.c.uuid == c.c.uuid)
+                 .where(_agents_where(conn), judged_name(c.c.plugin))).subquery("declared")
+
+
+def judged_name(plugin):
+    """Whether the check ``plugin`` (a column) is one the alerting sinks judge themselves
+    (:data:`query.fleet.JUDGED`: a rule's, a Prometheus alert's; no agent declares it), as
+    SQL: they are listed and counted with the declared checks."""
+    return or_(*(func.substr(plugin, 1, len(prefix)) == prefix for prefix in JUDGED))
 
 
 def _stale(conn: Connection, uuid, plugin, uuids=None):
@@ -160,7 +171,8 @@ def check_counts(conn: Connection) -> dict[str, int]:
     fresh, stale = _stale(conn, c.c.uuid, c.c.plugin)
     state = _result_state(c, stale)
     source = c.outerjoin(*fresh) if fresh is not None else c
-    declared = exists().where(p.c.uuid == c.c.uuid, p.c.name == c.c.plugin)
+    declared = or_(exists().where(p.c.uuid == c.c.uuid, p.c.name == c.c.plugin),
+                   judged_name(c.c.plugin))
     counts: dict[str, int] = {}
     for name, n in conn.execute(select(state, func.count()).select_from(source).where(
             declared, c.c.uuid.not_in(_gone(conn))).group_by(state)):

@@ -37,7 +37,6 @@ from sqlalchemy.engine import Connection
 from fleetwatch.store import schema
 from fleetwatch.store.db import has_tables
 from query import filters, handling, pages
-from query.fleet import JUDGED
 from query.globbing import glob
 from query.pages import (column_or_null, declares, heartbeats_stopped, like_escaped,
                          state_since)
@@ -226,9 +225,11 @@ def _check_rows(conn: Connection, now: float, common: list, host_down, hh, here,
     def mine(uuid) -> list:
         """A candidate's condition: of ``uuids``, if given."""
         return [] if uuids is None else [uuid.in_(uuids)]
-    if every and not worst:
-        cand = select(p.c.uuid, p.c.name.label("plugin")).distinct() \
-            .where(*mine(p.c.uuid)).subquery("candidate")
+    if every and not worst:             # declared, and judged by the alerting sinks
+        cand = union(select(p.c.uuid, p.c.name.label("plugin")).where(*mine(p.c.uuid)),
+                     select(c.c.uuid, c.c.plugin).where(pages.judged_name(c.c.plugin),
+                                                        *mine(c.c.uuid))) \
+            .subquery("candidate")
     else:
         candidates = [select(c.c.uuid, c.c.plugin).where(
             c.c.status != 0, *mine(c.c.uuid))]
@@ -272,7 +273,7 @@ def _check_rows(conn: Connection, now: float, common: list, host_down, hh, here,
         soft, since, problem, parent = literal(0), ran, null().cast(Float), null().cast(String)
     declared = true() if every and not worst else or_(
         select(p.c.uuid).where(p.c.uuid == cand.c.uuid, p.c.name == cand.c.plugin).exists(),
-        *(func.substr(cand.c.plugin, 1, len(prefix)) == prefix for prefix in JUDGED))
+        pages.judged_name(cand.c.plugin))
     return select(
         literal("check").label("kind"), *common, cand.c.plugin.label("name"),
         state.label("state"), rank.label("rank"), soft.label("soft"), since.label("since"),
@@ -567,11 +568,13 @@ def _worst_first(conn: Connection, now: float, f: Filter, tz, offset: int,
 
 def _declared_checks(conn: Connection) -> int:
     """How many checks the checks list has unfiltered: each declared by a host that is
-    here (not deregistered)."""
-    a, p = schema.agents, schema.plugins
+    here (not deregistered), and each the alerting sinks judge of such a host."""
+    a, c, p = schema.agents, schema.checks, schema.plugins
     # (IN, not a join: SQLite made the join of the distinct pairs 50 ms, this 30)
     here = select(a.c.uuid).where(column_or_null(conn, a, "gone", Float).is_(None))
-    pairs = select(p.c.uuid, p.c.name).distinct().where(p.c.uuid.in_(here)) \
+    pairs = union(select(p.c.uuid, p.c.name).where(p.c.uuid.in_(here)),
+                  select(c.c.uuid, c.c.plugin).where(pages.judged_name(c.c.plugin),
+                                                     c.c.uuid.in_(here))) \
         .subquery("declared")
     return conn.execute(select(func.count()).select_from(pairs)).scalar_one()
 

@@ -189,7 +189,9 @@ class Relay:
         if cfg.security.curve:
             self.mesh.keys = mesh_keys(cfg.security, cfg.mesh.key)
         self.control_rcvmore = rcvmore_reader(self.control)
-        self.report.hostname = self.fqdn()
+        # a site router's own STATS name it as its HELLO upstream does (SPEC 4.10: its id),
+        # so that the centre's sinks file them under that name, not a mismatch
+        self.report.hostname = self.id if cfg.upstream else self.fqdn()
         # the base class's send: the same call without pyzmq's Python wrapper (router.fanout)
         self.routes = RoutingTable(cfg.routes, {n: MethodType(zmq.backend.Socket.send, s)
                                                 for n, s in self.sinks.items()})

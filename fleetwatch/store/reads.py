@@ -280,6 +280,27 @@ def checks(conn: Connection, uuid: str | None = None, uuids: Uuids = None,
     return _dicts(conn.execute(stmt))
 
 
+def judged(conn: Connection, prefix: str, since: float) -> list[dict]:
+    """The latest result of the checks named ``prefix...`` (``rule:``: the rules on series'
+    results, which the alerting sinks write) judged at ``since`` or later, each with its
+    agent's ``hostname`` and ``site`` (None when the registry has not named it): uuid,
+    plugin, status, last_result, hostname, site."""
+    if not has_tables(conn, "checks"):
+        return []
+    t = schema.checks
+    rows = _dicts(conn.execute(
+        select(t.c.uuid, t.c.plugin, t.c.status, t.c.last_result)
+        .where(t.c.plugin.startswith(prefix, autoescape=True), t.c.last_result >= since)
+        .order_by(t.c.uuid, t.c.plugin)))
+    uuids = sorted({r["uuid"] for r in rows})
+    named = {a["uuid"]: a for a in agents(conn, uuids=uuids if len(uuids) <= 1000 else None)} \
+        if rows else {}
+    for row in rows:
+        agent = named.get(row["uuid"], {})
+        row["hostname"], row["site"] = agent.get("hostname"), agent.get("site")
+    return rows
+
+
 def check_state(conn: Connection, uuids: Uuids = None, pairs: Pairs = None) -> list[dict]:
     """The Nagios state of every check the alerting sinks evaluated (``check_state``);
     ``unreachable``: the parent holding its problem back, None when none (or not recorded

@@ -12,6 +12,7 @@
       max_samples_per_send: 2000                 # samples per request at most
       max_shards: 4                              # concurrent requests when behind
       max_series_per_host: 1000                  # new series of a host beyond are refused
+      rules_interval: 30                         # the rules' states sent this often (0: never)
 
 Only the remote_write sink reads it; other sink types accept and ignore it.
 """
@@ -80,6 +81,14 @@ class RemoteWriteSettings:
               "for its counters; a sample of a new series past this is not sent, counted "
               "(series_refused, series_refused_by_host.HOST) until a series not seen for a "
               "day frees its place")
+    rules_interval: float = setting(
+        30.0, "seconds between two reads of the rules' latest results from the state "
+              "database (the sink's state_url), each sent as PREFIXcheck_status{check="
+              "\"rule:NAME\"}; 0: never (a state database that does not exist reads as none)")
+    rules_max_age: float = setting(
+        900.0, "a rule's result older than this many seconds is not sent (no alerting sink "
+               "judged it lately: not a state to show as current); at least rules_interval. "
+               "An OK rule's result is written every rule_refresh (300 s by default)")
 
     def validate(self):
         if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s#]*)?", self.url):
@@ -111,5 +120,9 @@ class RemoteWriteSettings:
             raise ValueError("max_backoff: expected at least min_backoff")
         if self.flush_at_exit < 0:
             raise ValueError("flush_at_exit: expected 0 or more seconds")
+        if self.rules_interval < 0 or (self.rules_interval
+                                       and self.rules_max_age < self.rules_interval):
+            raise ValueError("rules_interval: expected 0 or more seconds, and rules_max_age "
+                             "at least as many")
         if self.max_series_per_host < 1:
             raise ValueError("max_series_per_host: expected at least 1")

@@ -13,7 +13,10 @@ Series (PREFIX ``remote_write.prefix``, ``fleetwatch_`` by default; SPEC 4.7.2):
   (``service.name`` -> ``service_name``), the fleet's (``host``, ``instance``, ``uuid``,
   ``site``) renamed ``exported_KEY`` whatever the sink adds;
 - a RESULT's status: ``PREFIXcheck_status`` {``host``, ``uuid``, ``check``}, each perfdata
-  item ``PREFIXcheck_perfdata`` {``host``, ``uuid``, ``check``, ``label``}, base units.
+  item ``PREFIXcheck_perfdata`` {``host``, ``uuid``, ``check``, ``label``}, base units;
+- a rule's latest result (:meth:`Samples.judged`, read from the state database, not a
+  message: the alerting sinks judge rules): ``PREFIXcheck_status`` {``host``, ``uuid``,
+  ``check`` (``rule:NAME``), ``site``}, its host and site the registry's.
 
 ``host`` is the hostname of the stamped uuid's HELLO (:class:`sinks.hostnames.HostNames`, as
 every sink), ``uuid`` the stamped uuid (a process's id for its own counters), ``site`` the
@@ -52,7 +55,7 @@ from sinks.remote_write import wire
 #: each, the per-host bound's memory included: 90 MB)
 CACHE = 200_000
 #: the sample counters :meth:`Samples.of` keeps
-COUNTERS = ("stats", "results", "hellos", "samples", "series_refused", "bad_name",
+COUNTERS = ("stats", "results", "hellos", "rule_states", "samples", "series_refused", "bad_name",
             "bad_metric", "bad_label", "series_bad", "perfdata_bad", "perfdata_unknown",
             "unit_unknown", "future_ts", "samples_out_of_order")
 #: the fields of a series' entry in :attr:`Samples._series_of`
@@ -120,6 +123,28 @@ class Samples:
             self.counts["results"] += 1
             host = self.hosts.of_result(uuid)
             labelled = self._result(msg, host, uuid, site)
+        return self._encoded(labelled, uuid, host, ts_ms), ts_ms
+
+    def judged(self, row: dict, now: float) -> tuple[list[Encoded], int]:
+        """The sample of a rule's latest result (a row of :func:`fleetwatch.store.reads.
+        judged`, its host named by the registry) at ``now``: ``PREFIXcheck_status``
+        {``host``, ``uuid``, ``check``, ``site``}, as a RESULT's status; none (counted
+        ``bad_label``) for a host the registry has not named yet."""
+        self.counts["rule_states"] += 1
+        uuid, host = row["uuid"], row["hostname"]
+        fleet = self._fleet(host, uuid, row["site"]) if host else None
+        check = self.namer.label(row["plugin"])
+        if fleet is None or check is None:
+            if host:
+                self.counts["bad_label"] += 1
+            return [], 0
+        ts_ms = int(now * 1000)
+        labels = (("__name__", f"{self.prefix}check_status"), *fleet, ("check", check))
+        return self._encoded([(labels, float(row["status"]))], uuid, host, ts_ms), ts_ms
+
+    def _encoded(self, labelled: list, uuid: str, host: str, ts_ms: int) -> list[Encoded]:
+        """The samples of ``labelled`` [(labels, value)] of host ``uuid`` at ``ts_ms``: not
+        one older than its series' last, nor of a series past the host's bound."""
         out = []
         for labels, value in labelled:
             key = hash(labels)
@@ -134,7 +159,7 @@ class Samples:
             series[LAST] = ts_ms
             out.append(Encoded(series[CRC], wire.series(series[HEAD], value, ts_ms)))
         self.counts["samples"] += len(out)
-        return out, ts_ms
+        return out
 
     # ---------------------------------------------------------------- naming
     def _stats(self, msg, host: str, uuid: str, site: str | None) -> list:

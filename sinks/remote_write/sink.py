@@ -9,6 +9,11 @@ empties from its own thread, over up to ``max_shards`` connections, retrying wha
 receiver could not take yet. So the PULL loop never waits for the receiver. Nothing is ACKed
 (STATS and RESULT are at most once): :meth:`write` never fails a batch.
 
+The rules' latest results are not messages (the alerting sinks judge them and write them in
+the state database): every ``rules_interval`` the sink's tick reads those judged within
+``rules_max_age`` (:func:`fleetwatch.store.reads.judged`) and queues each as a
+``check_status`` sample at that moment, its host and site the registry's.
+
 What the queue's bound drops is counted (``samples_dropped_full``) and, per agent, reported
 in the sink's own STATS as ``drops`` (:mod:`sinks.remote_write.drops`; the common loop sends
 them, :mod:`sinks.loop`), which the lake files so that ``fleetwatch history gaps`` shows it.
@@ -24,7 +29,11 @@ from collections import Counter
 from fleetwatch import protocol, sinktypes
 from fleetwatch.cardinality import REPORTED
 from fleetwatch.logs import Throttle
+from fleetwatch.optional import MissingDependency
 from fleetwatch.protocol import Relayed
+from fleetwatch.store import state_reads
+from fleetwatch.store.reader import Reader
+from sinks.alerting.series.config import PREFIX as RULE_PREFIX
 from sinks.remote_write.client import Client
 from sinks.remote_write.drops import Drops
 from sinks.remote_write.queue import Header, SpillQueue, record
@@ -33,6 +42,9 @@ from sinks.remote_write.sender import Sender
 
 log = logging.getLogger(__name__)
 
+#: the type of a rule's state's record in the queue (a message's is its TYPE)
+RULE_RECORD = "rule"
+
 
 class RemoteWriteSink:
     type = "remote_write"
@@ -40,8 +52,11 @@ class RemoteWriteSink:
     acks: frozenset[str] = frozenset()
 
     def __init__(self, settings, sink_id: str = "remote_write", clock=time.time,
-                 client=None):
-        self.settings, self.sink_id = settings, sink_id
+                 client=None, state_url: str = ""):
+        self.settings, self.sink_id, self.clock = settings, sink_id, clock
+        #: the state database the rules' results are read from ('' none)
+        self.state_url = state_url if settings.rules_interval > 0 else ""
+        self.reader = self.reads = None
         self.samples = Samples(settings.prefix, settings.max_series_per_host, clock)
         self._counts: Counter = Counter()
         #: the drops the loop reports in this sink's STATS (its hook, sinks/loop.py)
@@ -55,7 +70,12 @@ class RemoteWriteSink:
     @classmethod
     def from_config(cls, config) -> "RemoteWriteSink":
         name = (config.name or f"remote_write@{socket.gethostname()}")[:protocol.MAX_ID]
-        return cls(config.remote_write, name)
+        return cls(config.remote_write, name, state_url=config.state_url)
+
+    @property
+    def tick_interval(self) -> float | None:
+        """How often the loop calls :meth:`tick`: the rules' states' interval, when read."""
+        return self.settings.rules_interval if self.state_url else None
 
     @property
     def counts(self) -> Counter:
@@ -91,6 +111,14 @@ class RemoteWriteSink:
         if self.client is None:
             Client(s.url, {}, s.timeout, s.ca_file)     # an unreadable ca_file: OSError now
         headers = self.headers()
+        if self.state_url:
+            try:
+                self.reads = state_reads()
+            except MissingDependency as e:
+                log.warning("the rules' states will not be sent: %s", e)
+                self.state_url = ""
+            else:
+                self.reader = Reader(self.state_url)
         self.queue.open()
         self.sender = Sender(self.queue, s, headers, self.client)
         self.sender.start()
@@ -99,6 +127,8 @@ class RemoteWriteSink:
                  s.queue_dir, s.max_samples_per_send, s.max_shards)
 
     def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
         if self.sender is not None:
             self.sender.stop(self.settings.flush_at_exit)
         kept = self.queue.close()
@@ -115,9 +145,30 @@ class RemoteWriteSink:
                 self.queue.put(record(uuid, type_, ts_ms, encoded),
                                Header(uuid, type_, ts_ms, len(encoded)))
 
+    def tick(self) -> None:
+        """Queue the rules' latest results (counted ``rules_read``; a database that cannot
+        be read is counted ``rules_read_failed``, told once a minute, and tried again at the
+        next tick)."""
+        from fleetwatch.store.reader import StateError
+        now = self.clock()
+        try:
+            rows = self.reader.read(self.reads.judged, prefix=RULE_PREFIX,
+                                    since=now - self.settings.rules_max_age)
+        except StateError as e:
+            self._counts["rules_read_failed"] += 1
+            self.throttle.warning("rules", "the rules' states are not sent: %s", e)
+            return
+        self._counts["rules_read"] += 1
+        for row in rows:
+            encoded, ts_ms = self.samples.judged(row, now)
+            if encoded:
+                self.queue.put(record(row["uuid"], RULE_RECORD, ts_ms, encoded),
+                               Header(row["uuid"], RULE_RECORD, ts_ms, len(encoded)))
+
     def _dropped(self, heads: list[Header]) -> None:
-        """The queue dropped a segment (its bound): the ledger of drops notes its records."""
-        self.drops.add(heads)
+        """The queue dropped a segment (its bound): the ledger of drops notes its messages'
+        records (the rules' states are counted only: the lake lacks no message of theirs)."""
+        self.drops.add(h for h in heads if h.type != RULE_RECORD)
         self.throttle.warning("full", "queue full (%d bytes in memory, %d on disk): dropped "
                               "the oldest %d samples (%d messages); counted "
                               "samples_dropped_full and reported to the lake",

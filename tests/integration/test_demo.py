@@ -19,6 +19,7 @@ import yaml
 
 from support.fleet import wait_for
 from fleetwatch.security import read_certificate
+from sinks.alerting.series.config import for_demo as demo_rules
 from sinks.graphite.paths import node as sanitise_host
 
 pytestmark = pytest.mark.timeout(120)
@@ -391,7 +392,8 @@ def check_ecosystem(fleet, demo, op: str, info: dict, entry: dict) -> None:
     Debian's Prometheus' alert, posted to the console, is the check prom:DemoFromPrometheus
     of the demo host (source prometheus); Prometheus has the host's cpu by the remote_write
     sink (docs/operating/remote-write.md names it fleetwatch_cpu_percent, labelled host);
-    the OTLP application's counter is in the prometheus sink as the demo host's, not the
+    the demo's rules' states reach it too (fleetwatch_check_status{check="rule:NAME"}); the
+    OTLP application's counter is in the prometheus sink as the demo host's, not the
     host.name it claims."""
     import urllib.parse
     import urllib.request
@@ -419,13 +421,20 @@ def check_ecosystem(fleet, demo, op: str, info: dict, entry: dict) -> None:
         mine = [s for s in result if s["metric"].get("host") == host]
         return mine[0] if mine else None
 
+    def rule_states():
+        query = urllib.parse.urlencode({"query": 'fleetwatch_check_status{check=~"rule:.*"}'})
+        with urllib.request.urlopen(f"{server['url']}/api/v1/query?{query}", timeout=10) as r:
+            result = json.loads(r.read())["data"]["result"]
+        return sorted(s["metric"]["check"] for s in result if s["metric"].get("host") == host)
+
     def otlp_series():
         with urllib.request.urlopen(info["prometheus"], timeout=10) as res:
             lines = res.read().decode().splitlines()
         return [line for line in lines if line.startswith("fleetwatch_shop_orders")
                 and 'service_name="demo-shop"' in line] or None
 
-    probes, done = {"alert": alert, "remote": remote_written, "otlp": otlp_series}, {}
+    probes, done = {"alert": alert, "remote": remote_written, "otlp": otlp_series,
+                    "rules": rule_states}, {}
     began = time.monotonic()
 
     def all_there():
@@ -434,7 +443,8 @@ def check_ecosystem(fleet, demo, op: str, info: dict, entry: dict) -> None:
                 done[name] = got
         return len(done) == len(probes)
     wait_for(all_there, 60, interval=1.0,
-             what=lambda: f"Prometheus' alert, its remote-written cpu and the OTLP series; "
+             what=lambda: f"Prometheus' alert, its remote-written cpu and rules' states, and "
+                          f"the OTLP series; "
                           f"had only {sorted(done)}")
     print(f"the alert, remote write and OTLP in the demo: {time.monotonic() - began:.1f} s")
     assert done["alert"]["sources"] == ["prometheus"], done["alert"]
@@ -442,6 +452,7 @@ def check_ecosystem(fleet, demo, op: str, info: dict, entry: dict) -> None:
     assert done["alert"]["output"] == ("an alert from Prometheus: acknowledge it in the "
                                        "console"), done["alert"]
     assert done["remote"]["metric"]["uuid"] == uuid, done["remote"]
+    assert set(done["rules"]) <= {f"rule:{r['name']}" for r in demo_rules()}, done["rules"]
     for line in done["otlp"]:           # the agent's host, whatever the application claims
         assert f'host="{host}"' in line and f'instance="{uuid}"' in line, line
         assert 'host_name="not-this-host.example"' in line, line

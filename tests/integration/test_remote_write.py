@@ -11,6 +11,8 @@ sink's own counters there, and ``fleetwatch history gaps --json``.
   in ``history gaps`` (the sink's STATS report it, SPEC 4.7.2). The outage here lasts a few
   seconds; ``FLEETWATCH_REMOTE_WRITE_OUTAGE=300`` makes it the issue's five minutes (the
   slow path: same mechanism, a sender pacing a STATS every half second through it).
+- A rule's state (judged by an alerting sink, read from the state database) arrives as
+  its check's status, under the host the registry names.
 - A request the receiver refuses (Prometheus' ``400 out of bounds``) is dropped and counted,
   never retried, and the samples after it still arrive.
 - On the wire (a receiver of the test's own): remote write 1.0's headers, the configured
@@ -238,6 +240,33 @@ def test_an_outage_loses_nothing_within_the_bound_and_gaps_show_the_rest(
         rows = fleet.command("history", "sql", "--config", str(cfg), "--json",
                              "SELECT DISTINCT router, sink FROM drops").stdout
         assert {(r["router"], r["sink"]) for r in json.loads(rows)} == {(SINK, "remote_write")}
+    finally:
+        fleet.stop_all()
+        receiver.stop()
+
+
+def test_a_rules_state_reaches_the_receiver_under_its_host(fleet, tmp_path):
+    """A rule the alerting sink judges (CRITICAL on the real agent: any disk use is >= 0)
+    reaches the receiver as the check's status, read from the state database."""
+    pytest.importorskip("sqlalchemy")
+    from agent.collectors import Collectors
+    metric = min(n for n in Collectors(["disk"]).collect() if n.endswith(".used_percent"))
+    receiver = receiver_for("victoria-metrics", tmp_path)
+    try:
+        router = fleet.router(sink_types=("registry", "alerting", "remote_write"))
+        fleet.sink("registry", [router])
+        fleet.sink("alerting", [router], alerting={
+            "tick_interval": 0.2, "rule_interval": 1, "rule_refresh": 30,
+            "rules": [{"name": "disk_used", "hosts": "agent-*", "expr": f"max({metric}, 5s)",
+                       "critical": ">= 0"}]})
+        sink(fleet, router, receiver, rules_interval=0.5)
+        agent_uuid = agent_uuid_for(fleet)
+        fleet.agent([router])
+        query = 'fleetwatch_check_status{check="rule:disk_used"}'
+        wait_for(lambda: receiver.value(query) == 2, 60, 0.2, "the rule's CRITICAL")
+        [status] = receiver.query(query)
+        assert labels(status) == {"__name__": "fleetwatch_check_status", "host": "agent-host",
+                                  "uuid": agent_uuid, "check": "rule:disk_used"}
     finally:
         fleet.stop_all()
         receiver.stop()

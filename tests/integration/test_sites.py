@@ -52,6 +52,13 @@ def test_site_relays_up_with_its_path_and_acks_and_runs_come_down(fleet, zctx):
     control.send("RUN", target="nobody-here", command_id="c-2", plugin="check_disk")
     assert control.expect("ERROR").get("status") == protocol.NOT_FOUND
 
+    # the site's own STATS reach the centre's sinks named as its HELLO names it (SPEC 4.10:
+    # the site's id), so that no sink counts them a hostname_mismatch
+    graphite = pull(zctx, centre["endpoints"]["sinks"]["graphite"])
+    frames = recv_until(graphite, lambda f: protocol.decode_relayed(f).uuid == "site-1", 15,
+                        what="the site's own STATS")
+    assert protocol.decode_relayed(frames).message.get("hostname") == "site-1"
+
 
 def test_site_behind_a_site_two_levels(fleet, zctx):
     centre = central(fleet)

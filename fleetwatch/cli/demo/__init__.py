@@ -312,7 +312,8 @@ def prometheus_lines(info: dict) -> list[str]:
     where = (f"pages through fleetwatch as {CHECK} of {server.host}" if server.console
              else "goes nowhere: the console needs the web extra")
     return [f"  prometheus-server {server.url}/graph (Debian's Prometheus: fed by the "
-            f"remote_write sink, try fleetwatch_cpu_percent; its alert {ALERT} {where})",
+            f"remote_write sink, try fleetwatch_cpu_percent, or the rules' states: "
+            f"fleetwatch_check_status{{check=~\"rule:.*\"}}; its alert {ALERT} {where})",
             f"  remote_write    {sent['url']} (the remote_write sink, {queue}; "
             f"docs/operating/remote-write.md)",
             f"                  Prometheus' config, rules and token in {server.root}/"]

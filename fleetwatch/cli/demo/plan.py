@@ -350,7 +350,9 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
         "url": server.write_url if server else f"http://127.0.0.1:{free_port()}/api/v1/write",
         "queue_dir": str((root / "remote-write").resolve()), "max_disk": REMOTE_WRITE_DISK,
         # at a stop, Prometheus stops too: the rest is kept in queue_dir for the next start
-        "flush_at_exit": 1.0}
+        "flush_at_exit": 1.0,
+        # the rules' states, as often as the demo's alerting sink judges them
+        "rules_interval": 5.0}
     delivery = args.delivery()
     received = None
     if delivery is None and args.receivers:         # the demo's own receivers

@@ -5,8 +5,9 @@ check once through the API's cursor. On a real SQLite database filled as a fleet
 (bench/webfill.py: problems, SOFT states, stale checks, hosts DOWN and UNREACHABLE,
 acknowledgements, downtimes), with the cases a filler does not make added: an agent
 deregistered, a check declared and never run, a local process DOWN, a host whose heartbeat
-deadline passed with no sink to mark it, a host DOWN and acknowledged. On SQLite and on
-PostgreSQL."""
+deadline passed with no sink to mark it, a host DOWN and acknowledged, checks no agent
+declares (a rule's, a Prometheus alert's: listed and counted with the declared ones). On
+SQLite and on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -83,6 +84,16 @@ def conn(request, tmp_path_factory):
                 schema.check_state.c.plugin == "check_load").values(
                     status=2, hard=i % 3 != 0, hard_status=2 if i % 3 else 0,
                     since=NOW - 60 * i, last_result=NOW - 5))
+        # checks no agent declares, judged by the alerting sinks: a rule CRITICAL on hosts
+        # 10-12, OK on 13; a Prometheus alert WARNING on 14 (listed and counted as declared)
+        for i, check, status in ((10, "rule:disk_full", 2), (11, "rule:disk_full", 2),
+                                 (12, "rule:disk_full", 2), (13, "rule:disk_full", 0),
+                                 (14, "prom:HighLatency", 1)):
+            c.execute(schema.checks.insert().values(
+                uuid=uuids[i], plugin=check, status=status, output=f"{check} {status}",
+                long_output="", perfdata=[], command_id=f"rule-{int(NOW)}", slot=NOW - 30,
+                started=NOW - 30, last_result=NOW - 30, router="rules",
+                received_at=NOW - 30))
         c.execute(schema.agents.update().where(schema.agents.c.hostname.like("web0002%"))
                   .values(site="site-paris"))
         hour = time.localtime(NOW).tm_hour
@@ -112,6 +123,7 @@ def test_the_counts_are_the_whole_reading_s(conn, whole):
     assert pages.host_counts(conn, NOW) == dict(hosts)
     assert pages.check_counts(conn) == dict(checks)
     assert {"UP", "DOWN", "UNREACHABLE"} <= set(hosts) and "PENDING" in checks
+    assert sum(c["plugin"].startswith(("rule:", "prom:")) for c in whole["checks"]) == 5
 
 
 def test_the_handled_list_is_every_handled_problem_judged_the_same(conn, whole):

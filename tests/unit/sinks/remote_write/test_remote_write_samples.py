@@ -27,6 +27,11 @@ def relayed(type_: str, path=("r1",), uuid: str = U, ts: float = NOW - 1, **fiel
 def sent(s: Samples, r: Relayed) -> list[tuple[dict, float, int]]:
     """(labels, value, ts ms) of each sample, read back from the encoded TimeSeries."""
     encoded, _ = s.of(r)
+    return sorted(decoded(encoded), key=lambda x: sorted(x[0].items()))
+
+
+def decoded(encoded) -> list[tuple[dict, float, int]]:
+    """(labels, value, ts ms) of encoded samples, read back as TimeSeries."""
     out = []
     for e in encoded:
         ts = wire.TimeSeries.FromString(e.data)
@@ -35,7 +40,7 @@ def sent(s: Samples, r: Relayed) -> list[tuple[dict, float, int]]:
         assert names == sorted(names)                       # receivers require it
         out.append(({label.name: label.value for label in ts.labels}, sample.value,
                     sample.timestamp))
-    return sorted(out, key=lambda x: sorted(x[0].items()))
+    return out
 
 
 def fleet(**more) -> Samples:
@@ -165,3 +170,24 @@ def test_the_write_request_is_the_queued_series_read_back_by_protobuf():
     assert request == want
     assert wire.decompress(wire.compress(body)) == body
     assert wire.compress(body) != body and wire.HEADERS["Content-Encoding"] == "snappy"
+
+
+def test_a_rules_state_is_its_checks_status_named_by_the_registry():
+    s = fleet()
+    row = {"uuid": U, "plugin": "rule:disk_full", "status": 2, "last_result": NOW - 30,
+           "hostname": "db-1", "site": "site-a"}
+    encoded, ts_ms = s.judged(row, NOW)
+    assert ts_ms == int(NOW * 1000)                 # the moment it is read, not judged
+    assert decoded(encoded) == [({"__name__": "fleetwatch_check_status", "host": "db-1",
+                                  "uuid": U, "site": "site-a", "check": "rule:disk_full"},
+                                 2.0, int(NOW * 1000))]
+    assert s.judged(row, NOW)[0] == []              # the same moment again: not sent
+    assert s.counts["samples_out_of_order"] == 1
+
+
+def test_a_rule_of_a_host_the_registry_has_not_named_is_not_sent():
+    s = fleet()
+    row = {"uuid": U, "plugin": "rule:x", "status": 0, "last_result": NOW, "hostname": None,
+           "site": None}
+    assert s.judged(row, NOW) == ([], 0)
+    assert s.counts["rule_states"] == 1 and s.counts["samples"] == 0

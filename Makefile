@@ -43,10 +43,15 @@ install: $(VENV)/.installed $(ASSETS_BUILT)
 # service is disabled after the install (it would listen on all interfaces, :9093 and :9094).
 # VictoriaMetrics: the remote_write sink writes to a real one as well as to Prometheus
 # (tests/integration/test_remote_write.py); its service is disabled the same way (:8428).
+# Net-SNMP (snmpd, its tools, snmptrapd): the devices' poller polls a real snmpd and takes
+# real traps (snmptrap) in the tests, the demo and bench/snmp.py; its services are disabled
+# the same way. The standard Nagios plugins (check_dig) and dig: the devices' DNS checks;
+# dnsmasq-base (a binary, no service): the DNS server those tests ask.
 # `make system-packages` installs only these.
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container libcairo2 \
   prometheus-node-exporter prometheus chromium chromium-driver faketime python3 \
-  prometheus-alertmanager victoria-metrics
+  prometheus-alertmanager victoria-metrics snmpd snmp snmptrapd monitoring-plugins-standard \
+  bind9-dnsutils dnsmasq-base
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 
@@ -107,8 +112,8 @@ system-packages:
 	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || { echo "make install: the Debian \
 	packages of the demo and the tests ($(TAKES_SYSTEM))"; { $(APT_INSTALL) || \
 	  (apt-get update -q && $(APT_INSTALL)); } && \
-	  { systemctl disable --quiet prometheus-alertmanager victoria-metrics 2>/dev/null || \
-	  true; }; }
+	  { systemctl disable --quiet prometheus-alertmanager victoria-metrics snmpd \
+	  snmptrapd.socket snmptrapd 2>/dev/null || true; }; }
 
 demo: install
 	$(BIN)/fleetwatch demo --dir $(DEMO_DIR)

@@ -55,9 +55,10 @@ class Row(typing.NamedTuple):
 
 def settings(cls: type, prefix: str = "", variant: str = "") -> typing.Iterator[Row]:
     """Every setting of the config dataclass ``cls`` in declared order, sections followed
-    by their settings: ``spool.max_messages``, a list's items as ``plugins.checks[].name``,
-    and a mapping whose values are typed by a field's ``variants`` metadata (``type`` ->
-    dataclass) as ``channels.NAME.host``, each row saying which ``type`` it belongs to."""
+    by their settings (a section that may be null too): ``spool.max_messages``, a list's
+    items as ``plugins.checks[].name``, and a mapping's (or a list's) values typed by a
+    field's ``variants`` metadata (``type`` -> dataclass) as ``channels.NAME.host``
+    (``checks[].port``), each row saying which ``type`` it belongs to."""
     hints = typing.get_type_hints(cls)
     note = f"(type: {variant}) " if variant else ""
     for f in dataclasses.fields(cls):
@@ -70,12 +71,17 @@ def settings(cls: type, prefix: str = "", variant: str = "") -> typing.Iterator[
             default = f"{REQUIRED}: `{variant}`"    # the type picks the variant: always given
         yield Row(key, type_name(tp), default, note + f.metadata.get("help", ""))
         args = typing.get_args(tp)
+        optional = [a for a in args if a is not type(None)] \
+            if typing.get_origin(tp) in (typing.Union, types.UnionType) else []
+        listed = typing.get_origin(tp) in (list, tuple)
         if dataclasses.is_dataclass(tp):
             yield from settings(tp, f"{key}.", variant)
-        elif typing.get_origin(tp) in (list, tuple) and dataclasses.is_dataclass(args[0]):
+        elif len(optional) == 1 and dataclasses.is_dataclass(optional[0]):
+            yield from settings(optional[0], f"{key}.", variant)      # a section or null
+        elif listed and dataclasses.is_dataclass(args[0]):
             yield from settings(args[0], f"{key}[].", variant)
         for name, cls_ in f.metadata.get("variants", {}).items():
-            yield from settings(cls_, f"{key}.NAME.", name)
+            yield from settings(cls_, f"{key}[]." if listed else f"{key}.NAME.", name)
 
 
 _NAMES = {str: "string", int: "integer", float: "number", bool: "boolean", typing.Any: "any"}
@@ -88,7 +94,8 @@ def type_name(tp: typing.Any) -> str:
     if dataclasses.is_dataclass(tp):
         return "section"
     if origin in (list, tuple):
-        item = "mapping" if dataclasses.is_dataclass(args[0]) else type_name(args[0])
+        item = "mapping" if dataclasses.is_dataclass(args[0]) \
+            or typing.get_origin(args[0]) is dict else type_name(args[0])
         return f"list of {item}s"
     if origin is dict:
         value = "mapping" if typing.get_origin(args[1]) is dict else type_name(args[1])

@@ -54,6 +54,40 @@ MAX_ID = 64
 #: uuids, router ids and sink names: what may stand between the slashes of an envelope.
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
 
+#: A device's uuid (SPEC 7.2): its poller's uuid, ``@``, the device's slug
+DEVICE_SEP = "@"
+#: the longest uuid of a poller (an agent's is a UUID's 36 characters): room for any slug
+#: within :data:`MAX_ID`
+MAX_POLLER = 36
+#: a device name that is its own slug; any other is hashed (:func:`device_slug`)
+_SLUG = re.compile(r"[A-Za-z0-9._:-]{1,27}")
+
+
+def device_slug(name: str) -> str:
+    """A device's part of its uuid: its name when it matches ``[A-Za-z0-9._:-]{1,27}``, else
+    the first 24 hex digits of its name's SHA-256 (stable, and free of ``@`` and ``/``)."""
+    if _SLUG.fullmatch(name):
+        return name
+    import hashlib
+    return hashlib.sha256(name.encode()).hexdigest()[:24]
+
+
+def device_uuid(poller: str, name: str) -> str:
+    """The uuid of the device ``name`` polled by the agent ``poller`` (ValueError when the
+    poller's uuid leaves no room for it: :data:`MAX_POLLER` characters at most)."""
+    if DEVICE_SEP in poller or len(poller) > MAX_POLLER:
+        raise ValueError(f"an agent whose uuid is {poller[:64]!r} cannot poll devices: a "
+                         f"poller's uuid has at most {MAX_POLLER} characters and no "
+                         f"{DEVICE_SEP!r}")
+    return f"{poller}{DEVICE_SEP}{device_slug(name)}"
+
+
+def poller_of(uuid: str) -> str | None:
+    """The poller a device's uuid names (the part before its one ``@``), None for any
+    other uuid."""
+    poller, sep, slug = uuid.partition(DEVICE_SEP)
+    return poller if sep and poller and slug and DEVICE_SEP not in slug else None
+
 # Status codes (SPEC.md, "Status codes").
 OK = 200
 ACCEPTED = 202

@@ -151,13 +151,15 @@ class Admission:
             self.agent_message(rid, entry[0], now, entry[1])
 
     def bound(self, rid: bytes, conn, claimed: str, ref: str) -> bool:
-        """With CURVE, whether the connection's key (its User-Id) is bound to ``claimed``;
-        if not, refuse (403), count and report a security event."""
+        """With CURVE, whether the connection's key (its User-Id) is bound to ``claimed``,
+        or to the poller of the device ``claimed`` names (:func:`fleetwatch.protocol.
+        poller_of`); if not, refuse (403), count and report a security event."""
         if not self.curve:
             return True
         user_id = connection_property(conn, "User-Id")
-        if user_id == "agent:" + claimed:
-            return True
+        poller = protocol.poller_of(claimed)
+        if user_id == "agent:" + claimed or (poller is not None and user_id == "agent:" + poller):
+            return True                 # its own uuid, or a device it polls (SPEC 7.2)
         self.mismatch(rid, claimed, user_id.removeprefix("agent:"),
                       connection_property(conn, "Peer-Address"), ref)
         return False

@@ -45,6 +45,14 @@ def test_every_foreign_or_misused_key_is_refused_and_counted(fleet, zctx, keys):
     control = dealer(zctx, ep["control"], None, good_cert, keys)
     control.send_multipart(protocol.encode_control(protocol.make("PEERS", "cli")))
     assert not control.poll(1000)
+    # good's key speaks for the devices it polls (uuids good@SLUG), on connections of their
+    # own, and for no other's device
+    device = Agent(zctx, ep["agents"], protocol.device_uuid(good_uuid, "switch-1"), good_cert,
+                   keys)
+    device.welcome()
+    stranger_device = Agent(zctx, ep["agents"], f"{other_uuid}@switch-1", good_cert, keys)
+    err = stranger_device.answer()
+    assert err.type == "ERROR" and err.body["status"] == protocol.FORBIDDEN, err
     # good's key used for another uuid
     liar = Agent(zctx, ep["agents"], other_uuid, good_cert, keys)
     err = liar.answer()
@@ -61,7 +69,7 @@ def test_every_foreign_or_misused_key_is_refused_and_counted(fleet, zctx, keys):
         ("unknown_key", "handshake", "uuid_mismatch", "backend_key_on_agents",
          "agent_key_on_backends")))
     assert metrics["router.events"] >= 1
-    assert metrics["router.agents"] == 1
+    assert metrics["router.agents"] == 2                # good and its device
     # the sink's ACK of the router's own event is swallowed, not answered 404
     ctl = dealer(zctx, ep["control"], None, sink_cert, keys)
     ack = protocol.make("ACK", "sink-alerting", msg_ids=[event.message.msg_id])

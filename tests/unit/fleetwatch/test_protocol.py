@@ -1020,3 +1020,20 @@ def test_number_takes_finite_numbers_only():
     assert p.number(2.5) == 2.5
     for bad in (True, False, "3", None, float("nan"), float("inf"), -float("inf"), [1]):
         assert p.number(bad) is None, bad
+
+
+def test_a_devices_uuid_is_its_pollers_and_its_slug():
+    poller = "3f2c9a0e-1b7d-4c5e-8f6a-1b2c3d4e5f60"             # an agent's: a UUID
+    assert p.device_uuid(poller, "core-sw1") == f"{poller}@core-sw1"
+    long_name = p.device_uuid(poller, "a switch with spaces / and more")
+    assert len(long_name) == 36 + 1 + 24 and p.ID_PATTERN.fullmatch(long_name)
+    assert len(p.device_uuid(poller, "x" * 27)) == 64
+    assert p.device_uuid(poller, "a switch with spaces / and more") == long_name
+    assert p.poller_of(long_name) == poller
+    assert p.poller_of(poller) is None
+    assert p.poller_of(f"{poller}@a@b") is None          # no device of a device
+    assert p.poller_of("@x") is None and p.poller_of("x@") is None
+    with pytest.raises(ValueError, match="at most 36 characters"):
+        p.device_uuid("p" * 40, "sw")
+    with pytest.raises(ValueError):
+        p.device_uuid("a@b", "sw")

@@ -6,8 +6,9 @@ from pysnmp.proto import rfc1902
 from pysnmp.proto.rfc1902 import ObjectName
 
 from agent.devices import oids
-from agent.devices.traps import (MAX_VALUE, MAX_VARBINDS, TRAP_COMMUNITY, Buckets, Malformed,
-                                 decode, peer, text)
+from agent.devices.notifications import (MAX_VALUE, MAX_VARBINDS, TRAP_COMMUNITY, Malformed,
+                                         decode, text)
+from agent.devices.traps import Buckets, peer
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -11,9 +11,9 @@ import pytest
 from pysnmp.proto.api import v2c
 from support.fleet import wait_for
 from support.snmpd import USERS, User
-from support.snmptraps import (COLD_START, LINK_DOWN, LINK_UP, LoopThread, Sender, encoded,
-                               link_varbinds)
+from support.snmptraps import COLD_START, LINK_DOWN, LINK_UP, Sender, encoded, link_varbinds
 
+from agent.devices.loop import DevicesLoop
 from agent.devices.snmp import Credentials
 from agent.devices.traps import TrapReceiver
 
@@ -43,8 +43,10 @@ class Receiving:
 
 @pytest.fixture
 def devices_loop():
-    """The devices' asyncio loop, in a thread (:class:`support.snmptraps.LoopThread`)."""
-    running = LoopThread()
+    """The devices' asyncio loop, in a thread, as the agent runs it
+    (:class:`agent.devices.loop.DevicesLoop`)."""
+    running = DevicesLoop()
+    running.start()
     yield running
     running.close()
 

@@ -1,7 +1,6 @@
 """Notifications for the trap receiver's tests (agent/devices/traps.py): Net-SNMP's own
-``snmptrap`` and ``snmpinform`` sent to a port, SNMP messages pysnmp encodes (to send one
-datagram exactly, twice, or in a burst), and an asyncio loop in a thread, as the agent runs
-agent/devices on one.
+``snmptrap`` and ``snmpinform`` sent to a port, and SNMP messages pysnmp encodes (to send
+one datagram exactly, twice, or in a burst).
 
 The tools run with ``-m ''`` (no MIB: IF-MIB is not installed, every OID is numeric) and
 their own ``SNMP_PERSISTENT_DIR`` and ``SNMPCONFPATH`` (the sender's engine ID is kept there,
@@ -10,10 +9,8 @@ and nothing of /etc/snmp or /var/lib/snmp is read or written).
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -30,25 +27,6 @@ def link_varbinds(if_index: int, admin: int, oper: int) -> list[str]:
     ifAdminStatus, ifOperStatus), by number."""
     return [f"{IF_INDEX}.{if_index}", "i", str(if_index), f"{IF_ADMIN}.{if_index}", "i",
             str(admin), f"{IF_OPER}.{if_index}", "i", str(oper)]
-
-
-class LoopThread:
-    """An asyncio loop running in a thread of its own; :meth:`run` runs a coroutine on it and
-    returns its result (or raises its exception) in the test's thread."""
-
-    def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="devices-loop",
-                                       daemon=True)
-        self.thread.start()
-
-    def run(self, coro, timeout: float = 15.0):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
 
 
 class Sender:

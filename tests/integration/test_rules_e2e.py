@@ -10,6 +10,7 @@ recovery or a second page; a reloaded level (SIGHUP) lets it recover: one resolv
 
 from __future__ import annotations
 
+import json
 import signal
 
 import pytest
@@ -71,6 +72,13 @@ def test_a_rule_on_a_real_disk_fires_is_acked_and_recovers_across_a_sigkill(flee
         assert out.startswith("ack 1: agent-host rule:disk_used (CRITICAL) [")
         wait_for(lambda: posts("acknowledge"), 20, 0.1, "the acknowledge event")
 
+        def delivered(action):
+            out = fleet.cli("alerts", "--deliveries", "--json", "--config", str(op)).stdout
+            return [d for d in json.loads(out)["deliveries"]
+                    if d["action"] == action and d["outcome"] == "sent"]
+        # its delivery recorded first: a sink killed between its POST and that record would
+        # leave the event to the other once its lease ends, a second POST (at least once)
+        wait_for(lambda: delivered("acknowledge"), 20, 0.1, "the acknowledge's delivery")
         sinks[0].kill()                                 # the other goes on judging
         seen = rule()["last_run"]
         wait_for(lambda: rule()["last_run"] != seen, 20, 0.2, "a result from the survivor")

@@ -11,12 +11,10 @@ from fleetwatch.protocol import ACK_OWNERS, ACKING_SINKS
 from fleetwatch.security import ClientSecurity
 
 from agent.links import MAX_LINKS
+from agent.parents import check_parents
 from agent.plugins_config import PluginsConfig, command_problem, local_command_problem
 
 _ENDPOINT = re.compile(r"^(tcp://[^\s:]+:\d+|(ipc|inproc)://\S+)$")
-#: a parent reference (SPEC.md: HELLO's ``parents``), checked here without the sinks' parser
-_PARENT = re.compile(r"^(?=.{1,512}$)[^/\s](?:[^/]*[^/\s])?(?:/[^/\s](?:[^/]*[^/\s])?)?$")
-MAX_PARENTS = 64
 COLLECTORS = ("cpu", "load", "memory", "swap", "disk", "diskio", "netio", "procs", "uptime")
 
 # ACK_OWNERS (the default of ``spool.ack_from``) and ACKING_SINKS are the protocol's (SPEC 4.2);
@@ -235,11 +233,7 @@ class AgentConfig:
             raise ValueError("liveness: expected at least 1")
         if not 0 <= self.routers_k <= MAX_LINKS:
             raise ValueError(f"routers_k: expected 0 (every router) to {MAX_LINKS}")
-        if len(self.parents) > MAX_PARENTS:
-            raise ValueError(f"parents: expected at most {MAX_PARENTS}")
-        for parent in self.parents:
-            if not _PARENT.match(parent):
-                raise ValueError(f"parents: {parent[:60]!r} is not HOST or HOST/CHECK")
+        check_parents(self.parents)
 
     @property
     def intake_endpoint(self) -> str:

@@ -32,6 +32,7 @@ from fleetwatch.config import ConfigError, build, setting
 from fleetwatch.protocol import device_slug
 
 from agent.devices.synthetic import CHECK_TYPES, Check, address_problem, within
+from agent.parents import check_parents
 
 #: SNMPv3 authentication and privacy protocols (USM), as the config names them (the SNMP
 #: code, agent.devices.snmp, maps each to pysnmp's). AES192 and AES256 extend a short key as
@@ -42,7 +43,6 @@ PRIV_PROTOCOLS = ("AES", "AES192", "AES256", "AES192C", "AES256C", "DES", "3DES"
 MIN_KEY = 8
 #: the largest ``max_devices``
 MAX_DEVICES = 100_000
-MAX_PARENTS = 64
 MAX_EXTRA_OIDS = 64
 MAX_CHECKS = 32
 MAX_COMMUNITIES = 64
@@ -51,8 +51,6 @@ _OID = re.compile(r"\.?(0|1|2)(\.(0|[1-9][0-9]{0,9})){1,127}")
 _EXTRA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 _USER = re.compile(r"[!-~]{1,32}")
 _ENGINE_ID = re.compile(r"(0x)?([0-9A-Fa-f]{2}){5,32}")
-#: HOST or HOST/CHECK, as the agent's own ``parents`` (SPEC.md 4.1, REGISTER)
-_PARENT = re.compile(r"^(?=.{1,512}$)[^/\s](?:[^/]*[^/\s])?(?:/[^/\s](?:[^/]*[^/\s])?)?$")
 
 
 def _read(path: str) -> str:
@@ -282,11 +280,8 @@ class Device:
         problem = address_problem(self.address)
         if problem:
             raise ValueError(f"address: {problem}")
-        if len(self.parents) > MAX_PARENTS:
-            raise ValueError(f"parents: expected at most {MAX_PARENTS}")
+        check_parents(self.parents)
         for parent in self.parents:
-            if not _PARENT.match(parent):
-                raise ValueError(f"parents: {parent[:60]!r} is not HOST or HOST/CHECK")
             if parent.split("/")[0] == self.name:
                 raise ValueError(f"parents: {parent[:60]!r} is the device itself")
         within(self, "interval", 1, 86400, " seconds")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from sqlalchemy import and_, exists, func, inspect, select, tuple_
+from sqlalchemy import and_, exists, func, inspect, null, select, true, tuple_
 from sqlalchemy.engine import Connection
 
 from fleetwatch.store import schema
@@ -285,20 +285,18 @@ def judged(conn: Connection, prefix: str, since: float) -> list[dict]:
     results, which the alerting sinks write) judged at ``since`` or later, each with its
     agent's ``hostname`` and ``site`` (None when the registry has not named it): uuid,
     plugin, status, last_result, hostname, site."""
-    if not has_tables(conn, "checks"):
+    if not has_tables(conn, "checks", "agents"):
         return []
-    t = schema.checks
-    rows = _dicts(conn.execute(
-        select(t.c.uuid, t.c.plugin, t.c.status, t.c.last_result)
+    t, a = schema.checks, schema.agents
+    have = {c.name for c in present(conn, a)[0]}
+    site = a.c.site if "site" in have else null()
+    here = a.c.gone.is_(None) if "gone" in have else true()
+    return _dicts(conn.execute(
+        select(t.c.uuid, t.c.plugin, t.c.status, t.c.last_result, a.c.hostname,
+               site.label("site"))
+        .select_from(t.outerjoin(a, and_(a.c.uuid == t.c.uuid, here)))
         .where(t.c.plugin.startswith(prefix, autoescape=True), t.c.last_result >= since)
         .order_by(t.c.uuid, t.c.plugin)))
-    uuids = sorted({r["uuid"] for r in rows})
-    named = {a["uuid"]: a for a in agents(conn, uuids=uuids if len(uuids) <= 1000 else None)} \
-        if rows else {}
-    for row in rows:
-        agent = named.get(row["uuid"], {})
-        row["hostname"], row["site"] = agent.get("hostname"), agent.get("site")
-    return rows
 
 
 def check_state(conn: Connection, uuids: Uuids = None, pairs: Pairs = None) -> list[dict]:

@@ -32,7 +32,7 @@ from fleetwatch.logs import Throttle
 from fleetwatch.optional import MissingDependency
 from fleetwatch.protocol import Relayed
 from fleetwatch.store import state_reads
-from fleetwatch.store.reader import Reader
+from fleetwatch.store.reader import Reader, StateError
 from sinks.alerting.series.config import PREFIX as RULE_PREFIX
 from sinks.remote_write.client import Client
 from sinks.remote_write.drops import Drops
@@ -149,7 +149,6 @@ class RemoteWriteSink:
         """Queue the rules' latest results (counted ``rules_read``; a database that cannot
         be read is counted ``rules_read_failed``, told once a minute, and tried again at the
         next tick)."""
-        from fleetwatch.store.reader import StateError
         now = self.clock()
         try:
             rows = self.reader.read(self.reads.judged, prefix=RULE_PREFIX,

@@ -10,6 +10,7 @@ from fleetwatch.config import MAX_SOCKET_PATH, setting, socket_path_fits
 from fleetwatch.protocol import ACK_OWNERS, ACKING_SINKS
 from fleetwatch.security import ClientSecurity
 
+from agent.devices.config import DevicesConfig
 from agent.links import MAX_LINKS
 from agent.parents import check_parents
 from agent.plugins_config import PluginsConfig, command_problem, local_command_problem
@@ -204,6 +205,10 @@ class AgentConfig:
     otlp: OtlpConfig = setting(factory=OtlpConfig,
                                help="the OTLP/HTTP metrics intake for local applications "
                                     "(off unless enabled)")
+    devices: DevicesConfig = setting(
+        factory=DevicesConfig, help="devices without an agent (switches, printers, web sites) "
+                                    "that this agent polls and speaks for, each a host of "
+                                    "the fleet (docs/operating/devices.md); none by default")
     log_level: str = setting("INFO", "DEBUG, INFO, WARNING or ERROR")
 
     def validate(self):

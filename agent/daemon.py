@@ -99,6 +99,10 @@ class Agent:
         self.selfstats = selfstats.SelfStats(self.counters, spool, self.links, self.intake,
                                              collectors, self.runner, clock, self.started,
                                              self.routers.attach, otlp=self.otlp)
+        #: the devices this agent polls (agent.devices: imported only when it has some)
+        self.devices = None
+        if cfg.devices.hosts:
+            self.devices = devices(self, rand)
         self.wakeup = Wakeup()
         self._stop = False
         #: SIGHUP re-reads ``config_path`` (agent/reload.py says what changes live)
@@ -126,6 +130,8 @@ class Agent:
         # pyzmq's poll() reports a plain socket by its file descriptor: register that
         self.poller.register(self.workers.wake.fileno(), zmq.POLLIN)
         self.runs.check(self.cfg.plugins.dirs)
+        if self.devices is not None:
+            self._start_devices()
         self.collectors.prime()
         # The registry learns hostname and version from REGISTER too: unlike HELLO, it is
         # resent until acknowledged, so a registry that starts after the agent still has them.
@@ -203,7 +209,21 @@ class Agent:
                              f"{e.strerror or e}") from None
         self.otlp_listener.start()
 
+    def _start_devices(self) -> None:
+        from agent.devices.service import StartError as DevicesError
+        try:
+            self.devices.start()
+        except DevicesError as e:
+            self.close()
+            raise StartError(str(e)) from None
+        self.poller.register(self.devices.wake.fileno(), zmq.POLLIN)
+
     def close(self):
+        if self.devices is not None:
+            if self.devices.loop.thread.is_alive():
+                self.poller.unregister(self.devices.wake.fileno())
+            self.devices.close()
+            self.devices = None
         if self.otlp_listener is not None:
             self.otlp_listener.close()
             self.otlp_listener = None
@@ -240,6 +260,10 @@ class Agent:
             for monitor, link in list(self.sockets.monitors.items()):
                 if monitor in events:
                     self.routers.handshake_failed(monitor, link)
+            if self.devices is not None:
+                if self.devices.wake.fileno() in events:
+                    self.devices.taken()
+                self.devices.handle(events, now)
             self._timers(self.clock())
         except sqlite3.Error as e:  # disk full or gone: keep running, messages stay put
             self.counters["agent.spool.errors"] += 1
@@ -259,7 +283,9 @@ class Agent:
     def _deadline(self) -> float:
         now = self.clock()
         otlp = self.otlp.next_send if self.otlp is not None else math.inf
-        return min(self.next_stats, self.routers.deadline(), self.outbox.deadline(now), otlp)
+        devices = self.devices.deadline(now) if self.devices is not None else math.inf
+        return min(self.next_stats, self.routers.deadline(), self.outbox.deadline(now), otlp,
+                   devices)
 
     def _timers(self, now: float) -> None:
         self.routers.timers(now)
@@ -269,6 +295,8 @@ class Agent:
         if self.otlp is not None and now >= self.otlp.next_send:
             self._send_otlp(now)
         self.outbox.timers(now)
+        if self.devices is not None:
+            self.devices.timers(now)
 
     def _send_otlp(self, now: float) -> None:
         """The OTLP series written since the last send, in STATS of their own through the
@@ -283,8 +311,22 @@ class Agent:
     def _collect(self) -> None:
         metrics = self.collectors.collect()
         metrics.update(self.selfstats.metrics())
+        if self.devices is not None:
+            metrics.update(self.devices.metrics())
         self.outbox.enqueue(protocol.make("STATS", self.uuid, clock=self.wall,
                                           hostname=self.hostname, metrics=metrics))
+
+
+def devices(agent: Agent, rand):
+    """The devices of an agent whose config declares some (imports agent.devices; pysnmp
+    only at start, when one is polled by SNMP or traps are taken)."""
+    from agent.devices.service import Devices, StartError as DevicesError
+    try:
+        return Devices(agent.cfg, agent.uuid, agent.hostname, agent.instance, agent.ctx,
+                       agent.poller, agent.keys, agent.workers, agent.runs, agent.clock,
+                       agent.wall, rand)
+    except DevicesError as e:
+        raise StartError(str(e)) from None
 
 
 def otlp_intake(cfg, clock):

@@ -146,17 +146,24 @@ class Outbox:
 
     def _resend(self) -> None:
         for msg in self.spool.due(self.wall()):
-            avoid = self.last_via.get(msg.msg_id) if msg.get("dup") else None
-            link = self.links.pick(avoid)
-            if link is None:
+            if not self.resend(msg):
                 return
-            self.send(link, msg)
-            self.last_via[msg.msg_id] = link.endpoint
-            self.last_via.move_to_end(msg.msg_id)
-            if len(self.last_via) > LAST_VIA:
-                self.last_via.popitem(last=False)
-            if msg.get("dup"):
-                self.counters["agent.spool.resent"] += 1
+
+    def resend(self, msg: protocol.Message) -> bool:
+        """Send the spooled ``msg`` through an alive router, another than its last one when
+        it is a resend; False when none is alive."""
+        avoid = self.last_via.get(msg.msg_id) if msg.get("dup") else None
+        link = self.links.pick(avoid)
+        if link is None:
+            return False
+        self.send(link, msg)
+        self.last_via[msg.msg_id] = link.endpoint
+        self.last_via.move_to_end(msg.msg_id)
+        if len(self.last_via) > LAST_VIA:
+            self.last_via.popitem(last=False)
+        if msg.get("dup"):
+            self.counters["agent.spool.resent"] += 1
+        return True
 
     def ack(self, msg: protocol.Message) -> None:
         """A router's ACK: recorded in the spool (and by a departure), counted."""

@@ -6,7 +6,7 @@ new REGISTER, spooled like the first); the ``local`` intake limits; ``parents`` 
 ``ephemeral`` (announced in a new REGISTER, and in every HELLO after); ``deregister_on_stop``
 and ``deregister_timeout`` (read at stop). Everything else (routers and routers_k,
 state_dir and the intake socket, hostname, heartbeat and reconnect timing, the STATS buffer,
-the spool, the CURVE keys, the ``otlp`` intake) takes effect at restart, which keeps the uuid and the spool.
+the spool, the CURVE keys, the ``otlp`` intake, the ``devices``) takes effect at restart, which keeps the uuid and the spool.
 The mechanism, and how a bad file is handled, is :mod:`fleetwatch.reload`'s.
 """
 

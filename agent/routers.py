@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import logging
+from typing import Callable
 
 import zmq
 
@@ -69,6 +70,11 @@ class Routers:
         self.ephemeral = False
         #: its DEREGISTER is out (agent.departure): no HELLO any more
         self.leaving = False
+        #: HELLO's ``role``: ``agent``, or ``device`` for a host its poller speaks for
+        self.role = "agent"
+        #: whether to heartbeat now: always for an agent; a device only while it answers
+        #: (SPEC 7.2), so that its silence makes it DOWN through the sinks' host timeout
+        self.beating: Callable[[], bool] = lambda: True
 
     def deadline(self) -> float:
         return min((link.deadline() for link in self.links), default=float("inf"))
@@ -79,6 +85,11 @@ class Routers:
                 continue                        # forgotten meanwhile (agent.attach)
             if link.reconnect_due(now):
                 self._connect(link, now)
+            elif link.alive and not self.beating():
+                # silent by choice: no HEARTBEAT, so no answer awaited (the router forgets
+                # it, SPEC 5, and answers its next HEARTBEAT 401: HELLO again)
+                link.heard(now)
+                link.heartbeat_due(now)
             elif link.expired(now):
                 self.sockets.close(link)
                 delay = link.closed(now)
@@ -108,7 +119,7 @@ class Routers:
     def _hello(self, link: Link) -> None:
         self.outbox.send(link, protocol.make("HELLO", self.uuid, clock=self.wall,
                                              hostname=self.hostname, heartbeat=self.heartbeat,
-                                             version=fleetwatch.__version__, role="agent",
+                                             version=fleetwatch.__version__, role=self.role,
                                              instance=self.instance,
                                              plugins=self.declared.own_wire(),
                                              **parents(self.parents),

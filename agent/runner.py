@@ -64,6 +64,8 @@ class Job:
     #: its place among this agent run's RESULTs (:meth:`Runner.take`: when it started)
     boot: str = ""
     seq: int = 0
+    #: the uuid whose runner made it (the agent's, or a device's: agent.runs dispatches)
+    owner: str = ""
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,7 @@ class Runner:
         self.launcher = launcher
         self.clock, self.wall = clock, wall
         #: the wall clock less the monotonic one when the last RESULT was numbered: a jump
-        #: in it is a clock step, or this process resumed from a VM snapshot (:meth:`_next`)
+        #: in it is a clock step, or this process resumed from a VM snapshot (:meth:`next_order`)
         self._offset = wall() - clock()
         self.cache_size, self.cache_age, self.cache_bytes = cache_size, cache_age, cache_bytes
         #: command_id -> [expiry (clock), RESULT, repeats sent, approximate bytes]
@@ -252,7 +254,7 @@ class Runner:
             timeout = min(timeout, asked)
         path, argv0 = found
         launch = Launch(path, argv0, plugin.args, timeout, self.cfg.output_limit, self.cfg.grace)
-        job = Job(command_id, plugin, launch, slot, [origin])
+        job = Job(command_id, plugin, launch, slot, [origin], owner=self.uuid)
         self.inflight[command_id] = job
         self.queued.append(job)
         return []
@@ -262,7 +264,7 @@ class Runner:
         jobs = []
         while self.queued and self.running < self.cfg.max_running:
             jobs.append(self.queued.popleft())
-            jobs[-1].boot, jobs[-1].seq = self._next()
+            jobs[-1].boot, jobs[-1].seq = self.next_order()
             self.running += 1
             self.counters["agent.runs.started"] += 1
         return jobs
@@ -294,7 +296,7 @@ class Runner:
     # ---------------------------------------------------------------- cache
     def _refuse(self, origin, command_id: str, name: str, slot, reason: str):
         self.counters["agent.runs.unknown"] += 1
-        boot, seq = self._next()
+        boot, seq = self.next_order()
         msg = protocol.make("RESULT", self.uuid, clock=self.wall, command_id=command_id,
                             plugin=name, status=UNKNOWN, output=f"UNKNOWN - {reason}",
                             long_output="", perfdata=[], slot=slot, started=self.wall(),
@@ -302,7 +304,7 @@ class Runner:
         self._remember(command_id, msg, 0)
         return [(origin, msg)]
 
-    def _next(self) -> tuple[str, int]:
+    def next_order(self) -> tuple[str, int]:
         """The ``boot`` and ``seq`` of the next RESULT. A wall clock that moved against the
         monotonic one by more than :data:`CLOCK_STEP` since the last RESULT (NTP stepped
         it, or this process was restored from a VM snapshot, with its ``seq`` of then)

@@ -88,6 +88,8 @@ def jobs_from_rows(rows: list[dict], min_interval: float = 1.0,
     """One job per (uuid, plugin) declared with an interval.
 
     A plugin without a positive ``interval`` in its spec runs on demand only (``on_demand``);
+    one declared ``passive`` (its agent makes its results, a device's SNMP checks) never runs
+    here (``passive``);
     a shorter interval than ``min_interval`` is raised to it (``interval_raised``), a longer
     one than :data:`MAX_INTERVAL` lowered to it (``interval_lowered``). Two sources
     of one agent declaring one plugin name give one job: the agent's own declaration wins,
@@ -97,6 +99,9 @@ def jobs_from_rows(rows: list[dict], min_interval: float = 1.0,
     jobs: dict[Key, JobSpec] = {}
     for row in sorted(rows, key=lambda r: (r["source"] != "agent", r["source"])):
         spec = row.get("spec") if isinstance(row.get("spec"), dict) else {}
+        if spec.get("passive") is True:
+            counts["passive"] += 1          # its agent makes its results: no RUN (SPEC 4.5)
+            continue
         interval = _positive(spec.get("interval"))
         if interval is None:
             counts["on_demand"] += 1

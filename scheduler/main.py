@@ -41,7 +41,7 @@ def job_table(rows: list[dict], config: SchedulerConfig, now: float) -> dict:
                 "source": j.source, "interval": j.interval, "timeout": j.timeout,
                 "next_run": iso(j.next_run(now))} for j in jobs.values()]
     entries.sort(key=lambda e: (e["hostname"] or "", e["uuid"], e["plugin"]))
-    return {"jobs": entries, "on_demand": notes["on_demand"]}
+    return {"jobs": entries, "on_demand": notes["on_demand"], "passive": notes["passive"]}
 
 
 def list_jobs(config: SchedulerConfig, as_json: bool, now: float) -> int:
@@ -64,6 +64,9 @@ def list_jobs(config: SchedulerConfig, as_json: bool, now: float) -> int:
     print(table(shown, ["hostname", "uuid", "plugin", "interval", "timeout", "next_run"]))
     if doc["on_demand"]:
         print(f"\n{doc['on_demand']} declared plugins have no interval (run on demand only)")
+    if doc["passive"]:
+        print(f"\n{doc['passive']} declared checks are passive (their agents make their "
+              f"results: a device's SNMP checks)")
     return 0
 
 

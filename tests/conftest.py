@@ -16,7 +16,7 @@ os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+Us
 from support.fleet import Fleet  # noqa: E402
 
 #: support modules with fixtures (``routers``: fake routers for a real agent)
-pytest_plugins = ["support.agentrouter"]
+pytest_plugins = ["support.agentrouter", "support.snmpd"]
 
 
 @pytest.fixture

@@ -405,9 +405,15 @@ class DevicesConfig:
                                  help="SNMP traps and informs from the devices (the "
                                       "receiver runs when a community or a user is given)")
     max_devices: int = setting(5000, "devices at most (hosts past it stop the agent at start)")
+    heartbeat_interval: float = setting(
+        10.0, "seconds between a device's heartbeats to each router while it answers (the "
+              "alerting sinks call it DOWN after 3 of them, at least 10 s, without one)")
+    max_concurrent: int = setting(100, "SNMP polls at once; the others wait their turn")
 
     def validate(self):
         within(self, "max_devices", 1, MAX_DEVICES)
+        within(self, "heartbeat_interval", 0.1, 3600, " seconds")
+        within(self, "max_concurrent", 1, 10_000)
         if len(self.hosts) > self.max_devices:
             raise ValueError(f"hosts: {len(self.hosts)} devices, more than max_devices "
                              f"({self.max_devices})")

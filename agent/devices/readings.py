@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatchcase
 
 from agent.collectors import mount_name
@@ -131,6 +131,8 @@ class Readings:
         self.include, self.exclude = tuple(include), tuple(exclude)
         self.counts: Counter = Counter()
         self.previous: polled.Poll | None = None
+        #: {ifIndex: path node} of the interfaces the last good poll kept
+        self.nodes: dict[int, str] = {}
 
     def update(self, poll: polled.Poll) -> Reading:
         """The reading of ``poll``; a good one becomes the previous poll of the next."""
@@ -156,7 +158,8 @@ class Readings:
             metrics["uptime_seconds"] = uptime / 100
         metrics["poll_seconds"] = round(current.duration, 6)
         before = previous.interfaces if previous is not None and not rebooted else {}
-        for index, name in self.interface_nodes(current.interfaces).items():
+        self.nodes = self.interface_nodes(current.interfaces)
+        for index, name in self.nodes.items():
             interface = current.interfaces[index]
             rates = self._rates(before.get(index), interface, elapsed)
             metrics.update({f"if.{name}.{k}": v for k, v in rates.items()})
@@ -168,6 +171,23 @@ class Readings:
             metrics["cpu.load_percent"] = sum(loads) / len(loads)
         self._storage(current, metrics)
         return reading
+
+    def link_check(self, if_index: int | None, admin: int | None, oper: int | None,
+                   fallback_oper: int) -> Check | None:
+        """The ``if_NODE`` check a linkDown or linkUp trap gives at once: the interface
+        ``if_index`` of the last good poll (None when it has none, or it is not among the
+        interfaces kept) with the trap's admin and oper status (``fallback_oper`` when the
+        trap carries none: down for linkDown, up for linkUp). No rates: the next poll's."""
+        if self.previous is None or if_index is None:
+            return None
+        interface = self.previous.interfaces.get(if_index)
+        name = self.nodes.get(if_index)
+        if interface is None or name is None:
+            return None
+        interface = replace(interface, oper_status=oper if oper is not None else fallback_oper,
+                            admin_status=admin if admin is not None
+                            else interface.admin_status)
+        return interface_check(name, interface, {})
 
     # ---------------------------------------------------------------- names
     def interface_nodes(self, interfaces: dict[int, polled.Interface]) -> dict[int, str]:

@@ -12,10 +12,7 @@ import pytest
 from agent.devices import oids, snmp
 from agent.devices.readings import Readings
 from support.fleet import wait_for
-from support.snmpd import (COMMUNITY, EXTEND_RESULT, NO_HR, NO_IFX, USERS, extend_oid,
-                           snmpd, snmpds)
-
-__all__ = ["snmpd", "snmpds"]          # the fixtures this module uses
+from support.snmpd import COMMUNITY, EXTEND_RESULT, NO_HR, NO_IFX, USERS, extend_oid
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -111,6 +111,16 @@ def test_jobs_from_rows_takes_intervals_and_timeouts():
     assert notes == Counter(on_demand=3, interval_raised=1)
 
 
+def test_a_passive_check_is_never_scheduled():
+    """A device's SNMP checks are made by its poller at each poll (SPEC 4.5): declared with
+    an interval for their freshness, ``passive``, never a job."""
+    notes = Counter()
+    jobs = jobs_from_rows([row(name="if_eth0", interval=60, passive=True),
+                           row(name="ping", interval=60, passive=False)], counts=notes)
+    assert set(jobs) == {(U1, "ping")}
+    assert notes == Counter(passive=1)
+
+
 def test_an_interval_no_date_can_follow_is_lowered_and_its_slots_are_dates():
     """A declared interval of 1e15 s (any sender may REGISTER one) would put the next slot
     past year 9999: the job table lowers it to MAX_INTERVAL, counted."""

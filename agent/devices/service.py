@@ -1,0 +1,318 @@
+"""The poller's devices at work inside the agent (docs/operating/devices.md).
+
+:class:`Devices` is what :class:`agent.daemon.Agent` holds when its config declares
+``devices``: every :class:`agent.devices.hosts.DeviceHost`, the devices' one spool
+(``STATE_DIR/devices-spool.db``), and the asyncio loop (:class:`agent.devices.loop.
+DevicesLoop`) where the SNMP polls (:class:`agent.devices.snmp.Poller`) and the trap receiver
+(:class:`agent.devices.traps.TrapReceiver`) run.
+
+- **Polls** run on the loop, one task a device: the first after a share of
+  :data:`FIRST_SPREAD` seconds drawn from its uuid (a thousand devices do not all start at
+  once), then every ``interval``, or sooner after a linkDown or linkUp trap. Each poll comes
+  back to the agent's thread (:meth:`Devices.taken`), which alone sends.
+- **Traps** are spooled on the loop (an inform is answered once its NOTIFY is on disk), then
+  handed to the agent's thread for the interface's check.
+- **The agent's loop** asks :meth:`Devices.deadline`, calls :meth:`Devices.timers` and hands
+  the readable sockets to :meth:`Devices.handle`. The devices' timers are rounded up to
+  :data:`TICK`: a thousand devices' heartbeats wake the agent a few times a second, not a
+  thousand. The spool's due messages are read once for all devices and each sent through
+  the links of its own device.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import logging
+import math
+import os
+import socket
+import sqlite3
+import threading
+
+from fleetwatch.logs import Throttle
+
+from agent.devices import synthetic
+from agent.devices.hosts import DeviceHost, DeviceSpool, Shared
+from agent.devices.loop import DevicesLoop
+from agent.spool import Spool
+from agent.spool.acks import FleetRoutes
+
+log = logging.getLogger(__name__)
+
+#: the first polls are spread over this many seconds (or the interval, if shorter)
+FIRST_SPREAD = 10.0
+#: the devices' timers are rounded up to a multiple of this (seconds)
+TICK = 0.25
+#: the spool's file in the state directory
+SPOOL_FILE = "devices-spool.db"
+
+
+class StartError(Exception):
+    """The devices cannot start (pysnmp missing, a port taken); ``str()`` is one line."""
+
+
+def phase(uuid: str, interval: float) -> float:
+    """A device's first poll, seconds after start: a share of :data:`FIRST_SPREAD` drawn
+    from its uuid."""
+    share = int.from_bytes(hashlib.sha256(uuid.encode()).digest()[:4], "big") / 2 ** 32
+    return share * min(interval, FIRST_SPREAD)
+
+
+class Devices:
+    """Every device of one poller, and what they share."""
+
+    def __init__(self, cfg, poller: str, hostname: str, instance: str, ctx, zpoller, keys,
+                 workers, runs, clock, wall, rand):
+        self.cfg, self.clock, self.wall = cfg, clock, wall
+        path = os.path.join(cfg.state_dir, SPOOL_FILE)
+        try:
+            self.spool = Spool(path, cfg.spool.max_messages, cfg.spool.ack_timeout,
+                               cfg.spool.max_backoff, required=cfg.spool.required_acks())
+        except (sqlite3.Error, OSError) as e:
+            raise StartError(f"spool {path}: {e}") from None
+        self.lock = threading.Lock()
+        self.counters: collections.Counter = collections.Counter()
+        self.index: dict = {}
+        view = DeviceSpool(self.spool, self.lock, self._spooled)
+        shared = Shared(cfg, poller, hostname, instance, ctx, zpoller, keys,
+                        view, FleetRoutes(self.spool.fallback),
+                        workers, self.counters, self.index, clock, wall, rand)
+        try:
+            self.hosts = [DeviceHost(device, shared) for device in cfg.devices.hosts]
+        except ValueError as e:             # the agent's uuid leaves no room for a device's
+            self.spool.close()
+            raise StartError(str(e)) from None
+        self.by_uuid = {host.uuid: host for host in self.hosts}
+        self.by_name = {host.name: host for host in self.hosts}
+        for host in self.hosts:
+            runs.others[host.uuid] = host.runs
+        self.loop = DevicesLoop()
+        self.poller = self.receiver = None
+        #: device name -> an asyncio.Event that starts its next poll now (a link trap)
+        self.soon: dict[str, asyncio.Event] = {}
+        self.throttle = Throttle(log, 10.0, clock)
+        self.next_due = 0.0
+
+    # ---------------------------------------------------------------- life cycle
+    def start(self) -> None:
+        """Start the loop, the trap receiver and the polls; spool each device's REGISTER.
+        StartError when pysnmp is missing or the trap port cannot be bound."""
+        polled = [h for h in self.hosts if h.device.snmp is not None]
+        traps = self.cfg.devices.traps
+        if polled or traps.enabled:
+            try:
+                from agent.devices import snmp, traps as trapping
+            except ModuleNotFoundError as e:
+                raise StartError(f"devices polled by SNMP need the Python package {e.name!r}: "
+                                 f"pip install 'fleetwatch[snmp]'") from None
+        for host in self.hosts:
+            for line in synthetic.missing(list(host.declared.own.values())):
+                log.warning("device %s: %s (its RUNs will be answered UNKNOWN)", host.name, line)
+        self.loop.start()
+        if polled:
+            self.poller = self.loop.run(self._make_poller(
+                snmp.Poller, self.cfg.devices.max_concurrent))
+        if traps.enabled:
+            self.receiver = trapping.TrapReceiver(
+                self._device_of(), self._on_trap, listen=traps.address,
+                communities_file=traps.communities_file,
+                users=[snmp.Credentials.v3(u.user, u.auth_protocol, u.auth_key_file,
+                                           u.priv_protocol if u.priv_key_file else None,
+                                           u.priv_key_file or None) for u in traps.users],
+                engine_ids=[(u.user, u.engine_id) for u in traps.users if u.engine_id],
+                rate=traps.rate, burst=traps.burst)
+            try:
+                self.loop.run(self.receiver.start(), timeout=15)
+            except OSError as e:
+                raise StartError(str(e)) from None
+        for host in polled:
+            credentials = _credentials(snmp, host.device.snmp)
+            target = snmp.Target(host.device.address, host.device.snmp.port, credentials,
+                                 host.device.timeout, host.device.retries,
+                                 host.device.snmp.max_repetitions,
+                                 deadline=min(host.device.interval, 30.0))
+            self.loop.submit(self._polling(host, target, host.device.snmp.extra))
+        for host in self.hosts:
+            host.outbox.spool_messages([host.register()])
+        log.info("devices: %d (%d polled by SNMP), traps %s", len(self.hosts), len(polled),
+                 "on %s port %d" % self.receiver.address if self.receiver else "off")
+
+    def close(self) -> None:
+        cleanups = []
+        if self.receiver is not None:
+            cleanups.append(self.receiver.close())
+        if self.poller is not None:
+            cleanups.append(self._close_poller())
+        self.loop.close(*cleanups)
+        for host in self.hosts:
+            host.sockets.close_all()
+        self.spool.close()
+
+    async def _close_poller(self) -> None:
+        self.poller.close()
+
+    @staticmethod
+    async def _make_poller(make, most: int):
+        return make(max_concurrent=most)           # its semaphore is the loop's
+
+    # ---------------------------------------------------------------- the loop's side
+    async def _polling(self, host: DeviceHost, target, extra: dict) -> None:
+        """Poll ``host`` for ever: first at its :func:`phase`, then every interval, or as
+        soon as a link trap asks (:attr:`soon`)."""
+        soon = self.soon[host.name] = asyncio.Event()
+        wait = phase(host.uuid, host.device.interval)
+        while True:
+            try:
+                await asyncio.wait_for(soon.wait(), wait)
+            except TimeoutError:
+                pass
+            soon.clear()
+            started = asyncio.get_running_loop().time()
+            poll = await self.poller.poll(target, extra)
+            self.loop.post(("poll", host, poll))
+            wait = max(0.0, started + host.device.interval
+                       - asyncio.get_running_loop().time())
+
+    def _device_of(self):
+        """The receiver's ``device_of``: the IP addresses of the devices that take traps
+        (names resolved once, here, at start: a name that does not resolve is logged)."""
+        addresses: dict[str, str] = {}
+        for address, name in self.cfg.devices.trap_sources().items():
+            try:
+                infos = socket.getaddrinfo(address, None, type=socket.SOCK_DGRAM)
+            except OSError as e:
+                log.warning("device %s: its address %s does not resolve (%s): its traps are "
+                            "not taken", name, address, e.strerror or e)
+                continue
+            for info in infos:
+                addresses.setdefault(str(info[4][0]), name)
+        return addresses.get
+
+    def _on_trap(self, trap) -> bool:
+        """The receiver's ``on_trap`` (on the loop): the trap's NOTIFY spooled, then the
+        trap handed to the agent's thread; False when the spool cannot take it."""
+        host = self.by_name.get(trap.device)
+        if host is None:
+            return False
+        try:
+            host.outbox.spool_messages([host.trap_notify(trap)], own=False)
+        except sqlite3.Error as e:
+            self.throttle.warning("trap.spool", "a trap of %s not taken: the spool: %s",
+                                  host.name, e)
+            return False
+        self.loop.post(("trap", host, trap))
+        return True
+
+    def _spooled(self) -> None:
+        """Something was spooled (either thread): the next timers send it."""
+        self.next_due = 0.0
+
+    # ---------------------------------------------------------------- the agent's thread
+    @property
+    def wake(self):
+        """The socket the agent's poller watches for what the loop posted."""
+        return self.loop.wake
+
+    def taken(self) -> None:
+        """What the loop posted: polls and traps, each to its device."""
+        for kind, host, item in self.loop.taken():
+            if kind == "poll":
+                host.polled(item)
+            elif host.trapped(item):
+                event = self.soon.get(host.name)
+                if event is not None:
+                    self.loop.loop.call_soon_threadsafe(event.set)
+
+    def handle(self, events: dict, now: float) -> None:
+        """The readable sockets of ``events`` that are devices'."""
+        for sock in events:
+            entry = self.index.get(sock)
+            if entry is None:
+                continue
+            host, link, monitor = entry
+            if monitor:
+                host.routers.handshake_failed(sock, link)
+            else:
+                host.routers.drain(sock, link, now)
+
+    def deadline(self, now: float) -> float:
+        """The next time the devices need the agent's loop, rounded up to :data:`TICK`."""
+        soonest = min((min(h.routers.deadline(), h.outbox.deadline(now)) for h in self.hosts),
+                      default=math.inf)
+        if self.next_due is not None:
+            soonest = min(soonest, self.next_due)
+        retry = self.spool.next_retry()
+        if retry is not None:
+            soonest = min(soonest, now + (retry - self.wall()))
+        return math.ceil(soonest / TICK) * TICK if math.isfinite(soonest) else soonest
+
+    def timers(self, now: float) -> None:
+        for host in self.hosts:
+            host.routers.timers(now)
+            host.outbox.timers(now)
+        with self.lock:
+            self.spool.retry(self.wall())
+            if self.next_due is not None and now >= self.next_due and \
+                    any(h.links.alive() for h in self.hosts):
+                self._resend(now)
+
+    def _resend(self, now: float) -> None:
+        """The spool's due messages, each through its own device's links (one that has no
+        alive link keeps it for its next resend)."""
+        for msg in self.spool.due(self.wall()):
+            host = self.by_uuid.get(msg.uuid)
+            if host is None:            # a device no longer in the config: let it go
+                self.spool.ack([msg.msg_id], None)
+                self.counters["agent.spool.orphans"] += 1
+                continue
+            host.outbox.resend(msg)
+        due = self.spool.next_due()
+        self.next_due = None if due is None else now + max(0.0, due - self.wall())
+
+    # ---------------------------------------------------------------- metrics
+    def metrics(self) -> dict:
+        """The poller's own series about its devices (in the agent's STATS)."""
+        out = {f"agent.devices.{k.removeprefix('agent.')}": v
+               for k, v in self.counters.items()}
+        alive = sum(1 for h in self.hosts if h.answering())
+        out.update({"agent.devices.hosts": len(self.hosts), "agent.devices.answering": alive,
+                    "agent.devices.spool.size": len(self.spool),
+                    "agent.devices.spool.dropped": self.spool.dropped,
+                    "agent.devices.routers.alive": sum(len(h.links.alive())
+                                                       for h in self.hosts)})
+        runs = collections.Counter()
+        for host in self.hosts:
+            runs.update(host.runner.counters)
+            if host.readings is not None:
+                runs.update({f"agent.devices.readings.{k}": v
+                             for k, v in host.readings.counts.items()})
+        out.update({k.replace("agent.runs.", "agent.devices.runs."): v
+                    for k, v in runs.items()})
+        for prefix, counts in (("snmp", self.poller and self.poller.counts),
+                               ("traps", self.receiver and self.receiver.counters)):
+            for name, value in _snapshot(counts).items():
+                key = name if name.startswith(prefix) else f"{prefix}_{name}"
+                out[f"agent.devices.{key}"] = value
+        return out
+
+
+def _snapshot(counts) -> dict:
+    """A copy of a Counter the devices' loop writes to (a copy made while it adds a key
+    is tried again)."""
+    for _ in range(5):
+        try:
+            return dict(counts or {})
+        except RuntimeError:
+            continue
+    return {}
+
+
+def _credentials(snmp, config):
+    if config.version == "2c":
+        return snmp.Credentials.v2c(config.community_file)
+    return snmp.Credentials.v3(config.user, config.auth_protocol, config.auth_key_file,
+                               config.priv_protocol if config.priv_key_file else None,
+                               config.priv_key_file or None)
+

@@ -241,5 +241,10 @@ class AgentConfig:
         check_parents(self.parents)
 
     @property
+    def device_links(self) -> int:
+        """Router links one device may hold: its routers_k, or each configured router."""
+        return max(len(self.routers), self.routers_k, 1)
+
+    @property
     def intake_endpoint(self) -> str:
         return self.intake or f"ipc://{os.path.join(self.state_dir, 'intake.sock')}"

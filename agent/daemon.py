@@ -70,6 +70,8 @@ class Agent:
         self.clock, self.wall = clock, wall
         self._own_ctx = ctx is None
         self.ctx = ctx or zmq.Context()
+        if cfg.devices.hosts:               # libzmq's default is 1,023 sockets a context
+            self.ctx.set(zmq.MAX_SOCKETS, cfg.devices.sockets(cfg.device_links))
         self.poller = zmq.Poller()
         self.sockets = Sockets(self.ctx, uuid, self.poller, self.keys)
         self.links = Links(cfg.routers, lambda endpoint, learned: Link(

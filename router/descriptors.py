@@ -20,9 +20,12 @@ import os
 import resource
 import time
 
+from fleetwatch.limits import raise_limit
 from fleetwatch.logs import Throttle
 
 log = logging.getLogger(__name__)
+
+__all__ = ["raise_limit"]          # the router's main raises its own limit with it
 
 #: descriptors allowed per agent the router is sized for
 PER_AGENT = 2
@@ -59,19 +62,6 @@ def soft_limit() -> int | None:
     """The soft RLIMIT_NOFILE, what opening one more descriptor is checked against."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     return None if soft == resource.RLIM_INFINITY else soft
-
-
-def raise_limit(wanted: int) -> tuple[int, int]:
-    """Raise the soft limit to ``wanted`` as far as the hard limit allows (a router started
-    outside its unit often has a soft limit of 1,024); never lower it. (before, after)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError) as e:
-            log.warning("cannot raise the descriptor limit from %d to %d: %s", soft, target, e)
-    return soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 class Descriptors:

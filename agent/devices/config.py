@@ -46,6 +46,12 @@ MAX_DEVICES = 100_000
 MAX_EXTRA_OIDS = 64
 MAX_CHECKS = 32
 MAX_COMMUNITIES = 64
+#: sockets and descriptors the agent keeps for itself beside its devices' (libzmq's default
+#: socket limit, 1,023, and a unit's default LimitNOFILE, 1,024, are about that)
+RESERVED = 1024
+#: descriptors one link of a device may hold: its DEALER's mailbox and TCP connection, and
+#: with CURVE its monitor's two inproc sockets' mailboxes
+PER_LINK = 4
 #: a numeric OID (a leading dot allowed): two or more arcs, each a number
 _OID = re.compile(r"\.?(0|1|2)(\.(0|[1-9][0-9]{0,9})){1,127}")
 _EXTRA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
@@ -435,6 +441,28 @@ class DevicesConfig:
                                      f"of hosts[{trapped[address]}], which takes its traps "
                                      f"(set traps: false on all but one)")
                 trapped[address] = i
+
+    def capabilities(self) -> list[str]:
+        """The Linux capabilities the poller's unit must give it: CAP_NET_RAW for ``ping``
+        (Debian's /bin/ping under an empty bounding set cannot start), CAP_NET_BIND_SERVICE
+        for a trap port below 1024 (docs/operating/devices.md, "What needs a capability")."""
+        wanted = []
+        if any(d.alive_check == "ping" or any(c.type == "ping" for c in d.synthetic())
+               for d in self.hosts):
+            wanted.append("CAP_NET_RAW")
+        if self.traps.enabled and self.traps.address[1] < 1024:
+            wanted.append("CAP_NET_BIND_SERVICE")
+        return wanted
+
+    def sockets(self, links: int) -> int:
+        """ZeroMQ sockets the poller may hold: its own :data:`RESERVED`, and for each of its
+        devices' ``links`` a DEALER and (CURVE) its monitor."""
+        return RESERVED + len(self.hosts) * links * 2
+
+    def descriptors(self, links: int) -> int:
+        """File descriptors the poller may hold: its own :data:`RESERVED`, and
+        :data:`PER_LINK` for each of its devices' ``links``."""
+        return RESERVED + len(self.hosts) * links * PER_LINK
 
     def trap_sources(self) -> dict[str, str]:
         """Address (as written, lower case) -> the device whose traps come from it."""

@@ -31,6 +31,7 @@ import socket
 import sqlite3
 import threading
 
+from fleetwatch.limits import raise_limit
 from fleetwatch.logs import Throttle
 
 from agent.devices import synthetic
@@ -110,6 +111,15 @@ class Devices:
         for host in self.hosts:
             for line in synthetic.missing(list(host.declared.own.values())):
                 log.warning("device %s: %s (its RUNs will be answered UNKNOWN)", host.name, line)
+        wanted = self.cfg.devices.descriptors(self.cfg.device_links)
+        before, after = raise_limit(wanted)
+        if after < wanted:
+            log.warning("descriptor limit %d, below the %d that %d devices may hold "
+                        "(LimitNOFILE=: fleetwatch service install sizes the unit)", after,
+                        wanted, len(self.hosts))
+        elif after > before:
+            log.info("descriptor limit raised from %d to %d for %d devices", before, after,
+                     len(self.hosts))
         self.loop.start()
         if polled:
             self.poller = self.loop.run(self._make_poller(

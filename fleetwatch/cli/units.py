@@ -142,10 +142,12 @@ def _quote(arg: str) -> str:
 
 def render(service: Service, exe: str, config_path: str | None = None,
            user: str = DEFAULT_USER, groups: typing.Sequence[str] = (),
-           max_agents: int | None = None, nice: int | None = None) -> str:
+           max_agents: int | None = None, nice: int | None = None,
+           capabilities: typing.Sequence[str] = (), nofile: int | None = None) -> str:
     """The unit file text. ``groups``: supplementary groups (the agent's ``intake_group``);
     ``max_agents``: the agents a router is sized for, ``nice`` its CPU priority (its
-    config's; None: the default)."""
+    config's; None: the default); an agent's ``capabilities`` and ``nofile`` (what its
+    devices need, :func:`fleetwatch.cli.service.install.agent_needs`)."""
     config_path = config_path or service.config_path
     agent = service.process == "agent"
     command = " ".join(_quote(a) for a in [exe, *service.argv(config_path)])
@@ -198,12 +200,21 @@ def render(service: Service, exe: str, config_path: str | None = None,
             unit.append("# reconnect and cost it more (nice: in its config)")
             unit.append(f"Nice={nice}")
             unit.append(f"CPUWeight={cpu_weight(nice)}")
+    if agent and nofile:
+        unit.append("# its devices' connections to the routers (devices: in its config)")
+        unit.append(f"LimitNOFILE={nofile}")
+    held = " ".join(capabilities) if agent else ""
     unit += [
         "",
         "# Hardening (systemd.exec(5)); `systemd-analyze security` scores it.",
         "NoNewPrivileges=yes",
-        "CapabilityBoundingSet=",
-        "AmbientCapabilities=",
+    ]
+    if held:
+        unit.append("# what its devices need (docs/operating/devices.md): ping's raw "
+                    "sockets, a trap port below 1024")
+    unit += [
+        f"CapabilityBoundingSet={held}",
+        f"AmbientCapabilities={held}",
         "ProtectSystem=strict",
         # plugins may look at /home (check_disk); nothing may write there
         "ProtectHome=read-only" if agent else "ProtectHome=yes",

@@ -30,7 +30,7 @@ import os
 import sys
 
 from fleetwatch.cli import units
-from fleetwatch.cli.service.install import Install, router_sizes
+from fleetwatch.cli.service.install import Install, unit_sizes
 from fleetwatch.cli.service.system import System
 from fleetwatch.cli.service.task import Failure, Task
 from fleetwatch.cli.service.uninstall import Uninstall
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace, system: System | None = None, out=None) -> int
             exe = args.executable or units.executable()
             config = args.config or service.config_path
             out.write(units.render(service, exe, args.config, args.user,
-                                  **router_sizes(service, Task.at(args.root, config))))
+                                  **unit_sizes(service, Task.at(args.root, config))))
             return 0
         task = (Install if args.action == "install" else Uninstall)(
             service, args, system or System(), out)

@@ -29,6 +29,28 @@ def router_sizes(service: units.Service, path: str) -> dict:
     return {"max_agents": cfg.max_agents, "nice": cfg.nice}
 
 
+def agent_needs(service: units.Service, path: str) -> dict:
+    """What an agent's devices need of its unit (:func:`units.render`'s ``capabilities``
+    and ``nofile``), from its config at ``path``; empty for another process, an agent
+    without devices, or a config missing or broken."""
+    if service.process != "agent":
+        return {}
+    try:
+        cfg = load(service.config_class(), path)
+    except ConfigError:
+        return {}
+    if not cfg.devices.hosts:
+        return {}
+    return {"capabilities": cfg.devices.capabilities(),
+            "nofile": cfg.devices.descriptors(cfg.device_links)}
+
+
+def unit_sizes(service: units.Service, path: str) -> dict:
+    """What the config at ``path`` says of its unit (:func:`router_sizes`,
+    :func:`agent_needs`)."""
+    return {**router_sizes(service, path), **agent_needs(service, path)}
+
+
 class Install(Task):
     """One install: :meth:`run` takes the steps in order."""
 
@@ -44,7 +66,7 @@ class Install(Task):
         self.ensure_config(config_path, (0, owner[1]) if owner else None)
         groups = self.intake_groups(config_path)
         unit = units.render(service, exe, config_path, args.user, groups,
-                            **router_sizes(service, self.path(config_path)))
+                            **unit_sizes(service, self.path(config_path)))
         unit_changed = self.write(f"{units.UNIT_DIR}/{service.unit}", unit, 0o644)
         if args.enable:
             self.enable(unit_changed)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleetwatch import config as fwconfig
+from fleetwatch import config as fwconfig, limits
 from fleetwatch.cli import units
 from fleetwatch.cli.service.install import router_sizes
 from router import descriptors
@@ -148,12 +148,12 @@ def test_raise_limit_goes_up_to_the_hard_limit_and_never_down(monkeypatch):
             calls.append(limits)
             self.limits = limits
 
-    monkeypatch.setattr(descriptors, "resource", FakeResource(1024, 20000))
-    assert descriptors.raise_limit(21024) == (1024, 20000)       # as far as the hard allows
-    monkeypatch.setattr(descriptors, "resource", FakeResource(1024, 524288))
-    assert descriptors.raise_limit(21024) == (1024, 21024)
-    monkeypatch.setattr(descriptors, "resource", FakeResource(65536, 65536))
-    assert descriptors.raise_limit(21024) == (65536, 65536)      # never lowered
+    monkeypatch.setattr(limits, "resource", FakeResource(1024, 20000))
+    assert limits.raise_limit(21024) == (1024, 20000)       # as far as the hard allows
+    monkeypatch.setattr(limits, "resource", FakeResource(1024, 524288))
+    assert limits.raise_limit(21024) == (1024, 21024)
+    monkeypatch.setattr(limits, "resource", FakeResource(65536, 65536))
+    assert limits.raise_limit(21024) == (65536, 65536)      # never lowered
     assert calls == [(20000, 20000), (21024, 524288)]
 
 

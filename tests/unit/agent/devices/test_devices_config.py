@@ -369,3 +369,33 @@ def test_a_missing_plugin_names_the_package_to_install(tmp_path):
     assert lines == ["command 'check_dig' not found: install monitoring-plugins-standard and "
                      "bind9-dnsutils"]
     assert synthetic.missing(declared, resolve=lambda c, d: ("/x/" + c, c)) == []
+
+
+def test_a_pollers_unit_holds_what_its_devices_need_and_no_more(tmp_path, secrets):
+    """``fleetwatch service install agent`` reads the agent's config: ping needs CAP_NET_RAW,
+    a trap port below 1024 CAP_NET_BIND_SERVICE, many devices descriptors; an agent without
+    devices keeps its empty capability set."""
+    from fleetwatch.cli import units
+    from fleetwatch.cli.service.install import agent_needs
+    agent = units.Service("agent")
+    path = tmp_path / "agent.yaml"
+    path.write_text("routers: [tcp://r1:5555, tcp://r2:5555]\n")
+    assert agent_needs(agent, str(path)) == {}
+    plain = units.render(agent, "/opt/fleetwatch/venv/bin/fleetwatch")
+    assert "\nCapabilityBoundingSet=\n" in plain and "\nAmbientCapabilities=\n" in plain
+    path.write_text(
+        "routers: [tcp://r1:5555, tcp://r2:5555]\n"
+        "devices:\n"
+        "  hosts:\n"
+        "    - {name: web, address: 192.0.2.7, checks: [{type: http}], alive: ping}\n"
+        "    - {name: sw, address: 192.0.2.8, snmp: {community_file: "
+        f"{secrets['community']}}}}}\n"
+        f"  traps: {{listen: '0.0.0.0:162', communities_file: {secrets['traps']}}}\n")
+    needs = agent_needs(agent, str(path))
+    assert needs == {"capabilities": ["CAP_NET_RAW", "CAP_NET_BIND_SERVICE"],
+                     "nofile": 1024 + 2 * 3 * 4}          # 2 devices, 3 links (routers_k)
+    unit = units.render(agent, "/opt/fleetwatch/venv/bin/fleetwatch", **needs)
+    assert "\nCapabilityBoundingSet=CAP_NET_RAW CAP_NET_BIND_SERVICE\n" in unit
+    assert "\nAmbientCapabilities=CAP_NET_RAW CAP_NET_BIND_SERVICE\n" in unit
+    assert "\nLimitNOFILE=1048\n" in unit
+    assert "CAP_NET_RAW" not in units.render(units.Service("router"), "/x", **needs)

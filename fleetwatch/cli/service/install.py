@@ -20,26 +20,27 @@ def router_sizes(service: units.Service, path: str) -> dict:
     ``CPUWeight=``) from its config at ``path``, as :func:`units.render` takes them; empty
     for another process, or a config missing or broken (the defaults then:
     :meth:`Install.ensure_config` has said what is wrong with it)."""
-    if service.process != "router":
-        return {}
+    cfg = _config_of(service, "router", path)
+    return {} if cfg is None else {"max_agents": cfg.max_agents, "nice": cfg.nice}
+
+
+def _config_of(service: units.Service, process: str, path: str):
+    """The config at ``path`` of ``service`` if it is a ``process``; None for another
+    process, or a config missing or broken."""
+    if service.process != process:
+        return None
     try:
-        cfg = load(service.config_class(), path)
+        return load(service.config_class(), path)
     except ConfigError:
-        return {}
-    return {"max_agents": cfg.max_agents, "nice": cfg.nice}
+        return None
 
 
 def agent_needs(service: units.Service, path: str) -> dict:
     """What an agent's devices need of its unit (:func:`units.render`'s ``capabilities``
     and ``nofile``), from its config at ``path``; empty for another process, an agent
     without devices, or a config missing or broken."""
-    if service.process != "agent":
-        return {}
-    try:
-        cfg = load(service.config_class(), path)
-    except ConfigError:
-        return {}
-    if not cfg.devices.hosts:
+    cfg = _config_of(service, "agent", path)
+    if cfg is None or not cfg.devices.hosts:
         return {}
     return {"capabilities": cfg.devices.capabilities(),
             "nofile": cfg.devices.descriptors(cfg.device_links)}

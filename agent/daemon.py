@@ -218,12 +218,14 @@ class Agent:
         except DevicesError as e:
             self.close()
             raise StartError(str(e)) from None
-        self.poller.register(self.devices.wake.fileno(), zmq.POLLIN)
+        for fd in self.devices.wakes:
+            self.poller.register(fd, zmq.POLLIN)
 
     def close(self):
         if self.devices is not None:
             if self.devices.loop.thread.is_alive():
-                self.poller.unregister(self.devices.wake.fileno())
+                for fd in self.devices.wakes:
+                    self.poller.unregister(fd)
             self.devices.close()
             self.devices = None
         if self.otlp_listener is not None:
@@ -263,8 +265,6 @@ class Agent:
                 if monitor in events:
                     self.routers.handshake_failed(monitor, link)
             if self.devices is not None:
-                if self.devices.wake.fileno() in events:
-                    self.devices.taken()
                 self.devices.handle(events, now)
             self._timers(self.clock())
         except sqlite3.Error as e:  # disk full or gone: keep running, messages stay put
@@ -325,7 +325,7 @@ def devices(agent: Agent, rand):
     from agent.devices.service import Devices, StartError as DevicesError
     try:
         return Devices(agent.cfg, agent.uuid, agent.hostname, agent.instance, agent.ctx,
-                       agent.poller, agent.keys, agent.workers, agent.runs, agent.clock,
+                       agent.poller, agent.keys, agent.runner.work, agent.clock,
                        agent.wall, rand)
     except DevicesError as e:
         raise StartError(str(e)) from None

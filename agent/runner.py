@@ -64,7 +64,7 @@ class Job:
     #: its place among this agent run's RESULTs (:meth:`Runner.take`: when it started)
     boot: str = ""
     seq: int = 0
-    #: the uuid whose runner made it (the agent's, or a device's: agent.runs dispatches)
+    #: the uuid whose runner made it (a device's jobs are dispatched by it: agent.devices)
     owner: str = ""
 
 

@@ -31,8 +31,6 @@ class Runs:
                  outbox: Outbox):
         self.runner, self.workers, self.declared = runner, workers, declared
         self.links, self.outbox = links, outbox
-        #: a device's uuid -> its Runs, sharing these workers (agent.devices.hosts)
-        self.others: dict[str, Runs] = {}
 
     def check(self, dirs) -> None:
         """Log plugin directories that do not exist and declared checks that do not resolve."""
@@ -58,15 +56,10 @@ class Runs:
             self.workers.submit(job)
 
     def finished(self) -> None:
-        """The workers woke the poller: answer their finished jobs (each by the runs of the
-        uuid that made it: the agent's, or a device's in :attr:`others`), start the next."""
-        touched = {id(self): self}
+        """The workers woke the poller: answer their finished jobs, start the next ones."""
         for job, result in self.workers.finished():
-            runs = self.others.get(job.owner, self)
-            runs._answer(runs.runner.finish(job, result))
-            touched[id(runs)] = runs
-        for runs in touched.values():
-            runs.start()
+            self._answer(self.runner.finish(job, result))
+        self.start()
 
     def _answer(self, answers) -> None:
         """Each RESULT through the link its RUN came from, else any live one (at most once:

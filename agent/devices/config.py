@@ -415,11 +415,14 @@ class DevicesConfig:
         10.0, "seconds between a device's heartbeats to each router while it answers (the "
               "alerting sinks call it DOWN after 3 of them, at least 10 s, without one)")
     max_concurrent: int = setting(100, "SNMP polls at once; the others wait their turn")
+    max_running: int = setting(16, "synthetic checks running at once, all devices together "
+                                   "(besides the agent's own plugins.max_running)")
 
     def validate(self):
         within(self, "max_devices", 1, MAX_DEVICES)
         within(self, "heartbeat_interval", 0.1, 3600, " seconds")
         within(self, "max_concurrent", 1, 10_000)
+        within(self, "max_running", 1, 1000)
         if len(self.hosts) > self.max_devices:
             raise ValueError(f"hosts: {len(self.hosts)} devices, more than max_devices "
                              f"({self.max_devices})")

@@ -7,7 +7,8 @@ key, which the routers bind to its devices too), its :class:`agent.routers.Route
 ``role: device``, its name as hostname, its parents: the poller's hostname unless its config
 says others), its :class:`agent.outbox.Outbox` (its at-most-once queue; its spooled messages
 in the devices' one spool, :class:`DeviceSpool`) and, for its synthetic checks, a
-:class:`agent.runner.Runner` whose jobs run on the agent's plugin workers.
+:class:`agent.runner.Runner` whose jobs run on the devices' own plugin workers
+(``devices.max_running``).
 
 What makes it more than a copy of the agent:
 
@@ -147,7 +148,7 @@ class Shared:
     keys: object
     spool: DeviceSpool
     routes: object                  # agent.spool.acks.FleetRoutes: one for every device
-    workers: object                 # the agent's agent.execute.Workers
+    workers: object                 # the devices' agent.execute.Workers
     counters: object                # the devices' parts' counters (agent.devices.*)
     index: dict                     # socket -> (host, link, monitor?)
     clock: object

@@ -37,6 +37,7 @@ from fleetwatch.logs import Throttle
 from agent.devices import synthetic
 from agent.devices.hosts import DeviceHost, DeviceSpool, Shared
 from agent.devices.loop import DevicesLoop
+from agent.execute import Workers
 from agent.spool import Spool
 from agent.spool.acks import FleetRoutes
 
@@ -65,7 +66,7 @@ class Devices:
     """Every device of one poller, and what they share."""
 
     def __init__(self, cfg, poller: str, hostname: str, instance: str, ctx, zpoller, keys,
-                 workers, runs, clock, wall, rand):
+                 work, clock, wall, rand):
         self.cfg, self.clock, self.wall = cfg, clock, wall
         path = os.path.join(cfg.state_dir, SPOOL_FILE)
         try:
@@ -76,10 +77,12 @@ class Devices:
         self.lock = threading.Lock()
         self.counters: collections.Counter = collections.Counter()
         self.index: dict = {}
+        #: the synthetic checks' worker threads (``work``: the agent's runner's), all devices'
+        self.workers = Workers(cfg.devices.max_running, work)
         view = DeviceSpool(self.spool, self.lock, self._spooled)
         shared = Shared(cfg, poller, hostname, instance, ctx, zpoller, keys,
                         view, FleetRoutes(self.spool.fallback),
-                        workers, self.counters, self.index, clock, wall, rand)
+                        self.workers, self.counters, self.index, clock, wall, rand)
         try:
             self.hosts = [DeviceHost(device, shared) for device in cfg.devices.hosts]
         except ValueError as e:             # the agent's uuid leaves no room for a device's
@@ -87,8 +90,6 @@ class Devices:
             raise StartError(str(e)) from None
         self.by_uuid = {host.uuid: host for host in self.hosts}
         self.by_name = {host.name: host for host in self.hosts}
-        for host in self.hosts:
-            runs.others[host.uuid] = host.runs
         self.loop = DevicesLoop()
         self.poller = self.receiver = None
         #: device name -> an asyncio.Event that starts its next poll now (a link trap)
@@ -120,6 +121,7 @@ class Devices:
         elif after > before:
             log.info("descriptor limit raised from %d to %d for %d devices", before, after,
                      len(self.hosts))
+        self.workers.start()
         self.loop.start()
         if polled:
             self.poller = self.loop.run(self._make_poller(
@@ -156,6 +158,7 @@ class Devices:
         if self.poller is not None:
             cleanups.append(self._close_poller())
         self.loop.close(*cleanups)
+        self.workers.close()
         for host in self.hosts:
             host.sockets.close_all()
         self.spool.close()
@@ -220,10 +223,17 @@ class Devices:
         self.next_due = 0.0
 
     # ---------------------------------------------------------------- the agent's thread
-    @property
-    def wake(self):
-        """The socket the agent's poller watches for what the loop posted."""
-        return self.loop.wake
+    def ran(self) -> None:
+        """The workers woke the agent: each finished check answered by its device, the
+        next ones started."""
+        touched = {}
+        for job, result in self.workers.finished():
+            host = self.by_uuid.get(job.owner)
+            if host is not None:
+                host.runs._answer(host.runner.finish(job, result))
+                touched[host.uuid] = host
+        for host in touched.values():
+            host.runs.start()
 
     def taken(self) -> None:
         """What the loop posted: polls and traps, each to its device."""
@@ -235,8 +245,19 @@ class Devices:
                 if event is not None:
                     self.loop.loop.call_soon_threadsafe(event.set)
 
+    @property
+    def wakes(self) -> list[int]:
+        """The descriptors the agent's poller watches for the devices: what the loop posted,
+        the synthetic checks' workers."""
+        return [self.loop.wake.fileno(), self.workers.wake.fileno()]
+
     def handle(self, events: dict, now: float) -> None:
-        """The readable sockets of ``events`` that are devices'."""
+        """What ``events`` (the agent's poller's) holds for the devices: what the loop
+        posted, finished checks, their readable sockets."""
+        if self.loop.wake.fileno() in events:
+            self.taken()
+        if self.workers.wake.fileno() in events:
+            self.ran()
         for sock in events:
             entry = self.index.get(sock)
             if entry is None:

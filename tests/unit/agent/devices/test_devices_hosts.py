@@ -16,7 +16,6 @@ from agent.devices.hosts import ALIVE_INTERVALS, DeviceHost, DeviceSpool, Shared
 from agent.devices.notifications import Trap
 from agent.devices.service import FIRST_SPREAD, TICK, Devices, phase
 from agent.execute import Workers
-from agent.runs import Runs
 from agent.spool import Spool
 from agent.spool.acks import FleetRoutes
 from fleetwatch import protocol
@@ -195,28 +194,3 @@ def test_first_polls_are_spread_and_timers_rounded_to_a_tick():
     fake = type("D", (), {"hosts": [], "next_due": 10.01, "spool": type(
         "S", (), {"next_retry": staticmethod(lambda: None)})(), "wall": staticmethod(lambda: 0)})
     assert Devices.deadline(fake, 0.0) == pytest.approx(10.0 + TICK)
-
-
-def test_a_devices_runs_are_dispatched_to_its_runner():
-    class FakeRunner:
-        def __init__(self, uuid):
-            self.uuid, self.finished = uuid, []
-
-        def finish(self, job, result):
-            self.finished.append(job.owner)
-            return []
-
-        def take(self):
-            return []
-
-    class Job:
-        def __init__(self, owner):
-            self.owner = owner
-
-    workers = type("W", (), {"finished": lambda self: [(Job("me@sw1"), None), (Job("me"), None)],
-                             "submit": lambda self, job: None})()
-    mine, device = FakeRunner("me"), FakeRunner("me@sw1")
-    runs = Runs(mine, workers, None, [], None)
-    runs.others["me@sw1"] = Runs(device, workers, None, [], None)
-    runs.finished()
-    assert (mine.finished, device.finished) == (["me"], ["me@sw1"])

@@ -197,6 +197,8 @@ class DeviceHost:
         self.passive: tuple[str, ...] = (read.SNMP_CHECK,) if snmp is not None else ()
         #: until when (the clock) it answers: heartbeats go out until then
         self.alive_until = 0.0
+        #: when its timers are due next (agent.devices.service.Devices.timers)
+        self.next_at = 0.0
         #: its going quiet was logged (once each time)
         self.quiet_logged = False
         self.polls = 0

@@ -13,10 +13,11 @@ DevicesLoop`) where the SNMP polls (:class:`agent.devices.snmp.Poller`) and the 
 - **Traps** are spooled on the loop (an inform is answered once its NOTIFY is on disk), then
   handed to the agent's thread for the interface's check.
 - **The agent's loop** asks :meth:`Devices.deadline`, calls :meth:`Devices.timers` and hands
-  the readable sockets to :meth:`Devices.handle`. The devices' timers are rounded up to
-  :data:`TICK`: a thousand devices' heartbeats wake the agent a few times a second, not a
-  thousand. The spool's due messages are read once for all devices and each sent through
-  the links of its own device.
+  the readable sockets to :meth:`Devices.handle`. Each device keeps when its timers are
+  due next, and only those due (or touched by an event since) run; the soonest is rounded
+  up to :data:`TICK`: a thousand devices' heartbeats wake the agent a few times a second,
+  not a thousand. The spool's due messages are read once for all devices and each sent
+  through the links of its own device.
 """
 
 from __future__ import annotations
@@ -95,7 +96,10 @@ class Devices:
         #: device name -> an asyncio.Event that starts its next poll now (a link trap)
         self.soon: dict[str, asyncio.Event] = {}
         self.throttle = Throttle(log, 10.0, clock)
-        self.next_due = 0.0
+        #: when the spool's next message is due (the clock; None: none), and the soonest
+        #: timer of a device (each keeps its own, ``DeviceHost.next_at``)
+        self.next_due: float | None = 0.0
+        self.next_at = 0.0
 
     # ---------------------------------------------------------------- life cycle
     def start(self) -> None:
@@ -232,12 +236,14 @@ class Devices:
             if host is not None:
                 host.runs._answer(host.runner.finish(job, result))
                 touched[host.uuid] = host
+                self.touch(host)
         for host in touched.values():
             host.runs.start()
 
     def taken(self) -> None:
         """What the loop posted: polls and traps, each to its device."""
         for kind, host, item in self.loop.taken():
+            self.touch(host)
             if kind == "poll":
                 host.polled(item)
             elif host.trapped(item):
@@ -263,6 +269,7 @@ class Devices:
             if entry is None:
                 continue
             host, link, monitor = entry
+            self.touch(host)
             if monitor:
                 host.routers.handshake_failed(sock, link)
             else:
@@ -270,8 +277,7 @@ class Devices:
 
     def deadline(self, now: float) -> float:
         """The next time the devices need the agent's loop, rounded up to :data:`TICK`."""
-        soonest = min((min(h.routers.deadline(), h.outbox.deadline(now)) for h in self.hosts),
-                      default=math.inf)
+        soonest = self.next_at
         if self.next_due is not None:
             soonest = min(soonest, self.next_due)
         retry = self.spool.next_retry()
@@ -280,14 +286,29 @@ class Devices:
         return math.ceil(soonest / TICK) * TICK if math.isfinite(soonest) else soonest
 
     def timers(self, now: float) -> None:
-        for host in self.hosts:
-            host.routers.timers(now)
-            host.outbox.timers(now)
-        with self.lock:
-            self.spool.retry(self.wall())
-            if self.next_due is not None and now >= self.next_due and \
-                    any(h.links.alive() for h in self.hosts):
-                self._resend(now)
+        """The timers of the devices that are due (or were touched since: :meth:`touch`),
+        each then telling when it is due next; the spool's retries and resends."""
+        if now >= self.next_at:
+            soonest = math.inf
+            for host in self.hosts:
+                if host.next_at <= now:
+                    host.routers.timers(now)
+                    host.outbox.timers(now)
+                    host.next_at = min(host.routers.deadline(), host.outbox.deadline(now))
+                soonest = min(soonest, host.next_at)
+            self.next_at = soonest
+        if self.spool.next_retry() is not None or (self.next_due is not None
+                                                   and now >= self.next_due):
+            with self.lock:
+                self.spool.retry(self.wall())
+                if self.next_due is not None and now >= self.next_due and \
+                        any(h.links.alive() for h in self.hosts):
+                    self._resend(now)
+
+    def touch(self, host: DeviceHost) -> None:
+        """Something happened to ``host`` (a message, a poll, a check): its timers run at
+        the next :meth:`timers`."""
+        host.next_at = self.next_at = 0.0
 
     def _resend(self, now: float) -> None:
         """The spool's due messages, each through its own device's links (one that has no

@@ -191,6 +191,6 @@ def test_first_polls_are_spread_and_timers_rounded_to_a_tick():
     assert all(0 <= s < FIRST_SPREAD for s in shares)
     assert max(shares) - min(shares) > FIRST_SPREAD / 2
     assert all(s < 2 for s in (phase(f"{POLLER}@r{i}", 2) for i in range(50)))
-    fake = type("D", (), {"hosts": [], "next_due": 10.01, "spool": type(
+    fake = type("D", (), {"next_at": 10.01, "next_due": None, "spool": type(
         "S", (), {"next_retry": staticmethod(lambda: None)})(), "wall": staticmethod(lambda: 0)})
     assert Devices.deadline(fake, 0.0) == pytest.approx(10.0 + TICK)

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from support.fleet import wait_for
+from fleetwatch.cli.demo.switch import missing as switch_missing
 from fleetwatch.security import read_certificate
 from sinks.alerting.series.config import for_demo as demo_rules
 from sinks.graphite.paths import node as sanitise_host
@@ -55,6 +56,7 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
             "sink-registry", "sink-alerting", "sink-graphite", "sink-history", "sink-prometheus",
             "sink-remote_write", "scheduler", "history-compact", "agent", "agent-site-1",
             "console", "receivers", "otlp-app"} <= names
+    switch = switch_planned(demo, info, names)
     assert "Open the console:" in demo.log() and info["console"]["password"] in demo.log()
     for p in procs:
         assert psutil.pid_exists(p["pid"]), p
@@ -75,7 +77,8 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
                                                                "routers", "state")}
                                          for a in said["agents"]],
                               "unanswered": said.get("unanswered")})
-        agents = {a["hostname"]: a for a in said["agents"]}
+        # (not the devices the agent speaks for: their uuids are POLLER@NAME)
+        agents = {a["hostname"]: a for a in said["agents"] if "@" not in a["uuid"]}
         # the agent, the site router (a host upstream) and the agent behind it
         return agents if len(agents) == 3 and all(a["alive"] for a in agents.values()) \
             else None
@@ -165,14 +168,24 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     for kind in set(kinds) - {"email", "webhook"}:     # each receiver kept what it took
         assert "demo disk on fire" in (received / f"{kind}.jsonl").read_text(), kind
 
-    # The scheduler runs the agent's declared checks: bundled ones and Debian's check_users.
+    # The scheduler runs the agent's declared checks: bundled ones and Debian's check_users;
+    # and the agent polls its devices: demo-switch (snmpd) UP with its snmp and if_lo checks
+    # OK, demo-web (the console seen from outside) UP with its http check OK.
+    devices = info["devices"]["uuids"]
+    said = {}
+
     def checks_ran():
         res = fleet.command("status", "--config", op, "--json", check=False)
-        checks = json.loads(res.stdout)["checks"] if res.returncode == 0 else []
+        said.update(json.loads(res.stdout) if res.returncode == 0 else {})
+        checks = said.get("checks", [])
         ran = {c["plugin"]: c for c in checks if c["state"] != "PENDING"}
         tcp = [c for c in ran.values() if c["output"].startswith("TCP")]
-        return ran if {"disk_root", "users"} <= set(ran) and tcp else None
-    ran = wait_for(checks_ran, 60, interval=1.0, what="the demo checks run by the scheduler")
+        return ran if {"disk_root", "users"} <= set(ran) and tcp and \
+            devices_up(said, devices) else None
+    ran = wait_for(checks_ran, 60, interval=1.0,
+                   what=lambda: f"the demo checks run by the scheduler, the devices UP: "
+                                f"{devices_of(said, devices)}")
+    check_devices(fleet, demo, info, said, entry, switch)
     assert ran["disk_root"]["output"].startswith("DISK"), ran["disk_root"]
     # The demo's rules on series judged the agent's STATS and its checks' perfdata
     # (docs/operating/rules.md): checks rule:NAME of the demo host, in status.
@@ -202,8 +215,10 @@ def test_demo_runs_a_fleet_and_stops_cleanly(fleet):
     # files with data in them.
     from fleetwatch.cli.demo.carbon import read_points
     host = sanitise_host(entry["hostname"])
-    base = Path(info["carbon"]["whisper_dir"]) / info["carbon"]["prefix"] / host
-    for metric in ("cpu/percent.wsp", "checks/disk_root/status.wsp"):
+    base = Path(info["carbon"]["whisper_dir"]) / info["carbon"]["prefix"]
+    # (the switch's interface traffic too: two polls make a rate)
+    for metric in [f"{host}/cpu/percent.wsp", f"{host}/checks/disk_root/status.wsp",
+                   *(["demo-switch/if/lo/in_bps.wsp"] if switch else [])]:
         wait_for(lambda: (base / metric).exists(), 60, interval=0.5, what=f"whisper {metric}")
         assert read_points(base / metric, timeout=10), metric
     check_graphite_web(op, info, entry["hostname"])
@@ -291,9 +306,10 @@ def test_demo_from_a_config_file_with_tagged_graphite_series_draws_the_hosts_gra
     assert info["alerts"] == {"channels": [], "received": None}
     assert "alerts          recorded only" in demo.log()
     assert names == ["router-1", "carbon", "graphite-web", "prometheus-server",
-                     "sink-registry", "sink-alerting", "sink-graphite", "sink-history",
-                     "sink-prometheus", "sink-remote_write", "scheduler", "history-compact",
-                     "agent", "console", "otlp-app"]
+                     *(["snmpd"] if switch_missing() is None else []), "sink-registry",
+                     "sink-alerting", "sink-graphite", "sink-history", "sink-prometheus",
+                     "sink-remote_write", "scheduler", "history-compact", "agent", "console",
+                     "otlp-app"]
     assert info["warm_spark"] is None
     # A second demo in the same directory is refused before it writes anything: the running
     # fleet keeps its configs (and the CLI its ports).
@@ -456,6 +472,83 @@ def check_ecosystem(fleet, demo, op: str, info: dict, entry: dict) -> None:
     for line in done["otlp"]:           # the agent's host, whatever the application claims
         assert f'host="{host}"' in line and f'instance="{uuid}"' in line, line
         assert 'host_name="not-this-host.example"' in line, line
+
+
+def switch_planned(demo, info: dict, names: set[str]) -> bool:
+    """Whether the demo runs its switch (snmpd), as it says; where it cannot (no snmpd, no
+    pysnmp), it says why in one line."""
+    why = switch_missing()
+    if why is not None:
+        assert f"  devices         demo-switch not running: {why}" in demo.log()
+        assert "snmpd" not in names and info["devices"]["switch"] is None
+        return False
+    port = info["devices"]["switch"]["port"]
+    assert "snmpd" in names
+    assert f"  devices         demo-switch: snmpd (Net-SNMP) on udp 127.0.0.1:{port}, " \
+        in demo.log()
+    return True
+
+
+def devices_of(said: dict, uuids: dict) -> dict:
+    """What ``status --json`` said of the demo's devices: name -> its state and its checks'."""
+    return {name: ({a["uuid"]: a.get("state") for a in said.get("agents", [])}.get(uuid),
+                   {c["plugin"]: c["state"] for c in said.get("checks", [])
+                    if c["uuid"] == uuid}) for name, uuid in uuids.items()}
+
+
+def devices_up(said: dict, uuids: dict) -> bool:
+    """The devices UP, demo-switch's snmp and if_lo checks OK, demo-web's http_console OK."""
+    want = {"demo-switch": ("snmp", "if_lo"), "demo-web": ("http_console",)}
+    return all(state == "UP" and all(checks.get(p) == "OK" for p in want[name])
+               for name, (state, checks) in devices_of(said, uuids).items())
+
+
+def check_devices(fleet, demo, info: dict, said: dict, entry: dict, switch: bool) -> None:
+    """The demo agent's devices, UP (:func:`devices_up`): each under its uuid POLLER@NAME,
+    its checks' outputs; the switch's interface graph at the URL the demo printed; the
+    printed snmptrap line's linkDown an alert of the switch."""
+    import shlex
+    import shutil
+    import urllib.request
+
+    uuids = info["devices"]["uuids"]
+    assert uuids == {name: f"{entry['uuid']}@{name}" for name in
+                     ["demo-switch"] * switch + ["demo-web"]}, uuids
+    checks = {(c["uuid"].rpartition("@")[2], c["plugin"]): c["output"] for c in said["checks"]
+              if c["uuid"] in uuids.values()}
+    assert checks[("demo-web", "http_console")].startswith("HTTP OK"), checks
+    if not switch:
+        return
+    assert checks[("demo-switch", "if_lo")].startswith("IF OK - lo up"), checks
+    assert checks[("demo-switch", "snmp")].startswith("SNMP OK"), checks
+    assert "sysName demo-switch" in checks[("demo-switch", "snmp")], checks
+
+    (url,) = [line.split()[0] for line in demo.log().splitlines()
+              if "/render?target=fleet.demo-switch.if.*.in_bps" in line]
+
+    def graphed():
+        with urllib.request.urlopen(url, timeout=10) as res:
+            series = {s["target"]: s["datapoints"] for s in json.loads(res.read())}
+        return any(v is not None for v, _ in series.get("fleet.demo-switch.if.lo.in_bps", []))
+    wait_for(graphed, 30, interval=1.0, what=f"lo's traffic at {url}")
+
+    trap = info["devices"]["switch"]["trap"]
+    assert f"  {trap}   (a linkDown of lo" in demo.log()
+    if shutil.which("snmptrap") is None:       # Debian's snmp package: make install has it
+        return
+    persist = fleet.root / "snmptrap"
+    persist.mkdir(exist_ok=True)
+    sent = subprocess.run(shlex.split(trap), capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "SNMP_PERSISTENT_DIR": str(persist)})
+    assert sent.returncode == 0, sent.stderr
+    op = info["operator_config"]
+
+    def alerted():
+        res = fleet.command("alerts", "--config", op, "--json", check=False)
+        return [a for a in json.loads(res.stdout)["alerts"] if a["uuid"] == uuids[
+            "demo-switch"] and "linkDown" in a["text"]] if res.returncode == 0 else None
+    (alert,) = wait_for(alerted, 30, interval=0.5, what="the linkDown trap's alert")
+    assert alert["severity"] == "error" and "SNMPv2c trap from 127.0.0.1" in alert["text"], alert
 
 
 def check_graphite_web(op: str, info: dict, hostname: str) -> None:

@@ -2,14 +2,15 @@
 
 :mod:`fleetwatch.cli.demo.plan` writes one config file per process into ``--dir`` (and the CURVE
 keys unless ``--insecure``); this module starts the processes in order (routers, carbon-cache,
-graphite-web and Debian's Prometheus, sinks (the prometheus and remote_write sinks among
-them), then, once every router has each sink type connected, so that the routers drop
-nothing at start, the site routers, the scheduler, the agents, the console, the OTLP
-application), records them in ``demo.json``, prints where everything listens (graphite-web's
-URL too: the operator config's ``graphite.url``; the console's, with its demo user and
-password; the prometheus sink's ``/metrics``; the agent's OTLP intake; Prometheus' own), and
-supervises them until Ctrl-C or SIGTERM, when it stops them all: agents first, routers last,
-SIGKILL for any that do not exit in time.
+graphite-web, Debian's Prometheus and the devices' snmpd, sinks (the prometheus and
+remote_write sinks among them), then, once every router has each sink type connected, so
+that the routers drop nothing at start, the site routers, the scheduler, the agents, the
+console, the OTLP application), records them in ``demo.json``, prints where everything
+listens (graphite-web's URL too: the operator config's ``graphite.url``; the console's, with
+its demo user and password; the prometheus sink's ``/metrics``; the agent's OTLP intake;
+Prometheus' own; the devices' snmpd, with a linkDown trap to send), and supervises them
+until Ctrl-C or SIGTERM, when it stops them all: agents first, routers last, SIGKILL for any
+that do not exit in time.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from fleetwatch.cli.demo.plan import COMPACT_EVERY, GRAPHITE_PREFIX, OTLP_APP_MO
     Child, DemoConfig, plan
 from fleetwatch.cli.demo.promserver import ALERT, CHECK
 from fleetwatch.cli.demo.supervise import Supervisor
+from fleetwatch.cli.demo.switch import device_commands, device_lines, record as devices_record
 from fleetwatch.display import escape
 
 __all__ = ["DemoConfig", "plan", "run"]
@@ -237,6 +239,7 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"  prometheus      {info['prometheus']} (the prometheus sink: every host's stats and "
         f"checks, one scrape)",
         *otlp_lines(info),
+        *device_lines(info["devices"]),
         *prometheus_lines(info),
         (f"  CURVE           on: keys in {info['keys']}/ (routers/, agents/, backends/); "
          f"--insecure turns it off" if info.get("keys") else
@@ -280,6 +283,8 @@ def describe(root: Path, children: list[Child], info: dict) -> str:
         f"{shlex.quote(str(root / 'sink-alerting.yaml'))} --config {op}   (what this policy "
         f"would have paged over the lake's last hour)",
         *ecosystem_commands(info, fw, op),
+        *device_commands(info["devices"], fw, op, getattr(info.get("graphite_web"), "url", None),
+                         (info.get("console") or {}).get("url")),
         "",
     ]
     return "\n".join(lines)
@@ -509,13 +514,16 @@ def run(args: argparse.Namespace) -> int:
         # routers and carbon first: the sinks, the scheduler and the agent connect to them;
         # graphite-web (a few seconds to start) with them, waited for once the rest started
         first = [c for c in children if c.name.startswith("router-") or
-                 c.name in ("carbon", "graphite-web", "prometheus-server")]
+                 c.name in ("carbon", "graphite-web", "prometheus-server", "snmpd")]
         for c in first:
             start(c)
         waits = [(r["id"], Path(r["ready_file"]).exists) for r in info["routers"]]
         server = info.get("prometheus_server")
         if server is not None:      # before the remote_write sink's first send
             waits.append(("prometheus", server.ready))
+        switch = info["devices"]["switch"]
+        if switch is not None:      # before the agent's first poll
+            waits.append(("snmpd", switch.listening))
         wait_ready(first, waits + [("carbon-cache", info["carbon"].accepting)])
         web = info.get("graphite_web")
         if web is not None and info["carbon"].tagdb:
@@ -557,6 +565,7 @@ def run(args: argparse.Namespace) -> int:
             "prometheus_server": {"url": server.url, "alert": ALERT, "check": CHECK,
                                   "host": server.host} if server is not None else None,
             "remote_write": {k: info["remote_write"][k] for k in ("url", "queue_dir")},
+            "devices": devices_record(info["devices"]),
             "alerts": {"channels": info["channels"],
                        "received": {**info["received"], "dir": str(info["received"]["dir"])}
                        if info.get("received") else None},

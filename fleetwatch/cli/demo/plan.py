@@ -7,7 +7,9 @@ a real carbon-cache (:mod:`fleetwatch.cli.demo.carbon`, for the graphite
 sink), graphite-web over carbon's files (:mod:`fleetwatch.cli.demo.graphiteweb`, when installed:
 its URL is the operator config's ``graphite.url``), Debian's Prometheus
 (:mod:`fleetwatch.cli.demo.promserver`, when installed: the remote_write sink's receiver, its
-alert posted to the console), sinks, the scheduler, the agents, the console, and an
+alert posted to the console), Net-SNMP's snmpd (:mod:`fleetwatch.cli.demo.switch`, when
+installed with pysnmp: the stand-in switch ``demo-switch`` the demo agent polls, with the
+console as ``demo-web``, its ``devices:``), sinks, the scheduler, the agents, the console, and an
 application exporting OTLP to the agent's intake (:mod:`fleetwatch.cli.demo.otlpapp`, with
 the OpenTelemetry SDK); with the warm Spark, the history answerer (``fleetwatch history
 serve``: a session on it kept warm, ``history.answerer`` a Unix socket in the demo
@@ -54,6 +56,7 @@ from fleetwatch.config import setting
 from fleetwatch.config import socket_path_fits
 from fleetwatch.cli.demo.ports import free_port
 from fleetwatch.cli.demo.promserver import PrometheusServer, binary as prometheus_binary
+from fleetwatch.cli.demo.switch import planned
 from fleetwatch.security import PUBLIC_SUFFIX, SECRET_SUFFIX, read_certificate, \
     write_certificates
 
@@ -390,6 +393,10 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     # The agent knows one router and learns the others from its WELCOME. The demo's own
     # takes OTLP from applications (docs/operating/otlp.md), with the otlp extra.
     otlp = f"127.0.0.1:{free_port()}" if importable("opentelemetry.proto") else None
+    # and polls the demo's devices: a switch (snmpd), the console seen from outside
+    from agent import identity
+    devices = planned(root.resolve(), console if has_console else None,
+                      identity.load_or_create(str(agents["agent"][0])))
     for name, (state, router, hostname) in agents.items():
         configs[f"{name}.yaml"] = {
             "routers": [router["bind"]["agents"]],
@@ -401,6 +408,8 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
             "heartbeat_interval": args.heartbeat,
             "stats_interval": args.stats_interval,
             "plugins": {"checks": demo_checks(carbon.port)},
+            **({"devices": devices["section"]} if devices["section"] and name == "agent"
+               else {}),
         }
     # the warm Spark's answerer (a Unix socket: its path has a length limit, past which the
     # demo goes without one, history sql then asking the warm Spark itself)
@@ -452,6 +461,9 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
     if server is not None:
         children.append(Child("prometheus-server", server.config_path, server.command(),
                               server.log_path))
+    if devices["switch"] is not None:
+        switch = devices["switch"]
+        children.append(Child("snmpd", switch.config_path, switch.command(), switch.log_path))
     if received is not None:
         children.append(Child(
             "receivers", (root / "sink-alerting.yaml").resolve(),
@@ -495,7 +507,7 @@ def plan(root: Path, args: DemoConfig, spark_master: str = "",
                       "received": received,
                       "answerer": answerer,
                       "otlp": f"http://{otlp}" if otlp else None, "otlp_app": bool(app),
-                      "prometheus_server": server,
+                      "prometheus_server": server, "devices": devices,
                       "remote_write": configs["sink-remote_write.yaml"]["remote_write"]}
 
 

@@ -1,5 +1,6 @@
-"""Free TCP ports for servers a process starts next and names in their configs (the demo's
-routers and carbon-cache, the tests' PostgreSQL and deployed fleets).
+"""Free ports for servers a process starts next and names in their configs (the demo's
+routers and carbon-cache, the tests' PostgreSQL and deployed fleets: TCP; the demo's snmpd
+and trap receiver: UDP).
 
 A port the kernel hands out for ``bind(port 0)`` comes from its ephemeral range, where every
 other process's port-0 binds and outgoing connections draw theirs too: between choosing it
@@ -30,15 +31,17 @@ def ephemeral_range() -> tuple[int, int]:
         return 32768, 60999            # Linux's default
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nothing listens on now, outside the ephemeral range, not given before."""
+def free_port(host: str = "127.0.0.1", udp: bool = False) -> int:
+    """A TCP port (``udp``: a UDP port) nothing has bound now, outside the ephemeral range,
+    not given before."""
+    kind = socket.SOCK_DGRAM if udp else socket.SOCK_STREAM
     low, high = ephemeral_range()
     ranges = [r for r in (range(LOWEST, low), range(high + 1, 65536)) if len(r) > 1000]
     for _ in range(200):
         port = random.choice(random.choice(ranges)) if ranges else 0
         if port in _given:
             continue
-        with socket.socket() as s:
+        with socket.socket(socket.AF_INET, kind) as s:
             try:
                 s.bind((host, port))
             except OSError:
@@ -46,7 +49,7 @@ def free_port(host: str = "127.0.0.1") -> int:
             port = s.getsockname()[1]
         _given.add(port)
         return port
-    with socket.socket() as s:         # every try taken: let the kernel choose
+    with socket.socket(socket.AF_INET, kind) as s:     # every try taken: the kernel chooses
         s.bind((host, 0))
         return s.getsockname()[1]
 

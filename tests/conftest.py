@@ -177,11 +177,14 @@ INTEGRATION = Path(__file__).parent / "integration"
 
 
 #: the integration modules that take longest, longest first (``--durations=40`` of a whole
-#: run, docs/development/testing.md): pytest-xdist hands modules to its workers in the order
-#: collected, so these start at once and the short ones fill the gaps at the end
-LONGEST = ["test_ansible", "test_ansible_systemd", "test_history_cluster", "test_systemd",
-           "test_demo", "test_demo_spark", "test_durable_e2e", "test_fleetsim",
-           "test_history_replay", "test_history_query", "test_notebook", "test_history_jupyter"]
+#: run, docs/development/testing.md; the order of a fresh CI run's per-module seconds,
+#: 2026-12-05): pytest-xdist hands modules to its workers in the order collected, so these
+#: start at once and the short ones fill the gaps at the end
+LONGEST = ["test_history_cluster", "test_ansible_systemd", "test_ansible", "test_web",
+           "test_demo", "test_history_compact", "test_demo_spark", "test_history_drops",
+           "test_durable_e2e", "test_web_oncall", "test_history_cli", "test_history_path",
+           "test_systemd", "test_fleetsim", "test_history_replay", "test_history_query",
+           "test_notebook", "test_history_jupyter"]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,7 +7,8 @@ picked, shared by the whole module (a cluster is heavy on a 2-core machine) and 
 
 Compaction (on the master killed after staging, then run again), the ready-made queries
 and ``history sql`` run on the cluster, and through Spark Connect, in child processes (one
-SparkContext per process: the test process holds the ``local[2]`` one) and must give exactly what
+SparkContext per process: the test process holds the ``local[2]`` one; one child a flavour
+for the compaction's rerun, the queries and the SQL) and must give exactly what
 ``local[2]`` gives on the same lake; the fleet notebook, executed by a real Jupyter kernel
 (nbclient + ipykernel) on local Spark and on the cluster through Spark Connect, prints the
 same in every cell. What local Spark gives is worked out once for the module (fixtures
@@ -114,40 +115,6 @@ def local_compaction(spark, tmp_path_factory):
     return landed, want, tables(spark, local), done
 
 
-@pytest.mark.parametrize("through", ["master", "connect"])
-def test_compaction_on_the_cluster_killed_then_rerun_equals_local(spark, cluster, tmp_path,
-                                                                  local_compaction, through):
-    """The same landing area compacted by local[2] in this process, and on the cluster by
-    ``fleetwatch history compact`` (a session of its own on the master, or a session of
-    the Spark Connect server): through the master SIGKILLed right after its executors
-    staged the output (FLEETWATCH_HISTORY_CRASH=staged), then run again; through Spark
-    Connect once (what a kill leaves is the lake's, whoever ran the session: the killed
-    run costs two Spark drivers, and the suite is CPU-bound). The same tables, every
-    landing file processed once."""
-    landed, want, local_tables, local_done = local_compaction
-    remote = tmp_path / "cluster"
-    shutil.copytree(landed, remote)
-
-    cfg = config(tmp_path, remote, where(cluster, through))
-    if through == "master":
-        killed = fleetwatch("history", "compact", "--config", str(cfg),
-                            env={"FLEETWATCH_HISTORY_CRASH": "staged"})
-        assert killed.returncode == -9, killed.stdout + killed.stderr
-        assert f"read: {want['events']} events" in killed.stdout
-        assert list((remote / "_compaction" / "staging").iterdir())
-        assert not (remote / "tables" / "metrics").exists()
-
-    rerun = fleetwatch("history", "compact", "--config", str(cfg))
-    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    if through == "master":
-        assert "staged output removed" in rerun.stdout
-    assert f"{want['duplicates']} duplicates dropped" in rerun.stdout
-    lake_is_settled(remote)
-    assert tables(spark, remote) == local_tables
-    assert len(list((remote / "_compaction" / "manifest" / "settled").iterdir())) == 1
-    assert sorted(p.name for p in (remote / "landing" / "done").iterdir()) == local_done
-
-
 QUERY = ("SELECT hostname, date, count(*) AS n, round(avg(value), 3) AS avg FROM metrics "
          "GROUP BY hostname, date ORDER BY hostname, date")
 
@@ -169,25 +136,90 @@ def local_answers(spark, history_lake, tmp_path_factory):
     return want, rows
 
 
+@pytest.fixture(scope="module")
+def on_cluster(cluster, history_lake, local_compaction, tmp_path_factory):
+    """``run(through)``, once a flavour for the module: the landing area of
+    ``local_compaction`` copied to a lake of its own and compacted on the cluster, through the
+    master (SIGKILLed first right after its executors staged the output, then run again) or
+    through Spark Connect; then the queries and ``history sql`` on the generated lake. The
+    compaction run to its end, the queries and the SQL are one child process
+    (tests/support/historyanswers.py: the same ``fleetwatch history compact`` and ``history
+    sql`` commands, run by the CLI's ``main``, one Spark driver for the three: a driver on
+    the master costs a JVM and an executor). Returns the lake compacted, the killed run
+    (None through Spark Connect), the rerun's exit status and stdout, the answers, the rows."""
+    landed = local_compaction[0]
+    done = {}
+
+    def run(through: str) -> dict:
+        if through in done:
+            return done[through]
+        base = tmp_path_factory.mktemp(f"on-{through}")
+        remote = base / "cluster"
+        shutil.copytree(landed, remote)
+        cfg = config(base, remote, where(cluster, through))
+        killed = None
+        if through == "master":
+            killed = fleetwatch("history", "compact", "--config", str(cfg),
+                                env={"FLEETWATCH_HISTORY_CRASH": "staged"})
+            staged = list((remote / "_compaction" / "staging").iterdir())
+            metrics = (remote / "tables" / "metrics").exists()
+        (base / "sql").mkdir()          # config() names its file by the master alone
+        sql = config(base / "sql", history_lake.path, where(cluster, through))
+        script = ROOT / "tests" / "support" / "historyanswers.py"
+        argv = [sys.executable, str(script), str(history_lake.path), where(cluster, through),
+                *(["--remote"] if through == "connect" else []), "--compact", str(cfg),
+                "--sql", str(sql), QUERY]
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=400, cwd=ROOT)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+        rerun, got, rows = res.stdout.split("\n", 2)
+        done[through] = {"lake": remote, "killed": killed, "rerun": json.loads(rerun),
+                         "answers": json.loads(got), "rows": json.loads(rows)}
+        if killed is not None:
+            done[through].update(staged=staged, metrics=metrics)
+        return done[through]
+    return run
+
+
 @pytest.mark.parametrize("through", ["master", "connect"])
-def test_queries_and_sql_on_the_cluster_equal_local(cluster, history_lake, tmp_path,
-                                                    local_answers, through):
+def test_compaction_on_the_cluster_killed_then_rerun_equals_local(spark, on_cluster,
+                                                                  local_compaction, through):
+    """The same landing area compacted by local[2] in this process, and on the cluster by
+    ``fleetwatch history compact`` (a session of its own on the master, or a session of
+    the Spark Connect server): through the master SIGKILLed right after its executors
+    staged the output (FLEETWATCH_HISTORY_CRASH=staged), then run again; through Spark
+    Connect once (what a kill leaves is the lake's, whoever ran the session: the killed
+    run costs a Spark driver, and the suite is CPU-bound). The same tables, every
+    landing file processed once."""
+    _, want, local_tables, local_done = local_compaction
+    ran = on_cluster(through)
+    remote, killed, rerun = ran["lake"], ran["killed"], ran["rerun"]
+    if through == "master":
+        assert killed.returncode == -9, killed.stdout + killed.stderr
+        assert f"read: {want['events']} events" in killed.stdout
+        assert ran["staged"] and not ran["metrics"]
+
+    assert rerun["returncode"] == 0, rerun["stdout"]
+    if through == "master":
+        assert "staged output removed" in rerun["stdout"]
+    assert f"{want['duplicates']} duplicates dropped" in rerun["stdout"]
+    lake_is_settled(remote)
+    assert tables(spark, remote) == local_tables
+    assert len(list((remote / "_compaction" / "manifest" / "settled").iterdir())) == 1
+    assert sorted(p.name for p in (remote / "landing" / "done").iterdir()) == local_done
+
+
+@pytest.mark.parametrize("through", ["master", "connect"])
+def test_queries_and_sql_on_the_cluster_equal_local(on_cluster, local_answers, through):
     """Availability, metric buckets, timelines... (tests/support/historyanswers.py) and
     ``fleetwatch history sql --json`` on the cluster (a session on the master, or through
-    Spark Connect; one child process for both), against the same on local[2]."""
+    Spark Connect; the child process of the compaction's rerun), against the same on
+    local[2]."""
     want, rows = local_answers
-    script = ROOT / "tests" / "support" / "historyanswers.py"
-    cfg = config(tmp_path, history_lake.path, where(cluster, through))
-    argv = [sys.executable, str(script), str(history_lake.path), where(cluster, through),
-            *(["--remote"] if through == "connect" else []), "--sql", str(cfg), QUERY]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert res.returncode == 0, res.stderr
-    first, sql = res.stdout.split("\n", 1)
-    got = json.loads(first)
+    got = on_cluster(through)["answers"]
     assert got.keys() == want.keys()
     for name in want:
         assert got[name] == want[name], name
-    assert json.loads(sql) == rows
+    assert on_cluster(through)["rows"] == rows
 
 
 @pytest.fixture(scope="module")

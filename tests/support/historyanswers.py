@@ -3,15 +3,20 @@ sessions (``local[*]`` in the test process, a standalone cluster or Spark Connec
 child process) can be compared: availability (from spans, from every heartbeat, downtime
 excused), metric buckets, top hosts, check timelines and time in state, notifications.
 
-As a script: ``python tests/support/historyanswers.py LAKE MASTER [--remote] [--sql CONFIG
-QUERY]`` prints the answers as one JSON document on one line (MASTER: a spark:// URL,
-local[N], or with --remote an sc:// URL), then with ``--sql`` what ``fleetwatch history sql
---config CONFIG --json QUERY`` prints, run in the same process (one Spark driver for both),
-by the cluster and Connect tests with the installed fleetwatch.
+As a script: ``python tests/support/historyanswers.py LAKE MASTER [--remote] [--compact
+CONFIG] [--sql CONFIG QUERY]`` prints, with ``--compact``, what ``fleetwatch history compact
+--config CONFIG`` printed and its exit status (one JSON document on one line: that command
+run first, in this process, on a lake of its own), then the answers as one JSON document on
+one line (MASTER: a spark:// URL, local[N], or with --remote an sc:// URL), then with
+``--sql`` what ``fleetwatch history sql --config CONFIG --json QUERY`` prints: every command
+run in the same process (one Spark driver, one JVM, for all), by the cluster and Connect
+tests with the installed fleetwatch.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 from datetime import date, datetime
@@ -52,8 +57,15 @@ def main(argv: list[str]) -> int:
     root = Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root))
     lake, master = argv[0], argv[1]
+    from fleetwatch.cli import main as fleetwatch
     from fleetwatch.lake import spark as sparks
     from fleetwatch.lake.query import History
+    if "--compact" in argv:     # its session stopped at its end: the answers make another
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = fleetwatch(["history", "compact", "--config",
+                               argv[argv.index("--compact") + 1]])
+        print(json.dumps({"returncode": code, "stdout": out.getvalue()}), flush=True)
     if "--remote" in argv:
         spark = sparks.remote(master)
     else:
@@ -61,7 +73,6 @@ def main(argv: list[str]) -> int:
     try:
         print(json.dumps(answers(History(spark, lake))), flush=True)
         if "--sql" in argv:
-            from fleetwatch.cli import main as fleetwatch
             config, query = argv[argv.index("--sql") + 1:][:2]
             return fleetwatch(["history", "sql", "--config", config, "--json", query])
     finally:

@@ -272,7 +272,14 @@ def _inventory(base: Path, ports: dict) -> dict:
                 # behind the site: its agent lists the site router alone
                 SITE: {"fleetwatch_agent_hostname": "site-1.test",
                        "fleetwatch_agent_routers": [SITE],
-                       "fleetwatch_agent_settings": {"stats_interval": 30}}}},
+                       "fleetwatch_agent_settings": {"stats_interval": 30},
+                       # a poller: a switch behind the site, its community from a vault
+                       "fleetwatch_agent_devices": {"hosts": [{
+                           "name": "sw-site", "address": "127.0.0.1",
+                           "checks": [{"type": "ping"}],
+                           "snmp": {"community_file":
+                                    "{{ fleetwatch_etc }}/snmp/sw-site.community"}}]},
+                       "fleetwatch_agent_device_secrets": {"sw-site.community": "fw-c0mm"}}}},
         }}}
 
 
@@ -412,6 +419,19 @@ def test_the_files_written(deployed):
         "\n[Service]\nReadWritePaths=/var/lib/fleetwatch/site-buffer\n")
     cfg = _load("agent.config:AgentConfig", d.etc(SITE) / "agent.yaml")
     assert cfg.routers == [agents_ep[SITE]] and cfg.hostname == "site-1.test"
+    # its devices: the section, their secret (root:fleetwatch 0640, never in a log), and
+    # the unit holding what they need (ping: CAP_NET_RAW) and no more
+    switch, = cfg.devices.hosts
+    secret = d.etc(SITE) / "snmp/sw-site.community"
+    assert (switch.name, switch.snmp.community_file) == ("sw-site", str(secret))
+    assert secret.read_text() == "fw-c0mm\n" and _mode(secret) == 0o640
+    assert "fw-c0mm" not in d.first.stdout + d.second.stdout
+    agent_unit = (units / "fleetwatch-agent.service").read_text()
+    assert "\nCapabilityBoundingSet=CAP_NET_RAW\n" in agent_unit
+    assert "\nAmbientCapabilities=CAP_NET_RAW\n" in agent_unit
+    assert f"\nLimitNOFILE={cfg.devices.descriptors(cfg.device_links)}\n" in agent_unit
+    assert "\nCapabilityBoundingSet=\n" in \
+        (d.root(AGENT) / "etc/systemd/system/fleetwatch-agent.service").read_text()
 
     # the agent: config, uuid-bound key, the unit
     cfg = _load("agent.config:AgentConfig", d.etc(AGENT) / "agent.yaml")

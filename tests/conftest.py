@@ -176,15 +176,16 @@ def history_config(tmp_path, history_lake) -> str:
 INTEGRATION = Path(__file__).parent / "integration"
 
 
-#: the integration modules that take longest, longest first (``--durations=40`` of a whole
+#: the modules that take longest, longest first (``--durations=40`` of a whole
 #: run, docs/development/testing.md; the order of a fresh CI run's per-module seconds,
 #: 2026-12-05): pytest-xdist hands modules to its workers in the order collected, so these
 #: start at once and the short ones fill the gaps at the end
 LONGEST = ["test_history_cluster", "test_ansible_systemd", "test_ansible", "test_web",
            "test_demo", "test_history_compact", "test_demo_spark", "test_history_drops",
-           "test_durable_e2e", "test_web_oncall", "test_history_cli", "test_history_path",
-           "test_systemd", "test_fleetsim", "test_history_replay", "test_history_query",
-           "test_notebook", "test_history_jupyter"]
+           "test_durable_e2e", "test_web_oncall", "test_backtest_bench", "test_history_cli",
+           "test_history_path", "test_devices_e2e", "test_systemd", "test_fleetsim",
+           "test_history_replay", "test_history_query", "test_notebook",
+           "test_history_jupyter"]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -198,9 +199,9 @@ def pytest_collection_modifyitems(config, items):
 
     def rank(item):
         stem = Path(item.path).stem
-        if INTEGRATION not in Path(item.path).parents:
-            return len(LONGEST) + 1
-        return LONGEST.index(stem) if stem in LONGEST else len(LONGEST)
+        if stem in LONGEST:         # a unit module among them too (a benchmark's --quick)
+            return LONGEST.index(stem)
+        return len(LONGEST) + (INTEGRATION not in Path(item.path).parents)
     items.sort(key=rank)            # stable: within a rank, the order collected
 
 

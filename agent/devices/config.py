@@ -414,7 +414,9 @@ class DevicesConfig:
     heartbeat_interval: float = setting(
         10.0, "seconds between a device's heartbeats to each router while it answers (the "
               "alerting sinks call it DOWN after 3 of them, at least 10 s, without one)")
-    max_concurrent: int = setting(100, "SNMP polls at once; the others wait their turn")
+    max_concurrent: int = setting(20, "SNMP polls at once; the others wait their turn (more "
+                                      "does not poll faster: the poller is bound by decoding "
+                                      "answers, and their requests time out waiting)")
     max_running: int = setting(16, "synthetic checks running at once, all devices together "
                                    "(besides the agent's own plugins.max_running)")
 

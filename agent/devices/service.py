@@ -8,7 +8,8 @@ DevicesLoop`) where the SNMP polls (:class:`agent.devices.snmp.Poller`) and the 
 
 - **Polls** run on the loop, one task a device: the first after a share of
   :data:`FIRST_SPREAD` seconds drawn from its uuid (a thousand devices do not all start at
-  once), then every ``interval``, or sooner after a linkDown or linkUp trap. Each poll comes
+  once), then in the device's own slot of each ``interval`` (the same share of it: the
+  polls spread over the interval), or sooner after a linkDown or linkUp trap. Each poll comes
   back to the agent's thread (:meth:`Devices.taken`), which alone sends.
 - **Traps** are spooled on the loop (an inform is answered once its NOTIFY is on disk), then
   handed to the agent's thread for the interface's check.
@@ -56,11 +57,26 @@ class StartError(Exception):
     """The devices cannot start (pysnmp missing, a port taken); ``str()`` is one line."""
 
 
+def share(uuid: str) -> float:
+    """A device's place in its interval, 0 to 1, drawn from its uuid (stable)."""
+    return int.from_bytes(hashlib.sha256(uuid.encode()).digest()[:4], "big") / 2 ** 32
+
+
 def phase(uuid: str, interval: float) -> float:
-    """A device's first poll, seconds after start: a share of :data:`FIRST_SPREAD` drawn
-    from its uuid."""
-    share = int.from_bytes(hashlib.sha256(uuid.encode()).digest()[:4], "big") / 2 ** 32
-    return share * min(interval, FIRST_SPREAD)
+    """A device's first poll, seconds after start: its :func:`share` of :data:`FIRST_SPREAD`
+    (or of the interval, if shorter): a new device is seen within seconds."""
+    return share(uuid) * min(interval, FIRST_SPREAD)
+
+
+def next_poll(uuid: str, interval: float, origin: float, last: float) -> float:
+    """When to poll next after a poll started at ``last``: the first of the device's own
+    slots (``origin`` + its :func:`share` of the interval + whole intervals) at least half
+    an interval after it. So the polls of many devices spread over the whole interval, not
+    over the first ones' :data:`FIRST_SPREAD` (bench/snmp.py: 1,000 devices polled flat out
+    take the poller about a core), whatever the first poll or a trap's early one did."""
+    first = origin + share(uuid) * interval
+    slots = math.ceil((last + interval / 2 - first) / interval)
+    return first + max(0, slots) * interval
 
 
 class Devices:
@@ -176,21 +192,22 @@ class Devices:
 
     # ---------------------------------------------------------------- the loop's side
     async def _polling(self, host: DeviceHost, target, extra: dict) -> None:
-        """Poll ``host`` for ever: first at its :func:`phase`, then every interval, or as
-        soon as a link trap asks (:attr:`soon`)."""
+        """Poll ``host`` for ever: first at its :func:`phase`, then in its own slot of each
+        interval (:func:`next_poll`), or as soon as a link trap asks (:attr:`soon`)."""
         soon = self.soon[host.name] = asyncio.Event()
-        wait = phase(host.uuid, host.device.interval)
+        clock = asyncio.get_running_loop().time
+        origin, interval = clock(), host.device.interval
+        wait = phase(host.uuid, interval)
         while True:
             try:
                 await asyncio.wait_for(soon.wait(), wait)
             except TimeoutError:
                 pass
             soon.clear()
-            started = asyncio.get_running_loop().time()
+            started = clock()
             poll = await self.poller.poll(target, extra)
             self.loop.post(("poll", host, poll))
-            wait = max(0.0, started + host.device.interval
-                       - asyncio.get_running_loop().time())
+            wait = max(0.0, next_poll(host.uuid, interval, origin, started) - clock())
 
     def _device_of(self):
         """The receiver's ``device_of``: the IP addresses of the devices that take traps

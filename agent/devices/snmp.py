@@ -93,8 +93,13 @@ GET_CHUNK = 16
 MAX_ROWS = 10_000
 #: a text value's longest (characters, after escaping)
 MAX_TEXT = 255
-#: polls in flight at once (one request each)
-MAX_CONCURRENT = 100
+#: polls in flight at once (one request each). An answer of 100 values takes the loop 10
+#: to 30 ms to decode (pyasn1), and pysnmp's
+#: request timeout runs while it waits its turn: past about timeout / decode time answers
+#: at once, requests time out with their answers already here, are sent again, and the
+#: retries' answers lengthen the queue (bench/snmp.py: 100 at once failed half of 1,000
+#: devices' polls, 20 at once none, at the same polls per second)
+MAX_CONCURRENT = 20
 #: polls between two reads of the interfaces' names and speeds
 NAMES_EVERY = 10
 #: how long a resolved address is used before it is looked up again (seconds)

@@ -194,3 +194,17 @@ def test_first_polls_are_spread_and_timers_rounded_to_a_tick():
     fake = type("D", (), {"next_at": 10.01, "next_due": None, "spool": type(
         "S", (), {"next_retry": staticmethod(lambda: None)})(), "wall": staticmethod(lambda: 0)})
     assert Devices.deadline(fake, 0.0) == pytest.approx(10.0 + TICK)
+
+
+def test_polls_keep_to_their_slot_of_the_interval_whatever_came_before():
+    """After the first poll (within FIRST_SPREAD s) each device polls in its own slot of
+    the interval: a thousand devices spread over it, not bunched into the first seconds."""
+    from agent.devices.service import next_poll, share
+    uuid = f"{POLLER}@sw7"
+    slot = share(uuid) * 60
+    assert next_poll(uuid, 60, 0.0, phase(uuid, 60)) % 60 == pytest.approx(slot)
+    after = next_poll(uuid, 60, 0.0, 1000.0)
+    assert after >= 1030 and after % 60 == pytest.approx(slot)
+    assert next_poll(uuid, 60, 0.0, after) == pytest.approx(after + 60)
+    starts = sorted(next_poll(f"{POLLER}@d{i}", 60, 0.0, 100.0) % 60 for i in range(1000))
+    assert max(b - a for a, b in zip(starts, starts[1:])) < 2       # no gap of the interval

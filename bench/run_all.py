@@ -15,7 +15,8 @@ BENCHES = ["relay.py", "notify_rtt.py", "notify_cpu.py", "agent_footprint.py", "
            "history_query.py", "history_warm.py", "history_sink.py", "compaction.py",
            "compaction_cluster.py", "compaction_path.py", "status_scale.py",
            "web.py", "mesh.py", "site.py", "failover.py", "channels.py", "rules.py",
-           "backtest.py", "fleetsim.py", "otlp.py", "remote_write.py", "snmp.py"]
+           "backtest.py", "fleetsim.py", "otlp.py", "remote_write.py", "snmp.py",
+           "snmp_trap.py"]
 #: the latency benchmarks, run before each stop (the cheapest first)
 LATENCY = ["notify_cpu.py", "notify_rtt.py", "relay.py", "alerting.py", "failover.py"]
 

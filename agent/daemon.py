@@ -139,8 +139,8 @@ class Agent:
         # resent until acknowledged, so a registry that starts after the agent still has them.
         self.outbox.spool_messages([self.register()])
         self.notifier.ready(f"agent {self.uuid} ({self.hostname})")
-        log.info("agent %s (%s) started, routers: %s", self.uuid, self.hostname,
-                 ", ".join(self.cfg.routers))
+        log.info("agent %s (%s) started, fleetwatch %s, routers: %s", self.uuid,
+                 self.hostname, fleetwatch.__version__, ", ".join(self.cfg.routers))
         log.info("spool keeps %s (until a router's WELCOME tells its durable routes)",
                  "; ".join(f"{t} until ACKed by {' and '.join(sorted(s)) or 'none'}"
                            for t, s in sorted(self.spool.required.items())))

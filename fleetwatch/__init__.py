@@ -1,3 +1,5 @@
 """fleetwatch: a monitoring agent and router fleet on ZeroMQ."""
 
-__version__ = "0.1.0"
+#: the one source of the version (setup.cfg reads it; CHANGELOG.md's newest release names it:
+#: tests/unit/test_changelog.py); semantic versions, docs/operating/upgrading.md
+__version__ = "1.0.0"

@@ -5,11 +5,18 @@ in ``field(metadata={"help": ...})``. :func:`load` reads a YAML file into one; a
 a wrong type or a bad value raises :class:`ConfigError` whose text is one line naming the
 file, the key and what was expected. The command line turns that into exit status 78
 (EX_CONFIG). Nothing here reads config at import time.
+
+A setting renamed keeps its old key for one minor release (docs/operating/upgrading.md,
+"Renamed settings"): ``setting(..., renamed_from=("old_key", "1.1.0"))``, the release that
+renamed it. A file with the old key is read as if it had the new one, and a warning naming
+the new key is logged once per file and key (:func:`build`); a file with both is refused.
+The release after next minor drops ``renamed_from`` (:func:`renamed` lists them all).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import os
 import types
@@ -17,6 +24,8 @@ import typing
 from typing import Any
 
 import yaml
+
+log = logging.getLogger(__name__)
 
 DEFAULT_STATE_URL = "sqlite:////var/lib/fleetwatch/state.db"
 #: a Unix socket's path at most, in bytes (Linux's sun_path, its terminating NUL left out):
@@ -41,17 +50,58 @@ def socket_path_fits(path: str) -> bool:
     return len(os.fsencode(path)) <= MAX_SOCKET_PATH
 
 
-def setting(default: Any = dataclasses.MISSING, help: str = "", factory: Any = None, **meta):
+def setting(default: Any = dataclasses.MISSING, help: str = "", factory: Any = None,
+            renamed_from: tuple[str, str] | None = None, **meta):
     """A dataclass field with help text (shown in docs) and a default or default factory.
 
+    ``renamed_from``: (its old YAML key, the release that renamed it), read for one minor
+    release with a warning (:func:`build`); the reference's help says so.
     ``meta`` is more for the configuration reference (docs/generate.py): ``doc_default``,
     the default as the reference shows it when the real one depends on the machine;
     ``key``, the YAML key when it is not the field's name; ``variants``, type -> dataclass
     of a mapping's values that are checked later by their ``type``."""
     metadata = {"help": help, **meta}
+    if renamed_from is not None:
+        old, release = renamed_from
+        metadata["renamed_from"] = (old, release)
+        metadata["help"] = (f"{help} (renamed from `{old}` in {release}; the old key is read "
+                            f"until {until(release)})").lstrip()
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def until(release: str) -> str:
+    """The release from which a key renamed in ``release`` is no longer read: the next
+    minor (``1.1.0`` -> ``1.2.0``)."""
+    major, minor = (int(n) for n in release.split(".")[:2])
+    return f"{major}.{minor + 1}.0"
+
+
+#: (file, old key) -> warned: each renamed key found is said once per process
+_WARNED: set[tuple[str, str]] = set()
+
+
+def renamed(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
+    """Every setting of the config dataclass ``cls`` (and its sections, lists and
+    variants) that has an old key still read: (old dotted key, new dotted key, the release
+    that renamed it), for docs/operating/upgrading.md's table and its test."""
+    found = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        key = prefix + f.metadata.get("key", f.name)
+        if "renamed_from" in f.metadata:
+            old, release = f.metadata["renamed_from"]
+            found.append((prefix + old, key, release))
+        tp, origin = hints[f.name], typing.get_origin(hints[f.name])
+        inside = f"{key}[]." if origin in (list, tuple) else \
+            f"{key}.NAME." if origin is dict else f"{key}."
+        for kind in (tp, *typing.get_args(tp)):
+            if dataclasses.is_dataclass(kind):
+                found += renamed(kind, inside)
+        for name, variant in f.metadata.get("variants", {}).items():
+            found += renamed(variant, f"{key}.NAME.")
+    return found
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -125,9 +175,13 @@ def build(cls: type, data: Any, path: str = "<config>", prefix: str = ""):
     hints = typing.get_type_hints(cls)
     # by YAML key: a field's own name unless its ``key`` says otherwise (``for``)
     fields = {f.metadata.get("key", f.name): f for f in dataclasses.fields(cls) if f.init}
+    olds = {f.metadata["renamed_from"][0]: key for key, f in fields.items()
+            if "renamed_from" in f.metadata}
     values = {}
     for key, value in data.items():
         name = f"{prefix}.{key}" if prefix else str(key)
+        if key in olds:
+            key = _renamed(path, name, olds[key], fields[olds[key]], data, prefix)
         if key not in fields:
             known = ", ".join(sorted(fields))
             raise ConfigError(path, name, f"unknown setting (known here: {known})")
@@ -152,6 +206,22 @@ def build(cls: type, data: Any, path: str = "<config>", prefix: str = ""):
             full = f"{prefix}.{key}" if prefix else key
             raise ConfigError(path, full, expected or str(e)) from None
     return obj
+
+
+def _renamed(path: str, name: str, new: str, f: dataclasses.Field, data: dict,
+             prefix: str) -> str:
+    """The key ``new`` for the old key ``name`` found in ``path``: a warning naming it (once
+    per file and key), or :class:`ConfigError` when the file gives both."""
+    release = f.metadata["renamed_from"][1]
+    full = f"{prefix}.{new}" if prefix else new
+    if new in data:
+        raise ConfigError(path, name, f"renamed {full} in fleetwatch {release}, which is "
+                                      f"given too: remove {name}")
+    if (path, name) not in _WARNED:
+        _WARNED.add((path, name))
+        log.warning("%s: %s is renamed %s (fleetwatch %s): the old key is read until "
+                    "%s, write %s", path, name, full, release, until(release), full)
+    return new
 
 
 def _convert(tp: Any, value: Any, path: str, name: str):

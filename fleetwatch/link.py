@@ -288,7 +288,8 @@ class Links:
             return False
         self._turn = (self._turn + 1) % len(live)
         msg = protocol.make("STATS", self.sender_id, self.clock, metrics=metrics,
-                            hostname=self.hostname, source=self.role, **fields)
+                            hostname=self.hostname, source=self.role, version=__version__,
+                            **fields)
         if live[self._turn].send(protocol.encode_control(msg)):
             return True
         self.counts["stats_unsent"] += 1

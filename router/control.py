@@ -21,7 +21,7 @@ import heapq
 import logging
 import time
 
-from fleetwatch import protocol
+from fleetwatch import __version__, protocol
 from fleetwatch.protocol import Message, ProtocolError
 from router.counters import Counters
 from router.heard import Backends
@@ -107,9 +107,11 @@ class ControlDesk:
     def fleet(self) -> dict:
         """What a PEERS answer says besides the agents (SPEC 4.3): the router's ``sinks``
         and ``durable`` routes, the ``backends`` it heard, the site links it lost
-        (``sites_lost``, a central router's) and its ``uptime``."""
+        (``sites_lost``, a central router's), its ``uptime`` and its fleetwatch
+        ``version``."""
         found = {**self.port.fleet(), "backends": self.backends.answer(),
-                 "uptime": round(max(0.0, self.clock() - self.started), 3)}
+                 "uptime": round(max(0.0, self.clock() - self.started), 3),
+                 "version": __version__}
         if self.beyond is not None:
             found["sites_lost"] = self.beyond.lost.answer()
         return found
@@ -182,7 +184,8 @@ class ControlDesk:
                                       + ", ".join(sorted(BACKEND_SOURCES))), ref=msg.msg_id)
             return
         self.counters.control_stats += 1
-        self.backends.heard(msg.uuid, msg.get("source"), msg.get("hostname"))
+        self.backends.heard(msg.uuid, msg.get("source"), msg.get("hostname"),
+                            msg.get("version"))
         # the sender's id ends the path, as a router's own id does: what no agent's STATS
         # can say (protocol.reporter), whatever its body's ``source``
         self.port.relay(protocol.envelope("STATS", msg.uuid, f"{self.id},{msg.uuid}"),

@@ -5,7 +5,7 @@ follow.
 
 - :class:`Backends`: each back-end process (sink or scheduler) whose STATS this router
   relayed on ``control``, by its uuid (its connection's, which the router stamps: never the
-  body's word, :meth:`router.control.ControlDesk.stats`): its role, hostname, when last
+  body's word, :meth:`router.control.ControlDesk.stats`): its role, hostname, version, when last
   heard and its reporting interval as seen (the gap between its last two STATS). A scheduler
   sends its STATS through one router; a client merges the routers' answers and calls one
   silent once :data:`query.faults.SILENT_INTERVALS` of its interval passed without any.
@@ -62,11 +62,13 @@ class _Kept:
 class Backends(_Kept):
     """The back-end processes whose STATS this router relayed."""
 
-    def heard(self, uuid: str, role: str, hostname) -> None:
+    def heard(self, uuid: str, role: str, hostname, version=None) -> None:
+        """``version``: the fleetwatch version its STATS said (None from an older one)."""
         now = self.clock()
         last = self.entries.get(uuid)
         self.put(uuid, {"uuid": uuid, "role": role,
                         "hostname": hostname[:255] if isinstance(hostname, str) else None,
+                        "version": version[:64] if isinstance(version, str) else None,
                         "last_heard": now,
                         "every": round(now - last["last_heard"], 3) if last else None})
 

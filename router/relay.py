@@ -25,7 +25,7 @@ from types import MethodType
 import zmq
 import zmq.backend
 
-from fleetwatch import protocol
+from fleetwatch import __version__, protocol
 from fleetwatch.heap import Trimmer
 from fleetwatch.logs import Throttle
 from fleetwatch.protocol import ACKING_SINKS, AGENT_TYPES, Message, ProtocolError
@@ -215,8 +215,8 @@ class Relay:
         log.info("durable routes (agents keep these until each sink type ACKs them): %s",
                  "; ".join(f"{t} -> {', '.join(s) or 'none'}" for t, s in self.durable.items()))
         self.routers = list(dict.fromkeys([endpoints["agents"], *cfg.peers]))
-        log.info("router %s: agents %s, control %s, tail %s, sinks %s", self.id,
-                 endpoints["agents"], endpoints["control"], endpoints["tail"],
+        log.info("router %s, fleetwatch %s: agents %s, control %s, tail %s, sinks %s",
+                 self.id, __version__, endpoints["agents"], endpoints["control"], endpoints["tail"],
                  ", ".join(f"{k}={v}" for k, v in endpoints["sinks"].items()))
         return endpoints
 

@@ -11,7 +11,7 @@ for the next report.
 
 from __future__ import annotations
 
-from fleetwatch import protocol
+from fleetwatch import __version__, protocol
 from fleetwatch.protocol import Message
 
 
@@ -35,7 +35,8 @@ class Report:
                         "router.drops.reported": ledger.reported_entries,
                         "router.drops.unledgered": ledger.unledgered})
         return protocol.make("STATS", self.id, self.clock, metrics=metrics,
-                             hostname=self.hostname, source="router", drops=drops or None)
+                             hostname=self.hostname, source="router", drops=drops or None,
+                             version=__version__)
 
     def send(self) -> None:
         """Relay the router's own STATS, with the ledger's oldest drops; more of them, if

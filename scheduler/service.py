@@ -37,7 +37,7 @@ from apscheduler.executors.debug import DebugExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from fleetwatch import logs, sdnotify
+from fleetwatch import __version__, logs, sdnotify
 from fleetwatch.logs import Throttle
 from fleetwatch.reload import LIVE, Reloader
 from fleetwatch.store.reader import Reader, StateError, safe_url
@@ -128,8 +128,9 @@ class Service:
         return True
 
     def run(self) -> int:
-        log.info("scheduler %s started: routers %s; state %s", self.config.sender_id,
-                 ", ".join(self.config.routers), safe_url(self.config.state_url))
+        log.info("scheduler %s started, fleetwatch %s: routers %s; state %s",
+                 self.config.sender_id, __version__, ", ".join(self.config.routers),
+                 safe_url(self.config.state_url))
         self.dispatcher.start()
         self.aps.start()
         self.notifier.ready(f"scheduler {self.config.sender_id}")

@@ -42,7 +42,7 @@ from collections import Counter
 
 import zmq
 
-from fleetwatch import protocol, sdnotify
+from fleetwatch import __version__, protocol, sdnotify
 from fleetwatch.link import Link, Links
 from fleetwatch.logs import Throttle
 from sinks.base import Sink, WriteError
@@ -119,8 +119,8 @@ class SinkLoop:
         """Start the sink (may raise :class:`WriteError`), then loop until :meth:`stop`."""
         self.sink.start()
         self.open()
-        log.info("sink %s (%s) started: routers %s; CURVE %s", self.sink_id, self.sink.type,
-                 ", ".join(self.config.routers),
+        log.info("sink %s (%s) started, fleetwatch %s: routers %s; CURVE %s", self.sink_id,
+                 self.sink.type, __version__, ", ".join(self.config.routers),
                  f"on (key {self.keys.own.path})" if self.keys.enabled else "off")
         poller = zmq.Poller()
         poller.register(self.pull, zmq.POLLIN)

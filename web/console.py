@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from fleetwatch import durability
 from fleetwatch.actions.console import Refused
-from query import faults, fleet, pages, problems, tactical
+from query import faults, fleet, pages, problems, tactical, versions
 from web import auth, tiles
 
 log = logging.getLogger(__name__)
@@ -99,10 +99,10 @@ class Console:
         return fleet.assemble(rows, now)
 
     def routers(self) -> dict:
-        """``routers`` (endpoint, id, reachable, problem, known, agents, sinks: of the mesh,
-        :func:`fleetwatch.ask.ask_mesh`), the fleet's ``durability`` and the routers' and
-        sinks' faults (``router_faults``: :func:`query.faults.of_routers`), asked at most
-        every :data:`ROUTERS_TTL` seconds."""
+        """``routers`` (endpoint, id, reachable, problem, known, version, agents, sinks: of
+        the mesh, :func:`fleetwatch.ask.ask_mesh`), the fleet's ``durability`` and the
+        routers' and sinks' faults (``router_faults``: :func:`query.faults.of_routers`),
+        asked at most every :data:`ROUTERS_TTL` seconds."""
         with self._routers_lock:
             if self._routers is not None and self.monotonic() - self._routers[0] < ROUTERS_TTL:
                 return self._routers[1]
@@ -112,7 +112,7 @@ class Console:
                 peers = a.get("PEERS")
                 routers.append({"endpoint": a.endpoint, "id": a.router_id,
                                 "reachable": a.reachable, "problem": a.problem or None,
-                                "known": a.known,
+                                "known": a.known, "version": versions.of_answer(a),
                                 "agents": peers.get("total") if peers else None,
                                 "sinks": peers.get("sinks") if peers else None})
             found = {"routers": routers, "durability": durability.assess(answers),

@@ -174,6 +174,8 @@ class Health:
                 last = self.backends.get((source, relayed.uuid))
                 self.backends[(source, relayed.uuid)] = {
                     "source": source, "id": relayed.uuid, "hostname": hostname,
+                    "version": msg.get("version")[:64]
+                    if isinstance(msg.get("version"), str) else None,
                     "router": relayed.router, "heard": now, "metrics": numbers,
                     # its reporting interval as seen (a fault once silent for 3 of them)
                     "every": now - last["heard"] if last else None,
@@ -211,7 +213,8 @@ class Health:
 
     def snapshot(self) -> dict:
         """What the health page shows: ``router_stats``, ``sinks``, ``schedulers`` (each:
-        source, id, hostname, router, heard, metrics), ``router_drops`` (per router, its
+        source, id, hostname, version (None from a process before 1.0.0), router, heard,
+        metrics), ``router_drops`` (per router, its
         drops per agent), ``agents`` with drops (the most first), and the tail's
         ``connected`` endpoints, ``received`` and ``bad`` counts."""
         now = self.clock()

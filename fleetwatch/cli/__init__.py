@@ -55,6 +55,9 @@ COMMANDS = {
     "downtime": ("fleetwatch.cli.downtime", "plan work, once or recurring: alerts held, what "
                                             "outlives it delivered at its end; list and end "
                                             "downtimes (downtime add|list|remove)"),
+    "state": ("fleetwatch.cli.state", "the state database's revision and the fleetwatch "
+                                      "release that made it; migrate it now "
+                                      "(state show|migrate)"),
     "forget": ("fleetwatch.cli.forget", "remove an agent gone for good (its registry and "
                                         "state rows) now"),
     "tail": ("fleetwatch.cli.tail", "print live traffic from the routers"),
@@ -100,9 +103,15 @@ class HelpFormatter(argparse.HelpFormatter):
                          help_width() if width is None else width)
 
 
+#: what ``--version`` prints, for ``fleetwatch`` and each of its commands
+VERSION = f"fleetwatch {__version__}"
+
+
 def parser_for(name: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"fleetwatch {name}", description=COMMANDS[name][1],
                                      formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=VERSION,
+                        help="print fleetwatch's version and exit")
     entry(name)[1][0](parser)
     return parser
 
@@ -111,7 +120,8 @@ def with_default_verb(module, argv: list[str]) -> list[str]:
     """``argv`` with the module's ``DEFAULT_VERB`` in front when it names no verb (the old
     spelling ``silence HOST --for 2h`` is ``silence add HOST --for 2h``)."""
     verb = getattr(module, "DEFAULT_VERB", None)
-    if verb and argv and argv[0] not in module.VERBS and argv[0] not in ("-h", "--help"):
+    if verb and argv and argv[0] not in module.VERBS and \
+            argv[0] not in ("-h", "--help", "--version"):
         return [verb, *argv]
     return argv
 
@@ -123,7 +133,7 @@ def top_parser() -> argparse.ArgumentParser:
         prog="fleetwatch", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="fleetwatch: monitoring agent and router fleet on ZeroMQ",
         epilog=f"commands:\n{lines}\n\n'fleetwatch COMMAND --help' for a command's options.")
-    parser.add_argument("--version", action="version", version=f"fleetwatch {__version__}")
+    parser.add_argument("--version", action="version", version=VERSION)
     parser.add_argument("command", choices=sorted(COMMANDS), metavar="COMMAND")
     return parser
 

@@ -24,6 +24,12 @@ acknowledged, in a downtime, UNREACHABLE behind a parent, on an agent DOWN;
 Under the routers, a line says the fleet's durability (:mod:`fleetwatch.durability`): ok, or
 DEGRADED when a durable route has no sink of its type connected to any router (agents keep
 those messages in their spools until one is); ``--json`` has it as ``durability``.
+
+Each process shows its fleetwatch version (:mod:`query.versions`): the agents' and the
+routers' tables a ``version`` column, the sinks and schedulers the routers heard a table of
+their own (``backends``), and a line above the summary when the fleet runs more than one
+version (``2 versions: 1.1.0 (12), 1.0.0 (3)``; ``--json``: ``versions``), as during a
+rolling upgrade (docs/operating/upgrading.md).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from fleetwatch.ask import Answer, ask_all, ask_mesh
 from fleetwatch.config import load
 from fleetwatch import durability
 from fleetwatch.display import escape, first_line, skew, table
-from query import faults, fleet, handling
+from query import faults, fleet, handling, versions
 from fleetwatch.cli.operator import OperatorConfig, add_config, client_keys
 
 log = logging.getLogger(__name__)
@@ -112,7 +118,10 @@ def gather(config: OperatorConfig, now: float, warn=None) -> dict:
     """What ``status`` shows, read once: the PEERS answer of every router of the mesh (the
     operator config's and those they name: :func:`fleetwatch.ask.ask_mesh`) and the state
     database merged (:mod:`query.fleet`, the console's reading too). ``agents``,
-    ``checks``, ``routers`` (endpoint, id, reachable, problem, known), ``durability``
+    ``checks``, ``routers`` (endpoint, id, reachable, problem, known, version), ``backends``
+    (the sinks and schedulers the routers heard, with their version:
+    :func:`query.versions.backends`), ``versions`` (version -> processes running it:
+    :func:`query.versions.tally`), ``durability``
     (:mod:`fleetwatch.durability`), ``fleet`` (the routers' and sinks' faults, worst first:
     :mod:`query.faults`), ``problems`` (every problem, handled or not:
     :mod:`query.handling`), ``unhandled`` (those nothing handles, worst first) and the
@@ -123,8 +132,12 @@ def gather(config: OperatorConfig, now: float, warn=None) -> dict:
     # a router the mesh holds dead has no agents: it leaves no agent unknown
     view = fleet.assemble(rows, now, [a for a in answers if a.reachable or a.known != "dead"])
     routers = [{"endpoint": a.endpoint, "id": a.router_id, "reachable": a.reachable,
-                "problem": a.problem or None, "known": a.known} for a in answers]
-    return {**view, "routers": routers, "durability": durability.assess(answers),
+                "problem": a.problem or None, "known": a.known,
+                "version": versions.of_answer(a)} for a in answers]
+    processes = versions.backends(answers)
+    return {**view, "routers": routers, "backends": processes,
+            "versions": versions.tally(view["agents"], routers, processes),
+            "durability": durability.assess(answers),
             "fleet": faults.ordered(faults.of_routers(answers, bool(view["checks"]))
                                     + faults.of_channels(rows.channels)),
             "answers": answers}
@@ -133,9 +146,9 @@ def gather(config: OperatorConfig, now: float, warn=None) -> dict:
 def run(args, clock=time.time) -> int:
     config = load(OperatorConfig, args.config)
     view = gather(config, clock())
-    agents, checks, routers, durable, found, answers, own = (
+    agents, checks, routers, durable, found, answers, own, backends, running = (
         view[k] for k in ("agents", "checks", "routers", "durability", "problems", "answers",
-                          "fleet"))
+                          "fleet", "backends", "versions"))
     code = exit_status(answers)
     if code != EXIT_OK:
         missing = sum(1 for a in answers if a.get("PEERS") is None)
@@ -145,10 +158,11 @@ def run(args, clock=time.time) -> int:
         return _problems(found, routers, durable, args.json, code, own)
     if args.json:
         print(json.dumps({"agents": agents, "checks": checks, "routers": routers,
-                          "durability": durable, "fleet": own}, indent=2,
-                         ensure_ascii=False))
+                          "backends": backends, "durability": durable, "fleet": own,
+                          "versions": running}, indent=2, ensure_ascii=False))
         return code
-    print(table(agents, ["hostname", "uuid", "alive", "state", "last_seen", "routers"]))
+    print(table(agents, ["hostname", "uuid", "alive", "state", "last_seen", "routers",
+                         "version"]))
     for agent in agents:            # a sender's clock far off the sinks' (sinks.alerting.hosts.skew)
         if agent.get("clock_skew") is not None:
             print(escape(f"{agent['hostname'] or agent['uuid']}: "
@@ -172,13 +186,20 @@ def run(args, clock=time.time) -> int:
         print()
         print(table(handled, ["agent", "problem", "handled"]))
     print()
-    print(table(routers, ["endpoint", "id", "reachable", "problem"]))
+    print(table(routers, ["endpoint", "id", "reachable", "version", "problem"]))
     for line in durability.lines(durable):
         print(escape(line))
+    if backends:
+        print()
+        print(table([{**b, "process": b["role"], "via_router": b["router"]} for b in backends],
+                    ["process", "uuid", "hostname", "version", "via_router"]))
     if own:
         print()
         print(_fleet_table(own))
     print()
+    several = versions.line(running)
+    if several:
+        print(escape(several))
     print(summary(agents))
     return code
 

@@ -23,6 +23,7 @@ import secrets
 import socket
 import sys
 
+from fleetwatch import __version__
 from fleetwatch.cli.operator import DEFAULT_PATH, OperatorConfig, login
 from fleetwatch.config import load
 from fleetwatch.display import escape, iso, table
@@ -237,8 +238,8 @@ def serve(config: OperatorConfig, listen: str | None) -> int:
         return _fail(f"cannot listen on {host}:{port}: {e.strerror}")
     port = sock.getsockname()[1]
     scheme = "https" if config.web.tls_cert else "http"
-    print(f"fleetwatch web: console and API at {scheme}://{host}:{port}/ (log in with a user "
-          f"made by `fleetwatch web user add NAME --role admin`)", flush=True)
+    print(f"fleetwatch web {__version__}: console and API at {scheme}://{host}:{port}/ (log "
+          f"in with a user made by `fleetwatch web user add NAME --role admin`)", flush=True)
     server = uvicorn.Server(uvicorn.Config(
         app, log_level="warning", ssl_certfile=config.web.tls_cert or None,
         ssl_keyfile=config.web.tls_key or None))

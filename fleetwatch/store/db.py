@@ -23,7 +23,7 @@ from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import TextClause
 
-from fleetwatch import private, sqlitefiles
+from fleetwatch import __version__, private, sqlitefiles
 from fleetwatch.store import driver
 from fleetwatch.store.driver import Prepared
 from fleetwatch.store.schema import OWNED, checks
@@ -119,11 +119,18 @@ class SchemaError(Exception):
     says why, in one line."""
 
 
+class NewerSchema(SchemaError):
+    """The database is at a revision this release does not know, and going down was
+    refused (:func:`create` with ``refuse_newer``); its text names that revision and the
+    release that made it."""
+
+
 #: PostgreSQL advisory lock key taken while migrating ("fwdb")
 CREATE_LOCK = 0x66776462
 
 
-def create(eng: Engine, owner: str) -> None:
+def create(eng: Engine, owner: str, refuse_newer: bool = False,
+           clock=time.time) -> tuple[str | None, str]:
     """Bring the database to the schema of this version, as ``owner`` (a key of
     :data:`~fleetwatch.store.schema.OWNED`) starts: its Alembic migrations
     (:mod:`fleetwatch.store.migrations`), for the whole database, not only the tables ``owner``
@@ -132,8 +139,12 @@ def create(eng: Engine, owner: str) -> None:
     A database made before the migrations (no ``alembic_version``) comes to the baseline
     revision with its rows: the tables missing are created, the columns it lacks added.
     One in a revision newer than this version knows (a newer fleetwatch ran on it, then
-    this one went back) is left as it is, with a warning: revisions add, so an older
-    version keeps working on it.
+    this one went back) is left as it is, with a warning naming the release that made it:
+    revisions add, so an older version keeps working on it (a rolling upgrade runs older
+    sinks beside newer ones). With ``refuse_newer`` (``fleetwatch state migrate``) that is
+    :class:`NewerSchema` instead: a state database is never downgraded. A migration says in
+    ``state_releases`` which release made it (:func:`~fleetwatch.store.migrations.record`).
+    Returns (the revision found, the revision now).
 
     Writers starting at once wait for each other: on PostgreSQL each takes a
     transaction-scoped advisory lock before reading the revision again, and migrates in
@@ -148,21 +159,27 @@ def create(eng: Engine, owner: str) -> None:
         with eng.begin() as conn:
             found = migrations.current(conn)
             if found == migrations.HEAD:
-                return
+                return found, found
             if conn.dialect.name == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CREATE_LOCK})
                 found = migrations.current(conn)
                 if found == migrations.HEAD:
-                    return
-            if found is not None and found not in migrations.known():
-                log.warning("state database at revision %s, newer than this version's %s: "
-                            "left as it is", found, migrations.HEAD)
-                return
+                    return found, found
+            if found is not None and found not in migrations.RELEASES:
+                line = migrations.newer(conn, found)
+                if refuse_newer:
+                    raise NewerSchema(f"{line}: upgrade fleetwatch; a state database is "
+                                      f"never downgraded")
+                log.warning("%s: left as it is (revisions only add: this release works on "
+                            "it)", line)
+                return found, found
             migrations.upgrade(conn)
+            migrations.record(conn, clock())
     except SQLAlchemyError as e:
         raise SchemaError(f"cannot create the {owner} tables: {e}") from e
-    log.info("state database migrated from revision %s to %s", found or "none",
-             migrations.HEAD)
+    log.info("state database migrated from revision %s to %s (fleetwatch %s)",
+             found or "none", migrations.HEAD, __version__)
+    return found, migrations.HEAD
 
 
 # ---------------------------------------------------------------- writing

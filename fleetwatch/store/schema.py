@@ -542,8 +542,20 @@ prometheus_alerts = Table(
     Index("ix_prometheus_alerts_ends_at", "ends_at"),
 )
 
-#: owner (a sink type, the ``fleetwatch silence`` / ``ack`` / ``downtime`` command, or the
-#: console) -> the tables it writes; any of them migrates the whole database as it starts
+#: the fleetwatch release that brought the database to each revision (1.0.0 and later),
+#: written by the writer that migrated it (:func:`fleetwatch.store.db.create`): so that an
+#: older release finding a revision it does not know names the release that made it
+#: (``fleetwatch state migrate`` refuses to go down; docs/operating/upgrading.md)
+state_releases = Table(
+    "state_releases", metadata,
+    Column("revision", String(32), primary_key=True),
+    Column("version", String(64), nullable=False),
+    Column("migrated", Float, nullable=False),
+)
+
+#: owner (a sink type, the ``fleetwatch silence`` / ``ack`` / ``downtime`` command, the
+#: console, or ``fleetwatch state migrate``) -> the tables it writes; any of them migrates
+#: the whole database as it starts (and writes ``state_releases`` then)
 OWNED = {
     "registry": (agents, agent_routers, plugins),
     "alerting": (notifications, checks, check_state, host_state, check_freshness, silences,
@@ -554,5 +566,6 @@ OWNED = {
     "acks": (acknowledgements,),
     "downtimes": (downtimes,),
     "web": (web_users, web_tokens, web_sessions, web_audit, web_pins, prometheus_alerts),
+    "state": (state_releases,),
 }
 

@@ -1,12 +1,14 @@
 """A state database made by an older fleetwatch keeps working: starting a writer brings it to
 this version's schema through the Alembic migrations (fleetwatch/store/migrations), with its rows,
 on SQLite and PostgreSQL: a new database, one of each shape the versions before the
-migrations made (no ``alembic_version``), several writers starting at once, and a database a
-newer version migrated."""
+migrations made (no ``alembic_version``), one at each revision since (every released
+schema), several writers starting at once, and a database a newer version migrated (left
+as it is by a writer, refused by ``fleetwatch state migrate``)."""
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 
 import pytest
@@ -19,7 +21,9 @@ pytest.importorskip("alembic")
 from alembic.autogenerate import compare_metadata  # noqa: E402
 from alembic.runtime.migration import MigrationContext  # noqa: E402
 
+from fleetwatch import __version__  # noqa: E402
 from fleetwatch.store import db, migrations, schema  # noqa: E402
+from support.staterev import as_newer  # noqa: E402
 
 #: The shapes of the state database before the migrations, from the history of the schema
 #: (``git log -p`` of sinks/db.py, sinks/outbox.py, sinks/alerting/outbox.py and
@@ -232,17 +236,54 @@ def test_writers_starting_at_once_on_an_older_database_migrate_it_once(url):
             e.dispose()
 
 
-def test_a_database_a_newer_version_migrated_is_left_as_it_is(url, caplog):
-    """Going back to an older version: revisions add, so it works on the newer schema, and
-    says so once at start instead of refusing."""
+def test_a_database_a_newer_version_migrated_is_left_as_it_is_or_refused(url, caplog):
+    """Going back to an older version, or an older sink beside newer ones in a rolling
+    upgrade: revisions add, so a writer works on the newer schema, and says so once at
+    start naming the release that made it; ``fleetwatch state migrate`` refuses to go
+    down, saying the same."""
     eng = db.engine(url)
     try:
         db.create(eng, "alerting")
-        with eng.begin() as conn:
-            conn.execute(text("UPDATE alembic_version SET version_num = 'ffff'"))
+        as_newer(eng, "ffff", "9.9.0")
+        said = (f"state database at revision ffff (fleetwatch 9.9.0), newer than this "
+                f"fleetwatch {__version__} knows (its newest: {migrations.HEAD})")
         with caplog.at_level(logging.WARNING, logger="fleetwatch.store.db"):
-            db.create(eng, "registry")
-        assert "revision ffff, newer than this version's" in caplog.text
+            assert db.create(eng, "registry") == ("ffff", "ffff")
+        assert caplog.messages == [f"{said}: left as it is (revisions only add: this "
+                                   f"release works on it)"]
+        with pytest.raises(db.NewerSchema, match=re.escape(
+                f"{said}: upgrade fleetwatch; a state database is never downgraded")):
+            db.create(eng, "state", refuse_newer=True)
         assert revision(eng) == ["ffff"]
+    finally:
+        eng.dispose()
+
+
+@pytest.mark.parametrize("start", list(migrations.RELEASES))
+def test_a_database_at_each_revision_since_the_baseline_comes_to_head_with_its_rows(
+        url, start):
+    """Every released schema (each revision, 0001 the baseline's first) with a row in each
+    of its tables is migrated to this release's, the rows kept, and the release that did
+    it recorded."""
+    from alembic import command
+    eng = db.engine(url)
+    try:
+        with eng.begin() as conn:
+            command.upgrade(migrations.config(connection=conn), start)
+        then = MetaData()
+        then.reflect(eng)
+        then.remove(then.tables["alembic_version"])
+        rows = fill(eng, then)
+        assert db.create(eng, "state") == (start, migrations.HEAD)
+        assert revision(eng) == [migrations.HEAD]
+        assert differences(eng) == []
+        with eng.connect() as conn:
+            for name, row in rows.items():
+                table = schema.metadata.tables[name]
+                found = conn.execute(select(*(table.c[c] for c in row))).all()
+                assert [dict(r._mapping) for r in found] == [row], name
+            made = conn.execute(select(schema.state_releases.c.version).where(
+                schema.state_releases.c.revision == migrations.HEAD)).scalar()
+        assert made == (__version__ if start != migrations.HEAD else None)   # not migrated
     finally:
         eng.dispose()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetwatch import __version__
 from support.dealers import FDS_PER_SOCKET
 
 pytestmark = pytest.mark.timeout(120)
@@ -71,7 +72,8 @@ def test_status_lists_ten_thousand_attached_agents(fleet):
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["routers"] == [{"endpoint": router["endpoints"]["control"], "id": "router-1",
-                               "reachable": True, "problem": None, "known": "configured"}]
+                               "reachable": True, "problem": None, "known": "configured",
+                               "version": __version__}]
     alive = {a["uuid"] for a in out["agents"] if a["alive"] is True}
     assert alive == {f"agent{i}-{n}" for i in range(PROCESSES)
                      for n in range(AGENTS // PROCESSES)}

@@ -17,6 +17,7 @@ import shlex
 import pytest
 import yaml
 
+from fleetwatch import __version__
 import support.nspawn as nspawn
 from support.fleet import wait_for
 
@@ -133,7 +134,8 @@ def test_the_agent_is_attached_to_the_router(fleet):
     assert len(agents) == 1
     assert status(fleet)["routers"] == [{"endpoint": "tcp://127.0.0.1:5556",
                                           "id": fleet.router_id, "reachable": True,
-                                          "problem": None, "known": "configured"}]
+                                          "problem": None, "known": "configured",
+                                          "version": __version__}]
 
 
 def test_the_router_has_the_descriptors_it_is_sized_for(fleet):

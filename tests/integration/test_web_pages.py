@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
+from fleetwatch import __version__
 from support.alertsink import failing_plugins
 from support.browser import Browser
 from support.console import PASSWORD, api_post, serve, start_console
@@ -102,8 +103,13 @@ def test_problems_hosts_and_the_fleet_s_health(fleet, zctx):
     page = health()
     counters = re.search(r'<section id="router-counters">(.*?)</section>', page, re.S).group(1)
     assert "router-1" in counters and "router.agents" in counters
+    # each router's, sink's and scheduler's fleetwatch version (docs/operating/upgrading.md)
+    assert f'<td class="version">{__version__}</td>' in counters
+    routers = re.search(r'<section id="routers">(.*?)</section>', page, re.S).group(1)
+    assert f'<td class="version">{__version__}</td>' in routers
     found = api(url, "/api/v1/health", token)
     assert [r["id"] for r in found["router_stats"]] == ["router-1"]
+    assert {s["version"] for s in found["sinks"]} == {__version__}
     assert found["router_stats"][0]["metrics"]["router.agents"] == 1
     assert {s["id"] for s in found["sinks"]} == {"sink-alerting", "sink-registry"}
     # graphite and history have no sink: the router drops what it routes there, and says so

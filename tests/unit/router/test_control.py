@@ -224,18 +224,21 @@ def test_malformed_members_bodies_are_refused_400_and_counted():
 def test_peers_says_the_backends_heard_and_the_routers_uptime():
     """Each back-end process whose STATS the router relayed, by the uuid it stamps, with
     when it was last heard (``ago``, by the router's clock) and its interval as seen: what
-    ``status --problems`` tells a silent scheduler by (issue 31, item 11)."""
+    ``status --problems`` tells a silent scheduler by (issue 31, item 11), and the version
+    its last STATS said, beside the router's own (``status``'s version columns)."""
+    from fleetwatch import __version__
     d = Desk()
     d.request("STATS", metrics={}, source="scheduler", hostname="h1")
     d.clock.now += 60
-    d.request("STATS", metrics={}, source="scheduler", hostname="h1")
+    d.request("STATS", metrics={}, source="scheduler", hostname="h1", version="1.2.3")
     d.clock.now += 200
     d.request("PEERS")
     page = d.answer()
     assert page.get("backends") == [{"uuid": "sink-1", "role": "scheduler", "hostname": "h1",
-                                     "last_heard": d.clock.now - 200, "every": 60.0,
-                                     "ago": 200.0}]
+                                     "version": "1.2.3", "last_heard": d.clock.now - 200,
+                                     "every": 60.0, "ago": 200.0}]
     assert page.get("uptime") == 260.0 and "sites_lost" not in page.body
+    assert page.get("version") == __version__
     d.request("STATS", metrics={}, source="agent")          # refused: not kept either
     d.request("PEERS")
     assert [b["uuid"] for b in d.answer().get("backends")] == ["sink-1"]

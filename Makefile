@@ -14,7 +14,7 @@ ASSETS_BUILT := web/assets/node_modules/.fleetwatch-built
 ASSETS_SOURCES := web/assets/package.json web/assets/package-lock.json \
   web/assets/fleetwatch.css web/assets/console.js web/assets/favicon.svg web/assets.py
 
-.PHONY: install system-packages assets demo test bench bench-latency docs clean
+.PHONY: install system-packages assets demo test bench bench-latency docs dist clean
 
 # What each long step of `make install` takes (on disk, and in time on 2 cores), said on a
 # line before the step: the one place for these figures (README.md quotes them;
@@ -47,11 +47,13 @@ install: $(VENV)/.installed $(ASSETS_BUILT)
 # real traps (snmptrap) in the tests, the demo and bench/snmp.py; its services are disabled
 # the same way. The standard Nagios plugins (check_dig) and dig: the devices' DNS checks;
 # dnsmasq-base (a binary, no service): the DNS server those tests ask.
+# debhelper and lintian: `make dist` builds the agent's Debian package and lints it
+# (tests/integration/test_package.py installs it into the container).
 # `make system-packages` installs only these.
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container libcairo2 \
   prometheus-node-exporter prometheus chromium chromium-driver faketime python3 \
   prometheus-alertmanager victoria-metrics snmpd snmp snmptrapd monitoring-plugins-standard \
-  bind9-dnsutils dnsmasq-base
+  bind9-dnsutils dnsmasq-base debhelper lintian
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 
@@ -138,5 +140,17 @@ bench-latency: install
 docs: install
 	$(BIN)/python docs/generate.py
 
+# dist/: the sdist and the wheel (reproducible: the same tree gives the same bytes) and the
+# agent's Debian package, fleetwatch-agent_VERSION_ARCH.deb, linted (packaging/dist.py;
+# docs/operating/packages.md). WHEELHOUSE=DIR: the agent's dependencies as wheels, no
+# index asked; DEB_VERSION: the package's version (default fleetwatch's)
+WHEELHOUSE ?=
+DEB_VERSION ?=
+dist: $(VENV)/.installed
+	@$(MAKE) --no-print-directory system-packages
+	$(BIN)/python packaging/dist.py --out dist $(if $(WHEELHOUSE),--wheelhouse \
+	  $(WHEELHOUSE)) $(if $(DEB_VERSION),--deb-version $(DEB_VERSION))
+	lintian --fail-on error $$(ls -t dist/fleetwatch-agent_*.deb | head -1)
+
 clean:
-	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info web/static web/assets/node_modules
+	rm -rf $(VENV) $(DEMO_DIR) build dist *.egg-info web/static web/assets/node_modules

@@ -183,8 +183,8 @@ INTEGRATION = Path(__file__).parent / "integration"
 LONGEST = ["test_history_cluster", "test_ansible_systemd", "test_ansible", "test_web",
            "test_demo", "test_history_compact", "test_demo_spark", "test_history_drops",
            "test_durable_e2e", "test_web_oncall", "test_backtest_bench", "test_history_cli",
-           "test_history_path", "test_devices_e2e", "test_systemd", "test_fleetsim",
-           "test_history_replay", "test_history_query", "test_notebook",
+           "test_history_path", "test_devices_e2e", "test_package", "test_systemd",
+           "test_fleetsim", "test_history_replay", "test_history_query", "test_notebook",
            "test_history_jupyter"]
 
 

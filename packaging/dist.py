@@ -221,7 +221,8 @@ def venv(dest: Path, final: str) -> None:
             continue
         data = path.read_bytes()
         if old in data and b"\0" not in data:
-            path.write_bytes(data.replace(old, final.encode()))
+            data = plain_shebang(data.replace(old, final.encode()))
+            path.write_bytes(data)
             changed.add(os.path.normpath(path))
         if path.is_relative_to(site):
             # executable only if a script (the bundled plugins): some wheels (protobuf)
@@ -231,6 +232,18 @@ def venv(dest: Path, final: str) -> None:
         shutil.rmtree(cache)
     for record in sorted(site.glob("python3*/site-packages/*.dist-info/RECORD")):
         fix_record(record, changed)
+
+
+#: pip's shebang for an interpreter path too long for ``#!`` (a deep build directory): a
+#: /bin/sh script that execs the interpreter, which lintian reads as a broken shell script
+_LONG_SHEBANG = re.compile(rb"""\A#!/bin/sh\n'''exec' "?([^"\n]+?)"? "\$0" "\$@"\n' '''\n""")
+
+
+def plain_shebang(data: bytes) -> bytes:
+    """A script made with pip's long-path shebang (:data:`_LONG_SHEBANG`), relocated to a
+    short path, with a plain ``#!`` line instead."""
+    found = _LONG_SHEBANG.match(data)
+    return b"#!" + found.group(1) + b"\n" + data[found.end():] if found else data
 
 
 def fix_record(record: Path, changed: set[str]) -> None:

@@ -120,7 +120,14 @@ class Devices:
     # ---------------------------------------------------------------- life cycle
     def start(self) -> None:
         """Start the loop, the trap receiver and the polls; spool each device's REGISTER.
-        StartError when pysnmp is missing or the trap port cannot be bound."""
+        StartError when pysnmp is missing, a secret cannot be read any more (it was at the
+        config's load) or the trap port cannot be bound."""
+        try:
+            self._start()
+        except ValueError as e:             # a secret's file gone or emptied since the load
+            raise StartError(f"devices: {e}") from None
+
+    def _start(self) -> None:
         polled = [h for h in self.hosts if h.device.snmp is not None]
         traps = self.cfg.devices.traps
         if polled or traps.enabled:

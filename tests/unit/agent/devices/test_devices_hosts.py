@@ -208,3 +208,26 @@ def test_polls_keep_to_their_slot_of_the_interval_whatever_came_before():
     assert next_poll(uuid, 60, 0.0, after) == pytest.approx(after + 60)
     starts = sorted(next_poll(f"{POLLER}@d{i}", 60, 0.0, 100.0) % 60 for i in range(1000))
     assert max(b - a for a, b in zip(starts, starts[1:])) < 2       # no gap of the interval
+
+
+def test_a_secret_gone_since_the_config_was_read_stops_the_start_with_one_line(tmp_path):
+    """The community file was readable at load and removed before start: a StartError
+    naming the file, never a traceback (and never the secret)."""
+    from agent.devices.service import StartError
+    secret = tmp_path / "community"
+    secret.write_text("s3cret\n")
+    cfg = build(AgentConfig, {"routers": ["tcp://127.0.0.1:5555"], "state_dir": str(tmp_path),
+                              "devices": {"hosts": [{"name": "sw1", "address": "127.0.0.1",
+                                                     "snmp": {"community_file": str(secret)}}]}},
+                "agent.yaml")
+    secret.unlink()
+    ctx = zmq.Context()
+    devices = Devices(cfg, POLLER, "poller-1", "i1", ctx, zmq.Poller(), None,
+                      lambda job, stop: None, Clock(), lambda: 1.7e9, lambda: 0.5)
+    try:
+        with pytest.raises(StartError, match=str(secret)) as caught:
+            devices.start()
+        assert "s3cret" not in str(caught.value)
+    finally:
+        devices.close()
+        ctx.term()

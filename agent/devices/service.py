@@ -157,9 +157,7 @@ class Devices:
             self.receiver = trapping.TrapReceiver(
                 self._device_of(), self._on_trap, listen=traps.address,
                 communities_file=traps.communities_file,
-                users=[snmp.Credentials.v3(u.user, u.auth_protocol, u.auth_key_file,
-                                           u.priv_protocol if u.priv_key_file else None,
-                                           u.priv_key_file or None) for u in traps.users],
+                users=[snmp.Credentials.of_usm(u) for u in traps.users],
                 engine_ids=[(u.user, u.engine_id) for u in traps.users if u.engine_id],
                 rate=traps.rate, burst=traps.burst)
             try:
@@ -388,7 +386,5 @@ def _snapshot(counts) -> dict:
 def _credentials(snmp, config):
     if config.version == "2c":
         return snmp.Credentials.v2c(config.community_file)
-    return snmp.Credentials.v3(config.user, config.auth_protocol, config.auth_key_file,
-                               config.priv_protocol if config.priv_key_file else None,
-                               config.priv_key_file or None)
+    return snmp.Credentials.of_usm(config)
 

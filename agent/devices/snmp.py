@@ -186,6 +186,14 @@ class Credentials:
         return cls("3", user=user, auth_protocol=auth_protocol, auth_key=keys[0],
                    priv_protocol=priv_protocol or "", priv_key=keys[1])
 
+    @classmethod
+    def of_usm(cls, usm) -> Credentials:
+        """The v3 credentials of a config's user (``agent.devices.config.Usm``: a device's
+        ``snmp`` section, a trap user): no ``priv_key_file``, no privacy (authNoPriv)."""
+        return cls.v3(usm.user, usm.auth_protocol, usm.auth_key_file,
+                      usm.priv_protocol if usm.priv_key_file else None,
+                      usm.priv_key_file or None)
+
     @cached_property
     def auth_data(self) -> CommunityData | UsmUserData:
         """pysnmp's form of them."""

@@ -399,3 +399,17 @@ def test_a_pollers_unit_holds_what_its_devices_need_and_no_more(tmp_path, secret
     assert "\nAmbientCapabilities=CAP_NET_RAW CAP_NET_BIND_SERVICE\n" in unit
     assert "\nLimitNOFILE=1048\n" in unit
     assert "CAP_NET_RAW" not in units.render(units.Service("router"), "/x", **needs)
+
+
+def test_a_v3_users_credentials_are_made_from_its_config(secrets):
+    """A device's v3 section and a trap user make their credentials alike; without a
+    privacy key file, no privacy (authNoPriv)."""
+    snmp = pytest.importorskip("agent.devices.snmp")
+    cfg = devices({"name": "sw", "address": "192.0.2.8",
+                   "snmp": {"version": 3, "user": "fw", "auth_protocol": "SHA256",
+                            "auth_key_file": secrets["key"], "priv_key_file": secrets["key"]}},
+                  traps={"users": [{"user": "trap", "auth_key_file": secrets["key"]}]})
+    made = snmp.Credentials.of_usm(cfg.hosts[0].snmp)
+    assert made == snmp.Credentials.v3("fw", "SHA256", secrets["key"], "AES", secrets["key"])
+    trap = snmp.Credentials.of_usm(cfg.traps.users[0])
+    assert (trap.user, trap.auth_key, trap.priv_protocol) == ("trap", PASSPHRASE, "")

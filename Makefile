@@ -38,7 +38,8 @@ install: $(VENV)/.installed $(ASSETS_BUILT)
 # Chromium and its driver: the console's tests drive a real headless browser (Selenium).
 # faketime (libfaketime): a real agent's clock is stepped under it while it runs
 # (tests/integration/test_clock_step.py). Debian's python3: the Ansible deployment's modules
-# run by it, as on a real host (tests/integration/test_ansible.py). Alertmanager: the
+# run by it, as on a real host, and python3-apt for its apt module, which installs the
+# agent's package there (tests/integration/test_ansible_systemd.py). Alertmanager: the
 # alertmanager channel posts to a real one (tests/integration/test_alertmanager.py); its
 # service is disabled after the install (it would listen on all interfaces, :9093 and :9094).
 # VictoriaMetrics: the remote_write sink writes to a real one as well as to Prometheus
@@ -53,7 +54,7 @@ install: $(VENV)/.installed $(ASSETS_BUILT)
 SYSTEM_PACKAGES := monitoring-plugins-basic postgresql systemd systemd-container libcairo2 \
   prometheus-node-exporter prometheus chromium chromium-driver faketime python3 \
   prometheus-alertmanager victoria-metrics snmpd snmp snmptrapd monitoring-plugins-standard \
-  bind9-dnsutils dnsmasq-base debhelper lintian
+  bind9-dnsutils dnsmasq-base debhelper lintian python3-apt
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
   $(SYSTEM_PACKAGES)
 

@@ -180,7 +180,7 @@ INTEGRATION = Path(__file__).parent / "integration"
 #: run, docs/development/testing.md; the order of a fresh CI run's per-module seconds,
 #: 2026-12-05): pytest-xdist hands modules to its workers in the order collected, so these
 #: start at once and the short ones fill the gaps at the end
-LONGEST = ["test_history_cluster", "test_ansible_systemd", "test_ansible", "test_web",
+LONGEST = ["test_history_cluster", "test_ansible_systemd", "test_web",
            "test_demo", "test_history_compact", "test_demo_spark", "test_history_drops",
            "test_durable_e2e", "test_web_oncall", "test_backtest_bench", "test_history_cli",
            "test_history_path", "test_devices_e2e", "test_package", "test_systemd",

@@ -3,7 +3,8 @@ installed for real.
 
 The sdist and the wheel are built twice from this tree: the same bytes each time. The
 package is built once, as ``make dist`` builds it (the agent's wheelhouse from pip's
-configured index or its cache, the snmp and otlp extras), linted (no error, no warning), and
+configured index or its cache, the snmp and otlp extras; ``nspawn.agent_deb``: the build
+test_ansible_systemd's role installs too), linted (no error, no warning), and
 repacked at a higher version (the upgrade: the same tree); both are installed into one
 booted container (this machine's root, tests/support/nspawn.py): the unit starts and its
 agent reaches a router and an alerting sink the test runs inside (this checkout's own,
@@ -100,7 +101,8 @@ def built(tmp_path_factory):
     # the sdist and wheel of the second first, so that the two builds come a second apart
     # (a commit between them dates the files otherwise: SOURCE_DATE_EPOCH)
     second = dist(root / "out2", "--no-deb")
-    first = dist(root / "out1", "--work", str(root / "work"), *(["--no-deb"] if reason else []))
+    # the first is the build test_ansible_systemd installs from too, made once for both
+    first = dist(root / "out1", "--no-deb") if reason else list(nspawn.agent_deb())
     return (first, second), reason
 
 

@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,11 @@ REPO = Path(__file__).resolve().parents[2]
 #: the virtualenvs and the mount points; outside /tmp, /root and /home on purpose
 BASE = Path(os.environ.get("FLEETWATCH_NSPAWN_DIR", "/var/lib/fleetwatch-nspawn-test"))
 SYSTEM_PYTHON = "/usr/bin/python3"
-#: what the units need (the history *sink* writes JSON lines; pyspark stays out)
-EXTRAS = "sinks,scheduler,graphite"
+#: what the units need (the history *sink* writes JSON lines; pyspark stays out), and the
+#: deployment's prometheus sink and devices (tests/integration/test_ansible_systemd.py)
+EXTRAS = "sinks,scheduler,graphite,prometheus,snmp"
+#: carbon-cache as the Ansible role installs it (fleetwatch_carbon_packages), in the wheelhouse
+CARBON = ("carbon==1.1.10", "whisper==1.1.10", "twisted==26.10.0")
 #: a clean environment for what runs inside
 ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0"}
@@ -64,7 +68,7 @@ def _sources() -> list[Path]:
 
 
 def _key(files: list[Path]) -> str:
-    digest = hashlib.sha256(f"{EXTRAS}\n".encode())
+    digest = hashlib.sha256(f"{EXTRAS} {CARBON}\n".encode())
     digest.update(subprocess.run([SYSTEM_PYTHON, "--version"], capture_output=True,
                                  text=True, timeout=30).stdout.encode())
     for path in files:
@@ -115,8 +119,10 @@ def _build(files: list[Path]) -> Build:
             shutil.copy2(f, src / f.relative_to(REPO))
         subprocess.run([SYSTEM_PYTHON, "-m", "venv", str(done.venv)], check=True,
                        timeout=120, capture_output=True)
-        subprocess.run([*pip, "wheel", "--wheel-dir", str(done.wheels), f"{src}[{EXTRAS}]"],
-                       check=True, timeout=600, capture_output=True)
+        # carbon's setup.py installs under /opt/graphite without GRAPHITE_NO_PREFIX
+        subprocess.run([*pip, "wheel", "--wheel-dir", str(done.wheels), f"{src}[{EXTRAS}]",
+                        *CARBON], check=True, timeout=600, capture_output=True,
+                       env={**os.environ, "GRAPHITE_NO_PREFIX": "True"})
         subprocess.run([*pip, "install", "--no-index", "--find-links", str(done.wheels),
                         f"{done.wheel}[{EXTRAS}]"], check=True, timeout=300,
                        capture_output=True)
@@ -127,6 +133,36 @@ def _build(files: list[Path]) -> Build:
         shutil.rmtree(src, ignore_errors=True)
     (path / ".complete").write_text("")
     return done
+
+
+def agent_deb() -> tuple[Path, Path, Path]:
+    """``make dist``'s sdist, wheel and agent package of the current sources and commit
+    (packaging/dist.py, about 40 s), built once for the modules that install the package
+    (under the build's lock, as :func:`build`) and kept under :data:`BASE` like it."""
+    BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
+    dist = REPO / "packaging/dist.py"
+    files = _sources() + sorted(p for p in (REPO / "packaging").rglob("*") if p.is_file()
+                                and "__pycache__" not in p.parts)
+    with open(BASE / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # the files' date: dist.py's SOURCE_DATE_EPOCH, or the last commit's time
+        epoch = os.environ.get("SOURCE_DATE_EPOCH") or subprocess.run(
+            ["git", "-C", str(REPO), "log", "-1", "--format=%ct"], capture_output=True,
+            text=True, timeout=30).stdout.strip()
+        path = BASE / f"deb-{_key(files)}-{epoch}"
+        if (path / ".complete").exists():
+            return tuple(Path(line) for line in (path / ".complete").read_text().split())
+        for old in BASE.glob("deb-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        res = subprocess.run([sys.executable, str(dist), "--out", str(path / "out"), "--work",
+                              str(path / "work")], capture_output=True, text=True, timeout=600)
+        if res.returncode != 0:
+            shutil.rmtree(path, ignore_errors=True)
+            raise AssertionError(f"packaging/dist.py failed:\n{res.stdout}\n"
+                                 f"{res.stderr[-4000:]}")
+        shutil.rmtree(path / "work", ignore_errors=True)
+        (path / ".complete").write_text(res.stdout)
+        return tuple(Path(line) for line in res.stdout.split())
 
 
 def booted(log: Path, shared: tuple[Path, ...] = ()) -> Container:

@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fleetwatch.lifeline import die_with_parent
-from fleetwatch.lake.spark import JavaMissing, java
+from fleetwatch.lake.spark import CODEGEN_CACHE, JavaMissing, java
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +258,7 @@ def _connect(home: str, directory: str, host: str, master: str, options: list[st
         "--conf", f"spark.connect.grpc.binding.port={port}",
         "--conf", f"spark.driver.host={host}",
         "--conf", f"spark.driver.bindAddress={host}",
+        "--conf", "=".join(CODEGEN_CACHE),
         "--conf", "spark.ui.enabled=false"], submit=True, owned=owned)
 
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -101,18 +102,35 @@ def lake_is_settled(lake: Path) -> None:
 
 # ---------------------------------------------------------------- a clean run
 
-def test_compaction_writes_the_tables_once(spark, tmp_path):
+@pytest.fixture(scope="module")
+def first_run(spark, tmp_path_factory) -> SimpleNamespace:
+    """One compaction of :func:`landing_area`, the lake copied after each of its steps: each
+    copy is exactly what a run SIGKILLed right there leaves on disk. The clean run the next
+    test checks, and the tables every run killed after a step must end with; made before any
+    test changes the lake."""
+    from fleetwatch.lake.compact import compact
+    root = tmp_path_factory.mktemp("first-run")
+    lake, snaps = root / "lake", root / "snap"
+    want = landing_area(lake)
+    progress: list[str] = []
+
+    def snapshot(step):
+        shutil.copytree(lake, snaps / step)
+    summary = compact(spark, settings(lake), out=progress.append, hook=snapshot)
+    return SimpleNamespace(lake=lake, want=want, progress=progress, summary=summary,
+                           snaps=snaps, tables=tables(spark, lake))
+
+
+def test_compaction_writes_the_tables_once(spark, first_run):
     from fleetwatch.lake.compact import compact
     from fleetwatch.lake.schema import TABLES
-    lake = tmp_path / "lake"
-    want = landing_area(lake)
-    progress = []
-    summary = compact(spark, settings(lake), out=progress.append)
+    lake, want, progress, summary = (first_run.lake, first_run.want, first_run.progress,
+                                     first_run.summary)
 
     assert summary.events == want["events"] and summary.bad == want["bad"]
     assert {k: v.rows for k, v in summary.tables.items()} == want["rows"]
     assert sum(v.duplicates for v in summary.tables.values()) == want["duplicates"]
-    got = tables(spark, lake)
+    got = first_run.tables
     assert {k: len(v) for k, v in got.items()} == {**want["rows"], NAME: want["spans"]}
     for name, rows in got.items():
         schema = spark.read.parquet(str(lake / "tables" / name)).schema
@@ -151,29 +169,18 @@ def test_compaction_writes_the_tables_once(spark, tmp_path):
 
 # ---------------------------------------------------------------- killed runs
 
-def test_a_run_killed_after_any_step_is_finished_by_the_next(spark, tmp_path):
-    """One run snapshots the lake after each step: each snapshot is exactly what a run
-    SIGKILLed right there leaves on disk. A compaction of each snapshot must end with the
-    same tables as a clean run, and every landing file processed once."""
+def test_a_run_killed_after_any_step_is_finished_by_the_next(spark, first_run):
+    """A compaction of each copy :func:`first_run` made (what a run SIGKILLed after that
+    step leaves) must end with the same tables as the clean run, and every landing file
+    processed once."""
     from fleetwatch.lake.compact import STEPS, compact
-    clean, lake, snaps = tmp_path / "clean", tmp_path / "lake", tmp_path / "snap"
-    landing_area(clean)
-    shutil.copytree(clean, lake)
-    compact(spark, settings(clean), **QUIET)
-    want = tables(spark, clean)
-
-    def snapshot(step):
-        shutil.copytree(lake, snaps / step)
-    compact(spark, settings(lake), hook=snapshot, **QUIET)
-    assert tables(spark, lake) == want
-
     for step in STEPS:
-        snap = snaps / step
+        snap = first_run.snaps / step
         if step == "staged":
             assert not (snap / "tables" / "metrics").exists()     # nothing visible yet
         progress = []
         compact(spark, settings(snap), out=progress.append)
-        assert tables(spark, snap) == want, step
+        assert tables(spark, snap) == first_run.tables, step
         lake_is_settled(snap)
         assert len(list((snap / "_compaction" / "manifest" / "settled").iterdir())) == 1
         assert progress[0].startswith("recover: run "), (step, progress)
@@ -364,6 +371,7 @@ def test_spark_settings():
     local = defaults("local[2]")
     assert local["spark.driver.bindAddress"] == "127.0.0.1"
     assert local["spark.ui.enabled"] == "false" and local["spark.sql.shuffle.partitions"] == "2"
+    assert local["spark.sql.codegen.cache.maxEntries"] == "1000"    # a compaction's classes
     assert "spark.driver.host" not in defaults("spark://m:7077")
     conf = merged("local[2]", {"spark.driver.extraJavaOptions": "-Xss4m",
                                "spark.sql.shuffle.partitions": "8"})

@@ -80,6 +80,17 @@ def test_a_connect_session_takes_the_sql_settings_only():
     assert got["spark.sql.session.timeZone"] == "UTC"
     assert got["spark.sql.shuffle.partitions"] == "3"
     assert all(k.startswith("spark.sql.") for k in got)
+    # a JVM-wide setting: the server's own (a session cannot change it)
+    assert "spark.sql.codegen.cache.maxEntries" not in got
+
+
+def test_the_connect_server_keeps_generated_classes_compiled(monkeypatch):
+    """The JVM-wide setting a Connect session cannot give is on the server's command."""
+    started = []
+    monkeypatch.setattr(cluster, "_daemon", lambda *args, **kw: started.append(args[4]))
+    cluster._connect("/spark", "/tmp/c", "127.0.0.1", "local[2]", [])
+    (argv,) = started
+    assert "spark.sql.codegen.cache.maxEntries=1000" in argv
 
 
 def test_remote_must_be_a_connect_url():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -602,8 +603,11 @@ def check_security_sections(demo_dir, insecure: bool) -> None:
             assert own.role == "backend", name
 
 
-def test_demo_reuses_its_keys(fleet):
-    """Planning twice in one directory keeps every key (no "exists already")."""
+def test_demo_reuses_its_keys_and_its_alert_flags_configure_the_alerting_sink(fleet):
+    """Planning twice in one directory keeps every key (no "exists already"); the second
+    time with --alert-webhook and --alert-smtp/--alert-to, which become the alerting sink's
+    channels (one test: each plan makes the console's user and its token by up to three
+    ``fleetwatch web`` commands, about a CPU-second each)."""
     from fleetwatch.cli import demo
     from fleetwatch.cli.demo.plan import backend_names
 
@@ -615,9 +619,21 @@ def test_demo_reuses_its_keys(fleet):
     # fleet, the agent, the site router and the agent behind it, and each back-end client
     # (sinks, scheduler, operator)
     assert len(keys) == 2 * (4 + len(backend_names()))
-    demo.plan(root, cfg)
+    flagged = dataclasses.replace(cfg, alert_webhook="http://127.0.0.1:9/hook",
+                                  alert_smtp="127.0.0.1:2525", alert_to=["ops@example.org"])
+    _, info = demo.plan(root, flagged)
     assert {p: p.read_bytes() for p in sorted((root / "keys").rglob("*.key*"))} == before
     check_security_sections(root, insecure=False)
+
+    assert info["channels"] == ["email", "webhook"] and info["received"] is None
+    sink = yaml.safe_load((root / "sink-alerting.yaml").read_text())
+    channels = sink["alerting"]["delivery"]["channels"]
+    assert channels["webhook"]["url"] == "http://127.0.0.1:9/hook"
+    assert channels["email"]["to"] == ["ops@example.org"]
+    from fleetwatch.config import load
+    from sinks.config import SinkConfig
+    loaded = load(SinkConfig, str(root / "sink-alerting.yaml"))   # the sink's own checks
+    assert sorted(loaded.alerting.delivery.channels) == ["email", "webhook"]
 
 
 def test_demo_settings_from_a_config_file_and_flags(fleet):
@@ -632,6 +648,11 @@ def test_demo_settings_from_a_config_file_and_flags(fleet):
     assert res.returncode == 78 and "routers: expected at least 1" in res.stderr
     res = fleet.cli("demo", "--sites", "-1", "--dir", str(fleet.root / "d0"), check=False)
     assert res.returncode == 78 and "sites: expected 0 to 9" in res.stderr
+    # (what good alert flags make: test_demo_reuses_its_keys_and_its_alert_flags_...)
+    res = fleet.cli("demo", "--alert-smtp", "nowhere", "--dir", str(fleet.root / "bad"),
+                    check=False)
+    assert res.returncode == 78
+    assert "--alert-smtp: expected HOST:PORT" in res.stderr
 
 
 def snapshot(root: Path) -> dict:
@@ -672,28 +693,3 @@ def test_a_directory_another_demo_holds_is_refused(fleet):
     fd = hold(root)                              # a dead holder's lock: the directory is free
     assert isinstance(fd, int)
     os.close(fd)
-
-
-def test_demo_alert_flags_configure_the_alerting_sink(fleet):
-    """--alert-webhook and --alert-smtp/--alert-to become the alerting sink's channels;
-    a bad flag is one line naming it."""
-    from fleetwatch.cli import demo
-
-    root = fleet.root / "alerts"
-    cfg = demo.DemoConfig(dir=str(root), routers=1, insecure=True,
-                          alert_webhook="http://127.0.0.1:9/hook", alert_smtp="127.0.0.1:2525",
-                          alert_to=["ops@example.org"])
-    _, info = demo.plan(root, cfg)
-    assert info["channels"] == ["email", "webhook"] and info["received"] is None
-    sink = yaml.safe_load((root / "sink-alerting.yaml").read_text())
-    channels = sink["alerting"]["delivery"]["channels"]
-    assert channels["webhook"]["url"] == "http://127.0.0.1:9/hook"
-    assert channels["email"]["to"] == ["ops@example.org"]
-    from fleetwatch.config import load
-    from sinks.config import SinkConfig
-    loaded = load(SinkConfig, str(root / "sink-alerting.yaml"))   # the sink's own checks
-    assert sorted(loaded.alerting.delivery.channels) == ["email", "webhook"]
-    res = fleet.cli("demo", "--alert-smtp", "nowhere", "--dir", str(fleet.root / "bad"),
-                    check=False)
-    assert res.returncode == 78
-    assert "--alert-smtp: expected HOST:PORT" in res.stderr

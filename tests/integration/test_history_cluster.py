@@ -138,15 +138,16 @@ def local_answers(spark, history_lake, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def on_cluster(cluster, history_lake, local_compaction, tmp_path_factory):
-    """``run(through)``, once a flavour for the module: the landing area of
-    ``local_compaction`` copied to a lake of its own and compacted on the cluster, through the
-    master (SIGKILLed first right after its executors staged the output, then run again) or
-    through Spark Connect; then the queries and ``history sql`` on the generated lake. The
-    compaction run to its end, the queries and the SQL are one child process
-    (tests/support/historyanswers.py: the same ``fleetwatch history compact`` and ``history
-    sql`` commands, run by the CLI's ``main``, one Spark driver for the three: a driver on
-    the master costs a JVM and an executor). Returns the lake compacted, the killed run
-    (None through Spark Connect), the rerun's exit status and stdout, the answers, the rows."""
+    """``run(through)``, once a flavour for the module: the queries and ``history sql`` on
+    the generated lake, then the landing area of ``local_compaction`` copied to a lake of
+    its own and compacted on the cluster, through the master (SIGKILLed first right after
+    its executors staged the output, then run again) or through Spark Connect. The queries,
+    the SQL and the compaction run to its end are one child process
+    (tests/support/historyanswers.py: the same ``fleetwatch history sql`` and ``history
+    compact`` commands, run by the CLI's ``main``, with the configs' settings: one Spark
+    session for the three, so on the master one driver and one executor). Returns the lake
+    compacted, the killed run (None through Spark Connect), the rerun's exit status and
+    stdout, the answers, the SQL's exit status and stdout."""
     landed = local_compaction[0]
     done = {}
 
@@ -166,14 +167,11 @@ def on_cluster(cluster, history_lake, local_compaction, tmp_path_factory):
         (base / "sql").mkdir()          # config() names its file by the master alone
         sql = config(base / "sql", history_lake.path, where(cluster, through))
         script = ROOT / "tests" / "support" / "historyanswers.py"
-        argv = [sys.executable, str(script), str(history_lake.path), where(cluster, through),
-                *(["--remote"] if through == "connect" else []), "--compact", str(cfg),
-                "--sql", str(sql), QUERY]
+        argv = [sys.executable, str(script), str(sql), QUERY, str(cfg)]
         res = subprocess.run(argv, capture_output=True, text=True, timeout=400, cwd=ROOT)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-        rerun, got, rows = res.stdout.split("\n", 2)
-        done[through] = {"lake": remote, "killed": killed, "rerun": json.loads(rerun),
-                         "answers": json.loads(got), "rows": json.loads(rows)}
+        ran = json.loads(res.stdout.splitlines()[-1])
+        done[through] = {"lake": remote, "killed": killed, **ran}
         if killed is not None:
             done[through].update(staged=staged, metrics=metrics)
         return done[through]
@@ -215,11 +213,13 @@ def test_queries_and_sql_on_the_cluster_equal_local(on_cluster, local_answers, t
     Spark Connect; the child process of the compaction's rerun), against the same on
     local[2]."""
     want, rows = local_answers
-    got = on_cluster(through)["answers"]
+    ran = on_cluster(through)
+    got = ran["answers"]
     assert got.keys() == want.keys()
     for name in want:
         assert got[name] == want[name], name
-    assert on_cluster(through)["rows"] == rows
+    assert ran["sql"]["returncode"] == 0, ran["sql"]["stdout"]
+    assert json.loads(ran["sql"]["stdout"]) == rows
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ import pytest
 from support.browser import Browser
 from support.console import PASSWORD, serve
 from support.fleet import Fleet
+from support.webcli import web
 
 pytest.importorskip("fastapi")
 pytestmark = pytest.mark.timeout(180)
@@ -43,8 +44,8 @@ def oncall(tmp_path_factory):
         op = fleet.write("fleetwatch.yaml", {"routers": [DEAD_ROUTER],
                                              "state_url": fleet.state_url, "timeout": 0.3})
         url = serve(fleet, op, users=(("alice", "operator"), ("bob", "viewer")))
-        token = fleet.cli("web", "token", "add", "alice", "--label", "t", "--config",
-                          str(op)).stdout.strip()
+        token = web(fleet, "token", "add", "alice", "--label", "t", "--config",
+                    str(op)).stdout.strip()
         yield url, token, fleet
     finally:
         fleet.stop_all()

@@ -3,14 +3,14 @@ sessions (``local[*]`` in the test process, a standalone cluster or Spark Connec
 child process) can be compared: availability (from spans, from every heartbeat, downtime
 excused), metric buckets, top hosts, check timelines and time in state, notifications.
 
-As a script: ``python tests/support/historyanswers.py LAKE MASTER [--remote] [--compact
-CONFIG] [--sql CONFIG QUERY]`` prints, with ``--compact``, what ``fleetwatch history compact
---config CONFIG`` printed and its exit status (one JSON document on one line: that command
-run first, in this process, on a lake of its own), then the answers as one JSON document on
-one line (MASTER: a spark:// URL, local[N], or with --remote an sc:// URL), then with
-``--sql`` what ``fleetwatch history sql --config CONFIG --json QUERY`` prints: every command
-run in the same process (one Spark driver, one JVM, for all), by the cluster and Connect
-tests with the installed fleetwatch.
+As a script: ``python tests/support/historyanswers.py CONFIG QUERY [COMPACT]`` opens the
+lake of operator config CONFIG on its Spark (``History.open``: its master or Spark Connect
+server, its ``conf``), and prints one JSON document on one line: the answers, what
+``fleetwatch history sql --config CONFIG --json QUERY`` prints and its exit status, then
+with COMPACT what ``fleetwatch history compact --config COMPACT`` printed and its exit
+status (that command run last, on a lake of its own: it stops the session at its end).
+Every command runs in the same process, on one Spark session: one driver and one
+application on a cluster, so one executor, for all; by the cluster and Connect tests.
 """
 
 from __future__ import annotations
@@ -56,28 +56,27 @@ def answers(h) -> dict[str, list[dict]]:
 def main(argv: list[str]) -> int:
     root = Path(__file__).resolve().parents[2]
     sys.path.insert(0, str(root))
-    lake, master = argv[0], argv[1]
+    config, query, compact = (argv + [""])[:3]
     from fleetwatch.cli import main as fleetwatch
-    from fleetwatch.lake import spark as sparks
     from fleetwatch.lake.query import History
-    if "--compact" in argv:     # its session stopped at its end: the answers make another
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            code = fleetwatch(["history", "compact", "--config",
-                               argv[argv.index("--compact") + 1]])
-        print(json.dumps({"returncode": code, "stdout": out.getvalue()}), flush=True)
-    if "--remote" in argv:
-        spark = sparks.remote(master)
+    h = History.open(config)
+    out = {"answers": answers(h)}
+    out["sql"] = ran(fleetwatch, ["history", "sql", "--config", config, "--json", query])
+    if compact:     # the CLI's session is the one above: the command stops it at its end
+        out["rerun"] = ran(fleetwatch, ["history", "compact", "--config", compact])
     else:
-        spark = sparks.session(master, {"spark.driver.memory": "1g"})
-    try:
-        print(json.dumps(answers(History(spark, lake))), flush=True)
-        if "--sql" in argv:
-            config, query = argv[argv.index("--sql") + 1:][:2]
-            return fleetwatch(["history", "sql", "--config", config, "--json", query])
-    finally:
-        spark.stop()
+        h.spark.stop()
+    print(json.dumps(out), flush=True)
     return 0
+
+
+def ran(fleetwatch, argv: list[str]) -> dict:
+    """What ``fleetwatch ARGV``, run by the CLI's ``main`` in this process, printed on
+    stdout and its exit status."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = fleetwatch(argv)
+    return {"returncode": code, "stdout": out.getvalue()}
 
 
 if __name__ == "__main__":

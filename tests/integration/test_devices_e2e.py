@@ -127,8 +127,12 @@ def test_the_poller_killed_makes_its_switch_unreachable_and_pages_once(fleet, sn
             registered = fleet.db_rows("SELECT hostname, parents FROM agents")
             return all((host_of(status, n) or {}).get("state") == "UP"
                        for n in (SWITCH, "agent-host")) and \
-                (SWITCH, '["agent-host"]') in registered      # its REGISTER, its parents
-        wait_for(both_up, 60, 0.2, "the poller and its switch UP, the switch registered")
+                (SWITCH, '["agent-host"]') in registered and \
+                "agent-host" in {name for name, _ in registered}
+        # the switch's REGISTER (its parents) and the poller's: a parent the registry has
+        # not heard of yet (its REGISTER resent later: the sink started after the agent) is
+        # no parent, and its switch would be DOWN
+        wait_for(both_up, 60, 0.2, "the poller and its switch UP, both registered")
 
         agent.signal(signal.SIGKILL)
 

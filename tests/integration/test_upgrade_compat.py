@@ -1,6 +1,7 @@
 """Rolling upgrades: this tree's processes beside the baseline release's, in one fleet.
 
-The baseline is the previous release (CHANGELOG.md's ``Compatibility baseline:``), run from
+The baseline is the previous release (the last release tag before this commit, else
+CHANGELOG.md's ``Compatibility baseline:``: ``baseline.previous``), run from
 its own tree (tests/support/baseline.py). One fleet for the module, of both releases: a
 router of each, a third router of the baseline's to upgrade while its agent sends, the
 registry sink, an alerting sink of each on one state database (at this tree's revision), a
@@ -83,7 +84,7 @@ class Mixed:
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory) -> Release:
-    rev = baseline.commit()
+    rev = baseline.previous()
     reason = baseline.missing(rev)
     if reason:
         pytest.skip(reason)

@@ -1,7 +1,8 @@
 """The baseline release: the fleetwatch the compatibility tests run beside this tree's.
 
-The baseline is the previous release, named by CHANGELOG.md's line ``Compatibility
-baseline: COMMIT`` (a tag once one exists; until then the last tree before 1.0.0). Its
+The baseline is the previous release (:func:`previous`): the newest release tag in this
+tree's history but not on its own commit, else the commit CHANGELOG.md's line
+``Compatibility baseline: COMMIT`` names (until the first tag, the last tree before 1.0.0). Its
 packages come from its own tree, ``git archive COMMIT``, into a directory of their own that
 its processes find first on ``PYTHONPATH``: the suite's interpreter and third-party packages,
 the baseline's fleetwatch code. What a wheel of it would hold is exactly those packages
@@ -43,6 +44,25 @@ def commit(changelog: Path = ROOT / "CHANGELOG.md") -> str:
         if found:
             return found.group(1)
     return DEFAULT
+
+
+def previous(changelog: Path = ROOT / "CHANGELOG.md", root: Path = ROOT) -> str:
+    """The release this tree runs beside: the newest release tag (``vX.Y.Z``) in its history
+    but not on its own commit (a tree at a tag is that release, whose previous one is the
+    tag before), else the baseline ``changelog`` names (:func:`commit`: before the first
+    tag, or in a clone without tags)."""
+    def git(*args: str) -> str:
+        res = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
+                             timeout=30)
+        return res.stdout if res.returncode == 0 else ""
+    head = git("rev-parse", "HEAD").strip()
+    # an annotated tag's commit is its %(*objectname), a lightweight tag's its %(objectname)
+    for line in git("tag", "--merged", "HEAD", "--list", "v[0-9]*", "--sort=-v:refname",
+                    "--format=%(refname:short) %(objectname) %(*objectname)").splitlines():
+        name, *shas = line.split()
+        if head and shas[-1] != head:
+            return name
+    return commit(changelog)
 
 
 def missing(rev: str) -> str | None:

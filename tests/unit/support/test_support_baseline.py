@@ -21,6 +21,31 @@ def test_the_changelog_names_the_baseline_else_the_default(tmp_path):
     assert baseline.commit(notes) == "8346784"
 
 
+def test_the_previous_release_is_the_last_tag_before_this_commit(tmp_path):
+    """A tree at a tag is that release: it runs beside the tag before; a tree after a tag
+    beside that tag; without a tag, beside the changelog's baseline."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c",
+                               "user.email=t@t", *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+    notes = tmp_path / "CHANGELOG.md"
+    notes.write_text("Compatibility baseline: 8346784\n")
+    git("init", "-q")
+    git("commit", "-q", "--allow-empty", "-m", "a")
+    assert baseline.previous(notes, tmp_path) == "8346784"          # no tag yet
+    git("tag", "-a", "v0.9.0", "-m", "0.9.0")                      # annotated, on HEAD
+    assert baseline.previous(notes, tmp_path) == "8346784"
+    git("commit", "-q", "--allow-empty", "-m", "b")
+    assert baseline.previous(notes, tmp_path) == "v0.9.0"
+    git("tag", "v1.0.0")                                           # lightweight, on HEAD
+    git("tag", "not-a-release")
+    assert baseline.previous(notes, tmp_path) == "v0.9.0"
+    git("commit", "-q", "--allow-empty", "-m", "c")
+    assert baseline.previous(notes, tmp_path) == "v1.0.0"
+
+
 def test_a_commit_not_in_the_history_says_why():
     reason = baseline.missing("0" * 40)
     assert reason and "not in this checkout's history" in reason

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from fleetwatch import __version__
-from support.ansible import ANSIBLE, changed_tasks, recap
+from support.ansible import ANSIBLE, changed_tasks, load_config, recap
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = ANSIBLE / "inventories" / "example" / "hosts.yml"
@@ -53,14 +53,6 @@ def ansible_env(home: Path) -> dict:
 def run(argv: list[str], env: dict, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run(argv, cwd=ANSIBLE, env=env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def _load(cls_path: str, path: Path):
-    from importlib import import_module
-
-    from fleetwatch.config import load
-    module, name = cls_path.split(":")
-    return load(getattr(import_module(module), name), str(path))
 
 
 # -------------------------------------------------------------------- fast checks
@@ -134,7 +126,7 @@ def test_the_example_renders_a_mesh_and_a_site(tmp_path):
     assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-3000:]
 
     def router(host: str):
-        return _load("router.config:RouterConfig", out / f"{host}.example.com-router.yaml")
+        return load_config("router.config:RouterConfig", out / f"{host}.example.com-router.yaml")
 
     control = {n: f"tcp://router-{n}.example.com:5556" for n in (1, 2, 3)}
     for n in (1, 2, 3):
@@ -152,7 +144,7 @@ def test_the_example_renders_a_mesh_and_a_site(tmp_path):
     for host, routers in (("web-1", seeds), ("router-2", seeds), ("mon-1", seeds),
                           ("paris-web-1", ["tcp://paris-router.example.com:5555"]),
                           ("paris-router", ["tcp://paris-router.example.com:5555"])):
-        cfg = _load("agent.config:AgentConfig", out / f"{host}.example.com-agent.yaml")
+        cfg = load_config("agent.config:AgentConfig", out / f"{host}.example.com-agent.yaml")
         assert cfg.routers == routers, host
 
 

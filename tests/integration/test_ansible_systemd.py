@@ -39,7 +39,6 @@ import shutil
 import stat
 import subprocess
 import sys
-from importlib import import_module
 from pathlib import Path
 
 import pytest
@@ -47,7 +46,7 @@ import yaml
 
 import support.nspawn as nspawn
 from fleetwatch import __version__
-from support.ansible import ANSIBLE, changed_tasks, recap
+from support.ansible import ANSIBLE, changed_tasks, load_config, recap
 from support.fleet import wait_for
 
 pytestmark = [pytest.mark.systemd, pytest.mark.timeout(1800)]
@@ -285,12 +284,6 @@ def test_second_run_changes_nothing(deployed):
             {"ActiveState": "active", "NRestarts": "0"}, unit
 
 
-def _load(cls_path: str, path: Path):
-    from fleetwatch.config import load
-    module, name = cls_path.split(":")
-    return load(getattr(import_module(module), name), str(path))
-
-
 def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
@@ -323,7 +316,7 @@ def test_the_files_written(deployed):
         {f"scheduler@{HOST}.key", f"operator@{HOST}.key"}
 
     # router-2, from its root: config, server key, every public key allowed, the unit
-    cfg = _load("router.config:RouterConfig", d.etc(ROUTER2) / "router.yaml")
+    cfg = load_config("router.config:RouterConfig", d.etc(ROUTER2) / "router.yaml")
     # a mesh through the other router, the router's timing, its own key; no static peers
     assert cfg.id == ROUTER2 and cfg.peers == [] and cfg.mesh.seeds == [ep(HOST, 1)]
     assert (cfg.mesh.interval, cfg.mesh.expire_intervals, cfg.mesh.fanout) == (1.0, 5, 3)
@@ -359,7 +352,7 @@ def test_the_files_written(deployed):
 
     # the site router: upstream to both central routers' sites endpoints, no sinks, no
     # mesh, its site key; its disk buffer writable under the unit
-    cfg = _load("router.config:RouterConfig", d.etc(SITE) / "router.yaml")
+    cfg = load_config("router.config:RouterConfig", d.etc(SITE) / "router.yaml")
     assert cfg.id == SITE and cfg.upstream == [sites_ep[HOST], sites_ep[ROUTER2]]
     assert cfg.bind.sinks == {} and cfg.bind.sites == "" and cfg.mesh.seeds == []
     assert all(sinks == [] for sinks in cfg.routes.values()) and cfg.peers == []
@@ -376,7 +369,7 @@ def test_the_files_written(deployed):
     assert (units / "fleetwatch-router.service").exists()
     assert (units / "fleetwatch-router.service.d/site-buffer.conf").read_text().endswith(
         "\n[Service]\nReadWritePaths=/var/lib/fleetwatch/site-buffer\n")
-    cfg = _load("agent.config:AgentConfig", d.etc(SITE) / "agent.yaml")
+    cfg = load_config("agent.config:AgentConfig", d.etc(SITE) / "agent.yaml")
     assert cfg.routers == [agents_ep[SITE]] and cfg.hostname == "site-1.test"
     # its devices: the section, their secret (root:fleetwatch 0640, never in a log), and
     # the unit holding what they need (ping: CAP_NET_RAW) and no more

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from support.fleet import Fleet, Proc, agent_uuid_for, wait_for
+from support.fleet import Fleet, Proc, agent_uuid_for, module_fleet, wait_for
 from fleetwatch.ask import ask_all
 
 pytest.importorskip("sqlalchemy")
@@ -50,8 +50,7 @@ def attached(world_or_routers, uuid: str, ctx=None) -> list[str]:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    fleet = Fleet(tmp_path_factory.mktemp("run"))
-    try:
+    with module_fleet(tmp_path_factory, "run") as fleet:
         routers = [fleet.router("router-1"), fleet.router("router-2")]
         fleet.sink("alerting", routers)
         fleet.sink("registry", routers)
@@ -63,11 +62,6 @@ def world(tmp_path_factory):
                           if c["uuid"] == uuid} == {"boom", "fine"},
                  15, what="status to show the agent's declared checks")
         yield World(fleet, routers, agent, uuid, op)
-    except BaseException:
-        print(fleet.logs())
-        raise
-    finally:
-        fleet.stop_all()
 
 
 def run(world: World, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:

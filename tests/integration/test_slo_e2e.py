@@ -25,7 +25,7 @@ from fleetwatch.store import db
 from sinks.alerting.checks.rules import CRITICAL, OK
 from sinks.alerting.config import AlertingConfig
 from sinks.alerting.sink import AlertingSink
-from support.fleet import Fleet, wait_for
+from support.fleet import module_fleet, wait_for
 from support.slos import DB, T0, WEB, Slos, alerts, fill
 
 pytestmark = pytest.mark.timeout(180)
@@ -219,18 +219,12 @@ def console(tmp_path_factory):
     """``fleetwatch web`` over a state database the SLO passes filled (ending now), its
     router not answering: its URL."""
     from support.console import serve
-    fleet = Fleet(tmp_path_factory.mktemp("slo-page"))
-    try:
+    with module_fleet(tmp_path_factory, "slo-page") as fleet:
         start = time.time() - 1800.0
         fill(fleet.state_url, HOSTILE, ("http*", GLOB), now=start - start % 60)
         op = fleet.write("fleetwatch.yaml", {"routers": ["tcp://127.0.0.1:9"],
                                              "state_url": fleet.state_url, "timeout": 0.3})
         yield serve(fleet, op)
-    except BaseException:
-        print(fleet.logs())
-        raise
-    finally:
-        fleet.stop_all()
 
 
 @pytest.mark.parametrize("size", [LAPTOP, PHONE], ids=["1440x900", "390x844"])

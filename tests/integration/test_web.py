@@ -7,7 +7,6 @@ sink."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import http.client
 import json
@@ -20,27 +19,13 @@ import pytest
 from support.alertsink import failing_plugins
 from support.browser import Browser
 from support.console import PASSWORD, api_post, start_console
-from support.fleet import Fleet, wait_for
+from support.fleet import module_fleet, wait_for
 from support.webcli import web
 
 pytest.importorskip("fastapi")
 pytestmark = pytest.mark.timeout(120)
 
 HOSTILE = "web<script>alert(1)</script>\x1b[2J"
-
-
-@contextlib.contextmanager
-def module_fleet(tmp_path_factory, name: str):
-    """A :class:`Fleet` for a module's fixture (a console each cost a fleet's start: router,
-    sinks, agent, web and its users); its logs printed if it fails to start."""
-    fleet = Fleet(tmp_path_factory.mktemp(name))
-    try:
-        yield fleet
-    except BaseException:
-        print(fleet.logs())
-        raise
-    finally:
-        fleet.stop_all()
 
 
 @pytest.fixture(scope="module")

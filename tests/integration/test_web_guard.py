@@ -29,6 +29,7 @@ import pytest
 
 from support.browser import Browser
 from support.console import PASSWORD, start_console
+from support.fleet import module_fleet
 from support.webcli import web
 
 pytest.importorskip("fastapi")
@@ -43,20 +44,13 @@ MAX_BODY = 1_048_576
 
 @pytest.fixture(scope="module")
 def console(tmp_path_factory):
-    from support.fleet import Fleet
-    fleet = Fleet(tmp_path_factory.mktemp("web-guard"))
-    try:
+    with module_fleet(tmp_path_factory, "web-guard") as fleet:
         fleet, op, url = start_console(fleet, web=WEB)
         token = web(fleet, "token", "add", "bob", "--label", "probe",
                     "--config", str(op)).stdout.strip()
         slow_user(fleet, op, "dave", 12)
         slow_user(fleet, op, "erin", 150)
         yield fleet, op, url, token
-    except BaseException:
-        print(fleet.logs())
-        raise
-    finally:
-        fleet.stop_all()
 
 
 #: ``argon2.PasswordHasher(time_cost=T).hash(PASSWORD)`` by T, made once and kept here:

@@ -41,7 +41,7 @@ from fleetwatch.display import escape
 from support.alertsink import QUICK
 from support.browser import Browser
 from support.console import PASSWORD, start_console
-from support.fleet import Fleet, wait_for
+from support.fleet import Fleet, module_fleet, wait_for
 
 pytest.importorskip("fastapi")
 markupsafe = pytest.importorskip("markupsafe")
@@ -259,8 +259,7 @@ def plugin(fleet: Fleet):
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
-    fleet = Fleet(tmp_path_factory.mktemp("web-hostile"))
-    try:
+    with module_fleet(tmp_path_factory, "web-hostile") as fleet:
         checks = [{"name": name, "command": name, "interval": 1, "timeout": 5}
                   for name in (PLUGIN, ACKED)]
         fleet, op, url = start_console(fleet, alerting=QUICK, scheduler=True,
@@ -293,11 +292,6 @@ def hostile(tmp_path_factory):
         wait_for(lambda: fleet.db_rows("SELECT 1 FROM host_state WHERE name = ?", (PROCESS,)),
                  20, 0.2, what="the hostile process heard")
         yield h
-    except BaseException:
-        print(fleet.logs())
-        raise
-    finally:
-        fleet.stop_all()
 
 
 class Forms(html.parser.HTMLParser):

@@ -1,5 +1,6 @@
 """Reading what ansible-playbook printed: the PLAY RECAP per host and the tasks that changed;
-and where the roles are (ansible/ of this checkout)."""
+where the roles are (ansible/ of this checkout); a config the roles wrote, loaded by its
+process's config class."""
 
 from __future__ import annotations
 
@@ -27,3 +28,13 @@ def changed_tasks(output: str) -> list[str]:
         elif line.startswith("changed:"):
             found.append(f"{task}: {line[:160]}")
     return found
+
+
+def load_config(cls_path: str, path: Path):
+    """The file at ``path`` loaded by fleetwatch's config class ``MODULE:CLASS`` (its own
+    checks run)."""
+    from importlib import import_module
+
+    from fleetwatch.config import load
+    module, name = cls_path.split(":")
+    return load(getattr(import_module(module), name), str(path))

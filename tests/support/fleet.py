@@ -8,6 +8,7 @@ all (SIGTERM, then SIGKILL) and prints their logs when a test fails.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -258,6 +259,21 @@ class Fleet:
     def scheduler(self, routers: list[dict], name: str = "scheduler", **extra) -> Proc:
         path = self.scheduler_config(routers, name, **extra)
         return self.start(name, "scheduler", "--config", str(path))
+
+
+@contextlib.contextmanager
+def module_fleet(tmp_path_factory, name: str):
+    """A :class:`Fleet` for a module-scoped fixture, in a directory ``name`` of its own: its
+    processes' logs printed when the fixture fails (the ``fleet`` fixture prints them for a
+    failed test), every process stopped at the end."""
+    fleet = Fleet(tmp_path_factory.mktemp(name))
+    try:
+        yield fleet
+    except BaseException:
+        print(fleet.logs())
+        raise
+    finally:
+        fleet.stop_all()
 
 
 def agent_uuid_for(fleet: Fleet, name: str = "agent") -> str:

@@ -97,20 +97,36 @@ def build() -> Build:
     the configured index serve the dependencies): a wheelhouse of fleetwatch and everything
     it needs with :data:`EXTRAS` (an offline ``pip install --no-index --find-links`` inside
     the container), and a virtualenv of the system's Python installed from it."""
+    files = _sources()
+    path, _ = _once("build", _key(files), lambda path: _build(files, path))
+    return Build(path / "wheels", path / "venv")
+
+
+def _once(kind: str, key: str, make) -> tuple[Path, str]:
+    """:data:`BASE`/KIND-KEY made by ``make(path)`` if not there yet, and what ``make``
+    returned (kept in its ``.complete`` marker). pytest-xdist's workers ask at the same
+    moment: under one lock, one makes, the others wait and reuse; an earlier KIND (other
+    sources) is removed first, one at a time being kept."""
     BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
-    # pytest-xdist's workers build at the same moment: one builds, the others wait and reuse
     with open(BASE / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _build(_sources())
+        path = BASE / f"{kind}-{key}"
+        marker = path / ".complete"
+        if marker.exists():
+            return path, marker.read_text()
+        for old in BASE.glob(f"{kind}-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        try:
+            said = make(path)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        marker.write_text(said)
+        return path, said
 
 
-def _build(files: list[Path]) -> Build:
-    path = BASE / f"build-{_key(files)}"
+def _build(files: list[Path], path: Path) -> str:
     done = Build(path / "wheels", path / "venv")
-    if (path / ".complete").exists():
-        return done
-    for old in BASE.glob("build-*"):        # earlier sources: one build at a time
-        shutil.rmtree(old, ignore_errors=True)
     src = BASE / f"src-{os.getpid()}"       # a copy: pip builds in the tree it is given
     pip = [str(done.venv / "bin/pip"), "--disable-pip-version-check", "--quiet"]
     try:
@@ -127,42 +143,34 @@ def _build(files: list[Path]) -> Build:
                         f"{done.wheel}[{EXTRAS}]"], check=True, timeout=300,
                        capture_output=True)
     except subprocess.CalledProcessError as e:
-        shutil.rmtree(path, ignore_errors=True)
         raise AssertionError(f"building {path} failed: {e.stderr}") from None
     finally:
         shutil.rmtree(src, ignore_errors=True)
-    (path / ".complete").write_text("")
-    return done
+    return ""
 
 
 def agent_deb() -> tuple[Path, Path, Path]:
     """``make dist``'s sdist, wheel and agent package of the current sources and commit
     (packaging/dist.py, about 40 s), built once for the modules that install the package
-    (under the build's lock, as :func:`build`) and kept under :data:`BASE` like it."""
-    BASE.mkdir(mode=0o755, parents=True, exist_ok=True)
-    dist = REPO / "packaging/dist.py"
+    and kept under :data:`BASE` (:func:`_once`, as :func:`build`)."""
     files = _sources() + sorted(p for p in (REPO / "packaging").rglob("*") if p.is_file()
                                 and "__pycache__" not in p.parts)
-    with open(BASE / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        # the files' date: dist.py's SOURCE_DATE_EPOCH, or the last commit's time
-        epoch = os.environ.get("SOURCE_DATE_EPOCH") or subprocess.run(
-            ["git", "-C", str(REPO), "log", "-1", "--format=%ct"], capture_output=True,
-            text=True, timeout=30).stdout.strip()
-        path = BASE / f"deb-{_key(files)}-{epoch}"
-        if (path / ".complete").exists():
-            return tuple(Path(line) for line in (path / ".complete").read_text().split())
-        for old in BASE.glob("deb-*"):
-            shutil.rmtree(old, ignore_errors=True)
-        res = subprocess.run([sys.executable, str(dist), "--out", str(path / "out"), "--work",
-                              str(path / "work")], capture_output=True, text=True, timeout=600)
+    # the files' date: dist.py's SOURCE_DATE_EPOCH, or the last commit's time
+    epoch = os.environ.get("SOURCE_DATE_EPOCH") or subprocess.run(
+        ["git", "-C", str(REPO), "log", "-1", "--format=%ct"], capture_output=True,
+        text=True, timeout=30).stdout.strip()
+
+    def make(path: Path) -> str:
+        res = subprocess.run([sys.executable, str(REPO / "packaging/dist.py"), "--out",
+                              str(path / "out"), "--work", str(path / "work")],
+                             capture_output=True, text=True, timeout=600)
         if res.returncode != 0:
-            shutil.rmtree(path, ignore_errors=True)
             raise AssertionError(f"packaging/dist.py failed:\n{res.stdout}\n"
                                  f"{res.stderr[-4000:]}")
         shutil.rmtree(path / "work", ignore_errors=True)
-        (path / ".complete").write_text(res.stdout)
-        return tuple(Path(line) for line in res.stdout.split())
+        return res.stdout           # the three paths it made, a line each
+    _, made = _once("deb", f"{_key(files)}-{epoch}", make)
+    return tuple(Path(line) for line in made.split())
 
 
 def booted(log: Path, shared: tuple[Path, ...] = ()) -> Container:

@@ -176,9 +176,11 @@ class Listener(socketserver.TCPServer):
             except Exception:   # a bug: logged (handle_error), the worker goes on
                 self.handle_error(request, client_address)
             finally:
-                self.shutdown_request(request)
+                # the place is given back before the client sees the connection close: a
+                # client that read its answer to the end and connects again finds it free
                 with self._active_lock:
                     self.active -= 1
+                self.shutdown_request(request)
 
     def close(self) -> None:
         if self._threads:

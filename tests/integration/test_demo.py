@@ -564,11 +564,15 @@ def check_graphite_web(op: str, info: dict, hostname: str) -> None:
     assert settings.prefix == info["carbon"]["prefix"]
     assert settings.tags is info["carbon"]["tags"]
 
+    seen = []
+
     def graphs():
         got = host_graphs(settings, hostname, 600)
         keys = {g.key for g in got.graphs}
+        seen[:] = [got.status, got.message, sorted(keys)]
         return got if {"cpu", "check-disk_root-status"} <= keys else None
-    got = wait_for(graphs, 60, interval=1.0, what="the demo host's graphs from graphite-web")
+    got = wait_for(graphs, 90, interval=1.0,
+                   what=lambda: f"the demo host's graphs from graphite-web (last: {seen})")
     assert got.status == "ok", got
     cpu = next(g for g in got.graphs if g.key == "cpu")
     assert any(v is not None for s in cpu.series for v, _ in s.points)

@@ -182,21 +182,7 @@ def test_a_link_down_trap_pages_for_the_interface_once_across_a_router_kill(
         index = snmpd.bulkwalk("1.3.6.1.2.1.2.2.1.2")       # ifDescr: lo's ifIndex
         lo = next(int(oid.rsplit(".", 1)[1]) for oid, v in index.items() if "lo" in v)
 
-        sent = Sender(tmp_path / "traps", port).send(
-            LINK_DOWN, link_varbinds(lo, 1, 2), community=COMMUNITY)
-        assert sent.returncode == 0, sent.stderr
-        routers[0]["proc"].signal(signal.SIGKILL)
-
-        def paged(word: str) -> list[dict]:
-            return [p for p in receiver.posts if p["payload"]["source"] == SWITCH
-                    and word in p["payload"]["summary"]]
-        pages = wait_for(lambda: paged("if_lo"), 20, 0.05, "the interface's page")
-        assert pages[0]["event_action"] == "trigger"
-
-        def notified():
-            return fleet.db_rows("SELECT severity, text FROM notifications WHERE uuid = ?",
-                                 (device["uuid"],))
-        rows = wait_for(notified, 20, 0.05, "the trap's notification")
+        traps = Sender(tmp_path / "traps", port)
         spool = fleet.root / "agent-state" / "devices-spool.db"
 
         def spooled() -> int:
@@ -206,12 +192,35 @@ def test_a_link_down_trap_pages_for_the_interface_once_across_a_router_kill(
                 return conn.execute("SELECT count(*) FROM messages").fetchone()[0]
             finally:
                 conn.close()
+
+        def paged(word: str) -> list[dict]:
+            return [p for p in receiver.posts if p["payload"]["source"] == SWITCH
+                    and word in p["payload"]["summary"]]
+
+        def notified():
+            return fleet.db_rows("SELECT severity, text FROM notifications WHERE uuid = ? "
+                                 "ORDER BY received_at", (device["uuid"],))
+        # the trap, both routers up: its interface's check at once (a RESULT: at most once,
+        # so not sent across a kill), and its NOTIFY
+        sent = traps.send(LINK_DOWN, link_varbinds(lo, 1, 2), community=COMMUNITY)
+        assert sent.returncode == 0, sent.stderr
+        pages = wait_for(lambda: paged("if_lo"), 20, 0.05, "the interface's page")
+        assert pages[0]["event_action"] == "trigger"
+        wait_for(lambda: paged("linkDown"), 20, 0.05, "the trap's notification's page")
         wait_for(lambda: spooled() == 0, 20, 0.1, "the trap's NOTIFY acknowledged")
+        # another as a router is killed: its NOTIFY (spooled before the inform is answered,
+        # whichever router it went to) is one notification and one page all the same
+        sent = traps.send(LINK_DOWN, link_varbinds(lo, 1, 2), community=COMMUNITY)
+        assert sent.returncode == 0, sent.stderr
+        routers[0]["proc"].signal(signal.SIGKILL)
+        wait_for(lambda: len(notified()) == 2, 20, 0.05, "the second trap's notification")
+        wait_for(lambda: spooled() == 0, 20, 0.1, "the second trap's NOTIFY acknowledged")
         rows = notified()
-        assert len(rows) == 1, rows
-        severity, text = rows[0]
-        assert severity == "error"
-        assert text.startswith(f"SNMPv2c trap from 127.0.0.1: linkDown ifIndex.{lo}={lo} ")
-        assert len(paged("linkDown")) == 1                  # the notification's own page
+        assert len(rows) == 2, rows
+        for severity, text in rows:
+            assert severity == "error"
+            assert text.startswith(f"SNMPv2c trap from 127.0.0.1: linkDown ifIndex.{lo}={lo} ")
+        wait_for(lambda: len(paged("linkDown")) == 2, 20, 0.05, "the second trap's page")
+        assert len(paged("linkDown")) == 2                  # each notification's own page
     finally:
         receiver.stop()

@@ -115,8 +115,7 @@ def test_graphite_web_gone_is_an_error_value(carbon, graphite_web):
 @pytest.fixture
 def tagged_graphite(tmp_path):
     """(carbon, graphite-web): carbon registers tagged series with graphite-web's tag
-    database (``ENABLE_TAGS``, ``GRAPHITE_URL``), graphite-web started first (carbon
-    registers a series when it creates its file, once)."""
+    database (``ENABLE_TAGS``, ``GRAPHITE_URL``), graphite-web started first."""
     from fleetwatch.cli.demo.graphiteweb import GraphiteWeb, missing
     if missing():
         pytest.skip(missing())
@@ -184,6 +183,17 @@ def test_tagged_series_are_found_in_the_tag_database_and_rendered(tagged_graphit
                            "web1.example.com")
     assert untagged.status == "unknown host"
     assert "set graphite.tags: true" in untagged.message
+
+    # a series new while graphite-web is down: carbon registers it once graphite-web is back
+    web.stop()
+    with socket.create_connection(("127.0.0.1", carbon.port)) as s:
+        s.sendall(b"%s.late;%s 1 %d\n" % (PREFIX.encode(), host.encode(), now))
+    wait_for(lambda: "tagged series failed" in carbon.output(), 20, 0.1,
+             "carbon's registration refused")
+    web.start()
+    wait_for(lambda: f"{PREFIX}.late;{host}" in listed(client, "web1.example.com"), 30, 0.2,
+             "the series registered once graphite-web is back")
+    assert "carbon: registered " in carbon.output()           # the recovery said
 
 
 def test_carbon_without_a_tag_database_does_not_post_tags(tmp_path):

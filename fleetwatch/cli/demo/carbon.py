@@ -15,18 +15,23 @@ under ``_tagged/`` by a hash of the name (``TAG_HASH_FILENAMES``), so graphite-w
 them only through its tag database. Given ``tagdb`` (graphite-web's base URL), carbon is
 told to register each tagged series there when it creates its file (``ENABLE_TAGS``,
 ``GRAPHITE_URL``: carbon POSTs to ``GRAPHITE_URL/tags/tagMultiSeries``; carbon 1.1.10 has
-no ``TAGDB_URL`` setting), and again on every ``TAG_UPDATE_INTERVAL``-th write (100). A
-registration that fails (graphite-web not up yet) is logged and not retried, so
-graphite-web must answer before carbon creates the files: start it first. Without
-``tagdb``, ``ENABLE_TAGS`` is off (carbon's default is on, posting to port 80).
+no ``TAGDB_URL`` setting), and again on every ``TAG_UPDATE_INTERVAL``-th write (100).
+carbon 1.1.10 logs a registration that fails (graphite-web not up yet, restarting, or slower
+than carbon's 5 s under load) and forgets it: the series would stay out of the tag database
+until one of those writes happens to be its own (carbon counts the writes of all series
+together), long after the host page looked for it. The process started here sends a batch
+that failed again instead (:func:`_retry_tags`: after 1 s, doubling to 10 s), so the order in
+which graphite-web and carbon start matters no more; and in batches of 20 series rather than
+100 (``TAG_BATCH_SIZE``: graphite-web took more than 5 s for 100 on a loaded machine).
+Without ``tagdb``, ``ENABLE_TAGS`` is off (carbon's default is on, posting to port 80).
 
 carbon-cache 1.1.10 (with Twisted 26) does not write its in-memory cache when it stops: its
 writer thread ends with the reactor, so every point it read in the last second or so before
 a SIGTERM is lost (measured: 45 of 50 points read just before a stop). The process started
-here is ``python -m fleetwatch.cli.demo.carbon``: carbon-cache itself, plus a shutdown trigger that
-writes the cache to whisper before the listeners close, so :meth:`Carbon.stop` loses nothing
-that carbon had read (``WHISPER_LOCK_WRITES`` is on: the trigger and the writer thread may
-write at once).
+here is ``python -m fleetwatch.cli.demo.carbon``: carbon-cache itself, plus the retries of
+tag registrations above and a shutdown trigger that writes the cache to whisper before the
+listeners close, so :meth:`Carbon.stop` loses nothing that carbon had read
+(``WHISPER_LOCK_WRITES`` is on: the trigger and the writer thread may write at once).
 
 Whisper files land in ``DIR/storage/whisper/``: metric ``a.b.c`` is ``a/b/c.wsp`` there.
 :func:`read_points` reads one back, retrying while carbon is still creating it (a reader
@@ -94,6 +99,7 @@ ENABLE_TAGS = True
 GRAPHITE_URL = {url}
 SKIP_TAGS_FOR_NONTAGGED = True
 TAG_HASH_FILENAMES = True
+TAG_BATCH_SIZE = 20
 """
 
 SCHEMAS = """\
@@ -235,9 +241,46 @@ def _write_cache(writer) -> None:
           flush=True)
 
 
+#: waits (s) before a tag registration that failed is sent again: the first, the longest
+TAG_RETRY = (1.0, 10.0)
+
+
+def _retry_tags(writer, reactor) -> None:
+    """carbon's ``tag`` (a batch of new series POSTed to graphite-web's tagMultiSeries), with a
+    batch that failed put back in carbon's tag queue after a wait (:data:`TAG_RETRY`); each
+    failure printed, and the first batch through after them. The waits are in carbon's tag
+    thread (which does nothing else) and end at shutdown."""
+    import threading
+
+    from carbon import database
+    from carbon.http import httpRequest
+    stopping = threading.Event()
+    reactor.addSystemEventTrigger("before", "shutdown", stopping.set)
+    wait = [TAG_RETRY[0]]
+
+    def tag(self, *metrics):
+        try:
+            httpRequest(self.graphite_url + "/tags/tagMultiSeries",
+                        [("path", metric) for metric in metrics])
+        except Exception as e:  # graphite-web down or slow: the batch again, later
+            print(f"fleetwatch.cli.demo.carbon: registering {len(metrics)} tagged series "
+                  f"failed ({e}): sent again in {wait[0]:g} s", flush=True)
+            if stopping.wait(wait[0]):
+                return
+            wait[0] = min(wait[0] * 2, TAG_RETRY[1])
+            for metric in metrics:
+                writer.tagQueue.add(metric)
+            return
+        if wait[0] != TAG_RETRY[0]:
+            print(f"fleetwatch.cli.demo.carbon: registered {len(metrics)} tagged series",
+                  flush=True)
+            wait[0] = TAG_RETRY[0]
+    database.TimeSeriesDatabase.tag = tag
+
+
 def serve(argv: list[str]) -> None:
     """Run carbon-cache in this process (argv as for ``carbon-cache.py``), with
-    :func:`_write_cache` added to its shutdown."""
+    :func:`_write_cache` added to its shutdown and :func:`_retry_tags`."""
     from carbon.util import run_twistd_plugin
     from twisted.plugins.carbon_cache_plugin import serviceMaker
 
@@ -253,6 +296,7 @@ def serve(argv: list[str]) -> None:
 
         from carbon import writer  # importable only now: it reads the settings at import
         reactor.addSystemEventTrigger("before", "shutdown", _write_cache, writer)
+        _retry_tags(writer, reactor)
         return root
     serviceMaker.makeService = make_service
     script = carbon_script()

@@ -27,7 +27,8 @@ Usage::
     web.stop()
 
 With tagged series, the port comes first: carbon must know graphite-web's URL before it
-starts, and graphite-web must answer before carbon creates the series' files::
+starts (started first, graphite-web has the series from carbon's first registration; a
+registration it missed is sent again within seconds)::
 
     port = free_port()
     carbon = Carbon("/tmp/x/carbon", tagdb=f"http://127.0.0.1:{port}")

@@ -224,9 +224,10 @@ def test_stats_buffered_while_no_router_then_bounded(fleet, routers):
              what="a STATS collected with the router alive")
     alive = [s.get("metrics")["agent.routers.alive"] for s in r1.of_type("STATS")]
     buffered = alive[:alive.index(1)]
-    # three collections or more while no router was alive, of which only the 2 newest kept
-    assert buffered == [0, 0], alive
-    assert r1.of_type("STATS")[1].get("metrics")["agent.stats.dropped"] > 0
+    # collections while no router was alive, of which only the 2 newest messages kept: these
+    # STATS (a HEARTBEAT, buffered with them, may be the other one: a loaded machine's)
+    assert 1 <= len(buffered) <= 2, alive
+    assert r1.of_type("STATS")[len(buffered)].get("metrics")["agent.stats.dropped"] > 0
 
 
 # ---------------------------------------------------------------- commands

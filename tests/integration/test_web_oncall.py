@@ -92,7 +92,7 @@ def test_the_overview_at_1440x900_shows_the_summary_and_25_problems(oncall, driv
         return {height: window.innerHeight,
                 visible: rows.filter(r => r.getBoundingClientRect().bottom <= innerHeight).length,
                 rows: rows.map(r => ({cls: r.className, state: r.querySelector('td.st').innerText,
-                                      since: r.querySelector('td.since').innerText,
+                                      since: r.querySelector('td.since').textContent.trim(),
                                       hover: (r.querySelector('td.since time') || {}).title}))};""")
     screenshot(driver, request.node.name)
     assert seen["height"] == 900

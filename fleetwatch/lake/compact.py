@@ -49,6 +49,7 @@ from pyspark.sql.types import TimestampType
 from fleetwatch.lake import deliveries, drops, lifecycle, manifest, spans, tables
 from fleetwatch.lake.lock import Busy, locked  # noqa: F401 (their home was here)
 from fleetwatch.lake.manifest import Lake
+from fleetwatch.lake.spark import Lazy
 from fleetwatch.lake.schema import (ORDER, PARTITION, SOURCE_TYPES, TABLE_NAMES, TABLE_OF_TYPE,
                                    TABLES)
 from sinks.history.sink import recover_stale
@@ -121,7 +122,9 @@ def crash_hook(step: str) -> None:
 def compact(spark, settings, out=print, hook=crash_hook, wall=time.time,
             held: bool = False) -> Summary:
     """One compaction run of the lake in ``settings`` (a HistorySettings), under the lake's
-    lock (:func:`fleetwatch.lake.lock.locked`; ``held``: the caller holds it already)."""
+    lock (:func:`fleetwatch.lake.lock.locked`; ``held``: the caller holds it already).
+    ``spark``: a session, or a :class:`fleetwatch.lake.spark.Lazy` one, made only when the
+    run has something to do."""
     lake = Lake(settings.lake)
     lake.make_dirs()
     summary = Summary()
@@ -138,6 +141,8 @@ def compact(spark, settings, out=print, hook=crash_hook, wall=time.time,
         if not names and not spans.missing(lake) and not (export and export.news):
             out(summary.line())
             return summary
+        if isinstance(spark, Lazy):
+            spark = spark.get()
         summary.run = run = manifest.new_run_id(wall)
         paths = [os.path.join(lake.landing, n) for n in names]
         summary.files = len(names)

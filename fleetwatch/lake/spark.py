@@ -209,6 +209,26 @@ def session_settings(conf: dict[str, str] | None = None) -> dict[str, str]:
     return out
 
 
+class Lazy:
+    """A Spark session made by ``make()`` at its first :meth:`get` and kept until
+    :meth:`stop`: ``history compact --every`` starts no JVM while its runs find nothing to
+    do (the demo's first, at its start)."""
+
+    def __init__(self, make):
+        self.make, self.session = make, None
+
+    def get(self):
+        if self.session is None:
+            self.session = self.make()
+        return self.session
+
+    def stop(self) -> None:
+        """The session stopped, if one was made; the next :meth:`get` makes another."""
+        session, self.session = self.session, None
+        if session is not None:
+            session.stop()
+
+
 def from_settings(settings):
     """The session for a :class:`sinks.history.config.HistorySettings`: on its Spark
     Connect server when ``remote`` is set, else a session of this process."""

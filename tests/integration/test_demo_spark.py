@@ -57,9 +57,10 @@ def test_demo_runs_its_history_on_a_spark_cluster_and_takes_it_when_killed(fleet
         assert f"master: {spark['master']}" in operator and "spark.cores.max: '1'" in operator
         assert set(cluster.Cluster.load(spark["dir"]).alive()) == {"master", "worker-1"}
 
-        # the compaction timer is an application of the cluster, and compacts there
+        # the compaction timer is an application of the cluster, and compacts there (from its
+        # first run with work: the second, a minute after the demo started)
         wait_for(lambda: "fleetwatch-history" in [
-            a["name"] for a in cluster.master_state(spark["ui"])["activeapps"]], 120, 1.0,
+            a["name"] for a in cluster.master_state(spark["ui"])["activeapps"]], 240, 1.0,
             "the compaction timer's application on the master")
         compact_log = demo_dir / "logs" / "history-compact.log"
         wait_for(lambda: " done in " in compact_log.read_text()

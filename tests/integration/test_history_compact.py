@@ -195,6 +195,22 @@ def notify_file(lake: Path, index: int) -> Path:
     return path
 
 
+def test_a_timer_s_run_with_nothing_to_do_starts_no_spark(spark, tmp_path):
+    """``compact --every``'s session is made by its first run with work (the demo's first
+    run, at its start, finds no closed landing file: no JVM for it)."""
+    from fleetwatch.lake.compact import compact
+    from fleetwatch.lake.spark import Lazy
+    made = []
+    lazy = Lazy(lambda: made.append("session") or spark)
+    lake = tmp_path / "lake"
+    assert compact(lazy, settings(lake), **QUIET).line() == "compact: no closed landing files"
+    assert made == []
+    notify_file(lake, 0)
+    assert compact(lazy, settings(lake), **QUIET).files == 1
+    assert compact(lazy, settings(lake), **QUIET).files == 0
+    assert made == ["session"]                  # made once, kept for the next runs
+
+
 @pytest.mark.timeout(240)     # two Spark JVMs start in it: ~50 s, more on a busy machine
 def test_cli_killed_mid_run_then_rerun_on_a_timer(spark, tmp_path):
     """The real thing: ``fleetwatch history compact`` SIGKILLs itself after writing its

@@ -1,14 +1,14 @@
 """``fleetwatch history compact [--every SECONDS] [--quiet]``: closed landing files into the
 Parquet tables, exactly once (:mod:`fleetwatch.lake.compact` is the run).
 
-One run, or with ``--every`` one run every SECONDS in one Spark session until SIGTERM, which
-ends the loop after the current run (a SIGKILL at any point is safe too). A failed run changes
-nothing visible: alone it exits 1; under ``--every`` it is logged and retried next time with a
-new Spark session. Another compaction holding the lake (the demo's periodic one, say): one
-run waits for it, up to ``--wait`` seconds, with a line on stderr naming it, before it starts
-Spark; past the wait, or at once with ``--no-wait``, it exits 75 (EX_TEMPFAIL). Under
-``--every`` it waits for the next turn. Progress is one line per step on stdout
-(``--quiet``: only the summary).
+One run, or with ``--every`` one run every SECONDS in one Spark session (started by the first
+run with something to do) until SIGTERM, which ends the loop after the current run (a SIGKILL
+at any point is safe too). A failed run changes nothing visible: alone it exits 1; under
+``--every`` it is logged and retried next time with a new Spark session. Another compaction
+holding the lake (the demo's periodic one, say): one run waits for it, up to ``--wait``
+seconds, with a line on stderr naming it, before it starts Spark; past the wait, or at once
+with ``--no-wait``, it exits 75 (EX_TEMPFAIL). Under ``--every`` it waits for the next turn.
+Progress is one line per step on stdout (``--quiet``: only the summary).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ WAIT = 600.0
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--every", type=float, metavar="SECONDS",
                    help="compact again this many seconds after each run, until SIGTERM "
-                        "(one Spark session for all runs; `make demo` uses this)")
+                        "(one Spark session for all runs, started by the first with work; "
+                        "`make demo` uses this)")
     p.add_argument("--quiet", action="store_true", help="print only the final summary")
     p.add_argument("--wait", type=float, default=WAIT, metavar="SECONDS",
                    help="with another compaction running, wait this long at most for it, "
@@ -41,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args, settings) -> int:
     from fleetwatch.lake.compact import Busy, compact
-    from fleetwatch.lake.spark import from_settings
+    from fleetwatch.lake.spark import Lazy, from_settings
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     quiet = getattr(args, "quiet", False)
     out = (lambda line: None) if quiet else (lambda line: print(line, flush=True))
@@ -54,7 +55,7 @@ def run(args, settings) -> int:
         return once(args, settings, out, quiet)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    spark = from_settings(settings)
+    spark = Lazy(lambda: from_settings(settings))     # made by the first run with work
     try:
         while True:
             try:
@@ -67,14 +68,10 @@ def run(args, settings) -> int:
                 log.error("compaction failed (retried in %.0f s with a new Spark session): "
                           "%s", every, first_line(e))
                 _stop(spark)            # a session whose JVM died would fail every run
-                spark = None
             if stop.wait(every):
                 return 0
-            if spark is None:
-                spark = from_settings(settings)
     finally:
-        if spark is not None:
-            _stop(spark)
+        _stop(spark)
 
 
 def once(args, settings, out, quiet: bool) -> int:

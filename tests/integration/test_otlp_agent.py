@@ -162,7 +162,7 @@ def test_an_sdk_application_s_series_land_as_the_agent_s_host(fleet, tmp_path):
             for ln in carrying} == {(s.uuid, s.uuid, "agent-host", "otlp")}
     assert not (s.lake / "db-9.other.example").exists()
     # two exports of 4 points: the flush's, and the one the SDK makes at its shutdown
-    wait_for(lambda: s.counter("agent.otlp.points") == 8, 20,
+    wait_for(lambda: s.counter("agent.otlp.points") == 8, 60,
              what=lambda: f"agent.otlp.points in the agent's STATS "
                           f"({s.counter('agent.otlp.points')})")
     assert s.counter("agent.otlp.requests") == 2
@@ -212,7 +212,7 @@ def test_json_from_a_plain_http_client_with_partial_success(fleet, tmp_path):
         "rejectedDataPoints": "1", "errorMessage": "1 of 2 data points refused: 1 invalid "
                                                    "(the first: cron.bad: value nan is not "
                                                    "finite)"}}
-    wait_for(lambda: s.counter("agent.otlp.points_invalid") == 1, 20,
+    wait_for(lambda: s.counter("agent.otlp.points_invalid") == 1, 60,
              what="agent.otlp.points_invalid in the agent's STATS")
 
 
@@ -247,7 +247,7 @@ def test_what_is_not_otlp_is_answered_and_counted_and_the_agent_goes_on(fleet, t
             sock.sendall(request)
             assert read_answer(sock).startswith(b"HTTP/1.1 %d " % status), request[:60]
     assert post(s.url, ok)[0] == 200 and s.agent.alive()
-    wait_for(lambda: s.counter("agent.otlp.bodies_refused") == len(cases) + len(raws), 20,
+    wait_for(lambda: s.counter("agent.otlp.bodies_refused") == len(cases) + len(raws), 60,
              what=lambda: f"agent.otlp.bodies_refused in the agent's STATS "
                           f"({s.counter('agent.otlp.bodies_refused')})")
     assert "OTLP: answered 413" in s.agent.log()
@@ -269,7 +269,7 @@ def test_a_flood_of_series_and_labels_is_refused_and_counted_at_its_agent(fleet,
     finally:
         provider.shutdown()
     # refused at each of the two exports (the flush's, the shutdown's)
-    wait_for(lambda: s.counter("agent.otlp.series_refused") == 2 * 180, 20,
+    wait_for(lambda: s.counter("agent.otlp.series_refused") == 2 * 180, 60,
              what=lambda: f"agent.otlp.series_refused ({s.counter('agent.otlp.series_refused')})")
     assert s.counter("agent.otlp.labels_refused") == 2
     assert s.counter("agent.otlp.series") == 20
@@ -338,4 +338,4 @@ def test_expect_continue_and_at_most_four_requests_at_once(fleet, tmp_path):
         for sock in idle:
             sock.close()
     wait_for(lambda: post(s.url, body)[0] == 200, 10, what="the places given back")
-    wait_for(lambda: s.counter("agent.otlp.busy") >= 1, 20, what="agent.otlp.busy counted")
+    wait_for(lambda: s.counter("agent.otlp.busy") >= 1, 60, what="agent.otlp.busy counted")

@@ -56,7 +56,9 @@ def test_the_overview_s_counts_are_kept_ahead_while_asked_and_not_after(engine):
         while c._tally[1] is first and time.monotonic() < deadline:
             time.sleep(0.05)                    # (polling the reading, not a sync)
         assert c._tally[1] is not first
-        assert c.tally() is c._tally[1]         # the pages of a period: one reading
+        # the pages of a period: one reading (two pages asking at once; again when the
+        # thread's reading came in between, as it may on a loaded machine)
+        assert any(c.tally() is c.tally() for _ in range(20))
         deadline = time.monotonic() + 10        # nobody asks: it stops reading
         while time.monotonic() - c._asked < 1.0 + 0.3 and time.monotonic() < deadline:
             time.sleep(0.05)

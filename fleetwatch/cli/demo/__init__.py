@@ -551,6 +551,8 @@ def run(args: argparse.Namespace) -> int:
                 start(c)
         if web is not None:
             wait_ready(children, [("graphite-web", web.answering)], timeout=60.0)
+        # the summary first: a script that waits for demo.json finds it printed
+        print(describe(root, children, info), flush=True)
         record(root, {
             "dir": str(root),
             "operator_config": str(root / "fleetwatch.yaml"),
@@ -575,7 +577,6 @@ def run(args: argparse.Namespace) -> int:
                            else None),
             "processes": processes(children),
         })
-        print(describe(root, children, info), flush=True)
         deadline = time.monotonic() + args.duration if args.duration else None
         supervisor = Supervisor(children, restart(root, children),
                                 say=lambda line: print(line, flush=True))

@@ -316,6 +316,13 @@ def test_a_local_flood_of_names_is_refused_past_the_cap_and_counted(fleet, zctx)
     router = fleet.router(sink_types=SINK_TYPES)
     _, url = prometheus_sink(fleet, [router])
     agent_up(fleet, router, local={"max_metric_names": 20})
+
+    def reaching() -> bool:
+        """The agent's own STATS in a scrape: its router has the sink (a STATS sent before
+        would have been dropped there, at most once)."""
+        return any(name.startswith("fleetwatch_agent_") and ("host", "agent-host") in labels
+                   for name, labels in samples(scrape(url)[1]))
+    wait_for(reaching, 30, 0.2, "the agent's STATS in a scrape")
     flood = protocol.make("STATS", "local", metrics={f"flood.m{i}": i for i in range(200)})
     reply = intake_send(fleet, zctx, flood)
     assert (reply.type, reply.get("status"), reply.get("ref")) == ("ERROR", 429, flood.msg_id)
@@ -332,7 +339,7 @@ def test_a_local_flood_of_names_is_refused_past_the_cap_and_counted(fleet, zctx)
         return sorted(name for name, labels in samples(scrape(url)[1])
                       if name.startswith("fleetwatch_flood_m")
                       and ("host", "agent-host") in labels)
-    # (the local STATS is sent apart from the agent's own, which may come first)
+    # (the local STATS is sent apart from the agent's own STATS, which may come first)
     wait_for(lambda: flooded() == kept, 30, 0.2, lambda: f"the 20 names kept: {flooded()}")
     assert "intake: refused 180 metric names of a local STATS" in \
         (fleet.root / "agent.log").read_text()

@@ -45,9 +45,10 @@ class Setup:
         wait_for(self.stats, 30, 0.1, what="the agent's own STATS in the lake")
 
     def stats(self) -> list[dict]:
-        """The agent's STATS that landed (relayed line: stamped uuid, body)."""
-        return [ln for ln in landed(self.lake) if ln["type"] == "STATS"
-                and ln["uuid"] == self.uuid]
+        """The agent's STATS that landed (relayed line: stamped uuid, body), oldest first
+        (by the agent's clock: the landing files come in no order)."""
+        return sorted((ln for ln in landed(self.lake) if ln["type"] == "STATS"
+                       and ln["uuid"] == self.uuid), key=lambda ln: ln["msg"]["ts"])
 
     def series(self) -> dict[tuple, dict]:
         """The latest landed value of each OTLP series: {(name, sorted labels...): item}."""
